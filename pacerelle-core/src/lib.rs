@@ -1,0 +1,21 @@
+#![doc = include_str!("../README.md")]
+
+pub mod b64;
+pub mod checkpoint;
+pub mod cursor;
+pub mod envelope;
+pub mod error;
+pub mod ids;
+pub mod keys;
+pub mod message;
+pub mod pairing;
+pub mod time;
+pub mod token;
+pub mod wire;
+
+pub use cursor::Cursor;
+pub use envelope::{Aad, Direction};
+pub use error::{CryptoError, Error, Result};
+pub use keys::ContentKey;
+pub use time::Timestamp;
+pub use token::{AgentToken, Bearer};

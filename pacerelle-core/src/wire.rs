@@ -1,0 +1,567 @@
+//! The relay's HTTP API: paths, request and response bodies, error codes. JSON fields are camelCase.
+//!
+//! Authentication is `Authorization: Bearer <principalId>.<secret>` (see [`crate::token::Bearer`]): an
+//! agent's credential on `/v1/agent/…`, a device's on `/v1/device/…`. The credential decides which agent
+//! is concerned; no path names another agent. `docs/relay-api.md` documents every route and code.
+//!
+//! | method | path | body → response |
+//! |---|---|---|
+//! | GET | `/v1/health` | → [`Health`] |
+//! | POST | `/v1/agents` (header [`REGISTRATION_HEADER`] unless open) | [`RegisterAgent`] → [`AgentInfo`] |
+//! | GET | `/v1/agent` | → [`AgentInfo`] |
+//! | POST | `/v1/agent/pairings` | [`CreatePairing`] → [`PairingCreated`] |
+//! | GET | `/v1/agent/devices` | → [`DeviceList`] |
+//! | DELETE | `/v1/agent/devices/{deviceId}` | → [`DeviceInfo`] |
+//! | GET | `/v1/agent/messages?cursor=&wait=` (header [`SESSION_HEADER`]) | → [`MessageBatch`] |
+//! | POST | `/v1/agent/messages/{messageId}/processed` (header [`SESSION_HEADER`]) | → [`Processed`] |
+//! | POST | `/v1/agent/replies` | [`SendReply`] → [`Stored`] |
+//! | POST | `/v1/agent/checkpoints` | [`SaveCheckpoint`] → [`Stored`] |
+//! | GET | `/v1/agent/checkpoints?limit=` | → [`CheckpointList`] |
+//! | POST | `/v1/agent/sessions` | [`OpenSession`] → [`SessionInfo`] |
+//! | POST | `/v1/agent/sessions/{sessionId}/heartbeat` | → [`SessionInfo`] |
+//! | DELETE | `/v1/agent/sessions/{sessionId}` | → [`SessionInfo`] |
+//! | GET | `/v1/agent/status` | → [`Status`] |
+//! | GET | `/v1/pairings/{pairingId}` (no credential) | → [`PairingOffer`] |
+//! | POST | `/v1/pairings/{pairingId}/claim` (no credential) | [`ClaimPairing`] → [`PairingClaimed`] |
+//! | GET | `/v1/device` | → [`DeviceSelf`] |
+//! | DELETE | `/v1/device` | → [`DeviceInfo`] (the device leaves: revoked) |
+//! | POST | `/v1/device/messages` | [`SendMessage`] → [`Stored`] |
+//! | GET | `/v1/device/conversation?cursor=&wait=` | → [`Conversation`] |
+//! | GET | `/v1/device/status` | → [`Status`] |
+//!
+//! `wait` is in seconds, 0 to [`MAX_WAIT_SECONDS`]; the relay caps larger values.
+
+use serde::{Deserialize, Serialize};
+
+use crate::cursor::Cursor;
+use crate::pairing::Role;
+use crate::time::Timestamp;
+
+/// Header carrying the registration secret when the relay is not open for registration.
+pub const REGISTRATION_HEADER: &str = "x-pacerelle-registration";
+/// Header carrying the agent session id on requests that consume the inbox.
+pub const SESSION_HEADER: &str = "x-pacerelle-session";
+/// Longest long-poll, in seconds.
+pub const MAX_WAIT_SECONDS: u64 = 55;
+/// Largest request body the relay accepts, in bytes.
+pub const MAX_BODY_BYTES: usize = 256 * 1024;
+/// A session whose last heartbeat is older than this loses the lease.
+pub const LEASE_TTL_SECONDS: u64 = 30;
+/// Most checkpoints returned by one listing.
+pub const MAX_CHECKPOINT_LIMIT: u32 = 100;
+
+/// `GET /v1/health`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Health {
+    /// Always true when the relay answers.
+    pub ok: bool,
+    /// The relay's version.
+    pub version: String,
+    /// Whether agents can register without the registration secret.
+    pub open_registration: bool,
+}
+
+/// The JSON body of every error.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ErrorBody {
+    /// A stable code from [`code`].
+    pub code: String,
+    /// A human-readable explanation.
+    pub error: String,
+    /// Extra facts for some codes (`agent_in_use`: the holder).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub details: Option<serde_json::Value>,
+}
+
+/// Stable error codes. They never change meaning; new ones may be added.
+pub mod code {
+    /// The body is not valid JSON or misses a field.
+    pub const INVALID_JSON: &str = "invalid_json";
+    /// A field or parameter has a value out of its range or form.
+    pub const INVALID_INPUT: &str = "invalid_input";
+    /// The body exceeds the relay's limit.
+    pub const BODY_TOO_LARGE: &str = "body_too_large";
+    /// A cursor that this relay did not issue.
+    pub const BAD_CURSOR: &str = "bad_cursor";
+    /// No credential, or one that does not match.
+    pub const UNAUTHORIZED: &str = "unauthorized";
+    /// A valid credential of the wrong kind (a device on an agent route, or the reverse).
+    pub const FORBIDDEN: &str = "forbidden";
+    /// The device was revoked.
+    pub const DEVICE_REVOKED: &str = "device_revoked";
+    /// Registration needs the relay's registration secret.
+    pub const REGISTRATION_CLOSED: &str = "registration_closed";
+    /// The id is already taken by another agent.
+    pub const AGENT_EXISTS: &str = "agent_exists";
+    /// No such item for this credential.
+    pub const NOT_FOUND: &str = "not_found";
+    /// No such route.
+    pub const NO_ROUTE: &str = "no_route";
+    /// Method not allowed on this route.
+    pub const METHOD_NOT_ALLOWED: &str = "method_not_allowed";
+    /// The pairing offer has expired.
+    pub const PAIRING_EXPIRED: &str = "pairing_expired";
+    /// The pairing offer was already claimed.
+    pub const PAIRING_CLAIMED: &str = "pairing_claimed";
+    /// The claim secret does not match the offer.
+    pub const PAIRING_PROOF: &str = "pairing_proof";
+    /// Another session holds the agent's lease.
+    pub const AGENT_IN_USE: &str = "agent_in_use";
+    /// This session no longer holds the lease (expired or taken over).
+    pub const LEASE_LOST: &str = "lease_lost";
+    /// The id is reused for a different item (another source message, another device…).
+    pub const ID_CONFLICT: &str = "id_conflict";
+    /// Too many requests of this kind from this address.
+    pub const RATE_LIMITED: &str = "rate_limited";
+    /// Something failed inside the relay; details are in its log.
+    pub const INTERNAL: &str = "internal";
+    /// The relay's storage is unavailable.
+    pub const UNAVAILABLE: &str = "unavailable";
+}
+
+/// `POST /v1/agents`: the agent side chose its id and token; the relay learns only `SHA-256(auth)`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RegisterAgent {
+    /// The new agent's id.
+    pub agent_id: String,
+    /// Its display name.
+    pub name: String,
+    /// base64url of `SHA-256(auth secret)`.
+    pub auth_hash: String,
+}
+
+/// An agent as the relay knows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentInfo {
+    /// Its id.
+    pub agent_id: String,
+    /// Its display name.
+    pub name: String,
+    /// When it registered.
+    pub created_at: Timestamp,
+}
+
+/// `POST /v1/agent/pairings`: an offer sealed with the pairing key.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreatePairing {
+    /// Derived from the pairing secret.
+    pub pairing_id: String,
+    /// The id the new device will have.
+    pub device_id: String,
+    /// An optional label chosen on the agent side ("phone").
+    #[serde(default)]
+    pub label: Option<String>,
+    /// The new device's role.
+    pub role: Role,
+    /// base64url of `SHA-256(claimSecret)`.
+    pub claim_hash: String,
+    /// The sealed [`crate::pairing::OfferPayload`].
+    pub offer: String,
+    /// When the offer stops being claimable (the relay caps it at one hour from now).
+    pub expires_at: Timestamp,
+}
+
+/// The answer to [`CreatePairing`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PairingCreated {
+    /// The offer's id.
+    pub pairing_id: String,
+    /// The device it will create.
+    pub device_id: String,
+    /// When it expires (as stored).
+    pub expires_at: Timestamp,
+}
+
+/// `GET /v1/pairings/{pairingId}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PairingOffer {
+    /// The offer's id.
+    pub pairing_id: String,
+    /// The agent, in clear (bound into the offer's additional data).
+    pub agent_id: String,
+    /// The device, in clear (bound into the offer's additional data).
+    pub device_id: String,
+    /// The sealed offer.
+    pub offer: String,
+    /// When it expires.
+    pub expires_at: Timestamp,
+}
+
+/// `POST /v1/pairings/{pairingId}/claim`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClaimPairing {
+    /// base64url of the claim secret derived from the link.
+    pub claim_secret: String,
+    /// The device's display name ("Ana's phone").
+    pub name: String,
+}
+
+/// The answer to [`ClaimPairing`]: the device's credential, shown once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PairingClaimed {
+    /// The agent paired with.
+    pub agent_id: String,
+    /// The new device.
+    pub device_id: String,
+    /// The device's bearer credential, `deviceId.secret`.
+    pub device_token: String,
+}
+
+/// A paired device.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceInfo {
+    /// Its id.
+    pub device_id: String,
+    /// The name it gave when it claimed the offer.
+    pub name: String,
+    /// The label the agent side gave the offer.
+    #[serde(default)]
+    pub label: Option<String>,
+    /// Its role.
+    pub role: Role,
+    /// When it paired.
+    pub created_at: Timestamp,
+    /// When it was revoked, if it was.
+    #[serde(default)]
+    pub revoked_at: Option<Timestamp>,
+}
+
+/// `GET /v1/agent/devices`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceList {
+    /// Every device ever paired, revoked ones included, oldest first.
+    pub devices: Vec<DeviceInfo>,
+}
+
+/// `GET /v1/device`: the calling device and its agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceSelf {
+    /// The device.
+    pub device: DeviceInfo,
+    /// Its agent.
+    pub agent: AgentInfo,
+}
+
+/// `POST /v1/device/messages`: a task sealed by the device. Idempotent by `messageId`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SendMessage {
+    /// Chosen by the sender.
+    pub message_id: String,
+    /// The sealed [`crate::message::TaskPayload`].
+    pub envelope: String,
+}
+
+/// The answer to every idempotent store: the item as the relay holds it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Stored {
+    /// The item's id.
+    pub id: String,
+    /// Its position in the agent's stream.
+    pub cursor: Cursor,
+    /// When it was first stored.
+    pub created_at: Timestamp,
+    /// False when the id was already stored and this call changed nothing.
+    pub created: bool,
+}
+
+/// A task as the agent receives it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentMessage {
+    /// The sender's id.
+    pub message_id: String,
+    /// The device that sent it.
+    pub from: String,
+    /// That device's name.
+    pub from_name: String,
+    /// The sealed task.
+    pub envelope: String,
+    /// When the relay stored it.
+    pub sent_at: Timestamp,
+    /// True when it was delivered before and not marked processed.
+    pub redelivered: bool,
+    /// Its position in the stream.
+    pub cursor: Cursor,
+}
+
+/// `GET /v1/agent/messages`: without a cursor, every task not yet processed; with one, tasks after it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageBatch {
+    /// Oldest first; empty when the wait ended.
+    pub messages: Vec<AgentMessage>,
+    /// Where to continue.
+    pub cursor: Cursor,
+}
+
+/// `POST /v1/agent/messages/{messageId}/processed`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Processed {
+    /// The task.
+    pub message_id: String,
+    /// When it was first marked processed.
+    pub processed_at: Timestamp,
+}
+
+/// One device's copy of a sealed reply.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceEnvelope {
+    /// The device it is sealed for.
+    pub device_id: String,
+    /// The envelope.
+    pub envelope: String,
+}
+
+/// `POST /v1/agent/replies`: a reply sealed for each paired device. Idempotent by `replyId`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SendReply {
+    /// Chosen by the agent.
+    pub reply_id: String,
+    /// The task it answers; must be one of this agent's.
+    pub source_message_id: String,
+    /// One envelope per device.
+    pub envelopes: Vec<DeviceEnvelope>,
+}
+
+/// `POST /v1/agent/checkpoints`. Idempotent by `checkpointId`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SaveCheckpoint {
+    /// Chosen by the agent.
+    pub checkpoint_id: String,
+    /// The sealed [`crate::checkpoint::CheckpointPayload`].
+    pub envelope: String,
+}
+
+/// A stored checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckpointRecord {
+    /// Its id.
+    pub checkpoint_id: String,
+    /// Sealed with the agent's self key.
+    pub envelope: String,
+    /// When it was stored.
+    pub created_at: Timestamp,
+}
+
+/// `GET /v1/agent/checkpoints`: latest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckpointList {
+    /// Latest first.
+    pub checkpoints: Vec<CheckpointRecord>,
+}
+
+/// `POST /v1/agent/sessions`: take the agent's lease.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OpenSession {
+    /// Where the session runs ("laptop / claude-code"), shown to a second session.
+    pub host: String,
+    /// Take the lease even if another session holds it.
+    #[serde(default)]
+    pub takeover: bool,
+}
+
+/// A session holding (or having held) the lease.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionInfo {
+    /// Its id, to send in [`SESSION_HEADER`].
+    pub session_id: String,
+    /// Where it runs.
+    pub host: String,
+    /// When it took the lease.
+    pub since: Timestamp,
+    /// When the lease lapses without a heartbeat.
+    pub lease_expires_at: Timestamp,
+}
+
+/// The `details` of an `agent_in_use` error: who holds the lease.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaseHolder {
+    /// Where the holder runs.
+    pub host: String,
+    /// Since when it holds the lease.
+    pub since: Timestamp,
+    /// Its last heartbeat.
+    pub last_heartbeat_at: Timestamp,
+}
+
+/// What the agent is doing, as the phone sees it (DESIGN §7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Presence {
+    /// No session heartbeat and no recent wait.
+    Offline,
+    /// A session is connected but not waiting and has nothing in progress.
+    Connected,
+    /// A wait is parked now or returned moments ago.
+    Listening,
+    /// Tasks are delivered and not processed, and the agent was recently active.
+    Busy,
+    /// A task was delivered long ago, is not processed, and no wait came since: the agent is probably
+    /// waiting for a confirmation on the computer.
+    WaitingConfirmation,
+}
+
+/// Counts of tasks by state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct MessageCounts {
+    /// Stored, never delivered.
+    pub waiting: u64,
+    /// Delivered, not processed.
+    pub in_progress: u64,
+    /// Marked processed.
+    pub processed: u64,
+}
+
+/// `GET /v1/agent/status` and `GET /v1/device/status`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Status {
+    /// The agent.
+    pub agent: AgentInfo,
+    /// The summary a phone shows.
+    pub presence: Presence,
+    /// The session holding the lease, if any.
+    #[serde(default)]
+    pub session: Option<LeaseHolder>,
+    /// A wait is parked now.
+    pub listening: bool,
+    /// When the last wait started or ended.
+    #[serde(default)]
+    pub last_wait_at: Option<Timestamp>,
+    /// Tasks by state.
+    pub messages: MessageCounts,
+    /// When the last checkpoint was saved.
+    #[serde(default)]
+    pub last_checkpoint_at: Option<Timestamp>,
+    /// Paired devices not revoked.
+    pub devices: u64,
+    /// The relay's clock.
+    pub relay_time: Timestamp,
+}
+
+/// The state of a task.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MessageState {
+    /// Stored, not yet delivered to the agent.
+    Sent,
+    /// Delivered to the agent, not yet processed.
+    Delivered,
+    /// Marked processed by the agent.
+    Processed,
+}
+
+/// The kind of a conversation item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ItemKind {
+    /// A task sent by this device.
+    Message,
+    /// A reply from the agent.
+    Reply,
+}
+
+/// One item of a device's conversation, sealed for that device.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ConversationItem {
+    /// What it is.
+    pub kind: ItemKind,
+    /// Its id (message id or reply id).
+    pub id: String,
+    /// The envelope this device opens.
+    pub envelope: String,
+    /// For a reply, the task it answers.
+    #[serde(default)]
+    pub source_message_id: Option<String>,
+    /// For a task, its state.
+    #[serde(default)]
+    pub state: Option<MessageState>,
+    /// When the relay stored it.
+    pub created_at: Timestamp,
+    /// Its position in the stream.
+    pub cursor: Cursor,
+}
+
+/// `GET /v1/device/conversation`: items after the cursor, oldest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Conversation {
+    /// Oldest first; empty when the wait ended.
+    pub items: Vec<ConversationItem>,
+    /// Where to continue.
+    pub cursor: Cursor,
+}
+
+/// Query of the long-polls.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct WaitQuery {
+    /// Items after this cursor; none: as described on each route.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+    /// Seconds to park when nothing is there, 0 to 55.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<u64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshot_of_a_batch() {
+        let batch = MessageBatch {
+            messages: vec![AgentMessage {
+                message_id: "msg_1".into(),
+                from: "dv_1".into(),
+                from_name: "phone".into(),
+                envelope: "AQ".into(),
+                sent_at: Timestamp(0),
+                redelivered: true,
+                cursor: Cursor(3),
+            }],
+            cursor: Cursor(3),
+        };
+        let json = serde_json::to_string(&batch).expect("serialises");
+        assert_eq!(
+            json,
+            r#"{"messages":[{"messageId":"msg_1","from":"dv_1","fromName":"phone","envelope":"AQ","sentAt":"1970-01-01T00:00:00.000Z","redelivered":true,"cursor":"c1.AAAAAAAAAAM"}],"cursor":"c1.AAAAAAAAAAM"}"#
+        );
+        let back: MessageBatch = serde_json::from_str(&json).expect("parses");
+        assert_eq!(back, batch);
+    }
+
+    #[test]
+    fn presence_names() {
+        assert_eq!(
+            serde_json::to_string(&Presence::WaitingConfirmation).expect("ok"),
+            "\"waiting_confirmation\""
+        );
+    }
+}
