@@ -1,0 +1,463 @@
+//! The agent side: register, pair devices, wait for tasks, reply, mark processed, checkpoints, lease.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pacerelle_core::checkpoint::{CheckpointPayload, checkpoint_aad};
+use pacerelle_core::envelope;
+use pacerelle_core::message::{ReplyPayload, TaskPayload, reply_aad, task_aad};
+use pacerelle_core::pairing::{self, OfferPayload, PairingSecret, Role};
+use pacerelle_core::wire::{
+    self, AgentInfo, CheckpointList, CreatePairing, DeviceEnvelope, DeviceInfo, DeviceList, MessageBatch,
+    OpenSession, PairingCreated, Processed, RegisterAgent, SaveCheckpoint, SendReply, SessionInfo, Status, Stored,
+};
+use pacerelle_core::{AgentToken, Bearer, CryptoError, Cursor, Timestamp, b64, ids};
+use reqwest::Method;
+
+use crate::error::{Error, Result};
+use crate::http::{Http, Req, Retry};
+
+/// Heartbeats are sent this often while a session is open (the relay's lease lasts 30 s).
+const HEARTBEAT_EVERY: Duration = Duration::from_secs(10);
+
+/// A task received by the agent, opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Message {
+    /// The id the device chose; reply with it as `source_message_id`.
+    pub message_id: String,
+    /// What the person asks.
+    pub text: String,
+    /// The device that sent it.
+    pub from: String,
+    /// That device's name.
+    pub from_name: String,
+    /// When the relay stored it.
+    pub sent_at: Timestamp,
+    /// Delivered before and not marked processed (for example before a crash).
+    pub redelivered: bool,
+    /// Its position in the stream.
+    pub cursor: Cursor,
+}
+
+/// A task whose envelope did not open. It is not the person's instruction; mark it processed to drop it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejected {
+    /// Its id.
+    pub message_id: String,
+    /// The device it claims to come from.
+    pub from: String,
+    /// Why it was rejected.
+    pub reason: CryptoError,
+}
+
+/// The result of a wait.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Inbox {
+    /// Tasks, oldest first; empty when the wait ended without one.
+    pub messages: Vec<Message>,
+    /// Tasks that failed to open.
+    pub rejected: Vec<Rejected>,
+    /// Where to continue listening.
+    pub cursor: Cursor,
+}
+
+/// A checkpoint, opened.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// Its id.
+    pub checkpoint_id: String,
+    /// What has been done.
+    pub summary: String,
+    /// What to do next.
+    pub next_action: String,
+    /// The tasks it concerns.
+    pub message_ids: Vec<String>,
+    /// When it was saved.
+    pub created_at: Timestamp,
+}
+
+/// How to create a pairing offer.
+#[derive(Debug, Clone)]
+pub struct PairingOptions {
+    /// A label for the future device ("phone").
+    pub label: Option<String>,
+    /// How long the offer can be claimed (default 10 minutes, at most one hour).
+    pub ttl: Duration,
+    /// The device's role.
+    pub role: Role,
+    /// The base URL a phone uses to reach the relay, when it differs from the one this client uses.
+    pub public_url: Option<String>,
+}
+
+impl Default for PairingOptions {
+    fn default() -> Self {
+        PairingOptions {
+            label: None,
+            ttl: Duration::from_secs(pairing::DEFAULT_TTL_SECONDS),
+            role: Role::Owner,
+            public_url: None,
+        }
+    }
+}
+
+/// A pairing offer, ready to show as a link or QR code.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PairingLink {
+    /// `https://relay/pair#v1.…`: the secret is in the fragment, which never reaches the relay.
+    pub link: String,
+    /// The offer's public id.
+    pub pairing_id: String,
+    /// The device that claiming it will create.
+    pub device_id: String,
+    /// When it stops being claimable.
+    pub expires_at: Timestamp,
+}
+
+/// The agent's client. Cheap to clone; clones share the session.
+#[derive(Debug, Clone)]
+pub struct AgentClient {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    http: Http,
+    agent_id: String,
+    token: AgentToken,
+    bearer: Bearer,
+    session: Mutex<Option<SessionState>>,
+}
+
+#[derive(Debug)]
+struct SessionState {
+    id: String,
+    heartbeat: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        if let Ok(mut guard) = self.session.lock()
+            && let Some(state) = guard.take()
+        {
+            state.heartbeat.abort();
+        }
+    }
+}
+
+impl AgentClient {
+    /// A client for an existing agent.
+    pub fn new(relay_url: &str, agent_id: &str, token: AgentToken) -> Result<Self> {
+        ids::validate("agent id", agent_id)?;
+        let http = Http::new(relay_url)?;
+        let bearer = token.bearer(agent_id);
+        Ok(AgentClient {
+            inner: Arc::new(Inner {
+                http,
+                agent_id: agent_id.to_string(),
+                token,
+                bearer,
+                session: Mutex::new(None),
+            }),
+        })
+    }
+
+    /// Creates a new agent: draws its id and token here, and registers only `SHA-256(auth)` at the relay.
+    ///
+    /// `registration_secret` is needed unless the relay has open registration.
+    pub async fn register(relay_url: &str, name: &str, registration_secret: Option<&str>) -> Result<Self> {
+        let token = AgentToken::generate();
+        let agent_id = ids::generate(ids::AGENT);
+        let client = AgentClient::new(relay_url, &agent_id, token)?;
+        let body = RegisterAgent {
+            agent_id: agent_id.clone(),
+            name: name.to_string(),
+            auth_hash: b64::encode(&client.inner.token.auth_hash()),
+        };
+        let headers: Vec<(&'static str, String)> =
+            registration_secret.map(|s| (wire::REGISTRATION_HEADER, s.to_string())).into_iter().collect();
+        let _: AgentInfo = client
+            .inner
+            .http
+            .send(Req { body: Some(&body), headers: &headers, ..Req::new(Method::POST, "/v1/agents") })
+            .await?;
+        Ok(client)
+    }
+
+    /// The agent's id.
+    pub fn agent_id(&self) -> &str {
+        &self.inner.agent_id
+    }
+
+    /// The agent's token (a secret: store it like a password).
+    pub fn token(&self) -> &AgentToken {
+        &self.inner.token
+    }
+
+    /// The relay's base URL.
+    pub fn relay_url(&self) -> &str {
+        self.inner.http.base()
+    }
+
+    fn req<'a, B: serde::Serialize>(&'a self, method: Method, path: &'a str) -> Req<'a, B> {
+        Req { bearer: Some(self.inner.bearer.expose()), ..Req::new(method, path) }
+    }
+
+    fn session_id(&self) -> Option<String> {
+        self.inner.session.lock().ok().and_then(|g| g.as_ref().map(|s| s.id.clone()))
+    }
+
+    /// The agent as the relay knows it.
+    pub async fn info(&self) -> Result<AgentInfo> {
+        self.inner.http.send(self.req::<()>(Method::GET, "/v1/agent")).await
+    }
+
+    /// Creates a pairing offer and returns its link. Whoever opens the link first becomes a device.
+    pub async fn create_pairing(&self, options: PairingOptions) -> Result<PairingLink> {
+        if options.ttl.is_zero() || options.ttl > Duration::from_secs(3600) {
+            return Err(Error::InvalidInput("a pairing offer lasts between 1 second and 1 hour".into()));
+        }
+        let info = self.info().await?;
+        let secret = PairingSecret::generate();
+        let device_id = ids::generate(ids::DEVICE);
+        let expires_at = Timestamp::now().plus_millis(options.ttl.as_millis() as i64);
+        let offer = OfferPayload {
+            v: 1,
+            agent_id: self.inner.agent_id.clone(),
+            agent_name: info.name,
+            device_id: device_id.clone(),
+            device_key: b64::encode(&self.inner.token.device_key(&self.inner.agent_id, &device_id).to_bytes()),
+            role: options.role,
+            expires_at,
+        };
+        let body = CreatePairing {
+            pairing_id: secret.pairing_id(),
+            device_id: device_id.clone(),
+            label: options.label,
+            role: options.role,
+            claim_hash: b64::encode(&secret.claim_hash()),
+            offer: pairing::seal_offer(&secret, &offer),
+            expires_at,
+        };
+        let created: PairingCreated =
+            self.inner.http.send(Req { body: Some(&body), ..self.req(Method::POST, "/v1/agent/pairings") }).await?;
+        let base = options.public_url.as_deref().unwrap_or(self.inner.http.base());
+        Ok(PairingLink {
+            link: secret.link(base),
+            pairing_id: created.pairing_id,
+            device_id: created.device_id,
+            expires_at: created.expires_at,
+        })
+    }
+
+    /// Every device ever paired, revoked ones included.
+    pub async fn devices(&self) -> Result<Vec<DeviceInfo>> {
+        let list: DeviceList = self.inner.http.send(self.req::<()>(Method::GET, "/v1/agent/devices")).await?;
+        Ok(list.devices)
+    }
+
+    /// Revokes a device: its credential stops working at once.
+    pub async fn revoke_device(&self, device_id: &str) -> Result<DeviceInfo> {
+        ids::validate("device id", device_id)?;
+        let path = format!("/v1/agent/devices/{device_id}");
+        self.inner.http.send(self.req::<()>(Method::DELETE, &path)).await
+    }
+
+    /// Takes the agent's lease: from now on only this client consumes the inbox. A heartbeat keeps it.
+    ///
+    /// Fails with the relay's `agent_in_use` error, naming the holder, unless `takeover` is set.
+    pub async fn open_session(&self, host: &str, takeover: bool) -> Result<SessionInfo> {
+        let body = OpenSession { host: host.to_string(), takeover };
+        let info: SessionInfo =
+            self.inner.http.send(Req { body: Some(&body), ..self.req(Method::POST, "/v1/agent/sessions") }).await?;
+        let heartbeat = tokio::spawn(heartbeat_loop(Arc::downgrade(&self.inner), info.session_id.clone()));
+        let previous = self
+            .inner
+            .session
+            .lock()
+            .map_err(|_| Error::InvalidInput("session lock poisoned".into()))?
+            .replace(SessionState { id: info.session_id.clone(), heartbeat });
+        if let Some(previous) = previous {
+            previous.heartbeat.abort();
+        }
+        Ok(info)
+    }
+
+    /// Renews the lease now (the client also does it on its own every 10 s).
+    pub async fn heartbeat(&self) -> Result<SessionInfo> {
+        let id = self.session_id().ok_or_else(|| Error::InvalidInput("no session is open".into()))?;
+        send_heartbeat(&self.inner, &id).await
+    }
+
+    /// Releases the lease.
+    pub async fn close_session(&self) -> Result<()> {
+        let state = self.inner.session.lock().ok().and_then(|mut g| g.take());
+        if let Some(state) = state {
+            state.heartbeat.abort();
+            let path = format!("/v1/agent/sessions/{}", state.id);
+            let _: SessionInfo = self.inner.http.send(self.req::<()>(Method::DELETE, &path)).await?;
+        }
+        Ok(())
+    }
+
+    /// Waits for tasks. Without a cursor: every task not yet processed (those delivered before come again,
+    /// flagged `redelivered`). With one: tasks after it. Parks up to `wait` (at most 55 s) when there is none.
+    pub async fn wait_for_messages(&self, cursor: Option<Cursor>, wait: Duration) -> Result<Inbox> {
+        let wait = wait.min(Duration::from_secs(wire::MAX_WAIT_SECONDS));
+        let mut query = vec![("wait", wait.as_secs().to_string())];
+        if let Some(c) = cursor {
+            query.push(("cursor", c.to_string()));
+        }
+        let batch: MessageBatch = self
+            .inner
+            .http
+            .send(Req {
+                query: &query,
+                session: self.session_id(),
+                wait: Some(wait),
+                ..self.req::<()>(Method::GET, "/v1/agent/messages")
+            })
+            .await?;
+        let mut inbox = Inbox { messages: Vec::new(), rejected: Vec::new(), cursor: batch.cursor };
+        for m in batch.messages {
+            let key = self.inner.token.device_key(&self.inner.agent_id, &m.from);
+            let aad = task_aad(&self.inner.agent_id, &m.from, &m.message_id);
+            match envelope::open_json::<TaskPayload>(&key, &aad, &m.envelope) {
+                Ok(task) => inbox.messages.push(Message {
+                    message_id: m.message_id,
+                    text: task.text,
+                    from: m.from,
+                    from_name: m.from_name,
+                    sent_at: m.sent_at,
+                    redelivered: m.redelivered,
+                    cursor: m.cursor,
+                }),
+                Err(e) => {
+                    let reason = match e {
+                        pacerelle_core::Error::Crypto(c) => c,
+                        _ => CryptoError::Open,
+                    };
+                    tracing::warn!(message_id = %m.message_id, from = %m.from, "a task did not open; rejected");
+                    inbox.rejected.push(Rejected { message_id: m.message_id, from: m.from, reason });
+                }
+            }
+        }
+        Ok(inbox)
+    }
+
+    /// Replies to a task, sealed for each paired device that is not revoked. Idempotent by `reply_id`
+    /// (one is drawn when `None`; pass your own to retry safely across restarts).
+    pub async fn reply(&self, source_message_id: &str, text: &str, reply_id: Option<&str>) -> Result<Stored> {
+        ids::validate("source message id", source_message_id)?;
+        let reply_id = match reply_id {
+            Some(id) => {
+                ids::validate("reply id", id)?;
+                id.to_string()
+            }
+            None => ids::generate(ids::REPLY),
+        };
+        let payload = ReplyPayload { text: text.to_string(), source_message_id: source_message_id.to_string() };
+        let envelopes = self
+            .devices()
+            .await?
+            .into_iter()
+            .filter(|d| d.revoked_at.is_none())
+            .map(|d| {
+                let key = self.inner.token.device_key(&self.inner.agent_id, &d.device_id);
+                let aad = reply_aad(&self.inner.agent_id, &d.device_id, &reply_id);
+                let envelope = envelope::seal_json(&key, &aad, &payload);
+                DeviceEnvelope { device_id: d.device_id, envelope }
+            })
+            .collect();
+        let body = SendReply { reply_id, source_message_id: source_message_id.to_string(), envelopes };
+        self.inner.http.send(Req { body: Some(&body), ..self.req(Method::POST, "/v1/agent/replies") }).await
+    }
+
+    /// Marks a task processed: the acknowledgement. Idempotent and final.
+    pub async fn mark_processed(&self, message_id: &str) -> Result<Processed> {
+        ids::validate("message id", message_id)?;
+        let path = format!("/v1/agent/messages/{message_id}/processed");
+        self.inner.http.send(Req { session: self.session_id(), ..self.req::<()>(Method::POST, &path) }).await
+    }
+
+    /// Saves a checkpoint, sealed with the agent's own key.
+    pub async fn save_checkpoint(
+        &self,
+        summary: &str,
+        next_action: &str,
+        message_ids: &[String],
+    ) -> Result<Checkpoint> {
+        for id in message_ids {
+            ids::validate("message id", id)?;
+        }
+        let checkpoint_id = ids::generate(ids::CHECKPOINT);
+        let payload = CheckpointPayload {
+            summary: summary.to_string(),
+            next_action: next_action.to_string(),
+            message_ids: message_ids.to_vec(),
+        };
+        let key = self.inner.token.self_key(&self.inner.agent_id);
+        let envelope = envelope::seal_json(&key, &checkpoint_aad(&self.inner.agent_id, &checkpoint_id), &payload);
+        let body = SaveCheckpoint { checkpoint_id: checkpoint_id.clone(), envelope };
+        let stored: Stored =
+            self.inner.http.send(Req { body: Some(&body), ..self.req(Method::POST, "/v1/agent/checkpoints") }).await?;
+        Ok(Checkpoint {
+            checkpoint_id,
+            summary: payload.summary,
+            next_action: payload.next_action,
+            message_ids: payload.message_ids,
+            created_at: stored.created_at,
+        })
+    }
+
+    /// The latest checkpoints, latest first (`limit` 1 to 100).
+    pub async fn checkpoints(&self, limit: u32) -> Result<Vec<Checkpoint>> {
+        let limit = limit.clamp(1, wire::MAX_CHECKPOINT_LIMIT);
+        let query = [("limit", limit.to_string())];
+        let list: CheckpointList = self
+            .inner
+            .http
+            .send(Req { query: &query, ..self.req::<()>(Method::GET, "/v1/agent/checkpoints") })
+            .await?;
+        let key = self.inner.token.self_key(&self.inner.agent_id);
+        list.checkpoints
+            .into_iter()
+            .map(|c| {
+                let payload: CheckpointPayload =
+                    envelope::open_json(&key, &checkpoint_aad(&self.inner.agent_id, &c.checkpoint_id), &c.envelope)?;
+                Ok(Checkpoint {
+                    checkpoint_id: c.checkpoint_id,
+                    summary: payload.summary,
+                    next_action: payload.next_action,
+                    message_ids: payload.message_ids,
+                    created_at: c.created_at,
+                })
+            })
+            .collect()
+    }
+
+    /// Presence and counts, as the phone sees them.
+    pub async fn status(&self) -> Result<Status> {
+        self.inner.http.send(self.req::<()>(Method::GET, "/v1/agent/status")).await
+    }
+}
+
+async fn send_heartbeat(inner: &Inner, session_id: &str) -> Result<SessionInfo> {
+    let path = format!("/v1/agent/sessions/{session_id}/heartbeat");
+    let req = Req::<()> { bearer: Some(inner.bearer.expose()), retry: Retry::No, ..Req::new(Method::POST, &path) };
+    inner.http.send(req).await
+}
+
+async fn heartbeat_loop(inner: std::sync::Weak<Inner>, session_id: String) {
+    loop {
+        tokio::time::sleep(HEARTBEAT_EVERY).await;
+        let Some(inner) = inner.upgrade() else { return };
+        match send_heartbeat(&inner, &session_id).await {
+            Ok(_) => {}
+            Err(e) if e.code() == Some(wire::code::LEASE_LOST) => {
+                tracing::warn!("the agent's lease was lost: another session took it over or it expired");
+                return;
+            }
+            Err(e) => tracing::debug!(error = %e, "heartbeat failed; will try again"),
+        }
+    }
+}
