@@ -1,1 +1,243 @@
-fn main() {}
+//! Project tasks, run as `cargo xtask <task>` from anywhere in the workspace.
+//!
+//! - `cargo xtask test` runs every test suite, one step after another, and is exactly what CI runs
+//!   (`.ci/run`). A step whose project folder does not exist yet is skipped with a line saying so. A failed
+//!   step does not stop the run: the summary at the end shows every step, and the exit status is non-zero
+//!   if any failed.
+//! - `cargo xtask bench` runs the relay benchmark.
+//!
+//! Only std and anyhow, so that it builds in seconds and reads top to bottom.
+
+use std::ffi::OsStr;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, Result, bail};
+
+const USAGE: &str = "\
+usage: cargo xtask <task>
+
+tasks:
+  test [--only STEP]... [--skip STEP]...   run the test suites (STEP may be a comma-separated list)
+  test --list                              list the steps
+  bench [ARGS]...                          cargo bench -p pacerelle-client --bench relay [-- ARGS]
+";
+
+/// One test suite.
+struct Step {
+    /// Its name, for `--only` and `--skip` and the summary.
+    name: &'static str,
+    /// The folder it tests, relative to the workspace root; the step is skipped while it does not exist.
+    needs: Option<&'static str>,
+    /// Runs the suite's commands; an error means the suite failed.
+    run: fn(&Path) -> Result<()>,
+}
+
+/// Every suite, in the order they run. Cheap checks first, so that a formatting slip shows at once.
+#[rustfmt::skip]
+const STEPS: &[Step] = &[
+    Step { name: "fmt", needs: None, run: fmt },
+    Step { name: "clippy", needs: None, run: clippy },
+    Step { name: "test", needs: None, run: test },
+    Step { name: "py", needs: Some("pacerelle-py"), run: py },
+    Step { name: "kotlin", needs: Some("pacerelle-ffi/kotlin"), run: kotlin },
+    // To come, each as one more row and function: the web app's crypto vectors (node --test) and the
+    // Playwright run against Debian's Chromium. Whatever they need installed goes in `.ci/run`.
+];
+
+fn fmt(root: &Path) -> Result<()> {
+    run(root, "cargo", &["fmt", "--all", "--check"])
+}
+
+fn clippy(root: &Path) -> Result<()> {
+    run(
+        root,
+        "cargo",
+        &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"],
+    )
+}
+
+fn test(root: &Path) -> Result<()> {
+    run(root, "cargo", &["test", "--workspace"])
+}
+
+/// The wheel, built and installed for real into a fresh venv under `target/`, then tested by pytest.
+fn py(root: &Path) -> Result<()> {
+    const VENV: &str = "target/xtask/venv";
+    run(root, "python3", &["-m", "venv", "--clear", VENV])?;
+    let python = root.join(VENV).join("bin/python");
+    run(
+        root,
+        &python,
+        &["-m", "pip", "install", "--quiet", "./pacerelle-py", "pytest"],
+    )?;
+    run(root, &python, &["-m", "pytest", "pacerelle-py/tests"])
+}
+
+/// The Kotlin binding's JUnit tests on the JVM.
+fn kotlin(root: &Path) -> Result<()> {
+    run(
+        root,
+        "mvn",
+        &["--batch-mode", "--file", "pacerelle-ffi/kotlin/pom.xml", "test"],
+    )
+}
+
+/// Prints a command, runs it from `dir` with inherited output, and fails unless it exits with 0.
+fn run(dir: &Path, program: impl AsRef<OsStr>, args: &[&str]) -> Result<()> {
+    let program = program.as_ref();
+    let shown = Path::new(program)
+        .strip_prefix(dir)
+        .map_or(program, |p| p.as_os_str());
+    let line = format!("{} {}", shown.to_string_lossy(), args.join(" "));
+    println!("$ {line}");
+    let status = Command::new(program)
+        .args(args)
+        .current_dir(dir)
+        .status()
+        .with_context(|| format!("could not start `{}`", shown.to_string_lossy()))?;
+    if !status.success() {
+        bail!("`{line}` {status}");
+    }
+    Ok(())
+}
+
+fn main() -> ExitCode {
+    match try_main() {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("xtask: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn try_main() -> Result<ExitCode> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let root = workspace_root();
+    match args.first().map(String::as_str) {
+        Some("test") => test_all(&root, &args[1..]),
+        Some("bench") => {
+            let mut cmd = vec!["bench", "-p", "pacerelle-client", "--bench", "relay"];
+            if args.len() > 1 {
+                cmd.push("--");
+                cmd.extend(args[1..].iter().map(String::as_str).filter(|a| *a != "--"));
+            }
+            run(&root, "cargo", &cmd)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Some("help" | "-h" | "--help") => {
+            print!("{USAGE}");
+            Ok(ExitCode::SUCCESS)
+        }
+        Some(other) => bail!("unknown task `{other}`\n\n{USAGE}"),
+        None => bail!("no task given\n\n{USAGE}"),
+    }
+}
+
+/// The workspace root: the folder above this crate's.
+fn workspace_root() -> PathBuf {
+    let manifest = Path::new(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().unwrap_or(manifest).to_path_buf()
+}
+
+fn step_names() -> String {
+    STEPS.iter().map(|s| s.name).collect::<Vec<_>>().join(", ")
+}
+
+/// The steps `--only` and `--skip` select, in table order.
+fn select(args: &[String]) -> Result<Vec<&'static Step>> {
+    let (mut only, mut skip) = (Vec::new(), Vec::new());
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
+        let (flag, value) = match arg.split_once('=') {
+            Some((flag, value)) => (flag, Some(value.to_string())),
+            None => (arg.as_str(), None),
+        };
+        let list = match flag {
+            "--only" => &mut only,
+            "--skip" => &mut skip,
+            _ => bail!("unknown argument `{arg}`\n\n{USAGE}"),
+        };
+        let value = match value {
+            Some(value) => value,
+            None => args
+                .next()
+                .cloned()
+                .with_context(|| format!("{flag} needs a step name"))?,
+        };
+        for name in value.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+            if !STEPS.iter().any(|s| s.name == name) {
+                bail!("no step named `{name}` (steps: {})", step_names());
+            }
+            list.push(name.to_string());
+        }
+    }
+    let wanted = |s: &&Step| only.is_empty() || only.iter().any(|n| n == s.name);
+    let kept = |s: &&Step| !skip.iter().any(|n| n == s.name);
+    Ok(STEPS.iter().filter(wanted).filter(kept).collect())
+}
+
+enum Outcome {
+    Passed(Duration),
+    Failed(Duration),
+    Skipped(String),
+}
+
+fn test_all(root: &Path, args: &[String]) -> Result<ExitCode> {
+    if args.iter().any(|a| a == "--list") {
+        for step in STEPS {
+            println!(
+                "{}{}",
+                step.name,
+                step.needs.map(|d| format!(" (needs {d}/)")).unwrap_or_default()
+            );
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let steps = select(args)?;
+    let mut outcomes = Vec::new();
+    for step in steps {
+        if let Some(dir) = step.needs
+            && !root.join(dir).is_dir()
+        {
+            println!("xtask: skipping {}: {dir}/ does not exist yet", step.name);
+            outcomes.push((step.name, Outcome::Skipped(format!("{dir}/ not found"))));
+            continue;
+        }
+        println!("\nxtask: ── {} ──", step.name);
+        let start = Instant::now();
+        let result = (step.run)(root);
+        let elapsed = start.elapsed();
+        match result {
+            Ok(()) => outcomes.push((step.name, Outcome::Passed(elapsed))),
+            Err(err) => {
+                println!("xtask: {} failed: {err:#}", step.name);
+                outcomes.push((step.name, Outcome::Failed(elapsed)));
+            }
+        }
+    }
+
+    println!("\nxtask: summary");
+    let (mut passed, mut failed) = (0, 0);
+    for (name, outcome) in &outcomes {
+        match outcome {
+            Outcome::Passed(d) => {
+                passed += 1;
+                println!("xtask: {name} passed ({:.1} s)", d.as_secs_f64());
+            }
+            Outcome::Failed(d) => {
+                failed += 1;
+                println!("xtask: {name} failed ({:.1} s)", d.as_secs_f64());
+            }
+            Outcome::Skipped(why) => println!("xtask: {name} skipped ({why})"),
+        }
+    }
+    println!("{passed} passed, {failed} failed");
+    Ok(if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
