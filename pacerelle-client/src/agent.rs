@@ -9,7 +9,8 @@ use pacerelle_core::message::{ReplyPayload, TaskPayload, reply_aad, task_aad};
 use pacerelle_core::pairing::{self, OfferPayload, PairingSecret, Role};
 use pacerelle_core::wire::{
     self, AgentInfo, CheckpointList, CreatePairing, DeviceEnvelope, DeviceInfo, DeviceList, MessageBatch,
-    OpenSession, PairingCreated, Processed, RegisterAgent, SaveCheckpoint, SendReply, SessionInfo, Status, Stored,
+    OpenSession, PairingCreated, Processed, RegisterAgent, SaveCheckpoint, SendReply, SessionInfo, Status,
+    Stored,
 };
 use pacerelle_core::{AgentToken, Bearer, CryptoError, Cursor, Timestamp, b64, ids};
 use reqwest::Method;
@@ -173,12 +174,18 @@ impl AgentClient {
             name: name.to_string(),
             auth_hash: b64::encode(&client.inner.token.auth_hash()),
         };
-        let headers: Vec<(&'static str, String)> =
-            registration_secret.map(|s| (wire::REGISTRATION_HEADER, s.to_string())).into_iter().collect();
+        let headers: Vec<(&'static str, String)> = registration_secret
+            .map(|s| (wire::REGISTRATION_HEADER, s.to_string()))
+            .into_iter()
+            .collect();
         let _: AgentInfo = client
             .inner
             .http
-            .send(Req { body: Some(&body), headers: &headers, ..Req::new(Method::POST, "/v1/agents") })
+            .send(Req {
+                body: Some(&body),
+                headers: &headers,
+                ..Req::new(Method::POST, "/v1/agents")
+            })
             .await?;
         Ok(client)
     }
@@ -199,22 +206,34 @@ impl AgentClient {
     }
 
     fn req<'a, B: serde::Serialize>(&'a self, method: Method, path: &'a str) -> Req<'a, B> {
-        Req { bearer: Some(self.inner.bearer.expose()), ..Req::new(method, path) }
+        Req {
+            bearer: Some(self.inner.bearer.expose()),
+            ..Req::new(method, path)
+        }
     }
 
     fn session_id(&self) -> Option<String> {
-        self.inner.session.lock().ok().and_then(|g| g.as_ref().map(|s| s.id.clone()))
+        self.inner
+            .session
+            .lock()
+            .ok()
+            .and_then(|g| g.as_ref().map(|s| s.id.clone()))
     }
 
     /// The agent as the relay knows it.
     pub async fn info(&self) -> Result<AgentInfo> {
-        self.inner.http.send(self.req::<()>(Method::GET, "/v1/agent")).await
+        self.inner
+            .http
+            .send(self.req::<()>(Method::GET, "/v1/agent"))
+            .await
     }
 
     /// Creates a pairing offer and returns its link. Whoever opens the link first becomes a device.
     pub async fn create_pairing(&self, options: PairingOptions) -> Result<PairingLink> {
         if options.ttl.is_zero() || options.ttl > Duration::from_secs(3600) {
-            return Err(Error::InvalidInput("a pairing offer lasts between 1 second and 1 hour".into()));
+            return Err(Error::InvalidInput(
+                "a pairing offer lasts between 1 second and 1 hour".into(),
+            ));
         }
         let info = self.info().await?;
         let secret = PairingSecret::generate();
@@ -225,7 +244,13 @@ impl AgentClient {
             agent_id: self.inner.agent_id.clone(),
             agent_name: info.name,
             device_id: device_id.clone(),
-            device_key: b64::encode(&self.inner.token.device_key(&self.inner.agent_id, &device_id).to_bytes()),
+            device_key: b64::encode(
+                &self
+                    .inner
+                    .token
+                    .device_key(&self.inner.agent_id, &device_id)
+                    .to_bytes(),
+            ),
             role: options.role,
             expires_at,
         };
@@ -238,8 +263,14 @@ impl AgentClient {
             offer: pairing::seal_offer(&secret, &offer),
             expires_at,
         };
-        let created: PairingCreated =
-            self.inner.http.send(Req { body: Some(&body), ..self.req(Method::POST, "/v1/agent/pairings") }).await?;
+        let created: PairingCreated = self
+            .inner
+            .http
+            .send(Req {
+                body: Some(&body),
+                ..self.req(Method::POST, "/v1/agent/pairings")
+            })
+            .await?;
         let base = options.public_url.as_deref().unwrap_or(self.inner.http.base());
         Ok(PairingLink {
             link: secret.link(base),
@@ -251,7 +282,11 @@ impl AgentClient {
 
     /// Every device ever paired, revoked ones included.
     pub async fn devices(&self) -> Result<Vec<DeviceInfo>> {
-        let list: DeviceList = self.inner.http.send(self.req::<()>(Method::GET, "/v1/agent/devices")).await?;
+        let list: DeviceList = self
+            .inner
+            .http
+            .send(self.req::<()>(Method::GET, "/v1/agent/devices"))
+            .await?;
         Ok(list.devices)
     }
 
@@ -266,16 +301,31 @@ impl AgentClient {
     ///
     /// Fails with the relay's `agent_in_use` error, naming the holder, unless `takeover` is set.
     pub async fn open_session(&self, host: &str, takeover: bool) -> Result<SessionInfo> {
-        let body = OpenSession { host: host.to_string(), takeover };
-        let info: SessionInfo =
-            self.inner.http.send(Req { body: Some(&body), ..self.req(Method::POST, "/v1/agent/sessions") }).await?;
-        let heartbeat = tokio::spawn(heartbeat_loop(Arc::downgrade(&self.inner), info.session_id.clone()));
+        let body = OpenSession {
+            host: host.to_string(),
+            takeover,
+        };
+        let info: SessionInfo = self
+            .inner
+            .http
+            .send(Req {
+                body: Some(&body),
+                ..self.req(Method::POST, "/v1/agent/sessions")
+            })
+            .await?;
+        let heartbeat = tokio::spawn(heartbeat_loop(
+            Arc::downgrade(&self.inner),
+            info.session_id.clone(),
+        ));
         let previous = self
             .inner
             .session
             .lock()
             .map_err(|_| Error::InvalidInput("session lock poisoned".into()))?
-            .replace(SessionState { id: info.session_id.clone(), heartbeat });
+            .replace(SessionState {
+                id: info.session_id.clone(),
+                heartbeat,
+            });
         if let Some(previous) = previous {
             previous.heartbeat.abort();
         }
@@ -284,7 +334,9 @@ impl AgentClient {
 
     /// Renews the lease now (the client also does it on its own every 10 s).
     pub async fn heartbeat(&self) -> Result<SessionInfo> {
-        let id = self.session_id().ok_or_else(|| Error::InvalidInput("no session is open".into()))?;
+        let id = self
+            .session_id()
+            .ok_or_else(|| Error::InvalidInput("no session is open".into()))?;
         send_heartbeat(&self.inner, &id).await
     }
 
@@ -294,7 +346,11 @@ impl AgentClient {
         if let Some(state) = state {
             state.heartbeat.abort();
             let path = format!("/v1/agent/sessions/{}", state.id);
-            let _: SessionInfo = self.inner.http.send(self.req::<()>(Method::DELETE, &path)).await?;
+            let _: SessionInfo = self
+                .inner
+                .http
+                .send(self.req::<()>(Method::DELETE, &path))
+                .await?;
         }
         Ok(())
     }
@@ -317,7 +373,11 @@ impl AgentClient {
                 ..self.req::<()>(Method::GET, "/v1/agent/messages")
             })
             .await?;
-        let mut inbox = Inbox { messages: Vec::new(), rejected: Vec::new(), cursor: batch.cursor };
+        let mut inbox = Inbox {
+            messages: Vec::new(),
+            rejected: Vec::new(),
+            cursor: batch.cursor,
+        };
         for m in batch.messages {
             let key = self.inner.token.device_key(&self.inner.agent_id, &m.from);
             let aad = task_aad(&self.inner.agent_id, &m.from, &m.message_id);
@@ -337,7 +397,11 @@ impl AgentClient {
                         _ => CryptoError::Open,
                     };
                     tracing::warn!(message_id = %m.message_id, from = %m.from, "a task did not open; rejected");
-                    inbox.rejected.push(Rejected { message_id: m.message_id, from: m.from, reason });
+                    inbox.rejected.push(Rejected {
+                        message_id: m.message_id,
+                        from: m.from,
+                        reason,
+                    });
                 }
             }
         }
@@ -355,7 +419,10 @@ impl AgentClient {
             }
             None => ids::generate(ids::REPLY),
         };
-        let payload = ReplyPayload { text: text.to_string(), source_message_id: source_message_id.to_string() };
+        let payload = ReplyPayload {
+            text: text.to_string(),
+            source_message_id: source_message_id.to_string(),
+        };
         let envelopes = self
             .devices()
             .await?
@@ -365,18 +432,37 @@ impl AgentClient {
                 let key = self.inner.token.device_key(&self.inner.agent_id, &d.device_id);
                 let aad = reply_aad(&self.inner.agent_id, &d.device_id, &reply_id);
                 let envelope = envelope::seal_json(&key, &aad, &payload);
-                DeviceEnvelope { device_id: d.device_id, envelope }
+                DeviceEnvelope {
+                    device_id: d.device_id,
+                    envelope,
+                }
             })
             .collect();
-        let body = SendReply { reply_id, source_message_id: source_message_id.to_string(), envelopes };
-        self.inner.http.send(Req { body: Some(&body), ..self.req(Method::POST, "/v1/agent/replies") }).await
+        let body = SendReply {
+            reply_id,
+            source_message_id: source_message_id.to_string(),
+            envelopes,
+        };
+        self.inner
+            .http
+            .send(Req {
+                body: Some(&body),
+                ..self.req(Method::POST, "/v1/agent/replies")
+            })
+            .await
     }
 
     /// Marks a task processed: the acknowledgement. Idempotent and final.
     pub async fn mark_processed(&self, message_id: &str) -> Result<Processed> {
         ids::validate("message id", message_id)?;
         let path = format!("/v1/agent/messages/{message_id}/processed");
-        self.inner.http.send(Req { session: self.session_id(), ..self.req::<()>(Method::POST, &path) }).await
+        self.inner
+            .http
+            .send(Req {
+                session: self.session_id(),
+                ..self.req::<()>(Method::POST, &path)
+            })
+            .await
     }
 
     /// Saves a checkpoint, sealed with the agent's own key.
@@ -396,10 +482,23 @@ impl AgentClient {
             message_ids: message_ids.to_vec(),
         };
         let key = self.inner.token.self_key(&self.inner.agent_id);
-        let envelope = envelope::seal_json(&key, &checkpoint_aad(&self.inner.agent_id, &checkpoint_id), &payload);
-        let body = SaveCheckpoint { checkpoint_id: checkpoint_id.clone(), envelope };
-        let stored: Stored =
-            self.inner.http.send(Req { body: Some(&body), ..self.req(Method::POST, "/v1/agent/checkpoints") }).await?;
+        let envelope = envelope::seal_json(
+            &key,
+            &checkpoint_aad(&self.inner.agent_id, &checkpoint_id),
+            &payload,
+        );
+        let body = SaveCheckpoint {
+            checkpoint_id: checkpoint_id.clone(),
+            envelope,
+        };
+        let stored: Stored = self
+            .inner
+            .http
+            .send(Req {
+                body: Some(&body),
+                ..self.req(Method::POST, "/v1/agent/checkpoints")
+            })
+            .await?;
         Ok(Checkpoint {
             checkpoint_id,
             summary: payload.summary,
@@ -416,14 +515,20 @@ impl AgentClient {
         let list: CheckpointList = self
             .inner
             .http
-            .send(Req { query: &query, ..self.req::<()>(Method::GET, "/v1/agent/checkpoints") })
+            .send(Req {
+                query: &query,
+                ..self.req::<()>(Method::GET, "/v1/agent/checkpoints")
+            })
             .await?;
         let key = self.inner.token.self_key(&self.inner.agent_id);
         list.checkpoints
             .into_iter()
             .map(|c| {
-                let payload: CheckpointPayload =
-                    envelope::open_json(&key, &checkpoint_aad(&self.inner.agent_id, &c.checkpoint_id), &c.envelope)?;
+                let payload: CheckpointPayload = envelope::open_json(
+                    &key,
+                    &checkpoint_aad(&self.inner.agent_id, &c.checkpoint_id),
+                    &c.envelope,
+                )?;
                 Ok(Checkpoint {
                     checkpoint_id: c.checkpoint_id,
                     summary: payload.summary,
@@ -437,13 +542,20 @@ impl AgentClient {
 
     /// Presence and counts, as the phone sees them.
     pub async fn status(&self) -> Result<Status> {
-        self.inner.http.send(self.req::<()>(Method::GET, "/v1/agent/status")).await
+        self.inner
+            .http
+            .send(self.req::<()>(Method::GET, "/v1/agent/status"))
+            .await
     }
 }
 
 async fn send_heartbeat(inner: &Inner, session_id: &str) -> Result<SessionInfo> {
     let path = format!("/v1/agent/sessions/{session_id}/heartbeat");
-    let req = Req::<()> { bearer: Some(inner.bearer.expose()), retry: Retry::No, ..Req::new(Method::POST, &path) };
+    let req = Req::<()> {
+        bearer: Some(inner.bearer.expose()),
+        retry: Retry::No,
+        ..Req::new(Method::POST, &path)
+    };
     inner.http.send(req).await
 }
 

@@ -8,8 +8,8 @@ use pacerelle_core::keys::ContentKey;
 use pacerelle_core::message::{ReplyPayload, TaskPayload, reply_aad, task_aad};
 use pacerelle_core::pairing::{self, PairingSecret, Role};
 use pacerelle_core::wire::{
-    self, ClaimPairing, Conversation, DeviceInfo, DeviceSelf, ItemKind, MessageState, PairingClaimed, PairingOffer,
-    SendMessage, Status, Stored,
+    self, ClaimPairing, Conversation, DeviceInfo, DeviceSelf, ItemKind, MessageState, PairingClaimed,
+    PairingOffer, SendMessage, Status, Stored,
 };
 use pacerelle_core::{Bearer, CryptoError, Cursor, Timestamp, b64, ids};
 use reqwest::Method;
@@ -118,7 +118,9 @@ impl DeviceClient {
     pub async fn join(link: &str, name: &str) -> Result<Self> {
         let name = name.trim();
         if name.is_empty() || name.chars().count() > 100 {
-            return Err(Error::InvalidInput("a device name has 1 to 100 characters".into()));
+            return Err(Error::InvalidInput(
+                "a device name has 1 to 100 characters".into(),
+            ));
         }
         let (relay_url, secret) = PairingSecret::parse_link(link)?;
         let http = Http::new(&relay_url)?;
@@ -126,11 +128,19 @@ impl DeviceClient {
         let offer: PairingOffer = http.send(Req::<()>::new(Method::GET, &path)).await?;
         let payload = pairing::open_offer(&secret, &offer.agent_id, &offer.device_id, &offer.offer)?;
         let key = payload.key()?;
-        let claim = ClaimPairing { claim_secret: b64::encode(&secret.claim_secret()), name: name.to_string() };
+        let claim = ClaimPairing {
+            claim_secret: b64::encode(&secret.claim_secret()),
+            name: name.to_string(),
+        };
         let claim_path = format!("{path}/claim");
         // Claiming is single-use: never retried, so a lost answer cannot claim twice.
-        let claimed: PairingClaimed =
-            http.send(Req { body: Some(&claim), retry: Retry::No, ..Req::new(Method::POST, &claim_path) }).await?;
+        let claimed: PairingClaimed = http
+            .send(Req {
+                body: Some(&claim),
+                retry: Retry::No,
+                ..Req::new(Method::POST, &claim_path)
+            })
+            .await?;
         if claimed.agent_id != payload.agent_id || claimed.device_id != payload.device_id {
             return Err(Error::Crypto(CryptoError::Open));
         }
@@ -143,7 +153,13 @@ impl DeviceClient {
             device_token: claimed.device_token,
             device_key: b64::encode(&key.to_bytes()),
         };
-        Ok(DeviceClient { inner: Arc::new(Inner { http, credentials, key }) })
+        Ok(DeviceClient {
+            inner: Arc::new(Inner {
+                http,
+                credentials,
+                key,
+            }),
+        })
     }
 
     /// A client from stored credentials.
@@ -152,10 +168,18 @@ impl DeviceClient {
             .map(ContentKey::from_bytes)
             .ok_or_else(|| Error::InvalidInput("malformed device key in credentials".into()))?;
         if Bearer(credentials.device_token.clone()).split().is_none() {
-            return Err(Error::InvalidInput("malformed device token in credentials".into()));
+            return Err(Error::InvalidInput(
+                "malformed device token in credentials".into(),
+            ));
         }
         let http = Http::new(&credentials.relay_url)?;
-        Ok(DeviceClient { inner: Arc::new(Inner { http, credentials, key }) })
+        Ok(DeviceClient {
+            inner: Arc::new(Inner {
+                http,
+                credentials,
+                key,
+            }),
+        })
     }
 
     /// The credentials to store.
@@ -164,7 +188,10 @@ impl DeviceClient {
     }
 
     fn req<'a, B: serde::Serialize>(&'a self, method: Method, path: &'a str) -> Req<'a, B> {
-        Req { bearer: Some(&self.inner.credentials.device_token), ..Req::new(method, path) }
+        Req {
+            bearer: Some(&self.inner.credentials.device_token),
+            ..Req::new(method, path)
+        }
     }
 
     fn agent_id(&self) -> &str {
@@ -191,9 +218,21 @@ impl DeviceClient {
             None => ids::generate(ids::MESSAGE),
         };
         let aad = task_aad(self.agent_id(), self.device_id(), &message_id);
-        let envelope = envelope::seal_json(&self.inner.key, &aad, &TaskPayload { text: text.to_string() });
+        let envelope = envelope::seal_json(
+            &self.inner.key,
+            &aad,
+            &TaskPayload {
+                text: text.to_string(),
+            },
+        );
         let body = SendMessage { message_id, envelope };
-        self.inner.http.send(Req { body: Some(&body), ..self.req(Method::POST, "/v1/device/messages") }).await
+        self.inner
+            .http
+            .send(Req {
+                body: Some(&body),
+                ..self.req(Method::POST, "/v1/device/messages")
+            })
+            .await
     }
 
     /// The conversation after `cursor` (from the start when `None`), parking up to `wait` when there is
@@ -207,9 +246,17 @@ impl DeviceClient {
         let page: Conversation = self
             .inner
             .http
-            .send(Req { query: &query, wait: Some(wait), ..self.req::<()>(Method::GET, "/v1/device/conversation") })
+            .send(Req {
+                query: &query,
+                wait: Some(wait),
+                ..self.req::<()>(Method::GET, "/v1/device/conversation")
+            })
             .await?;
-        let mut out = ConversationPage { items: Vec::new(), rejected: Vec::new(), cursor: page.cursor };
+        let mut out = ConversationPage {
+            items: Vec::new(),
+            rejected: Vec::new(),
+            cursor: page.cursor,
+        };
         for item in page.items {
             match self.open_item(&item) {
                 Ok(text) => out.items.push(ConversationItem {
@@ -239,7 +286,8 @@ impl DeviceClient {
         match item.kind {
             ItemKind::Message => {
                 let aad = task_aad(self.agent_id(), self.device_id(), &item.id);
-                let task: TaskPayload = envelope::open_json(&self.inner.key, &aad, &item.envelope).map_err(to_crypto)?;
+                let task: TaskPayload =
+                    envelope::open_json(&self.inner.key, &aad, &item.envelope).map_err(to_crypto)?;
                 Ok(task.text)
             }
             ItemKind::Reply => {
@@ -258,16 +306,25 @@ impl DeviceClient {
 
     /// Presence of the agent and counts.
     pub async fn status(&self) -> Result<Status> {
-        self.inner.http.send(self.req::<()>(Method::GET, "/v1/device/status")).await
+        self.inner
+            .http
+            .send(self.req::<()>(Method::GET, "/v1/device/status"))
+            .await
     }
 
     /// This device and its agent, as the relay knows them.
     pub async fn info(&self) -> Result<DeviceSelf> {
-        self.inner.http.send(self.req::<()>(Method::GET, "/v1/device")).await
+        self.inner
+            .http
+            .send(self.req::<()>(Method::GET, "/v1/device"))
+            .await
     }
 
     /// Leaves: revokes this device's credential at the relay.
     pub async fn leave(&self) -> Result<DeviceInfo> {
-        self.inner.http.send(self.req::<()>(Method::DELETE, "/v1/device")).await
+        self.inner
+            .http
+            .send(self.req::<()>(Method::DELETE, "/v1/device"))
+            .await
     }
 }

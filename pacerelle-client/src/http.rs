@@ -76,7 +76,9 @@ impl Http {
     pub fn new(base: &str) -> Result<Self> {
         let base = base.trim().trim_end_matches('/').to_string();
         if !(base.starts_with("http://") || base.starts_with("https://")) {
-            return Err(Error::InvalidInput(format!("relay URL must start with http:// or https://: {base:?}")));
+            return Err(Error::InvalidInput(format!(
+                "relay URL must start with http:// or https://: {base:?}"
+            )));
         }
         install_crypto_provider();
         let client = reqwest::Client::builder()
@@ -84,7 +86,10 @@ impl Http {
             .pool_idle_timeout(Duration::from_secs(50))
             .user_agent(concat!("pacerelle-client/", env!("CARGO_PKG_VERSION")))
             .build()
-            .map_err(|e| Error::Network { url: base.clone(), reason: e.to_string() })?;
+            .map_err(|e| Error::Network {
+                url: base.clone(),
+                reason: e.to_string(),
+            })?;
         Ok(Http { client, base })
     }
 
@@ -127,7 +132,10 @@ impl Http {
         if let Some(body) = req.body {
             builder = builder.json(body);
         }
-        let network = |e: reqwest::Error| Error::Network { url: self.base.clone(), reason: describe(&e) };
+        let network = |e: reqwest::Error| Error::Network {
+            url: self.base.clone(),
+            reason: describe(&e),
+        };
         let response = builder.send().await.map_err(network)?;
         let status = response.status();
         let bytes = response.bytes().await.map_err(network)?;
@@ -145,7 +153,12 @@ impl Http {
 
 fn api_error(status: StatusCode, bytes: &[u8]) -> Error {
     match serde_json::from_slice::<ErrorBody>(bytes) {
-        Ok(body) => Error::Api { status: status.as_u16(), code: body.code, message: body.error, details: body.details },
+        Ok(body) => Error::Api {
+            status: status.as_u16(),
+            code: body.code,
+            message: body.error,
+            details: body.details,
+        },
         // A proxy in front of the relay may answer in HTML or plain text.
         Err(_) => Error::Api {
             status: status.as_u16(),

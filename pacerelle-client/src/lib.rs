@@ -10,7 +10,8 @@ pub use device::{ConversationItem, ConversationPage, DeviceClient, DeviceCredent
 pub use error::{Error, Result};
 pub use pacerelle_core as core;
 pub use pacerelle_core::wire::{
-    AgentInfo, DeviceInfo, DeviceSelf, ItemKind, MessageState, Presence, Processed, SessionInfo, Status, Stored,
+    AgentInfo, DeviceInfo, DeviceSelf, ItemKind, MessageState, Presence, Processed, SessionInfo, Status,
+    Stored,
 };
 pub use pacerelle_core::{AgentToken, Cursor, Timestamp};
 

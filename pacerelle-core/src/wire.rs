@@ -484,6 +484,9 @@ pub enum ItemKind {
     Message,
     /// A reply from the agent.
     Reply,
+    /// A kind this version does not know (sent by a newer relay); clients skip it.
+    #[serde(other)]
+    Unknown,
 }
 
 /// One item of a device's conversation, sealed for that device.

@@ -25,10 +25,12 @@ async fn main() -> Result<()> {
         )
         .init();
     let takeover = std::env::args().any(|a| a == "--takeover");
-    let relay = std::env::var("PACERELLE_RELAY_URL").unwrap_or_else(|_| pacerelle_client::DEFAULT_RELAY_URL.into());
+    let relay =
+        std::env::var("PACERELLE_RELAY_URL").unwrap_or_else(|_| pacerelle_client::DEFAULT_RELAY_URL.into());
     let agent_id = std::env::var("PACERELLE_AGENT_ID").context("set PACERELLE_AGENT_ID")?;
-    let token = AgentToken::parse(&std::env::var("PACERELLE_AGENT_TOKEN").context("set PACERELLE_AGENT_TOKEN")?)
-        .context("PACERELLE_AGENT_TOKEN")?;
+    let token =
+        AgentToken::parse(&std::env::var("PACERELLE_AGENT_TOKEN").context("set PACERELLE_AGENT_TOKEN")?)
+            .context("PACERELLE_AGENT_TOKEN")?;
     let agent = AgentClient::new(&relay, &agent_id, token)?;
 
     tokio::select! {
@@ -57,7 +59,9 @@ async fn run(agent: &AgentClient, takeover: bool) -> Result<()> {
         // A session this process opened before (lost in a relay restart or a network cut) is taken over:
         // it is our own.
         match listen(agent, takeover || held, &mut held).await {
-            Err(e) if e.is_transient() => tracing::warn!(error = %e, "relay unreachable; retrying in {backoff:?}"),
+            Err(e) if e.is_transient() => {
+                tracing::warn!(error = %e, "relay unreachable; retrying in {backoff:?}")
+            }
             Err(e) if e.code() == Some("agent_in_use") => {
                 tracing::warn!(error = %e, "another session holds the lease (start with --takeover to take it)");
             }
@@ -91,8 +95,13 @@ async fn handle(agent: &AgentClient, inbox: &Inbox) -> Result<(), Error> {
     for task in &inbox.messages {
         tracing::info!(message_id = %task.message_id, redelivered = task.redelivered, "task");
         // The reply id is derived from the task, so a redelivered task is not answered twice.
-        let reply_id = format!("rep_{}", &b64::encode(&keys::sha256(task.message_id.as_bytes()))[..22]);
-        agent.reply(&task.message_id, &format!("echo: {}", task.text), Some(&reply_id)).await?;
+        let reply_id = format!(
+            "rep_{}",
+            &b64::encode(&keys::sha256(task.message_id.as_bytes()))[..22]
+        );
+        agent
+            .reply(&task.message_id, &format!("echo: {}", task.text), Some(&reply_id))
+            .await?;
         agent.mark_processed(&task.message_id).await?;
         agent
             .save_checkpoint(
