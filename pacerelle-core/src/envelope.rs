@@ -172,6 +172,8 @@ fn leak_kind(kind: &str) -> &'static str {
         kind::REPLY => kind::REPLY,
         kind::CHECKPOINT => kind::CHECKPOINT,
         kind::OFFER => kind::OFFER,
+        crate::question::KIND_QUESTION => crate::question::KIND_QUESTION,
+        crate::question::KIND_ANSWER => crate::question::KIND_ANSWER,
         _ => "unknown",
     }
 }
