@@ -9,6 +9,7 @@ pub mod ids;
 pub mod keys;
 pub mod message;
 pub mod pairing;
+pub mod policy;
 pub mod question;
 pub mod time;
 pub mod token;

@@ -1,0 +1,865 @@
+//! Generates the known-answer vectors in `pacerelle-core/tests/vectors/` from fixed inputs.
+//!
+//! ```text
+//! cargo run -p pacerelle-core --example make_vectors -- envelope   # prints envelope.json
+//! cargo run -p pacerelle-core --example make_vectors -- --write    # rewrites every file
+//! ```
+//!
+//! The output depends only on the fixed inputs below: running it twice prints the same bytes. The
+//! integration test `tests/vectors.rs` checks the committed files against the library in both directions;
+//! `docs/crypto.md` explains every field.
+
+use pacerelle_core::b64;
+use pacerelle_core::checkpoint::{self, CheckpointPayload};
+use pacerelle_core::envelope::{self, Aad, Direction, kind};
+use pacerelle_core::keys::{self, ContentKey};
+use pacerelle_core::message::{self, ReplyPayload, TaskPayload};
+use pacerelle_core::pairing::{OfferPayload, PairingSecret, Role};
+use pacerelle_core::{AgentToken, Cursor, Timestamp};
+use serde::Serialize;
+
+const AGENT_ID: &str = "ag_vector";
+const DEVICE_ID: &str = "dv_vector";
+const AUTH: [u8; 32] = [0x11; 32];
+const MASTER: [u8; 32] = [0x22; 32];
+const PAIRING_SECRET: [u8; 32] = [0x33; 32];
+const RELAY: &str = "https://relay.example";
+
+/// 0x00, 0x01, … 0x1f (or from another start): inputs that catch byte-order mistakes.
+fn counting<const N: usize>(start: u8) -> [u8; N] {
+    let mut out = [0u8; N];
+    for (i, b) in out.iter_mut().enumerate() {
+        *b = start.wrapping_add(i as u8);
+    }
+    out
+}
+
+fn direction_from(text: &str) -> Direction {
+    match text {
+        "d2a" => Direction::DeviceToAgent,
+        "a2d" => Direction::AgentToDevice,
+        "self" => Direction::AgentToSelf,
+        "offer" => Direction::Offer,
+        other => panic!("unknown direction {other}"),
+    }
+}
+
+#[derive(Serialize)]
+struct File<T> {
+    description: &'static str,
+    cases: Vec<T>,
+}
+
+/// `text` in the standard base64 alphabet (`+` and `/` in place of `-` and `_`), which must be refused.
+fn standard_alphabet(text: &str) -> String {
+    let out = text.replace('-', "+").replace('_', "/");
+    assert_ne!(out, text, "the input must contain '-' or '_'");
+    out
+}
+
+/// `text` with its last character's unused low bits set: it decodes to the same bytes in a lenient
+/// decoder, and must be refused by a strict one.
+fn non_canonical(text: &str) -> String {
+    let bytes = b64::decode(text).expect("own text decodes");
+    assert_ne!(bytes.len() % 3, 0, "the encoding must have unused bits");
+    let alphabet = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    let last = text.as_bytes()[text.len() - 1];
+    let index = alphabet
+        .iter()
+        .position(|&c| c == last)
+        .expect("base64url character");
+    let mut out = text[..text.len() - 1].to_string();
+    out.push(char::from(alphabet[index | 1]));
+    assert_ne!(out, text);
+    out
+}
+
+// ---------------------------------------------------------------------------------------------- token
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+enum TokenCase {
+    #[serde(rename_all = "camelCase")]
+    AgentToken {
+        name: &'static str,
+        auth: String,
+        master: String,
+        agent_id: &'static str,
+        checksum: String,
+        token: String,
+        bearer: String,
+        auth_hash: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    DeviceBearer {
+        name: &'static str,
+        device_id: &'static str,
+        secret: String,
+        bearer: String,
+        secret_hash: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    InvalidToken { name: &'static str, token: String },
+    #[serde(rename_all = "camelCase")]
+    InvalidBearer { name: &'static str, bearer: String },
+}
+
+fn agent_token_case(
+    name: &'static str,
+    auth: [u8; 32],
+    master: [u8; 32],
+    agent_id: &'static str,
+) -> TokenCase {
+    let token = AgentToken::from_secrets(auth, master);
+    let mut check_input = b"pacerelle/v1/token".to_vec();
+    check_input.extend_from_slice(&auth);
+    check_input.extend_from_slice(&master);
+    TokenCase::AgentToken {
+        name,
+        auth: b64::encode(&auth),
+        master: b64::encode(&master),
+        agent_id,
+        checksum: b64::encode(&keys::sha256(&check_input)[..4]),
+        token: token.expose(),
+        bearer: token.bearer(agent_id).expose().to_string(),
+        auth_hash: b64::encode(&token.auth_hash()),
+    }
+}
+
+fn token_file() -> File<TokenCase> {
+    let good = AgentToken::from_secrets(AUTH, MASTER).expose();
+    // The same token with the checksum's last byte changed (re-encoded, so still valid base64url).
+    let mut bytes = b64::decode(&good["pcr1_".len()..]).expect("own token decodes");
+    bytes[67] ^= 0x01;
+    let bad_checksum = format!("pcr1_{}", b64::encode(&bytes));
+    // A changed master secret with the old checksum.
+    let mut bytes = b64::decode(&good["pcr1_".len()..]).expect("own token decodes");
+    bytes[40] ^= 0x80;
+    let bad_master = format!("pcr1_{}", b64::encode(&bytes));
+    let device_secret: [u8; 32] = [0x55; 32];
+    let counting_token = AgentToken::from_secrets(counting(0x00), counting(0x20)).expose();
+    File {
+        description: "Agent tokens and bearer credentials. token = \"pcr1_\" + base64url(auth 32 bytes || master 32 \
+                      bytes || checksum 4 bytes), checksum = SHA-256(\"pacerelle/v1/token\" || auth || master)[0..4]. \
+                      bearer = agentId + \".\" + base64url(auth); authHash = SHA-256(auth), what the relay stores. \
+                      Device credentials have the same form: deviceId + \".\" + base64url(32-byte secret), the relay \
+                      stores secretHash = SHA-256(secret). invalidToken cases must be refused by a token parser; \
+                      invalidBearer cases must be refused by the relay before any lookup. All binary values are \
+                      base64url without padding.",
+        cases: vec![
+            agent_token_case("repeated bytes", AUTH, MASTER, AGENT_ID),
+            agent_token_case("counting bytes", counting(0x00), counting(0x20), "ag_2:test.x-y"),
+            TokenCase::DeviceBearer {
+                name: "device credential",
+                device_id: DEVICE_ID,
+                secret: b64::encode(&device_secret),
+                bearer: format!("{DEVICE_ID}.{}", b64::encode(&device_secret)),
+                secret_hash: b64::encode(&keys::sha256(&device_secret)),
+            },
+            TokenCase::InvalidToken {
+                name: "checksum altered",
+                token: bad_checksum,
+            },
+            TokenCase::InvalidToken {
+                name: "master altered, checksum kept",
+                token: bad_master,
+            },
+            TokenCase::InvalidToken {
+                name: "wrong prefix",
+                token: good.replacen("pcr1_", "pcr2_", 1),
+            },
+            TokenCase::InvalidToken {
+                name: "truncated",
+                token: good[..good.len() - 4].to_string(),
+            },
+            TokenCase::InvalidToken {
+                name: "padded base64",
+                token: format!("{good}="),
+            },
+            TokenCase::InvalidToken {
+                name: "standard base64 alphabet",
+                token: standard_alphabet(&counting_token),
+            },
+            TokenCase::InvalidToken {
+                name: "non-canonical base64url (unused low bits set)",
+                token: format!("pcr1_{}", non_canonical(&good["pcr1_".len()..])),
+            },
+            TokenCase::InvalidBearer {
+                name: "no separator",
+                bearer: "ag_vector".into(),
+            },
+            TokenCase::InvalidBearer {
+                name: "secret of 3 bytes",
+                bearer: "ag_vector.AAAA".into(),
+            },
+            TokenCase::InvalidBearer {
+                name: "space in principal id",
+                bearer: format!("ag vector.{}", b64::encode(&AUTH)),
+            },
+        ],
+    }
+}
+
+// ------------------------------------------------------------------------------------------------ kdf
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+enum KdfCase {
+    #[serde(rename_all = "camelCase")]
+    Hkdf {
+        name: &'static str,
+        ikm: String,
+        salt: String,
+        info: String,
+        okm: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    ContentKeys {
+        name: &'static str,
+        master: String,
+        agent_id: &'static str,
+        device_id: &'static str,
+        device_info: String,
+        device_key: String,
+        self_key: String,
+    },
+}
+
+fn content_keys(
+    name: &'static str,
+    master: [u8; 32],
+    agent_id: &'static str,
+    device_id: &'static str,
+) -> KdfCase {
+    KdfCase::ContentKeys {
+        name,
+        master: b64::encode(&master),
+        agent_id,
+        device_id,
+        device_info: format!("{}{device_id}", keys::DEVICE_INFO),
+        device_key: b64::encode(&keys::device_key(&master, agent_id, device_id).to_bytes()),
+        self_key: b64::encode(&keys::self_key(&master, agent_id).to_bytes()),
+    }
+}
+
+fn kdf_file() -> File<KdfCase> {
+    let rfc_ikm = [0x0bu8; 22];
+    let rfc_salt: [u8; 13] = counting(0x00);
+    let rfc_info: [u8; 10] = counting(0xf0);
+    File {
+        description: "HKDF-SHA256 (RFC 5869), always 32 bytes of output. hkdf cases are raw HKDF (ikm, salt, info \
+                      as base64url bytes; the first is RFC 5869 test case 1, first 32 bytes of its OKM). \
+                      contentKeys cases: deviceKey = HKDF(ikm = master, salt = UTF-8(agentId), info = \
+                      UTF-8(\"pacerelle/v1/device/\" + deviceId)) (deviceInfo shows that text); selfKey = \
+                      HKDF(ikm = master, salt = UTF-8(agentId), info = UTF-8(\"pacerelle/v1/self\")).",
+        cases: vec![
+            KdfCase::Hkdf {
+                name: "RFC 5869 test case 1 (first 32 bytes)",
+                ikm: b64::encode(&rfc_ikm),
+                salt: b64::encode(&rfc_salt),
+                info: b64::encode(&rfc_info),
+                okm: b64::encode(&keys::hkdf32(&rfc_ikm, &rfc_salt, &rfc_info)),
+            },
+            content_keys("vector agent and device", MASTER, AGENT_ID, DEVICE_ID),
+            content_keys("another device of the same agent", MASTER, AGENT_ID, "dv_other"),
+            content_keys(
+                "same device id under another agent",
+                MASTER,
+                "ag_other",
+                DEVICE_ID,
+            ),
+            content_keys(
+                "counting master, punctuated ids",
+                counting(0x20),
+                "ag_2:test.x-y",
+                "dv_phone-1.b:2",
+            ),
+        ],
+    }
+}
+
+// -------------------------------------------------------------------------------------------- pairing
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct AadFields {
+    agent_id: String,
+    device_id: String,
+    direction: String,
+    kind: String,
+    object_id: String,
+}
+
+impl AadFields {
+    fn new(agent_id: &str, device_id: &str, direction: &str, kind: &str, object_id: &str) -> Self {
+        AadFields {
+            agent_id: agent_id.into(),
+            device_id: device_id.into(),
+            direction: direction.into(),
+            kind: kind.into(),
+            object_id: object_id.into(),
+        }
+    }
+
+    fn aad(&self) -> Aad<'_> {
+        Aad {
+            agent_id: &self.agent_id,
+            device_id: &self.device_id,
+            direction: direction_from(&self.direction),
+            kind: &self.kind,
+            object_id: &self.object_id,
+        }
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct SealedOffer {
+    /// The offer payload exactly as serialised (the plaintext).
+    offer_json: String,
+    aad_fields: AadFields,
+    aad: String,
+    nonce: String,
+    sealed_offer: String,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct WrongContext {
+    agent_id: &'static str,
+    device_id: &'static str,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+enum PairingCase {
+    #[serde(rename_all = "camelCase")]
+    Pairing {
+        name: &'static str,
+        secret: String,
+        relay_url: &'static str,
+        pairing_id: String,
+        pairing_key: String,
+        claim_secret: String,
+        claim_hash: String,
+        link: String,
+        offer: Box<SealedOffer>,
+        /// `(agentId, deviceId)` a lying relay might return beside the offer: opening must fail.
+        must_not_open_with: Vec<WrongContext>,
+    },
+    #[serde(rename_all = "camelCase")]
+    InvalidLink { name: &'static str, link: String },
+}
+
+#[allow(clippy::too_many_arguments)]
+fn pairing_case(
+    name: &'static str,
+    secret: [u8; 32],
+    relay_url: &'static str,
+    agent_name: &str,
+    master: [u8; 32],
+    device_id: &'static str,
+    role: Role,
+    expires_at: &str,
+    nonce: [u8; 12],
+) -> PairingCase {
+    let s = PairingSecret(secret);
+    let offer = OfferPayload {
+        v: 1,
+        agent_id: AGENT_ID.into(),
+        agent_name: agent_name.into(),
+        device_id: device_id.into(),
+        device_key: b64::encode(&keys::device_key(&master, AGENT_ID, device_id).to_bytes()),
+        role,
+        expires_at: Timestamp::parse(expires_at).expect("fixed time parses"),
+    };
+    let offer_json = serde_json::to_string(&offer).expect("offer serialises");
+    let pairing_id = s.pairing_id();
+    let fields = AadFields::new(AGENT_ID, device_id, "offer", kind::OFFER, &pairing_id);
+    let sealed_offer =
+        envelope::seal_with_nonce(&s.pairing_key(), &fields.aad(), nonce, offer_json.as_bytes());
+    let aad = b64::encode(&fields.aad().to_bytes());
+    PairingCase::Pairing {
+        name,
+        secret: b64::encode(&secret),
+        relay_url,
+        pairing_id,
+        pairing_key: b64::encode(&s.pairing_key().to_bytes()),
+        claim_secret: b64::encode(&s.claim_secret()),
+        claim_hash: b64::encode(&s.claim_hash()),
+        link: s.link(relay_url),
+        offer: Box::new(SealedOffer {
+            offer_json,
+            aad_fields: fields,
+            aad,
+            nonce: b64::encode(&nonce),
+            sealed_offer,
+        }),
+        must_not_open_with: vec![
+            WrongContext {
+                agent_id: AGENT_ID,
+                device_id: "dv_other",
+            },
+            WrongContext {
+                agent_id: "ag_other",
+                device_id,
+            },
+        ],
+    }
+}
+
+fn invalid_link(name: &'static str, link: String) -> PairingCase {
+    PairingCase::InvalidLink { name, link }
+}
+
+fn pairing_file() -> File<PairingCase> {
+    let s32 = b64::encode(&PAIRING_SECRET);
+    let s31 = b64::encode(&PAIRING_SECRET[..31]);
+    File {
+        description: "Pairing. From the 32-byte secret s, with salt = UTF-8(\"pacerelle/v1/pairing\"): pairingId = \
+                      base64url(HKDF(s, salt, \"id\")[0..16]); pairingKey = HKDF(s, salt, \"key\"); claimSecret = \
+                      HKDF(s, salt, \"claim\"); claimHash = SHA-256(claimSecret); link = relayUrl without trailing \
+                      '/' + \"/pair#v1.\" + base64url(s). offer.offerJson is the OfferPayload exactly as the Rust \
+                      implementation serialises it (UTF-8); it is sealed with pairingKey, the given nonce and the \
+                      additional data (agentId, deviceId, \"offer\", \"offer\", pairingId). Opening the sealed offer \
+                      with any (agentId, deviceId) of mustNotOpenWith must fail. invalidLink cases must be refused.",
+        cases: vec![
+            pairing_case(
+                "owner device",
+                PAIRING_SECRET,
+                RELAY,
+                "Ana’s laptop — Claude Code",
+                MASTER,
+                DEVICE_ID,
+                Role::Owner,
+                "2026-11-30T00:10:00.250Z",
+                counting(0x30),
+            ),
+            pairing_case(
+                "user device, relay under a path with a trailing slash",
+                counting(0x40),
+                "https://relay.example:8443/pacerelle/",
+                "support bot",
+                MASTER,
+                "dv_user-1",
+                Role::User,
+                "2027-01-02T03:04:05.006Z",
+                counting(0x60),
+            ),
+            invalid_link("no fragment", "https://relay.example/pair".into()),
+            invalid_link(
+                "unknown link version",
+                format!("https://relay.example/pair#v2.{s32}"),
+            ),
+            invalid_link("not http(s)", format!("ftp://relay.example/pair#v1.{s32}")),
+            invalid_link("path is not /pair", format!("https://relay.example/#v1.{s32}")),
+            invalid_link(
+                "secret of 31 bytes",
+                format!("https://relay.example/pair#v1.{s31}"),
+            ),
+            invalid_link("padded secret", format!("https://relay.example/pair#v1.{s32}=")),
+            invalid_link(
+                "non-canonical base64url (unused low bits set)",
+                format!("https://relay.example/pair#v1.{}", non_canonical(&s32)),
+            ),
+        ],
+    }
+}
+
+// ------------------------------------------------------------------------------------------- envelope
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+enum EnvelopeCase {
+    #[serde(rename_all = "camelCase")]
+    Seal {
+        name: &'static str,
+        key: String,
+        aad_fields: AadFields,
+        aad: String,
+        nonce: String,
+        plaintext: String,
+        plaintext_bytes: String,
+        envelope: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    Reject {
+        name: &'static str,
+        key: String,
+        aad_fields: AadFields,
+        aad: String,
+        envelope: String,
+        /// `malformed` (refused before decryption) or `open` (authentication failed).
+        error: &'static str,
+    },
+}
+
+fn seal_case(
+    name: &'static str,
+    key: &ContentKey,
+    fields: AadFields,
+    nonce: [u8; 12],
+    plaintext: &str,
+) -> EnvelopeCase {
+    let envelope = envelope::seal_with_nonce(key, &fields.aad(), nonce, plaintext.as_bytes());
+    EnvelopeCase::Seal {
+        name,
+        key: b64::encode(&key.to_bytes()),
+        aad: b64::encode(&fields.aad().to_bytes()),
+        aad_fields: fields,
+        nonce: b64::encode(&nonce),
+        plaintext: plaintext.into(),
+        plaintext_bytes: b64::encode(plaintext.as_bytes()),
+        envelope,
+    }
+}
+
+fn reject_case(
+    name: &'static str,
+    key: &ContentKey,
+    fields: AadFields,
+    envelope: String,
+    error: &'static str,
+) -> EnvelopeCase {
+    EnvelopeCase::Reject {
+        name,
+        key: b64::encode(&key.to_bytes()),
+        aad: b64::encode(&fields.aad().to_bytes()),
+        aad_fields: fields,
+        envelope,
+        error,
+    }
+}
+
+/// The envelope text of a seal case.
+fn envelope_of(case: &EnvelopeCase) -> String {
+    match case {
+        EnvelopeCase::Seal { envelope, .. } => envelope.clone(),
+        EnvelopeCase::Reject { .. } => panic!("not a seal case"),
+    }
+}
+
+/// `envelope` with bit `bit` (0 = least significant) of byte `index` flipped.
+fn flip(envelope: &str, index: usize, bit: u8) -> String {
+    let mut bytes = b64::decode(envelope).expect("own envelope decodes");
+    bytes[index] ^= 1 << bit;
+    b64::encode(&bytes)
+}
+
+fn envelope_file() -> File<EnvelopeCase> {
+    let device_key = keys::device_key(&MASTER, AGENT_ID, DEVICE_ID);
+    let self_key = keys::self_key(&MASTER, AGENT_ID);
+    let task_id = "msg_vector";
+    let task_fields = || AadFields::new(AGENT_ID, DEVICE_ID, "d2a", kind::MESSAGE, task_id);
+    let task = serde_json::to_string(&TaskPayload {
+        text: "Renomme le brouillon « Été 2026 » — merci ✓ 🚀".into(),
+    })
+    .expect("task serialises");
+    let reply = serde_json::to_string(&ReplyPayload {
+        text: "Done: 3 files renamed.\nNext: send the draft?".into(),
+        source_message_id: task_id.into(),
+    })
+    .expect("reply serialises");
+    let ckp = serde_json::to_string(&CheckpointPayload {
+        summary: "Renamed 3 files in drafts/".into(),
+        next_action: "Wait for the person to confirm sending".into(),
+        message_ids: vec![task_id.into(), "msg_earlier".into()],
+    })
+    .expect("checkpoint serialises");
+
+    // The library's own AAD helpers must agree with the fields written here.
+    assert_eq!(
+        message::task_aad(AGENT_ID, DEVICE_ID, task_id),
+        task_fields().aad()
+    );
+    assert_eq!(
+        message::reply_aad(AGENT_ID, DEVICE_ID, "rep_vector"),
+        AadFields::new(AGENT_ID, DEVICE_ID, "a2d", kind::REPLY, "rep_vector").aad()
+    );
+    assert_eq!(
+        checkpoint::checkpoint_aad(AGENT_ID, "ckp_vector"),
+        AadFields::new(AGENT_ID, "", "self", kind::CHECKPOINT, "ckp_vector").aad()
+    );
+
+    let task_case = seal_case(
+        "task (non-ASCII JSON)",
+        &device_key,
+        task_fields(),
+        counting(0x00),
+        &task,
+    );
+    let task_env = envelope_of(&task_case);
+    let task_len = b64::decode(&task_env).expect("decodes").len();
+    let ckp_case = seal_case(
+        "checkpoint (self key, empty deviceId)",
+        &self_key,
+        AadFields::new(AGENT_ID, "", "self", kind::CHECKPOINT, "ckp_vector"),
+        counting(0x20),
+        &ckp,
+    );
+    let ckp_env = envelope_of(&ckp_case);
+
+    let mut wrong_version = b64::decode(&task_env).expect("decodes");
+    wrong_version[0] = 0x02;
+    let too_short = b64::encode(&b64::decode(&task_env).expect("decodes")[..28]);
+    let empty_key = ContentKey::from_bytes([0x44; 32]);
+    let empty_fields = || AadFields::new(AGENT_ID, DEVICE_ID, "d2a", kind::MESSAGE, "msg_empty");
+    let empty_case = seal_case(
+        "empty plaintext (29-byte envelope)",
+        &empty_key,
+        empty_fields(),
+        [0xff; 12],
+        "",
+    );
+    let empty_env = envelope_of(&empty_case);
+    let empty_non_canonical = non_canonical(&empty_env);
+
+    File {
+        description: "Envelopes. envelope = base64url(0x01 || nonce (12) || AES-256-GCM ciphertext || tag (16)); aad \
+                      = \"pacerelle/v1/aad\" || 0x01 || for each of agentId, deviceId, direction, kind, objectId: \
+                      u16 big-endian byte length || UTF-8 bytes. seal cases: sealing plaintextBytes (the UTF-8 of \
+                      plaintext) with key, nonce and aad gives envelope, and opening envelope gives plaintextBytes. \
+                      reject cases: opening must fail; error is \"malformed\" when the envelope is refused before \
+                      decryption (not base64url, shorter than 29 bytes, first byte not 0x01) and \"open\" when \
+                      authentication fails (altered bytes, other key or other additional data).",
+        cases: vec![
+            task_case,
+            seal_case(
+                "reply",
+                &device_key,
+                AadFields::new(AGENT_ID, DEVICE_ID, "a2d", kind::REPLY, "rep_vector"),
+                counting(0x10),
+                &reply,
+            ),
+            ckp_case,
+            empty_case,
+            seal_case(
+                "16-byte plaintext, counting key",
+                &ContentKey::from_bytes(counting(0x80)),
+                AadFields::new("ag_2:test.x-y", "dv_phone-1.b:2", "a2d", kind::REPLY, "rep_2"),
+                counting(0xc0),
+                "exactly 16 bytes",
+            ),
+            reject_case(
+                "task with one ciphertext bit flipped",
+                &device_key,
+                task_fields(),
+                flip(&task_env, 20, 0),
+                "open",
+            ),
+            reject_case(
+                "task with one tag bit flipped",
+                &device_key,
+                task_fields(),
+                flip(&task_env, task_len - 1, 7),
+                "open",
+            ),
+            reject_case(
+                "task with one nonce bit flipped",
+                &device_key,
+                task_fields(),
+                flip(&task_env, 1, 3),
+                "open",
+            ),
+            reject_case(
+                "task opened as another message",
+                &device_key,
+                AadFields::new(AGENT_ID, DEVICE_ID, "d2a", kind::MESSAGE, "msg_other"),
+                task_env.clone(),
+                "open",
+            ),
+            reject_case(
+                "task opened for another device (same key)",
+                &device_key,
+                AadFields::new(AGENT_ID, "dv_other", "d2a", kind::MESSAGE, task_id),
+                task_env.clone(),
+                "open",
+            ),
+            reject_case(
+                "task opened in the other direction",
+                &device_key,
+                AadFields::new(AGENT_ID, DEVICE_ID, "a2d", kind::MESSAGE, task_id),
+                task_env.clone(),
+                "open",
+            ),
+            reject_case(
+                "task opened as a reply",
+                &device_key,
+                AadFields::new(AGENT_ID, DEVICE_ID, "d2a", kind::REPLY, task_id),
+                task_env.clone(),
+                "open",
+            ),
+            reject_case(
+                "task opened under another agent",
+                &device_key,
+                AadFields::new("ag_other", DEVICE_ID, "d2a", kind::MESSAGE, task_id),
+                task_env.clone(),
+                "open",
+            ),
+            reject_case(
+                "task with a field boundary moved (agentId \"ag_vectord\", deviceId \"v_vector\")",
+                &device_key,
+                AadFields::new("ag_vectord", "v_vector", "d2a", kind::MESSAGE, task_id),
+                task_env.clone(),
+                "open",
+            ),
+            reject_case(
+                "task opened with the self key",
+                &self_key,
+                task_fields(),
+                task_env.clone(),
+                "open",
+            ),
+            reject_case(
+                "checkpoint opened with a non-empty deviceId",
+                &self_key,
+                AadFields::new(AGENT_ID, DEVICE_ID, "self", kind::CHECKPOINT, "ckp_vector"),
+                ckp_env,
+                "open",
+            ),
+            reject_case(
+                "version byte 0x02",
+                &device_key,
+                task_fields(),
+                b64::encode(&wrong_version),
+                "malformed",
+            ),
+            reject_case(
+                "28 bytes: too short",
+                &device_key,
+                task_fields(),
+                too_short,
+                "malformed",
+            ),
+            reject_case(
+                "padded base64",
+                &device_key,
+                task_fields(),
+                format!("{task_env}="),
+                "malformed",
+            ),
+            reject_case(
+                "standard base64 alphabet",
+                &device_key,
+                task_fields(),
+                standard_alphabet(&task_env),
+                "malformed",
+            ),
+            reject_case(
+                "empty-plaintext envelope, non-canonical base64url (unused low bits set)",
+                &empty_key,
+                empty_fields(),
+                empty_non_canonical,
+                "malformed",
+            ),
+        ],
+    }
+}
+
+// --------------------------------------------------------------------------------------------- cursor
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+enum CursorCase {
+    /// `seq` is a decimal string: JavaScript numbers lose precision above 2^53.
+    #[serde(rename_all = "camelCase")]
+    Cursor {
+        name: &'static str,
+        seq: String,
+        text: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    InvalidCursor { name: &'static str, text: &'static str },
+}
+
+fn cursor_file() -> File<CursorCase> {
+    let valid = |name, seq: u64| CursorCase::Cursor {
+        name,
+        seq: seq.to_string(),
+        text: Cursor(seq).to_string(),
+    };
+    File {
+        description: "Cursors: \"c1.\" + base64url(sequence number as 8 bytes, big-endian). Clients treat them as \
+                      opaque; only the relay parses them. seq is a decimal string and is at most 2^63 - 1. \
+                      invalidCursor cases must be refused by the relay.",
+        cases: vec![
+            valid("start", 0),
+            valid("one", 1),
+            valid("one byte full", 255),
+            valid("two bytes", 256),
+            valid("2^32", 1 << 32),
+            valid("above 2^53", (1 << 53) + 1),
+            valid("largest", i64::MAX as u64),
+            CursorCase::InvalidCursor {
+                name: "empty",
+                text: "",
+            },
+            CursorCase::InvalidCursor {
+                name: "no body",
+                text: "c1.",
+            },
+            CursorCase::InvalidCursor {
+                name: "unknown version",
+                text: "c2.AAAAAAAAAAE",
+            },
+            CursorCase::InvalidCursor {
+                name: "no prefix",
+                text: "AAAAAAAAAAE",
+            },
+            CursorCase::InvalidCursor {
+                name: "3 bytes",
+                text: "c1.AAAA",
+            },
+            CursorCase::InvalidCursor {
+                name: "2^63, above the largest",
+                text: "c1.gAAAAAAAAAA",
+            },
+            CursorCase::InvalidCursor {
+                name: "padded",
+                text: "c1.AAAAAAAAAAE=",
+            },
+            CursorCase::InvalidCursor {
+                name: "non-canonical base64url (unused low bits set)",
+                text: "c1.AAAAAAAAAAF",
+            },
+        ],
+    }
+}
+
+// ----------------------------------------------------------------------------------------------- main
+
+fn render<T: Serialize>(file: &File<T>) -> String {
+    let mut text = serde_json::to_string_pretty(file).expect("vectors serialise");
+    text.push('\n');
+    text
+}
+
+fn file(name: &str) -> Option<String> {
+    Some(match name {
+        "token" => render(&token_file()),
+        "kdf" => render(&kdf_file()),
+        "pairing" => render(&pairing_file()),
+        "envelope" => render(&envelope_file()),
+        "cursor" => render(&cursor_file()),
+        _ => return None,
+    })
+}
+
+const NAMES: [&str; 5] = ["token", "kdf", "pairing", "envelope", "cursor"];
+
+fn main() {
+    let arg = std::env::args().nth(1).unwrap_or_default();
+    if arg == "--write" {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/vectors");
+        for name in NAMES {
+            let path = dir.join(format!("{name}.json"));
+            std::fs::write(&path, file(name).expect("known name")).expect("vectors file is writable");
+            eprintln!("wrote {}", path.display());
+        }
+    } else if let Some(text) = file(&arg) {
+        print!("{text}");
+    } else {
+        eprintln!("usage: make_vectors <{}> | --write", NAMES.join("|"));
+        std::process::exit(2);
+    }
+}
