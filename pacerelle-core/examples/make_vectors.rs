@@ -15,6 +15,9 @@ use pacerelle_core::envelope::{self, Aad, Direction, kind};
 use pacerelle_core::keys::{self, ContentKey};
 use pacerelle_core::message::{self, ReplyPayload, TaskPayload};
 use pacerelle_core::pairing::{OfferPayload, PairingSecret, Role};
+use pacerelle_core::question::{
+    self, Answer, AnswerPayload, KIND_ANSWER, KIND_QUESTION, QuestionKind, QuestionPayload,
+};
 use pacerelle_core::{AgentToken, Cursor, Timestamp};
 use serde::Serialize;
 
@@ -566,8 +569,53 @@ fn envelope_file() -> File<EnvelopeCase> {
         message_ids: vec![task_id.into(), "msg_earlier".into()],
     })
     .expect("checkpoint serialises");
+    let question_id = "qst_vector";
+    let question = serde_json::to_string(&QuestionPayload {
+        question: "Deploy v2.3 to production?".into(),
+        kind: QuestionKind::YesNo,
+        options: vec![],
+        multiple: false,
+        details: Some("Tests passés ✓ — 3 migrations".into()),
+        expires_at: Timestamp::parse("2026-11-30T00:20:00.000Z").expect("fixed time parses"),
+    })
+    .expect("question serialises");
+    let answer = serde_json::to_string(&AnswerPayload {
+        question_id: question_id.into(),
+        answer: Answer::Yes,
+        answered_at: Timestamp::parse("2026-11-30T00:12:34.567Z").expect("fixed time parses"),
+    })
+    .expect("answer serialises");
+    let choice = serde_json::to_string(&QuestionPayload {
+        question: "Quel jour pour la réunion ?".into(),
+        kind: QuestionKind::Choice,
+        options: vec!["Lundi".into(), "Mardi".into(), "Jeudi".into()],
+        multiple: false,
+        details: None,
+        expires_at: Timestamp::parse("2026-12-01T09:00:00.000Z").expect("fixed time parses"),
+    })
+    .expect("question serialises");
+    let choice_answer = serde_json::to_string(&AnswerPayload {
+        question_id: "qst_choice".into(),
+        answer: Answer::Options(vec!["Mardi".into()]),
+        answered_at: Timestamp::parse("2026-11-30T08:00:00.001Z").expect("fixed time parses"),
+    })
+    .expect("answer serialises");
+    let question_fields = || AadFields::new(AGENT_ID, DEVICE_ID, "a2d", KIND_QUESTION, question_id);
+    let answer_fields = || AadFields::new(AGENT_ID, DEVICE_ID, "d2a", KIND_ANSWER, question_id);
 
     // The library's own AAD helpers must agree with the fields written here.
+    assert_eq!(
+        question::question_aad(AGENT_ID, DEVICE_ID, question_id),
+        question_fields().aad()
+    );
+    assert_eq!(
+        question::question_aad(AGENT_ID, "", question_id),
+        AadFields::new(AGENT_ID, "", "self", KIND_QUESTION, question_id).aad()
+    );
+    assert_eq!(
+        question::answer_aad(AGENT_ID, DEVICE_ID, question_id),
+        answer_fields().aad()
+    );
     assert_eq!(
         message::task_aad(AGENT_ID, DEVICE_ID, task_id),
         task_fields().aad()
@@ -581,6 +629,22 @@ fn envelope_file() -> File<EnvelopeCase> {
         AadFields::new(AGENT_ID, "", "self", kind::CHECKPOINT, "ckp_vector").aad()
     );
 
+    let question_case = seal_case(
+        "question, the device's copy (yes/no)",
+        &device_key,
+        question_fields(),
+        counting(0x50),
+        &question,
+    );
+    let question_env = envelope_of(&question_case);
+    let answer_case = seal_case(
+        "answer: yes",
+        &device_key,
+        answer_fields(),
+        counting(0xd0),
+        &answer,
+    );
+    let answer_env = envelope_of(&answer_case);
     let task_case = seal_case(
         "task (non-ASCII JSON)",
         &device_key,
@@ -632,6 +696,29 @@ fn envelope_file() -> File<EnvelopeCase> {
                 &reply,
             ),
             ckp_case,
+            question_case,
+            seal_case(
+                "question, the agent's own copy (self key, empty deviceId)",
+                &self_key,
+                AadFields::new(AGENT_ID, "", "self", KIND_QUESTION, question_id),
+                counting(0x70),
+                &question,
+            ),
+            answer_case,
+            seal_case(
+                "question, the device's copy (choice)",
+                &device_key,
+                AadFields::new(AGENT_ID, DEVICE_ID, "a2d", KIND_QUESTION, "qst_choice"),
+                counting(0x90),
+                &choice,
+            ),
+            seal_case(
+                "answer: one option",
+                &device_key,
+                AadFields::new(AGENT_ID, DEVICE_ID, "d2a", KIND_ANSWER, "qst_choice"),
+                counting(0xa0),
+                &choice_answer,
+            ),
             empty_case,
             seal_case(
                 "16-byte plaintext, counting key",
@@ -715,6 +802,34 @@ fn envelope_file() -> File<EnvelopeCase> {
                 &self_key,
                 AadFields::new(AGENT_ID, DEVICE_ID, "self", kind::CHECKPOINT, "ckp_vector"),
                 ckp_env,
+                "open",
+            ),
+            reject_case(
+                "yes moved to another question",
+                &device_key,
+                AadFields::new(AGENT_ID, DEVICE_ID, "d2a", KIND_ANSWER, "qst_other"),
+                answer_env.clone(),
+                "open",
+            ),
+            reject_case(
+                "yes presented as another device's (with that device's key)",
+                &keys::device_key(&MASTER, AGENT_ID, "dv_other"),
+                AadFields::new(AGENT_ID, "dv_other", "d2a", KIND_ANSWER, question_id),
+                answer_env.clone(),
+                "open",
+            ),
+            reject_case(
+                "yes presented as a task with the question's id",
+                &device_key,
+                AadFields::new(AGENT_ID, DEVICE_ID, "d2a", kind::MESSAGE, question_id),
+                answer_env,
+                "open",
+            ),
+            reject_case(
+                "the agent's question reflected back as an answer",
+                &device_key,
+                answer_fields(),
+                question_env,
                 "open",
             ),
             reject_case(

@@ -11,6 +11,7 @@ use pacerelle_core::envelope::{self, Aad, Direction};
 use pacerelle_core::keys::{self, ContentKey};
 use pacerelle_core::message::{ReplyPayload, TaskPayload};
 use pacerelle_core::pairing::{self, OfferPayload, PairingSecret};
+use pacerelle_core::question::{AnswerPayload, QuestionPayload};
 use pacerelle_core::{AgentToken, Bearer, CryptoError, Cursor};
 use ring::aead::{AES_256_GCM, Aad as RingAad, LessSafeKey, Nonce, UnboundKey};
 use ring::hmac;
@@ -553,6 +554,8 @@ fn check_payload(kind: &str, plaintext: &str) {
         "message" => round_trip::<TaskPayload>(plaintext),
         "reply" => round_trip::<ReplyPayload>(plaintext),
         "checkpoint" => round_trip::<CheckpointPayload>(plaintext),
+        "question" => round_trip::<QuestionPayload>(plaintext),
+        "answer" => round_trip::<AnswerPayload>(plaintext),
         other => panic!("no payload type for kind {other:?}"),
     }
 }
