@@ -1,1 +1,117 @@
+#![doc = include_str!("../README.md")]
 
+mod app;
+mod auth;
+mod config;
+mod error;
+mod extract;
+mod presence;
+mod ratelimit;
+mod routes;
+mod store;
+mod wake;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use pacerelle_core::Timestamp;
+
+pub use config::Config;
+pub use error::{AppError, Error, StoreError};
+
+use app::{AppState, Inner};
+use store::Store;
+
+/// How often the sweeper runs.
+const SWEEP_EVERY: Duration = Duration::from_secs(30);
+/// Presence records of agents idle this long are forgotten.
+const ACTIVITY_IDLE_MS: i64 = 3600 * 1000;
+
+/// A running relay: storage, wake-ups, presence, rate limits. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Relay {
+    inner: AppState,
+}
+
+impl Relay {
+    /// Opens (or creates) the database, applies migrations and starts the sweeper.
+    ///
+    /// Must be called within a Tokio runtime. The sweeper stops when the last clone of the relay (and of
+    /// its router) is dropped, or when [`Relay::serve`] shuts down.
+    pub async fn open(config: Config) -> Result<Relay, Error> {
+        if config.database_path.as_os_str().is_empty() {
+            return Err(Error::Config("the database path is empty".into()));
+        }
+        if !config.open_registration && config.registration_secret.as_deref().is_some_and(str::is_empty) {
+            return Err(Error::Config("the registration secret is empty".into()));
+        }
+        let store = Store::open(&config.database_path).await?;
+        store.sweep(Timestamp::now()).await?;
+        let inner = Arc::new(Inner {
+            config,
+            store,
+            wakes: Default::default(),
+            activity: Default::default(),
+            limiter: Default::default(),
+            shutdown: Default::default(),
+        });
+        tokio::spawn(sweeper(Arc::downgrade(&inner)));
+        Ok(Relay { inner })
+    }
+
+    /// The relay's routes, usable without a socket (rate limits then do not apply).
+    pub fn router(&self) -> axum::Router {
+        app::app(self.inner.clone())
+    }
+
+    /// Serves on `listener` until `shutdown` resolves, then ends parked waits at once and waits for the
+    /// requests in flight to finish.
+    pub async fn serve(
+        self,
+        listener: tokio::net::TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        let inner = self.inner.clone();
+        let signal = async move {
+            shutdown.await;
+            tracing::info!("relay shutting down");
+            inner.shutdown.trigger();
+        };
+        if let Ok(addr) = listener.local_addr() {
+            tracing::info!(%addr, "relay listening");
+        }
+        axum::serve(
+            listener,
+            self.router().into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(signal)
+        .await
+    }
+
+    /// Ends parked waits and closes the database. Requests that arrive afterwards fail with `unavailable`.
+    pub async fn close(&self) {
+        self.inner.shutdown.trigger();
+        self.inner.store.close().await;
+    }
+}
+
+/// Every [`SWEEP_EVERY`]: drops expired offers' ciphertext, ends lapsed sessions, forgets idle buckets.
+async fn sweeper(relay: Weak<Inner>) {
+    loop {
+        tokio::time::sleep(SWEEP_EVERY).await;
+        let Some(inner) = relay.upgrade() else {
+            return;
+        };
+        if inner.shutdown.is_triggered() {
+            return;
+        }
+        let now = Timestamp::now();
+        if let Err(e) = inner.store.sweep(now).await {
+            tracing::warn!(error = %e, "sweep failed");
+        }
+        inner.limiter.forget_full();
+        inner.activity.forget_idle(now, ACTIVITY_IDLE_MS);
+    }
+}

@@ -1,0 +1,58 @@
+//! The relay's configuration.
+
+use std::path::PathBuf;
+
+/// How to run a relay. Built by `pacerelle serve` from its flags and environment.
+#[derive(Clone, Default)]
+pub struct Config {
+    /// The SQLite database file; created with its schema if missing.
+    pub database_path: PathBuf,
+    /// Whether anyone may register an agent without the registration secret.
+    pub open_registration: bool,
+    /// The secret that `POST /v1/agents` must carry in `x-pacerelle-registration` when registration is not
+    /// open. Without it (and without open registration) no agent can register.
+    pub registration_secret: Option<String>,
+    /// The URL at which phones reach this relay (shown in pairing links), if it differs from the address
+    /// the client used.
+    pub public_url: Option<String>,
+}
+
+impl Config {
+    /// A configuration with this database file, closed registration and no secret.
+    pub fn new(database_path: impl Into<PathBuf>) -> Self {
+        Config {
+            database_path: database_path.into(),
+            ..Config::default()
+        }
+    }
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Config")
+            .field("database_path", &self.database_path)
+            .field("open_registration", &self.open_registration)
+            .field(
+                "registration_secret",
+                &self.registration_secret.as_ref().map(|_| "…"),
+            )
+            .field("public_url", &self.public_url)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn debug_hides_the_registration_secret() {
+        let config = Config {
+            registration_secret: Some("hunter2".into()),
+            ..Config::new("/tmp/relay.db")
+        };
+        let text = format!("{config:?}");
+        assert!(!text.contains("hunter2"));
+        assert!(text.contains("relay.db"));
+    }
+}

@@ -1,0 +1,251 @@
+//! Errors: [`Error`] for opening the relay, [`AppError`] for every HTTP answer that is not a success.
+//!
+//! An [`AppError`] renders [`pacerelle_core::wire::ErrorBody`] (`{"code", "error", "details"?}`) with a stable
+//! code from [`pacerelle_core::wire::code`]. Internal and storage failures are logged here, where they are
+//! turned into a response, and are never echoed to the caller.
+
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use pacerelle_core::wire::{ErrorBody, LeaseHolder, code};
+
+/// Why the relay could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The database file could not be opened or created.
+    #[error("cannot open the database {path}: {source}")]
+    Open {
+        /// The file.
+        path: String,
+        /// What SQLite said.
+        #[source]
+        source: sqlx::Error,
+    },
+    /// The schema migrations failed.
+    #[error("cannot migrate the database: {0}")]
+    Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A storage failure while starting.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The configuration is unusable.
+    #[error("invalid relay configuration: {0}")]
+    Config(String),
+}
+
+/// A failure of the storage layer (the conflicts a caller can cause are returned as values, not as errors).
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database is busy, full, or its file cannot be written: retrying later may work.
+    #[error("storage unavailable: {0}")]
+    Unavailable(#[source] sqlx::Error),
+    /// Anything else: a bug or a corrupt database.
+    #[error("storage failure: {0}")]
+    Internal(#[source] sqlx::Error),
+}
+
+impl From<sqlx::Error> for StoreError {
+    fn from(e: sqlx::Error) -> Self {
+        // SQLite primary result codes that mean "not now" rather than "never".
+        const BUSY: i64 = 5;
+        const LOCKED: i64 = 6;
+        const NOMEM: i64 = 7;
+        const READONLY: i64 = 8;
+        const IOERR: i64 = 10;
+        const FULL: i64 = 13;
+        const CANTOPEN: i64 = 14;
+        match &e {
+            sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => {
+                StoreError::Unavailable(e)
+            }
+            sqlx::Error::Database(db) => {
+                let primary = db.code().and_then(|c| c.parse::<i64>().ok()).map(|c| c & 0xff);
+                match primary {
+                    Some(BUSY | LOCKED | NOMEM | READONLY | IOERR | FULL | CANTOPEN) => {
+                        StoreError::Unavailable(e)
+                    }
+                    _ => StoreError::Internal(e),
+                }
+            }
+            _ => StoreError::Internal(e),
+        }
+    }
+}
+
+/// An error answer: HTTP status, stable code, message, optional details.
+#[derive(Debug)]
+pub struct AppError {
+    status: StatusCode,
+    code: &'static str,
+    message: String,
+    details: Option<serde_json::Value>,
+}
+
+impl AppError {
+    /// An error with a status, a code from [`code`] and a message (never content or secrets).
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        AppError {
+            status,
+            code,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    /// Adds the `details` field.
+    pub fn with_details(mut self, details: serde_json::Value) -> Self {
+        self.details = Some(details);
+        self
+    }
+
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The stable code.
+    pub fn code(&self) -> &'static str {
+        self.code
+    }
+
+    /// 400 `invalid_input`.
+    pub fn invalid_input(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, code::INVALID_INPUT, message)
+    }
+
+    /// 400 `invalid_json`.
+    pub fn invalid_json(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, code::INVALID_JSON, message)
+    }
+
+    /// 400 `bad_cursor`.
+    pub fn bad_cursor() -> Self {
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            code::BAD_CURSOR,
+            "this cursor was not issued by this relay; start again without a cursor",
+        )
+    }
+
+    /// 401 `unauthorized`.
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, code::UNAUTHORIZED, message)
+    }
+
+    /// 403 `forbidden`.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, code::FORBIDDEN, message)
+    }
+
+    /// 404 `not_found`, naming what was looked for (never another agent's data).
+    pub fn not_found(what: &str) -> Self {
+        Self::new(StatusCode::NOT_FOUND, code::NOT_FOUND, format!("no such {what}"))
+    }
+
+    /// 409 `id_conflict`.
+    pub fn id_conflict(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, code::ID_CONFLICT, message)
+    }
+
+    /// 409 `agent_in_use`, with the holder in `details`.
+    pub fn agent_in_use(holder: &LeaseHolder) -> Self {
+        let details = serde_json::to_value(holder).unwrap_or(serde_json::Value::Null);
+        Self::new(
+            StatusCode::CONFLICT,
+            code::AGENT_IN_USE,
+            format!(
+                "another session holds this agent's lease: {} since {} (open a session with takeover to replace it)",
+                holder.host, holder.since
+            ),
+        )
+        .with_details(details)
+    }
+
+    /// 409 `lease_lost`.
+    pub fn lease_lost() -> Self {
+        Self::new(
+            StatusCode::CONFLICT,
+            code::LEASE_LOST,
+            "this session no longer holds the lease (it expired or was taken over); open a new session",
+        )
+    }
+
+    /// 429 `rate_limited`.
+    pub fn rate_limited() -> Self {
+        Self::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            code::RATE_LIMITED,
+            "too many requests of this kind from this address; retry in a minute",
+        )
+    }
+
+    /// 500 `internal`; the cause is logged, not returned.
+    pub fn internal(cause: &dyn std::fmt::Display) -> Self {
+        tracing::error!(error = %cause, "internal error");
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            code::INTERNAL,
+            "internal error; see the relay's log",
+        )
+    }
+}
+
+impl From<StoreError> for AppError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::Unavailable(cause) => {
+                tracing::warn!(error = %cause, "storage unavailable");
+                AppError::new(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    code::UNAVAILABLE,
+                    "the relay's storage is unavailable; retry later",
+                )
+            }
+            StoreError::Internal(cause) => AppError::internal(&cause),
+        }
+    }
+}
+
+impl IntoResponse for AppError {
+    fn into_response(self) -> Response {
+        let body = ErrorBody {
+            code: self.code.to_string(),
+            error: self.message,
+            details: self.details,
+        };
+        (self.status, axum::Json(body)).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn busy_is_unavailable_and_row_not_found_is_internal() {
+        assert!(matches!(
+            StoreError::from(sqlx::Error::PoolTimedOut),
+            StoreError::Unavailable(_)
+        ));
+        assert!(matches!(
+            StoreError::from(sqlx::Error::RowNotFound),
+            StoreError::Internal(_)
+        ));
+    }
+
+    #[test]
+    fn agent_in_use_names_the_holder() {
+        let holder = LeaseHolder {
+            host: "laptop / codex".into(),
+            since: pacerelle_core::Timestamp(0),
+            last_heartbeat_at: pacerelle_core::Timestamp(1),
+        };
+        let e = AppError::agent_in_use(&holder);
+        assert_eq!(e.status(), StatusCode::CONFLICT);
+        assert!(e.message.contains("laptop / codex"));
+        assert!(e.message.contains("1970-01-01T00:00:00.000Z"));
+        assert_eq!(
+            e.details.as_ref().and_then(|d| d.get("host")),
+            Some(&"laptop / codex".into())
+        );
+    }
+}

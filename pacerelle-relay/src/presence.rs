@@ -1,0 +1,256 @@
+//! Presence (DESIGN §7): what the agent is doing, as the phone sees it.
+//!
+//! The relay tracks in memory, per agent, how many inbox waits are parked and when the last one started and
+//! ended; with the counts and times from storage and the lease, [`presence`] chooses one [`Presence`]. The
+//! in-memory part starts empty after a restart.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, MutexGuard};
+
+use pacerelle_core::Timestamp;
+use pacerelle_core::wire::Presence;
+
+use crate::store::{Lease, StatusFacts};
+
+/// A wait that ended less than this long ago still counts as listening.
+pub(crate) const LISTENING_GRACE_MS: i64 = 5_000;
+/// An agent that waited or sent a heartbeat less than this long ago is active; a task delivered longer
+/// ago than this, with no wait since, suggests the agent waits for a confirmation on the computer.
+pub(crate) const ACTIVE_MS: i64 = 60_000;
+
+/// One agent's waits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Waits {
+    /// Waits parked now.
+    pub parked: u32,
+    pub last_started: Option<Timestamp>,
+    pub last_ended: Option<Timestamp>,
+}
+
+impl Waits {
+    /// When the last wait started or ended.
+    pub(crate) fn last_wait_at(&self) -> Option<Timestamp> {
+        self.last_started.max(self.last_ended)
+    }
+}
+
+/// Every agent's waits.
+#[derive(Debug, Default)]
+pub(crate) struct Activity {
+    agents: Mutex<HashMap<String, Waits>>,
+}
+
+impl Activity {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Waits>> {
+        self.agents
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Records the start of an inbox wait; the returned guard records its end when dropped.
+    pub(crate) fn begin_wait(&self, agent_id: &str) -> WaitGuard<'_> {
+        self.lock().entry(agent_id.to_string()).or_default().last_started = Some(Timestamp::now());
+        WaitGuard {
+            activity: self,
+            agent_id: agent_id.to_string(),
+            parked: false,
+        }
+    }
+
+    /// This agent's waits now.
+    pub(crate) fn snapshot(&self, agent_id: &str) -> Waits {
+        self.lock().get(agent_id).copied().unwrap_or_default()
+    }
+
+    /// Forgets agents idle for longer than `idle_ms`.
+    pub(crate) fn forget_idle(&self, now: Timestamp, idle_ms: i64) {
+        self.lock().retain(|_, w| {
+            w.parked > 0
+                || w.last_wait_at()
+                    .is_some_and(|t| t.millis() > now.millis().saturating_sub(idle_ms))
+        });
+    }
+}
+
+/// An inbox wait in progress.
+#[derive(Debug)]
+pub(crate) struct WaitGuard<'a> {
+    activity: &'a Activity,
+    agent_id: String,
+    parked: bool,
+}
+
+impl WaitGuard<'_> {
+    /// Marks the wait as parked (until the guard is dropped).
+    pub(crate) fn park(&mut self) {
+        if !self.parked {
+            self.parked = true;
+            self.activity
+                .lock()
+                .entry(self.agent_id.clone())
+                .or_default()
+                .parked += 1;
+        }
+    }
+}
+
+impl Drop for WaitGuard<'_> {
+    fn drop(&mut self) {
+        let mut agents = self.activity.lock();
+        let w = agents.entry(std::mem::take(&mut self.agent_id)).or_default();
+        if self.parked {
+            w.parked = w.parked.saturating_sub(1);
+        }
+        w.last_ended = Some(Timestamp::now());
+    }
+}
+
+/// Chooses the presence shown to the phone.
+///
+/// 1. a wait is parked now → `listening`;
+/// 2. tasks are delivered and not processed: the oldest was delivered more than a minute ago and no wait
+///    started since → `waiting_confirmation`; else, if the agent waited or sent a heartbeat within the last
+///    minute → `busy`;
+/// 3. a wait ended less than 5 s ago → `listening`;
+/// 4. a session holds the lease → `connected`;
+/// 5. otherwise → `offline`.
+pub(crate) fn presence(
+    now: Timestamp,
+    waits: &Waits,
+    facts: &StatusFacts,
+    lease: Option<&Lease>,
+) -> Presence {
+    let now = now.millis();
+    if waits.parked > 0 {
+        return Presence::Listening;
+    }
+    let heartbeat = lease.map(|l| l.holder.last_heartbeat_at);
+    if let Some(delivered) = facts.oldest_in_progress {
+        let no_wait_since = waits.last_started.is_none_or(|s| s < delivered);
+        if no_wait_since && now.saturating_sub(delivered.millis()) > ACTIVE_MS {
+            return Presence::WaitingConfirmation;
+        }
+        let last_active = waits.last_wait_at().max(heartbeat);
+        if last_active.is_some_and(|t| now.saturating_sub(t.millis()) < ACTIVE_MS) {
+            return Presence::Busy;
+        }
+    }
+    if waits
+        .last_ended
+        .is_some_and(|t| now.saturating_sub(t.millis()) < LISTENING_GRACE_MS)
+    {
+        return Presence::Listening;
+    }
+    if lease.is_some() {
+        return Presence::Connected;
+    }
+    Presence::Offline
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pacerelle_core::wire::LeaseHolder;
+
+    const NOW: i64 = 10_000_000;
+
+    fn at(ms_ago: i64) -> Option<Timestamp> {
+        Some(Timestamp(NOW - ms_ago))
+    }
+
+    fn lease() -> Lease {
+        Lease {
+            session_id: "ses_1".into(),
+            holder: LeaseHolder {
+                host: "laptop".into(),
+                since: Timestamp(NOW - 100_000),
+                last_heartbeat_at: Timestamp(NOW - 1_000),
+            },
+        }
+    }
+
+    fn in_progress(delivered_ms_ago: i64) -> StatusFacts {
+        StatusFacts {
+            oldest_in_progress: at(delivered_ms_ago),
+            ..StatusFacts::default()
+        }
+    }
+
+    #[test]
+    fn parked_wait_is_listening_even_with_work_in_progress() {
+        let waits = Waits {
+            parked: 1,
+            last_started: at(10),
+            last_ended: None,
+        };
+        assert_eq!(
+            presence(Timestamp(NOW), &waits, &in_progress(120_000), None),
+            Presence::Listening
+        );
+    }
+
+    #[test]
+    fn old_delivery_without_a_wait_since_is_waiting_confirmation() {
+        let waits = Waits {
+            parked: 0,
+            last_started: at(130_000),
+            last_ended: at(120_000),
+        };
+        let l = lease();
+        assert_eq!(
+            presence(Timestamp(NOW), &waits, &in_progress(120_000), Some(&l)),
+            Presence::WaitingConfirmation
+        );
+    }
+
+    #[test]
+    fn recent_delivery_with_recent_activity_is_busy() {
+        let waits = Waits {
+            parked: 0,
+            last_started: at(11_000),
+            last_ended: at(10_000),
+        };
+        assert_eq!(
+            presence(Timestamp(NOW), &waits, &in_progress(10_000), None),
+            Presence::Busy
+        );
+    }
+
+    #[test]
+    fn a_wait_that_just_returned_is_listening_then_connected_or_offline() {
+        let just = Waits {
+            parked: 0,
+            last_started: at(3_000),
+            last_ended: at(1_000),
+        };
+        let facts = StatusFacts::default();
+        assert_eq!(presence(Timestamp(NOW), &just, &facts, None), Presence::Listening);
+        let later = Waits {
+            last_ended: at(6_000),
+            ..just
+        };
+        let l = lease();
+        assert_eq!(
+            presence(Timestamp(NOW), &later, &facts, Some(&l)),
+            Presence::Connected
+        );
+        assert_eq!(presence(Timestamp(NOW), &later, &facts, None), Presence::Offline);
+    }
+
+    #[test]
+    fn activity_counts_parked_waits() {
+        let activity = Activity::default();
+        {
+            let mut wait = activity.begin_wait("ag_1");
+            assert_eq!(activity.snapshot("ag_1").parked, 0);
+            wait.park();
+            wait.park();
+            assert_eq!(activity.snapshot("ag_1").parked, 1);
+        }
+        let w = activity.snapshot("ag_1");
+        assert_eq!(w.parked, 0);
+        assert!(w.last_ended.is_some());
+        activity.forget_idle(Timestamp::now().plus_millis(10_000), 1_000);
+        assert_eq!(activity.snapshot("ag_1"), Waits::default());
+    }
+}

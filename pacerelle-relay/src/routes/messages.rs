@@ -1,0 +1,236 @@
+//! Tasks and replies: a device sends a task, the agent long-polls for tasks, marks them processed and
+//! replies; a device long-polls its conversation.
+//!
+//! A long-poll subscribes to its wake-up topic before it queries; when the query finds nothing it parks until
+//! a writer publishes after its commit, the wait ends, or the relay shuts down, then queries once more.
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use pacerelle_core::wire::{
+    AgentMessage, Conversation, MAX_WAIT_SECONDS, MessageBatch, Processed, SendMessage, SendReply, Stored,
+    WaitQuery,
+};
+use pacerelle_core::{Cursor, Timestamp};
+
+use super::session::require_lease;
+use super::{check_envelope, check_id, stored};
+use crate::app::AppState;
+use crate::auth::{AgentAuth, DeviceAuth};
+use crate::error::AppError;
+use crate::extract::{Json, Path, Query};
+use crate::store::{PAGE_LIMIT, Put, ReplyPut};
+use crate::wake::{Subscription, Topic};
+
+/// Wait when the query gives none, in seconds.
+pub(crate) const DEFAULT_WAIT_SECONDS: u64 = 30;
+
+fn wait_of(q: &WaitQuery) -> Duration {
+    Duration::from_secs(q.wait.unwrap_or(DEFAULT_WAIT_SECONDS).min(MAX_WAIT_SECONDS))
+}
+
+/// The cursor of a long-poll: none, or one this relay issued (never beyond the last sequence number).
+async fn cursor_of(state: &AppState, q: &WaitQuery) -> Result<Option<Cursor>, AppError> {
+    let Some(text) = q.cursor.as_deref().filter(|t| !t.is_empty()) else {
+        return Ok(None);
+    };
+    let cursor = Cursor::parse(text).map_err(|_| AppError::bad_cursor())?;
+    if cursor > state.store.global_head().await? {
+        return Err(AppError::bad_cursor());
+    }
+    Ok(Some(cursor))
+}
+
+/// Parks until the subscription is woken, `wait` passes, or the relay shuts down.
+async fn park(state: &AppState, sub: &mut Subscription<'_>, wait: Duration) {
+    tokio::select! {
+        () = sub.changed() => {}
+        () = tokio::time::sleep(wait) => {}
+        () = state.shutdown.fired() => {}
+    }
+}
+
+/// `GET /v1/agent/messages?cursor=&wait=` (needs the lease if a session holds it).
+pub(crate) async fn wait(
+    State(state): State<AppState>,
+    auth: AgentAuth,
+    headers: HeaderMap,
+    Query(q): Query<WaitQuery>,
+) -> Result<Json<MessageBatch>, AppError> {
+    let wait = wait_of(&q);
+    let given = cursor_of(&state, &q).await?;
+    let agent_id = auth.agent_id;
+    require_lease(&state, &agent_id, &headers).await?;
+    let mut activity = state.activity.begin_wait(&agent_id);
+    let after = given.unwrap_or(Cursor::START);
+
+    let mut sub = state.wakes.subscribe(Topic::Inbox(agent_id.clone()));
+    let (messages, cursor) = state
+        .store
+        .deliver(&agent_id, after, PAGE_LIMIT, Timestamp::now())
+        .await?;
+    if !messages.is_empty() || wait.is_zero() || state.shutdown.is_triggered() {
+        return Ok(Json(batch(messages, cursor, given)));
+    }
+
+    activity.park();
+    park(&state, &mut sub, wait).await;
+    drop(sub);
+    // The lease may have changed hands while this wait was parked.
+    require_lease(&state, &agent_id, &headers).await?;
+    let (messages, cursor) = state
+        .store
+        .deliver(&agent_id, after, PAGE_LIMIT, Timestamp::now())
+        .await?;
+    Ok(Json(batch(messages, cursor, given)))
+}
+
+/// An empty answer keeps the caller's cursor (DESIGN §5); without one it is the stream's head.
+fn keep_if_empty(empty: bool, next: Cursor, given: Option<Cursor>) -> Cursor {
+    match given {
+        Some(given) if empty => given,
+        _ => next,
+    }
+}
+
+fn batch(messages: Vec<AgentMessage>, next: Cursor, given: Option<Cursor>) -> MessageBatch {
+    MessageBatch {
+        cursor: keep_if_empty(messages.is_empty(), next, given),
+        messages,
+    }
+}
+
+/// `POST /v1/agent/messages/{messageId}/processed` (needs the lease if a session holds it). Idempotent.
+pub(crate) async fn processed(
+    State(state): State<AppState>,
+    auth: AgentAuth,
+    headers: HeaderMap,
+    Path(message_id): Path<String>,
+) -> Result<Json<Processed>, AppError> {
+    require_lease(&state, &auth.agent_id, &headers).await?;
+    let processed_at = state
+        .store
+        .mark_processed(&auth.agent_id, &message_id, Timestamp::now())
+        .await?
+        .ok_or_else(|| AppError::not_found("message"))?;
+    Ok(Json(Processed {
+        message_id,
+        processed_at,
+    }))
+}
+
+/// `POST /v1/agent/replies`: one envelope per device; idempotent by `replyId`. Needs no lease.
+pub(crate) async fn reply(
+    State(state): State<AppState>,
+    auth: AgentAuth,
+    Json(body): Json<SendReply>,
+) -> Result<(StatusCode, Json<Stored>), AppError> {
+    check_id("reply id", &body.reply_id)?;
+    check_id("source message id", &body.source_message_id)?;
+    let mut seen = HashSet::new();
+    for e in &body.envelopes {
+        check_id("device id", &e.device_id)?;
+        check_envelope("envelope", &e.envelope)?;
+        if !seen.insert(e.device_id.as_str()) {
+            return Err(AppError::invalid_input(format!(
+                "two envelopes for device {}",
+                e.device_id
+            )));
+        }
+    }
+    let outcome = state
+        .store
+        .put_reply(
+            &auth.agent_id,
+            &body.reply_id,
+            &body.source_message_id,
+            &body.envelopes,
+            Timestamp::now(),
+        )
+        .await?;
+    match outcome {
+        ReplyPut::Stored(item) => {
+            if item.created {
+                state
+                    .wakes
+                    .publish(&Topic::Conversation(auth.agent_id), item.cursor.seq());
+            }
+            Ok(stored(item.created, item))
+        }
+        ReplyPut::Conflict => Err(AppError::id_conflict(
+            "this reply id was already used for a reply to another message",
+        )),
+        ReplyPut::NoSource => Err(AppError::not_found("message")),
+        ReplyPut::UnknownDevice(device_id) => Err(AppError::invalid_input(format!(
+            "device {device_id} is not paired with this agent"
+        ))),
+    }
+}
+
+/// `POST /v1/device/messages`: a task; idempotent by `messageId` (a retry may carry a re-sealed envelope).
+pub(crate) async fn send(
+    State(state): State<AppState>,
+    auth: DeviceAuth,
+    Json(body): Json<SendMessage>,
+) -> Result<(StatusCode, Json<Stored>), AppError> {
+    check_id("message id", &body.message_id)?;
+    check_envelope("envelope", &body.envelope)?;
+    let outcome = state
+        .store
+        .put_message(
+            &auth.agent_id,
+            &auth.device_id,
+            &body.message_id,
+            &body.envelope,
+            Timestamp::now(),
+        )
+        .await?;
+    match outcome {
+        Put::Stored(item) => {
+            if item.created {
+                let seq = item.cursor.seq();
+                state.wakes.publish(&Topic::Inbox(auth.agent_id.clone()), seq);
+                state.wakes.publish(&Topic::Conversation(auth.agent_id), seq);
+            }
+            Ok(stored(item.created, item))
+        }
+        Put::Conflict(why) => Err(AppError::id_conflict(why)),
+    }
+}
+
+/// `GET /v1/device/conversation?cursor=&wait=`: what this device can open after the cursor, oldest first.
+pub(crate) async fn conversation(
+    State(state): State<AppState>,
+    auth: DeviceAuth,
+    Query(q): Query<WaitQuery>,
+) -> Result<Json<Conversation>, AppError> {
+    let wait = wait_of(&q);
+    let given = cursor_of(&state, &q).await?;
+    let after = given.unwrap_or(Cursor::START);
+
+    let mut sub = state.wakes.subscribe(Topic::Conversation(auth.agent_id.clone()));
+    let (items, cursor) = state
+        .store
+        .conversation(&auth.agent_id, &auth.device_id, after, PAGE_LIMIT)
+        .await?;
+    if !items.is_empty() || wait.is_zero() || state.shutdown.is_triggered() {
+        return Ok(Json(Conversation {
+            cursor: keep_if_empty(items.is_empty(), cursor, given),
+            items,
+        }));
+    }
+
+    park(&state, &mut sub, wait).await;
+    drop(sub);
+    auth.still_valid(&state).await?;
+    let (items, cursor) = state
+        .store
+        .conversation(&auth.agent_id, &auth.device_id, after, PAGE_LIMIT)
+        .await?;
+    Ok(Json(Conversation {
+        cursor: keep_if_empty(items.is_empty(), cursor, given),
+        items,
+    }))
+}

@@ -1,0 +1,93 @@
+//! Agent sessions and the lease (DESIGN §7): one session consumes the inbox at a time.
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use pacerelle_core::wire::{OpenSession, SESSION_HEADER, SessionInfo};
+use pacerelle_core::{Timestamp, ids};
+
+use super::{MAX_HOST_CHARS, check_text};
+use crate::app::AppState;
+use crate::auth::AgentAuth;
+use crate::error::AppError;
+use crate::extract::{Json, Path};
+use crate::store::{Renewal, SessionOpened};
+use crate::wake::Topic;
+
+/// Refuses a request that consumes the inbox while another live session holds the lease.
+///
+/// Allowed: no live lease (with or without a session header), or the header names the holder.
+pub(crate) async fn require_lease(
+    state: &AppState,
+    agent_id: &str,
+    headers: &HeaderMap,
+) -> Result<(), AppError> {
+    let Some(lease) = state.store.lease(agent_id, Timestamp::now()).await? else {
+        return Ok(());
+    };
+    let session = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok());
+    if session == Some(lease.session_id.as_str()) {
+        Ok(())
+    } else {
+        Err(AppError::agent_in_use(&lease.holder))
+    }
+}
+
+/// `POST /v1/agent/sessions`: takes the lease, or replaces its holder with `takeover`.
+pub(crate) async fn open(
+    State(state): State<AppState>,
+    auth: AgentAuth,
+    Json(body): Json<OpenSession>,
+) -> Result<(StatusCode, Json<SessionInfo>), AppError> {
+    let host = check_text("host", &body.host, MAX_HOST_CHARS)?;
+    let session_id = ids::generate(ids::SESSION);
+    match state
+        .store
+        .open_session(
+            &auth.agent_id,
+            &session_id,
+            &host,
+            body.takeover,
+            Timestamp::now(),
+        )
+        .await?
+    {
+        SessionOpened::Opened(info) => {
+            tracing::info!(agent = %auth.agent_id, session = %info.session_id, "session opened");
+            // Waits parked by a previous holder wake up and find the lease gone.
+            state.wakes.publish(&Topic::Inbox(auth.agent_id), 0);
+            Ok((StatusCode::CREATED, Json(info)))
+        }
+        SessionOpened::InUse(holder) => Err(AppError::agent_in_use(&holder)),
+    }
+}
+
+/// `POST /v1/agent/sessions/{sessionId}/heartbeat`: renews the lease while this session holds it.
+pub(crate) async fn heartbeat(
+    State(state): State<AppState>,
+    auth: AgentAuth,
+    Path(session_id): Path<String>,
+) -> Result<Json<SessionInfo>, AppError> {
+    match state
+        .store
+        .heartbeat(&auth.agent_id, &session_id, Timestamp::now())
+        .await?
+    {
+        Renewal::Renewed(info) => Ok(Json(info)),
+        Renewal::Lost => Err(AppError::lease_lost()),
+        Renewal::NotFound => Err(AppError::not_found("session")),
+    }
+}
+
+/// `DELETE /v1/agent/sessions/{sessionId}`: gives the lease up (idempotent).
+pub(crate) async fn release(
+    State(state): State<AppState>,
+    auth: AgentAuth,
+    Path(session_id): Path<String>,
+) -> Result<Json<SessionInfo>, AppError> {
+    let info = state
+        .store
+        .release(&auth.agent_id, &session_id, Timestamp::now())
+        .await?
+        .ok_or_else(|| AppError::not_found("session"))?;
+    Ok(Json(info))
+}

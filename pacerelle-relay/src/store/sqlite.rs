@@ -1,0 +1,976 @@
+//! The SQLite backend (sqlx): WAL journal, `synchronous = FULL`, one writer connection, a small read pool.
+//!
+//! Writes go through a pool of exactly one connection, so they queue in the relay instead of meeting
+//! `SQLITE_BUSY`; reads use up to [`READERS`] read-only connections, which WAL lets run beside the writer.
+//! `docs/adr/0001-sqlite-durability.md` explains why every commit is synced.
+
+use std::path::Path;
+use std::time::Duration;
+
+use pacerelle_core::pairing::Role;
+use pacerelle_core::wire::{
+    AgentInfo, AgentMessage, CheckpointRecord, ConversationItem, DeviceEnvelope, DeviceInfo, ItemKind,
+    LeaseHolder, MessageCounts, MessageState, PairingClaimed, PairingCreated, SessionInfo, Stored,
+};
+use pacerelle_core::{Bearer, Cursor, Timestamp, keys};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+
+use super::{
+    Claim, Lease, NewPairing, PairingRow, PairingStored, Principal, Put, Registered, Renewal, ReplyPut,
+    SessionOpened, StatusFacts, lease_ttl_ms,
+};
+use crate::error::{Error, StoreError};
+
+type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// Read-only connections in the read pool.
+const READERS: u32 = 4;
+/// How long SQLite waits on a lock before answering busy.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a request waits for a connection before the relay answers `unavailable`.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long expired pairing tombstones and ended sessions are kept.
+const KEEP_MS: i64 = 24 * 3600 * 1000;
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!();
+
+/// The SQLite store. Cheap to clone (pools are reference-counted).
+#[derive(Debug, Clone)]
+pub(crate) struct SqliteStore {
+    write: SqlitePool,
+    read: SqlitePool,
+}
+
+fn ts(ms: i64) -> Timestamp {
+    Timestamp(ms)
+}
+
+fn cursor(seq: i64) -> Cursor {
+    Cursor(u64::try_from(seq).unwrap_or(0))
+}
+
+fn seq_of(c: Cursor) -> i64 {
+    i64::try_from(c.seq()).unwrap_or(i64::MAX)
+}
+
+fn role(text: &str) -> Result<Role> {
+    match text {
+        "owner" => Ok(Role::Owner),
+        "user" => Ok(Role::User),
+        other => Err(StoreError::Internal(sqlx::Error::Decode(
+            format!("unknown role {other:?} in the database").into(),
+        ))),
+    }
+}
+
+type DeviceRow = (String, String, Option<String>, String, i64, Option<i64>);
+
+fn device_info(row: DeviceRow) -> Result<DeviceInfo> {
+    let (device_id, name, label, role_text, created_at, revoked_at) = row;
+    Ok(DeviceInfo {
+        device_id,
+        name,
+        label,
+        role: role(&role_text)?,
+        created_at: ts(created_at),
+        revoked_at: revoked_at.map(ts),
+    })
+}
+
+fn message_state(delivered_at: Option<i64>, processed_at: Option<i64>) -> MessageState {
+    match (delivered_at, processed_at) {
+        (_, Some(_)) => MessageState::Processed,
+        (Some(_), None) => MessageState::Delivered,
+        (None, None) => MessageState::Sent,
+    }
+}
+
+impl SqliteStore {
+    /// Opens (or creates) the database file and brings its schema up to date.
+    pub(crate) async fn open(path: &Path) -> Result<Self, Error> {
+        let open_err = |source| Error::Open {
+            path: path.display().to_string(),
+            source,
+        };
+        let base = SqliteConnectOptions::new()
+            .filename(path)
+            .busy_timeout(BUSY_TIMEOUT)
+            .foreign_keys(true)
+            .synchronous(SqliteSynchronous::Full);
+        let write = SqlitePoolOptions::new()
+            .max_connections(1)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .connect_with(
+                base.clone()
+                    .create_if_missing(true)
+                    .journal_mode(SqliteJournalMode::Wal),
+            )
+            .await
+            .map_err(open_err)?;
+        MIGRATOR.run(&write).await?;
+        // The journal mode is a property of the file, already WAL: readers need not (and cannot) set it.
+        let read = SqlitePoolOptions::new()
+            .max_connections(READERS)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .connect_with(base.read_only(true))
+            .await
+            .map_err(open_err)?;
+        Ok(SqliteStore { write, read })
+    }
+
+    /// Closes both pools, waiting for connections in use to be returned.
+    pub(crate) async fn close(&self) {
+        self.read.close().await;
+        self.write.close().await;
+    }
+
+    // ----- agents and credentials -----
+
+    pub(crate) async fn register_agent(
+        &self,
+        agent_id: &str,
+        name: &str,
+        auth_hash: &[u8; 32],
+        now: Timestamp,
+    ) -> Result<Registered> {
+        let mut tx = self.write.begin().await?;
+        let taken: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM agents WHERE agent_id = ?1)
+                 OR EXISTS (SELECT 1 FROM devices WHERE device_id = ?1)
+                 OR EXISTS (SELECT 1 FROM pairings WHERE device_id = ?1)",
+        )
+        .bind(agent_id)
+        .fetch_one(&mut *tx)
+        .await?;
+        if taken {
+            return Ok(Registered::Exists);
+        }
+        sqlx::query("INSERT INTO agents (agent_id, name, auth_hash, created_at) VALUES (?1, ?2, ?3, ?4)")
+            .bind(agent_id)
+            .bind(name)
+            .bind(&auth_hash[..])
+            .bind(now.millis())
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(Registered::Created(AgentInfo {
+            agent_id: agent_id.to_string(),
+            name: name.to_string(),
+            created_at: now,
+        }))
+    }
+
+    pub(crate) async fn agent(&self, agent_id: &str) -> Result<Option<AgentInfo>> {
+        let row: Option<(String, String, i64)> =
+            sqlx::query_as("SELECT agent_id, name, created_at FROM agents WHERE agent_id = ?1")
+                .bind(agent_id)
+                .fetch_optional(&self.read)
+                .await?;
+        Ok(row.map(|(agent_id, name, created_at)| AgentInfo {
+            agent_id,
+            name,
+            created_at: ts(created_at),
+        }))
+    }
+
+    /// The agent or device named `id`. Agent ids and device ids never collide: registration and pairing
+    /// refuse an id that the other already uses.
+    pub(crate) async fn principal(&self, id: &str) -> Result<Option<Principal>> {
+        let agent: Option<Vec<u8>> = sqlx::query_scalar("SELECT auth_hash FROM agents WHERE agent_id = ?1")
+            .bind(id)
+            .fetch_optional(&self.read)
+            .await?;
+        if let Some(hash) = agent {
+            return Ok(Some(Principal::Agent {
+                agent_id: id.to_string(),
+                hash,
+            }));
+        }
+        let device: Option<(String, Vec<u8>, bool)> = sqlx::query_as(
+            "SELECT agent_id, token_hash, revoked_at IS NOT NULL FROM devices WHERE device_id = ?1",
+        )
+        .bind(id)
+        .fetch_optional(&self.read)
+        .await?;
+        Ok(device.map(|(agent_id, hash, revoked)| Principal::Device {
+            agent_id,
+            device_id: id.to_string(),
+            hash,
+            revoked,
+        }))
+    }
+
+    // ----- pairing and devices -----
+
+    pub(crate) async fn create_pairing(&self, p: &NewPairing<'_>) -> Result<PairingStored> {
+        let mut tx = self.write.begin().await?;
+        let existing: Option<(String, String, i64, Option<i64>)> = sqlx::query_as(
+            "SELECT agent_id, device_id, expires_at, claimed_at FROM pairings WHERE pairing_id = ?1",
+        )
+        .bind(p.pairing_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some((agent_id, device_id, expires_at, claimed_at)) = existing {
+            // A retry of the same upload gets the stored offer; anything else is a conflict.
+            if agent_id == p.agent_id && device_id == p.device_id && claimed_at.is_none() {
+                return Ok(PairingStored::Created(PairingCreated {
+                    pairing_id: p.pairing_id.to_string(),
+                    device_id,
+                    expires_at: ts(expires_at),
+                }));
+            }
+            return Ok(PairingStored::Conflict("this pairing id is already in use"));
+        }
+        let taken: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM devices WHERE device_id = ?1)
+                 OR EXISTS (SELECT 1 FROM pairings WHERE device_id = ?1)
+                 OR EXISTS (SELECT 1 FROM agents WHERE agent_id = ?1)",
+        )
+        .bind(p.device_id)
+        .fetch_one(&mut *tx)
+        .await?;
+        if taken {
+            return Ok(PairingStored::Conflict("this device id is already in use"));
+        }
+        sqlx::query(
+            "INSERT INTO pairings (pairing_id, agent_id, device_id, label, role, claim_hash, offer, expires_at,
+                                   created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+        )
+        .bind(p.pairing_id)
+        .bind(p.agent_id)
+        .bind(p.device_id)
+        .bind(p.label)
+        .bind(p.role.as_str())
+        .bind(&p.claim_hash[..])
+        .bind(p.offer)
+        .bind(p.expires_at.millis())
+        .bind(p.now.millis())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(PairingStored::Created(PairingCreated {
+            pairing_id: p.pairing_id.to_string(),
+            device_id: p.device_id.to_string(),
+            expires_at: p.expires_at,
+        }))
+    }
+
+    pub(crate) async fn pairing(&self, pairing_id: &str) -> Result<Option<PairingRow>> {
+        type Row = (String, String, String, Option<String>, i64, Option<i64>);
+        let row: Option<Row> = sqlx::query_as(
+            "SELECT pairing_id, agent_id, device_id, offer, expires_at, claimed_at
+             FROM pairings WHERE pairing_id = ?1",
+        )
+        .bind(pairing_id)
+        .fetch_optional(&self.read)
+        .await?;
+        Ok(row.map(
+            |(pairing_id, agent_id, device_id, offer, expires_at, claimed_at)| PairingRow {
+                pairing_id,
+                agent_id,
+                device_id,
+                offer,
+                expires_at: ts(expires_at),
+                claimed_at: claimed_at.map(ts),
+            },
+        ))
+    }
+
+    /// Claims an offer: checks the proof, then in one transaction marks the offer claimed (dropping its
+    /// ciphertext), creates the device and stores the hash of its new token.
+    pub(crate) async fn claim_pairing(
+        &self,
+        pairing_id: &str,
+        proof_hash: &[u8; 32],
+        name: &str,
+        now: Timestamp,
+    ) -> Result<Claim> {
+        let mut tx = self.write.begin().await?;
+        type Row = (String, String, Option<String>, String, Vec<u8>, i64, Option<i64>);
+        let row: Option<Row> = sqlx::query_as(
+            "SELECT agent_id, device_id, label, role, claim_hash, expires_at, claimed_at
+             FROM pairings WHERE pairing_id = ?1",
+        )
+        .bind(pairing_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let Some((agent_id, device_id, label, role_text, claim_hash, expires_at, claimed_at)) = row else {
+            return Ok(Claim::NotFound);
+        };
+        if !keys::constant_time_eq(&claim_hash, proof_hash) {
+            return Ok(Claim::WrongProof);
+        }
+        if claimed_at.is_some() {
+            return Ok(Claim::AlreadyClaimed);
+        }
+        if expires_at <= now.millis() {
+            return Ok(Claim::Expired);
+        }
+        let (token, token_hash) = Bearer::issue(&device_id);
+        sqlx::query(
+            "UPDATE pairings SET offer = NULL, claimed_at = ?2 WHERE pairing_id = ?1 AND claimed_at IS NULL",
+        )
+        .bind(pairing_id)
+        .bind(now.millis())
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(
+            "INSERT INTO devices (device_id, agent_id, name, label, role, token_hash, created_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        )
+        .bind(&device_id)
+        .bind(&agent_id)
+        .bind(name)
+        .bind(label)
+        .bind(role(&role_text)?.as_str())
+        .bind(&token_hash[..])
+        .bind(now.millis())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Claim::Claimed(PairingClaimed {
+            agent_id,
+            device_id,
+            device_token: token.expose().to_string(),
+        }))
+    }
+
+    pub(crate) async fn devices(&self, agent_id: &str) -> Result<Vec<DeviceInfo>> {
+        let rows: Vec<DeviceRow> = sqlx::query_as(
+            "SELECT device_id, name, label, role, created_at, revoked_at
+             FROM devices WHERE agent_id = ?1 ORDER BY created_at, rowid",
+        )
+        .bind(agent_id)
+        .fetch_all(&self.read)
+        .await?;
+        rows.into_iter().map(device_info).collect()
+    }
+
+    pub(crate) async fn device(&self, agent_id: &str, device_id: &str) -> Result<Option<DeviceInfo>> {
+        let row: Option<DeviceRow> = sqlx::query_as(
+            "SELECT device_id, name, label, role, created_at, revoked_at
+             FROM devices WHERE agent_id = ?1 AND device_id = ?2",
+        )
+        .bind(agent_id)
+        .bind(device_id)
+        .fetch_optional(&self.read)
+        .await?;
+        row.map(device_info).transpose()
+    }
+
+    /// Revokes a device of this agent (idempotent: the first revocation time is kept).
+    pub(crate) async fn revoke_device(
+        &self,
+        agent_id: &str,
+        device_id: &str,
+        now: Timestamp,
+    ) -> Result<Option<DeviceInfo>> {
+        let row: Option<DeviceRow> = sqlx::query_as(
+            "UPDATE devices SET revoked_at = COALESCE(revoked_at, ?3)
+             WHERE agent_id = ?1 AND device_id = ?2
+             RETURNING device_id, name, label, role, created_at, revoked_at",
+        )
+        .bind(agent_id)
+        .bind(device_id)
+        .bind(now.millis())
+        .fetch_optional(&self.write)
+        .await?;
+        row.map(device_info).transpose()
+    }
+
+    // ----- the stream: tasks, replies, checkpoints -----
+
+    /// The greatest sequence number ever given to any item (0 when there is none): no valid cursor is beyond.
+    pub(crate) async fn global_head(&self) -> Result<Cursor> {
+        let seq: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM items")
+            .fetch_one(&self.read)
+            .await?;
+        Ok(cursor(seq))
+    }
+
+    /// Stores a task sent by a device, or finds the one already stored under this id.
+    pub(crate) async fn put_message(
+        &self,
+        agent_id: &str,
+        device_id: &str,
+        message_id: &str,
+        envelope: &str,
+        now: Timestamp,
+    ) -> Result<Put> {
+        let mut tx = self.write.begin().await?;
+        let existing: Option<(i64, Option<String>, i64)> = sqlx::query_as(
+            "SELECT seq, device_id, created_at FROM items
+             WHERE agent_id = ?1 AND kind = 'message' AND item_id = ?2",
+        )
+        .bind(agent_id)
+        .bind(message_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some((seq, sender, created_at)) = existing {
+            if sender.as_deref() != Some(device_id) {
+                return Ok(Put::Conflict("this message id was used by another device"));
+            }
+            return Ok(Put::Stored(Stored {
+                id: message_id.to_string(),
+                cursor: cursor(seq),
+                created_at: ts(created_at),
+                created: false,
+            }));
+        }
+        let seq: i64 = sqlx::query_scalar(
+            "INSERT INTO items (agent_id, kind, item_id, device_id, envelope, created_at)
+             VALUES (?1, 'message', ?2, ?3, ?4, ?5) RETURNING seq",
+        )
+        .bind(agent_id)
+        .bind(message_id)
+        .bind(device_id)
+        .bind(envelope)
+        .bind(now.millis())
+        .fetch_one(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Put::Stored(Stored {
+            id: message_id.to_string(),
+            cursor: cursor(seq),
+            created_at: now,
+            created: true,
+        }))
+    }
+
+    /// Whether tasks not yet processed exist after `after`, and the agent's head; one consistent read.
+    async fn pending_after(&self, agent_id: &str, after: i64) -> Result<(bool, i64)> {
+        let (pending, head): (bool, i64) = sqlx::query_as(
+            "SELECT EXISTS (SELECT 1 FROM items
+                            WHERE agent_id = ?1 AND kind = 'message' AND processed_at IS NULL AND seq > ?2),
+                    (SELECT COALESCE(MAX(seq), 0) FROM items WHERE agent_id = ?1)",
+        )
+        .bind(agent_id)
+        .bind(after)
+        .fetch_one(&self.read)
+        .await?;
+        Ok((pending, head))
+    }
+
+    /// Hands the agent its tasks not yet processed after `after` (oldest first, at most `limit`), marking
+    /// them delivered; `redelivered` is true for those delivered before. Returns the tasks and the cursor to
+    /// continue from.
+    pub(crate) async fn deliver(
+        &self,
+        agent_id: &str,
+        after: Cursor,
+        limit: u32,
+        now: Timestamp,
+    ) -> Result<(Vec<AgentMessage>, Cursor)> {
+        let after = seq_of(after);
+        // Most polls find nothing: answer those from a reader without touching the writer.
+        let (pending, head) = self.pending_after(agent_id, after).await?;
+        if !pending {
+            return Ok((Vec::new(), cursor(head.max(after))));
+        }
+        let mut tx = self.write.begin().await?;
+        let head: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM items WHERE agent_id = ?1")
+            .bind(agent_id)
+            .fetch_one(&mut *tx)
+            .await?;
+        type Row = (i64, String, String, String, String, i64, Option<i64>);
+        let rows: Vec<Row> = sqlx::query_as(
+            "SELECT i.seq, i.item_id, COALESCE(i.device_id, ''), COALESCE(d.name, ''), COALESCE(i.envelope, ''),
+                    i.created_at, i.delivered_at
+             FROM items i LEFT JOIN devices d ON d.device_id = i.device_id
+             WHERE i.agent_id = ?1 AND i.kind = 'message' AND i.processed_at IS NULL
+               AND i.seq > ?2 AND i.seq <= ?3
+             ORDER BY i.seq LIMIT ?4",
+        )
+        .bind(agent_id)
+        .bind(after)
+        .bind(head)
+        .bind(i64::from(limit))
+        .fetch_all(&mut *tx)
+        .await?;
+        let full = rows.len() >= limit as usize;
+        let next = match rows.last() {
+            Some(last) if full => last.0,
+            _ => head.max(after),
+        };
+        if let Some(last) = rows.last() {
+            sqlx::query(
+                "UPDATE items SET delivered_at = ?2
+                 WHERE agent_id = ?1 AND kind = 'message' AND processed_at IS NULL AND delivered_at IS NULL
+                   AND seq > ?3 AND seq <= ?4",
+            )
+            .bind(agent_id)
+            .bind(now.millis())
+            .bind(after)
+            .bind(last.0)
+            .execute(&mut *tx)
+            .await?;
+        }
+        tx.commit().await?;
+        let messages = rows
+            .into_iter()
+            .map(
+                |(seq, message_id, from, from_name, envelope, created_at, delivered_at)| AgentMessage {
+                    message_id,
+                    from,
+                    from_name,
+                    envelope,
+                    sent_at: ts(created_at),
+                    redelivered: delivered_at.is_some(),
+                    cursor: cursor(seq),
+                },
+            )
+            .collect();
+        Ok((messages, cursor(next)))
+    }
+
+    /// Marks a task processed (idempotent: the first time is kept). `None` when the agent has no such task.
+    pub(crate) async fn mark_processed(
+        &self,
+        agent_id: &str,
+        message_id: &str,
+        now: Timestamp,
+    ) -> Result<Option<Timestamp>> {
+        // Read first: repeated acknowledgements then cost no synced write.
+        let known: Option<Option<i64>> = sqlx::query_scalar(
+            "SELECT processed_at FROM items WHERE agent_id = ?1 AND kind = 'message' AND item_id = ?2",
+        )
+        .bind(agent_id)
+        .bind(message_id)
+        .fetch_optional(&self.read)
+        .await?;
+        match known {
+            None => return Ok(None),
+            Some(Some(at)) => return Ok(Some(ts(at))),
+            Some(None) => {}
+        }
+        let at: Option<i64> = sqlx::query_scalar(
+            "UPDATE items SET processed_at = COALESCE(processed_at, ?3)
+             WHERE agent_id = ?1 AND kind = 'message' AND item_id = ?2
+             RETURNING processed_at",
+        )
+        .bind(agent_id)
+        .bind(message_id)
+        .bind(now.millis())
+        .fetch_optional(&self.write)
+        .await?;
+        Ok(at.map(ts))
+    }
+
+    /// Stores a reply with one envelope per device, or finds the one already stored under this id.
+    pub(crate) async fn put_reply(
+        &self,
+        agent_id: &str,
+        reply_id: &str,
+        source_message_id: &str,
+        envelopes: &[DeviceEnvelope],
+        now: Timestamp,
+    ) -> Result<ReplyPut> {
+        let mut tx = self.write.begin().await?;
+        let existing: Option<(i64, Option<String>, i64)> = sqlx::query_as(
+            "SELECT seq, source_message_id, created_at FROM items
+             WHERE agent_id = ?1 AND kind = 'reply' AND item_id = ?2",
+        )
+        .bind(agent_id)
+        .bind(reply_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some((seq, source, created_at)) = existing {
+            if source.as_deref() != Some(source_message_id) {
+                return Ok(ReplyPut::Conflict);
+            }
+            return Ok(ReplyPut::Stored(Stored {
+                id: reply_id.to_string(),
+                cursor: cursor(seq),
+                created_at: ts(created_at),
+                created: false,
+            }));
+        }
+        let source_known: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM items WHERE agent_id = ?1 AND kind = 'message' AND item_id = ?2)",
+        )
+        .bind(agent_id)
+        .bind(source_message_id)
+        .fetch_one(&mut *tx)
+        .await?;
+        if !source_known {
+            return Ok(ReplyPut::NoSource);
+        }
+        for e in envelopes {
+            let known: bool = sqlx::query_scalar(
+                "SELECT EXISTS (SELECT 1 FROM devices WHERE agent_id = ?1 AND device_id = ?2)",
+            )
+            .bind(agent_id)
+            .bind(&e.device_id)
+            .fetch_one(&mut *tx)
+            .await?;
+            if !known {
+                return Ok(ReplyPut::UnknownDevice(e.device_id.clone()));
+            }
+        }
+        let seq: i64 = sqlx::query_scalar(
+            "INSERT INTO items (agent_id, kind, item_id, source_message_id, created_at)
+             VALUES (?1, 'reply', ?2, ?3, ?4) RETURNING seq",
+        )
+        .bind(agent_id)
+        .bind(reply_id)
+        .bind(source_message_id)
+        .bind(now.millis())
+        .fetch_one(&mut *tx)
+        .await?;
+        for e in envelopes {
+            sqlx::query("INSERT INTO item_envelopes (item_seq, device_id, envelope) VALUES (?1, ?2, ?3)")
+                .bind(seq)
+                .bind(&e.device_id)
+                .bind(&e.envelope)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(ReplyPut::Stored(Stored {
+            id: reply_id.to_string(),
+            cursor: cursor(seq),
+            created_at: now,
+            created: true,
+        }))
+    }
+
+    /// What one device can open after `after`: the tasks it sent and the replies sealed for it.
+    pub(crate) async fn conversation(
+        &self,
+        agent_id: &str,
+        device_id: &str,
+        after: Cursor,
+        limit: u32,
+    ) -> Result<(Vec<ConversationItem>, Cursor)> {
+        let after = seq_of(after);
+        // Read the head first: anything stored later has a greater seq and is left for the next call.
+        let head: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM items WHERE agent_id = ?1")
+            .bind(agent_id)
+            .fetch_one(&self.read)
+            .await?;
+        type Row = (
+            i64,
+            String,
+            String,
+            String,
+            Option<String>,
+            i64,
+            Option<i64>,
+            Option<i64>,
+        );
+        let rows: Vec<Row> = sqlx::query_as(
+            "SELECT i.seq, i.kind, i.item_id, COALESCE(e.envelope, i.envelope, ''), i.source_message_id,
+                    i.created_at, i.delivered_at, i.processed_at
+             FROM items i LEFT JOIN item_envelopes e ON e.item_seq = i.seq AND e.device_id = ?2
+             WHERE i.agent_id = ?1 AND i.seq > ?3 AND i.seq <= ?4
+               AND ((i.kind = 'message' AND i.device_id = ?2) OR (i.kind = 'reply' AND e.envelope IS NOT NULL))
+             ORDER BY i.seq LIMIT ?5",
+        )
+        .bind(agent_id)
+        .bind(device_id)
+        .bind(after)
+        .bind(head)
+        .bind(i64::from(limit))
+        .fetch_all(&self.read)
+        .await?;
+        let next = match rows.last() {
+            Some(last) if rows.len() >= limit as usize => last.0,
+            _ => head.max(after),
+        };
+        let items = rows
+            .into_iter()
+            .map(
+                |(seq, kind, id, envelope, source_message_id, created_at, delivered_at, processed_at)| {
+                    let is_reply = kind == "reply";
+                    ConversationItem {
+                        kind: if is_reply {
+                            ItemKind::Reply
+                        } else {
+                            ItemKind::Message
+                        },
+                        id,
+                        envelope,
+                        source_message_id,
+                        state: (!is_reply).then(|| message_state(delivered_at, processed_at)),
+                        created_at: ts(created_at),
+                        cursor: cursor(seq),
+                    }
+                },
+            )
+            .collect();
+        Ok((items, cursor(next)))
+    }
+
+    /// Stores a checkpoint, or finds the one already stored under this id.
+    pub(crate) async fn put_checkpoint(
+        &self,
+        agent_id: &str,
+        checkpoint_id: &str,
+        envelope: &str,
+        now: Timestamp,
+    ) -> Result<Stored> {
+        let mut tx = self.write.begin().await?;
+        let existing: Option<(i64, i64)> = sqlx::query_as(
+            "SELECT seq, created_at FROM items WHERE agent_id = ?1 AND kind = 'checkpoint' AND item_id = ?2",
+        )
+        .bind(agent_id)
+        .bind(checkpoint_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some((seq, created_at)) = existing {
+            return Ok(Stored {
+                id: checkpoint_id.to_string(),
+                cursor: cursor(seq),
+                created_at: ts(created_at),
+                created: false,
+            });
+        }
+        let seq: i64 = sqlx::query_scalar(
+            "INSERT INTO items (agent_id, kind, item_id, envelope, created_at)
+             VALUES (?1, 'checkpoint', ?2, ?3, ?4) RETURNING seq",
+        )
+        .bind(agent_id)
+        .bind(checkpoint_id)
+        .bind(envelope)
+        .bind(now.millis())
+        .fetch_one(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(Stored {
+            id: checkpoint_id.to_string(),
+            cursor: cursor(seq),
+            created_at: now,
+            created: true,
+        })
+    }
+
+    /// The latest checkpoints, latest first.
+    pub(crate) async fn checkpoints(&self, agent_id: &str, limit: u32) -> Result<Vec<CheckpointRecord>> {
+        let rows: Vec<(String, String, i64)> = sqlx::query_as(
+            "SELECT item_id, COALESCE(envelope, ''), created_at FROM items
+             WHERE agent_id = ?1 AND kind = 'checkpoint' ORDER BY seq DESC LIMIT ?2",
+        )
+        .bind(agent_id)
+        .bind(i64::from(limit))
+        .fetch_all(&self.read)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(checkpoint_id, envelope, created_at)| CheckpointRecord {
+                checkpoint_id,
+                envelope,
+                created_at: ts(created_at),
+            })
+            .collect())
+    }
+
+    // ----- sessions and the lease -----
+
+    /// The session holding the agent's lease now, if any.
+    pub(crate) async fn lease(&self, agent_id: &str, now: Timestamp) -> Result<Option<Lease>> {
+        let row: Option<(String, String, i64, i64)> = sqlx::query_as(
+            "SELECT session_id, host, since, last_heartbeat_at FROM sessions
+             WHERE agent_id = ?1 AND ended_at IS NULL",
+        )
+        .bind(agent_id)
+        .fetch_optional(&self.read)
+        .await?;
+        Ok(row.and_then(|(session_id, host, since, beat)| {
+            (beat.saturating_add(lease_ttl_ms()) > now.millis()).then(|| Lease {
+                session_id,
+                holder: LeaseHolder {
+                    host,
+                    since: ts(since),
+                    last_heartbeat_at: ts(beat),
+                },
+            })
+        }))
+    }
+
+    /// Opens a session that takes the lease, unless a live one holds it and `takeover` is false.
+    pub(crate) async fn open_session(
+        &self,
+        agent_id: &str,
+        session_id: &str,
+        host: &str,
+        takeover: bool,
+        now: Timestamp,
+    ) -> Result<SessionOpened> {
+        let mut tx = self.write.begin().await?;
+        let open: Option<(String, String, i64, i64)> = sqlx::query_as(
+            "SELECT session_id, host, since, last_heartbeat_at FROM sessions
+             WHERE agent_id = ?1 AND ended_at IS NULL",
+        )
+        .bind(agent_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some((old_id, old_host, since, beat)) = open {
+            let live = beat.saturating_add(lease_ttl_ms()) > now.millis();
+            if live && !takeover {
+                return Ok(SessionOpened::InUse(LeaseHolder {
+                    host: old_host,
+                    since: ts(since),
+                    last_heartbeat_at: ts(beat),
+                }));
+            }
+            let ended = if live {
+                now.millis()
+            } else {
+                beat.saturating_add(lease_ttl_ms())
+            };
+            sqlx::query("UPDATE sessions SET ended_at = ?2 WHERE session_id = ?1")
+                .bind(&old_id)
+                .bind(ended)
+                .execute(&mut *tx)
+                .await?;
+        }
+        sqlx::query(
+            "INSERT INTO sessions (session_id, agent_id, host, since, last_heartbeat_at)
+             VALUES (?1, ?2, ?3, ?4, ?4)",
+        )
+        .bind(session_id)
+        .bind(agent_id)
+        .bind(host)
+        .bind(now.millis())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(SessionOpened::Opened(SessionInfo {
+            session_id: session_id.to_string(),
+            host: host.to_string(),
+            since: now,
+            lease_expires_at: now.plus_millis(lease_ttl_ms()),
+        }))
+    }
+
+    /// Renews the lease if this session still holds it.
+    pub(crate) async fn heartbeat(
+        &self,
+        agent_id: &str,
+        session_id: &str,
+        now: Timestamp,
+    ) -> Result<Renewal> {
+        let row: Option<(String, i64, i64, Option<i64>)> = sqlx::query_as(
+            "SELECT host, since, last_heartbeat_at, ended_at FROM sessions
+             WHERE agent_id = ?1 AND session_id = ?2",
+        )
+        .bind(agent_id)
+        .bind(session_id)
+        .fetch_optional(&self.read)
+        .await?;
+        let Some((host, since, beat, ended_at)) = row else {
+            return Ok(Renewal::NotFound);
+        };
+        if ended_at.is_some() || beat.saturating_add(lease_ttl_ms()) <= now.millis() {
+            return Ok(Renewal::Lost);
+        }
+        let renewed = sqlx::query(
+            "UPDATE sessions SET last_heartbeat_at = ?3
+             WHERE agent_id = ?1 AND session_id = ?2 AND ended_at IS NULL AND last_heartbeat_at + ?4 > ?3",
+        )
+        .bind(agent_id)
+        .bind(session_id)
+        .bind(now.millis())
+        .bind(lease_ttl_ms())
+        .execute(&self.write)
+        .await?
+        .rows_affected();
+        if renewed == 0 {
+            return Ok(Renewal::Lost);
+        }
+        Ok(Renewal::Renewed(SessionInfo {
+            session_id: session_id.to_string(),
+            host,
+            since: ts(since),
+            lease_expires_at: now.plus_millis(lease_ttl_ms()),
+        }))
+    }
+
+    /// Ends a session (idempotent). `None` when the agent has no such session.
+    pub(crate) async fn release(
+        &self,
+        agent_id: &str,
+        session_id: &str,
+        now: Timestamp,
+    ) -> Result<Option<SessionInfo>> {
+        let row: Option<(String, i64, i64)> = sqlx::query_as(
+            "UPDATE sessions SET ended_at = COALESCE(ended_at, MIN(?3, last_heartbeat_at + ?4))
+             WHERE agent_id = ?1 AND session_id = ?2
+             RETURNING host, since, ended_at",
+        )
+        .bind(agent_id)
+        .bind(session_id)
+        .bind(now.millis())
+        .bind(lease_ttl_ms())
+        .fetch_optional(&self.write)
+        .await?;
+        Ok(row.map(|(host, since, ended_at)| SessionInfo {
+            session_id: session_id.to_string(),
+            host,
+            since: ts(since),
+            lease_expires_at: ts(ended_at),
+        }))
+    }
+
+    // ----- status and upkeep -----
+
+    pub(crate) async fn status_facts(&self, agent_id: &str) -> Result<StatusFacts> {
+        type Row = (i64, i64, i64, Option<i64>, Option<i64>, i64);
+        let (waiting, in_progress, processed, oldest, last_checkpoint, devices): Row = sqlx::query_as(
+            "SELECT COALESCE(SUM(delivered_at IS NULL AND processed_at IS NULL), 0),
+                    COALESCE(SUM(delivered_at IS NOT NULL AND processed_at IS NULL), 0),
+                    COALESCE(SUM(processed_at IS NOT NULL), 0),
+                    MIN(CASE WHEN processed_at IS NULL THEN delivered_at END),
+                    (SELECT MAX(created_at) FROM items WHERE agent_id = ?1 AND kind = 'checkpoint'),
+                    (SELECT COUNT(*) FROM devices WHERE agent_id = ?1 AND revoked_at IS NULL)
+             FROM items WHERE agent_id = ?1 AND kind = 'message'",
+        )
+        .bind(agent_id)
+        .fetch_one(&self.read)
+        .await?;
+        let count = |n: i64| u64::try_from(n).unwrap_or(0);
+        Ok(StatusFacts {
+            messages: MessageCounts {
+                waiting: count(waiting),
+                in_progress: count(in_progress),
+                processed: count(processed),
+            },
+            oldest_in_progress: oldest.map(ts),
+            last_checkpoint_at: last_checkpoint.map(ts),
+            devices: count(devices),
+        })
+    }
+
+    /// Drops the ciphertext of expired offers, forgets old tombstones, ends sessions whose lease lapsed.
+    pub(crate) async fn sweep(&self, now: Timestamp) -> Result<()> {
+        let now = now.millis();
+        let mut tx = self.write.begin().await?;
+        sqlx::query(
+            "UPDATE pairings SET offer = NULL WHERE offer IS NOT NULL AND claimed_at IS NULL AND expires_at <= ?1",
+        )
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("DELETE FROM pairings WHERE expires_at < ?1")
+            .bind(now.saturating_sub(KEEP_MS))
+            .execute(&mut *tx)
+            .await?;
+        sqlx::query(
+            "UPDATE sessions SET ended_at = last_heartbeat_at + ?2
+             WHERE ended_at IS NULL AND last_heartbeat_at + ?2 <= ?1",
+        )
+        .bind(now)
+        .bind(lease_ttl_ms())
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query("DELETE FROM sessions WHERE ended_at IS NOT NULL AND ended_at < ?1")
+            .bind(now.saturating_sub(KEEP_MS))
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+}
