@@ -381,7 +381,7 @@ fn pairing_case(
     let fields = AadFields::new(AGENT_ID, device_id, "offer", kind::OFFER, &pairing_id);
     let sealed_offer =
         envelope::seal_with_nonce(&s.pairing_key(), &fields.aad(), nonce, offer_json.as_bytes());
-    let aad = b64::encode(&fields.aad().to_bytes());
+    let aad = b64::encode(&fields.aad().to_bytes().expect("short fields"));
     PairingCase::Pairing {
         name,
         secret: b64::encode(&secret),
@@ -508,7 +508,7 @@ fn seal_case(
     EnvelopeCase::Seal {
         name,
         key: b64::encode(&key.to_bytes()),
-        aad: b64::encode(&fields.aad().to_bytes()),
+        aad: b64::encode(&fields.aad().to_bytes().expect("short fields")),
         aad_fields: fields,
         nonce: b64::encode(&nonce),
         plaintext: plaintext.into(),
@@ -527,7 +527,7 @@ fn reject_case(
     EnvelopeCase::Reject {
         name,
         key: b64::encode(&key.to_bytes()),
-        aad: b64::encode(&fields.aad().to_bytes()),
+        aad: b64::encode(&fields.aad().to_bytes().expect("short fields")),
         aad_fields: fields,
         envelope,
         error,
@@ -577,6 +577,7 @@ fn envelope_file() -> File<EnvelopeCase> {
         multiple: false,
         details: Some("Tests passés ✓ — 3 migrations".into()),
         expires_at: Timestamp::parse("2026-11-30T00:20:00.000Z").expect("fixed time parses"),
+        recipients: vec![DEVICE_ID.into()],
     })
     .expect("question serialises");
     let answer = serde_json::to_string(&AnswerPayload {
@@ -592,6 +593,7 @@ fn envelope_file() -> File<EnvelopeCase> {
         multiple: false,
         details: None,
         expires_at: Timestamp::parse("2026-12-01T09:00:00.000Z").expect("fixed time parses"),
+        recipients: vec![DEVICE_ID.into()],
     })
     .expect("question serialises");
     let choice_answer = serde_json::to_string(&AnswerPayload {

@@ -74,9 +74,13 @@ pub struct Aad<'a> {
     pub object_id: &'a str,
 }
 
+/// Longest field of the additional data, in bytes (its length is written on two bytes).
+pub const MAX_AAD_FIELD: usize = u16::MAX as usize;
+
 impl Aad<'_> {
-    /// The additional data bytes.
-    pub fn to_bytes(&self) -> Vec<u8> {
+    /// The additional data bytes; `None` when a field is longer than [`MAX_AAD_FIELD`] (ids are at most
+    /// 128 bytes, so only a caller that skipped id validation gets there).
+    pub fn to_bytes(&self) -> Option<Vec<u8>> {
         let fields = [
             self.agent_id,
             self.device_id,
@@ -89,13 +93,11 @@ impl Aad<'_> {
         out.extend_from_slice(AAD_LABEL);
         out.push(VERSION);
         for field in fields {
-            // Ids are at most 128 bytes; anything longer is cut to u16 range, which cannot collide with a
-            // shorter encoding because the length prefix differs.
-            let len = u16::try_from(field.len()).unwrap_or(u16::MAX);
+            let len = u16::try_from(field.len()).ok()?;
             out.extend_from_slice(&len.to_be_bytes());
-            out.extend_from_slice(&field.as_bytes()[..usize::from(len)]);
+            out.extend_from_slice(field.as_bytes());
         }
-        out
+        Some(out)
     }
 }
 
@@ -116,13 +118,14 @@ pub fn seal_with_nonce(k: &ContentKey, aad: &Aad<'_>, nonce: [u8; NONCE_LEN], pl
     buf.push(VERSION);
     buf.extend_from_slice(&nonce);
     let mut body = plaintext.to_vec();
+    // Sealing is only ever given validated ids; an oversize field is a programming error, not input.
+    #[allow(clippy::expect_used)]
+    let aad = aad
+        .to_bytes()
+        .expect("additional data fields are validated ids of at most 128 bytes");
     #[allow(clippy::unwrap_used)] // fails only past 2^36 bytes, far above any body the relay accepts
     key(k)
-        .seal_in_place_append_tag(
-            Nonce::assume_unique_for_key(nonce),
-            RingAad::from(aad.to_bytes()),
-            &mut body,
-        )
+        .seal_in_place_append_tag(Nonce::assume_unique_for_key(nonce), RingAad::from(aad), &mut body)
         .unwrap();
     buf.extend_from_slice(&body);
     crate::b64::encode(&buf)
@@ -136,13 +139,10 @@ pub fn open(k: &ContentKey, aad: &Aad<'_>, envelope: &str) -> Result<Vec<u8>, Cr
     }
     let mut nonce = [0u8; NONCE_LEN];
     nonce.copy_from_slice(&bytes[1..1 + NONCE_LEN]);
+    let aad = aad.to_bytes().ok_or(CryptoError::Malformed)?;
     let mut body = bytes[1 + NONCE_LEN..].to_vec();
     let plain = key(k)
-        .open_in_place(
-            Nonce::assume_unique_for_key(nonce),
-            RingAad::from(aad.to_bytes()),
-            &mut body,
-        )
+        .open_in_place(Nonce::assume_unique_for_key(nonce), RingAad::from(aad), &mut body)
         .map_err(|_| CryptoError::Open)?;
     Ok(plain.to_vec())
 }
@@ -241,6 +241,16 @@ mod tests {
             ..a
         };
         assert_ne!(a.to_bytes(), b.to_bytes());
+        let long = "x".repeat(MAX_AAD_FIELD + 1);
+        let c = Aad {
+            object_id: &long,
+            ..a
+        };
+        assert!(c.to_bytes().is_none());
+        assert_eq!(
+            open(&ContentKey([1; 32]), &c, &seal(&ContentKey([1; 32]), &a, b"x")),
+            Err(CryptoError::Malformed)
+        );
     }
 
     proptest! {

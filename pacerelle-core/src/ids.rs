@@ -15,6 +15,10 @@ pub const MESSAGE: &str = "msg";
 pub const REPLY: &str = "rep";
 /// Prefix of generated checkpoint ids.
 pub const CHECKPOINT: &str = "ckp";
+/// Prefix of generated question ids.
+pub const QUESTION: &str = "qst";
+/// Prefix of generated notification ids.
+pub const NOTIFICATION: &str = "ntf";
 /// Prefix of generated agent session ids.
 pub const SESSION: &str = "ses";
 

@@ -107,6 +107,9 @@ pub struct QuestionPayload {
     pub details: Option<String>,
     /// The expiry, sealed so that the relay cannot extend it.
     pub expires_at: Timestamp,
+    /// The devices it was sent to: only their answers count.
+    #[serde(default)]
+    pub recipients: Vec<String>,
 }
 
 impl QuestionPayload {
@@ -349,6 +352,11 @@ pub fn verdict(
     let (Some(device), Some(sealed)) = (report.answered_by, report.answer_envelope) else {
         return unanswered(Some("the relay reported an answer without its sealed content"));
     };
+    if !question.recipients.iter().any(|r| r == device) {
+        return unanswered(Some(
+            "the answer comes from a device the question was not sent to",
+        ));
+    }
     let key = device_key(device);
     let Ok(payload) =
         envelope::open_json::<AnswerPayload>(&key, &answer_aad(agent_id, device, question_id), sealed)
@@ -366,7 +374,9 @@ pub fn verdict(
     let valid = match (&payload.answer, question.kind) {
         (Answer::Yes | Answer::No, QuestionKind::YesNo) => true,
         (Answer::Options(chosen), QuestionKind::Choice) => {
+            let distinct: std::collections::HashSet<&String> = chosen.iter().collect();
             !chosen.is_empty()
+                && distinct.len() == chosen.len()
                 && (question.multiple || chosen.len() == 1)
                 && chosen.iter().all(|c| question.options.contains(c))
         }
@@ -406,6 +416,7 @@ mod tests {
             multiple: false,
             details: None,
             expires_at: Timestamp(expires),
+            recipients: vec!["dv_0".into(), "dv_1".into(), "dv_2".into()],
         }
     }
 
