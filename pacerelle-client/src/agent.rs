@@ -412,6 +412,7 @@ impl AgentClient {
     /// (one is drawn when `None`; pass your own to retry safely across restarts).
     pub async fn reply(&self, source_message_id: &str, text: &str, reply_id: Option<&str>) -> Result<Stored> {
         ids::validate("source message id", source_message_id)?;
+        check_text("a reply", text)?;
         let reply_id = match reply_id {
             Some(id) => {
                 ids::validate("reply id", id)?;
@@ -475,6 +476,8 @@ impl AgentClient {
         for id in message_ids {
             ids::validate("message id", id)?;
         }
+        check_text("a checkpoint's summary", summary)?;
+        check_text("a checkpoint's next action", next_action)?;
         let checkpoint_id = ids::generate(ids::CHECKPOINT);
         let payload = CheckpointPayload {
             summary: summary.to_string(),
@@ -547,6 +550,17 @@ impl AgentClient {
             .send(self.req::<()>(Method::GET, "/v1/agent/status"))
             .await
     }
+}
+
+/// Refuses empty text and text over [`pacerelle_core::message::MAX_TEXT_BYTES`].
+pub(crate) fn check_text(what: &str, text: &str) -> Result<()> {
+    if text.trim().is_empty() {
+        return Err(Error::InvalidInput(format!("{what} needs some text")));
+    }
+    if text.len() > pacerelle_core::message::MAX_TEXT_BYTES {
+        return Err(Error::InvalidInput(format!("{what} is at most 64 KiB of text")));
+    }
+    Ok(())
 }
 
 async fn send_heartbeat(inner: &Inner, session_id: &str) -> Result<SessionInfo> {

@@ -204,12 +204,7 @@ impl DeviceClient {
 
     /// Sends a task to the agent. Idempotent by `message_id` (one is drawn when `None`).
     pub async fn send(&self, text: &str, message_id: Option<&str>) -> Result<Stored> {
-        if text.trim().is_empty() {
-            return Err(Error::InvalidInput("a task needs some text".into()));
-        }
-        if text.len() > pacerelle_core::message::MAX_TEXT_BYTES {
-            return Err(Error::InvalidInput("a task is at most 64 KiB of text".into()));
-        }
+        crate::agent::check_text("a task", text)?;
         let message_id = match message_id {
             Some(id) => {
                 ids::validate("message id", id)?;
