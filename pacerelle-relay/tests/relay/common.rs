@@ -1,0 +1,309 @@
+//! A real relay on 127.0.0.1:0 over a SQLite file in a temporary directory, driven over HTTP.
+
+use std::path::PathBuf;
+
+use pacerelle_core::message::{TaskPayload, task_aad};
+use pacerelle_core::pairing::{OfferPayload, PairingSecret, Role, seal_offer};
+use pacerelle_core::wire::{
+    AgentInfo, ClaimPairing, CreatePairing, ErrorBody, PairingClaimed, RegisterAgent, SendMessage, Stored,
+};
+use pacerelle_core::{AgentToken, ContentKey, Cursor, Timestamp, b64, envelope, ids};
+use pacerelle_relay::{Config, Relay};
+use reqwest::{Method, StatusCode};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use tempfile::TempDir;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// A relay serving on a loopback port.
+pub struct TestRelay {
+    pub base: String,
+    pub dir: TempDir,
+    http: reqwest::Client,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+/// An answer: status and JSON body (`Null` when the body is empty or not JSON).
+#[derive(Debug)]
+pub struct Reply {
+    pub status: StatusCode,
+    pub body: Value,
+}
+
+impl Reply {
+    /// The body as `T`, after checking the status is a success.
+    #[track_caller]
+    pub fn ok<T: DeserializeOwned>(self) -> T {
+        assert!(
+            self.status.is_success(),
+            "expected success, got {} {}",
+            self.status,
+            self.body
+        );
+        serde_json::from_value(self.body).expect("the body has the documented shape")
+    }
+
+    /// Checks an error answer: status, stable code, and the documented body shape.
+    #[track_caller]
+    pub fn error(self, status: StatusCode, code: &str) -> ErrorBody {
+        assert_eq!(self.status, status, "body: {}", self.body);
+        let body: ErrorBody = serde_json::from_value(self.body).expect("an error body");
+        assert_eq!(body.code, code, "message: {}", body.error);
+        assert!(!body.error.is_empty());
+        body
+    }
+}
+
+pub fn db_path(dir: &TempDir) -> PathBuf {
+    dir.path().join("relay.db")
+}
+
+/// Open registration, new database.
+pub async fn start() -> TestRelay {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let config = Config {
+        open_registration: true,
+        ..Config::new(db_path(&dir))
+    };
+    start_with(config, dir).await
+}
+
+pub async fn start_with(config: Config, dir: TempDir) -> TestRelay {
+    // reqwest is built without a default TLS provider; plain HTTP still needs one installed to build a client.
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let relay = Relay::open(config).await.expect("the relay opens");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a loopback port");
+    let addr = listener.local_addr().expect("bound");
+    let (stop, stopped) = oneshot::channel::<()>();
+    let task = tokio::spawn(relay.serve(listener, async {
+        let _ = stopped.await;
+    }));
+    TestRelay {
+        base: format!("http://{addr}"),
+        dir,
+        http: reqwest::Client::new(),
+        stop: Some(stop),
+        task: Some(task),
+    }
+}
+
+impl TestRelay {
+    /// Shuts the relay down gracefully and hands back its directory (to open it again).
+    pub async fn stop(mut self) -> TempDir {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await
+                .expect("the server task")
+                .expect("the server ends cleanly");
+        }
+        self.dir
+    }
+
+    pub async fn call(&self, method: Method, path: &str, bearer: Option<&str>, body: Option<Value>) -> Reply {
+        self.request(
+            method,
+            path,
+            bearer,
+            &[],
+            body.map(|b| b.to_string().into_bytes()),
+        )
+        .await
+    }
+
+    /// The full form: extra headers and a raw body.
+    pub async fn request(
+        &self,
+        method: Method,
+        path: &str,
+        bearer: Option<&str>,
+        headers: &[(&str, &str)],
+        body: Option<Vec<u8>>,
+    ) -> Reply {
+        let mut req = self.http.request(method, format!("{}{path}", self.base));
+        if let Some(bearer) = bearer {
+            req = req.bearer_auth(bearer);
+        }
+        for (name, value) in headers {
+            req = req.header(*name, *value);
+        }
+        if let Some(body) = body {
+            req = req.header("content-type", "application/json").body(body);
+        }
+        let resp = req.send().await.expect("the relay answers");
+        let status = resp.status();
+        let bytes = resp.bytes().await.expect("a body");
+        Reply {
+            status,
+            body: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+        }
+    }
+
+    pub async fn get(&self, path: &str, bearer: &str) -> Reply {
+        self.call(Method::GET, path, Some(bearer), None).await
+    }
+
+    pub async fn post<T: Serialize>(&self, path: &str, bearer: &str, body: &T) -> Reply {
+        let body = serde_json::to_value(body).expect("serialisable");
+        self.call(Method::POST, path, Some(bearer), Some(body)).await
+    }
+
+    pub async fn delete(&self, path: &str, bearer: &str) -> Reply {
+        self.call(Method::DELETE, path, Some(bearer), None).await
+    }
+}
+
+/// An agent: its token stays here, the relay gets the hash of the auth secret.
+pub struct Agent {
+    pub id: String,
+    pub token: AgentToken,
+    pub bearer: String,
+}
+
+pub fn new_agent() -> (Agent, RegisterAgent) {
+    let id = ids::generate(ids::AGENT);
+    let token = AgentToken::generate();
+    let body = RegisterAgent {
+        agent_id: id.clone(),
+        name: "laptop".into(),
+        auth_hash: b64::encode(&token.auth_hash()),
+    };
+    let bearer = token.bearer(&id).expose().to_string();
+    (Agent { id, token, bearer }, body)
+}
+
+/// Registers a new agent on an open relay.
+pub async fn register(relay: &TestRelay) -> Agent {
+    let (agent, body) = new_agent();
+    let info: AgentInfo = relay
+        .call(
+            Method::POST,
+            "/v1/agents",
+            None,
+            Some(serde_json::to_value(&body).expect("json")),
+        )
+        .await
+        .ok();
+    assert_eq!(info.agent_id, agent.id);
+    agent
+}
+
+/// A paired device: its credential and the key it shares with the agent.
+pub struct Device {
+    pub id: String,
+    pub agent_id: String,
+    pub bearer: String,
+    pub key: ContentKey,
+}
+
+/// An offer for a new device, sealed as the agent side does it.
+pub fn offer_for(agent: &Agent, device_id: &str, expires_at: Timestamp) -> (PairingSecret, CreatePairing) {
+    let secret = PairingSecret::generate();
+    let payload = OfferPayload {
+        v: 1,
+        agent_id: agent.id.clone(),
+        agent_name: "laptop".into(),
+        device_id: device_id.to_string(),
+        device_key: b64::encode(&agent.token.device_key(&agent.id, device_id).to_bytes()),
+        role: Role::Owner,
+        expires_at,
+    };
+    let body = CreatePairing {
+        pairing_id: secret.pairing_id(),
+        device_id: device_id.to_string(),
+        label: Some("phone".into()),
+        role: Role::Owner,
+        claim_hash: b64::encode(&secret.claim_hash()),
+        offer: seal_offer(&secret, &payload),
+        expires_at,
+    };
+    (secret, body)
+}
+
+pub fn claim_body(secret: &PairingSecret) -> ClaimPairing {
+    ClaimPairing {
+        claim_secret: b64::encode(&secret.claim_secret()),
+        name: "Ana's phone".into(),
+    }
+}
+
+/// Pairs a new device with `agent` (offer, claim) and returns it.
+pub async fn pair(relay: &TestRelay, agent: &Agent) -> Device {
+    let device_id = ids::generate(ids::DEVICE);
+    let (secret, offer) = offer_for(agent, &device_id, Timestamp::now().plus_millis(600_000));
+    relay
+        .post("/v1/agent/pairings", &agent.bearer, &offer)
+        .await
+        .ok::<Value>();
+    let claimed: PairingClaimed = relay
+        .call(
+            Method::POST,
+            &format!("/v1/pairings/{}/claim", offer.pairing_id),
+            None,
+            Some(serde_json::to_value(claim_body(&secret)).expect("json")),
+        )
+        .await
+        .ok();
+    assert_eq!(claimed.device_id, device_id);
+    Device {
+        id: device_id.clone(),
+        agent_id: agent.id.clone(),
+        bearer: claimed.device_token,
+        key: agent.token.device_key(&agent.id, &device_id),
+    }
+}
+
+/// A task sealed by `device` as a phone would.
+pub fn seal_task(device: &Device, message_id: &str, text: &str) -> String {
+    let payload = serde_json::to_vec(&TaskPayload { text: text.into() }).expect("json");
+    envelope::seal(
+        &device.key,
+        &task_aad(&device.agent_id, &device.id, message_id),
+        &payload,
+    )
+}
+
+/// Sends a task and returns the raw answer.
+pub async fn send_task_reply(relay: &TestRelay, device: &Device, message_id: &str, text: &str) -> Reply {
+    let body = SendMessage {
+        message_id: message_id.into(),
+        envelope: seal_task(device, message_id, text),
+    };
+    relay.post("/v1/device/messages", &device.bearer, &body).await
+}
+
+/// Sends a task that must be stored.
+pub async fn send_task(relay: &TestRelay, device: &Device, message_id: &str, text: &str) -> Stored {
+    send_task_reply(relay, device, message_id, text).await.ok()
+}
+
+/// `GET /v1/agent/messages` with an optional cursor, wait and session header.
+pub async fn wait_messages(
+    relay: &TestRelay,
+    agent: &Agent,
+    cursor: Option<Cursor>,
+    wait: u64,
+    session: Option<&str>,
+) -> Reply {
+    let mut path = format!("/v1/agent/messages?wait={wait}");
+    if let Some(c) = cursor {
+        path.push_str(&format!("&cursor={c}"));
+    }
+    let headers: Vec<(&str, &str)> = session
+        .map(|s| vec![(pacerelle_core::wire::SESSION_HEADER, s)])
+        .unwrap_or_default();
+    relay
+        .request(Method::GET, &path, Some(&agent.bearer), &headers, None)
+        .await
+}
+
+/// Ids of a batch, in order.
+pub fn ids_of(batch: &pacerelle_core::wire::MessageBatch) -> Vec<&str> {
+    batch.messages.iter().map(|m| m.message_id.as_str()).collect()
+}

@@ -1,0 +1,11 @@
+//! End-to-end tests of the relay: a real server on 127.0.0.1:0, a real SQLite file, HTTP through reqwest.
+
+mod common;
+
+mod auth;
+mod bad_input;
+mod lease;
+mod messages;
+mod pairing;
+mod persistence;
+mod registration;
