@@ -120,6 +120,12 @@ impl SqliteStore {
         Ok(SqliteStore { write, read })
     }
 
+    /// A write transaction. `BEGIN IMMEDIATE` takes the write lock at once, so a transaction that reads
+    /// before it writes never fails to upgrade its lock (another process may share the file).
+    async fn begin(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
+        Ok(self.write.begin_with("BEGIN IMMEDIATE").await?)
+    }
+
     /// Closes both pools, waiting for connections in use to be returned.
     pub(crate) async fn close(&self) {
         self.read.close().await;
@@ -135,7 +141,7 @@ impl SqliteStore {
         auth_hash: &[u8; 32],
         now: Timestamp,
     ) -> Result<Registered> {
-        let mut tx = self.write.begin().await?;
+        let mut tx = self.begin().await?;
         let taken: bool = sqlx::query_scalar(
             "SELECT EXISTS (SELECT 1 FROM agents WHERE agent_id = ?1)
                  OR EXISTS (SELECT 1 FROM devices WHERE device_id = ?1)
@@ -205,7 +211,7 @@ impl SqliteStore {
     // ----- pairing and devices -----
 
     pub(crate) async fn create_pairing(&self, p: &NewPairing<'_>) -> Result<PairingStored> {
-        let mut tx = self.write.begin().await?;
+        let mut tx = self.begin().await?;
         let existing: Option<(String, String, i64, Option<i64>)> = sqlx::query_as(
             "SELECT agent_id, device_id, expires_at, claimed_at FROM pairings WHERE pairing_id = ?1",
         )
@@ -288,7 +294,7 @@ impl SqliteStore {
         name: &str,
         now: Timestamp,
     ) -> Result<Claim> {
-        let mut tx = self.write.begin().await?;
+        let mut tx = self.begin().await?;
         type Row = (String, String, Option<String>, String, Vec<u8>, i64, Option<i64>);
         let row: Option<Row> = sqlx::query_as(
             "SELECT agent_id, device_id, label, role, claim_hash, expires_at, claimed_at
@@ -400,7 +406,7 @@ impl SqliteStore {
         envelope: &str,
         now: Timestamp,
     ) -> Result<Put> {
-        let mut tx = self.write.begin().await?;
+        let mut tx = self.begin().await?;
         let existing: Option<(i64, Option<String>, i64)> = sqlx::query_as(
             "SELECT seq, device_id, created_at FROM items
              WHERE agent_id = ?1 AND kind = 'message' AND item_id = ?2",
@@ -470,7 +476,7 @@ impl SqliteStore {
         if !pending {
             return Ok((Vec::new(), cursor(head.max(after))));
         }
-        let mut tx = self.write.begin().await?;
+        let mut tx = self.begin().await?;
         let head: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM items WHERE agent_id = ?1")
             .bind(agent_id)
             .fetch_one(&mut *tx)
@@ -568,7 +574,7 @@ impl SqliteStore {
         envelopes: &[DeviceEnvelope],
         now: Timestamp,
     ) -> Result<ReplyPut> {
-        let mut tx = self.write.begin().await?;
+        let mut tx = self.begin().await?;
         let existing: Option<(i64, Option<String>, i64)> = sqlx::query_as(
             "SELECT seq, source_message_id, created_at FROM items
              WHERE agent_id = ?1 AND kind = 'reply' AND item_id = ?2",
@@ -712,7 +718,7 @@ impl SqliteStore {
         envelope: &str,
         now: Timestamp,
     ) -> Result<Stored> {
-        let mut tx = self.write.begin().await?;
+        let mut tx = self.begin().await?;
         let existing: Option<(i64, i64)> = sqlx::query_as(
             "SELECT seq, created_at FROM items WHERE agent_id = ?1 AND kind = 'checkpoint' AND item_id = ?2",
         )
@@ -799,7 +805,7 @@ impl SqliteStore {
         takeover: bool,
         now: Timestamp,
     ) -> Result<SessionOpened> {
-        let mut tx = self.write.begin().await?;
+        let mut tx = self.begin().await?;
         let open: Option<(String, String, i64, i64)> = sqlx::query_as(
             "SELECT session_id, host, since, last_heartbeat_at FROM sessions
              WHERE agent_id = ?1 AND ended_at IS NULL",
@@ -947,7 +953,7 @@ impl SqliteStore {
     /// Drops the ciphertext of expired offers, forgets old tombstones, ends sessions whose lease lapsed.
     pub(crate) async fn sweep(&self, now: Timestamp) -> Result<()> {
         let now = now.millis();
-        let mut tx = self.write.begin().await?;
+        let mut tx = self.begin().await?;
         sqlx::query(
             "UPDATE pairings SET offer = NULL WHERE offer IS NOT NULL AND claimed_at IS NULL AND expires_at <= ?1",
         )
@@ -972,5 +978,175 @@ impl SqliteStore {
             .await?;
         tx.commit().await?;
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T0: i64 = 1_800_000_000_000;
+
+    async fn store() -> (SqliteStore, tempfile::TempDir) {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let store = SqliteStore::open(&dir.path().join("t.db")).await.expect("opens");
+        let registered = store
+            .register_agent("ag_1", "laptop", &[1; 32], Timestamp(T0))
+            .await
+            .expect("stored");
+        assert!(matches!(registered, Registered::Created(_)));
+        (store, dir)
+    }
+
+    #[tokio::test]
+    async fn the_database_is_in_wal_mode_with_full_sync() {
+        let (store, _dir) = store().await;
+        let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
+            .fetch_one(&store.write)
+            .await
+            .expect("pragma");
+        assert_eq!(mode, "wal");
+        // 2 = FULL
+        let sync: i64 = sqlx::query_scalar("PRAGMA synchronous")
+            .fetch_one(&store.write)
+            .await
+            .expect("pragma");
+        assert_eq!(sync, 2);
+        let fk: i64 = sqlx::query_scalar("PRAGMA foreign_keys")
+            .fetch_one(&store.write)
+            .await
+            .expect("pragma");
+        assert_eq!(fk, 1);
+    }
+
+    #[tokio::test]
+    async fn a_lease_lapses_without_heartbeat_and_then_anyone_may_take_it() {
+        let (store, _dir) = store().await;
+        let ttl = lease_ttl_ms();
+        let opened = store
+            .open_session("ag_1", "ses_a", "laptop", false, Timestamp(T0))
+            .await
+            .expect("stored");
+        assert!(matches!(opened, SessionOpened::Opened(_)));
+        // Within the TTL: held, renewable, refused to others.
+        let renewed = store
+            .heartbeat("ag_1", "ses_a", Timestamp(T0 + ttl - 1))
+            .await
+            .expect("ok");
+        assert!(matches!(renewed, Renewal::Renewed(_)));
+        let refused = store
+            .open_session("ag_1", "ses_b", "desktop", false, Timestamp(T0 + ttl))
+            .await
+            .expect("ok");
+        assert!(matches!(refused, SessionOpened::InUse(ref h) if h.host == "laptop"));
+        // A full TTL after the last heartbeat: lapsed.
+        let late = Timestamp(T0 + 2 * ttl);
+        assert!(store.lease("ag_1", late).await.expect("ok").is_none());
+        assert!(matches!(
+            store.heartbeat("ag_1", "ses_a", late).await.expect("ok"),
+            Renewal::Lost
+        ));
+        let taken = store
+            .open_session("ag_1", "ses_b", "desktop", false, late)
+            .await
+            .expect("ok");
+        assert!(matches!(taken, SessionOpened::Opened(_)));
+        let lease = store.lease("ag_1", late).await.expect("ok").expect("held");
+        assert_eq!(lease.session_id, "ses_b");
+    }
+
+    #[tokio::test]
+    async fn the_sweeper_drops_expired_offers_and_lapsed_sessions() {
+        let (store, _dir) = store().await;
+        let offer = NewPairing {
+            agent_id: "ag_1",
+            pairing_id: "AAAAAAAAAAAAAAAAAAAAAA",
+            device_id: "dv_1",
+            label: None,
+            role: Role::Owner,
+            claim_hash: keys::sha256(b"claim"),
+            offer: "AQID",
+            expires_at: Timestamp(T0 + 1000),
+            now: Timestamp(T0),
+        };
+        assert!(matches!(
+            store.create_pairing(&offer).await.expect("ok"),
+            PairingStored::Created(_)
+        ));
+        store
+            .open_session("ag_1", "ses_a", "laptop", false, Timestamp(T0))
+            .await
+            .expect("ok");
+        store.sweep(Timestamp(T0 + 999)).await.expect("sweeps");
+        let row = store.pairing(offer.pairing_id).await.expect("ok").expect("kept");
+        assert!(row.offer.is_some());
+
+        store.sweep(Timestamp(T0 + 60_000)).await.expect("sweeps");
+        let row = store
+            .pairing(offer.pairing_id)
+            .await
+            .expect("ok")
+            .expect("tombstone");
+        assert!(row.offer.is_none(), "the ciphertext of an expired offer is gone");
+        let ended: Option<i64> =
+            sqlx::query_scalar("SELECT ended_at FROM sessions WHERE session_id = 'ses_a'")
+                .fetch_one(&store.read)
+                .await
+                .expect("a row");
+        assert_eq!(ended, Some(T0 + lease_ttl_ms()));
+        // A day after expiry the tombstone goes too.
+        store.sweep(Timestamp(T0 + KEEP_MS + 2000)).await.expect("sweeps");
+        assert!(store.pairing(offer.pairing_id).await.expect("ok").is_none());
+    }
+
+    #[tokio::test]
+    async fn sequence_numbers_only_grow_across_agents_and_kinds() {
+        let (store, _dir) = store().await;
+        store
+            .register_agent("ag_2", "other", &[2; 32], Timestamp(T0))
+            .await
+            .expect("ok");
+        let mut last = Cursor::START;
+        for (i, agent) in ["ag_1", "ag_2", "ag_1"].into_iter().enumerate() {
+            let c = store
+                .put_checkpoint(agent, &format!("c{i}"), "AQID", Timestamp(T0))
+                .await
+                .expect("ok");
+            assert!(c.cursor > last);
+            last = c.cursor;
+        }
+        assert_eq!(store.global_head().await.expect("ok"), last);
+    }
+
+    #[tokio::test]
+    async fn agent_and_device_ids_never_collide() {
+        let (store, _dir) = store().await;
+        let offer = NewPairing {
+            agent_id: "ag_1",
+            pairing_id: "BBBBBBBBBBBBBBBBBBBBBB",
+            device_id: "ag_1",
+            label: None,
+            role: Role::Owner,
+            claim_hash: keys::sha256(b"claim"),
+            offer: "AQID",
+            expires_at: Timestamp(T0 + 1000),
+            now: Timestamp(T0),
+        };
+        assert!(matches!(
+            store.create_pairing(&offer).await.expect("ok"),
+            PairingStored::Conflict(_)
+        ));
+        let offer = NewPairing {
+            device_id: "dv_x",
+            ..offer
+        };
+        store.create_pairing(&offer).await.expect("ok");
+        assert!(matches!(
+            store
+                .register_agent("dv_x", "impostor", &[3; 32], Timestamp(T0))
+                .await
+                .expect("ok"),
+            Registered::Exists
+        ));
     }
 }
