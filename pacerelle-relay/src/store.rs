@@ -34,6 +34,8 @@ pub(crate) enum Principal {
 #[derive(Debug)]
 pub(crate) enum Registered {
     Created(pacerelle_core::wire::AgentInfo),
+    /// A retry: the same id with the same auth hash is already registered.
+    Again(pacerelle_core::wire::AgentInfo),
     /// The id is taken (by an agent or a device).
     Exists,
 }

@@ -21,7 +21,7 @@ use crate::wake::Topic;
 /// Default number of checkpoints listed.
 const DEFAULT_CHECKPOINT_LIMIT: u32 = 10;
 
-/// `POST /v1/agents`.
+/// `POST /v1/agents`: idempotent for the same `agentId` and `authHash`; an id taken otherwise is `agent_exists`.
 pub(crate) async fn register(
     State(state): State<AppState>,
     _gate: RegistrationGate,
@@ -39,6 +39,7 @@ pub(crate) async fn register(
             tracing::info!(agent = %info.agent_id, "agent registered");
             Ok((StatusCode::CREATED, Json(info)))
         }
+        Registered::Again(info) => Ok((StatusCode::OK, Json(info))),
         Registered::Exists => Err(AppError::new(
             StatusCode::CONFLICT,
             code::AGENT_EXISTS,

@@ -13,22 +13,32 @@ use crate::extract::{Json, Path};
 use crate::store::{Renewal, SessionOpened};
 use crate::wake::Topic;
 
-/// Refuses a request that consumes the inbox while another live session holds the lease.
+/// Refuses a request that consumes the inbox unless it may.
 ///
-/// Allowed: no live lease (with or without a session header), or the header names the holder.
+/// - the session header names the live holder → allowed;
+/// - it names another session of this agent (ended, lapsed or taken over) → `lease_lost`;
+/// - otherwise (no header, or an id the relay does not know): allowed when no session holds a live lease,
+///   else `agent_in_use` naming the holder.
 pub(crate) async fn require_lease(
     state: &AppState,
     agent_id: &str,
     headers: &HeaderMap,
 ) -> Result<(), AppError> {
-    let Some(lease) = state.store.lease(agent_id, Timestamp::now()).await? else {
-        return Ok(());
-    };
+    let lease = state.store.lease(agent_id, Timestamp::now()).await?;
     let session = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok());
-    if session == Some(lease.session_id.as_str()) {
-        Ok(())
-    } else {
-        Err(AppError::agent_in_use(&lease.holder))
+    if let (Some(lease), Some(session)) = (&lease, session)
+        && lease.session_id == session
+    {
+        return Ok(());
+    }
+    if let Some(session) = session
+        && state.store.session_known(agent_id, session).await?
+    {
+        return Err(AppError::lease_lost());
+    }
+    match lease {
+        Some(lease) => Err(AppError::agent_in_use(&lease.holder)),
+        None => Ok(()),
     }
 }
 

@@ -134,6 +134,7 @@ impl SqliteStore {
 
     // ----- agents and credentials -----
 
+    /// Registers an agent. The same id with the same hash again is a retry: it finds the stored agent.
     pub(crate) async fn register_agent(
         &self,
         agent_id: &str,
@@ -142,9 +143,23 @@ impl SqliteStore {
         now: Timestamp,
     ) -> Result<Registered> {
         let mut tx = self.begin().await?;
+        let existing: Option<(String, Vec<u8>, i64)> =
+            sqlx::query_as("SELECT name, auth_hash, created_at FROM agents WHERE agent_id = ?1")
+                .bind(agent_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+        if let Some((stored_name, stored_hash, created_at)) = existing {
+            if keys::constant_time_eq(&stored_hash, auth_hash) {
+                return Ok(Registered::Again(AgentInfo {
+                    agent_id: agent_id.to_string(),
+                    name: stored_name,
+                    created_at: ts(created_at),
+                }));
+            }
+            return Ok(Registered::Exists);
+        }
         let taken: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM agents WHERE agent_id = ?1)
-                 OR EXISTS (SELECT 1 FROM devices WHERE device_id = ?1)
+            "SELECT EXISTS (SELECT 1 FROM devices WHERE device_id = ?1)
                  OR EXISTS (SELECT 1 FROM pairings WHERE device_id = ?1)",
         )
         .bind(agent_id)
@@ -794,6 +809,17 @@ impl SqliteStore {
                 },
             })
         }))
+    }
+
+    /// Whether this agent has (or had, within the last day) a session with this id.
+    pub(crate) async fn session_known(&self, agent_id: &str, session_id: &str) -> Result<bool> {
+        Ok(sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM sessions WHERE agent_id = ?1 AND session_id = ?2)",
+        )
+        .bind(agent_id)
+        .bind(session_id)
+        .fetch_one(&self.read)
+        .await?)
     }
 
     /// Opens a session that takes the lease, unless a live one holds it and `takeover` is false.

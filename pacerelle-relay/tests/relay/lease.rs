@@ -68,6 +68,10 @@ async fn takeover_replaces_the_holder_whose_heartbeat_then_fails() {
 
     let new: SessionInfo = open_session(&relay, &agent, "desktop", true).await.ok();
     assert_ne!(new.session_id, old.session_id);
+    // The old holder learns it lost the lease, on a wait as on a heartbeat.
+    wait_messages(&relay, &agent, None, 0, Some(&old.session_id))
+        .await
+        .error(StatusCode::CONFLICT, code::LEASE_LOST);
     relay
         .call(
             Method::POST,

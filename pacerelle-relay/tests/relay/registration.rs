@@ -25,18 +25,31 @@ async fn health_reports_version_and_registration_mode() {
 }
 
 #[tokio::test]
-async fn open_registration_needs_no_secret_and_refuses_a_taken_id() {
+async fn open_registration_needs_no_secret_and_a_retry_finds_the_same_agent() {
     let relay = start().await;
     let (agent, body) = new_agent();
-    let body = serde_json::to_value(&body).expect("json");
-    let info: AgentInfo = relay
-        .call(Method::POST, "/v1/agents", None, Some(body.clone()))
-        .await
-        .ok();
+    let json = serde_json::to_value(&body).expect("json");
+    let first = relay
+        .call(Method::POST, "/v1/agents", None, Some(json.clone()))
+        .await;
+    assert_eq!(first.status, StatusCode::CREATED);
+    let info: AgentInfo = first.ok();
     assert_eq!(info.agent_id, agent.id);
     assert_eq!(info.name, "laptop");
+    // A retry (same id, same auth hash) is answered with the stored agent.
+    let again = relay.call(Method::POST, "/v1/agents", None, Some(json)).await;
+    assert_eq!(again.status, StatusCode::OK);
+    assert_eq!(again.ok::<AgentInfo>(), info);
+    // The same id with another token is taken.
+    let (_, mut other) = new_agent();
+    other.agent_id = agent.id.clone();
     relay
-        .call(Method::POST, "/v1/agents", None, Some(body))
+        .call(
+            Method::POST,
+            "/v1/agents",
+            None,
+            Some(serde_json::to_value(&other).expect("json")),
+        )
         .await
         .error(StatusCode::CONFLICT, code::AGENT_EXISTS);
     // The registered credential works.
