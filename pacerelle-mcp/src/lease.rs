@@ -1,0 +1,215 @@
+//! One listener per agent: this server takes the agent's lease, the client renews it by heartbeat, and it
+//! is released on exit. Taking it is retried lazily by the tools that consume the inbox.
+
+use std::time::Duration;
+
+use pacerelle_client::core::wire::{LeaseHolder, code};
+use pacerelle_client::{AgentClient, Error, SessionInfo};
+use schemars::JsonSchema;
+use serde::Serialize;
+
+/// How long closing the session may take on exit before giving up (the lease then lapses in ~30 s).
+const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The session that holds the lease, as shown to a session that does not.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Holder {
+    /// Where it runs ("laptop / claude (pacerelle-mcp pid 1234)").
+    pub host: String,
+    /// Since when it holds the lease (RFC 3339), when the relay said.
+    pub since: Option<String>,
+}
+
+/// Why the lease could not be taken.
+#[derive(Debug)]
+pub enum LeaseError {
+    /// Another session holds it.
+    InUse(Holder),
+    /// The relay could not be asked, or refused for another reason.
+    Relay(Error),
+}
+
+/// This server's view of the lease.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LeaseView {
+    /// True when this server holds the agent's lease and may consume the inbox.
+    pub held: bool,
+    /// How this server names itself to other sessions.
+    pub host: String,
+    /// Since when this server holds it (RFC 3339).
+    pub since: Option<String>,
+    /// The other session that held it at the last attempt to take it, if one did.
+    pub holder: Option<Holder>,
+}
+
+#[derive(Debug)]
+struct State {
+    session: Option<SessionInfo>,
+    takeover: bool,
+    refused_by: Option<Holder>,
+}
+
+/// The agent's lease as this server holds it (or not).
+#[derive(Debug)]
+pub struct Lease {
+    client: AgentClient,
+    host: String,
+    state: tokio::sync::Mutex<State>,
+}
+
+impl Lease {
+    /// A lease not yet taken. With `takeover`, the first successful take removes any other holder; later
+    /// takes (after this server lost the lease) never do, so two servers cannot take it back and forth.
+    pub fn new(client: AgentClient, host: String, takeover: bool) -> Self {
+        Lease {
+            client,
+            host,
+            state: tokio::sync::Mutex::new(State {
+                session: None,
+                takeover,
+                refused_by: None,
+            }),
+        }
+    }
+
+    /// The label this server shows to other sessions.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// Takes the lease unless this server already holds it.
+    pub async fn ensure(&self) -> Result<(), LeaseError> {
+        let mut state = self.state.lock().await;
+        if state.session.is_some() {
+            return Ok(());
+        }
+        match self.client.open_session(&self.host, state.takeover).await {
+            Ok(info) => {
+                tracing::info!(host = %self.host, takeover = state.takeover, "took the agent's lease");
+                state.session = Some(info);
+                state.takeover = false;
+                state.refused_by = None;
+                Ok(())
+            }
+            Err(e) if e.code() == Some(code::AGENT_IN_USE) => {
+                let holder = holder_of(&e);
+                tracing::warn!(holder = %holder.host, "another session holds the agent's lease");
+                state.refused_by = Some(holder.clone());
+                Err(LeaseError::InUse(holder))
+            }
+            Err(e) => Err(LeaseError::Relay(e)),
+        }
+    }
+
+    /// Like [`Lease::ensure`], but first renews a lease believed held, so that one that lapsed (for example
+    /// while the relay was down) is noticed and taken again before a wait, and the phone sees this session.
+    pub async fn ensure_fresh(&self) -> Result<(), LeaseError> {
+        {
+            let mut state = self.state.lock().await;
+            if state.session.is_some() {
+                match self.client.heartbeat().await {
+                    Ok(info) => {
+                        state.session = Some(info);
+                        return Ok(());
+                    }
+                    Err(e) if matches!(e.code(), Some(code::LEASE_LOST | code::NOT_FOUND)) => {
+                        tracing::warn!("the agent's lease had lapsed or was taken over; taking it again");
+                        state.session = None;
+                    }
+                    // Unreachable or failing relay: the call that follows reports it.
+                    Err(_) => return Ok(()),
+                }
+            }
+        }
+        self.ensure().await
+    }
+
+    /// Notes that the relay said this server no longer holds the lease.
+    pub async fn lost(&self) {
+        let mut state = self.state.lock().await;
+        if state.session.take().is_some() {
+            tracing::warn!("the agent's lease was lost (expired or taken over)");
+        }
+    }
+
+    /// What `get_status` shows.
+    pub async fn view(&self) -> LeaseView {
+        let state = self.state.lock().await;
+        LeaseView {
+            held: state.session.is_some(),
+            host: self.host.clone(),
+            since: state.session.as_ref().map(|s| s.since.to_string()),
+            holder: if state.session.is_some() {
+                None
+            } else {
+                state.refused_by.clone()
+            },
+        }
+    }
+
+    /// Releases the lease if held (on exit).
+    pub async fn release(&self) {
+        let mut state = self.state.lock().await;
+        if state.session.take().is_none() {
+            return;
+        }
+        match tokio::time::timeout(RELEASE_TIMEOUT, self.client.close_session()).await {
+            Ok(Ok(())) => tracing::info!("released the agent's lease"),
+            Ok(Err(e)) => tracing::warn!(error = %e, "could not release the lease; it lapses within 30 s"),
+            Err(_) => tracing::warn!("releasing the lease timed out; it lapses within 30 s"),
+        }
+    }
+}
+
+/// The holder named in an `agent_in_use` error's details.
+pub fn holder_of(e: &Error) -> Holder {
+    let details = match e {
+        Error::Api { details, .. } => details.clone(),
+        _ => None,
+    };
+    match details.and_then(|d| serde_json::from_value::<LeaseHolder>(d).ok()) {
+        Some(h) => Holder {
+            host: h.host,
+            since: Some(h.since.to_string()),
+        },
+        None => Holder {
+            host: "another session".to_string(),
+            since: None,
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn holder_from_details() {
+        let e = Error::Api {
+            status: 409,
+            code: code::AGENT_IN_USE.into(),
+            message: "in use".into(),
+            details: Some(serde_json::json!({
+                "host": "desk / codex",
+                "since": "2026-11-30T10:00:00.000Z",
+                "lastHeartbeatAt": "2026-11-30T10:05:00.000Z"
+            })),
+        };
+        assert_eq!(
+            holder_of(&e),
+            Holder {
+                host: "desk / codex".into(),
+                since: Some("2026-11-30T10:00:00.000Z".into())
+            }
+        );
+        let bare = Error::Api {
+            status: 409,
+            code: code::AGENT_IN_USE.into(),
+            message: "in use".into(),
+            details: None,
+        };
+        assert_eq!(holder_of(&bare).since, None);
+    }
+}

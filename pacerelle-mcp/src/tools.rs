@@ -1,0 +1,198 @@
+//! The tools, one file per group, each with its own router combined in [`crate::server`]:
+//! [`status`] (`get_status`), [`checkpoints`] (`get_checkpoints`, `save_checkpoint`) and [`inbox`]
+//! (`wait_for_messages`, `reply`, `mark_processed`). The human-in-the-loop tools (`ask_user`,
+//! `wait_for_answer`, `send_notification`, `cancel_question`) will be a `questions` group beside them.
+//!
+//! Conventions: arguments are camelCase and unknown fields are refused; a malformed call returns
+//! `Err(McpError::invalid_params)`; a call that ran and failed (relay unreachable, lease held elsewhere)
+//! returns `Ok(CallToolResult::error)` with a text saying what to do; a success carries structured content
+//! and two text blocks: what to do next, then the same JSON for clients that ignore structured content.
+
+pub mod checkpoints;
+pub mod inbox;
+pub mod status;
+
+use pacerelle_client::core::message::MAX_TEXT_BYTES;
+use pacerelle_client::core::wire::code;
+use pacerelle_client::{Cursor, Error};
+use rmcp::ErrorData as McpError;
+use rmcp::model::{CallToolResult, ContentBlock};
+use serde::Serialize;
+
+use crate::lease::{Holder, LeaseError};
+
+/// A successful result: structured content, the next step for the model, and the JSON as text.
+pub fn output<T: Serialize>(value: &T, next: impl Into<String>) -> Result<CallToolResult, McpError> {
+    let json = serde_json::to_value(value)
+        .map_err(|e| McpError::internal_error(format!("result did not serialise: {e}"), None))?;
+    let mut result = CallToolResult::structured(json);
+    result.content.insert(0, ContentBlock::text(next.into()));
+    Ok(result)
+}
+
+/// A tool that ran and failed: the model reads `text`.
+pub fn failure(text: impl Into<String>) -> Result<CallToolResult, McpError> {
+    Ok(CallToolResult::error(vec![ContentBlock::text(text.into())]))
+}
+
+/// The text of a relay that cannot be reached.
+pub fn unreachable_text(relay_url: &str, reason: &str) -> String {
+    format!(
+        "The Pacerelle relay at {relay_url} is unreachable ({reason}). No task can arrive and no reply can \
+         be sent until it is back. Try again in a minute; if it lasts, the relay must be started or \
+         PACERELLE_RELAY_URL corrected in this MCP server's configuration."
+    )
+}
+
+/// The text shown when another session holds the lease.
+pub fn in_use_text(holder: &Holder) -> String {
+    let since = holder
+        .since
+        .as_deref()
+        .map(|s| format!(", since {s}"))
+        .unwrap_or_default();
+    format!(
+        "Another session holds this agent's lease: {}{since}. Only one session at a time receives tasks, so \
+         this one cannot wait for them or mark them processed. Stop that session first (close the other \
+         assistant or its pacerelle-mcp), or restart this MCP server with --takeover to take the lease from \
+         it. reply, save_checkpoint, get_checkpoints and get_status still work.",
+        holder.host
+    )
+}
+
+/// Maps a failure to take the lease.
+pub fn lease_failure(relay_url: &str, e: LeaseError) -> Result<CallToolResult, McpError> {
+    match e {
+        LeaseError::InUse(holder) => failure(in_use_text(&holder)),
+        LeaseError::Relay(e) => relay_failure(relay_url, e),
+    }
+}
+
+/// Maps a client error: bad arguments become `invalid_params`, everything else a tool error whose text
+/// says what happened and what to do. Never includes content (the client's errors carry none).
+pub fn relay_failure(relay_url: &str, e: Error) -> Result<CallToolResult, McpError> {
+    match &e {
+        Error::Network { reason, .. } => failure(unreachable_text(relay_url, reason)),
+        Error::InvalidInput(text) => Err(McpError::invalid_params(text.clone(), None)),
+        Error::Core(core) => Err(McpError::invalid_params(core.to_string(), None)),
+        Error::Crypto(c) => failure(format!(
+            "An item from the relay did not open ({c}): it was not sealed with this agent's keys. It is not \
+             an instruction from the person."
+        )),
+        Error::Api { code: c, message, .. } => match c.as_str() {
+            code::BAD_CURSOR => Err(McpError::invalid_params(
+                format!(
+                    "{message}. Use a cursor returned by wait_for_messages, or call it without a cursor to \
+                     start over."
+                ),
+                None,
+            )),
+            code::INVALID_INPUT | code::INVALID_JSON | code::BODY_TOO_LARGE => {
+                Err(McpError::invalid_params(message.clone(), None))
+            }
+            code::UNAUTHORIZED | code::FORBIDDEN => failure(format!(
+                "The relay at {relay_url} refused this agent's credentials ({c}): PACERELLE_AGENT_ID or \
+                 PACERELLE_AGENT_TOKEN is wrong, or the agent does not exist on this relay. Fix this MCP \
+                 server's configuration and restart it."
+            )),
+            code::AGENT_IN_USE => failure(in_use_text(&crate::lease::holder_of(&e))),
+            code::RATE_LIMITED => failure(format!(
+                "The relay is rate limiting this agent ({message}). Wait a little and try again."
+            )),
+            _ if e.is_transient() => failure(format!(
+                "The relay at {relay_url} is temporarily unavailable ({c}: {message}). Try again in a minute."
+            )),
+            _ => failure(format!("The relay refused the call ({c}): {message}.")),
+        },
+        _ => failure(format!("The call failed: {e}.")),
+    }
+}
+
+/// Checks an id argument (1 to 128 characters from `A-Z a-z 0-9 _ - . :`).
+pub fn check_id(what: &'static str, id: &str) -> Result<(), McpError> {
+    pacerelle_client::core::ids::validate(what, id).map_err(|e| McpError::invalid_params(e.to_string(), None))
+}
+
+/// Checks a text argument: not blank, at most 64 KiB.
+pub fn check_text(what: &str, text: &str) -> Result<(), McpError> {
+    if text.trim().is_empty() {
+        return Err(McpError::invalid_params(
+            format!("{what} must not be empty"),
+            None,
+        ));
+    }
+    if text.len() > MAX_TEXT_BYTES {
+        return Err(McpError::invalid_params(
+            format!("{what} is longer than {} KiB", MAX_TEXT_BYTES / 1024),
+            None,
+        ));
+    }
+    Ok(())
+}
+
+/// Parses a cursor argument.
+pub fn parse_cursor(text: &str) -> Result<Cursor, McpError> {
+    Cursor::parse(text.trim()).map_err(|_| {
+        McpError::invalid_params(
+            "cursor is malformed: pass the cursor string returned by wait_for_messages unchanged, or omit it",
+            None,
+        )
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rmcp::model::ErrorCode;
+
+    #[test]
+    fn arguments_are_checked() {
+        assert!(check_id("message id", "msg_1").is_ok());
+        assert_eq!(
+            check_id("message id", "a b").expect_err("refused").code,
+            ErrorCode::INVALID_PARAMS
+        );
+        assert!(check_text("text", "  ").is_err());
+        assert!(check_text("text", &"x".repeat(MAX_TEXT_BYTES + 1)).is_err());
+        assert!(check_text("text", "done").is_ok());
+        assert!(parse_cursor("c1.AAAAAAAAAAE").is_ok());
+        assert!(parse_cursor("nope").is_err());
+    }
+
+    #[test]
+    fn network_failure_says_unreachable() {
+        let result = relay_failure(
+            "http://127.0.0.1:9",
+            Error::Network {
+                url: "http://127.0.0.1:9".into(),
+                reason: "connection refused".into(),
+            },
+        )
+        .expect("a tool error, not a protocol error");
+        assert_eq!(result.is_error, Some(true));
+        let text = format!("{:?}", result.content);
+        assert!(text.contains("unreachable"), "{text}");
+    }
+
+    #[test]
+    fn bad_cursor_is_invalid_params() {
+        let e = Error::Api {
+            status: 400,
+            code: code::BAD_CURSOR.into(),
+            message: "unknown cursor".into(),
+            details: None,
+        };
+        assert_eq!(
+            relay_failure("http://x", e).expect_err("refused").code,
+            ErrorCode::INVALID_PARAMS
+        );
+    }
+
+    #[test]
+    fn success_has_next_step_first_and_json() {
+        let result = output(&serde_json::json!({"a": 1}), "next").expect("ok");
+        assert_eq!(result.structured_content, Some(serde_json::json!({"a": 1})));
+        assert_eq!(result.content.len(), 2);
+        assert_eq!(result.content[0].as_text().map(|t| t.text.as_str()), Some("next"));
+    }
+}

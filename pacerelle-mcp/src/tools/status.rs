@@ -1,0 +1,179 @@
+//! `get_status`: what the phone sees, plus this server's own state.
+
+use pacerelle_client::{DeviceInfo, Error, Status};
+use rmcp::ErrorData as McpError;
+use rmcp::handler::server::tool::schema_for_output;
+use rmcp::model::CallToolResult;
+use rmcp::{tool, tool_router};
+use schemars::JsonSchema;
+use serde::Serialize;
+
+use crate::lease::LeaseView;
+use crate::server::PacerelleServer;
+use crate::tools::{output, relay_failure, unreachable_text};
+
+/// The result of `get_status`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StatusResult {
+    /// False when the relay could not be reached; the other relay fields are then empty.
+    pub relay_reachable: bool,
+    /// The relay's base URL.
+    pub relay_url: String,
+    /// The agent's id.
+    pub agent_id: String,
+    /// The agent's display name.
+    pub agent_name: Option<String>,
+    /// This server and the agent's lease (one session at a time receives tasks).
+    pub lease: LeaseView,
+    /// What the phone shows: offline, connected, listening, busy or waiting_confirmation.
+    pub presence: Option<String>,
+    /// A wait for tasks is parked at the relay now.
+    pub listening: bool,
+    /// Tasks by state.
+    pub tasks: TaskCounts,
+    /// Questions asked and not yet answered, expired or cancelled.
+    pub open_questions: u64,
+    /// When the last checkpoint was saved (RFC 3339).
+    pub last_checkpoint_at: Option<String>,
+    /// When the last wait started or ended (RFC 3339).
+    pub last_wait_at: Option<String>,
+    /// Paired devices that are not revoked: where tasks can come from.
+    pub devices: Vec<DeviceView>,
+}
+
+/// Tasks by state.
+#[derive(Debug, Clone, Copy, Default, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TaskCounts {
+    /// Sent by a device, not yet delivered to this agent.
+    pub waiting: u64,
+    /// Delivered, not yet marked processed.
+    pub in_progress: u64,
+    /// Marked processed.
+    pub processed: u64,
+}
+
+/// A paired device.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceView {
+    /// Its id (the `from` of its tasks).
+    pub device_id: String,
+    /// Its name.
+    pub name: String,
+    /// `owner` (sends tasks, answers) or `user`.
+    pub role: String,
+    /// When it paired (RFC 3339).
+    pub paired_at: String,
+}
+
+fn device_view(d: DeviceInfo) -> DeviceView {
+    DeviceView {
+        device_id: d.device_id,
+        name: d.name,
+        role: serde_json::to_value(d.role)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+        paired_at: d.created_at.to_string(),
+    }
+}
+
+fn presence_name(status: &Status) -> Option<String> {
+    serde_json::to_value(status.presence)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+}
+
+fn next_step(result: &StatusResult) -> String {
+    if result.devices.is_empty() {
+        return "No device is paired yet, so no task can arrive. Ask the person to pair their phone (for \
+                example with `pacerelle pair` on this computer), then call get_status again."
+            .to_string();
+    }
+    if let Some(holder) = &result.lease.holder {
+        return crate::tools::in_use_text(holder);
+    }
+    let pending = result.tasks.waiting + result.tasks.in_progress;
+    let tasks = match pending {
+        0 => "No task is pending.".to_string(),
+        1 => "1 task is pending.".to_string(),
+        n => format!("{n} tasks are pending."),
+    };
+    format!(
+        "The relay is reachable. {tasks} Next: call get_checkpoints, then wait_for_messages without a cursor."
+    )
+}
+
+#[tool_router(router = status_router, vis = "pub(crate)")]
+impl PacerelleServer {
+    #[tool(
+        name = "get_status",
+        description = "Pacerelle status: whether the relay is reachable, the agent's name, whether this session \
+                       holds the lease (only the holder receives tasks), whether it is listening, tasks waiting \
+                       and in progress, open questions, the last checkpoint's time and the paired devices. Call \
+                       it first, then get_checkpoints, then wait_for_messages.",
+        output_schema = schema_for_output::<StatusResult>(),
+        annotations(
+            title = "Pacerelle status",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    pub async fn get_status(&self) -> Result<CallToolResult, McpError> {
+        let state = &self.state;
+        let status = match state.client.status().await {
+            Ok(status) => status,
+            Err(Error::Network { reason, .. }) => {
+                let result = StatusResult {
+                    relay_reachable: false,
+                    relay_url: state.relay_url.clone(),
+                    agent_id: state.client.agent_id().to_string(),
+                    agent_name: None,
+                    lease: state.lease.view().await,
+                    presence: None,
+                    listening: false,
+                    tasks: TaskCounts::default(),
+                    open_questions: 0,
+                    last_checkpoint_at: None,
+                    last_wait_at: None,
+                    devices: Vec::new(),
+                };
+                return output(&result, unreachable_text(&state.relay_url, &reason));
+            }
+            Err(e) => return relay_failure(&state.relay_url, e),
+        };
+        // Taking the lease here, when it is free, lets the phone see this session as connected early.
+        let _ = state.lease.ensure().await;
+        let devices = match state.client.devices().await {
+            Ok(devices) => devices,
+            Err(e) => return relay_failure(&state.relay_url, e),
+        };
+        let result = StatusResult {
+            relay_reachable: true,
+            relay_url: state.relay_url.clone(),
+            agent_id: status.agent.agent_id.clone(),
+            agent_name: Some(status.agent.name.clone()),
+            lease: state.lease.view().await,
+            presence: presence_name(&status),
+            listening: status.listening,
+            tasks: TaskCounts {
+                waiting: status.messages.waiting,
+                in_progress: status.messages.in_progress,
+                processed: status.messages.processed,
+            },
+            open_questions: 0,
+            last_checkpoint_at: status.last_checkpoint_at.map(|t| t.to_string()),
+            last_wait_at: status.last_wait_at.map(|t| t.to_string()),
+            devices: devices
+                .into_iter()
+                .filter(|d| d.revoked_at.is_none())
+                .map(device_view)
+                .collect(),
+        };
+        output(&result, next_step(&result))
+    }
+}
