@@ -93,6 +93,18 @@ pub async fn start_with(config: Config, dir: TempDir) -> TestRelay {
 }
 
 impl TestRelay {
+    /// A client for a relay served elsewhere (another process) over the database in `dir`.
+    pub fn external(base: String, dir: TempDir) -> TestRelay {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        TestRelay {
+            base,
+            dir,
+            http: reqwest::Client::new(),
+            stop: None,
+            task: None,
+        }
+    }
+
     /// Shuts the relay down gracefully and hands back its directory (to open it again).
     pub async fn stop(mut self) -> TempDir {
         if let Some(stop) = self.stop.take() {
