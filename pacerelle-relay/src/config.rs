@@ -12,8 +12,8 @@ pub struct Config {
     /// The secret that `POST /v1/agents` must carry in `x-pacerelle-registration` when registration is not
     /// open. Without it (and without open registration) no agent can register.
     pub registration_secret: Option<String>,
-    /// The URL at which phones reach this relay (shown in pairing links), if it differs from the address
-    /// the client used.
+    /// The URL at which phones reach this relay, when it differs from the address it listens on (behind a
+    /// reverse proxy). Pairing links are made on the agent side; the relay only reports this URL in its log.
     pub public_url: Option<String>,
 }
 

@@ -73,7 +73,7 @@ impl From<sqlx::Error> for StoreError {
 
 /// An error answer: HTTP status, stable code, message, optional details.
 #[derive(Debug)]
-pub struct AppError {
+pub(crate) struct AppError {
     status: StatusCode,
     code: &'static str,
     message: String,
@@ -95,16 +95,6 @@ impl AppError {
     pub fn with_details(mut self, details: serde_json::Value) -> Self {
         self.details = Some(details);
         self
-    }
-
-    /// The HTTP status.
-    pub fn status(&self) -> StatusCode {
-        self.status
-    }
-
-    /// The stable code.
-    pub fn code(&self) -> &'static str {
-        self.code
     }
 
     /// 400 `invalid_input`.
@@ -240,7 +230,8 @@ mod tests {
             last_heartbeat_at: pacerelle_core::Timestamp(1),
         };
         let e = AppError::agent_in_use(&holder);
-        assert_eq!(e.status(), StatusCode::CONFLICT);
+        assert_eq!(e.status, StatusCode::CONFLICT);
+        assert_eq!(e.code, code::AGENT_IN_USE);
         assert!(e.message.contains("laptop / codex"));
         assert!(e.message.contains("1970-01-01T00:00:00.000Z"));
         assert_eq!(

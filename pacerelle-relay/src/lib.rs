@@ -19,7 +19,7 @@ use std::time::Duration;
 use pacerelle_core::Timestamp;
 
 pub use config::Config;
-pub use error::{AppError, Error, StoreError};
+pub use error::{Error, StoreError};
 
 use app::{AppState, Inner};
 use store::Store;
@@ -80,7 +80,8 @@ impl Relay {
             inner.shutdown.trigger();
         };
         if let Ok(addr) = listener.local_addr() {
-            tracing::info!(%addr, "relay listening");
+            let public_url = self.inner.config.public_url.as_deref().unwrap_or("-");
+            tracing::info!(%addr, public_url, "relay listening");
         }
         axum::serve(
             listener,
