@@ -1,0 +1,149 @@
+//! Agent-side commands: `agent create`, `agent devices`, `agent revoke`, `pair`.
+
+use anyhow::Result;
+use pacerelle_client::{AgentClient, PairingOptions};
+
+use crate::Global;
+use crate::home::{self, AgentFile};
+use crate::output;
+
+#[derive(Debug, clap::Subcommand)]
+pub enum AgentCommand {
+    /// Create an agent: its id and token are drawn here; the relay learns only a hash of the token.
+    Create {
+        /// Its display name.
+        #[arg(long)]
+        name: String,
+        /// The relay's registration secret, when registration is not open.
+        #[arg(long, env = "PACERELLE_REGISTRATION_SECRET", hide_env_values = true)]
+        registration_secret: Option<String>,
+        /// Replace the agent saved in PACERELLE_HOME.
+        #[arg(long)]
+        force: bool,
+    },
+    /// List the devices paired with the agent.
+    Devices,
+    /// Revoke a device: its credential stops working at once.
+    Revoke {
+        /// The device's id.
+        device_id: String,
+    },
+}
+
+#[derive(Debug, clap::Args)]
+pub struct PairArgs {
+    /// A label for the new device ("phone").
+    #[arg(long)]
+    name: Option<String>,
+    /// Minutes the link stays valid (1 to 60).
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=60))]
+    minutes: u64,
+    /// The URL phones use to reach the relay, if not the one this command uses.
+    #[arg(long, env = "PACERELLE_PUBLIC_URL")]
+    public_url: Option<String>,
+}
+
+pub async fn run(global: &Global, cmd: AgentCommand) -> Result<()> {
+    match cmd {
+        AgentCommand::Create {
+            name,
+            registration_secret,
+            force,
+        } => {
+            let relay = home::relay_url(global, None);
+            let agent = AgentClient::register(&relay, &name, registration_secret.as_deref()).await?;
+            let token = agent.token().expose();
+            let saved = if force || global.home.read_agent()?.is_none() {
+                global.home.write_agent(&AgentFile {
+                    relay_url: relay.clone(),
+                    agent_id: agent.agent_id().to_string(),
+                    name: name.clone(),
+                    token: token.clone(),
+                })?;
+                true
+            } else {
+                false
+            };
+            if global.json {
+                output::json(&serde_json::json!({
+                    "agentId": agent.agent_id(), "token": token, "relayUrl": relay, "saved": saved,
+                }))
+            } else {
+                println!("agentId: {}", agent.agent_id());
+                println!("token:   {token}");
+                if saved {
+                    println!(
+                        "saved in {} (readable by you only)",
+                        global.home.agent_path().display()
+                    );
+                } else {
+                    println!(
+                        "not saved: {} already holds an agent (use --force to replace it)",
+                        global.home.agent_path().display()
+                    );
+                }
+                println!("Keep the token secret: it opens every message of this agent.");
+                Ok(())
+            }
+        }
+        AgentCommand::Devices => {
+            let devices = home::agent_client(global)?.devices().await?;
+            if global.json {
+                return output::json(&devices);
+            }
+            if devices.is_empty() {
+                println!("no device paired yet: run `pacerelle pair`");
+            }
+            for d in devices {
+                let state = match d.revoked_at {
+                    Some(t) => format!("revoked {}", t),
+                    None => "active".to_string(),
+                };
+                println!(
+                    "{}  {:<24} {:<6} paired {}  {state}",
+                    d.device_id,
+                    d.name,
+                    d.role.as_str(),
+                    d.created_at
+                );
+            }
+            Ok(())
+        }
+        AgentCommand::Revoke { device_id } => {
+            let d = home::agent_client(global)?.revoke_device(&device_id).await?;
+            if global.json {
+                output::json(&d)
+            } else {
+                println!("revoked {} ({})", d.device_id, d.name);
+                Ok(())
+            }
+        }
+    }
+}
+
+pub async fn pair(global: &Global, args: PairArgs) -> Result<()> {
+    let agent = home::agent_client(global)?;
+    let link = agent
+        .create_pairing(PairingOptions {
+            label: args.name,
+            ttl: std::time::Duration::from_secs(args.minutes * 60),
+            public_url: args.public_url,
+            ..Default::default()
+        })
+        .await?;
+    if global.json {
+        return output::json(&serde_json::json!({
+            "link": link.link, "pairingId": link.pairing_id, "deviceId": link.device_id, "expiresAt": link.expires_at,
+        }));
+    }
+    println!(
+        "Pairing link (single use, valid {}):\n\n  {}\n",
+        output::until(link.expires_at),
+        link.link
+    );
+    if let Some(qr) = output::qr(&link.link) {
+        println!("{qr}");
+    }
+    println!("On another terminal: pacerelle device join '{}'", link.link);
+    Ok(())
+}

@@ -1,0 +1,249 @@
+//! Device-side commands: `device join`, `device leave`, `send`, `inbox`, and `status` from either side.
+
+use std::time::Duration;
+
+use anyhow::{Result, anyhow};
+use pacerelle_client::{ConversationItem, Cursor, DeviceClient, ItemKind, MessageState, Status};
+use serde::Serialize;
+
+use crate::Global;
+use crate::home;
+use crate::output;
+
+#[derive(Debug, clap::Subcommand)]
+pub enum DeviceCommand {
+    /// Pair this terminal with an agent, as a phone would, by opening a pairing link.
+    Join {
+        /// The link printed by `pacerelle pair` or `pacerelle up`.
+        link: String,
+        /// This device's name, shown to the agent.
+        #[arg(long, default_value = "terminal")]
+        name: String,
+    },
+    /// Unpair this terminal: the relay revokes its credential and the local file is removed.
+    Leave,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct SendArgs {
+    /// The task.
+    text: String,
+    /// Your own message id, to retry safely (one is drawn otherwise).
+    #[arg(long)]
+    id: Option<String>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct InboxArgs {
+    /// Keep listening and print new items as they come.
+    #[arg(long)]
+    follow: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    /// Which credentials to use: the agent's or this terminal's device (default: the agent's if present).
+    #[arg(long = "as", value_parser = ["agent", "device"])]
+    side: Option<String>,
+}
+
+pub async fn run(global: &Global, cmd: DeviceCommand) -> Result<()> {
+    match cmd {
+        DeviceCommand::Join { link, name } => {
+            if let Some(existing) = global.home.read_device()? {
+                return Err(anyhow!(
+                    "this terminal is already paired with agent {} as {}: run `pacerelle device leave` first",
+                    existing.agent_name,
+                    existing.device_id
+                ));
+            }
+            let device = DeviceClient::join(&link, &name).await?;
+            global.home.write_device(device.credentials())?;
+            let c = device.credentials();
+            if global.json {
+                output::json(&serde_json::json!({
+                    "deviceId": c.device_id, "agentId": c.agent_id, "agentName": c.agent_name, "relayUrl": c.relay_url,
+                }))
+            } else {
+                println!(
+                    "paired with agent \"{}\" ({}) as device {}",
+                    c.agent_name, c.agent_id, c.device_id
+                );
+                println!(
+                    "credentials saved in {} (readable by you only)",
+                    global.home.device_path().display()
+                );
+                Ok(())
+            }
+        }
+        DeviceCommand::Leave => {
+            let device = home::device_client(global)?;
+            let info = device.leave().await?;
+            global.home.remove_device()?;
+            if global.json {
+                output::json(&info)
+            } else {
+                println!("left: device {} is revoked", info.device_id);
+                Ok(())
+            }
+        }
+    }
+}
+
+pub async fn send(global: &Global, args: SendArgs) -> Result<()> {
+    let device = home::device_client(global)?;
+    let stored = device.send(&args.text, args.id.as_deref()).await?;
+    if global.json {
+        output::json(
+            &serde_json::json!({ "messageId": stored.id, "createdAt": stored.created_at, "created": stored.created }),
+        )
+    } else {
+        println!("{}", stored.id);
+        Ok(())
+    }
+}
+
+/// One conversation line as `--json` prints it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ItemOut<'a> {
+    id: &'a str,
+    kind: ItemKind,
+    text: &'a str,
+    source_message_id: Option<&'a str>,
+    state: Option<MessageState>,
+    time: pacerelle_client::Timestamp,
+}
+
+fn item_out(i: &ConversationItem) -> ItemOut<'_> {
+    ItemOut {
+        id: &i.id,
+        kind: i.kind,
+        text: &i.text,
+        source_message_id: i.source_message_id.as_deref(),
+        state: i.state,
+        time: i.created_at,
+    }
+}
+
+fn print_item(i: &ConversationItem) {
+    let when = output::clock(i.created_at);
+    match i.kind {
+        ItemKind::Message => {
+            let state = match i.state {
+                Some(MessageState::Sent) => "sent",
+                Some(MessageState::Delivered) => "delivered",
+                Some(MessageState::Processed) => "processed",
+                None => "",
+            };
+            println!("{when}  you    [{}] {}  ({state})", i.id, i.text);
+        }
+        _ => {
+            let source = i.source_message_id.as_deref().unwrap_or("?");
+            println!("{when}  agent  [{}] ↳ {}  {}", i.id, source, i.text);
+        }
+    }
+}
+
+pub async fn inbox(global: &Global, args: InboxArgs) -> Result<()> {
+    let device = home::device_client(global)?;
+    let mut cursor: Option<Cursor> = None;
+    let mut all = Vec::new();
+    // Read everything there is now, page by page.
+    loop {
+        let page = device.conversation(cursor, Duration::ZERO).await?;
+        for r in &page.rejected {
+            eprintln!(
+                "warning: item {} did not open (altered or not for this device); skipped",
+                r.message_id
+            );
+        }
+        let empty = page.items.is_empty();
+        cursor = Some(page.cursor);
+        all.extend(page.items);
+        if empty {
+            break;
+        }
+    }
+    if !args.follow {
+        if global.json {
+            return output::json(&all.iter().map(item_out).collect::<Vec<_>>());
+        }
+        if all.is_empty() {
+            println!("nothing yet: send a task with `pacerelle send TEXT`");
+        }
+        all.iter().for_each(print_item);
+        return Ok(());
+    }
+    let emit = |i: &ConversationItem| -> Result<()> {
+        if global.json {
+            println!("{}", serde_json::to_string(&item_out(i))?);
+        } else {
+            print_item(i);
+        }
+        Ok(())
+    };
+    all.iter().try_for_each(emit)?;
+    loop {
+        let page = tokio::select! {
+            page = device.conversation(cursor, Duration::from_secs(30)) => page,
+            _ = tokio::signal::ctrl_c() => return Ok(()),
+        };
+        match page {
+            Ok(page) => {
+                page.items.iter().try_for_each(emit)?;
+                cursor = Some(page.cursor);
+            }
+            Err(e) if e.is_transient() => {
+                eprintln!("relay unreachable, retrying: {e}");
+                tokio::time::sleep(Duration::from_secs(2)).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+pub async fn status(global: &Global, args: StatusArgs) -> Result<()> {
+    let use_agent = match args.side.as_deref() {
+        Some("agent") => true,
+        Some(_) => false,
+        None => {
+            std::env::var_os("PACERELLE_AGENT_TOKEN").is_some()
+                || (global.home.read_agent()?.is_some() && global.home.read_device()?.is_none())
+        }
+    };
+    let status = if use_agent {
+        home::agent_client(global)?.status().await?
+    } else {
+        home::device_client(global)?.status().await?
+    };
+    if global.json {
+        return output::json(&status);
+    }
+    print_status(&status);
+    Ok(())
+}
+
+fn print_status(s: &Status) {
+    use pacerelle_client::Presence;
+    let presence = match s.presence {
+        Presence::Offline => "offline — no agent session is connected",
+        Presence::Connected => "connected — an agent session is up but not listening",
+        Presence::Listening => "listening — the agent is waiting for tasks",
+        Presence::Busy => "busy — the agent is working on a task",
+        Presence::WaitingConfirmation => "probably waiting for a confirmation on the computer",
+    };
+    println!("agent:       {} ({})", s.agent.name, s.agent.agent_id);
+    println!("presence:    {presence}");
+    if let Some(h) = &s.session {
+        println!("session:     {} since {}", h.host, h.since);
+    }
+    println!(
+        "tasks:       {} waiting, {} in progress, {} processed",
+        s.messages.waiting, s.messages.in_progress, s.messages.processed
+    );
+    if let Some(t) = s.last_checkpoint_at {
+        println!("checkpoint:  {t}");
+    }
+    println!("devices:     {}", s.devices);
+}

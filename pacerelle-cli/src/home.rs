@@ -1,0 +1,152 @@
+//! Where credentials live: `PACERELLE_HOME` (default: the user's config directory), files only the owner
+//! can read.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result, anyhow};
+use pacerelle_client::{AgentClient, AgentToken, DeviceClient, DeviceCredentials};
+use serde::{Deserialize, Serialize};
+
+const AGENT_FILE: &str = "agent.json";
+const DEVICE_FILE: &str = "device.json";
+
+/// The credentials folder.
+#[derive(Debug, Clone)]
+pub struct Home(pub PathBuf);
+
+/// What `agent.json` holds.
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentFile {
+    pub relay_url: String,
+    pub agent_id: String,
+    pub name: String,
+    pub token: String,
+}
+
+impl Home {
+    pub fn resolve(explicit: Option<PathBuf>) -> Result<Home> {
+        match explicit {
+            Some(p) => Ok(Home(p)),
+            None => dirs::config_dir()
+                .map(|d| Home(d.join("pacerelle")))
+                .ok_or_else(|| anyhow!("no config directory on this system: set PACERELLE_HOME")),
+        }
+    }
+
+    pub fn agent_path(&self) -> PathBuf {
+        self.0.join(AGENT_FILE)
+    }
+
+    pub fn device_path(&self) -> PathBuf {
+        self.0.join(DEVICE_FILE)
+    }
+
+    pub fn read_agent(&self) -> Result<Option<AgentFile>> {
+        read_json(&self.agent_path())
+    }
+
+    pub fn write_agent(&self, file: &AgentFile) -> Result<()> {
+        write_private(&self.0, &self.agent_path(), &serde_json::to_vec_pretty(file)?)
+    }
+
+    pub fn read_device(&self) -> Result<Option<DeviceCredentials>> {
+        read_json(&self.device_path())
+    }
+
+    pub fn write_device(&self, creds: &DeviceCredentials) -> Result<()> {
+        write_private(&self.0, &self.device_path(), &serde_json::to_vec_pretty(creds)?)
+    }
+
+    pub fn remove_device(&self) -> Result<()> {
+        match std::fs::remove_file(self.device_path()) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e.into()),
+            _ => Ok(()),
+        }
+    }
+}
+
+fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>> {
+    match std::fs::read(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .with_context(|| format!("{} is not valid; fix or remove it", path.display())),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
+    }
+}
+
+/// Writes a file readable by its owner only (0600 in a 0700 folder), replacing it atomically.
+fn write_private(dir: &Path, path: &Path, bytes: &[u8]) -> Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder
+        .create(dir)
+        .with_context(|| format!("cannot create {}", dir.display()))?;
+    let tmp = path.with_extension("json.tmp");
+    let mut options = std::fs::OpenOptions::new();
+    options.write(true).create(true).truncate(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    let mut f = options
+        .open(&tmp)
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
+    f.write_all(bytes)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(())
+}
+
+/// The relay URL: `--relay`/`PACERELLE_RELAY_URL`, else the one stored with the credentials, else the default.
+pub fn relay_url(global: &crate::Global, stored: Option<&str>) -> String {
+    global
+        .relay
+        .clone()
+        .or_else(|| stored.map(str::to_string))
+        .unwrap_or_else(|| pacerelle_client::DEFAULT_RELAY_URL.to_string())
+}
+
+/// The agent's client: `PACERELLE_AGENT_ID` and `PACERELLE_AGENT_TOKEN`, else `agent.json`.
+pub fn agent_client(global: &crate::Global) -> Result<AgentClient> {
+    let env_id = std::env::var("PACERELLE_AGENT_ID").ok().filter(|s| !s.is_empty());
+    let env_token = std::env::var("PACERELLE_AGENT_TOKEN")
+        .ok()
+        .filter(|s| !s.is_empty());
+    let (relay, id, token) = match (env_id, env_token) {
+        (Some(id), Some(token)) => (relay_url(global, None), id, token),
+        (None, None) => {
+            let file = global.home.read_agent()?.ok_or_else(|| {
+                anyhow!(
+                    "no agent credentials: set PACERELLE_AGENT_ID and PACERELLE_AGENT_TOKEN, \
+                     or run `pacerelle agent create --name NAME` (writes {})",
+                    global.home.agent_path().display()
+                )
+            })?;
+            (
+                relay_url(global, Some(&file.relay_url)),
+                file.agent_id,
+                file.token,
+            )
+        }
+        _ => {
+            return Err(anyhow!(
+                "set both PACERELLE_AGENT_ID and PACERELLE_AGENT_TOKEN, or neither"
+            ));
+        }
+    };
+    let token = AgentToken::parse(&token).context("PACERELLE_AGENT_TOKEN")?;
+    Ok(AgentClient::new(&relay, &id, token)?)
+}
+
+/// The device's client, from `device.json`.
+pub fn device_client(global: &crate::Global) -> Result<DeviceClient> {
+    let creds = global.home.read_device()?.ok_or_else(|| {
+        anyhow!(
+            "this terminal is not paired: run `pacerelle device join LINK` with a link from `pacerelle pair`"
+        )
+    })?;
+    Ok(DeviceClient::from_credentials(creds)?)
+}

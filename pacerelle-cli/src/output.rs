@@ -1,0 +1,63 @@
+//! Printing: text for people, JSON for scripts, and errors on stderr.
+
+use pacerelle_client::{Error as ClientError, Timestamp};
+
+/// Prints a value as pretty JSON on stdout.
+pub fn json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}
+
+/// Prints an error: `error: …` on stderr, or a JSON object `{"error": …, "code": …}` with `--json`.
+pub fn error(as_json: bool, e: &anyhow::Error) {
+    let code = e
+        .downcast_ref::<ClientError>()
+        .and_then(|c| c.code())
+        .map(str::to_string);
+    let mut message = format!("{e:#}");
+    if let Some(ClientError::Api {
+        code,
+        details: Some(details),
+        ..
+    }) = e.downcast_ref::<ClientError>()
+        && code == pacerelle_client::core::wire::code::AGENT_IN_USE
+    {
+        message.push_str(&format!(" — held by {details}"));
+    }
+    if as_json {
+        let body = serde_json::json!({ "error": message, "code": code });
+        eprintln!("{body}");
+    } else {
+        eprintln!("error: {message}");
+    }
+}
+
+/// `HH:MM:SS` of a timestamp, for compact listings.
+pub fn clock(t: Timestamp) -> String {
+    let text = t.to_rfc3339();
+    text.get(11..19).unwrap_or(&text).to_string()
+}
+
+/// How long until `t`, in words.
+pub fn until(t: Timestamp) -> String {
+    let secs = (t.millis() - Timestamp::now().millis()) / 1000;
+    if secs <= 0 {
+        "expired".into()
+    } else if secs < 120 {
+        format!("{secs} s")
+    } else {
+        format!("{} min", secs / 60)
+    }
+}
+
+/// Renders text as a QR code with Unicode half blocks, for a terminal.
+pub fn qr(text: &str) -> Option<String> {
+    let code = qrcode::QrCode::new(text.as_bytes()).ok()?;
+    Some(
+        code.render::<qrcode::render::unicode::Dense1x2>()
+            .dark_color(qrcode::render::unicode::Dense1x2::Light)
+            .light_color(qrcode::render::unicode::Dense1x2::Dark)
+            .quiet_zone(true)
+            .build(),
+    )
+}
