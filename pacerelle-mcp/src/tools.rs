@@ -12,14 +12,39 @@ pub mod checkpoints;
 pub mod inbox;
 pub mod status;
 
+use std::sync::Arc;
+
 use pacerelle_client::core::message::MAX_TEXT_BYTES;
 use pacerelle_client::core::wire::code;
 use pacerelle_client::{Cursor, Error};
 use rmcp::ErrorData as McpError;
-use rmcp::model::{CallToolResult, ContentBlock};
+use rmcp::handler::server::common::{FromContextPart, schema_for_input};
+use rmcp::handler::server::tool::ToolCallContext;
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
 use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use crate::lease::{Holder, LeaseError};
+
+/// A tool's arguments. Unlike rmcp's `Parameters`, arguments that do not deserialise (a wrong type, a
+/// missing field, an unknown field such as `source_message_id`) are refused with `invalid_params`, like
+/// every other bad argument, instead of becoming a tool error.
+#[derive(Debug)]
+pub struct Args<T>(pub T);
+
+impl<S, T: DeserializeOwned> FromContextPart<ToolCallContext<'_, S>> for Args<T> {
+    fn from_context_part(context: &mut ToolCallContext<S>) -> Result<Self, McpError> {
+        let arguments = context.arguments.take().unwrap_or_default();
+        serde_json::from_value(serde_json::Value::Object(arguments))
+            .map(Args)
+            .map_err(|e| McpError::invalid_params(format!("invalid arguments: {e}"), None))
+    }
+}
+
+/// The input schema of arguments `T` (an object, as MCP requires).
+pub fn input_schema<T: schemars::JsonSchema + 'static>() -> Arc<JsonObject> {
+    schema_for_input::<T>().unwrap_or_else(|e| panic!("input schema of {}: {e}", std::any::type_name::<T>()))
+}
 
 /// A successful result: structured content, the next step for the model, and the JSON as text.
 pub fn output<T: Serialize>(value: &T, next: impl Into<String>) -> Result<CallToolResult, McpError> {

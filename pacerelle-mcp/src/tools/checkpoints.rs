@@ -5,14 +5,13 @@ use pacerelle_client::Checkpoint;
 use pacerelle_client::core::wire::MAX_CHECKPOINT_LIMIT;
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::tool::schema_for_output;
-use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::server::PacerelleServer;
-use crate::tools::{check_id, check_text, output, relay_failure};
+use crate::tools::{Args, check_id, check_text, input_schema, output, relay_failure};
 
 /// Checkpoints returned when `limit` is not given.
 pub const DEFAULT_LIMIT: u32 = 5;
@@ -102,6 +101,7 @@ fn limit_of(limit: Option<i64>) -> Result<u32, McpError> {
 impl PacerelleServer {
     #[tool(
         name = "get_checkpoints",
+        input_schema = input_schema::<GetCheckpointsArgs>(),
         description = "The latest checkpoints saved by this agent, latest first: id, summary, nextAction, \
                        messageIds, createdAt. Read them when starting or resuming, before repeating an action.",
         output_schema = schema_for_output::<CheckpointsResult>(),
@@ -115,7 +115,7 @@ impl PacerelleServer {
     )]
     pub async fn get_checkpoints(
         &self,
-        Parameters(args): Parameters<GetCheckpointsArgs>,
+        Args(args): Args<GetCheckpointsArgs>,
     ) -> Result<CallToolResult, McpError> {
         let limit = limit_of(args.limit)?;
         let state = &self.state;
@@ -140,6 +140,7 @@ impl PacerelleServer {
 
     #[tool(
         name = "save_checkpoint",
+        input_schema = input_schema::<SaveCheckpointArgs>(),
         description = "Save a checkpoint: a summary of what has been done and the next action, so that this or \
                        a later session can resume after an interruption. Sealed with the agent's own key: the \
                        relay cannot read it. Save one when there is progress worth keeping.",
@@ -154,7 +155,7 @@ impl PacerelleServer {
     )]
     pub async fn save_checkpoint(
         &self,
-        Parameters(args): Parameters<SaveCheckpointArgs>,
+        Args(args): Args<SaveCheckpointArgs>,
     ) -> Result<CallToolResult, McpError> {
         check_text("summary", &args.summary)?;
         check_text("nextAction", &args.next_action)?;

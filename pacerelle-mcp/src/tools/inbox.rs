@@ -10,7 +10,6 @@ use pacerelle_client::core::{b64, ids};
 use pacerelle_client::{Cursor, Error, Inbox};
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::tool::schema_for_output;
-use rmcp::handler::server::wrapper::Parameters;
 use rmcp::model::{CallToolResult, RequestMetaObject};
 use rmcp::{Peer, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
@@ -19,7 +18,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::lease::{LeaseError, holder_of};
 use crate::server::{PacerelleServer, State};
-use crate::tools::{check_id, check_text, failure, lease_failure, output, parse_cursor, relay_failure};
+use crate::tools::{
+    Args, check_id, check_text, failure, input_schema, lease_failure, output, parse_cursor, relay_failure,
+};
 use crate::wait::{Parked, Progress, park};
 
 /// Seconds a wait lasts when `timeoutSeconds` is not given.
@@ -289,6 +290,7 @@ fn wait_next_step(result: &WaitResult, timeout: u64) -> String {
 impl PacerelleServer {
     #[tool(
         name = "wait_for_messages",
+        input_schema = input_schema::<WaitArgs>(),
         description = "Wait for tasks sent by the person from their paired phone. Without cursor: every task not \
                        yet processed (redelivered ones are flagged). With the cursor of the previous call: tasks \
                        after it. Returns within timeoutSeconds (default 30, at most 55) with status \"messages\" \
@@ -306,7 +308,7 @@ impl PacerelleServer {
     )]
     pub async fn wait_for_messages(
         &self,
-        Parameters(args): Parameters<WaitArgs>,
+        Args(args): Args<WaitArgs>,
         meta: RequestMetaObject,
         peer: Peer<RoleServer>,
         ct: CancellationToken,
@@ -347,6 +349,7 @@ impl PacerelleServer {
 
     #[tool(
         name = "reply",
+        input_schema = input_schema::<ReplyArgs>(),
         description = "Reply to a task: the text is sealed for the person's paired devices and shown on their \
                        phone. sourceMessageId is the messageId of the task. Idempotent: the same reply sent \
                        twice is stored once (replyId defaults to one derived from sourceMessageId and text). \
@@ -360,7 +363,7 @@ impl PacerelleServer {
             open_world_hint = true
         )
     )]
-    pub async fn reply(&self, Parameters(args): Parameters<ReplyArgs>) -> Result<CallToolResult, McpError> {
+    pub async fn reply(&self, Args(args): Args<ReplyArgs>) -> Result<CallToolResult, McpError> {
         check_id("source message id", &args.source_message_id)?;
         check_text("text", &args.text)?;
         let reply_id = match args.reply_id {
@@ -412,6 +415,7 @@ impl PacerelleServer {
 
     #[tool(
         name = "mark_processed",
+        input_schema = input_schema::<MarkProcessedArgs>(),
         description = "Mark a task processed once it is done (after replying): the acknowledgement. It will not \
                        be delivered again. Idempotent. Needs the agent's lease.",
         output_schema = schema_for_output::<ProcessedResult>(),
@@ -425,7 +429,7 @@ impl PacerelleServer {
     )]
     pub async fn mark_processed(
         &self,
-        Parameters(args): Parameters<MarkProcessedArgs>,
+        Args(args): Args<MarkProcessedArgs>,
     ) -> Result<CallToolResult, McpError> {
         check_id("message id", &args.message_id)?;
         let state = &self.state;
