@@ -1,0 +1,311 @@
+//! A real relay on 127.0.0.1 with a SQLite file in a temporary folder, the real `pacerelle-mcp` binary
+//! spawned over stdio, and a real rmcp client driving it.
+#![allow(dead_code, clippy::expect_used, clippy::unwrap_used)]
+
+use std::path::PathBuf;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pacerelle_client::{AgentClient, DeviceClient, PairingOptions};
+use pacerelle_relay::{Config, Relay};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ErrorCode, Implementation,
+    ProgressNotificationParam, ProtocolVersion,
+};
+use rmcp::service::{NotificationContext, RunningService, ServiceError};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
+use serde_json::Value;
+use tokio::process::Command;
+
+// ----- the relay -----
+
+pub struct TestRelay {
+    pub url: String,
+    pub port: u16,
+    pub dir: tempfile::TempDir,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+impl TestRelay {
+    pub async fn start() -> TestRelay {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        Self::serve(dir, listener).await
+    }
+
+    /// A relay on a given port (to restart one where clients expect it).
+    pub async fn start_on(port: u16, dir: tempfile::TempDir) -> TestRelay {
+        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
+            .await
+            .expect("bind the same port");
+        Self::serve(dir, listener).await
+    }
+
+    async fn serve(dir: tempfile::TempDir, listener: tokio::net::TcpListener) -> TestRelay {
+        let relay = Relay::open(Config {
+            database_path: dir.path().join("pacerelle.db"),
+            open_registration: true,
+            registration_secret: None,
+            public_url: None,
+        })
+        .await
+        .expect("relay opens");
+        let addr = listener.local_addr().expect("addr");
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(relay.serve(listener, async move {
+            let _ = stopped.await;
+        }));
+        TestRelay {
+            url: format!("http://{addr}"),
+            port: addr.port(),
+            dir,
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    pub fn database_files(&self) -> Vec<PathBuf> {
+        std::fs::read_dir(self.dir.path())
+            .expect("read dir")
+            .map(|e| e.expect("entry").path())
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("pacerelle.db"))
+            })
+            .collect()
+    }
+
+    /// Stops the relay gracefully and gives back its folder.
+    pub async fn stop(mut self) -> tempfile::TempDir {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await.expect("join").expect("serve");
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::mem::replace(&mut self.dir, dir)
+    }
+
+    /// An agent with one paired device.
+    pub async fn agent_and_device(&self) -> (AgentClient, DeviceClient) {
+        let agent = AgentClient::register(&self.url, "test agent", None)
+            .await
+            .expect("register");
+        let link = agent
+            .create_pairing(PairingOptions::default())
+            .await
+            .expect("pairing");
+        let device = DeviceClient::join(&link.link, "test phone").await.expect("join");
+        (agent, device)
+    }
+}
+
+/// True when `needle` occurs in the bytes of `path` (false when the file vanished meanwhile, as SQLite's
+/// `-wal` and `-shm` files do when the database closes).
+pub fn file_contains(path: &std::path::Path, needle: &[u8]) -> bool {
+    match std::fs::read(path) {
+        Ok(bytes) => bytes.windows(needle.len()).any(|w| w == needle),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => panic!("read {}: {e}", path.display()),
+    }
+}
+
+/// Every file in `dir`.
+pub fn files_in(dir: &std::path::Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .expect("read dir")
+        .map(|e| e.expect("entry").path())
+        .collect()
+}
+
+/// Panics if any file in `dir` holds one of `canaries` in clear.
+pub fn assert_no_plaintext(dir: &std::path::Path, canaries: &[&str]) {
+    let files = files_in(dir);
+    assert!(!files.is_empty(), "no file in {}", dir.display());
+    for file in &files {
+        for canary in canaries {
+            assert!(
+                !file_contains(file, canary.as_bytes()),
+                "{} holds {canary} in clear",
+                file.display()
+            );
+        }
+    }
+}
+
+// ----- the MCP client -----
+
+/// Which lifecycle the test client speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Era {
+    /// `initialize` handshake, protocol 2025-11-25.
+    Legacy,
+    /// `server/discover`, protocol 2026-07-28.
+    Modern,
+}
+
+/// A client that records the progress notifications it receives.
+#[derive(Clone, Default)]
+pub struct TestClient {
+    pub progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+}
+
+impl ClientHandler for TestClient {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("pacerelle-mcp-tests", "0"),
+        )
+        .with_protocol_version(ProtocolVersion::V_2025_11_25)
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.progress.lock().unwrap().push(params);
+    }
+}
+
+pub type Client = RunningService<RoleClient, TestClient>;
+
+/// A running `pacerelle-mcp` and the client connected to it.
+pub struct Server {
+    pub client: Client,
+    pub pid: u32,
+    pub progress: Arc<Mutex<Vec<ProgressNotificationParam>>>,
+}
+
+/// The binary under test, configured for `agent` on `relay_url`.
+pub fn command(agent: &AgentClient, relay_url: &str, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_pacerelle-mcp"));
+    cmd.args(args)
+        .env("PACERELLE_AGENT_ID", agent.agent_id())
+        .env("PACERELLE_AGENT_TOKEN", agent.token().expose())
+        .env("PACERELLE_RELAY_URL", relay_url)
+        .env("RUST_LOG", "info,rmcp=warn");
+    cmd
+}
+
+pub async fn spawn(agent: &AgentClient, relay_url: &str, args: &[&str], era: Era) -> Server {
+    let (transport, _) = TokioChildProcess::builder(command(agent, relay_url, args))
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("spawn pacerelle-mcp");
+    let pid = transport.id().expect("pid");
+    let handler = TestClient::default();
+    let progress = handler.progress.clone();
+    let client = match era {
+        Era::Legacy => handler.serve(transport).await.expect("initialize"),
+        Era::Modern => handler
+            .serve_with_lifecycle(
+                transport,
+                ClientLifecycleMode::Discover {
+                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                },
+            )
+            .await
+            .expect("discover"),
+    };
+    Server {
+        client,
+        pid,
+        progress,
+    }
+}
+
+impl Server {
+    /// Calls a tool; panics on a protocol error.
+    pub async fn call(&self, name: &'static str, args: Value) -> CallToolResult {
+        self.try_call(name, args)
+            .await
+            .unwrap_or_else(|e| panic!("{name} failed at the protocol level: {e:?}"))
+    }
+
+    pub async fn try_call(&self, name: &'static str, args: Value) -> Result<CallToolResult, ServiceError> {
+        let args = match args {
+            Value::Object(map) => map,
+            other => panic!("arguments must be an object, not {other}"),
+        };
+        self.client
+            .call_tool(CallToolRequestParams::new(name).with_arguments(args))
+            .await
+    }
+
+    /// Calls a tool that must succeed and returns its structured content.
+    pub async fn ok(&self, name: &'static str, args: Value) -> Value {
+        let result = self.call(name, args).await;
+        assert_ne!(
+            result.is_error,
+            Some(true),
+            "{name} returned a tool error: {}",
+            text(&result)
+        );
+        result
+            .structured_content
+            .clone()
+            .unwrap_or_else(|| panic!("{name} returned no structured content"))
+    }
+
+    /// Calls a tool that must return a tool error and returns its text.
+    pub async fn tool_error(&self, name: &'static str, args: Value) -> String {
+        let result = self.call(name, args).await;
+        assert_eq!(
+            result.is_error,
+            Some(true),
+            "{name} should have failed: {}",
+            text(&result)
+        );
+        text(&result)
+    }
+
+    /// Calls a tool that must be refused with `invalid_params` and returns the message.
+    pub async fn invalid_params(&self, name: &'static str, args: Value) -> String {
+        match self.try_call(name, args.clone()).await {
+            Err(ServiceError::McpError(e)) => {
+                assert_eq!(e.code, ErrorCode::INVALID_PARAMS, "{name} {args}: {e:?}");
+                e.message.to_string()
+            }
+            other => panic!("{name} {args} should be invalid_params, got {other:?}"),
+        }
+    }
+
+    /// Closes stdin and waits for the server to exit (it releases the lease first).
+    pub async fn stop(self) {
+        self.client.cancel().await.expect("close the MCP session");
+    }
+}
+
+/// All text blocks of a result, joined.
+pub fn text(result: &CallToolResult) -> String {
+    result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// Polls `check` every 50 ms until it returns true or `limit` passes.
+pub async fn eventually<F, Fut>(limit: Duration, mut check: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if check().await {
+            return true;
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}

@@ -1,0 +1,246 @@
+//! The listening flow through the real binary, driven by a real MCP client over stdio, against a real
+//! relay, on both protocol eras; and what the relay's files hold afterwards.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Era, TestRelay, assert_no_plaintext, eventually, file_contains, files_in, spawn, text};
+use pacerelle_client::{ItemKind, MessageState, Presence};
+use rmcp::model::{GetPromptRequestParams, ProtocolVersion};
+use serde_json::json;
+
+const TOOLS: [&str; 6] = [
+    "get_status",
+    "get_checkpoints",
+    "wait_for_messages",
+    "reply",
+    "mark_processed",
+    "save_checkpoint",
+];
+
+#[tokio::test]
+async fn listening_flow_on_2025_11_25() {
+    listening_flow(Era::Legacy).await;
+}
+
+#[tokio::test]
+async fn listening_flow_on_2026_07_28() {
+    listening_flow(Era::Modern).await;
+}
+
+async fn listening_flow(era: Era) {
+    let relay = TestRelay::start().await;
+    let (agent, device) = relay.agent_and_device().await;
+    let server = spawn(&agent, &relay.url, &[], era).await;
+    let suffix = match era {
+        Era::Legacy => "legacy",
+        Era::Modern => "modern",
+    };
+    let task_canary = format!("TASK-CANARY-{suffix}-7f3a");
+    let reply_canary = format!("REPLY-CANARY-{suffix}-91bd");
+    let summary_canary = format!("SUMMARY-CANARY-{suffix}-c04e");
+    let next_canary = format!("NEXT-CANARY-{suffix}-55d2");
+
+    // The protocol era, the server's identity and instructions.
+    let info = server.client.peer_info().expect("server info");
+    let expected = match era {
+        Era::Legacy => ProtocolVersion::V_2025_11_25,
+        Era::Modern => ProtocolVersion::V_2026_07_28,
+    };
+    assert_eq!(info.protocol_version, expected);
+    assert_eq!(
+        info.server_info.as_ref().expect("server info").name,
+        "pacerelle-mcp"
+    );
+    let instructions = info.instructions.clone().expect("instructions");
+    assert!(instructions.contains("wait_for_messages") && instructions.contains("paired device"));
+
+    // Exactly the six tools, each with its four annotations and an output schema.
+    let tools = server.client.list_all_tools().await.expect("list tools");
+    let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    names.sort_unstable();
+    let mut expected_names = TOOLS.to_vec();
+    expected_names.sort_unstable();
+    assert_eq!(names, expected_names);
+    for tool in &tools {
+        let a = tool
+            .annotations
+            .as_ref()
+            .unwrap_or_else(|| panic!("{} has no annotations", tool.name));
+        assert!(
+            a.read_only_hint.is_some()
+                && a.destructive_hint.is_some()
+                && a.idempotent_hint.is_some()
+                && a.open_world_hint.is_some(),
+            "{} lacks an annotation: {a:?}",
+            tool.name
+        );
+        assert!(tool.output_schema.is_some(), "{} has no output schema", tool.name);
+        let schema = serde_json::to_string(&tool.input_schema).unwrap();
+        assert!(
+            !schema.contains("source_message_id") && !schema.contains("next_action"),
+            "{schema}"
+        );
+    }
+
+    // The prompt.
+    let prompts = server.client.list_all_prompts().await.expect("list prompts");
+    assert!(prompts.iter().any(|p| p.name == "start_pacerelle"));
+    let prompt = server
+        .client
+        .get_prompt(GetPromptRequestParams::new("start_pacerelle"))
+        .await
+        .expect("get prompt");
+    let prompt_text = serde_json::to_string(&prompt.messages).unwrap();
+    assert!(prompt_text.contains("get_status") && prompt_text.contains("wait_for_messages"));
+
+    // Status and checkpoints at the start.
+    let status = server.ok("get_status", json!({})).await;
+    assert_eq!(status["relayReachable"], true);
+    assert_eq!(status["agentName"], "test agent");
+    assert_eq!(status["lease"]["held"], true, "{status}");
+    assert_eq!(status["devices"].as_array().unwrap().len(), 1);
+    assert_eq!(status["devices"][0]["name"], "test phone");
+    let checkpoints = server.ok("get_checkpoints", json!({})).await;
+    assert_eq!(checkpoints["checkpoints"], json!([]));
+
+    // A wait without cursor is parked; the phone sees the assistant listening; a task sent meanwhile arrives.
+    let waiting = {
+        let client = server.client.clone();
+        tokio::spawn(async move {
+            client
+                .call_tool(
+                    rmcp::model::CallToolRequestParams::new("wait_for_messages")
+                        .with_arguments(json!({"timeoutSeconds": 30}).as_object().unwrap().clone()),
+                )
+                .await
+        })
+    };
+    let listening = eventually(Duration::from_secs(10), || async {
+        device
+            .status()
+            .await
+            .is_ok_and(|s| s.listening && s.presence == Presence::Listening)
+    })
+    .await;
+    assert!(
+        listening,
+        "the phone should see the assistant listening while the wait is parked"
+    );
+    let sent = device.send(&task_canary, None).await.expect("send");
+    let result = waiting.await.expect("join").expect("wait");
+    assert_ne!(result.is_error, Some(true), "{}", text(&result));
+    let inbox = result.structured_content.clone().expect("structured");
+    assert_eq!(inbox["status"], "messages", "{inbox}");
+    let messages = inbox["messages"].as_array().unwrap();
+    assert_eq!(messages.len(), 1);
+    assert_eq!(messages[0]["messageId"], sent.id.as_str());
+    assert_eq!(messages[0]["text"], task_canary.as_str());
+    assert_eq!(messages[0]["from"], device.credentials().device_id.as_str());
+    assert_eq!(messages[0]["fromName"], "test phone");
+    assert_eq!(messages[0]["redelivered"], false);
+    assert!(messages[0]["sentAt"].is_string());
+    assert!(text(&result).contains("reply"), "the text says what to do next");
+    let cursor = inbox["cursor"].as_str().expect("cursor").to_string();
+
+    // Reply with its sourceMessageId: the device sees it. The same reply again is stored once.
+    let reply = server
+        .ok("reply", json!({"sourceMessageId": sent.id, "text": reply_canary}))
+        .await;
+    assert_eq!(reply["created"], true);
+    let again = server
+        .ok("reply", json!({"sourceMessageId": sent.id, "text": reply_canary}))
+        .await;
+    assert_eq!(again["created"], false);
+    assert_eq!(again["replyId"], reply["replyId"]);
+    let page = device
+        .conversation(None, Duration::ZERO)
+        .await
+        .expect("conversation");
+    let replies: Vec<_> = page.items.iter().filter(|i| i.kind == ItemKind::Reply).collect();
+    assert_eq!(replies.len(), 1);
+    assert_eq!(replies[0].text, reply_canary);
+    assert_eq!(replies[0].source_message_id.as_deref(), Some(sent.id.as_str()));
+
+    // Mark it processed (idempotent).
+    let processed = server.ok("mark_processed", json!({"messageId": sent.id})).await;
+    let again = server.ok("mark_processed", json!({"messageId": sent.id})).await;
+    assert_eq!(processed["processedAt"], again["processedAt"]);
+    let page = device
+        .conversation(None, Duration::ZERO)
+        .await
+        .expect("conversation");
+    let task = page
+        .items
+        .iter()
+        .find(|i| i.id == sent.id)
+        .expect("task in conversation");
+    assert_eq!(task.state, Some(MessageState::Processed));
+
+    // A wait with the cursor times out cleanly and says to call again with the cursor.
+    let result = server
+        .call(
+            "wait_for_messages",
+            json!({"cursor": cursor, "timeoutSeconds": 1}),
+        )
+        .await;
+    let timeout = result.structured_content.clone().expect("structured");
+    assert_eq!(timeout["status"], "timeout");
+    assert_eq!(timeout["messages"], json!([]));
+    assert_eq!(timeout["cursor"], cursor.as_str());
+    assert!(text(&result).contains(&cursor), "{}", text(&result));
+
+    // The processed task is not returned by a wait without cursor.
+    let fresh = server.ok("wait_for_messages", json!({"timeoutSeconds": 0})).await;
+    assert_eq!(fresh["status"], "timeout");
+    assert_eq!(fresh["messages"], json!([]));
+
+    // A checkpoint saved is read back.
+    let saved = server
+        .ok(
+            "save_checkpoint",
+            json!({"summary": summary_canary, "nextAction": next_canary, "messageIds": [sent.id]}),
+        )
+        .await;
+    let read = server.ok("get_checkpoints", json!({"limit": 3})).await;
+    let list = read["checkpoints"].as_array().unwrap();
+    assert_eq!(list.len(), 1);
+    assert_eq!(list[0]["id"], saved["id"]);
+    assert_eq!(list[0]["summary"], summary_canary.as_str());
+    assert_eq!(list[0]["nextAction"], next_canary.as_str());
+    assert_eq!(list[0]["messageIds"], json!([sent.id]));
+    assert!(list[0]["createdAt"].is_string());
+
+    let status = server.ok("get_status", json!({})).await;
+    assert_eq!(status["tasks"]["processed"], 1);
+    assert_eq!(status["tasks"]["inProgress"], 0);
+    assert!(status["lastCheckpointAt"].is_string());
+
+    // On exit the lease is released: the phone sees no session.
+    server.stop().await;
+    let status = device.status().await.expect("status");
+    assert!(
+        status.session.is_none(),
+        "the lease is released on exit: {status:?}"
+    );
+
+    // No plaintext of tasks, replies or checkpoints in the relay's files, while it runs (the WAL) and after.
+    let canaries = [
+        task_canary.as_str(),
+        reply_canary.as_str(),
+        summary_canary.as_str(),
+        next_canary.as_str(),
+    ];
+    assert_no_plaintext(relay.dir.path(), &canaries);
+    // The scan sees what is stored in clear: the agent's name is metadata the relay keeps readable.
+    assert!(
+        files_in(relay.dir.path())
+            .iter()
+            .any(|f| file_contains(f, b"test agent")),
+        "the scan should find metadata stored in clear"
+    );
+    let dir = relay.stop().await;
+    assert_no_plaintext(dir.path(), &canaries);
+}
