@@ -174,6 +174,7 @@ fn leak_kind(kind: &str) -> &'static str {
         kind::OFFER => kind::OFFER,
         crate::question::KIND_QUESTION => crate::question::KIND_QUESTION,
         crate::question::KIND_ANSWER => crate::question::KIND_ANSWER,
+        crate::question::KIND_NOTIFICATION => crate::question::KIND_NOTIFICATION,
         _ => "unknown",
     }
 }

@@ -167,6 +167,49 @@ pub struct AnswerPayload {
     pub answered_at: Timestamp,
 }
 
+/// How much a notification matters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Level {
+    /// For information.
+    #[default]
+    Info,
+    /// Something needs attention.
+    Warning,
+    /// Something failed.
+    Error,
+    /// A task is done.
+    Success,
+}
+
+/// Object kind of a notification in the additional data.
+pub const KIND_NOTIFICATION: &str = "notification";
+
+/// What a notification carries, sealed for each device.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NotificationPayload {
+    /// The text.
+    pub text: String,
+    /// A short title.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<String>,
+    /// How much it matters.
+    #[serde(default)]
+    pub level: Level,
+}
+
+/// The context of a notification sealed for `device_id`.
+pub fn notification_aad<'a>(agent_id: &'a str, device_id: &'a str, notification_id: &'a str) -> Aad<'a> {
+    Aad {
+        agent_id,
+        device_id,
+        direction: Direction::AgentToDevice,
+        kind: KIND_NOTIFICATION,
+        object_id: notification_id,
+    }
+}
+
 /// The context of a question sealed for `device_id` (`""`: the agent's own copy, with its self key).
 pub fn question_aad<'a>(agent_id: &'a str, device_id: &'a str, question_id: &'a str) -> Aad<'a> {
     let direction = if device_id.is_empty() {

@@ -21,6 +21,15 @@
 //! | POST | `/v1/agent/sessions/{sessionId}/heartbeat` | → [`SessionInfo`] |
 //! | DELETE | `/v1/agent/sessions/{sessionId}` | → [`SessionInfo`] |
 //! | GET | `/v1/agent/status` | → [`Status`] |
+//! | POST | `/v1/agent/questions` | [`CreateQuestion`] → [`QuestionView`] |
+//! | GET | `/v1/agent/questions/{questionId}?wait=` | → [`QuestionView`] (parks while pending) |
+//! | POST | `/v1/agent/questions/{questionId}/cancel` | → [`QuestionView`] |
+//! | GET | `/v1/agent/questions?state=&since=&until=&cursor=&limit=` | → [`AnswerLog`] |
+//! | POST | `/v1/agent/notifications` | [`SendNotification`] → [`Stored`] |
+//! | PUT | `/v1/agent/webhook` | [`SetWebhook`] → [`WebhookInfo`] |
+//! | GET | `/v1/agent/webhook` | → [`WebhookInfo`] |
+//! | DELETE | `/v1/agent/webhook` | → [`WebhookInfo`] |
+//! | GET | `/v1/agent/webhook/deliveries?limit=` | → [`DeliveryLog`] |
 //! | GET | `/v1/pairings/{pairingId}` (no credential) | → [`PairingOffer`] |
 //! | POST | `/v1/pairings/{pairingId}/claim` (no credential) | [`ClaimPairing`] → [`PairingClaimed`] |
 //! | GET | `/v1/device` | → [`DeviceSelf`] |
@@ -28,6 +37,8 @@
 //! | POST | `/v1/device/messages` | [`SendMessage`] → [`Stored`] |
 //! | GET | `/v1/device/conversation?cursor=&wait=` | → [`Conversation`] |
 //! | GET | `/v1/device/status` | → [`Status`] |
+//! | GET | `/v1/device/questions?state=` | → [`DeviceQuestions`] |
+//! | POST | `/v1/device/questions/{questionId}/answer` | [`AnswerQuestion`] → [`DeviceQuestion`] |
 //!
 //! `wait` is in seconds, 0 to [`MAX_WAIT_SECONDS`]; the relay caps larger values.
 
@@ -35,6 +46,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cursor::Cursor;
 use crate::pairing::Role;
+use crate::question::{QuestionKind, QuestionState};
 use crate::time::Timestamp;
 
 /// Header carrying the registration secret when the relay is not open for registration.
@@ -113,6 +125,14 @@ pub mod code {
     pub const LEASE_LOST: &str = "lease_lost";
     /// The id is reused for a different item (another source message, another device…).
     pub const ID_CONFLICT: &str = "id_conflict";
+    /// The question expired before this answer or cancel.
+    pub const QUESTION_EXPIRED: &str = "question_expired";
+    /// The question was cancelled.
+    pub const QUESTION_CANCELLED: &str = "question_cancelled";
+    /// The question already has an answer (the first valid answer wins).
+    pub const QUESTION_ANSWERED: &str = "question_answered";
+    /// A question or notification needs at least one paired device to go to.
+    pub const NO_DEVICE: &str = "no_device";
     /// Too many requests of this kind from this address.
     pub const RATE_LIMITED: &str = "rate_limited";
     /// Something failed inside the relay; details are in its log.
@@ -484,6 +504,10 @@ pub enum ItemKind {
     Message,
     /// A reply from the agent.
     Reply,
+    /// A question from the agent.
+    Question,
+    /// A notification from the agent (no answer expected).
+    Notification,
     /// A kind this version does not know (sent by a newer relay); clients skip it.
     #[serde(other)]
     Unknown,
@@ -505,6 +529,9 @@ pub struct ConversationItem {
     /// For a task, its state.
     #[serde(default)]
     pub state: Option<MessageState>,
+    /// For a question, its state and expiry as of this read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<QuestionMeta>,
     /// When the relay stored it.
     pub created_at: Timestamp,
     /// Its position in the stream.
@@ -520,6 +547,215 @@ pub struct Conversation {
     /// Where to continue.
     pub cursor: Cursor,
 }
+
+/// A question's metadata, in clear at the relay.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QuestionMeta {
+    /// What kind of answer it expects.
+    pub kind: QuestionKind,
+    /// Where it stands (a pending question past its expiry reads as expired).
+    pub state: QuestionState,
+    /// When it expires.
+    pub expires_at: Timestamp,
+    /// The device that answered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answered_by: Option<String>,
+    /// When the relay accepted the answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answered_at: Option<Timestamp>,
+}
+
+/// `POST /v1/agent/questions`: a question sealed for each owner device and for the agent itself.
+/// Idempotent by `questionId`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CreateQuestion {
+    /// Chosen by the agent.
+    pub question_id: String,
+    /// Its kind (in clear, for the answer log).
+    pub kind: QuestionKind,
+    /// When it expires: in the future, at most 7 days away.
+    pub expires_at: Timestamp,
+    /// The [`crate::question::QuestionPayload`] sealed with the agent's self key (`deviceId` = "").
+    pub self_envelope: String,
+    /// One envelope per recipient device; at least one, each an active device of this agent.
+    pub envelopes: Vec<DeviceEnvelope>,
+}
+
+/// A question as the agent sees it, with its answer when there is one. Also one line of the answer log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct QuestionView {
+    /// Its id.
+    pub question_id: String,
+    /// Its kind.
+    pub kind: QuestionKind,
+    /// Where it stands, by the relay's clock.
+    pub state: QuestionState,
+    /// When it was asked.
+    pub created_at: Timestamp,
+    /// When it expires.
+    pub expires_at: Timestamp,
+    /// When it was answered, cancelled or expired.
+    #[serde(default)]
+    pub closed_at: Option<Timestamp>,
+    /// The agent's own sealed copy.
+    pub self_envelope: String,
+    /// The devices it was sent to.
+    pub recipients: Vec<String>,
+    /// The device that answered.
+    #[serde(default)]
+    pub answered_by: Option<String>,
+    /// That device's name at the time of the answer.
+    #[serde(default)]
+    pub answered_by_name: Option<String>,
+    /// When the relay accepted the answer.
+    #[serde(default)]
+    pub answered_at: Option<Timestamp>,
+    /// The sealed [`crate::question::AnswerPayload`].
+    #[serde(default)]
+    pub answer_envelope: Option<String>,
+    /// Its position in the agent's stream (the answer log pages by it).
+    pub cursor: Cursor,
+}
+
+/// `GET /v1/agent/questions`: the answer log, newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AnswerLog {
+    /// Newest first.
+    pub questions: Vec<QuestionView>,
+    /// Pass as `cursor` for the next (older) page; none when this was the last.
+    #[serde(default)]
+    pub next: Option<Cursor>,
+}
+
+/// A question as a device sees it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceQuestion {
+    /// Its id.
+    pub question_id: String,
+    /// The envelope sealed for this device.
+    pub envelope: String,
+    /// State, expiry and answer metadata.
+    #[serde(flatten)]
+    pub meta: QuestionMeta,
+    /// When it was asked.
+    pub created_at: Timestamp,
+    /// Its position in the agent's stream.
+    pub cursor: Cursor,
+}
+
+/// `GET /v1/device/questions`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceQuestions {
+    /// Oldest first.
+    pub questions: Vec<DeviceQuestion>,
+}
+
+/// `POST /v1/device/questions/{questionId}/answer`: the [`crate::question::AnswerPayload`] sealed by the
+/// device. A retry by the device that answered returns its answer; any other later answer is refused.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AnswerQuestion {
+    /// The sealed answer.
+    pub envelope: String,
+}
+
+/// `POST /v1/agent/notifications`: sealed for each device; no answer expected. Idempotent by id.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SendNotification {
+    /// Chosen by the agent.
+    pub notification_id: String,
+    /// One envelope per device (a [`crate::question::NotificationPayload`]).
+    pub envelopes: Vec<DeviceEnvelope>,
+}
+
+/// `PUT /v1/agent/webhook`: where to POST question events, and the secret that signs them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SetWebhook {
+    /// An `http://` or `https://` URL.
+    pub url: String,
+    /// The signing secret, 16 to 256 characters; never returned.
+    pub secret: String,
+}
+
+/// The agent's webhook.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WebhookInfo {
+    /// The URL, none when no webhook is set.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// When it was set.
+    #[serde(default)]
+    pub updated_at: Option<Timestamp>,
+}
+
+/// One event's delivery state.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Delivery {
+    /// The event id (`evt_…`), also in the `Pacerelle-Event-Id` header.
+    pub event_id: String,
+    /// `question.answered`, `question.expired` or `question.cancelled`.
+    pub event_type: String,
+    /// The question concerned.
+    pub question_id: String,
+    /// `pending` (will be tried again), `delivered` or `failed` (gave up).
+    pub state: String,
+    /// Attempts made.
+    pub attempts: u32,
+    /// The last HTTP status received, if any.
+    #[serde(default)]
+    pub last_status: Option<u16>,
+    /// The last error, if any.
+    #[serde(default)]
+    pub last_error: Option<String>,
+    /// When the event was created.
+    pub created_at: Timestamp,
+    /// When it was delivered.
+    #[serde(default)]
+    pub delivered_at: Option<Timestamp>,
+    /// When the next attempt is due, while pending.
+    #[serde(default)]
+    pub next_attempt_at: Option<Timestamp>,
+}
+
+/// `GET /v1/agent/webhook/deliveries`: newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeliveryLog {
+    /// Newest first.
+    pub deliveries: Vec<Delivery>,
+}
+
+/// The JSON body of a webhook POST.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WebhookEvent {
+    /// Unique per event; a receiver deduplicates by it.
+    pub id: String,
+    /// `question.answered`, `question.expired` or `question.cancelled`.
+    #[serde(rename = "type")]
+    pub event_type: String,
+    /// When the event happened.
+    pub created_at: Timestamp,
+    /// The agent.
+    pub agent_id: String,
+    /// The question, with its sealed content (metadata in clear).
+    pub question: QuestionView,
+}
+
+/// Header carrying `t=<unix seconds>,v1=<hex HMAC-SHA256(secret, "<t>." ‖ body)>` on webhook POSTs.
+pub const SIGNATURE_HEADER: &str = "pacerelle-signature";
+/// Header carrying the event id on webhook POSTs.
+pub const EVENT_ID_HEADER: &str = "pacerelle-event-id";
 
 /// Query of the long-polls.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]

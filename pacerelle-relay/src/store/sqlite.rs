@@ -716,6 +716,7 @@ impl SqliteStore {
                         envelope,
                         source_message_id,
                         state: (!is_reply).then(|| message_state(delivered_at, processed_at)),
+                        question: None,
                         created_at: ts(created_at),
                         cursor: cursor(seq),
                     }
