@@ -46,7 +46,7 @@ pub fn until(t: Timestamp) -> String {
     } else if secs < 120 {
         format!("{secs} s")
     } else {
-        format!("{} min", secs / 60)
+        format!("{} min", (secs + 30) / 60)
     }
 }
 

@@ -47,7 +47,7 @@ fn data_dir(explicit: Option<PathBuf>) -> Result<PathBuf> {
 }
 
 /// Opens the relay and binds its socket; returns them with the URL clients use.
-async fn start(args: &ServeArgs) -> Result<(Relay, tokio::net::TcpListener, String)> {
+async fn start(args: &ServeArgs) -> Result<(Relay, tokio::net::TcpListener, String, PathBuf)> {
     let data = data_dir(args.data.clone())?;
     std::fs::create_dir_all(&data).with_context(|| format!("cannot create {}", data.display()))?;
     let open_registration = args.registration_secret.is_none() && args.listen.ip().is_loopback();
@@ -79,7 +79,7 @@ async fn start(args: &ServeArgs) -> Result<(Relay, tokio::net::TcpListener, Stri
             "note: registration is closed (not on loopback and no PACERELLE_REGISTRATION_SECRET): no agent can be created"
         );
     }
-    Ok((relay, listener, url))
+    Ok((relay, listener, url, data.join("pacerelle.db")))
 }
 
 async fn shutdown_signal() {
@@ -101,7 +101,7 @@ async fn shutdown_signal() {
 }
 
 pub async fn serve(global: &Global, args: ServeArgs) -> Result<()> {
-    let (relay, listener, url) = start(&args).await?;
+    let (relay, listener, url, _) = start(&args).await?;
     if global.json {
         output::json(&serde_json::json!({ "relayUrl": url }))?;
     } else {
@@ -115,7 +115,7 @@ pub async fn serve(global: &Global, args: ServeArgs) -> Result<()> {
 }
 
 pub async fn up(global: &Global, args: UpArgs) -> Result<()> {
-    let (relay, listener, url) = start(&args.serve).await?;
+    let (relay, listener, url, database) = start(&args.serve).await?;
     let server = tokio::spawn(relay.serve(listener, shutdown_signal()));
 
     let agent = local_agent(global, &url, &args.name).await?;
@@ -148,7 +148,8 @@ pub async fn up(global: &Global, args: UpArgs) -> Result<()> {
             "mcpConfig": mcp,
         }))?;
     } else {
-        println!("Pacerelle relay running at {url} (database in the data folder; Ctrl-C to stop)\n");
+        println!("Pacerelle relay running at {url} — Ctrl-C to stop");
+        println!("Database: {}\n", database.display());
         println!(
             "Agent {} — credentials saved in {}",
             agent.agent_id(),
