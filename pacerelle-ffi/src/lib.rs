@@ -1,0 +1,1 @@
+//! The UniFFI binding of Pacerelle (placeholder until the phone SDK lands).

@@ -1,0 +1,1 @@
+//! The Python binding of Pacerelle (placeholder until the wheel lands).
