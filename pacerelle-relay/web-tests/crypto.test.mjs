@@ -1,0 +1,221 @@
+// The web app's crypto module (web/app/crypto.js) against the known-answer vectors of the Rust core
+// (pacerelle-core/tests/vectors/, docs/crypto.md §8). Run: node --test crypto.test.mjs
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { readFileSync } from "node:fs";
+import { fileURLToPath } from "node:url";
+
+import * as c from "../web/app/crypto.js";
+
+const vectors = (name) =>
+  JSON.parse(readFileSync(fileURLToPath(new URL(`../../pacerelle-core/tests/vectors/${name}.json`, import.meta.url)), "utf8"))
+    .cases;
+const utf8 = (s) => new TextEncoder().encode(s);
+const d = c.b64decode;
+const e = c.b64encode;
+
+async function refuses(promiseOrFn, kind) {
+  try {
+    await (typeof promiseOrFn === "function" ? promiseOrFn() : promiseOrFn);
+  } catch (err) {
+    assert.ok(err instanceof c.CryptoError, `expected a CryptoError, got ${err}`);
+    if (kind) assert.equal(err.kind, kind);
+    return err;
+  }
+  assert.fail("accepted what it must refuse");
+}
+
+test("token.json", async (t) => {
+  for (const v of vectors("token")) {
+    await t.test(`${v.type}: ${v.name}`, async () => {
+      switch (v.type) {
+        case "agentToken": {
+          const { token, checksum } = await c.agentToken(d(v.auth), d(v.master));
+          assert.equal(e(checksum), v.checksum);
+          assert.equal(token, v.token);
+          assert.equal(`${v.agentId}.${v.auth}`, v.bearer);
+          assert.equal(e(await c.sha256(d(v.auth))), v.authHash);
+          const parsed = await c.parseAgentToken(v.token);
+          assert.equal(e(parsed.auth), v.auth);
+          assert.equal(e(parsed.master), v.master);
+          const split = c.splitBearer(v.bearer);
+          assert.equal(split.principalId, v.agentId);
+          assert.equal(e(await c.sha256(split.secret)), v.authHash);
+          break;
+        }
+        case "deviceBearer": {
+          assert.equal(`${v.deviceId}.${e(d(v.secret))}`, v.bearer);
+          assert.equal(e(await c.sha256(d(v.secret))), v.secretHash);
+          const split = c.splitBearer(v.bearer);
+          assert.equal(split.principalId, v.deviceId);
+          assert.equal(e(await c.sha256(split.secret)), v.secretHash);
+          break;
+        }
+        case "invalidToken":
+          await refuses(c.parseAgentToken(v.token));
+          break;
+        case "invalidBearer":
+          await refuses(() => c.splitBearer(v.bearer));
+          break;
+        default:
+          assert.fail(`unknown case type ${v.type}`);
+      }
+    });
+  }
+});
+
+test("kdf.json", async (t) => {
+  for (const v of vectors("kdf")) {
+    await t.test(`${v.type}: ${v.name}`, async () => {
+      if (v.type === "hkdf") {
+        assert.equal(e(await c.hkdf(d(v.ikm), d(v.salt), d(v.info))), v.okm);
+      } else if (v.type === "contentKeys") {
+        assert.equal(v.deviceInfo, "pacerelle/v1/device/" + v.deviceId);
+        const keys = await c.contentKeys(d(v.master), v.agentId, v.deviceId);
+        assert.equal(e(keys.deviceKey), v.deviceKey);
+        assert.equal(e(keys.selfKey), v.selfKey);
+      } else {
+        assert.fail(`unknown case type ${v.type}`);
+      }
+    });
+  }
+});
+
+test("pairing.json", async (t) => {
+  for (const v of vectors("pairing")) {
+    await t.test(`${v.type}: ${v.name}`, async () => {
+      if (v.type === "invalidLink") {
+        await refuses(() => c.parseLink(v.link));
+        return;
+      }
+      assert.equal(v.type, "pairing");
+      const secret = d(v.secret);
+      const p = await c.pairingValues(secret);
+      assert.equal(p.pairingId, v.pairingId);
+      assert.equal(e(p.pairingKey), v.pairingKey);
+      assert.equal(e(p.claimSecret), v.claimSecret);
+      assert.equal(e(p.claimHash), v.claimHash);
+      assert.equal(c.pairingLink(v.relayUrl, secret), v.link);
+      assert.equal(c.pairingLink(v.relayUrl + "/", secret), v.link);
+      const parsed = c.parseLink(v.link);
+      assert.equal(parsed.relayUrl, v.relayUrl.replace(/\/+$/, ""));
+      assert.equal(e(parsed.secret), v.secret);
+      // What the /pair page reads from location.hash.
+      assert.equal(e(c.parseFragment(v.link.slice(v.link.indexOf("#")))), v.secret);
+
+      const o = v.offer;
+      assert.equal(e(c.aad(o.aadFields)), o.aad);
+      assert.deepEqual(c.context.offer(o.aadFields.agentId, o.aadFields.deviceId, p.pairingId), o.aadFields);
+      assert.equal(await c.sealWithNonce(p.pairingKey, o.aadFields, d(o.nonce), utf8(o.offerJson)), o.sealedOffer);
+      const offer = await c.openOffer(p.pairingKey, p.pairingId, o.aadFields.agentId, o.aadFields.deviceId, o.sealedOffer);
+      const { deviceKeyBytes, ...payload } = offer;
+      assert.deepEqual(payload, JSON.parse(o.offerJson));
+      assert.equal(deviceKeyBytes.length, 32);
+      // The key imported non-extractable, as the app keeps it, still opens with the same bytes.
+      const key = await c.importKey(p.pairingKey);
+      assert.equal(key.extractable, false);
+      assert.equal(c.decodeUtf8(await c.open(key, o.aadFields, o.sealedOffer)), o.offerJson);
+      for (const wrong of v.mustNotOpenWith) {
+        await refuses(
+          c.openOffer(p.pairingKey, p.pairingId, wrong.agentId, wrong.deviceId, o.sealedOffer),
+          "open",
+        );
+      }
+    });
+  }
+});
+
+test("envelope.json", async (t) => {
+  for (const v of vectors("envelope")) {
+    await t.test(`${v.type}: ${v.name}`, async () => {
+      assert.equal(e(c.aad(v.aadFields)), v.aad);
+      const key = await c.importKey(d(v.key));
+      if (v.type === "seal") {
+        assert.equal(e(utf8(v.plaintext)), v.plaintextBytes);
+        assert.equal(await c.sealWithNonce(key, v.aadFields, d(v.nonce), utf8(v.plaintext)), v.envelope);
+        assert.equal(e(await c.open(key, v.aadFields, v.envelope)), v.plaintextBytes);
+        // A fresh seal opens to the same plaintext and differs from the vector (random nonce).
+        const fresh = await c.seal(key, v.aadFields, utf8(v.plaintext));
+        assert.notEqual(fresh, v.envelope);
+        assert.equal(e(await c.open(key, v.aadFields, fresh)), v.plaintextBytes);
+        if (v.plaintext.startsWith("{")) {
+          // JSON payloads: what JSON.stringify writes is byte for byte what the Rust writer wrote.
+          assert.equal(JSON.stringify(JSON.parse(v.plaintext)), v.plaintext);
+          assert.deepEqual(await c.openJson(key, v.aadFields, v.envelope), JSON.parse(v.plaintext));
+        }
+      } else if (v.type === "reject") {
+        await refuses(c.open(key, v.aadFields, v.envelope), v.error);
+      } else {
+        assert.fail(`unknown case type ${v.type}`);
+      }
+    });
+  }
+});
+
+test("cursor.json", async (t) => {
+  for (const v of vectors("cursor")) {
+    await t.test(`${v.type}: ${v.name}`, () => {
+      if (v.type === "cursor") {
+        assert.equal(c.encodeCursor(BigInt(v.seq)), v.text);
+        assert.equal(c.parseCursor(v.text), BigInt(v.seq));
+      } else {
+        assert.throws(() => c.parseCursor(v.text), c.CryptoError);
+      }
+    });
+  }
+});
+
+test("the object contexts match the table of crypto.md §4.4", () => {
+  const ids = ["ag_a", "dv_b", "obj"];
+  const kinds = {
+    task: ["d2a", "message"],
+    reply: ["a2d", "reply"],
+    question: ["a2d", "question"],
+    answer: ["d2a", "answer"],
+    notification: ["a2d", "notification"],
+    offer: ["offer", "offer"],
+  };
+  for (const [name, [direction, kind]] of Object.entries(kinds)) {
+    assert.deepEqual(c.context[name](...ids), {
+      agentId: "ag_a", deviceId: "dv_b", direction, kind, objectId: "obj",
+    });
+  }
+});
+
+test("generated ids are valid and 128 random bits", () => {
+  const seen = new Set();
+  for (let i = 0; i < 200; i++) {
+    const id = c.generateId("msg");
+    assert.match(id, /^msg_[a-z2-7]{26}$/);
+    assert.ok(c.isId(id));
+    seen.add(id);
+  }
+  assert.equal(seen.size, 200);
+  assert.ok(!c.isId(""));
+  assert.ok(!c.isId("a".repeat(129)));
+  assert.ok(!c.isId("é"));
+});
+
+test("strict base64url", () => {
+  for (const bad of ["A", "AA=", "AA==", "+A", "/A", "A A", "AB", "AAB"]) {
+    assert.throws(() => d(bad), c.CryptoError, bad);
+  }
+  assert.deepEqual(d(""), new Uint8Array());
+  assert.deepEqual(d("AAA"), new Uint8Array([0, 0]));
+  const big = c.randomBytes(60_000);
+  assert.deepEqual(d(e(big)), big);
+});
+
+test("sealing and opening JSON, with a non-extractable key", async () => {
+  const raw = c.randomBytes(32);
+  const key = await c.importKey(raw);
+  assert.equal(key.extractable, false);
+  await assert.rejects(globalThis.crypto.subtle.exportKey("raw", key));
+  const ctx = c.context.task("ag_x", "dv_y", "msg_z");
+  const sealed = await c.sealJson(key, ctx, { text: "Bonjour 👋" });
+  assert.deepEqual(await c.openJson(raw, ctx, sealed), { text: "Bonjour 👋" });
+  await refuses(c.openJson(key, c.context.task("ag_x", "dv_y", "msg_other"), sealed), "open");
+  await refuses(c.openJson(key, ctx, "AQ"), "malformed");
+  const notJson = await c.seal(key, ctx, utf8("not json"));
+  await refuses(c.openJson(key, ctx, notJson), "malformed");
+});

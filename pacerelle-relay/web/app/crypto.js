@@ -1,0 +1,378 @@
+// Pacerelle cryptography v1 in WebCrypto (docs/crypto.md): strict base64url, HKDF-SHA256, AES-256-GCM
+// envelopes with their additional data, pairing derivations and the link, bearer credentials, cursors.
+//
+// Runs unchanged in a browser (secure context) and in Node.js ≥ 20, where `node --test` checks it against
+// pacerelle-core/tests/vectors/. Errors never carry plaintext or key material.
+
+const subtle = globalThis.crypto.subtle;
+const utf8 = new TextEncoder();
+const utf8Strict = new TextDecoder("utf-8", { fatal: true });
+
+/** A crypto failure: `kind` is "malformed" (refused before decryption) or "open" (authentication failed). */
+export class CryptoError extends Error {
+  constructor(kind, message) {
+    super(message || (kind === "open" ? "the envelope does not open" : "malformed input"));
+    this.name = "CryptoError";
+    this.kind = kind;
+  }
+}
+
+const malformed = (what) => new CryptoError("malformed", what);
+
+// ── bytes ──────────────────────────────────────────────────────────────────────────────────────────
+
+/** UTF-8 bytes of a string. */
+export const encodeUtf8 = (text) => utf8.encode(text);
+
+/** A string from UTF-8 bytes; invalid UTF-8 is refused. */
+export function decodeUtf8(bytes) {
+  try {
+    return utf8Strict.decode(bytes);
+  } catch {
+    throw malformed("invalid UTF-8");
+  }
+}
+
+/** Concatenation of byte arrays. */
+export function concat(...parts) {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}
+
+/** Byte-wise equality (not constant time: only for public values). */
+export function bytesEqual(a, b) {
+  if (a.length !== b.length) return false;
+  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
+  return true;
+}
+
+/** `n` bytes from the secure random generator. */
+export const randomBytes = (n) => globalThis.crypto.getRandomValues(new Uint8Array(n));
+
+// ── base64url (RFC 4648 §5, no padding, strict) ───────────────────────────────────────────────────
+
+const B64URL = /^[A-Za-z0-9_-]*$/;
+
+/** base64url without padding. */
+export function b64encode(bytes) {
+  let bin = "";
+  for (let i = 0; i < bytes.length; i += 0x8000) {
+    bin += String.fromCharCode.apply(null, bytes.subarray(i, i + 0x8000));
+  }
+  return btoa(bin).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+/** Strict base64url decoding: refuses padding, `+ /`, whitespace, impossible lengths, non-canonical text. */
+export function b64decode(text) {
+  if (typeof text !== "string" || !B64URL.test(text) || text.length % 4 === 1) {
+    throw malformed("malformed base64url");
+  }
+  let bin;
+  try {
+    bin = atob(text.replace(/-/g, "+").replace(/_/g, "/"));
+  } catch {
+    throw malformed("malformed base64url");
+  }
+  const bytes = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) bytes[i] = bin.charCodeAt(i);
+  // Unused low bits of the last character must be zero: the re-encoding must give the same text.
+  if (b64encode(bytes) !== text) throw malformed("non-canonical base64url");
+  return bytes;
+}
+
+// ── hashes and keys ───────────────────────────────────────────────────────────────────────────────
+
+/** SHA-256. */
+export async function sha256(bytes) {
+  return new Uint8Array(await subtle.digest("SHA-256", bytes));
+}
+
+/** HKDF-SHA256 (RFC 5869) with a 32-byte output. */
+export async function hkdf(ikm, salt, info) {
+  const key = await subtle.importKey("raw", ikm, "HKDF", false, ["deriveBits"]);
+  const bits = await subtle.deriveBits({ name: "HKDF", hash: "SHA-256", salt, info }, key, 256);
+  return new Uint8Array(bits);
+}
+
+/** `deviceKey(deviceId)` and `selfKey` from the master secret (§2). The web app never holds `master`. */
+export async function contentKeys(master, agentId, deviceId) {
+  const salt = encodeUtf8(agentId);
+  return {
+    deviceKey: await hkdf(master, salt, encodeUtf8("pacerelle/v1/device/" + deviceId)),
+    selfKey: await hkdf(master, salt, encodeUtf8("pacerelle/v1/self")),
+  };
+}
+
+/**
+ * An AES-256-GCM key from its 32 bytes. Non-extractable by default: page scripts can use it but cannot
+ * read its bytes, and it can be kept in IndexedDB as it is.
+ */
+export async function importKey(raw, extractable = false) {
+  if (!(raw instanceof Uint8Array) || raw.length !== 32) throw malformed("a key is 32 bytes");
+  return subtle.importKey("raw", raw, "AES-GCM", extractable, ["encrypt", "decrypt"]);
+}
+
+const asKey = async (key) => (key instanceof Uint8Array ? importKey(key) : key);
+
+// ── envelopes (§4) ────────────────────────────────────────────────────────────────────────────────
+
+const AAD_LABEL = encodeUtf8("pacerelle/v1/aad");
+const VERSION = 1;
+const NONCE_LEN = 12;
+const TAG_LEN = 16;
+const MIN_ENVELOPE = 1 + NONCE_LEN + TAG_LEN;
+
+/** Directions and kinds of the additional data. */
+export const Direction = Object.freeze({ D2A: "d2a", A2D: "a2d", SELF: "self", OFFER: "offer" });
+export const Kind = Object.freeze({
+  MESSAGE: "message",
+  REPLY: "reply",
+  CHECKPOINT: "checkpoint",
+  QUESTION: "question",
+  ANSWER: "answer",
+  NOTIFICATION: "notification",
+  OFFER: "offer",
+});
+
+/** The additional data: label ‖ 0x01 ‖ five length-prefixed fields. */
+export function aad({ agentId, deviceId, direction, kind, objectId }) {
+  const parts = [AAD_LABEL, new Uint8Array([VERSION])];
+  for (const field of [agentId, deviceId, direction, kind, objectId]) {
+    if (typeof field !== "string") throw malformed("an additional-data field is missing");
+    const bytes = encodeUtf8(field);
+    if (bytes.length > 0xffff) throw malformed("an additional-data field is too long");
+    parts.push(new Uint8Array([bytes.length >> 8, bytes.length & 0xff]), bytes);
+  }
+  return concat(...parts);
+}
+
+/** Seals with a given nonce. Only for the vectors: a nonce must never be reused under one key. */
+export async function sealWithNonce(key, fields, nonce, plaintext) {
+  if (!(nonce instanceof Uint8Array) || nonce.length !== NONCE_LEN) throw malformed("a nonce is 12 bytes");
+  const ad = aad(fields);
+  const ct = await subtle.encrypt(
+    { name: "AES-GCM", iv: nonce, additionalData: ad, tagLength: 128 },
+    await asKey(key),
+    plaintext,
+  );
+  return b64encode(concat(new Uint8Array([VERSION]), nonce, new Uint8Array(ct)));
+}
+
+/** Seals `plaintext` (bytes) with a fresh random nonce. `key`: a CryptoKey or 32 bytes. */
+export function seal(key, fields, plaintext) {
+  return sealWithNonce(key, fields, randomBytes(NONCE_LEN), plaintext);
+}
+
+/** Opens an envelope to its plaintext bytes; throws a CryptoError ("malformed" or "open"). */
+export async function open(key, fields, text) {
+  const bytes = b64decode(text);
+  if (bytes.length < MIN_ENVELOPE || bytes[0] !== VERSION) throw malformed("malformed envelope");
+  const ad = aad(fields);
+  try {
+    const pt = await subtle.decrypt(
+      { name: "AES-GCM", iv: bytes.subarray(1, 1 + NONCE_LEN), additionalData: ad, tagLength: 128 },
+      await asKey(key),
+      bytes.subarray(1 + NONCE_LEN),
+    );
+    return new Uint8Array(pt);
+  } catch (e) {
+    if (e instanceof CryptoError) throw e;
+    throw new CryptoError("open");
+  }
+}
+
+/** Seals a JSON payload. */
+export function sealJson(key, fields, payload) {
+  return seal(key, fields, encodeUtf8(JSON.stringify(payload)));
+}
+
+/** Opens a JSON payload (an object); anything that does not parse is an error. */
+export async function openJson(key, fields, text) {
+  const json = decodeUtf8(await open(key, fields, text));
+  let value;
+  try {
+    value = JSON.parse(json);
+  } catch {
+    throw malformed("the payload is not JSON");
+  }
+  if (value === null || typeof value !== "object" || Array.isArray(value)) {
+    throw malformed("the payload is not a JSON object");
+  }
+  return value;
+}
+
+/** The additional-data fields of each object (§4.4). */
+export const context = {
+  task: (agentId, deviceId, messageId) => ({
+    agentId, deviceId, direction: Direction.D2A, kind: Kind.MESSAGE, objectId: messageId,
+  }),
+  reply: (agentId, deviceId, replyId) => ({
+    agentId, deviceId, direction: Direction.A2D, kind: Kind.REPLY, objectId: replyId,
+  }),
+  question: (agentId, deviceId, questionId) => ({
+    agentId, deviceId, direction: Direction.A2D, kind: Kind.QUESTION, objectId: questionId,
+  }),
+  answer: (agentId, deviceId, questionId) => ({
+    agentId, deviceId, direction: Direction.D2A, kind: Kind.ANSWER, objectId: questionId,
+  }),
+  notification: (agentId, deviceId, notificationId) => ({
+    agentId, deviceId, direction: Direction.A2D, kind: Kind.NOTIFICATION, objectId: notificationId,
+  }),
+  offer: (agentId, deviceId, pairingId) => ({
+    agentId, deviceId, direction: Direction.OFFER, kind: Kind.OFFER, objectId: pairingId,
+  }),
+};
+
+// ── ids ───────────────────────────────────────────────────────────────────────────────────────────
+
+const ID = /^[A-Za-z0-9_.:-]{1,128}$/;
+const BASE32 = "abcdefghijklmnopqrstuvwxyz234567";
+
+/** True for 1 to 128 characters from `A-Z a-z 0-9 _ - . :`. */
+export const isId = (id) => typeof id === "string" && ID.test(id);
+
+/** A fresh id: `prefix_` and 26 lowercase base32 characters (128 random bits). */
+export function generateId(prefix) {
+  const bytes = randomBytes(16);
+  let bits = 0;
+  let value = 0;
+  let out = "";
+  for (const b of bytes) {
+    value = (value << 8) | b;
+    bits += 8;
+    while (bits >= 5) {
+      out += BASE32[(value >>> (bits - 5)) & 31];
+      bits -= 5;
+    }
+  }
+  if (bits > 0) out += BASE32[(value << (5 - bits)) & 31];
+  return `${prefix}_${out}`;
+}
+
+// ── pairing (§3) ──────────────────────────────────────────────────────────────────────────────────
+
+const PAIRING_SALT = encodeUtf8("pacerelle/v1/pairing");
+const OFFER_MEMBERS = ["v", "agentId", "agentName", "deviceId", "deviceKey", "role", "expiresAt"];
+
+/** `pairingId`, `pairingKey`, `claimSecret` and `claimHash` from the 32-byte pairing secret. */
+export async function pairingValues(secret) {
+  if (!(secret instanceof Uint8Array) || secret.length !== 32) throw malformed("a pairing secret is 32 bytes");
+  const id = await hkdf(secret, PAIRING_SALT, encodeUtf8("id"));
+  const pairingKey = await hkdf(secret, PAIRING_SALT, encodeUtf8("key"));
+  const claimSecret = await hkdf(secret, PAIRING_SALT, encodeUtf8("claim"));
+  return {
+    pairingId: b64encode(id.subarray(0, 16)),
+    pairingKey,
+    claimSecret,
+    claimHash: await sha256(claimSecret),
+  };
+}
+
+/** The fragment `v1.<base64url(s)>` (with or without its `#`) to the secret; throws when malformed. */
+export function parseFragment(fragment) {
+  const text = fragment.startsWith("#") ? fragment.slice(1) : fragment;
+  if (!text.startsWith("v1.")) throw malformed("not a pairing link");
+  const secret = b64decode(text.slice(3));
+  if (secret.length !== 32) throw malformed("not a pairing link");
+  return secret;
+}
+
+/** A pairing link to `{relayUrl, secret}`; throws when malformed. */
+export function parseLink(link) {
+  const text = link.trim();
+  const hash = text.indexOf("#");
+  if (hash < 0) throw malformed("not a pairing link");
+  const base = text.slice(0, hash);
+  if (!base.endsWith("/pair")) throw malformed("not a pairing link");
+  const relayUrl = base.slice(0, -"/pair".length);
+  if (!relayUrl.startsWith("http://") && !relayUrl.startsWith("https://")) throw malformed("not a pairing link");
+  return { relayUrl, secret: parseFragment(text.slice(hash + 1)) };
+}
+
+/** The link for a secret: `<relay>/pair#v1.<secret>`. */
+export function pairingLink(relayUrl, secret) {
+  return `${relayUrl.replace(/\/+$/, "")}/pair#v1.${b64encode(secret)}`;
+}
+
+/**
+ * Opens an offer with the pairing key, bound to the `agentId` and `deviceId` the relay returned, and checks
+ * it (§3.5 step 3). Returns the payload, its `deviceKey` decoded to 32 bytes as `deviceKeyBytes`.
+ */
+export async function openOffer(pairingKey, pairingId, agentId, deviceId, sealed) {
+  const offer = await openJson(pairingKey, context.offer(agentId, deviceId, pairingId), sealed);
+  const keys = Object.keys(offer);
+  if (keys.length !== OFFER_MEMBERS.length || !keys.every((k) => OFFER_MEMBERS.includes(k))) {
+    throw malformed("the offer has unexpected members");
+  }
+  if (offer.v !== 1 || offer.agentId !== agentId || offer.deviceId !== deviceId) {
+    throw new CryptoError("open", "the offer does not match the relay's answer");
+  }
+  if (typeof offer.agentName !== "string" || !["owner", "user"].includes(offer.role)) {
+    throw malformed("malformed offer");
+  }
+  if (typeof offer.expiresAt !== "string" || typeof offer.deviceKey !== "string") throw malformed("malformed offer");
+  const deviceKeyBytes = b64decode(offer.deviceKey);
+  if (deviceKeyBytes.length !== 32) throw malformed("the offer's key is not 32 bytes");
+  return { ...offer, deviceKeyBytes };
+}
+
+// ── credentials (§1) ──────────────────────────────────────────────────────────────────────────────
+
+const TOKEN_LABEL = encodeUtf8("pacerelle/v1/token");
+
+/** Parses an agent token `pcr1_…` to `{auth, master}`; throws when malformed or the checksum is wrong. */
+export async function parseAgentToken(token) {
+  const text = token.trim();
+  if (!text.startsWith("pcr1_")) throw malformed("not an agent token");
+  const bytes = b64decode(text.slice(5));
+  if (bytes.length !== 68) throw malformed("not an agent token");
+  const auth = bytes.slice(0, 32);
+  const master = bytes.slice(32, 64);
+  const checksum = (await sha256(concat(TOKEN_LABEL, auth, master))).subarray(0, 4);
+  if (!bytesEqual(checksum, bytes.subarray(64))) throw malformed("the token's checksum is wrong");
+  return { auth, master };
+}
+
+/** The agent token for `auth` and `master`, and its checksum. */
+export async function agentToken(auth, master) {
+  const checksum = (await sha256(concat(TOKEN_LABEL, auth, master))).slice(0, 4);
+  return { token: "pcr1_" + b64encode(concat(auth, master, checksum)), checksum };
+}
+
+/** Splits a bearer credential `principalId.secret` at its last dot; throws unless well formed. */
+export function splitBearer(bearer) {
+  const dot = bearer.lastIndexOf(".");
+  if (dot < 0) throw malformed("malformed credential");
+  const principalId = bearer.slice(0, dot);
+  if (!isId(principalId)) throw malformed("malformed credential");
+  const secret = b64decode(bearer.slice(dot + 1));
+  if (secret.length !== 32) throw malformed("malformed credential");
+  return { principalId, secret };
+}
+
+// ── cursors (§6): opaque to clients; here only so that the vectors pin them down ──────────────────
+
+const MAX_SEQ = (1n << 63n) - 1n;
+
+/** `c1.` ‖ base64url(seq, 8 bytes big-endian). `seq` is a BigInt. */
+export function encodeCursor(seq) {
+  if (typeof seq !== "bigint" || seq < 0n || seq > MAX_SEQ) throw malformed("cursor out of range");
+  const bytes = new Uint8Array(8);
+  new DataView(bytes.buffer).setBigUint64(0, seq);
+  return "c1." + b64encode(bytes);
+}
+
+/** The sequence number of a cursor (BigInt); throws unless the relay could have issued it. */
+export function parseCursor(text) {
+  if (!text.startsWith("c1.")) throw malformed("bad cursor");
+  const bytes = b64decode(text.slice(3));
+  if (bytes.length !== 8) throw malformed("bad cursor");
+  const seq = new DataView(bytes.buffer, bytes.byteOffset).getBigUint64(0);
+  if (seq > MAX_SEQ) throw malformed("bad cursor");
+  return seq;
+}
