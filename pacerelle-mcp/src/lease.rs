@@ -103,29 +103,6 @@ impl Lease {
         }
     }
 
-    /// Like [`Lease::ensure`], but first renews a lease believed held, so that one that lapsed (for example
-    /// while the relay was down) is noticed and taken again before a wait, and the phone sees this session.
-    pub async fn ensure_fresh(&self) -> Result<(), LeaseError> {
-        {
-            let mut state = self.state.lock().await;
-            if state.session.is_some() {
-                match self.client.heartbeat().await {
-                    Ok(info) => {
-                        state.session = Some(info);
-                        return Ok(());
-                    }
-                    Err(e) if matches!(e.code(), Some(code::LEASE_LOST | code::NOT_FOUND)) => {
-                        tracing::warn!("the agent's lease had lapsed or was taken over; taking it again");
-                        state.session = None;
-                    }
-                    // Unreachable or failing relay: the call that follows reports it.
-                    Err(_) => return Ok(()),
-                }
-            }
-        }
-        self.ensure().await
-    }
-
     /// Notes that the relay said this server no longer holds the lease.
     pub async fn lost(&self) {
         let mut state = self.state.lock().await;

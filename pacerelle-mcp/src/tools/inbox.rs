@@ -170,21 +170,17 @@ fn lease_trouble(e: &Error) -> bool {
     matches!(e.code(), Some(code::LEASE_LOST | code::AGENT_IN_USE))
 }
 
-/// Runs a call that consumes the inbox: takes the lease first (renewing it first when `fresh`); if the
-/// relay says the lease was lost, takes it again once (without takeover) and retries.
-async fn consume<T, F, Fut>(state: &State, fresh: bool, call: F) -> Result<T, Consume>
+/// Runs a call that consumes the inbox: takes the lease first; if the relay says this server's lease was
+/// lost (lapsed, for example while the relay was down, or taken over), takes it again once (without
+/// takeover) and retries.
+async fn consume<T, F, Fut>(state: &State, call: F) -> Result<T, Consume>
 where
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = Result<T, Error>>,
 {
     let mut retried = false;
     loop {
-        let taken = if fresh && !retried {
-            state.lease.ensure_fresh().await
-        } else {
-            state.lease.ensure().await
-        };
-        taken.map_err(Consume::Lease)?;
+        state.lease.ensure().await.map_err(Consume::Lease)?;
         match call().await {
             Err(e) if lease_trouble(&e) => {
                 state.lease.lost().await;
@@ -321,7 +317,7 @@ impl PacerelleServer {
             .map(|token| Progress::new(peer, token, total, "Listening for tasks from the phone"));
         let state = &self.state;
         let started = Instant::now();
-        let work = consume(state, true, || {
+        let work = consume(state, || {
             // A retry after a lost lease waits only for what is left of the caller's time.
             let left = total.saturating_sub(started.elapsed());
             state.client.wait_for_messages(cursor, left)
@@ -433,7 +429,7 @@ impl PacerelleServer {
     ) -> Result<CallToolResult, McpError> {
         check_id("message id", &args.message_id)?;
         let state = &self.state;
-        match consume(state, false, || state.client.mark_processed(&args.message_id)).await {
+        match consume(state, || state.client.mark_processed(&args.message_id)).await {
             Ok(p) => output(
                 &ProcessedResult {
                     message_id: p.message_id,
