@@ -117,14 +117,14 @@ pub struct PairingLink {
 /// The agent's client. Cheap to clone; clones share the session.
 #[derive(Debug, Clone)]
 pub struct AgentClient {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 #[derive(Debug)]
-struct Inner {
-    http: Http,
-    agent_id: String,
-    token: AgentToken,
+pub(crate) struct Inner {
+    pub(crate) http: Http,
+    pub(crate) agent_id: String,
+    pub(crate) token: AgentToken,
     bearer: Bearer,
     session: Mutex<Option<SessionState>>,
 }
@@ -205,7 +205,7 @@ impl AgentClient {
         self.inner.http.base()
     }
 
-    fn req<'a, B: serde::Serialize>(&'a self, method: Method, path: &'a str) -> Req<'a, B> {
+    pub(crate) fn req<'a, B: serde::Serialize>(&'a self, method: Method, path: &'a str) -> Req<'a, B> {
         Req {
             bearer: Some(self.inner.bearer.expose()),
             ..Req::new(method, path)

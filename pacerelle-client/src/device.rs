@@ -1,15 +1,21 @@
 //! The device side (a phone, or a terminal acting as one): join by link, send tasks, read the conversation.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pacerelle_core::envelope;
 use pacerelle_core::keys::ContentKey;
 use pacerelle_core::message::{ReplyPayload, TaskPayload, reply_aad, task_aad};
 use pacerelle_core::pairing::{self, PairingSecret, Role};
+use pacerelle_core::question::{
+    Answer, AnswerPayload, Level, NotificationPayload, QuestionKind, QuestionPayload, QuestionState,
+    answer_aad, notification_aad, question_aad,
+};
 use pacerelle_core::wire::{
-    self, ClaimPairing, Conversation, DeviceInfo, DeviceSelf, ItemKind, MessageState, PairingClaimed,
-    PairingOffer, SendMessage, Status, Stored,
+    self, AnswerQuestion, ClaimPairing, Conversation, DeviceInfo, DeviceQuestion, DeviceQuestions,
+    DeviceSelf, ItemKind, MessageState, PairingClaimed, PairingOffer, QuestionMeta, SendMessage, Status,
+    Stored,
 };
 use pacerelle_core::{Bearer, CryptoError, Cursor, Timestamp, b64, ids};
 use reqwest::Method;
@@ -18,6 +24,17 @@ use serde::{Deserialize, Serialize};
 use crate::agent::Rejected;
 use crate::error::{Error, Result};
 use crate::http::{Http, Req, Retry};
+
+fn open<T: serde::de::DeserializeOwned>(
+    key: &ContentKey,
+    aad: &envelope::Aad<'_>,
+    sealed: &str,
+) -> std::result::Result<T, CryptoError> {
+    envelope::open_json(key, aad, sealed).map_err(|e| match e {
+        pacerelle_core::Error::Crypto(c) => c,
+        _ => CryptoError::Open,
+    })
+}
 
 /// Prefix of [`DeviceCredentials::to_secret_string`].
 const CREDENTIALS_PREFIX: &str = "pcrdev1_";
@@ -73,20 +90,104 @@ impl DeviceCredentials {
 /// One item of the conversation, opened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConversationItem {
-    /// A task this device sent, or a reply from the agent.
+    /// A task this device sent, a reply, a question or a notification from the agent.
     pub kind: ItemKind,
-    /// The message id or reply id.
+    /// The message, reply, question or notification id.
     pub id: String,
-    /// The text.
+    /// The text (for a question, the question).
     pub text: String,
     /// For a reply, the task it answers.
     pub source_message_id: Option<String>,
     /// For a task, its state.
     pub state: Option<MessageState>,
+    /// For a question: the question opened, with its state as of this read.
+    pub question: Option<OpenedQuestion>,
+    /// For a notification, its title.
+    pub title: Option<String>,
+    /// For a notification, how much it matters.
+    pub level: Option<Level>,
     /// When the relay stored it.
     pub created_at: Timestamp,
     /// Its position in the stream.
     pub cursor: Cursor,
+}
+
+/// A question as a device sees it, opened.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OpenedQuestion {
+    /// Its id; answer with it.
+    pub question_id: String,
+    /// The question.
+    pub question: String,
+    /// What kind of answer it expects.
+    pub kind: QuestionKind,
+    /// The options of a choice question.
+    pub options: Vec<String>,
+    /// Whether several options may be chosen.
+    pub multiple: bool,
+    /// More context.
+    pub details: Option<String>,
+    /// Where it stands, as of this read (a pending question past its expiry reads as expired).
+    pub state: QuestionState,
+    /// When it expires (as the agent sealed it).
+    pub expires_at: Timestamp,
+    /// The device that answered.
+    pub answered_by: Option<String>,
+    /// When the relay accepted the answer.
+    pub answered_at: Option<Timestamp>,
+    /// When it was asked.
+    pub created_at: Timestamp,
+}
+
+impl OpenedQuestion {
+    /// True when an answer can still be given: pending and not past its expiry by this machine's clock.
+    pub fn is_open(&self) -> bool {
+        self.state == QuestionState::Pending && Timestamp::now() < self.expires_at
+    }
+
+    /// Checks that `answer` fits this question: yes/no for a yes/no question, offered options (one unless
+    /// several are allowed, distinct) for a choice, text for a text question.
+    pub fn check_answer(&self, answer: &Answer) -> Result<()> {
+        let fits = match (answer, self.kind) {
+            (Answer::Yes | Answer::No, QuestionKind::YesNo) => true,
+            (Answer::Options(chosen), QuestionKind::Choice) => {
+                let distinct: std::collections::HashSet<&String> = chosen.iter().collect();
+                if let Some(unknown) = chosen.iter().find(|c| !self.options.contains(c)) {
+                    return Err(Error::InvalidInput(format!(
+                        "{unknown:?} is not one of the options: {}",
+                        self.options.join(", ")
+                    )));
+                }
+                !chosen.is_empty() && distinct.len() == chosen.len() && (self.multiple || chosen.len() == 1)
+            }
+            (Answer::Text(text), QuestionKind::Text) => !text.trim().is_empty(),
+            _ => false,
+        };
+        if fits {
+            Ok(())
+        } else {
+            Err(Error::InvalidInput(format!(
+                "this answer does not fit a {} question{}",
+                self.kind.as_str().replace('_', "/"),
+                match self.kind {
+                    QuestionKind::YesNo => " (answer yes or no)",
+                    QuestionKind::Choice if self.multiple => " (choose one or more distinct options)",
+                    QuestionKind::Choice => " (choose exactly one option)",
+                    QuestionKind::Text => " (answer with some text)",
+                }
+            )))
+        }
+    }
+}
+
+/// The questions addressed to this device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuestionList {
+    /// Oldest first.
+    pub questions: Vec<OpenedQuestion>,
+    /// Questions whose envelopes did not open.
+    pub rejected: Vec<Rejected>,
 }
 
 /// A page of the conversation.
@@ -111,6 +212,8 @@ struct Inner {
     http: Http,
     credentials: DeviceCredentials,
     key: ContentKey,
+    /// The questions as last read, to refuse answers locally that cannot count.
+    questions: Mutex<HashMap<String, OpenedQuestion>>,
 }
 
 impl DeviceClient {
@@ -158,6 +261,7 @@ impl DeviceClient {
                 http,
                 credentials,
                 key,
+                questions: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -178,6 +282,7 @@ impl DeviceClient {
                 http,
                 credentials,
                 key,
+                questions: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -253,18 +358,19 @@ impl DeviceClient {
             cursor: page.cursor,
         };
         for item in page.items {
-            match self.open_item(&item) {
-                Ok(text) => out.items.push(ConversationItem {
-                    kind: item.kind,
-                    id: item.id,
-                    text,
-                    source_message_id: item.source_message_id,
-                    state: item.state,
-                    created_at: item.created_at,
-                    cursor: item.cursor,
-                }),
-                Err(reason) => out.rejected.push(Rejected {
-                    message_id: item.id,
+            if item.kind == ItemKind::Unknown {
+                // Sent by a newer relay: skipped, as the wire contract says.
+                continue;
+            }
+            match self.open_item(item) {
+                Ok(opened) => {
+                    if let Some(q) = &opened.question {
+                        self.remember(q);
+                    }
+                    out.items.push(opened);
+                }
+                Err((id, reason)) => out.rejected.push(Rejected {
+                    message_id: id,
                     from: self.agent_id().to_string(),
                     reason,
                 }),
@@ -273,30 +379,205 @@ impl DeviceClient {
         Ok(out)
     }
 
-    fn open_item(&self, item: &wire::ConversationItem) -> std::result::Result<String, CryptoError> {
-        let to_crypto = |e: pacerelle_core::Error| match e {
-            pacerelle_core::Error::Crypto(c) => c,
-            _ => CryptoError::Open,
+    fn open_item(
+        &self,
+        item: wire::ConversationItem,
+    ) -> std::result::Result<ConversationItem, (String, CryptoError)> {
+        let mut out = ConversationItem {
+            kind: item.kind,
+            id: item.id,
+            text: String::new(),
+            source_message_id: item.source_message_id,
+            state: item.state,
+            question: None,
+            title: None,
+            level: None,
+            created_at: item.created_at,
+            cursor: item.cursor,
         };
-        match item.kind {
+        let opened = match item.kind {
             ItemKind::Message => {
-                let aad = task_aad(self.agent_id(), self.device_id(), &item.id);
-                let task: TaskPayload =
-                    envelope::open_json(&self.inner.key, &aad, &item.envelope).map_err(to_crypto)?;
-                Ok(task.text)
+                let aad = task_aad(self.agent_id(), self.device_id(), &out.id);
+                open::<TaskPayload>(&self.inner.key, &aad, &item.envelope).map(|task| out.text = task.text)
             }
             ItemKind::Reply => {
-                let aad = reply_aad(self.agent_id(), self.device_id(), &item.id);
-                let reply: ReplyPayload =
-                    envelope::open_json(&self.inner.key, &aad, &item.envelope).map_err(to_crypto)?;
-                // The relay states the source in clear; the sealed payload must agree.
-                if item.source_message_id.as_deref() != Some(reply.source_message_id.as_str()) {
-                    return Err(CryptoError::Open);
-                }
-                Ok(reply.text)
+                let aad = reply_aad(self.agent_id(), self.device_id(), &out.id);
+                open::<ReplyPayload>(&self.inner.key, &aad, &item.envelope).and_then(|reply| {
+                    // The relay states the source in clear; the sealed payload must agree.
+                    if out.source_message_id.as_deref() != Some(reply.source_message_id.as_str()) {
+                        return Err(CryptoError::Open);
+                    }
+                    out.text = reply.text;
+                    Ok(())
+                })
+            }
+            ItemKind::Question => match &item.question {
+                Some(meta) => self
+                    .open_question(&out.id, &item.envelope, meta, out.created_at)
+                    .map(|q| {
+                        out.text = q.question.clone();
+                        out.question = Some(q);
+                    }),
+                None => Err(CryptoError::Malformed),
+            },
+            ItemKind::Notification => {
+                let aad = notification_aad(self.agent_id(), self.device_id(), &out.id);
+                open::<NotificationPayload>(&self.inner.key, &aad, &item.envelope).map(|n| {
+                    out.text = n.text;
+                    out.title = n.title;
+                    out.level = Some(n.level);
+                })
             }
             _ => Err(CryptoError::Malformed),
+        };
+        match opened {
+            Ok(()) => Ok(out),
+            Err(reason) => Err((out.id, reason)),
         }
+    }
+
+    fn open_question(
+        &self,
+        question_id: &str,
+        sealed: &str,
+        meta: &QuestionMeta,
+        created_at: Timestamp,
+    ) -> std::result::Result<OpenedQuestion, CryptoError> {
+        let aad = question_aad(self.agent_id(), self.device_id(), question_id);
+        let payload: QuestionPayload = open(&self.inner.key, &aad, sealed)?;
+        // The kind is in clear at the relay; the sealed one must agree, and this device must be a recipient.
+        if payload.kind != meta.kind || !payload.recipients.iter().any(|r| r == self.device_id()) {
+            return Err(CryptoError::Open);
+        }
+        // The agent enforces the expiry it sealed; a pending question past it cannot be answered.
+        let state = if meta.state == QuestionState::Pending && Timestamp::now() >= payload.expires_at {
+            QuestionState::Expired
+        } else {
+            meta.state
+        };
+        Ok(OpenedQuestion {
+            question_id: question_id.to_string(),
+            question: payload.question,
+            kind: payload.kind,
+            options: payload.options,
+            multiple: payload.multiple,
+            details: payload.details,
+            state,
+            expires_at: payload.expires_at,
+            answered_by: meta.answered_by.clone(),
+            answered_at: meta.answered_at,
+            created_at,
+        })
+    }
+
+    fn open_device_question(&self, q: &DeviceQuestion) -> std::result::Result<OpenedQuestion, CryptoError> {
+        let opened = self.open_question(&q.question_id, &q.envelope, &q.meta, q.created_at)?;
+        self.remember(&opened);
+        Ok(opened)
+    }
+
+    fn remember(&self, q: &OpenedQuestion) {
+        if let Ok(mut cache) = self.inner.questions.lock() {
+            cache.insert(q.question_id.clone(), q.clone());
+        }
+    }
+
+    /// The questions addressed to this device (the most recent ones), oldest first: only those in `state`
+    /// when given (`Some(QuestionState::Pending)`: the ones waiting for an answer), all of them otherwise.
+    pub async fn questions(&self, state: Option<QuestionState>) -> Result<QuestionList> {
+        let state = state.map_or("all", QuestionState::as_str);
+        let query = [("state", state.to_string())];
+        let list: DeviceQuestions = self
+            .inner
+            .http
+            .send(Req {
+                query: &query,
+                ..self.req::<()>(Method::GET, "/v1/device/questions")
+            })
+            .await?;
+        let mut out = QuestionList {
+            questions: Vec::new(),
+            rejected: Vec::new(),
+        };
+        for q in &list.questions {
+            match self.open_device_question(q) {
+                Ok(opened) => out.questions.push(opened),
+                Err(reason) => out.rejected.push(Rejected {
+                    message_id: q.question_id.clone(),
+                    from: self.agent_id().to_string(),
+                    reason,
+                }),
+            }
+        }
+        Ok(out)
+    }
+
+    /// Answers a question: the answer is sealed for the agent with this device's key, bound to the question,
+    /// and stamped with this device's clock. The first valid answer wins.
+    ///
+    /// Refused without a request when the question, as last read by [`DeviceClient::questions`] or
+    /// [`DeviceClient::conversation`], is expired, cancelled or answered (same codes as the relay:
+    /// `question_expired`, `question_cancelled`, `question_answered`), or when the answer does not fit it
+    /// ([`Error::InvalidInput`]). The relay's refusals come back with those codes too.
+    pub async fn answer(&self, question_id: &str, answer: Answer) -> Result<OpenedQuestion> {
+        ids::validate("question id", question_id)?;
+        if let Answer::Text(text) = &answer {
+            crate::agent::check_text("an answer", text)?;
+        }
+        let known = self
+            .inner
+            .questions
+            .lock()
+            .ok()
+            .and_then(|cache| cache.get(question_id).cloned());
+        if let Some(q) = &known {
+            q.check_answer(&answer)?;
+            let expired = q.state == QuestionState::Expired
+                || (q.state == QuestionState::Pending && Timestamp::now() >= q.expires_at);
+            // A retry by the device that answered is allowed: the relay returns the stored answer.
+            let answered_elsewhere =
+                q.state == QuestionState::Answered && q.answered_by.as_deref() != Some(self.device_id());
+            if expired {
+                return Err(Error::local(
+                    410,
+                    wire::code::QUESTION_EXPIRED,
+                    format!("the question expired at {}", q.expires_at),
+                ));
+            }
+            if q.state == QuestionState::Cancelled {
+                return Err(Error::local(
+                    409,
+                    wire::code::QUESTION_CANCELLED,
+                    "the question was cancelled".into(),
+                ));
+            }
+            if answered_elsewhere {
+                return Err(Error::local(
+                    409,
+                    wire::code::QUESTION_ANSWERED,
+                    "the question is already answered".into(),
+                ));
+            }
+        }
+        let payload = AnswerPayload {
+            question_id: question_id.to_string(),
+            answer,
+            answered_at: Timestamp::now(),
+        };
+        let aad = answer_aad(self.agent_id(), self.device_id(), question_id);
+        let body = AnswerQuestion {
+            envelope: envelope::seal_json(&self.inner.key, &aad, &payload),
+        };
+        let path = format!("/v1/device/questions/{question_id}/answer");
+        let stored: DeviceQuestion = self
+            .inner
+            .http
+            .send(Req {
+                body: Some(&body),
+                ..self.req(Method::POST, &path)
+            })
+            .await?;
+        self.open_device_question(&stored).map_err(Error::Crypto)
     }
 
     /// Presence of the agent and counts.

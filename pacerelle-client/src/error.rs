@@ -47,6 +47,17 @@ impl From<pacerelle_core::Error> for Error {
 }
 
 impl Error {
+    /// A refusal decided on this side before any request, with the code the relay would give (`no_device`,
+    /// `question_expired`…), so that callers branch on [`Error::code`] alone.
+    pub(crate) fn local(status: u16, code: &str, message: String) -> Self {
+        Error::Api {
+            status,
+            code: code.to_string(),
+            message,
+            details: None,
+        }
+    }
+
     /// The relay's error code, for [`Error::Api`].
     pub fn code(&self) -> Option<&str> {
         match self {

@@ -1,19 +1,31 @@
 #![doc = include_str!("../README.md")]
 
 mod agent;
+mod audit;
 mod device;
 mod error;
 mod http;
+mod question;
+mod webhook;
 
 pub use agent::{AgentClient, Checkpoint, Inbox, Message, PairingLink, PairingOptions, Rejected};
-pub use device::{ConversationItem, ConversationPage, DeviceClient, DeviceCredentials};
+pub use audit::{AuditEntry, AuditFilter, CSV_COLUMNS, write_csv, write_jsonl};
+pub use device::{
+    ConversationItem, ConversationPage, DeviceClient, DeviceCredentials, OpenedQuestion, QuestionList,
+};
 pub use error::{Error, Result};
 pub use pacerelle_core as core;
+pub use pacerelle_core::question::{Answer, Level, QuestionKind, QuestionState};
 pub use pacerelle_core::wire::{
     AgentInfo, DeviceInfo, DeviceSelf, ItemKind, MessageState, Presence, Processed, SessionInfo, Status,
-    Stored,
+    Stored, WebhookEvent, WebhookInfo,
 };
 pub use pacerelle_core::{AgentToken, Cursor, Timestamp};
+pub use question::{AnswerOutcome, Asked, MAX_QUESTION_BYTES, QuestionRequest, answer_text};
+pub use webhook::{
+    DEFAULT_TOLERANCE, Delivery, EVENT_ID_HEADER, SIGNATURE_HEADER, WebhookError, sign_webhook,
+    verify_webhook,
+};
 
 /// The relay address used when none is given: a relay started by `pacerelle serve` on this machine.
 pub const DEFAULT_RELAY_URL: &str = "http://127.0.0.1:8787";

@@ -1,0 +1,330 @@
+//! The answer log, opened on the agent side: list, search, export as JSON Lines or CSV.
+//!
+//! The relay keeps the metadata in clear (ids, kind, state, author, times) and the content sealed; each
+//! entry is opened here with the agent's keys and judged by [`pacerelle_core::question::verdict`], so an
+//! entry says `approved` only for an authenticated, timely yes. Expired, cancelled and denied stay distinct:
+//! a timeout is never recorded as a human rejection.
+
+use std::io::Write;
+
+use pacerelle_core::question::{QuestionKind, QuestionState};
+use pacerelle_core::wire::{AnswerLog, QuestionView};
+use pacerelle_core::{Cursor, Timestamp};
+use reqwest::Method;
+use serde::{Deserialize, Serialize};
+
+use crate::agent::AgentClient;
+use crate::error::{Error, Result};
+use crate::http::Req;
+use crate::question::answer_text;
+
+/// Questions asked per page of the relay's answer log.
+const PAGE: u32 = 100;
+
+/// Which questions to list.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditFilter {
+    /// Only questions in this state (by the relay's record).
+    pub state: Option<QuestionState>,
+    /// Only questions asked at or after this time.
+    pub since: Option<Timestamp>,
+    /// Only questions asked before this time.
+    pub until: Option<Timestamp>,
+    /// At most this many entries (all when `None`).
+    pub limit: Option<usize>,
+}
+
+/// One question of the answer log, opened.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditEntry {
+    /// The question's id.
+    pub question_id: String,
+    /// Its kind.
+    pub kind: QuestionKind,
+    /// The question (empty when the agent's own copy did not open: see `rejected`).
+    pub question: String,
+    /// The options of a choice question.
+    pub options: Vec<String>,
+    /// Its details.
+    pub details: Option<String>,
+    /// `pending`, `answered`, `expired` or `cancelled`, as the agent concludes.
+    pub state: QuestionState,
+    /// True only for an authenticated, timely yes or chosen options.
+    pub approved: bool,
+    /// The answer as text: `yes`, `no`, the options joined by `, `, or the written text.
+    pub answer: Option<String>,
+    /// The device that answered.
+    pub answered_by: Option<String>,
+    /// That device's name.
+    pub answered_by_name: Option<String>,
+    /// When the person answered (device clock).
+    pub answered_at: Option<Timestamp>,
+    /// When the question expires or expired.
+    pub expires_at: Timestamp,
+    /// When it was asked.
+    pub created_at: Timestamp,
+    /// When it was answered, expired or cancelled (relay's record).
+    pub closed_at: Option<Timestamp>,
+    /// Why what the relay reported was not accepted, if it was not.
+    pub rejected: Option<String>,
+}
+
+impl AuditEntry {
+    /// True when `needle` occurs, ignoring case, in the question, its details or the answer.
+    pub fn matches(&self, needle: &str) -> bool {
+        let needle = needle.to_lowercase();
+        [
+            Some(self.question.as_str()),
+            self.details.as_deref(),
+            self.answer.as_deref(),
+        ]
+        .into_iter()
+        .flatten()
+        .any(|field| field.to_lowercase().contains(&needle))
+    }
+}
+
+/// Writes entries as JSON Lines (one JSON object per line, camelCase fields). Returns how many.
+pub fn write_jsonl<W: Write>(entries: &[AuditEntry], mut writer: W) -> Result<usize> {
+    for entry in entries {
+        serde_json::to_writer(&mut writer, entry)
+            .map_err(|e| Error::InvalidInput(format!("cannot write JSON Lines: {e}")))?;
+        writer.write_all(b"\n").map_err(io_error)?;
+    }
+    writer.flush().map_err(io_error)?;
+    Ok(entries.len())
+}
+
+/// The columns of [`write_csv`], in order.
+pub const CSV_COLUMNS: [&str; 15] = [
+    "questionId",
+    "kind",
+    "state",
+    "approved",
+    "question",
+    "options",
+    "details",
+    "answer",
+    "answeredBy",
+    "answeredByName",
+    "answeredAt",
+    "expiresAt",
+    "createdAt",
+    "closedAt",
+    "rejected",
+];
+
+/// Writes entries as CSV with a header row ([`CSV_COLUMNS`]); options are joined by ` | `, times are
+/// RFC 3339. Returns how many.
+pub fn write_csv<W: Write>(entries: &[AuditEntry], writer: W) -> Result<usize> {
+    let mut out = csv::Writer::from_writer(writer);
+    let csv_error = |e: csv::Error| Error::InvalidInput(format!("cannot write CSV: {e}"));
+    out.write_record(CSV_COLUMNS).map_err(csv_error)?;
+    let time = |t: Option<Timestamp>| t.map(|t| t.to_rfc3339()).unwrap_or_default();
+    for e in entries {
+        out.write_record([
+            e.question_id.clone(),
+            e.kind.as_str().to_string(),
+            e.state.as_str().to_string(),
+            e.approved.to_string(),
+            e.question.clone(),
+            e.options.join(" | "),
+            e.details.clone().unwrap_or_default(),
+            e.answer.clone().unwrap_or_default(),
+            e.answered_by.clone().unwrap_or_default(),
+            e.answered_by_name.clone().unwrap_or_default(),
+            time(e.answered_at),
+            e.expires_at.to_rfc3339(),
+            e.created_at.to_rfc3339(),
+            time(e.closed_at),
+            e.rejected.clone().unwrap_or_default(),
+        ])
+        .map_err(csv_error)?;
+    }
+    out.flush().map_err(io_error)?;
+    Ok(entries.len())
+}
+
+fn io_error(e: std::io::Error) -> Error {
+    Error::InvalidInput(format!("cannot write the export: {e}"))
+}
+
+impl AgentClient {
+    fn audit_entry(&self, view: &QuestionView) -> AuditEntry {
+        let mut entry = AuditEntry {
+            question_id: view.question_id.clone(),
+            kind: view.kind,
+            question: String::new(),
+            options: Vec::new(),
+            details: None,
+            state: view.state,
+            approved: false,
+            answer: None,
+            answered_by: None,
+            answered_by_name: None,
+            answered_at: None,
+            expires_at: view.expires_at,
+            created_at: view.created_at,
+            closed_at: view.closed_at,
+            rejected: None,
+        };
+        let own = match self.open_own_question(&view.question_id, &view.self_envelope) {
+            Ok(own) => own,
+            Err(_) => {
+                entry.rejected = Some("the agent's own copy of the question did not open".into());
+                return entry;
+            }
+        };
+        let verdict = self.judge(view, &own);
+        entry.kind = own.kind;
+        entry.question = own.question;
+        entry.options = own.options;
+        entry.details = own.details;
+        entry.expires_at = own.expires_at;
+        entry.state = verdict.state;
+        entry.approved = verdict.approved;
+        entry.answer = verdict.answer.as_ref().map(answer_text);
+        entry.answered_by_name = match (&verdict.answered_by, &view.answered_by) {
+            (Some(a), Some(b)) if a == b => view.answered_by_name.clone(),
+            _ => None,
+        };
+        entry.answered_by = verdict.answered_by;
+        entry.answered_at = verdict.answered_at;
+        entry.rejected = verdict.rejected.map(str::to_string);
+        entry
+    }
+
+    /// The answer log, newest first, opened here. Pages through the relay's log as needed.
+    pub async fn answer_log(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
+        let mut out = Vec::new();
+        let mut cursor: Option<Cursor> = None;
+        loop {
+            let want = filter
+                .limit
+                .map_or(PAGE as usize, |l| l.saturating_sub(out.len()));
+            if want == 0 {
+                break;
+            }
+            let mut query = vec![("limit", want.min(PAGE as usize).to_string())];
+            if let Some(state) = filter.state {
+                query.push(("state", state.as_str().to_string()));
+            }
+            if let Some(since) = filter.since {
+                query.push(("since", since.to_rfc3339()));
+            }
+            if let Some(until) = filter.until {
+                query.push(("until", until.to_rfc3339()));
+            }
+            if let Some(c) = cursor {
+                query.push(("cursor", c.to_string()));
+            }
+            let page: AnswerLog = self
+                .inner
+                .http
+                .send(Req {
+                    query: &query,
+                    ..self.req::<()>(Method::GET, "/v1/agent/questions")
+                })
+                .await?;
+            out.extend(page.questions.iter().map(|v| self.audit_entry(v)));
+            match page.next {
+                // A relay that hands back the same cursor would loop forever.
+                Some(next) if Some(next) != cursor && !page.questions.is_empty() => cursor = Some(next),
+                _ => break,
+            }
+        }
+        if let Some(limit) = filter.limit {
+            out.truncate(limit);
+        }
+        Ok(out)
+    }
+
+    /// The entries of the answer log whose question, details or answer contain `text` (ignoring case).
+    pub async fn search_answer_log(&self, text: &str, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
+        let all = self
+            .answer_log(&AuditFilter {
+                limit: None,
+                ..filter.clone()
+            })
+            .await?;
+        let mut found: Vec<AuditEntry> = all.into_iter().filter(|e| e.matches(text)).collect();
+        if let Some(limit) = filter.limit {
+            found.truncate(limit);
+        }
+        Ok(found)
+    }
+
+    /// Writes the answer log as JSON Lines. Returns how many entries.
+    pub async fn export_jsonl<W: Write>(&self, filter: &AuditFilter, writer: W) -> Result<usize> {
+        write_jsonl(&self.answer_log(filter).await?, writer)
+    }
+
+    /// Writes the answer log as CSV ([`CSV_COLUMNS`]). Returns how many entries.
+    pub async fn export_csv<W: Write>(&self, filter: &AuditFilter, writer: W) -> Result<usize> {
+        write_csv(&self.answer_log(filter).await?, writer)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry() -> AuditEntry {
+        AuditEntry {
+            question_id: "qst_1".into(),
+            kind: QuestionKind::Choice,
+            question: "Deploy to Production?".into(),
+            options: vec!["eu, west".into(), "us".into()],
+            details: Some("line one\nline \"two\"".into()),
+            state: QuestionState::Answered,
+            approved: true,
+            answer: Some("us".into()),
+            answered_by: Some("dv_1".into()),
+            answered_by_name: Some("Ana's phone".into()),
+            answered_at: Some(Timestamp(1_000)),
+            expires_at: Timestamp(2_000),
+            created_at: Timestamp(500),
+            closed_at: Some(Timestamp(1_001)),
+            rejected: None,
+        }
+    }
+
+    #[test]
+    fn search_ignores_case_and_looks_at_question_details_and_answer() {
+        let e = entry();
+        assert!(e.matches("production"));
+        assert!(e.matches("LINE \"TWO"));
+        assert!(e.matches("US"));
+        assert!(!e.matches("staging"));
+        assert!(!e.matches("dv_1"), "ids are not content");
+    }
+
+    #[test]
+    fn jsonl_has_one_object_per_line() {
+        let mut out = Vec::new();
+        assert_eq!(write_jsonl(&[entry(), entry()], &mut out).expect("write"), 2);
+        let text = String::from_utf8(out).expect("utf-8");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2);
+        let back: AuditEntry = serde_json::from_str(lines[0]).expect("parses");
+        assert_eq!(back, entry());
+        assert!(lines[0].contains("\"questionId\":\"qst_1\""));
+    }
+
+    #[test]
+    fn csv_quotes_commas_quotes_and_newlines() {
+        let mut out = Vec::new();
+        write_csv(&[entry()], &mut out).expect("write");
+        let mut reader = csv::Reader::from_reader(out.as_slice());
+        let headers = reader.headers().expect("headers").clone();
+        assert_eq!(headers.iter().collect::<Vec<_>>(), CSV_COLUMNS.to_vec());
+        let row = reader.records().next().expect("a row").expect("valid");
+        assert_eq!(&row[4], "Deploy to Production?");
+        assert_eq!(&row[5], "eu, west | us");
+        assert_eq!(&row[6], "line one\nline \"two\"");
+        assert_eq!(&row[2], "answered");
+        assert_eq!(&row[3], "true");
+        assert_eq!(&row[11], "1970-01-01T00:00:02.000Z");
+    }
+}

@@ -1,0 +1,510 @@
+//! The agent side of the human in the loop (DESIGN §6): ask, wait for the answer, notify, cancel.
+//!
+//! Whether the agent may act is decided by [`pacerelle_core::question::verdict`] alone, on this side, with
+//! the agent's clock and its own sealed copy of the question: nothing the relay says in clear makes an
+//! [`AnswerOutcome`] approved. **No answer is a no**: an expired or cancelled question is never approved,
+//! and neither is an answer that does not open, names another question, or comes from a device the question
+//! was not sent to.
+
+use std::time::Duration;
+
+use pacerelle_core::envelope;
+use pacerelle_core::pairing::Role;
+use pacerelle_core::question::{
+    self, Answer, Level, NotificationPayload, QuestionKind, QuestionPayload, QuestionState, RelayReport,
+    notification_aad, question_aad,
+};
+use pacerelle_core::wire::{self, CreateQuestion, DeviceEnvelope, QuestionView, SendNotification, Stored};
+use pacerelle_core::{Timestamp, ids};
+use reqwest::Method;
+use serde::{Deserialize, Serialize};
+
+use crate::agent::{AgentClient, check_text};
+use crate::error::{Error, Result};
+use crate::http::Req;
+
+/// Most bytes of a question's text plus its details (the sealed copies must fit in one request).
+pub const MAX_QUESTION_BYTES: usize = pacerelle_core::message::MAX_TEXT_BYTES;
+/// Pause after the relay could not be reached during a wait, doubled up to [`MAX_RETRY_PAUSE`].
+const FIRST_RETRY_PAUSE: Duration = Duration::from_millis(500);
+const MAX_RETRY_PAUSE: Duration = Duration::from_secs(5);
+
+/// A question to ask the owner.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct QuestionRequest {
+    /// The question.
+    pub question: String,
+    /// What kind of answer it expects.
+    pub kind: QuestionKind,
+    /// The options of a choice question (2 to 20, distinct).
+    pub options: Vec<String>,
+    /// Whether several options may be chosen.
+    pub multiple: bool,
+    /// More context, shown under the question.
+    pub details: Option<String>,
+    /// How long it may be answered (default 10 minutes, at most 7 days).
+    pub expires_in: Duration,
+    /// Your own id, to ask again safely after an uncertain failure (one is drawn when `None`).
+    pub question_id: Option<String>,
+}
+
+impl QuestionRequest {
+    /// A yes/no question expiring in 10 minutes.
+    pub fn yes_no(question: impl Into<String>) -> Self {
+        QuestionRequest {
+            question: question.into(),
+            kind: QuestionKind::YesNo,
+            options: Vec::new(),
+            multiple: false,
+            details: None,
+            expires_in: Duration::from_secs(question::DEFAULT_EXPIRES_SECONDS),
+            question_id: None,
+        }
+    }
+
+    /// A choice among options (one, unless [`QuestionRequest::multiple`] is set).
+    pub fn choice(question: impl Into<String>, options: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        QuestionRequest {
+            kind: QuestionKind::Choice,
+            options: options.into_iter().map(Into::into).collect(),
+            ..QuestionRequest::yes_no(question)
+        }
+    }
+
+    /// A question answered with free text.
+    pub fn text(question: impl Into<String>) -> Self {
+        QuestionRequest {
+            kind: QuestionKind::Text,
+            ..QuestionRequest::yes_no(question)
+        }
+    }
+
+    /// Sets the details shown under the question.
+    pub fn with_details(mut self, details: impl Into<String>) -> Self {
+        self.details = Some(details.into());
+        self
+    }
+
+    /// Sets how long the question may be answered.
+    pub fn expires_in(mut self, expires_in: Duration) -> Self {
+        self.expires_in = expires_in;
+        self
+    }
+
+    /// Allows several options to be chosen.
+    pub fn multiple(mut self, multiple: bool) -> Self {
+        self.multiple = multiple;
+        self
+    }
+
+    /// Sets the question's id.
+    pub fn with_id(mut self, question_id: impl Into<String>) -> Self {
+        self.question_id = Some(question_id.into());
+        self
+    }
+}
+
+/// A question the relay has stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Asked {
+    /// Its id: wait for it, cancel it.
+    pub question_id: String,
+    /// When it expires (the expiry sealed in the agent's own copy).
+    pub expires_at: Timestamp,
+}
+
+/// What the agent concludes about a question.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AnswerOutcome {
+    /// The question.
+    pub question_id: String,
+    /// `pending`, `answered` (an answer opened and was in time), `expired` or `cancelled`.
+    pub state: QuestionState,
+    /// True only for an authenticated, timely, explicit yes or valid chosen options.
+    pub approved: bool,
+    /// The answer, when one opened.
+    pub answer: Option<Answer>,
+    /// The device that answered, when its answer opened.
+    pub answered_by: Option<String>,
+    /// That device's name, as the relay reports it.
+    pub answered_by_name: Option<String>,
+    /// When the person answered (by the device's clock).
+    pub answered_at: Option<Timestamp>,
+    /// When the question expires.
+    pub expires_at: Timestamp,
+    /// Why an answer the relay reported was not accepted: the question is not approved, whatever it says.
+    pub rejected: Option<String>,
+}
+
+impl AnswerOutcome {
+    /// True when waiting longer cannot change the outcome: a terminal state, or an answer that was rejected
+    /// (the relay accepts only the first answer, so no valid one can follow).
+    pub fn is_final(&self) -> bool {
+        self.state.is_terminal() || self.rejected.is_some()
+    }
+
+    /// The answer as text: `yes`, `no`, the chosen options joined by `, `, or the written text.
+    pub fn answer_text(&self) -> Option<String> {
+        self.answer.as_ref().map(answer_text)
+    }
+}
+
+/// An answer as text: `yes`, `no`, the chosen options joined by `, `, or the written text.
+pub fn answer_text(answer: &Answer) -> String {
+    match answer {
+        Answer::Yes => "yes".into(),
+        Answer::No => "no".into(),
+        Answer::Options(chosen) => chosen.join(", "),
+        Answer::Text(text) => text.clone(),
+    }
+}
+
+impl AgentClient {
+    pub(crate) fn question_path(question_id: &str) -> String {
+        format!("/v1/agent/questions/{question_id}")
+    }
+
+    /// Opens the agent's own copy of a question: its text, kind, options, expiry and recipients.
+    pub(crate) fn open_own_question(
+        &self,
+        question_id: &str,
+        self_envelope: &str,
+    ) -> Result<QuestionPayload> {
+        let key = self.inner.token.self_key(&self.inner.agent_id);
+        let aad = question_aad(&self.inner.agent_id, "", question_id);
+        Ok(envelope::open_json(&key, &aad, self_envelope)?)
+    }
+
+    /// Decides what a question's view means, with this machine's clock.
+    pub(crate) fn judge(&self, view: &QuestionView, own: &QuestionPayload) -> question::Verdict {
+        let report = RelayReport {
+            state: view.state,
+            answered_by: view.answered_by.as_deref(),
+            answered_at: view.answered_at,
+            answer_envelope: view.answer_envelope.as_deref(),
+        };
+        question::verdict(
+            &self.inner.agent_id,
+            &view.question_id,
+            own,
+            &report,
+            |device| self.inner.token.device_key(&self.inner.agent_id, device),
+            Timestamp::now(),
+        )
+    }
+
+    fn outcome(&self, view: &QuestionView) -> Result<AnswerOutcome> {
+        let own = self.open_own_question(&view.question_id, &view.self_envelope)?;
+        let verdict = self.judge(view, &own);
+        // The name is metadata in clear: shown only beside a device whose answer opened.
+        let answered_by_name = match (&verdict.answered_by, &view.answered_by) {
+            (Some(a), Some(b)) if a == b => view.answered_by_name.clone(),
+            _ => None,
+        };
+        Ok(AnswerOutcome {
+            question_id: view.question_id.clone(),
+            state: verdict.state,
+            approved: verdict.approved,
+            answer: verdict.answer,
+            answered_by: verdict.answered_by,
+            answered_by_name,
+            answered_at: verdict.answered_at,
+            expires_at: own.expires_at,
+            rejected: verdict.rejected.map(str::to_string),
+        })
+    }
+
+    async fn devices_to_reach(&self, owners_only: bool, what: &str) -> Result<Vec<String>> {
+        let devices: Vec<String> = self
+            .devices()
+            .await?
+            .into_iter()
+            .filter(|d| d.revoked_at.is_none() && (!owners_only || d.role == Role::Owner))
+            .map(|d| d.device_id)
+            .collect();
+        if devices.is_empty() {
+            return Err(Error::local(
+                400,
+                wire::code::NO_DEVICE,
+                format!("{what} needs a paired device: pair a phone first (`pacerelle pair`)"),
+            ));
+        }
+        Ok(devices)
+    }
+
+    /// Asks the owner a question and returns at once. It is sealed for each active owner device (only their
+    /// answers count) and for the agent itself. Idempotent by `question_id`.
+    ///
+    /// Fails with code `no_device` when no owner device is paired, and with [`Error::InvalidInput`] for a
+    /// malformed question.
+    pub async fn ask_user(&self, request: QuestionRequest) -> Result<Asked> {
+        let question_id = match &request.question_id {
+            Some(id) => {
+                ids::validate("question id", id)?;
+                id.clone()
+            }
+            None => ids::generate(ids::QUESTION),
+        };
+        if request.expires_in < Duration::from_secs(1)
+            || request.expires_in > Duration::from_secs(question::MAX_EXPIRES_SECONDS)
+        {
+            return Err(Error::InvalidInput(
+                "a question expires between 1 second and 7 days from now".into(),
+            ));
+        }
+        check_text("a question", &request.question)?;
+        let size = request.question.len() + request.details.as_deref().map_or(0, str::len);
+        let options: usize = request.options.iter().map(String::len).sum();
+        if size + options > MAX_QUESTION_BYTES {
+            return Err(Error::InvalidInput(
+                "a question with its details and options is at most 64 KiB of text".into(),
+            ));
+        }
+        let expires_at = Timestamp::now().plus_millis(request.expires_in.as_millis() as i64);
+        let mut payload = QuestionPayload {
+            question: request.question,
+            kind: request.kind,
+            options: request.options,
+            multiple: request.multiple,
+            details: request.details.filter(|d| !d.trim().is_empty()),
+            expires_at,
+            recipients: Vec::new(),
+        };
+        payload
+            .validate()
+            .map_err(|e| Error::InvalidInput(e.to_string()))?;
+        payload.recipients = self.devices_to_reach(true, "a question").await?;
+
+        let agent_id = &self.inner.agent_id;
+        let envelopes = payload
+            .recipients
+            .iter()
+            .map(|device| DeviceEnvelope {
+                device_id: device.clone(),
+                envelope: envelope::seal_json(
+                    &self.inner.token.device_key(agent_id, device),
+                    &question_aad(agent_id, device, &question_id),
+                    &payload,
+                ),
+            })
+            .collect();
+        let body = CreateQuestion {
+            question_id: question_id.clone(),
+            kind: payload.kind,
+            expires_at,
+            self_envelope: envelope::seal_json(
+                &self.inner.token.self_key(agent_id),
+                &question_aad(agent_id, "", &question_id),
+                &payload,
+            ),
+            envelopes,
+        };
+        let view: QuestionView = self
+            .inner
+            .http
+            .send(Req {
+                body: Some(&body),
+                ..self.req(Method::POST, "/v1/agent/questions")
+            })
+            .await?;
+        if view.question_id != question_id {
+            return Err(Error::InvalidInput(
+                "the relay answered about another question".into(),
+            ));
+        }
+        // A retry returns the question as first stored: its own sealed expiry is the one that counts.
+        let own = self.open_own_question(&view.question_id, &view.self_envelope)?;
+        Ok(Asked {
+            question_id,
+            expires_at: own.expires_at,
+        })
+    }
+
+    /// Reads a question, parking up to `wait` (at most 55 s) while it is pending, and decides what its
+    /// answer means. Loops are the caller's job (see [`AgentClient::ask`]).
+    pub async fn wait_for_answer(&self, question_id: &str, wait: Duration) -> Result<AnswerOutcome> {
+        ids::validate("question id", question_id)?;
+        let wait = wait.min(Duration::from_secs(wire::MAX_WAIT_SECONDS));
+        // Whole seconds on the wire; round up so that a short remaining wait still parks.
+        let secs = wait.as_millis().div_ceil(1000) as u64;
+        let query = [("wait", secs.to_string())];
+        let path = Self::question_path(question_id);
+        let view: QuestionView = self
+            .inner
+            .http
+            .send(Req {
+                query: &query,
+                wait: Some(Duration::from_secs(secs)),
+                ..self.req::<()>(Method::GET, &path)
+            })
+            .await?;
+        if view.question_id != question_id {
+            return Err(Error::InvalidInput(
+                "the relay answered about another question".into(),
+            ));
+        }
+        self.outcome(&view)
+    }
+
+    /// Asks and waits: [`AgentClient::ask_user`], then [`AgentClient::wait_for_answer`] until the outcome is
+    /// final, the question expires, or `overall_timeout` passes (then the last, pending, outcome is returned).
+    ///
+    /// While the relay cannot be reached the wait goes on until the question's expiry; after it the outcome
+    /// is `expired`. Only an authenticated, timely yes (or chosen options) is ever `approved`.
+    pub async fn ask(&self, request: QuestionRequest, overall_timeout: Duration) -> Result<AnswerOutcome> {
+        let started = tokio::time::Instant::now();
+        let asked = self.ask_user(request).await?;
+        self.wait_until_final(&asked, started + overall_timeout).await
+    }
+
+    /// Waits for a question asked earlier until its outcome is final, it expires, or `deadline` passes
+    /// (then the last, pending, outcome is returned).
+    ///
+    /// While the relay cannot be reached the wait goes on, with backoff, until the question's expiry or the
+    /// deadline; if no outcome could be read by then, the network error is returned. Never approved unless
+    /// an authenticated yes was read.
+    pub async fn wait_until_final(
+        &self,
+        asked: &Asked,
+        deadline: tokio::time::Instant,
+    ) -> Result<AnswerOutcome> {
+        let mut pause = FIRST_RETRY_PAUSE;
+        let mut last: Option<AnswerOutcome> = None;
+        loop {
+            let to_expiry = Duration::from_millis(
+                u64::try_from(asked.expires_at.millis() - Timestamp::now().millis()).unwrap_or(0),
+            );
+            let to_deadline = deadline.saturating_duration_since(tokio::time::Instant::now());
+            let wait = to_expiry.min(to_deadline);
+            let called = tokio::time::Instant::now();
+            match self.wait_for_answer(&asked.question_id, wait).await {
+                Ok(outcome) => {
+                    pause = FIRST_RETRY_PAUSE;
+                    // Past the expiry the verdict is `expired` (final) unless an answer in time opened.
+                    if outcome.is_final() || tokio::time::Instant::now() >= deadline {
+                        return Ok(outcome);
+                    }
+                    last = Some(outcome);
+                    // A relay that does not park must not turn this into a busy loop.
+                    let floor = Duration::from_millis(250);
+                    if !wait.is_zero() && called.elapsed() < floor {
+                        tokio::time::sleep(floor.min(wait)).await;
+                    }
+                }
+                Err(e) if e.is_transient() => {
+                    tracing::debug!(question_id = %asked.question_id, error = %e, "relay unreachable; waiting");
+                    let now = tokio::time::Instant::now();
+                    if Timestamp::now() >= asked.expires_at || now >= deadline {
+                        return match last {
+                            Some(outcome) if now >= deadline && Timestamp::now() < asked.expires_at => {
+                                Ok(outcome)
+                            }
+                            _ => Err(e),
+                        };
+                    }
+                    tokio::time::sleep(pause.min(wait).max(Duration::from_millis(50))).await;
+                    pause = (pause * 2).min(MAX_RETRY_PAUSE);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// Withdraws a pending question; cancelling a cancelled one changes nothing. Fails with
+    /// `question_answered` or `question_expired` when it is too late.
+    pub async fn cancel_question(&self, question_id: &str) -> Result<AnswerOutcome> {
+        ids::validate("question id", question_id)?;
+        let path = format!("{}/cancel", Self::question_path(question_id));
+        let view: QuestionView = self.inner.http.send(self.req::<()>(Method::POST, &path)).await?;
+        self.outcome(&view)
+    }
+
+    /// Sends a notification (no answer expected), sealed for each active device.
+    ///
+    /// Fails with code `no_device` when no device is paired.
+    pub async fn notify(&self, text: &str, title: Option<&str>, level: Level) -> Result<Stored> {
+        check_text("a notification", text)?;
+        let title = title.map(str::trim).filter(|t| !t.is_empty());
+        if title.is_some_and(|t| t.len() > 1024) {
+            return Err(Error::InvalidInput(
+                "a notification's title is at most 1 KiB".into(),
+            ));
+        }
+        let notification_id = ids::generate(ids::NOTIFICATION);
+        let payload = NotificationPayload {
+            text: text.to_string(),
+            title: title.map(str::to_string),
+            level,
+        };
+        let agent_id = &self.inner.agent_id;
+        let envelopes = self
+            .devices_to_reach(false, "a notification")
+            .await?
+            .into_iter()
+            .map(|device| DeviceEnvelope {
+                envelope: envelope::seal_json(
+                    &self.inner.token.device_key(agent_id, &device),
+                    &notification_aad(agent_id, &device, &notification_id),
+                    &payload,
+                ),
+                device_id: device,
+            })
+            .collect();
+        let body = SendNotification {
+            notification_id,
+            envelopes,
+        };
+        self.inner
+            .http
+            .send(Req {
+                body: Some(&body),
+                ..self.req(Method::POST, "/v1/agent/notifications")
+            })
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn answers_as_text() {
+        assert_eq!(answer_text(&Answer::Yes), "yes");
+        assert_eq!(answer_text(&Answer::No), "no");
+        assert_eq!(
+            answer_text(&Answer::Options(vec!["a".into(), "b".into()])),
+            "a, b"
+        );
+        assert_eq!(answer_text(&Answer::Text("later".into())), "later");
+    }
+
+    #[test]
+    fn requests_have_sensible_defaults() {
+        let r = QuestionRequest::choice("which?", ["a", "b"]).multiple(true);
+        assert_eq!(r.kind, QuestionKind::Choice);
+        assert_eq!(r.options, vec!["a", "b"]);
+        assert!(r.multiple);
+        assert_eq!(r.expires_in, Duration::from_secs(600));
+        assert_eq!(QuestionRequest::text("why?").kind, QuestionKind::Text);
+    }
+
+    #[test]
+    fn a_rejected_answer_is_final_but_never_approved() {
+        let o = AnswerOutcome {
+            question_id: "q".into(),
+            state: QuestionState::Pending,
+            approved: false,
+            answer: None,
+            answered_by: None,
+            answered_by_name: None,
+            answered_at: None,
+            expires_at: Timestamp(0),
+            rejected: Some("x".into()),
+        };
+        assert!(o.is_final());
+        assert!(!o.approved);
+    }
+}
