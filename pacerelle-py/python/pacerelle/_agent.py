@@ -1,0 +1,525 @@
+"""`Agent` (blocking) and `AsyncAgent` (asyncio): the agent side of Pacerelle.
+
+Both are thin: each method is one call of the native client (`pacerelle._native.AgentClient`, over the Rust
+pacerelle-client), run with the GIL released (`Agent`) or awaited without blocking the event loop
+(`AsyncAgent`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union
+
+from . import _approval, _bridge, _config, _native
+from ._native import (
+    AgentInfo,
+    AnswerOutcome,
+    Asked,
+    AuditEntry,
+    Checkpoint,
+    Delivery,
+    DeviceInfo,
+    Inbox,
+    PairingLink,
+    Processed,
+    SessionInfo,
+    Status,
+    Stored,
+    WebhookInfo,
+)
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from ._runner import AsyncRunContext, RunContext
+
+F = TypeVar("F", bound=Callable[..., Any])
+A = TypeVar("A", bound="_Base")
+Kind = Literal["yes_no", "choice", "text"]
+Level = Literal["info", "warning", "error", "success"]
+State = Literal["pending", "answered", "expired", "cancelled"]
+Time = Union[datetime, float]
+Handler = Callable[..., Any]
+
+
+class _Base:
+    """What `Agent` and `AsyncAgent` share: identity, configuration, approvals."""
+
+    _client: _native.AgentClient
+
+    def __init__(
+        self,
+        relay_url: str | None = None,
+        agent_id: str | None = None,
+        token: str | None = None,
+        *,
+        host: str | None = None,
+    ) -> None:
+        """An agent client. Without `agent_id` and `token`, they come from the environment as in
+        `from_env()`. `host` names this process to a second session that finds the lease taken."""
+        if agent_id is None and token is None:
+            env_relay, agent_id, token = _config.agent_credentials(os.environ)
+            relay_url = relay_url or env_relay
+        if agent_id is None or token is None:
+            raise _native.InvalidInput("give both agent_id and token, or neither (to read them from the environment)")
+        self._client = _native.AgentClient(relay_url or _native.DEFAULT_RELAY_URL, agent_id, token)
+        self.host = host or _config.default_host()
+        self._runner: Any = None
+
+    @classmethod
+    def from_env(cls: type[A], environ: Mapping[str, str] | None = None, *, host: str | None = None) -> A:
+        """From `PACERELLE_AGENT_ID`, `PACERELLE_AGENT_TOKEN` and `PACERELLE_RELAY_URL`, else from the
+        `agent.json` that `pacerelle agent create` writes (in `PACERELLE_HOME`)."""
+        relay, agent_id, token = _config.agent_credentials(os.environ if environ is None else environ)
+        return cls(relay, agent_id, token, host=host)
+
+    @classmethod
+    def _wrap(cls: type[A], native: _native.AgentClient, host: str | None = None) -> A:
+        agent = cls.__new__(cls)
+        agent._client = native
+        agent.host = host or _config.default_host()
+        agent._runner = None
+        return agent
+
+    @property
+    def agent_id(self) -> str:
+        """The agent's id."""
+        return self._client.agent_id
+
+    @property
+    def token(self) -> str:
+        """The agent's token (`pcr1_…`): a secret, store it like a password."""
+        return self._client.token
+
+    @property
+    def relay_url(self) -> str:
+        """The relay's base URL."""
+        return self._client.relay_url
+
+    @property
+    def native(self) -> _native.AgentClient:
+        """The native client underneath (shared by an `Agent` and an `AsyncAgent` made `from_agent`)."""
+        return self._client
+
+    def stop(self) -> None:
+        """Asks a running `run()` loop to stop (from a handler, another thread or a signal handler): the
+        current task finishes, the wait in progress ends at once, the lease is released."""
+        if self._runner is not None:
+            self._runner.stop()
+
+    def require_approval(
+        self,
+        question: str | F | None = None,
+        *,
+        describe: Callable[..., str] | None = None,
+        details: str | None = None,
+        expires_in: float = 600.0,
+        timeout: float | None = None,
+        policy: _approval.PolicyLike = None,
+        tool: str | None = None,
+    ) -> Any:
+        """Decorator: asks the owner before each call and runs the function only on an authenticated yes;
+        otherwise raises `NotApproved` (reason 'denied', 'expired', 'cancelled', 'relay_unavailable' or
+        'rejected') and the function never runs.
+
+        `question` is a text with `{argument}` placeholders filled from the call; `describe`, a function
+        of the call's arguments that returns the text; by default the question names the function and its
+        arguments. With a `policy` (a `Policy` or the path of a TOML policy file), the policy decides
+        first by `tool` (default: the function's name) with the call's arguments as input: 'allow' runs
+        without asking, 'deny' raises `NotApproved('denied')`, 'ask' asks. Works on plain and `async def`
+        functions, and bare: `@agent.require_approval`.
+        """
+        options = dict(details=details, expires_in=expires_in, timeout=timeout, policy=policy, tool=tool)
+        if callable(question):
+            # Used bare: @agent.require_approval
+            return _approval.decorator(self._client, describe, **options)(question)  # type: ignore[arg-type]
+        return _approval.decorator(self._client, question if question is not None else describe, **options)  # type: ignore[arg-type]
+
+    def approval(
+        self,
+        question: str,
+        *,
+        details: str | None = None,
+        expires_in: float = 600.0,
+        timeout: float | None = None,
+    ) -> _approval.Approval:
+        """Context manager: `with agent.approval("Deploy to prod?"):` (or `async with`) asks and waits;
+        the block runs only on an authenticated yes, else `NotApproved` is raised before it."""
+        return _approval.Approval(
+            self._client, _approval.Request(question, details=details, expires_in=expires_in, timeout=timeout)
+        )
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(relay_url={self.relay_url!r}, agent_id={self.agent_id!r})"
+
+
+def _kwargs_question(
+    kind: Kind | None,
+    options: Sequence[str] | None,
+    multiple: bool,
+    details: str | None,
+    expires_in: float,
+    question_id: str | None,
+) -> dict[str, Any]:
+    return {
+        "kind": kind,
+        "options": list(options) if options is not None else None,
+        "multiple": multiple,
+        "details": details,
+        "expires_in": expires_in,
+        "question_id": question_id,
+    }
+
+
+class Agent(_Base):
+    """The agent side, blocking. Each call releases the GIL while it waits; Ctrl-C interrupts it.
+
+    ```python
+    agent = pacerelle.Agent.from_env()
+    agent.run(lambda message: f"echo: {message.text}")
+    ```
+    """
+
+    @classmethod
+    def register(
+        cls, relay_url: str, name: str, registration_secret: str | None = None, *, host: str | None = None
+    ) -> Agent:
+        """Creates a new agent on the relay (its id and token are drawn here; the relay learns only a hash)."""
+        return cls._wrap(_native.AgentClient.register(relay_url, name, registration_secret).wait(), host)
+
+    @classmethod
+    def from_agent(cls, agent: _Base) -> Agent:
+        """An `Agent` sharing another agent's native client (and so its session)."""
+        return cls._wrap(agent._client, agent.host)
+
+    # -- the inbox -------------------------------------------------------------------------------------
+
+    def open_session(self, *, takeover: bool = False) -> SessionInfo:
+        """Takes the agent's lease: only this process consumes the inbox from now on (a heartbeat keeps it).
+        Raises `AgentInUse` (with `.host` and `.since`) when another session holds it, unless `takeover`."""
+        return self._client.open_session(self.host, takeover).wait()
+
+    def heartbeat(self) -> SessionInfo:
+        """Renews the lease now (it is also renewed every 10 s in the background)."""
+        return self._client.heartbeat().wait()
+
+    def close_session(self) -> None:
+        """Releases the lease."""
+        self._client.close_session().wait()
+
+    def wait_for_messages(self, cursor: str | None = None, timeout: float = 30.0) -> Inbox:
+        """Waits for tasks. Without a cursor: every task not yet processed (those delivered before come
+        again, `redelivered`); with one: tasks after it. Parks up to `timeout` seconds (at most 55)."""
+        return self._client.wait_for_messages(cursor, timeout).wait()
+
+    def reply(self, source_message_id: str, text: str, *, reply_id: str | None = None) -> Stored:
+        """Replies to a task, sealed for each paired device. Idempotent by `reply_id`."""
+        return self._client.reply(source_message_id, text, reply_id).wait()
+
+    def mark_processed(self, message_id: str) -> Processed:
+        """Marks a task processed: the acknowledgement. Idempotent and final."""
+        return self._client.mark_processed(message_id).wait()
+
+    def save_checkpoint(self, summary: str, next_action: str, message_ids: Sequence[str] = ()) -> Checkpoint:
+        """Saves a checkpoint (what was done, what comes next), sealed with the agent's own key."""
+        return self._client.save_checkpoint(summary, next_action, list(message_ids)).wait()
+
+    def get_checkpoints(self, limit: int = 10) -> list[Checkpoint]:
+        """The latest checkpoints, latest first."""
+        return self._client.get_checkpoints(limit).wait()
+
+    def status(self) -> Status:
+        """Presence and counts, as the phone sees them."""
+        return self._client.status().wait()
+
+    # -- questions -------------------------------------------------------------------------------------
+
+    def ask_user(
+        self,
+        question: str,
+        *,
+        kind: Kind | None = None,
+        options: Sequence[str] | None = None,
+        multiple: bool = False,
+        details: str | None = None,
+        expires_in: float = 600.0,
+        question_id: str | None = None,
+    ) -> Asked:
+        """Asks the owner a question and returns at once. `kind` defaults to 'choice' when `options` are
+        given, else 'yes_no'. Raises `NoDevice` when no phone is paired."""
+        kw = _kwargs_question(kind, options, multiple, details, expires_in, question_id)
+        return self._client.ask_user(question, **kw).wait()
+
+    def wait_for_answer(self, question: str | Asked, timeout: float | None = 30.0) -> AnswerOutcome:
+        """Waits until the outcome is final or `timeout` seconds pass (then the pending outcome is
+        returned); `timeout=None` waits until the question expires. Only `.approved` means yes."""
+        return self._client.wait_for_answer(question, timeout).wait()
+
+    def ask(
+        self,
+        question: str,
+        *,
+        kind: Kind | None = None,
+        options: Sequence[str] | None = None,
+        multiple: bool = False,
+        details: str | None = None,
+        expires_in: float = 600.0,
+        question_id: str | None = None,
+        timeout: float | None = None,
+    ) -> AnswerOutcome:
+        """Asks and waits for the answer (until the question expires, or `timeout`)."""
+        kw = _kwargs_question(kind, options, multiple, details, expires_in, question_id)
+        return self._client.ask(question, timeout=timeout, **kw).wait()
+
+    def notify(self, text: str, *, title: str | None = None, level: Level = "info") -> Stored:
+        """Sends a notification to the paired devices (no answer expected)."""
+        return self._client.notify(text, title, level).wait()
+
+    def cancel_question(self, question_id: str) -> AnswerOutcome:
+        """Withdraws a pending question. Raises `QuestionClosed` when it is already answered or expired."""
+        return self._client.cancel_question(question_id).wait()
+
+    def answer_log(
+        self,
+        *,
+        state: State | None = None,
+        since: Time | None = None,
+        until: Time | None = None,
+        limit: int | None = None,
+        search: str | None = None,
+    ) -> list[AuditEntry]:
+        """The answer log, newest first, opened and judged here (expired, cancelled and denied stay distinct)."""
+        return self._client.answer_log(state=state, since=since, until=until, limit=limit, search=search).wait()
+
+    # -- webhooks --------------------------------------------------------------------------------------
+
+    def set_webhook(self, url: str, secret: str) -> WebhookInfo:
+        """The relay will POST question events (answered, expired, cancelled) to `url`, signed with `secret`."""
+        return self._client.set_webhook(url, secret).wait()
+
+    def webhook(self) -> WebhookInfo:
+        """The agent's webhook."""
+        return self._client.webhook().wait()
+
+    def clear_webhook(self) -> WebhookInfo:
+        """Removes the agent's webhook."""
+        return self._client.clear_webhook().wait()
+
+    def webhook_deliveries(self, limit: int = 20) -> list[Delivery]:
+        """The latest webhook deliveries, newest first."""
+        return self._client.webhook_deliveries(limit).wait()
+
+    # -- administration --------------------------------------------------------------------------------
+
+    def info(self) -> AgentInfo:
+        """The agent as the relay knows it."""
+        return self._client.info().wait()
+
+    def create_pairing(
+        self,
+        *,
+        label: str | None = None,
+        ttl: float = 600.0,
+        role: Literal["owner", "user"] = "owner",
+        public_url: str | None = None,
+    ) -> PairingLink:
+        """A single-use pairing link (show it as a link or QR code): whoever opens it first becomes a device."""
+        return self._client.create_pairing(label, ttl, role, public_url).wait()
+
+    def devices(self) -> list[DeviceInfo]:
+        """Every device ever paired, revoked ones included."""
+        return self._client.devices().wait()
+
+    def revoke_device(self, device_id: str) -> DeviceInfo:
+        """Revokes a device: its credential stops working at once."""
+        return self._client.revoke_device(device_id).wait()
+
+    # -- the supervised loop ---------------------------------------------------------------------------
+
+    def run(
+        self,
+        handler: Callable[[_native.Message], Any] | Callable[[_native.Message, RunContext], Any],
+        *,
+        takeover: bool = False,
+        timeout: float = 30.0,
+        max_backoff: float = 10.0,
+        handle_signals: bool = True,
+    ) -> None:
+        """The supervised loop: takes the lease, waits for tasks and calls `handler(message)` (or
+        `handler(message, context)` when it takes two arguments; a function or a coroutine function).
+        A `str` it returns is sent as the reply; the task is marked processed only after the handler
+        returned. A handler that raises leaves the task unprocessed (redelivered to the next run) and the
+        error is logged to the `pacerelle` logger. Survives relay restarts with backoff; returns on
+        SIGINT/SIGTERM (in the main thread) or `stop()`. Raises `AgentInUse` if another session holds the
+        lease and `takeover` is false."""
+        from ._runner import SyncRunner
+
+        SyncRunner(self, handler, takeover=takeover, timeout=timeout, max_backoff=max_backoff, handle_signals=handle_signals).run()
+
+    def __enter__(self) -> Agent:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            self.close_session()
+        except _native.PacerelleError:
+            pass
+
+
+class AsyncAgent(_Base):
+    """The agent side for asyncio: the same methods as `Agent`, as coroutines. Several calls may be in
+    flight at once in one event loop; cancelling a task abandons its call at once."""
+
+    @classmethod
+    async def register(
+        cls, relay_url: str, name: str, registration_secret: str | None = None, *, host: str | None = None
+    ) -> AsyncAgent:
+        """Creates a new agent on the relay."""
+        native = await _bridge.run(_native.AgentClient.register(relay_url, name, registration_secret))
+        return cls._wrap(native, host)
+
+    @classmethod
+    def from_agent(cls, agent: _Base) -> AsyncAgent:
+        """An `AsyncAgent` sharing another agent's native client (and so its session)."""
+        return cls._wrap(agent._client, agent.host)
+
+    async def open_session(self, *, takeover: bool = False) -> SessionInfo:
+        return await _bridge.run(self._client.open_session(self.host, takeover))
+
+    async def heartbeat(self) -> SessionInfo:
+        return await _bridge.run(self._client.heartbeat())
+
+    async def close_session(self) -> None:
+        await _bridge.run(self._client.close_session())
+
+    async def wait_for_messages(self, cursor: str | None = None, timeout: float = 30.0) -> Inbox:
+        return await _bridge.run(self._client.wait_for_messages(cursor, timeout))
+
+    async def reply(self, source_message_id: str, text: str, *, reply_id: str | None = None) -> Stored:
+        return await _bridge.run(self._client.reply(source_message_id, text, reply_id))
+
+    async def mark_processed(self, message_id: str) -> Processed:
+        return await _bridge.run(self._client.mark_processed(message_id))
+
+    async def save_checkpoint(self, summary: str, next_action: str, message_ids: Sequence[str] = ()) -> Checkpoint:
+        return await _bridge.run(self._client.save_checkpoint(summary, next_action, list(message_ids)))
+
+    async def get_checkpoints(self, limit: int = 10) -> list[Checkpoint]:
+        return await _bridge.run(self._client.get_checkpoints(limit))
+
+    async def status(self) -> Status:
+        return await _bridge.run(self._client.status())
+
+    async def ask_user(
+        self,
+        question: str,
+        *,
+        kind: Kind | None = None,
+        options: Sequence[str] | None = None,
+        multiple: bool = False,
+        details: str | None = None,
+        expires_in: float = 600.0,
+        question_id: str | None = None,
+    ) -> Asked:
+        kw = _kwargs_question(kind, options, multiple, details, expires_in, question_id)
+        return await _bridge.run(self._client.ask_user(question, **kw))
+
+    async def wait_for_answer(self, question: str | Asked, timeout: float | None = 30.0) -> AnswerOutcome:
+        return await _bridge.run(self._client.wait_for_answer(question, timeout))
+
+    async def ask(
+        self,
+        question: str,
+        *,
+        kind: Kind | None = None,
+        options: Sequence[str] | None = None,
+        multiple: bool = False,
+        details: str | None = None,
+        expires_in: float = 600.0,
+        question_id: str | None = None,
+        timeout: float | None = None,
+    ) -> AnswerOutcome:
+        kw = _kwargs_question(kind, options, multiple, details, expires_in, question_id)
+        return await _bridge.run(self._client.ask(question, timeout=timeout, **kw))
+
+    async def notify(self, text: str, *, title: str | None = None, level: Level = "info") -> Stored:
+        return await _bridge.run(self._client.notify(text, title, level))
+
+    async def cancel_question(self, question_id: str) -> AnswerOutcome:
+        return await _bridge.run(self._client.cancel_question(question_id))
+
+    async def answer_log(
+        self,
+        *,
+        state: State | None = None,
+        since: Time | None = None,
+        until: Time | None = None,
+        limit: int | None = None,
+        search: str | None = None,
+    ) -> list[AuditEntry]:
+        call = self._client.answer_log(state=state, since=since, until=until, limit=limit, search=search)
+        return await _bridge.run(call)
+
+    async def set_webhook(self, url: str, secret: str) -> WebhookInfo:
+        return await _bridge.run(self._client.set_webhook(url, secret))
+
+    async def webhook(self) -> WebhookInfo:
+        return await _bridge.run(self._client.webhook())
+
+    async def clear_webhook(self) -> WebhookInfo:
+        return await _bridge.run(self._client.clear_webhook())
+
+    async def webhook_deliveries(self, limit: int = 20) -> list[Delivery]:
+        return await _bridge.run(self._client.webhook_deliveries(limit))
+
+    async def info(self) -> AgentInfo:
+        return await _bridge.run(self._client.info())
+
+    async def create_pairing(
+        self,
+        *,
+        label: str | None = None,
+        ttl: float = 600.0,
+        role: Literal["owner", "user"] = "owner",
+        public_url: str | None = None,
+    ) -> PairingLink:
+        return await _bridge.run(self._client.create_pairing(label, ttl, role, public_url))
+
+    async def devices(self) -> list[DeviceInfo]:
+        return await _bridge.run(self._client.devices())
+
+    async def revoke_device(self, device_id: str) -> DeviceInfo:
+        return await _bridge.run(self._client.revoke_device(device_id))
+
+    async def run(
+        self,
+        handler: Callable[[_native.Message], Any] | Callable[[_native.Message, AsyncRunContext], Any],
+        *,
+        takeover: bool = False,
+        timeout: float = 30.0,
+        max_backoff: float = 10.0,
+        handle_signals: bool = True,
+    ) -> None:
+        """The supervised loop of `Agent.run`, in this event loop. A coroutine function handler is awaited;
+        a plain function runs on the event loop's thread (keep it short, or make it `async`)."""
+        from ._runner import AsyncRunner
+
+        await AsyncRunner(self, handler, takeover=takeover, timeout=timeout, max_backoff=max_backoff, handle_signals=handle_signals).run()
+
+    async def __aenter__(self) -> AsyncAgent:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        try:
+            await self.close_session()
+        except _native.PacerelleError:
+            pass
+
+
+__all__ = ["Agent", "AsyncAgent", "Handler", "Awaitable"]

@@ -1,0 +1,216 @@
+//! The exception tree and its one conversion point, [`to_py_err`].
+
+use pacerelle_client::Error;
+use pacerelle_client::core::wire::code;
+use pyo3::create_exception;
+use pyo3::exceptions::PyException;
+use pyo3::prelude::*;
+use pyo3::types::PyType;
+
+create_exception!(
+    pacerelle,
+    PacerelleError,
+    PyException,
+    "Every error of Pacerelle. `code` is the relay's stable error code (or None), `status` its HTTP status, \
+     `transient` tells whether the same call may succeed later."
+);
+create_exception!(
+    pacerelle,
+    RelayUnavailable,
+    PacerelleError,
+    "The relay could not be reached, or is overloaded or restarting: try again later."
+);
+create_exception!(
+    pacerelle,
+    AuthError,
+    PacerelleError,
+    "A credential was refused: wrong token, revoked device, closed registration."
+);
+create_exception!(
+    pacerelle,
+    AgentInUse,
+    PacerelleError,
+    "Another session holds the agent's lease; `host` and `since` name it. Open the session with \
+     takeover=True to take it."
+);
+create_exception!(
+    pacerelle,
+    LeaseLost,
+    PacerelleError,
+    "This session no longer holds the lease: it expired or another session took it over."
+);
+create_exception!(
+    pacerelle,
+    NotApproved,
+    PacerelleError,
+    "The owner did not approve: `reason` is 'denied', 'expired', 'cancelled', 'relay_unavailable' or \
+     'rejected' (an answer that did not authenticate); `outcome` is the AnswerOutcome when there is one."
+);
+create_exception!(
+    pacerelle,
+    CryptoError,
+    PacerelleError,
+    "A sealed value did not open: altered, moved, or sealed with another key."
+);
+create_exception!(
+    pacerelle,
+    InvalidInput,
+    PacerelleError,
+    "An argument is out of range or malformed (also the relay's invalid_input, id_conflict…)."
+);
+create_exception!(
+    pacerelle,
+    NotFound,
+    PacerelleError,
+    "No such item for this credential."
+);
+create_exception!(
+    pacerelle,
+    QuestionClosed,
+    PacerelleError,
+    "The question is no longer open: `state` is 'answered', 'expired' or 'cancelled'."
+);
+create_exception!(
+    pacerelle,
+    NoDevice,
+    PacerelleError,
+    "A question or notification needs a paired device: pair a phone first."
+);
+create_exception!(
+    pacerelle,
+    PairingError,
+    PacerelleError,
+    "The pairing link expired, was already used, or its proof does not match."
+);
+create_exception!(
+    pacerelle,
+    WebhookError,
+    PacerelleError,
+    "A webhook request did not verify: `reason` is 'malformed_header', 'outside_tolerance', \
+     'bad_signature' or 'malformed_body'."
+);
+
+/// Adds the exceptions to the module, with their attributes' defaults on the classes.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    let all: [(&str, Bound<'_, PyType>); 13] = [
+        ("PacerelleError", py.get_type::<PacerelleError>()),
+        ("RelayUnavailable", py.get_type::<RelayUnavailable>()),
+        ("AuthError", py.get_type::<AuthError>()),
+        ("AgentInUse", py.get_type::<AgentInUse>()),
+        ("LeaseLost", py.get_type::<LeaseLost>()),
+        ("NotApproved", py.get_type::<NotApproved>()),
+        ("CryptoError", py.get_type::<CryptoError>()),
+        ("InvalidInput", py.get_type::<InvalidInput>()),
+        ("NotFound", py.get_type::<NotFound>()),
+        ("QuestionClosed", py.get_type::<QuestionClosed>()),
+        ("NoDevice", py.get_type::<NoDevice>()),
+        ("PairingError", py.get_type::<PairingError>()),
+        ("WebhookError", py.get_type::<WebhookError>()),
+    ];
+    for (name, ty) in all {
+        m.add(name, ty)?;
+    }
+    let base = py.get_type::<PacerelleError>();
+    for attr in ["code", "status", "details"] {
+        base.setattr(attr, py.None())?;
+    }
+    base.setattr("transient", false)?;
+    let in_use = py.get_type::<AgentInUse>();
+    in_use.setattr("host", py.None())?;
+    in_use.setattr("since", py.None())?;
+    let refused = py.get_type::<NotApproved>();
+    refused.setattr("reason", py.None())?;
+    refused.setattr("outcome", py.None())?;
+    py.get_type::<QuestionClosed>().setattr("state", py.None())?;
+    py.get_type::<WebhookError>().setattr("reason", py.None())?;
+    Ok(())
+}
+
+/// The one conversion point: a client error becomes the matching Python exception, with `code`, `status`,
+/// `details` and `transient` set (and `host`/`since` for [`AgentInUse`], `state` for [`QuestionClosed`]).
+pub(crate) fn to_py_err(e: Error) -> PyErr {
+    Python::attach(|py| build(py, &e).unwrap_or_else(|err| err))
+}
+
+fn build(py: Python<'_>, e: &Error) -> PyResult<PyErr> {
+    let transient = e.is_transient();
+    let message = e.to_string();
+    let (ty, status, api_code, details) = match e {
+        Error::Network { .. } => (py.get_type::<RelayUnavailable>(), None, None, None),
+        Error::Api {
+            status,
+            code: c,
+            details,
+            ..
+        } => {
+            let ty = match c.as_str() {
+                code::UNAUTHORIZED | code::FORBIDDEN | code::DEVICE_REVOKED | code::REGISTRATION_CLOSED => {
+                    py.get_type::<AuthError>()
+                }
+                code::AGENT_IN_USE => py.get_type::<AgentInUse>(),
+                code::LEASE_LOST => py.get_type::<LeaseLost>(),
+                code::NOT_FOUND | code::NO_ROUTE => py.get_type::<NotFound>(),
+                code::QUESTION_EXPIRED | code::QUESTION_CANCELLED | code::QUESTION_ANSWERED => {
+                    py.get_type::<QuestionClosed>()
+                }
+                code::NO_DEVICE => py.get_type::<NoDevice>(),
+                code::PAIRING_EXPIRED | code::PAIRING_CLAIMED | code::PAIRING_PROOF => {
+                    py.get_type::<PairingError>()
+                }
+                code::INVALID_JSON
+                | code::INVALID_INPUT
+                | code::BODY_TOO_LARGE
+                | code::BAD_CURSOR
+                | code::ID_CONFLICT
+                | code::AGENT_EXISTS
+                | code::METHOD_NOT_ALLOWED => py.get_type::<InvalidInput>(),
+                code::RATE_LIMITED | code::UNAVAILABLE => py.get_type::<RelayUnavailable>(),
+                _ if transient => py.get_type::<RelayUnavailable>(),
+                _ => py.get_type::<PacerelleError>(),
+            };
+            (ty, Some(*status), Some(c.clone()), details.clone())
+        }
+        Error::Crypto(_) => (py.get_type::<CryptoError>(), None, None, None),
+        Error::Core(core) => {
+            let ty = match core {
+                pacerelle_client::core::Error::Crypto(_) | pacerelle_client::core::Error::Payload { .. } => {
+                    py.get_type::<CryptoError>()
+                }
+                _ => py.get_type::<InvalidInput>(),
+            };
+            (ty, None, None, None)
+        }
+        Error::InvalidInput(_) => (py.get_type::<InvalidInput>(), None, None, None),
+        _ => (py.get_type::<PacerelleError>(), None, None, None),
+    };
+    let err = PyErr::from_type(ty, message);
+    let value = err.value(py);
+    value.setattr("code", api_code.as_deref())?;
+    value.setattr("status", status)?;
+    value.setattr("transient", transient)?;
+    if let Some(details) = &details {
+        value.setattr("details", crate::convert::json_to_py(py, details)?)?;
+        if api_code.as_deref() == Some(code::AGENT_IN_USE) {
+            if let Some(host) = details.get("host").and_then(|h| h.as_str()) {
+                value.setattr("host", host)?;
+            }
+            if let Some(since) = details
+                .get("since")
+                .and_then(|s| s.as_str())
+                .and_then(pacerelle_client::Timestamp::parse)
+            {
+                value.setattr("since", crate::convert::datetime(py, since)?)?;
+            }
+        }
+    }
+    if let Some(state) = api_code.as_deref().and_then(|c| c.strip_prefix("question_")) {
+        value.setattr("state", state)?;
+    }
+    Ok(err)
+}
+
+/// An [`InvalidInput`] raised by the binding itself, before any request.
+pub(crate) fn invalid(message: impl Into<String>) -> PyErr {
+    to_py_err(Error::InvalidInput(message.into()))
+}
