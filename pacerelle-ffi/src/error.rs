@@ -1,0 +1,177 @@
+//! The one error of the binding, and its single mapping from [`pacerelle_client::Error`].
+
+use pacerelle_client::core::wire::code;
+
+use crate::question::QuestionState;
+
+/// What went wrong, in the cases an app handles differently. None of them carries plaintext or key material.
+///
+/// Kotlin: `PacerelleException` with one subclass per variant; Swift: `PacerelleError` cases; Python:
+/// `PacerelleError.<Variant>`.
+#[derive(Debug, thiserror::Error, uniffi::Error)]
+#[non_exhaustive]
+pub enum PacerelleError {
+    /// The relay could not be reached, or the connection broke before it answered: try again later.
+    #[error("network: {reason}")]
+    Network {
+        /// What failed.
+        reason: String,
+    },
+    /// The relay refused the request with a stable code (`pairing_expired`, `pairing_claimed`, `id_conflict`,
+    /// `rate_limited`…; see `docs/relay-api.md`). Statuses 429, 502, 503 and 504 are worth retrying.
+    #[error("{reason} ({code}, HTTP {status})")]
+    Relay {
+        /// The HTTP status.
+        status: u16,
+        /// The stable error code.
+        code: String,
+        /// The relay's explanation.
+        reason: String,
+    },
+    /// A sealed value did not open: altered, moved, or sealed with another key.
+    #[error("crypto: {reason}")]
+    Crypto {
+        /// What did not open.
+        reason: String,
+    },
+    /// The question can no longer be answered: it was answered (by another device), expired or cancelled.
+    #[error("question closed ({state:?}): {reason}")]
+    QuestionClosed {
+        /// Where it stands.
+        state: QuestionState,
+        /// The explanation.
+        reason: String,
+    },
+    /// This device is not paired (any more): it left, was revoked, or its credentials are unknown to the relay.
+    /// Forget the stored credentials and pair again.
+    #[error("not paired: {reason}")]
+    NotPaired {
+        /// The explanation.
+        reason: String,
+    },
+    /// An argument is malformed or out of range: a pairing link, credentials, a cursor, an id, an empty text,
+    /// an answer that does not fit its question.
+    #[error("invalid input: {reason}")]
+    InvalidInput {
+        /// What is wrong.
+        reason: String,
+    },
+    /// Anything else: an app's listener threw, or an error this version does not know.
+    #[error("internal: {reason}")]
+    Internal {
+        /// What happened.
+        reason: String,
+    },
+}
+
+/// Result with [`PacerelleError`].
+pub type Result<T, E = PacerelleError> = std::result::Result<T, E>;
+
+impl From<pacerelle_client::Error> for PacerelleError {
+    fn from(e: pacerelle_client::Error) -> Self {
+        use pacerelle_client::Error as E;
+        let reason = e.to_string();
+        match e {
+            E::Network { .. } => PacerelleError::Network { reason },
+            E::Api {
+                status,
+                code,
+                message,
+                ..
+            } => match code.as_str() {
+                code::DEVICE_REVOKED | code::UNAUTHORIZED => PacerelleError::NotPaired { reason: message },
+                code::QUESTION_ANSWERED => closed(QuestionState::Answered, message),
+                code::QUESTION_EXPIRED => closed(QuestionState::Expired, message),
+                code::QUESTION_CANCELLED => closed(QuestionState::Cancelled, message),
+                _ => PacerelleError::Relay {
+                    status,
+                    code,
+                    reason: message,
+                },
+            },
+            E::Crypto(_) => PacerelleError::Crypto { reason },
+            E::Core(pacerelle_client::core::Error::Payload { .. }) => PacerelleError::Crypto { reason },
+            E::Core(_) | E::InvalidInput(_) => PacerelleError::InvalidInput { reason },
+            _ => PacerelleError::Internal { reason },
+        }
+    }
+}
+
+fn closed(state: QuestionState, reason: String) -> PacerelleError {
+    PacerelleError::QuestionClosed { state, reason }
+}
+
+impl From<uniffi::UnexpectedUniFFICallbackError> for PacerelleError {
+    fn from(e: uniffi::UnexpectedUniFFICallbackError) -> Self {
+        PacerelleError::Internal { reason: e.reason }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pacerelle_client::Error;
+
+    fn api(status: u16, code: &str) -> Error {
+        Error::Api {
+            status,
+            code: code.into(),
+            message: "m".into(),
+            details: None,
+        }
+    }
+
+    #[test]
+    fn codes_an_app_branches_on_have_their_own_variant() {
+        assert!(matches!(
+            api(401, "device_revoked").into(),
+            PacerelleError::NotPaired { .. }
+        ));
+        assert!(matches!(
+            api(401, "unauthorized").into(),
+            PacerelleError::NotPaired { .. }
+        ));
+        assert!(matches!(
+            api(409, "question_answered").into(),
+            PacerelleError::QuestionClosed {
+                state: QuestionState::Answered,
+                ..
+            }
+        ));
+        assert!(matches!(
+            api(410, "question_expired").into(),
+            PacerelleError::QuestionClosed {
+                state: QuestionState::Expired,
+                ..
+            }
+        ));
+        assert!(matches!(
+            api(409, "question_cancelled").into(),
+            PacerelleError::QuestionClosed {
+                state: QuestionState::Cancelled,
+                ..
+            }
+        ));
+        match api(410, "pairing_expired").into() {
+            PacerelleError::Relay { status, code, reason } => {
+                assert_eq!(
+                    (status, code.as_str(), reason.as_str()),
+                    (410, "pairing_expired", "m")
+                )
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            Error::InvalidInput("x".into()).into(),
+            PacerelleError::InvalidInput { .. }
+        ));
+        assert!(matches!(
+            Error::from(pacerelle_client::core::Error::MalformedLink).into(),
+            PacerelleError::InvalidInput { .. }
+        ));
+        assert!(matches!(
+            Error::Crypto(pacerelle_client::core::CryptoError::Open).into(),
+            PacerelleError::Crypto { .. }
+        ));
+    }
+}

@@ -1,0 +1,131 @@
+//! Live events: a listener the app implements, fed by a background long-poll, and the handle that stops it.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, LazyLock};
+use std::time::Duration;
+
+use pacerelle_client::Cursor;
+use tokio::runtime::Runtime;
+use tokio::task::AbortHandle;
+
+use crate::conversation::{ConversationItem, ConversationPage};
+use crate::error::{PacerelleError, Result};
+
+/// Longest park of one long-poll of a listener.
+const POLL: Duration = Duration::from_secs(30);
+/// First pause after an error worth retrying, doubled up to [`MAX_PAUSE`].
+const FIRST_PAUSE: Duration = Duration::from_millis(500);
+const MAX_PAUSE: Duration = Duration::from_secs(10);
+
+/// The runtime listeners run on: one worker thread for every listener of the process.
+static RUNTIME: LazyLock<std::io::Result<Runtime>> = LazyLock::new(|| {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("pacerelle-listener")
+        .enable_all()
+        .build()
+});
+
+/// Receives the conversation as it arrives. Implemented by the app (Kotlin, Swift, Python).
+///
+/// Called on a background thread, one call at a time, in order. Return quickly (hand the item to the UI
+/// thread); an exception thrown here is ignored.
+#[uniffi::export(foreign)]
+pub trait ConversationListener: Send + Sync {
+    /// A new item: a reply, a question, a notification, or a task this device (or another) sent. Keep
+    /// `item.cursor` to resume from it after a restart.
+    fn on_item(&self, item: ConversationItem) -> Result<()>;
+
+    /// Listening met an error. With `will_retry`, it goes on by itself (the relay was unreachable or busy);
+    /// without, it has stopped (for instance `NotPaired`: the device was revoked). Items that did not open
+    /// are reported here too, as `Crypto`, and listening goes on.
+    fn on_error(&self, error: PacerelleError, will_retry: bool) -> Result<()>;
+}
+
+/// Stops a listener. Dropping the handle stops it too.
+#[derive(Debug, uniffi::Object)]
+pub struct ListenerHandle {
+    stopped: Arc<AtomicBool>,
+    task: AbortHandle,
+}
+
+impl ListenerHandle {
+    pub(crate) fn start(
+        device: pacerelle_client::DeviceClient,
+        after: Option<Cursor>,
+        listener: Arc<dyn ConversationListener>,
+    ) -> Result<Arc<Self>> {
+        let runtime = RUNTIME.as_ref().map_err(|e| PacerelleError::Internal {
+            reason: format!("cannot start the listener's runtime: {e}"),
+        })?;
+        let stopped = Arc::new(AtomicBool::new(false));
+        let task = runtime
+            .spawn(run(device, after, listener, stopped.clone()))
+            .abort_handle();
+        Ok(Arc::new(ListenerHandle { stopped, task }))
+    }
+}
+
+#[uniffi::export]
+impl ListenerHandle {
+    /// Stops listening: no call to the listener starts after this returns (one in progress may finish).
+    pub fn stop(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+        self.task.abort();
+    }
+
+    /// True once stopped, by `stop()` or by an error not worth retrying.
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst) || self.task.is_finished()
+    }
+}
+
+impl Drop for ListenerHandle {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+async fn run(
+    device: pacerelle_client::DeviceClient,
+    mut after: Option<Cursor>,
+    listener: Arc<dyn ConversationListener>,
+    stopped: Arc<AtomicBool>,
+) {
+    let live = || !stopped.load(Ordering::SeqCst);
+    let mut pause = FIRST_PAUSE;
+    while live() {
+        match device.conversation(after, POLL).await {
+            Ok(page) => {
+                pause = FIRST_PAUSE;
+                after = Some(page.cursor);
+                let page = ConversationPage::from(page);
+                for rejected in page.rejected {
+                    if live() {
+                        let error = PacerelleError::Crypto {
+                            reason: format!("item {} did not open: {}", rejected.id, rejected.reason),
+                        };
+                        let _ = listener.on_error(error, true);
+                    }
+                }
+                for item in page.items {
+                    if live() {
+                        let _ = listener.on_item(item);
+                    }
+                }
+            }
+            Err(e) => {
+                let will_retry = e.is_transient();
+                if live() {
+                    let _ = listener.on_error(e.into(), will_retry);
+                }
+                if !will_retry {
+                    stopped.store(true, Ordering::SeqCst);
+                    return;
+                }
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(MAX_PAUSE);
+            }
+        }
+    }
+}

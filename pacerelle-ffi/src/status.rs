@@ -1,0 +1,68 @@
+//! Presence of the agent, as the phone shows it.
+
+use std::time::SystemTime;
+
+pub use pacerelle_client::Presence;
+
+use crate::time::system_time;
+
+/// What the agent is doing.
+#[uniffi::remote(Enum)]
+pub enum Presence {
+    /// No session and no recent wait.
+    Offline,
+    /// A session is connected but neither waiting nor working.
+    Connected,
+    /// The agent is waiting for tasks now (or was moments ago).
+    Listening,
+    /// Tasks are delivered and not processed, and the agent was recently active.
+    Busy,
+    /// A task was delivered long ago and no wait came since: the agent probably waits for a confirmation on
+    /// the computer.
+    WaitingConfirmation,
+}
+
+/// The agent's presence and the counts a phone shows.
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct AgentStatus {
+    /// The agent's id.
+    pub agent_id: String,
+    /// Its display name.
+    pub agent_name: String,
+    /// What it is doing.
+    pub presence: Presence,
+    /// A wait is parked at the relay now.
+    pub listening: bool,
+    /// Where the session holding the agent's lease runs ("laptop / claude-code"), if one does.
+    pub session_host: Option<String>,
+    /// When the last wait started or ended.
+    pub last_wait_at: Option<SystemTime>,
+    /// Tasks stored and never delivered.
+    pub waiting: u64,
+    /// Tasks delivered and not processed.
+    pub in_progress: u64,
+    /// Tasks marked processed.
+    pub processed: u64,
+    /// Paired devices not revoked.
+    pub devices: u64,
+    /// When the last checkpoint was saved.
+    pub last_checkpoint_at: Option<SystemTime>,
+}
+
+impl From<pacerelle_client::Status> for AgentStatus {
+    fn from(s: pacerelle_client::Status) -> Self {
+        AgentStatus {
+            agent_id: s.agent.agent_id,
+            agent_name: s.agent.name,
+            presence: s.presence,
+            listening: s.listening,
+            session_host: s.session.map(|h| h.host),
+            last_wait_at: s.last_wait_at.map(system_time),
+            waiting: s.messages.waiting,
+            in_progress: s.messages.in_progress,
+            processed: s.messages.processed,
+            devices: s.devices,
+            last_checkpoint_at: s.last_checkpoint_at.map(system_time),
+        }
+    }
+}
