@@ -3,7 +3,10 @@
 use std::time::Duration;
 
 use anyhow::{Result, anyhow};
-use pacerelle_client::{ConversationItem, Cursor, DeviceClient, ItemKind, MessageState, Status};
+use pacerelle_client::{
+    ConversationItem, Cursor, DeviceClient, ItemKind, Level, MessageState, OpenedQuestion, QuestionKind,
+    QuestionState, Status,
+};
 use serde::Serialize;
 
 use crate::Global;
@@ -112,6 +115,12 @@ struct ItemOut<'a> {
     text: &'a str,
     source_message_id: Option<&'a str>,
     state: Option<MessageState>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    question: Option<&'a OpenedQuestion>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    title: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    level: Option<Level>,
     time: pacerelle_client::Timestamp,
 }
 
@@ -122,14 +131,31 @@ fn item_out(i: &ConversationItem) -> ItemOut<'_> {
         text: &i.text,
         source_message_id: i.source_message_id.as_deref(),
         state: i.state,
+        question: i.question.as_ref(),
+        title: i.title.as_deref(),
+        level: i.level,
         time: i.created_at,
+    }
+}
+
+/// How a question stands, in words: time left while it can be answered.
+fn question_state(q: &OpenedQuestion) -> String {
+    match q.state {
+        QuestionState::Pending if q.is_open() => format!("pending, {} left", output::until(q.expires_at)),
+        QuestionState::Pending => "expired".into(),
+        QuestionState::Answered => match &q.answered_by {
+            Some(by) => format!("answered by {by}"),
+            None => "answered".into(),
+        },
+        QuestionState::Expired => "expired".into(),
+        QuestionState::Cancelled => "cancelled".into(),
     }
 }
 
 fn print_item(i: &ConversationItem) {
     let when = output::clock(i.created_at);
-    match i.kind {
-        ItemKind::Message => {
+    match (i.kind, &i.question) {
+        (ItemKind::Message, _) => {
             let state = match i.state {
                 Some(MessageState::Sent) => "sent",
                 Some(MessageState::Delivered) => "delivered",
@@ -137,6 +163,48 @@ fn print_item(i: &ConversationItem) {
                 None => "",
             };
             println!("{when}  you    [{}] {}  ({state})", i.id, i.text);
+        }
+        (ItemKind::Question, Some(q)) => {
+            let kind = match q.kind {
+                QuestionKind::YesNo => "yes/no".to_string(),
+                QuestionKind::Choice if q.multiple => "choose one or more".to_string(),
+                QuestionKind::Choice => "choose one".to_string(),
+                QuestionKind::Text => "text".to_string(),
+            };
+            println!(
+                "{when}  agent  [{}] ? {}  ({kind}; {})",
+                i.id,
+                q.question,
+                question_state(q)
+            );
+            if let Some(details) = &q.details {
+                for line in details.lines().take(20) {
+                    println!("                {line}");
+                }
+            }
+            for (n, option) in q.options.iter().enumerate() {
+                println!("                {}. {option}", n + 1);
+            }
+            if q.is_open() {
+                let hint = match q.kind {
+                    QuestionKind::YesNo => "yes|no".to_string(),
+                    QuestionKind::Choice => "OPTION…".to_string(),
+                    QuestionKind::Text => "--text TEXT".to_string(),
+                };
+                println!("                answer: pacerelle answer {} {hint}", i.id);
+            }
+        }
+        (ItemKind::Notification, _) => {
+            let level = match i.level {
+                Some(Level::Warning) => "warning",
+                Some(Level::Error) => "error",
+                Some(Level::Success) => "success",
+                _ => "info",
+            };
+            match &i.title {
+                Some(title) => println!("{when}  agent  [{}] ! {level}: {title} — {}", i.id, i.text),
+                None => println!("{when}  agent  [{}] ! {level}: {}", i.id, i.text),
+            }
         }
         _ => {
             let source = i.source_message_id.as_deref().unwrap_or("?");

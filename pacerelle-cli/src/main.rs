@@ -1,10 +1,17 @@
-//! `pacerelle`: run a relay, create agents, pair devices, and act as a device from a terminal.
+//! `pacerelle`: run a relay, create agents, pair devices, act as a device from a terminal, ask the owner, and
+//! gate an agent's tool calls.
 
 mod agent;
+mod answer;
+mod ask;
+mod audit;
 mod device;
 mod home;
+mod hook;
 mod output;
 mod serve;
+mod time;
+mod webhook;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -44,10 +51,30 @@ enum Command {
     Device(device::DeviceCommand),
     /// Send a task to the agent (device side).
     Send(device::SendArgs),
-    /// Show the conversation (device side).
+    /// Show the conversation: tasks, replies, questions and notifications (device side).
     Inbox(device::InboxArgs),
+    /// Answer a question (device side).
+    Answer(answer::AnswerArgs),
     /// Show the agent's presence, from the agent side or the device side.
     Status(device::StatusArgs),
+    /// Ask the owner a question on the phone and wait for the answer (agent side).
+    ///
+    /// Exit status: 0 on yes, a chosen option or a written answer; 1 on no; 2 when the question expired or
+    /// was cancelled; 3 on any error (relay unreachable, bad input, an answer that could not be authenticated).
+    Ask(ask::AskArgs),
+    /// Send a notification to the owner's devices; no answer expected (agent side).
+    Notify(ask::NotifyArgs),
+    /// Cancel a pending question (agent side).
+    Cancel(ask::CancelArgs),
+    /// The answer log, decrypted here: export and search (agent side).
+    #[command(subcommand)]
+    Audit(audit::AuditCommand),
+    /// The webhook that receives question events (agent side).
+    #[command(subcommand)]
+    Webhook(webhook::WebhookCommand),
+    /// The PreToolUse gate for Claude Code and Codex, and its installation.
+    #[command(subcommand)]
+    Hook(hook::HookCommand),
 }
 
 /// What every command gets besides its own arguments.
@@ -58,8 +85,65 @@ pub struct Global {
     pub home: home::Home,
 }
 
+/// The subcommand named on a command line that clap refused, found without clap: the first word that is
+/// not an option or the value of a global option.
+fn command_word(args: &[String]) -> Option<(&str, Option<&str>)> {
+    let mut words = args.iter().skip(1).filter(|a| !a.is_empty());
+    let mut skip_value = false;
+    let mut found = Vec::new();
+    for arg in words.by_ref() {
+        if skip_value {
+            skip_value = false;
+            continue;
+        }
+        if arg == "--relay" || arg == "--home" {
+            skip_value = true;
+            continue;
+        }
+        if arg.starts_with('-') {
+            continue;
+        }
+        found.push(arg.as_str());
+        if found.len() == 2 {
+            break;
+        }
+    }
+    found.first().map(|first| (*first, found.get(1).copied()))
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let args: Vec<String> = std::env::args().collect();
+    let cli = match Cli::try_parse_from(&args) {
+        Ok(cli) => cli,
+        Err(e) => {
+            use clap::error::ErrorKind;
+            if matches!(e.kind(), ErrorKind::DisplayHelp | ErrorKind::DisplayVersion) {
+                let _ = e.print();
+                return ExitCode::SUCCESS;
+            }
+            match command_word(&args) {
+                // The gate never fails open: a bad command line still denies, in the host's JSON.
+                Some(("hook", Some(host))) if hook::is_gate(host) => {
+                    let _ = e.print();
+                    hook::print_decision(&hook::Decision::deny(format!(
+                        "pacerelle hook: bad arguments ({}); denied",
+                        e.kind()
+                    )));
+                    return ExitCode::SUCCESS;
+                }
+                Some(("ask", _)) => {
+                    let _ = e.print();
+                    return ExitCode::from(ask::EXIT_ERROR);
+                }
+                _ => e.exit(),
+            }
+        }
+    };
+    // The gate must answer with a decision whatever happens: a crash would let the host run the tool.
+    let gate = matches!(&cli.command, Command::Hook(cmd) if cmd.is_gate());
+    if gate {
+        hook::guard_against_panics();
+    }
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
@@ -67,11 +151,21 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,pacerelle_relay=info")),
         )
         .init();
+    let failure = match &cli.command {
+        Command::Ask(_) => ExitCode::from(ask::EXIT_ERROR),
+        _ => ExitCode::FAILURE,
+    };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
+            if gate {
+                hook::print_decision(&hook::Decision::deny(format!(
+                    "pacerelle hook: cannot start ({e}); denied"
+                )));
+                return ExitCode::SUCCESS;
+            }
             eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::FAILURE;
+            return failure;
         }
     };
     let json = cli.json;
@@ -81,22 +175,62 @@ fn main() -> ExitCode {
             relay: cli.relay,
             home: home::Home::resolve(cli.home)?,
         };
+        let done = |r: anyhow::Result<()>| r.map(|()| ExitCode::SUCCESS);
         match cli.command {
-            Command::Serve(args) => serve::serve(&global, args).await,
-            Command::Up(args) => serve::up(&global, args).await,
-            Command::Agent(cmd) => agent::run(&global, cmd).await,
-            Command::Pair(args) => agent::pair(&global, args).await,
-            Command::Device(cmd) => device::run(&global, cmd).await,
-            Command::Send(args) => device::send(&global, args).await,
-            Command::Inbox(args) => device::inbox(&global, args).await,
-            Command::Status(args) => device::status(&global, args).await,
+            Command::Serve(args) => done(serve::serve(&global, args).await),
+            Command::Up(args) => done(serve::up(&global, args).await),
+            Command::Agent(cmd) => done(agent::run(&global, cmd).await),
+            Command::Pair(args) => done(agent::pair(&global, args).await),
+            Command::Device(cmd) => done(device::run(&global, cmd).await),
+            Command::Send(args) => done(device::send(&global, args).await),
+            Command::Inbox(args) => done(device::inbox(&global, args).await),
+            Command::Answer(args) => done(answer::answer(&global, args).await),
+            Command::Status(args) => done(device::status(&global, args).await),
+            Command::Ask(args) => ask::ask(&global, args).await,
+            Command::Notify(args) => done(ask::notify(&global, args).await),
+            Command::Cancel(args) => done(ask::cancel(&global, args).await),
+            Command::Audit(cmd) => done(audit::run(&global, cmd).await),
+            Command::Webhook(cmd) => done(webhook::run(&global, cmd).await),
+            Command::Hook(cmd) => hook::run(&global, cmd).await,
         }
     });
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
+        Err(e) if gate => {
+            hook::print_decision(&hook::Decision::deny(format!("pacerelle hook: {e:#}; denied")));
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             output::error(json, &e);
-            ExitCode::FAILURE
+            failure
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn words(line: &str) -> Vec<String> {
+        line.split(' ').map(str::to_string).collect()
+    }
+
+    #[test]
+    fn the_command_word_skips_global_options() {
+        assert_eq!(
+            command_word(&words("pacerelle --relay http://x --json ask --bogus")),
+            Some(("ask", None))
+        );
+        assert_eq!(
+            command_word(&words("pacerelle --home /h hook codex --budget x")),
+            Some(("hook", Some("codex")))
+        );
+        assert_eq!(command_word(&words("pacerelle --json")), None);
+    }
+
+    #[test]
+    fn the_command_line_parses() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
     }
 }
