@@ -1,19 +1,20 @@
 //! The router and the state every handler shares.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{delete, get, post};
+use axum::routing::{delete, get, post, put};
 use pacerelle_core::wire::MAX_BODY_BYTES;
 use tower_http::trace::TraceLayer;
 
 use crate::config::Config;
 use crate::presence::Activity;
 use crate::ratelimit::RateLimiter;
-use crate::routes::{agent, device, health, messages, pairing, session};
+use crate::routes::{agent, device, health, messages, pairing, questions, session, webhook};
 use crate::store::Store;
 use crate::wake::{Shutdown, Wakes};
+use crate::webhook::WebhookSettings;
 
 /// What the handlers share.
 #[derive(Debug)]
@@ -24,6 +25,36 @@ pub(crate) struct Inner {
     pub activity: Activity,
     pub limiter: RateLimiter,
     pub shutdown: Shutdown,
+    /// How webhook events are delivered.
+    pub webhooks: WebhookSettings,
+    /// Wakes the webhook deliverer (an event was queued, or the relay is stopping).
+    pub webhook_kick: Arc<tokio::sync::Notify>,
+    /// Wakes the expirer (a question was created, or the relay is stopping).
+    pub expiry_kick: Arc<tokio::sync::Notify>,
+    /// The deliverer and the expirer, awaited when the relay stops.
+    pub background: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl Inner {
+    /// Stops the deliverer and the expirer and waits for them: an attempt in flight finishes and its outcome
+    /// is recorded, so a relay opened next on the same file does not send the event again.
+    pub(crate) async fn stop_background(&self) {
+        self.shutdown.trigger();
+        self.webhook_kick.notify_one();
+        self.expiry_kick.notify_one();
+        let tasks = std::mem::take(
+            &mut *self
+                .background
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner()),
+        );
+        let limit = self.webhooks.timeout + std::time::Duration::from_secs(5);
+        for task in tasks {
+            if tokio::time::timeout(limit, task).await.is_err() {
+                tracing::warn!("a background task did not stop in time");
+            }
+        }
+    }
 }
 
 /// The handlers' state.
@@ -55,12 +86,29 @@ pub(crate) fn app(state: AppState) -> Router {
         )
         .route("/v1/agent/sessions/{session_id}", delete(session::release))
         .route("/v1/agent/status", get(agent::status))
+        .route("/v1/agent/questions", post(questions::create).get(questions::log))
+        .route("/v1/agent/questions/{question_id}", get(questions::get))
+        .route(
+            "/v1/agent/questions/{question_id}/cancel",
+            post(questions::cancel),
+        )
+        .route("/v1/agent/notifications", post(questions::notify))
+        .route(
+            "/v1/agent/webhook",
+            put(webhook::set).get(webhook::get).delete(webhook::delete),
+        )
+        .route("/v1/agent/webhook/deliveries", get(webhook::deliveries))
         .route("/v1/pairings/{pairing_id}", get(pairing::offer))
         .route("/v1/pairings/{pairing_id}/claim", post(pairing::claim))
         .route("/v1/device", get(device::me).delete(device::leave))
         .route("/v1/device/messages", post(messages::send))
         .route("/v1/device/conversation", get(messages::conversation))
         .route("/v1/device/status", get(device::status))
+        .route("/v1/device/questions", get(questions::for_device))
+        .route(
+            "/v1/device/questions/{question_id}/answer",
+            post(questions::answer),
+        )
         .fallback(health::no_route)
         .method_not_allowed_fallback(health::method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

@@ -6,6 +6,7 @@
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use pacerelle_core::question::Refusal;
 use pacerelle_core::wire::{ErrorBody, LeaseHolder, code};
 
 /// Why the relay could not start.
@@ -157,6 +158,37 @@ impl AppError {
             code::LEASE_LOST,
             "this session no longer holds the lease (it expired or was taken over); open a new session",
         )
+    }
+
+    /// 400 `no_device`: a question or notification without any device to go to.
+    pub fn no_device() -> Self {
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            code::NO_DEVICE,
+            "no device to send this to: pair a device first, then seal it for each active device",
+        )
+    }
+
+    /// The answer to a transition the question's state machine refused: 410 `question_expired`, 409
+    /// `question_cancelled` or 409 `question_answered`.
+    pub fn refused(refusal: Refusal) -> Self {
+        match refusal {
+            Refusal::Expired => Self::new(
+                StatusCode::GONE,
+                code::QUESTION_EXPIRED,
+                "the question has expired: nobody answered in time, which counts as no",
+            ),
+            Refusal::Cancelled => Self::new(
+                StatusCode::CONFLICT,
+                code::QUESTION_CANCELLED,
+                "the question was cancelled by the agent",
+            ),
+            Refusal::AlreadyAnswered => Self::new(
+                StatusCode::CONFLICT,
+                code::QUESTION_ANSWERED,
+                "the question already has an answer (the first answer wins)",
+            ),
+        }
     }
 
     /// 429 `rate_limited`.

@@ -4,12 +4,14 @@ mod app;
 mod auth;
 mod config;
 mod error;
+mod expiry;
 mod extract;
 mod presence;
 mod ratelimit;
 mod routes;
 mod store;
 mod wake;
+mod webhook;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -20,6 +22,7 @@ use pacerelle_core::Timestamp;
 
 pub use config::Config;
 pub use error::{Error, StoreError};
+pub use webhook::WebhookSettings;
 
 use app::{AppState, Inner};
 use store::Store;
@@ -36,11 +39,17 @@ pub struct Relay {
 }
 
 impl Relay {
-    /// Opens (or creates) the database, applies migrations and starts the sweeper.
+    /// Opens (or creates) the database, applies migrations and starts the sweeper, the question expirer and
+    /// the webhook deliverer (with [`WebhookSettings::default`]).
     ///
-    /// Must be called within a Tokio runtime. The sweeper stops when the last clone of the relay (and of
-    /// its router) is dropped, or when [`Relay::serve`] shuts down.
+    /// Must be called within a Tokio runtime. The background tasks stop when the last clone of the relay (and
+    /// of its router) is dropped, or when [`Relay::serve`] shuts down or [`Relay::close`] is called.
     pub async fn open(config: Config) -> Result<Relay, Error> {
+        Relay::open_with(config, WebhookSettings::default()).await
+    }
+
+    /// [`Relay::open`] with other webhook delivery settings (shorter backoff in tests).
+    pub async fn open_with(config: Config, webhooks: WebhookSettings) -> Result<Relay, Error> {
         if config.database_path.as_os_str().is_empty() {
             return Err(Error::Config("the database path is empty".into()));
         }
@@ -56,8 +65,23 @@ impl Relay {
             activity: Default::default(),
             limiter: Default::default(),
             shutdown: Default::default(),
+            webhooks,
+            webhook_kick: Default::default(),
+            expiry_kick: Default::default(),
+            background: Default::default(),
         });
         tokio::spawn(sweeper(Arc::downgrade(&inner)));
+        let tasks = vec![
+            tokio::spawn(expiry::expirer(Arc::downgrade(&inner), inner.expiry_kick.clone())),
+            tokio::spawn(webhook::deliverer(
+                Arc::downgrade(&inner),
+                inner.webhook_kick.clone(),
+            )),
+        ];
+        *inner
+            .background
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = tasks;
         Ok(Relay { inner })
     }
 
@@ -67,7 +91,7 @@ impl Relay {
     }
 
     /// Serves on `listener` until `shutdown` resolves, then ends parked waits at once and waits for the
-    /// requests in flight to finish.
+    /// requests in flight to finish, and for a webhook attempt in flight to be recorded.
     pub async fn serve(
         self,
         listener: tokio::net::TcpListener,
@@ -78,6 +102,9 @@ impl Relay {
             shutdown.await;
             tracing::info!("relay shutting down");
             inner.shutdown.trigger();
+            // The deliverer and the expirer stop now rather than at their next wake-up.
+            inner.webhook_kick.notify_one();
+            inner.expiry_kick.notify_one();
         };
         if let Ok(addr) = listener.local_addr() {
             let public_url = self.inner.config.public_url.as_deref().unwrap_or("-");
@@ -88,12 +115,14 @@ impl Relay {
             self.router().into_make_service_with_connect_info::<SocketAddr>(),
         )
         .with_graceful_shutdown(signal)
-        .await
+        .await?;
+        self.inner.stop_background().await;
+        Ok(())
     }
 
     /// Ends parked waits and closes the database. Requests that arrive afterwards fail with `unavailable`.
     pub async fn close(&self) {
-        self.inner.shutdown.trigger();
+        self.inner.stop_background().await;
         self.inner.store.close().await;
     }
 }

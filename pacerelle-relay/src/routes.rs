@@ -5,7 +5,9 @@ pub(crate) mod device;
 pub(crate) mod health;
 pub(crate) mod messages;
 pub(crate) mod pairing;
+pub(crate) mod questions;
 pub(crate) mod session;
+pub(crate) mod webhook;
 
 use axum::http::StatusCode;
 use pacerelle_core::{b64, ids};

@@ -9,7 +9,10 @@ pub(crate) mod sqlite;
 
 use pacerelle_core::Timestamp;
 use pacerelle_core::pairing::Role;
-use pacerelle_core::wire::{LeaseHolder, MessageCounts, PairingClaimed, PairingCreated, SessionInfo, Stored};
+use pacerelle_core::question::{QuestionKind, QuestionState, Refusal};
+use pacerelle_core::wire::{
+    LeaseHolder, MessageCounts, PairingClaimed, PairingCreated, QuestionView, SessionInfo, Stored,
+};
 
 pub(crate) use sqlite::SqliteStore as Store;
 
@@ -134,6 +137,93 @@ pub(crate) struct StatusFacts {
     pub oldest_in_progress: Option<Timestamp>,
     pub last_checkpoint_at: Option<Timestamp>,
     pub devices: u64,
+}
+
+/// A new question, already validated.
+#[derive(Debug)]
+pub(crate) struct NewQuestion<'a> {
+    pub question_id: &'a str,
+    pub kind: QuestionKind,
+    pub expires_at: Timestamp,
+    pub self_envelope: &'a str,
+    pub envelopes: &'a [pacerelle_core::wire::DeviceEnvelope],
+}
+
+/// Outcome of storing a question or a notification.
+#[derive(Debug)]
+pub(crate) enum ItemPut<T> {
+    /// Stored now (`true`) or already stored under this id (`false`).
+    Stored(T, bool),
+    /// This device id is not an active device of this agent.
+    UnknownDevice(String),
+}
+
+/// What a transition did besides its answer: whether the question closed in this call (waiters to wake) and
+/// whether a webhook event was queued (the deliverer to kick).
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct Effects {
+    pub closed: bool,
+    pub event: bool,
+}
+
+/// Outcome of an answer or a cancel.
+#[derive(Debug)]
+pub(crate) enum Transition<T> {
+    /// Done now, or already done this way (a retry by the device that answered, a second cancel).
+    Done(T),
+    /// The state machine refused it.
+    Refused(Refusal),
+    /// No such question for this credential (or this device is not one of its recipients).
+    NotFound,
+}
+
+/// Which questions a listing wants, by the state they have at the time of the read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StateFilter {
+    All,
+    Only(QuestionState),
+}
+
+/// The filters of the answer log.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct LogQuery {
+    pub state: StateFilter,
+    /// `createdAt >= since`.
+    pub since: Option<Timestamp>,
+    /// `createdAt < until`.
+    pub until: Option<Timestamp>,
+    /// Questions with a seq below this one.
+    pub before: Option<pacerelle_core::Cursor>,
+    pub limit: u32,
+}
+
+/// A page of the answer log.
+#[derive(Debug)]
+pub(crate) struct LogPage {
+    pub questions: Vec<QuestionView>,
+    pub next: Option<pacerelle_core::Cursor>,
+}
+
+/// What a pass of the expirer did.
+#[derive(Debug, Default)]
+pub(crate) struct ExpiryPass {
+    /// Agents whose questions expired (their waiters to wake).
+    pub agents: Vec<String>,
+    /// Whether webhook events were queued.
+    pub events: bool,
+    /// Whether more questions may be due (the pass stopped at its limit).
+    pub more: bool,
+}
+
+/// A webhook event due for an attempt, with the agent's webhook as it is now.
+#[derive(Debug)]
+pub(crate) struct DueEvent {
+    pub event_id: String,
+    pub body: String,
+    pub attempts: u32,
+    pub created_at: Timestamp,
+    /// `(url, secret)`; none when the agent removed its webhook.
+    pub target: Option<(String, String)>,
 }
 
 /// The lease time-to-live in milliseconds.

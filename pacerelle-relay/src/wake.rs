@@ -17,6 +17,8 @@ pub(crate) enum Topic {
     Inbox(String),
     /// New items in the conversations of an agent's devices.
     Conversation(String),
+    /// A question of an agent changed state (answered, cancelled, expired).
+    Questions(String),
 }
 
 /// The channels of every topic that has a waiter now.

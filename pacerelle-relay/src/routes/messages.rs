@@ -33,7 +33,12 @@ fn wait_of(q: &WaitQuery) -> Duration {
 
 /// The cursor of a long-poll: none, or one this relay issued (never beyond the last sequence number).
 async fn cursor_of(state: &AppState, q: &WaitQuery) -> Result<Option<Cursor>, AppError> {
-    let Some(text) = q.cursor.as_deref().filter(|t| !t.is_empty()) else {
+    issued_cursor(state, q.cursor.as_deref()).await
+}
+
+/// A cursor parameter: none (absent or empty), or one this relay issued; anything else is `bad_cursor`.
+pub(crate) async fn issued_cursor(state: &AppState, text: Option<&str>) -> Result<Option<Cursor>, AppError> {
+    let Some(text) = text.filter(|t| !t.is_empty()) else {
         return Ok(None);
     };
     let cursor = Cursor::parse(text).map_err(|_| AppError::bad_cursor())?;
@@ -44,7 +49,7 @@ async fn cursor_of(state: &AppState, q: &WaitQuery) -> Result<Option<Cursor>, Ap
 }
 
 /// Parks until the subscription is woken, `wait` passes, or the relay shuts down.
-async fn park(state: &AppState, sub: &mut Subscription<'_>, wait: Duration) {
+pub(crate) async fn park(state: &AppState, sub: &mut Subscription<'_>, wait: Duration) {
     tokio::select! {
         () = sub.changed() => {}
         () = tokio::time::sleep(wait) => {}
@@ -213,7 +218,13 @@ pub(crate) async fn conversation(
     let mut sub = state.wakes.subscribe(Topic::Conversation(auth.agent_id.clone()));
     let (items, cursor) = state
         .store
-        .conversation(&auth.agent_id, &auth.device_id, after, PAGE_LIMIT)
+        .conversation(
+            &auth.agent_id,
+            &auth.device_id,
+            after,
+            PAGE_LIMIT,
+            Timestamp::now(),
+        )
         .await?;
     if !items.is_empty() || wait.is_zero() || state.shutdown.is_triggered() {
         return Ok(Json(Conversation {
@@ -227,7 +238,13 @@ pub(crate) async fn conversation(
     auth.still_valid(&state).await?;
     let (items, cursor) = state
         .store
-        .conversation(&auth.agent_id, &auth.device_id, after, PAGE_LIMIT)
+        .conversation(
+            &auth.agent_id,
+            &auth.device_id,
+            after,
+            PAGE_LIMIT,
+            Timestamp::now(),
+        )
         .await?;
     Ok(Json(Conversation {
         cursor: keep_if_empty(items.is_empty(), cursor, given),

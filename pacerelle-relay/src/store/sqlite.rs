@@ -23,6 +23,9 @@ use super::{
 };
 use crate::error::{Error, StoreError};
 
+mod questions;
+mod webhooks;
+
 type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 /// Read-only connections in the read pool.
@@ -658,13 +661,15 @@ impl SqliteStore {
         }))
     }
 
-    /// What one device can open after `after`: the tasks it sent and the replies sealed for it.
+    /// What one device can open after `after`: the tasks it sent, and the replies, questions and notifications
+    /// sealed for it. A question carries its state as of `now`.
     pub(crate) async fn conversation(
         &self,
         agent_id: &str,
         device_id: &str,
         after: Cursor,
         limit: u32,
+        now: Timestamp,
     ) -> Result<(Vec<ConversationItem>, Cursor)> {
         let after = seq_of(after);
         // Read the head first: anything stored later has a greater seq and is left for the next call.
@@ -672,22 +677,32 @@ impl SqliteStore {
             .bind(agent_id)
             .fetch_one(&self.read)
             .await?;
-        type Row = (
-            i64,
-            String,
-            String,
-            String,
-            Option<String>,
-            i64,
-            Option<i64>,
-            Option<i64>,
-        );
+        #[derive(sqlx::FromRow)]
+        struct Row {
+            seq: i64,
+            kind: String,
+            item_id: String,
+            envelope: String,
+            source_message_id: Option<String>,
+            created_at: i64,
+            delivered_at: Option<i64>,
+            processed_at: Option<i64>,
+            question_kind: Option<String>,
+            question_state: Option<String>,
+            expires_at: Option<i64>,
+            answered_by: Option<String>,
+            answered_at: Option<i64>,
+        }
         let rows: Vec<Row> = sqlx::query_as(
-            "SELECT i.seq, i.kind, i.item_id, COALESCE(e.envelope, i.envelope, ''), i.source_message_id,
-                    i.created_at, i.delivered_at, i.processed_at
-             FROM items i LEFT JOIN item_envelopes e ON e.item_seq = i.seq AND e.device_id = ?2
+            "SELECT i.seq, i.kind, i.item_id, COALESCE(e.envelope, i.envelope, '') AS envelope,
+                    i.source_message_id, i.created_at, i.delivered_at, i.processed_at,
+                    q.kind AS question_kind, q.state AS question_state, q.expires_at, q.answered_by, q.answered_at
+             FROM items i
+                  LEFT JOIN item_envelopes e ON e.item_seq = i.seq AND e.device_id = ?2
+                  LEFT JOIN questions q ON q.item_seq = i.seq
              WHERE i.agent_id = ?1 AND i.seq > ?3 AND i.seq <= ?4
-               AND ((i.kind = 'message' AND i.device_id = ?2) OR (i.kind = 'reply' AND e.envelope IS NOT NULL))
+               AND ((i.kind = 'message' AND i.device_id = ?2)
+                    OR (i.kind IN ('reply', 'question', 'notification') AND e.envelope IS NOT NULL))
              ORDER BY i.seq LIMIT ?5",
         )
         .bind(agent_id)
@@ -698,31 +713,38 @@ impl SqliteStore {
         .fetch_all(&self.read)
         .await?;
         let next = match rows.last() {
-            Some(last) if rows.len() >= limit as usize => last.0,
+            Some(last) if rows.len() >= limit as usize => last.seq,
             _ => head.max(after),
         };
         let items = rows
             .into_iter()
-            .map(
-                |(seq, kind, id, envelope, source_message_id, created_at, delivered_at, processed_at)| {
-                    let is_reply = kind == "reply";
-                    ConversationItem {
-                        kind: if is_reply {
-                            ItemKind::Reply
-                        } else {
-                            ItemKind::Message
-                        },
-                        id,
-                        envelope,
-                        source_message_id,
-                        state: (!is_reply).then(|| message_state(delivered_at, processed_at)),
-                        question: None,
-                        created_at: ts(created_at),
-                        cursor: cursor(seq),
-                    }
-                },
-            )
-            .collect();
+            .map(|r| {
+                let kind = match r.kind.as_str() {
+                    "message" => ItemKind::Message,
+                    "reply" => ItemKind::Reply,
+                    "question" => ItemKind::Question,
+                    "notification" => ItemKind::Notification,
+                    _ => ItemKind::Unknown,
+                };
+                Ok(ConversationItem {
+                    kind,
+                    id: r.item_id,
+                    envelope: r.envelope,
+                    source_message_id: r.source_message_id,
+                    state: (kind == ItemKind::Message).then(|| message_state(r.delivered_at, r.processed_at)),
+                    question: questions::conversation_meta(
+                        r.question_kind.as_deref(),
+                        r.question_state.as_deref(),
+                        r.expires_at,
+                        r.answered_by,
+                        r.answered_at,
+                        now,
+                    )?,
+                    created_at: ts(r.created_at),
+                    cursor: cursor(r.seq),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
         Ok((items, cursor(next)))
     }
 

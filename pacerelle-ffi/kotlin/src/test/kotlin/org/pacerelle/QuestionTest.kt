@@ -1,0 +1,120 @@
+package org.pacerelle
+
+import java.util.concurrent.TimeUnit
+import kotlinx.coroutines.runBlocking
+import org.junit.jupiter.api.Assertions.assertEquals
+import org.junit.jupiter.api.Assertions.assertFalse
+import org.junit.jupiter.api.Assertions.assertTrue
+import org.junit.jupiter.api.Test
+import org.junit.jupiter.api.assertThrows
+
+/**
+ * Questions asked by the agent (`pacerelle ask`, which exits 0 when the answer approves) and answered
+ * through the Kotlin binding; notifications sent by `pacerelle notify`.
+ */
+class QuestionTest {
+    private fun unique(text: String) = "$text ${System.nanoTime()}"
+
+    /** Waits for `pacerelle ask` to finish; returns its exit status and output. */
+    private fun finished(ask: Process): Pair<Int, String> {
+        assertTrue(ask.waitFor(60, TimeUnit.SECONDS), "pacerelle ask finished")
+        return ask.exitValue() to ask.inputStream.bufferedReader().readText()
+    }
+
+    @Test
+    fun `a yes answered here is approved on the agent side`() = runBlocking<Unit> {
+        val device = joinNewDevice("deciding phone")
+        val other = joinNewDevice("second phone")
+        val text = unique("Deploy?")
+        val ask = TestRelay.ask(text, "--details", "to production", "--expires", "2m")
+
+        val question = device.awaitQuestion(text)
+        assertEquals(QuestionKind.YES_NO, question.kind)
+        assertEquals(QuestionState.PENDING, question.state)
+        assertEquals("to production", question.details)
+        assertTrue(question.isOpen)
+        assertTrue(question.expiresAt.isAfter(question.createdAt))
+        // The same question, opened, in the conversation.
+        val item = device.awaitItem { it.kind == ItemKind.QUESTION && it.id == question.questionId }
+        assertEquals(text, item.text)
+        assertEquals(question.questionId, item.question?.questionId)
+
+        assertThrows<PacerelleException.InvalidInput> { device.answer(question.questionId, Answer.Text("ok")) }
+        val answered = device.answer(question.questionId, Answer.Yes)
+        assertEquals(QuestionState.ANSWERED, answered.state)
+        assertEquals(device.identity().deviceId, answered.answeredBy)
+        assertFalse(answered.isOpen)
+
+        val (status, out) = finished(ask)
+        assertEquals(0, status, out)
+        assertTrue(Regex("\"approved\"\\s*:\\s*true").containsMatchIn(out), out)
+
+        // The first answer won: the other device learns it is closed.
+        val closed = assertThrows<PacerelleException.QuestionClosed> {
+            other.answer(question.questionId, Answer.No)
+        }
+        assertEquals(QuestionState.ANSWERED, closed.state)
+        assertTrue(other.pendingQuestions().none { it.questionId == question.questionId })
+        assertEquals(
+            QuestionState.ANSWERED,
+            other.questions(QuestionState.ANSWERED).single { it.questionId == question.questionId }.state,
+        )
+    }
+
+    @Test
+    fun `options and text answers reach the agent`() = runBlocking<Unit> {
+        val device = joinNewDevice("choosing phone")
+        val which = unique("Which region?")
+        val askChoice = TestRelay.ask(which, "--choice", "eu-west", "--choice", "us-east")
+        val choice = device.awaitQuestion(which)
+        assertEquals(QuestionKind.CHOICE, choice.kind)
+        assertEquals(listOf("eu-west", "us-east"), choice.options)
+        assertFalse(choice.multiple)
+        device.answer(choice.questionId, Answer.Options(listOf("us-east")))
+        val (choiceStatus, choiceOut) = finished(askChoice)
+        assertEquals(0, choiceStatus, choiceOut)
+        assertTrue(choiceOut.contains("us-east"), choiceOut)
+
+        val why = unique("Commit message?")
+        val askText = TestRelay.ask(why, "--text")
+        val question = device.awaitQuestion(why)
+        assertEquals(QuestionKind.TEXT, question.kind)
+        device.answer(question.questionId, Answer.Text("fix: the flaky test"))
+        val (textStatus, textOut) = finished(askText)
+        assertEquals(0, textStatus, textOut)
+        assertTrue(textOut.contains("fix: the flaky test"), textOut)
+    }
+
+    @Test
+    fun `a no is not approved`() = runBlocking<Unit> {
+        val device = joinNewDevice("refusing phone")
+        val text = unique("Delete the branch?")
+        val ask = TestRelay.ask(text)
+        device.answer(device.awaitQuestion(text).questionId, Answer.No)
+        assertEquals(1, finished(ask).first)
+    }
+
+    @Test
+    fun `a cancelled question is closed`() = runBlocking<Unit> {
+        val device = joinNewDevice("late phone")
+        val text = unique("Still needed?")
+        val ask = TestRelay.ask(text, "--id", "q_kotlin_${System.nanoTime()}")
+        val question = device.awaitQuestion(text)
+        TestRelay.run("cancel", question.questionId, "--json")
+        assertEquals(2, finished(ask).first)
+        val closed = assertThrows<PacerelleException.QuestionClosed> {
+            device.answer(question.questionId, Answer.Yes)
+        }
+        assertEquals(QuestionState.CANCELLED, closed.state)
+    }
+
+    @Test
+    fun `notifications arrive with their title and level`() = runBlocking<Unit> {
+        val device = joinNewDevice("notified phone")
+        val start = device.conversation(null).cursor
+        TestRelay.run("notify", "Build passed", "--title", "CI", "--level", "success", "--json")
+        val item = device.awaitItem(start) { it.kind == ItemKind.NOTIFICATION && it.text == "Build passed" }
+        assertEquals("CI", item.title)
+        assertEquals(Level.SUCCESS, item.level)
+    }
+}

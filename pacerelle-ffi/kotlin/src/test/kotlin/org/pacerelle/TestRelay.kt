@@ -1,0 +1,96 @@
+package org.pacerelle
+
+import java.io.File
+import java.nio.file.Files
+import java.util.concurrent.TimeUnit
+
+/**
+ * A real relay with the echo agent, started once for the whole test run: `pacerelle serve` on 127.0.0.1:0
+ * with a temporary database, an agent created by `pacerelle agent create`, and `echo-agent --takeover`.
+ * Agent-side steps (pairing links, questions, revocations) run the `pacerelle` command, as a person would.
+ */
+object TestRelay {
+    private val target = File(System.getProperty("pacerelle.binaries") ?: "../../target/debug").absoluteFile
+    private val pacerelle = File(target, "pacerelle").path
+    private val echoAgent = File(target, "echo-agent").path
+    private val dir: File = Files.createTempDirectory("pacerelle-kotlin").toFile()
+    private val home = File(dir, "home")
+    private val processes = mutableListOf<Process>()
+
+    val relayUrl: String
+    val agentId: String
+    private val agentToken: String
+
+    init {
+        Runtime.getRuntime().addShutdownHook(Thread { stop() })
+        val serve = ProcessBuilder(pacerelle, "serve", "--listen", "127.0.0.1:0", "--json", "--data", File(dir, "data").path)
+            .redirectError(File(dir, "relay.log"))
+            .start()
+        processes += serve
+        relayUrl = readJsonField(serve, "relayUrl")
+        val agent = run("agent", "create", "--name", "kotlin tests", "--json")
+        agentId = field(agent, "agentId")
+        agentToken = field(agent, "token")
+        val echo = ProcessBuilder(echoAgent, "--takeover")
+            .apply {
+                environment()["PACERELLE_RELAY_URL"] = relayUrl
+                environment()["PACERELLE_AGENT_ID"] = agentId
+                environment()["PACERELLE_AGENT_TOKEN"] = agentToken
+            }
+            .redirectErrorStream(true)
+            .redirectOutput(File(dir, "echo-agent.log"))
+            .start()
+        processes += echo
+    }
+
+    /** A fresh single-use pairing link. */
+    fun pairingLink(): String = field(run("pair", "--json"), "link")
+
+    /** Revokes a device from the agent side. */
+    fun revoke(deviceId: String) {
+        run("agent", "revoke", deviceId, "--json")
+    }
+
+    /** Starts `pacerelle ask …` (it exits 0 when the answer approves, non-zero otherwise). */
+    fun ask(vararg args: String): Process =
+        command(*arrayOf("ask", *args, "--json")).redirectErrorStream(true).start().also { processes += it }
+
+    /** Runs one `pacerelle` command and returns its standard output; fails on a non-zero exit. */
+    fun run(vararg args: String): String {
+        val process = command(*args).redirectErrorStream(false).start()
+        val out = process.inputStream.bufferedReader().readText()
+        val err = process.errorStream.bufferedReader().readText()
+        check(process.waitFor(60, TimeUnit.SECONDS)) { "pacerelle ${args.joinToString(" ")} did not finish" }
+        check(process.exitValue() == 0) { "pacerelle ${args.joinToString(" ")} failed: $err" }
+        return out
+    }
+
+    private fun command(vararg args: String): ProcessBuilder =
+        ProcessBuilder(pacerelle, *args).apply {
+            environment()["PACERELLE_HOME"] = home.path
+            environment()["PACERELLE_RELAY_URL"] = relayUrl
+        }
+
+    private fun stop() {
+        processes.forEach { it.destroy() }
+        processes.forEach { if (!it.waitFor(5, TimeUnit.SECONDS)) it.destroyForcibly() }
+        dir.deleteRecursively()
+    }
+
+    /** Reads a JSON field from a process's output as soon as it is printed (the process goes on running). */
+    private fun readJsonField(process: Process, name: String): String {
+        val reader = process.inputStream.bufferedReader()
+        val seen = StringBuilder()
+        while (true) {
+            val line = reader.readLine() ?: error("the relay stopped before printing $name: $seen")
+            seen.appendLine(line)
+            fieldOrNull(seen.toString(), name)?.let { return it }
+        }
+    }
+
+    fun field(json: String, name: String): String =
+        fieldOrNull(json, name) ?: error("no \"$name\" in $json")
+
+    private fun fieldOrNull(json: String, name: String): String? =
+        Regex("\"${Regex.escape(name)}\"\\s*:\\s*\"((?:[^\"\\\\]|\\\\.)*)\"").find(json)?.groupValues?.get(1)
+}

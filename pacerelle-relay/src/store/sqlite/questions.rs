@@ -1,0 +1,907 @@
+//! Questions, notifications and the expiry of questions.
+//!
+//! Every transition goes through [`QuestionRecord`] inside a write transaction: the record is rebuilt from the
+//! row, the state machine decides, and the row is updated only from `pending` (`WHERE state = 'pending'`). A
+//! question that the clock has expired is written `expired` by whichever write meets it first (an answer, a
+//! cancel, the expirer), in the same transaction as its `question.expired` webhook event, so that event is
+//! queued exactly once. Reads never write: they show the state [`QuestionRecord::state_at`] gives.
+
+use pacerelle_core::Timestamp;
+use pacerelle_core::question::{QuestionKind, QuestionRecord, QuestionState, Refusal};
+use pacerelle_core::wire::{DeviceEnvelope, DeviceQuestion, QuestionMeta, QuestionView, Stored};
+use sqlx::SqliteConnection;
+
+use super::{Result, SqliteStore, cursor, seq_of, ts};
+use crate::error::StoreError;
+use crate::store::{Effects, ExpiryPass, ItemPut, LogPage, LogQuery, NewQuestion, StateFilter, Transition};
+
+/// Event types of the webhook outbox.
+pub(super) const ANSWERED: &str = "question.answered";
+pub(super) const EXPIRED: &str = "question.expired";
+pub(super) const CANCELLED: &str = "question.cancelled";
+
+/// The columns of a question as [`QuestionRow`] reads them (`q`: questions, `i`: its item). A macro, so that
+/// every query stays a constant string.
+macro_rules! columns {
+    () => {
+        "i.seq, i.item_id, q.agent_id, q.kind, q.state, i.created_at, q.expires_at, q.closed_at,
+         COALESCE(i.envelope, '') AS self_envelope,
+         (SELECT group_concat(device_id, ',') FROM item_envelopes WHERE item_seq = i.seq) AS recipients,
+         q.answered_by, q.answered_by_name, q.answered_at, q.answer_envelope"
+    };
+}
+
+/// The state a question has at the time bound to parameter `$now`, in SQL: the rule of
+/// [`QuestionRecord::state_at`].
+macro_rules! effective_state {
+    ($now:literal) => {
+        concat!(
+            "(CASE WHEN q.state = 'pending' AND q.expires_at <= ",
+            $now,
+            " THEN 'expired' ELSE q.state END)"
+        )
+    };
+}
+
+fn corrupt(what: String) -> StoreError {
+    StoreError::Internal(sqlx::Error::Decode(what.into()))
+}
+
+fn kind_of(text: &str) -> Result<QuestionKind> {
+    match text {
+        "yes_no" => Ok(QuestionKind::YesNo),
+        "choice" => Ok(QuestionKind::Choice),
+        "text" => Ok(QuestionKind::Text),
+        other => Err(corrupt(format!(
+            "unknown question kind {other:?} in the database"
+        ))),
+    }
+}
+
+fn state_of(text: &str) -> Result<QuestionState> {
+    QuestionState::parse(text)
+        .ok_or_else(|| corrupt(format!("unknown question state {text:?} in the database")))
+}
+
+/// A question as stored.
+#[derive(Debug, sqlx::FromRow)]
+pub(super) struct QuestionRow {
+    seq: i64,
+    item_id: String,
+    agent_id: String,
+    kind: String,
+    state: String,
+    created_at: i64,
+    expires_at: i64,
+    closed_at: Option<i64>,
+    self_envelope: String,
+    recipients: Option<String>,
+    answered_by: Option<String>,
+    answered_by_name: Option<String>,
+    answered_at: Option<i64>,
+    answer_envelope: Option<String>,
+}
+
+/// A question and the envelope sealed for one device.
+#[derive(Debug, sqlx::FromRow)]
+struct DeviceRow {
+    #[sqlx(flatten)]
+    question: QuestionRow,
+    device_envelope: String,
+}
+
+impl QuestionRow {
+    /// The state machine's view of the row.
+    fn record(&self) -> Result<QuestionRecord> {
+        Ok(QuestionRecord {
+            state: state_of(&self.state)?,
+            expires_at: ts(self.expires_at),
+            answered_by: self.answered_by.clone(),
+            closed_at: self.closed_at.map(ts),
+        })
+    }
+
+    /// The record as of `now`: a pending question past its expiry reads as expired (closed at its expiry).
+    fn record_at(&self, now: Timestamp) -> Result<QuestionRecord> {
+        let mut record = self.record()?;
+        record.expire_if_due(now);
+        Ok(record)
+    }
+
+    fn meta(&self, now: Timestamp) -> Result<QuestionMeta> {
+        let record = self.record_at(now)?;
+        Ok(QuestionMeta {
+            kind: kind_of(&self.kind)?,
+            state: record.state,
+            expires_at: record.expires_at,
+            answered_by: self.answered_by.clone(),
+            answered_at: self.answered_at.map(ts),
+        })
+    }
+
+    pub(super) fn view(self, now: Timestamp) -> Result<QuestionView> {
+        let record = self.record_at(now)?;
+        let mut recipients: Vec<String> = self
+            .recipients
+            .as_deref()
+            .unwrap_or("")
+            .split(',')
+            .filter(|d| !d.is_empty())
+            .map(str::to_string)
+            .collect();
+        recipients.sort();
+        Ok(QuestionView {
+            question_id: self.item_id,
+            kind: kind_of(&self.kind)?,
+            state: record.state,
+            created_at: ts(self.created_at),
+            expires_at: record.expires_at,
+            closed_at: record.closed_at,
+            self_envelope: self.self_envelope,
+            recipients,
+            answered_by: self.answered_by,
+            answered_by_name: self.answered_by_name,
+            answered_at: self.answered_at.map(ts),
+            answer_envelope: self.answer_envelope,
+            cursor: cursor(self.seq),
+        })
+    }
+
+    fn device_question(&self, envelope: String, now: Timestamp) -> Result<DeviceQuestion> {
+        Ok(DeviceQuestion {
+            question_id: self.item_id.clone(),
+            envelope,
+            meta: self.meta(now)?,
+            created_at: ts(self.created_at),
+            cursor: cursor(self.seq),
+        })
+    }
+}
+
+/// The question `question_id` of this agent.
+async fn row_of(
+    conn: &mut SqliteConnection,
+    agent_id: &str,
+    question_id: &str,
+) -> Result<Option<QuestionRow>> {
+    Ok(sqlx::query_as(concat!(
+        "SELECT ",
+        columns!(),
+        " FROM questions q JOIN items i ON i.seq = q.item_seq
+         WHERE i.agent_id = ?1 AND i.kind = 'question' AND i.item_id = ?2"
+    ))
+    .bind(agent_id)
+    .bind(question_id)
+    .fetch_optional(conn)
+    .await?)
+}
+
+/// The question stored at `seq`.
+pub(super) async fn row_at(conn: &mut SqliteConnection, seq: i64) -> Result<QuestionRow> {
+    Ok(sqlx::query_as(concat!(
+        "SELECT ",
+        columns!(),
+        " FROM questions q JOIN items i ON i.seq = q.item_seq WHERE q.item_seq = ?1"
+    ))
+    .bind(seq)
+    .fetch_one(conn)
+    .await?)
+}
+
+/// Writes the expiry `record` reached (it must have moved from pending to expired in this transaction) and
+/// queues its event. Returns whether an event was queued.
+async fn store_expiry(
+    conn: &mut SqliteConnection,
+    row: &QuestionRow,
+    record: &QuestionRecord,
+    now: Timestamp,
+) -> Result<bool> {
+    let closed_at = record.closed_at.unwrap_or(record.expires_at);
+    let changed = sqlx::query(
+        "UPDATE questions SET state = 'expired', closed_at = ?2 WHERE item_seq = ?1 AND state = 'pending'",
+    )
+    .bind(row.seq)
+    .bind(closed_at.millis())
+    .execute(&mut *conn)
+    .await?
+    .rows_affected();
+    if changed == 0 {
+        return Ok(false);
+    }
+    super::webhooks::queue_event(conn, &row.agent_id, row.seq, EXPIRED, now).await
+}
+
+/// Whether every device is an active device of this agent; the first that is not, otherwise.
+async fn inactive_device(
+    conn: &mut SqliteConnection,
+    agent_id: &str,
+    envelopes: &[DeviceEnvelope],
+) -> Result<Option<String>> {
+    for e in envelopes {
+        let active: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM devices WHERE agent_id = ?1 AND device_id = ?2 AND revoked_at IS NULL)",
+        )
+        .bind(agent_id)
+        .bind(&e.device_id)
+        .fetch_one(&mut *conn)
+        .await?;
+        if !active {
+            return Ok(Some(e.device_id.clone()));
+        }
+    }
+    Ok(None)
+}
+
+async fn insert_envelopes(conn: &mut SqliteConnection, seq: i64, envelopes: &[DeviceEnvelope]) -> Result<()> {
+    for e in envelopes {
+        sqlx::query("INSERT INTO item_envelopes (item_seq, device_id, envelope) VALUES (?1, ?2, ?3)")
+            .bind(seq)
+            .bind(&e.device_id)
+            .bind(&e.envelope)
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(())
+}
+
+impl SqliteStore {
+    /// Stores a question sealed for each device, or finds the one already stored under this id.
+    pub(crate) async fn put_question(
+        &self,
+        agent_id: &str,
+        q: &NewQuestion<'_>,
+        now: Timestamp,
+    ) -> Result<ItemPut<QuestionView>> {
+        let mut tx = self.begin().await?;
+        if let Some(row) = row_of(&mut tx, agent_id, q.question_id).await? {
+            return Ok(ItemPut::Stored(row.view(now)?, false));
+        }
+        if let Some(device_id) = inactive_device(&mut tx, agent_id, q.envelopes).await? {
+            return Ok(ItemPut::UnknownDevice(device_id));
+        }
+        let seq: i64 = sqlx::query_scalar(
+            "INSERT INTO items (agent_id, kind, item_id, envelope, created_at)
+             VALUES (?1, 'question', ?2, ?3, ?4) RETURNING seq",
+        )
+        .bind(agent_id)
+        .bind(q.question_id)
+        .bind(q.self_envelope)
+        .bind(now.millis())
+        .fetch_one(&mut *tx)
+        .await?;
+        insert_envelopes(&mut tx, seq, q.envelopes).await?;
+        let record = QuestionRecord::new(q.expires_at);
+        sqlx::query(
+            "INSERT INTO questions (item_seq, agent_id, kind, state, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+        )
+        .bind(seq)
+        .bind(agent_id)
+        .bind(q.kind.as_str())
+        .bind(record.state.as_str())
+        .bind(record.expires_at.millis())
+        .execute(&mut *tx)
+        .await?;
+        let view = row_at(&mut tx, seq).await?.view(now)?;
+        tx.commit().await?;
+        Ok(ItemPut::Stored(view, true))
+    }
+
+    /// A question of this agent, as of `now`.
+    pub(crate) async fn question(
+        &self,
+        agent_id: &str,
+        question_id: &str,
+        now: Timestamp,
+    ) -> Result<Option<QuestionView>> {
+        let mut conn = self.read.acquire().await?;
+        row_of(&mut conn, agent_id, question_id)
+            .await?
+            .map(|row| row.view(now))
+            .transpose()
+    }
+
+    /// Records a device's answer through [`QuestionRecord::answer`]: the first valid answer wins; the device
+    /// that answered gets its answer again on a retry.
+    pub(crate) async fn answer_question(
+        &self,
+        agent_id: &str,
+        device_id: &str,
+        question_id: &str,
+        answer_envelope: &str,
+        now: Timestamp,
+    ) -> Result<(Transition<DeviceQuestion>, Effects)> {
+        let mut tx = self.begin().await?;
+        let mut effects = Effects::default();
+        let Some(row) = row_of(&mut tx, agent_id, question_id).await? else {
+            return Ok((Transition::NotFound, effects));
+        };
+        let sealed_for_device: Option<String> =
+            sqlx::query_scalar("SELECT envelope FROM item_envelopes WHERE item_seq = ?1 AND device_id = ?2")
+                .bind(row.seq)
+                .bind(device_id)
+                .fetch_optional(&mut *tx)
+                .await?;
+        let Some(device_envelope) = sealed_for_device else {
+            return Ok((Transition::NotFound, effects));
+        };
+        let mut record = row.record()?;
+        let was = record.state;
+        let outcome = record.answer(device_id, now);
+        if was == QuestionState::Pending && record.state == QuestionState::Expired {
+            effects.closed = true;
+            effects.event = store_expiry(&mut tx, &row, &record, now).await?;
+        }
+        let transition = match outcome {
+            Ok(()) => {
+                let answered_at = record.closed_at.unwrap_or(now);
+                let changed = sqlx::query(
+                    "UPDATE questions SET state = ?2, closed_at = ?3, answered_by = ?4,
+                            answered_by_name = (SELECT name FROM devices WHERE device_id = ?4),
+                            answered_at = ?3, answer_envelope = ?5
+                     WHERE item_seq = ?1 AND state = 'pending'",
+                )
+                .bind(row.seq)
+                .bind(record.state.as_str())
+                .bind(answered_at.millis())
+                .bind(device_id)
+                .bind(answer_envelope)
+                .execute(&mut *tx)
+                .await?
+                .rows_affected();
+                if changed == 0 {
+                    // Cannot happen inside this transaction; refuse rather than report an answer not stored.
+                    return Err(corrupt("a pending question changed under its write lock".into()));
+                }
+                effects.closed = true;
+                effects.event =
+                    super::webhooks::queue_event(&mut tx, agent_id, row.seq, ANSWERED, now).await?;
+                let stored = row_at(&mut tx, row.seq).await?;
+                Transition::Done(stored.device_question(device_envelope, now)?)
+            }
+            Err(Refusal::AlreadyAnswered) if record.answered_by.as_deref() == Some(device_id) => {
+                Transition::Done(row.device_question(device_envelope, now)?)
+            }
+            Err(refusal) => Transition::Refused(refusal),
+        };
+        if effects.closed {
+            tx.commit().await?;
+        }
+        Ok((transition, effects))
+    }
+
+    /// Cancels a question through [`QuestionRecord::cancel`]; cancelling a cancelled question is a no-op.
+    pub(crate) async fn cancel_question(
+        &self,
+        agent_id: &str,
+        question_id: &str,
+        now: Timestamp,
+    ) -> Result<(Transition<QuestionView>, Effects)> {
+        let mut tx = self.begin().await?;
+        let mut effects = Effects::default();
+        let Some(row) = row_of(&mut tx, agent_id, question_id).await? else {
+            return Ok((Transition::NotFound, effects));
+        };
+        let mut record = row.record()?;
+        let was = record.state;
+        let outcome = record.cancel(now);
+        if was == QuestionState::Pending && record.state == QuestionState::Expired {
+            effects.closed = true;
+            effects.event = store_expiry(&mut tx, &row, &record, now).await?;
+        }
+        let transition = match outcome {
+            Ok(()) if was == QuestionState::Pending => {
+                sqlx::query(
+                    "UPDATE questions SET state = ?2, closed_at = ?3 WHERE item_seq = ?1 AND state = 'pending'",
+                )
+                .bind(row.seq)
+                .bind(record.state.as_str())
+                .bind(record.closed_at.unwrap_or(now).millis())
+                .execute(&mut *tx)
+                .await?;
+                effects.closed = true;
+                effects.event =
+                    super::webhooks::queue_event(&mut tx, agent_id, row.seq, CANCELLED, now).await?;
+                Transition::Done(row_at(&mut tx, row.seq).await?.view(now)?)
+            }
+            Ok(()) => Transition::Done(row.view(now)?),
+            Err(refusal) => Transition::Refused(refusal),
+        };
+        if effects.closed {
+            tx.commit().await?;
+        }
+        Ok((transition, effects))
+    }
+
+    /// The questions sealed for this device in the given state (as of `now`): the most recent `limit`,
+    /// oldest first.
+    pub(crate) async fn device_questions(
+        &self,
+        agent_id: &str,
+        device_id: &str,
+        filter: StateFilter,
+        limit: u32,
+        now: Timestamp,
+    ) -> Result<Vec<DeviceQuestion>> {
+        let state = match filter {
+            StateFilter::All => None,
+            StateFilter::Only(s) => Some(s.as_str()),
+        };
+        let rows: Vec<DeviceRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            columns!(),
+            ", e.envelope AS device_envelope
+             FROM questions q JOIN items i ON i.seq = q.item_seq
+                  JOIN item_envelopes e ON e.item_seq = q.item_seq AND e.device_id = ?2
+             WHERE q.agent_id = ?1 AND (?4 IS NULL OR ",
+            effective_state!("?3"),
+            " = ?4)
+             ORDER BY q.item_seq DESC LIMIT ?5"
+        ))
+        .bind(agent_id)
+        .bind(device_id)
+        .bind(now.millis())
+        .bind(state)
+        .bind(i64::from(limit))
+        .fetch_all(&self.read)
+        .await?;
+        rows.into_iter()
+            .rev()
+            .map(|r| r.question.device_question(r.device_envelope, now))
+            .collect()
+    }
+
+    /// A page of the answer log, newest first.
+    pub(crate) async fn answer_log(&self, agent_id: &str, q: &LogQuery, now: Timestamp) -> Result<LogPage> {
+        let state = match q.state {
+            StateFilter::All => None,
+            StateFilter::Only(s) => Some(s.as_str()),
+        };
+        let rows: Vec<QuestionRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            columns!(),
+            " FROM questions q JOIN items i ON i.seq = q.item_seq
+             WHERE q.agent_id = ?1
+               AND (?2 IS NULL OR q.item_seq < ?2)
+               AND (?3 IS NULL OR i.created_at >= ?3)
+               AND (?4 IS NULL OR i.created_at < ?4)
+               AND (?6 IS NULL OR ",
+            effective_state!("?5"),
+            " = ?6)
+             ORDER BY q.item_seq DESC LIMIT ?7"
+        ))
+        .bind(agent_id)
+        .bind(q.before.map(seq_of))
+        .bind(q.since.map(Timestamp::millis))
+        .bind(q.until.map(Timestamp::millis))
+        .bind(now.millis())
+        .bind(state)
+        .bind(i64::from(q.limit) + 1)
+        .fetch_all(&self.read)
+        .await?;
+        let more = rows.len() > q.limit as usize;
+        let questions = rows
+            .into_iter()
+            .take(q.limit as usize)
+            .map(|r| r.view(now))
+            .collect::<Result<Vec<_>>>()?;
+        let next = if more {
+            questions.last().map(|v| v.cursor)
+        } else {
+            None
+        };
+        Ok(LogPage { questions, next })
+    }
+
+    /// When the next pending question expires.
+    pub(crate) async fn next_expiry(&self) -> Result<Option<Timestamp>> {
+        let at: Option<i64> =
+            sqlx::query_scalar("SELECT MIN(expires_at) FROM questions WHERE state = 'pending'")
+                .fetch_one(&self.read)
+                .await?;
+        Ok(at.map(ts))
+    }
+
+    /// Moves up to `limit` pending questions past their expiry to `expired` (closed at their expiry) through
+    /// [`QuestionRecord::expire_if_due`], queueing each one's `question.expired` event in the same transaction.
+    pub(crate) async fn expire_due(&self, now: Timestamp, limit: u32) -> Result<ExpiryPass> {
+        // Most passes find nothing: ask a reader before taking the write lock.
+        let due: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM questions WHERE state = 'pending' AND expires_at <= ?1)",
+        )
+        .bind(now.millis())
+        .fetch_one(&self.read)
+        .await?;
+        let mut pass = ExpiryPass::default();
+        if !due {
+            return Ok(pass);
+        }
+        let mut tx = self.begin().await?;
+        let seqs: Vec<i64> = sqlx::query_scalar(
+            "SELECT item_seq FROM questions WHERE state = 'pending' AND expires_at <= ?1
+             ORDER BY expires_at LIMIT ?2",
+        )
+        .bind(now.millis())
+        .bind(i64::from(limit))
+        .fetch_all(&mut *tx)
+        .await?;
+        pass.more = seqs.len() >= limit as usize;
+        for seq in seqs {
+            let row = row_at(&mut tx, seq).await?;
+            let mut record = row.record()?;
+            if record.expire_if_due(now) {
+                pass.events |= store_expiry(&mut tx, &row, &record, now).await?;
+                if !pass.agents.contains(&row.agent_id) {
+                    pass.agents.push(row.agent_id.clone());
+                }
+            }
+        }
+        tx.commit().await?;
+        Ok(pass)
+    }
+
+    /// Stores a notification sealed for each device, or finds the one already stored under this id.
+    pub(crate) async fn put_notification(
+        &self,
+        agent_id: &str,
+        notification_id: &str,
+        envelopes: &[DeviceEnvelope],
+        now: Timestamp,
+    ) -> Result<ItemPut<Stored>> {
+        let mut tx = self.begin().await?;
+        let existing: Option<(i64, i64)> = sqlx::query_as(
+            "SELECT seq, created_at FROM items WHERE agent_id = ?1 AND kind = 'notification' AND item_id = ?2",
+        )
+        .bind(agent_id)
+        .bind(notification_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        if let Some((seq, created_at)) = existing {
+            return Ok(ItemPut::Stored(
+                Stored {
+                    id: notification_id.to_string(),
+                    cursor: cursor(seq),
+                    created_at: ts(created_at),
+                    created: false,
+                },
+                false,
+            ));
+        }
+        if let Some(device_id) = inactive_device(&mut tx, agent_id, envelopes).await? {
+            return Ok(ItemPut::UnknownDevice(device_id));
+        }
+        let seq: i64 = sqlx::query_scalar(
+            "INSERT INTO items (agent_id, kind, item_id, created_at)
+             VALUES (?1, 'notification', ?2, ?3) RETURNING seq",
+        )
+        .bind(agent_id)
+        .bind(notification_id)
+        .bind(now.millis())
+        .fetch_one(&mut *tx)
+        .await?;
+        insert_envelopes(&mut tx, seq, envelopes).await?;
+        tx.commit().await?;
+        Ok(ItemPut::Stored(
+            Stored {
+                id: notification_id.to_string(),
+                cursor: cursor(seq),
+                created_at: now,
+                created: true,
+            },
+            true,
+        ))
+    }
+}
+
+/// The question metadata of a conversation item, from the columns the conversation query selects.
+pub(super) fn conversation_meta(
+    kind: Option<&str>,
+    state: Option<&str>,
+    expires_at: Option<i64>,
+    answered_by: Option<String>,
+    answered_at: Option<i64>,
+    now: Timestamp,
+) -> Result<Option<QuestionMeta>> {
+    let (Some(kind), Some(state), Some(expires_at)) = (kind, state, expires_at) else {
+        return Ok(None);
+    };
+    let record = QuestionRecord {
+        state: state_of(state)?,
+        expires_at: ts(expires_at),
+        answered_by: answered_by.clone(),
+        closed_at: None,
+    };
+    Ok(Some(QuestionMeta {
+        kind: kind_of(kind)?,
+        state: record.state_at(now),
+        expires_at: record.expires_at,
+        answered_by,
+        answered_at: answered_at.map(ts),
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Registered;
+    use pacerelle_core::Cursor;
+    use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
+
+    const T0: i64 = 1_800_000_000_000;
+
+    async fn store() -> (SqliteStore, tempfile::TempDir) {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let store = SqliteStore::open(&dir.path().join("q.db")).await.expect("opens");
+        let registered = store
+            .register_agent("ag_1", "laptop", &[1; 32], Timestamp(T0))
+            .await
+            .expect("stored");
+        assert!(matches!(registered, Registered::Created(_)));
+        sqlx::query(
+            "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
+             VALUES ('dv_1', 'ag_1', 'phone', 'owner', x'00', ?1), ('dv_2', 'ag_1', 'tablet', 'owner', x'00', ?1)",
+        )
+        .bind(T0)
+        .execute(&store.write)
+        .await
+        .expect("devices");
+        store
+            .set_webhook(
+                "ag_1",
+                "http://127.0.0.1:9/hook",
+                "0123456789abcdef",
+                Timestamp(T0),
+            )
+            .await
+            .expect("webhook");
+        (store, dir)
+    }
+
+    async fn ask(store: &SqliteStore, id: &str, expires_at: i64) {
+        let envelopes = [
+            DeviceEnvelope {
+                device_id: "dv_1".into(),
+                envelope: "AQID".into(),
+            },
+            DeviceEnvelope {
+                device_id: "dv_2".into(),
+                envelope: "BAUG".into(),
+            },
+        ];
+        let q = NewQuestion {
+            question_id: id,
+            kind: QuestionKind::YesNo,
+            expires_at: Timestamp(expires_at),
+            self_envelope: "AAAA",
+            envelopes: &envelopes,
+        };
+        let put = store.put_question("ag_1", &q, Timestamp(T0)).await.expect("ok");
+        assert!(matches!(put, ItemPut::Stored(_, true)));
+    }
+
+    async fn events(store: &SqliteStore) -> Vec<(String, String)> {
+        let mut all: Vec<(String, String)> = store
+            .deliveries("ag_1", 200)
+            .await
+            .expect("ok")
+            .into_iter()
+            .map(|d| (d.question_id, d.event_type))
+            .collect();
+        all.sort();
+        all
+    }
+
+    async fn stored_state(store: &SqliteStore, id: &str) -> String {
+        sqlx::query_scalar(
+            "SELECT q.state FROM questions q JOIN items i ON i.seq = q.item_seq WHERE i.item_id = ?1",
+        )
+        .bind(id)
+        .fetch_one(&store.read)
+        .await
+        .expect("a row")
+    }
+
+    #[tokio::test]
+    async fn the_expirer_writes_each_expiry_and_its_event_exactly_once() {
+        let (store, _dir) = store().await;
+        ask(&store, "q1", T0 + 1000).await;
+        assert_eq!(store.next_expiry().await.expect("ok"), Some(Timestamp(T0 + 1000)));
+
+        assert!(
+            store
+                .expire_due(Timestamp(T0 + 999), 10)
+                .await
+                .expect("ok")
+                .agents
+                .is_empty()
+        );
+        // Reads show the expiry at once; the row is written by the expirer.
+        let v = store
+            .question("ag_1", "q1", Timestamp(T0 + 1000))
+            .await
+            .expect("ok")
+            .expect("found");
+        assert_eq!(v.state, QuestionState::Expired);
+        assert_eq!(v.closed_at, Some(Timestamp(T0 + 1000)));
+        assert_eq!(stored_state(&store, "q1").await, "pending");
+
+        let pass = store.expire_due(Timestamp(T0 + 1500), 10).await.expect("ok");
+        assert_eq!(pass.agents, ["ag_1"]);
+        assert!(pass.events && !pass.more);
+        assert_eq!(stored_state(&store, "q1").await, "expired");
+        let again = store.expire_due(Timestamp(T0 + 2000), 10).await.expect("ok");
+        assert!(again.agents.is_empty() && !again.events);
+        assert_eq!(store.next_expiry().await.expect("ok"), None);
+
+        // Later writes are refused and queue nothing.
+        let (answer, effects) = store
+            .answer_question("ag_1", "dv_1", "q1", "AQID", Timestamp(T0 + 2000))
+            .await
+            .expect("ok");
+        assert!(matches!(answer, Transition::Refused(Refusal::Expired)));
+        assert!(!effects.closed && !effects.event);
+        let (cancel, _) = store
+            .cancel_question("ag_1", "q1", Timestamp(T0 + 2000))
+            .await
+            .expect("ok");
+        assert!(matches!(cancel, Transition::Refused(Refusal::Expired)));
+        assert_eq!(events(&store).await, [("q1".to_string(), EXPIRED.to_string())]);
+        let v = store
+            .question("ag_1", "q1", Timestamp(T0 + 5000))
+            .await
+            .expect("ok")
+            .expect("found");
+        assert_eq!(
+            v.closed_at,
+            Some(Timestamp(T0 + 1000)),
+            "closed at its expiry, not when swept"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_write_that_meets_an_unswept_expiry_records_it_once() {
+        let (store, _dir) = store().await;
+        ask(&store, "q2", T0 + 1000).await;
+        let (answer, effects) = store
+            .answer_question("ag_1", "dv_1", "q2", "AQID", Timestamp(T0 + 1000))
+            .await
+            .expect("ok");
+        assert!(matches!(answer, Transition::Refused(Refusal::Expired)));
+        assert!(effects.closed && effects.event);
+        assert_eq!(stored_state(&store, "q2").await, "expired");
+        assert!(
+            store
+                .expire_due(Timestamp(T0 + 3000), 10)
+                .await
+                .expect("ok")
+                .agents
+                .is_empty()
+        );
+        assert_eq!(events(&store).await, [("q2".to_string(), EXPIRED.to_string())]);
+    }
+
+    #[tokio::test]
+    async fn the_first_answer_wins_and_queues_one_event() {
+        let (store, _dir) = store().await;
+        ask(&store, "q3", T0 + 60_000).await;
+        let (first, effects) = store
+            .answer_question("ag_1", "dv_1", "q3", "AQID", Timestamp(T0 + 10))
+            .await
+            .expect("ok");
+        let Transition::Done(first) = first else {
+            panic!("accepted")
+        };
+        assert_eq!(first.envelope, "AQID", "the device's copy of the question");
+        assert_eq!(first.meta.answered_at, Some(Timestamp(T0 + 10)));
+        assert!(effects.closed && effects.event);
+        let (second, effects) = store
+            .answer_question("ag_1", "dv_2", "q3", "BAUG", Timestamp(T0 + 11))
+            .await
+            .expect("ok");
+        assert!(matches!(second, Transition::Refused(Refusal::AlreadyAnswered)));
+        assert!(!effects.closed && !effects.event);
+        let (retry, effects) = store
+            .answer_question("ag_1", "dv_1", "q3", "CCCC", Timestamp(T0 + 12))
+            .await
+            .expect("ok");
+        assert!(matches!(retry, Transition::Done(ref q) if q.meta.answered_at == Some(Timestamp(T0 + 10))));
+        assert!(!effects.closed);
+        let v = store
+            .question("ag_1", "q3", Timestamp(T0 + 100_000))
+            .await
+            .expect("ok")
+            .expect("found");
+        assert_eq!(
+            v.state,
+            QuestionState::Answered,
+            "an answered question never expires"
+        );
+        assert_eq!(v.answer_envelope.as_deref(), Some("AQID"));
+        assert_eq!(v.answered_by_name.as_deref(), Some("phone"));
+        assert_eq!(v.recipients, ["dv_1", "dv_2"]);
+        assert_eq!(events(&store).await, [("q3".to_string(), ANSWERED.to_string())]);
+    }
+
+    #[tokio::test]
+    async fn migrating_a_version_1_database_keeps_items_envelopes_and_the_sequence() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("v1.db");
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(
+                SqliteConnectOptions::new()
+                    .filename(&path)
+                    .create_if_missing(true)
+                    .foreign_keys(true)
+                    .journal_mode(SqliteJournalMode::Wal),
+            )
+            .await
+            .expect("opens");
+        super::super::MIGRATOR.run_to(1, &pool).await.expect("version 1");
+        for sql in [
+            "INSERT INTO agents (agent_id, name, auth_hash, created_at) VALUES ('ag_1', 'laptop', x'01', 1)",
+            "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
+             VALUES ('dv_1', 'ag_1', 'phone', 'owner', x'00', 1)",
+            "INSERT INTO items (agent_id, kind, item_id, device_id, envelope, created_at, delivered_at)
+             VALUES ('ag_1', 'message', 'm1', 'dv_1', 'AQID', 2, 3)",
+            "INSERT INTO items (agent_id, kind, item_id, source_message_id, created_at)
+             VALUES ('ag_1', 'reply', 'r1', 'm1', 4)",
+            "INSERT INTO item_envelopes (item_seq, device_id, envelope) VALUES (2, 'dv_1', 'BAUG')",
+            "INSERT INTO items (agent_id, kind, item_id, envelope, created_at) VALUES ('ag_1', 'checkpoint', 'c1', 'AA', 5)",
+            // The last item goes: the sequence's high-water mark is now above MAX(seq).
+            "DELETE FROM items WHERE item_id = 'c1'",
+        ] {
+            sqlx::query(sql).execute(&pool).await.expect(sql);
+        }
+        pool.close().await;
+
+        let store = SqliteStore::open(&path).await.expect("migrates");
+        let (items, cursor) = store
+            .conversation("ag_1", "dv_1", Cursor::START, 10, Timestamp(10))
+            .await
+            .expect("reads");
+        let kept: Vec<(&str, &str)> = items
+            .iter()
+            .map(|i| (i.id.as_str(), i.envelope.as_str()))
+            .collect();
+        assert_eq!(kept, [("m1", "AQID"), ("r1", "BAUG")]);
+        assert_eq!(
+            items[0].state,
+            Some(pacerelle_core::wire::MessageState::Delivered)
+        );
+        assert_eq!(cursor, Cursor(2));
+        let violations: Vec<(String, i64, String, i64)> = sqlx::query_as("PRAGMA foreign_key_check")
+            .fetch_all(&store.read)
+            .await
+            .expect("checks");
+        assert!(violations.is_empty());
+        let parent: String = sqlx::query_scalar(
+            "SELECT \"table\" FROM pragma_foreign_key_list('item_envelopes') WHERE \"from\" = 'item_seq'",
+        )
+        .fetch_one(&store.read)
+        .await
+        .expect("a foreign key");
+        assert_eq!(parent, "items");
+        let next = store
+            .put_checkpoint("ag_1", "c2", "AA", Timestamp(20))
+            .await
+            .expect("stores");
+        assert_eq!(
+            next.cursor,
+            Cursor(4),
+            "seq 3 was used once and is never given again"
+        );
+        // The new kinds are admitted.
+        store
+            .put_notification(
+                "ag_1",
+                "n1",
+                &[DeviceEnvelope {
+                    device_id: "dv_1".into(),
+                    envelope: "AQID".into(),
+                }],
+                Timestamp(21),
+            )
+            .await
+            .expect("stores");
+    }
+}
