@@ -62,25 +62,93 @@ fn test(root: &Path) -> Result<()> {
     run(root, "cargo", &["test", "--workspace"])
 }
 
-/// The wheel, built and installed for real into a fresh venv under `target/`, then tested by pytest.
+/// The wheel, built and installed for real into a fresh venv under `target/`, then tested by pytest against
+/// real relays (`target/debug/pacerelle`, built here if needed), with mypy checking the stubs. The wheel is
+/// built with the `dev` cargo profile so that it reuses the workspace's debug build (a release build of the
+/// whole client takes minutes on two cores); `pip install ./pacerelle-py` without it builds a release wheel.
 fn py(root: &Path) -> Result<()> {
     const VENV: &str = "target/xtask/venv";
+    run(root, "cargo", &["build", "-p", "pacerelle-cli"])?;
     run(root, "python3", &["-m", "venv", "--clear", VENV])?;
     let python = root.join(VENV).join("bin/python");
-    run(
-        root,
-        &python,
-        &["-m", "pip", "install", "--quiet", "./pacerelle-py", "pytest"],
-    )?;
+    let install = ["-m", "pip", "install", "--quiet", "./pacerelle-py", "pytest", "mypy"];
+    println!("$ MATURIN_PEP517_ARGS=\"--profile dev\" {VENV}/bin/python {}", install.join(" "));
+    let status = Command::new(&python)
+        .args(install)
+        .env("MATURIN_PEP517_ARGS", "--profile dev")
+        .current_dir(root)
+        .status()
+        .context("could not start the venv's python")?;
+    if !status.success() {
+        bail!("installing the wheel failed: {status}");
+    }
     run(root, &python, &["-m", "pytest", "pacerelle-py/tests"])
 }
 
-/// The Kotlin binding's JUnit tests on the JVM.
+/// The phone SDK's bindings: the library and the binaries the tests drive are built, the Kotlin, Swift and
+/// Python bindings generated into `target/bindings/{kotlin,swift,python}` (Swift cannot be compiled here:
+/// its sources, header and module map are only generated), then the Python smoke test and the Kotlin
+/// binding's JUnit tests on the JVM run against the host-built library, a real relay and the echo agent.
 fn kotlin(root: &Path) -> Result<()> {
+    let crates = ["pacerelle-ffi", "uniffi-bindgen", "pacerelle-cli", "echo-agent"];
+    let build: Vec<&str> = std::iter::once("build")
+        .chain(crates.iter().flat_map(|c| ["-p", c]))
+        .collect();
+    run(root, "cargo", &build)?;
+    let target = root.join("target/debug");
+    let library = target.join(format!(
+        "{}pacerelle_ffi{}",
+        std::env::consts::DLL_PREFIX,
+        std::env::consts::DLL_SUFFIX
+    ));
+    let bindings = root.join("target/bindings");
+    match std::fs::remove_dir_all(&bindings) {
+        Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+            return Err(e).with_context(|| format!("cannot remove {}", bindings.display()));
+        }
+        _ => {}
+    }
+    let lib = library.to_string_lossy();
+    let bindgen = target.join("uniffi-bindgen");
+    for language in ["kotlin", "swift", "python"] {
+        let out = format!("target/bindings/{language}");
+        let args = [
+            "generate",
+            &lib,
+            "--language",
+            language,
+            "--out-dir",
+            &out,
+            "--no-format",
+        ];
+        run(root, &bindgen, &args)?;
+    }
+    let python = bindings.join("python");
+    std::fs::copy(&library, python.join(library.file_name().unwrap_or_default()))
+        .with_context(|| format!("cannot copy {} beside the Python binding", library.display()))?;
+    run(
+        root,
+        "python3",
+        &[
+            "pacerelle-ffi/python-smoke/smoke.py",
+            "--bindings",
+            "target/bindings/python",
+            "--target",
+            "target/debug",
+        ],
+    )?;
     run(
         root,
         "mvn",
-        &["--batch-mode", "--file", "pacerelle-ffi/kotlin/pom.xml", "test"],
+        &[
+            "--batch-mode",
+            "--file",
+            "pacerelle-ffi/kotlin/pom.xml",
+            "test",
+            &format!("-Dpacerelle.target={}", target.display()),
+            &format!("-Dpacerelle.bindings={}", bindings.join("kotlin").display()),
+            &format!("-Dpacerelle.library={lib}"),
+        ],
     )
 }
 
