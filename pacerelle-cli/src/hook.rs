@@ -768,6 +768,26 @@ mod tests {
     }
 
     #[test]
+    fn the_example_policy_parses_and_decides_sensibly() {
+        let policy = Policy::parse(include_str!("../../examples/policy.toml")).expect("examples/policy.toml");
+        let decide = |tool: &str, input: Value| policy.evaluate(Call { tool, input: &input }).decision;
+        use policy::Decision::{Allow, Ask, Deny};
+        assert_eq!(decide("Bash", json!({"command": "git status"})), Allow);
+        assert_eq!(decide("Bash", json!({"command": "cat .env"})), Deny);
+        assert_eq!(decide("Bash", json!({"command": "rm -rf /"})), Deny);
+        assert_eq!(decide("Bash", json!({"command": "git push origin main"})), Ask);
+        assert_eq!(decide("Bash", json!({"command": "make"})), Ask);
+        assert_eq!(decide("Read", json!({"file_path": "/repo/src/main.rs"})), Allow);
+        assert_eq!(decide("Read", json!({"file_path": "/repo/.env"})), Deny);
+        assert_eq!(decide("Write", json!({"file_path": "/repo/src/main.rs"})), Ask);
+        assert_eq!(decide("mcp__github__create_pull_request", json!({})), Ask);
+        assert_eq!(
+            decide("shell", json!({"command": ["bash", "-lc", "ls -la"]})),
+            Allow
+        );
+    }
+
+    #[test]
     fn install_merges_and_replaces_its_own_entry() {
         let existing = json!({
             "model": "x",
