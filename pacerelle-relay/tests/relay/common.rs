@@ -2,13 +2,19 @@
 
 use std::path::PathBuf;
 
+use std::time::Duration;
+
 use pacerelle_core::message::{TaskPayload, task_aad};
 use pacerelle_core::pairing::{OfferPayload, PairingSecret, Role, seal_offer};
+use pacerelle_core::question::{
+    Answer, AnswerPayload, QuestionKind, QuestionPayload, QuestionState, answer_aad, question_aad,
+};
 use pacerelle_core::wire::{
-    AgentInfo, ClaimPairing, CreatePairing, ErrorBody, PairingClaimed, RegisterAgent, SendMessage, Stored,
+    AgentInfo, AnswerQuestion, ClaimPairing, CreatePairing, DeviceEnvelope, ErrorBody, PairingClaimed,
+    QuestionView, RegisterAgent, SendMessage, Stored,
 };
 use pacerelle_core::{AgentToken, ContentKey, Cursor, Timestamp, b64, envelope, ids};
-use pacerelle_relay::{Config, Relay};
+use pacerelle_relay::{Config, Relay, WebhookSettings};
 use reqwest::{Method, StatusCode};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -72,9 +78,33 @@ pub async fn start() -> TestRelay {
 }
 
 pub async fn start_with(config: Config, dir: TempDir) -> TestRelay {
+    start_with_settings(config, dir, WebhookSettings::default()).await
+}
+
+/// Webhook delivery settings with short delays, for tests.
+pub fn fast_webhooks() -> WebhookSettings {
+    WebhookSettings {
+        timeout: Duration::from_secs(5),
+        backoff_base: Duration::from_millis(100),
+        backoff_max: Duration::from_millis(400),
+        poll_every: Duration::from_millis(200),
+        ..WebhookSettings::default()
+    }
+}
+
+/// Open registration on the database in `dir`, with these webhook settings.
+pub async fn start_in(dir: TempDir, settings: WebhookSettings) -> TestRelay {
+    let config = Config {
+        open_registration: true,
+        ..Config::new(db_path(&dir))
+    };
+    start_with_settings(config, dir, settings).await
+}
+
+pub async fn start_with_settings(config: Config, dir: TempDir, settings: WebhookSettings) -> TestRelay {
     // reqwest is built without a default TLS provider; plain HTTP still needs one installed to build a client.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let relay = Relay::open(config).await.expect("the relay opens");
+    let relay = Relay::open_with(config, settings).await.expect("the relay opens");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("a loopback port");
@@ -168,6 +198,11 @@ impl TestRelay {
 
     pub async fn delete(&self, path: &str, bearer: &str) -> Reply {
         self.call(Method::DELETE, path, Some(bearer), None).await
+    }
+
+    pub async fn put<T: Serialize>(&self, path: &str, bearer: &str, body: &T) -> Reply {
+        let body = serde_json::to_value(body).expect("serialisable");
+        self.call(Method::PUT, path, Some(bearer), Some(body)).await
     }
 }
 
@@ -318,4 +353,106 @@ pub async fn wait_messages(
 /// Ids of a batch, in order.
 pub fn ids_of(batch: &pacerelle_core::wire::MessageBatch) -> Vec<&str> {
     batch.messages.iter().map(|m| m.message_id.as_str()).collect()
+}
+
+/// A yes/no question for these devices, expiring in `expires_in_ms`.
+pub fn yes_no(text: &str, devices: &[&Device], expires_in_ms: i64) -> QuestionPayload {
+    QuestionPayload {
+        question: text.into(),
+        kind: QuestionKind::YesNo,
+        options: vec![],
+        multiple: false,
+        details: None,
+        expires_at: Timestamp::now().plus_millis(expires_in_ms),
+        recipients: devices.iter().map(|d| d.id.clone()).collect(),
+    }
+}
+
+/// The question sealed as the agent side does it: once for itself, once for each recipient.
+pub fn seal_question(
+    agent: &Agent,
+    question_id: &str,
+    payload: &QuestionPayload,
+    devices: &[&Device],
+) -> pacerelle_core::wire::CreateQuestion {
+    pacerelle_core::wire::CreateQuestion {
+        question_id: question_id.into(),
+        kind: payload.kind,
+        expires_at: payload.expires_at,
+        self_envelope: envelope::seal_json(
+            &agent.token.self_key(&agent.id),
+            &question_aad(&agent.id, "", question_id),
+            payload,
+        ),
+        envelopes: devices
+            .iter()
+            .map(|d| DeviceEnvelope {
+                device_id: d.id.clone(),
+                envelope: envelope::seal_json(&d.key, &question_aad(&agent.id, &d.id, question_id), payload),
+            })
+            .collect(),
+    }
+}
+
+/// Asks a yes/no question of these devices; it must be stored.
+pub async fn ask(
+    relay: &TestRelay,
+    agent: &Agent,
+    question_id: &str,
+    devices: &[&Device],
+    expires_in_ms: i64,
+) -> (QuestionPayload, QuestionView) {
+    let payload = yes_no(&format!("may I run {question_id}?"), devices, expires_in_ms);
+    let body = seal_question(agent, question_id, &payload, devices);
+    let reply = relay.post("/v1/agent/questions", &agent.bearer, &body).await;
+    assert_eq!(reply.status, StatusCode::CREATED, "{}", reply.body);
+    let view: QuestionView = reply.ok();
+    assert_eq!(view.state, QuestionState::Pending);
+    (payload, view)
+}
+
+/// An answer sealed by `device` as a phone would.
+pub fn seal_answer(device: &Device, question_id: &str, answer: Answer) -> (AnswerPayload, AnswerQuestion) {
+    let payload = AnswerPayload {
+        question_id: question_id.into(),
+        answer,
+        answered_at: Timestamp::now(),
+    };
+    let envelope = envelope::seal_json(
+        &device.key,
+        &answer_aad(&device.agent_id, &device.id, question_id),
+        &payload,
+    );
+    (payload, AnswerQuestion { envelope })
+}
+
+/// Answers a question from `device`; the raw answer.
+pub async fn answer(relay: &TestRelay, device: &Device, question_id: &str, answer: Answer) -> Reply {
+    let (_, body) = seal_answer(device, question_id, answer);
+    relay
+        .post(
+            &format!("/v1/device/questions/{question_id}/answer"),
+            &device.bearer,
+            &body,
+        )
+        .await
+}
+
+/// Polls `check` every 50 ms until it gives a value, for at most `secs` seconds.
+pub async fn eventually<T, F, Fut>(secs: u64, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }

@@ -9,4 +9,6 @@ mod lease;
 mod messages;
 mod pairing;
 mod persistence;
+mod questions;
 mod registration;
+mod webhooks;

@@ -1,0 +1,485 @@
+//! Webhooks against a real local HTTP receiver (axum on 127.0.0.1) that records what it gets and can answer
+//! 500 or be stopped.
+
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode as AxumStatus};
+use pacerelle_core::Timestamp;
+use pacerelle_core::question::{Answer, QuestionState};
+use pacerelle_core::wire::{
+    DeliveryLog, DeviceQuestion, EVENT_ID_HEADER, QuestionView, SIGNATURE_HEADER, SetWebhook, WebhookEvent,
+    WebhookInfo,
+};
+use pacerelle_relay::WebhookSettings;
+use reqwest::Method;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+use crate::common::{
+    Agent, TestRelay, answer, ask, db_path, eventually, fast_webhooks, pair, register, start_in,
+};
+
+const SECRET: &str = "whsec_test_0123456789abcdef";
+
+/// One POST as the receiver got it.
+#[derive(Debug, Clone)]
+struct Received {
+    event_id: String,
+    signature: String,
+    content_type: String,
+    body: Vec<u8>,
+}
+
+type Log = Arc<Mutex<Vec<Received>>>;
+
+/// A webhook receiver on a loopback port.
+struct Receiver {
+    addr: SocketAddr,
+    got: Log,
+    status: Arc<AtomicU16>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<()>>,
+}
+
+async fn record(
+    State((got, status)): State<(Log, Arc<AtomicU16>)>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> (AxumStatus, [(&'static str, &'static str); 1]) {
+    let header = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_string()
+    };
+    got.lock().expect("the log").push(Received {
+        event_id: header(EVENT_ID_HEADER),
+        signature: header(SIGNATURE_HEADER),
+        content_type: header("content-type"),
+        body: body.to_vec(),
+    });
+    let status = AxumStatus::from_u16(status.load(Ordering::SeqCst)).expect("a status");
+    // No keep-alive: a stopped receiver is really unreachable.
+    (status, [("connection", "close")])
+}
+
+impl Receiver {
+    async fn start() -> Receiver {
+        Self::start_on("127.0.0.1:0".parse().expect("an address")).await
+    }
+
+    async fn start_on(addr: SocketAddr) -> Receiver {
+        let listener = tokio::net::TcpListener::bind(addr)
+            .await
+            .expect("the receiver's port");
+        let addr = listener.local_addr().expect("bound");
+        let got: Log = Arc::default();
+        let status = Arc::new(AtomicU16::new(200));
+        let app = axum::Router::new()
+            .route("/hook", axum::routing::post(record))
+            .with_state((got.clone(), status.clone()));
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await
+                .expect("the receiver serves");
+        });
+        Receiver {
+            addr,
+            got,
+            status,
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/hook", self.addr)
+    }
+
+    fn answer_with(&self, status: u16) {
+        self.status.store(status, Ordering::SeqCst);
+    }
+
+    fn received(&self) -> Vec<Received> {
+        self.got.lock().expect("the log").clone()
+    }
+
+    async fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await.expect("the receiver stops");
+        }
+    }
+}
+
+/// A port nobody listens on (for now).
+async fn free_port() -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a port");
+    listener.local_addr().expect("bound")
+}
+
+/// Checks the POST as a receiver must: signature over `"<t>." ‖ body` with the secret, a recent `t`, the
+/// event id header equal to the body's id. Returns the event.
+fn verify(r: &Received, secret: &str) -> Result<WebhookEvent, String> {
+    let (t, v1) = r
+        .signature
+        .strip_prefix("t=")
+        .and_then(|rest| rest.split_once(",v1="))
+        .ok_or("malformed signature header")?;
+    let t: i64 = t.parse().map_err(|_| "bad t")?;
+    let now = Timestamp::now().millis() / 1000;
+    if (now - t).abs() > 300 {
+        return Err("stale timestamp".into());
+    }
+    let tag = data_encoding::HEXLOWER
+        .decode(v1.as_bytes())
+        .map_err(|_| "signature not lowercase hex")?;
+    let mut signed = format!("{t}.").into_bytes();
+    signed.extend_from_slice(&r.body);
+    let key = ring::hmac::Key::new(ring::hmac::HMAC_SHA256, secret.as_bytes());
+    ring::hmac::verify(&key, &signed, &tag).map_err(|_| "bad signature")?;
+    let event: WebhookEvent = serde_json::from_slice(&r.body).map_err(|e| e.to_string())?;
+    if event.id != r.event_id {
+        return Err("event id header differs from the body".into());
+    }
+    if r.content_type != "application/json" {
+        return Err(format!("content type {}", r.content_type));
+    }
+    Ok(event)
+}
+
+async fn set_webhook(relay: &TestRelay, agent: &Agent, url: &str) -> WebhookInfo {
+    relay
+        .put(
+            "/v1/agent/webhook",
+            &agent.bearer,
+            &SetWebhook {
+                url: url.into(),
+                secret: SECRET.into(),
+            },
+        )
+        .await
+        .ok()
+}
+
+async fn deliveries(relay: &TestRelay, agent: &Agent) -> DeliveryLog {
+    relay
+        .get("/v1/agent/webhook/deliveries", &agent.bearer)
+        .await
+        .ok()
+}
+
+async fn cancel(relay: &TestRelay, agent: &Agent, id: &str) -> QuestionView {
+    relay
+        .call(
+            Method::POST,
+            &format!("/v1/agent/questions/{id}/cancel"),
+            Some(&agent.bearer),
+            None,
+        )
+        .await
+        .ok()
+}
+
+/// Waits until the delivery of `question_id`'s event satisfies `check`.
+async fn delivery_where(
+    relay: &TestRelay,
+    agent: &Agent,
+    question_id: &str,
+    what: &str,
+    check: impl Fn(&pacerelle_core::wire::Delivery) -> bool,
+) -> pacerelle_core::wire::Delivery {
+    eventually(30, what, || async {
+        deliveries(relay, agent)
+            .await
+            .deliveries
+            .into_iter()
+            .find(|d| d.question_id == question_id && check(d))
+    })
+    .await
+}
+
+#[tokio::test]
+async fn answered_expired_and_cancelled_events_arrive_signed_once_each() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let relay = start_in(dir, fast_webhooks()).await;
+    let agent = register(&relay).await;
+    let phone = pair(&relay, &agent).await;
+    let mut receiver = Receiver::start().await;
+
+    // Questions closed before a webhook is set queue nothing.
+    ask(&relay, &agent, "before", &[&phone], 600_000).await;
+    cancel(&relay, &agent, "before").await;
+
+    let info = set_webhook(&relay, &agent, &receiver.url()).await;
+    assert_eq!(info.url.as_deref(), Some(receiver.url().as_str()));
+    let raw = relay.get("/v1/agent/webhook", &agent.bearer).await;
+    assert!(
+        !raw.body.to_string().contains(SECRET),
+        "the secret is never returned"
+    );
+    let got: WebhookInfo = raw.ok();
+    assert_eq!(got, info);
+
+    ask(&relay, &agent, "qa", &[&phone], 600_000).await;
+    ask(&relay, &agent, "qc", &[&phone], 600_000).await;
+    ask(&relay, &agent, "qe", &[&phone], 1_000).await;
+    answer(&relay, &phone, "qa", Answer::Yes)
+        .await
+        .ok::<DeviceQuestion>();
+    cancel(&relay, &agent, "qc").await;
+    cancel(&relay, &agent, "qc").await; // a second cancel changes nothing and queues nothing
+
+    let events = eventually(30, "three events", || async {
+        let got = receiver.received();
+        (got.len() >= 3).then_some(got)
+    })
+    .await;
+    let mut by_question = std::collections::HashMap::new();
+    for r in &events {
+        let event = verify(r, SECRET).expect("a valid signature");
+        assert!(verify(r, "another secret of some length").is_err());
+        assert_eq!(event.agent_id, agent.id);
+        assert!(event.id.starts_with("evt_"));
+        by_question.insert(event.question.question_id.clone(), event);
+    }
+    let qa = &by_question["qa"];
+    assert_eq!(qa.event_type, "question.answered");
+    assert_eq!(qa.question.state, QuestionState::Answered);
+    assert_eq!(qa.question.answered_by.as_deref(), Some(phone.id.as_str()));
+    assert!(qa.question.answer_envelope.is_some());
+    let qc = &by_question["qc"];
+    assert_eq!(qc.event_type, "question.cancelled");
+    assert_eq!(qc.question.state, QuestionState::Cancelled);
+    let qe = &by_question["qe"];
+    assert_eq!(qe.event_type, "question.expired");
+    assert_eq!(qe.question.state, QuestionState::Expired);
+    assert_eq!(qe.question.closed_at, Some(qe.question.expires_at));
+    assert!(qe.question.answer_envelope.is_none());
+
+    // The delivery log: one event per question, each delivered on its first attempt.
+    let log = deliveries(&relay, &agent).await;
+    assert_eq!(log.deliveries.len(), 3);
+    for d in &log.deliveries {
+        assert_eq!(d.state, "delivered");
+        assert_eq!(d.attempts, 1);
+        assert_eq!(d.last_status, Some(200));
+        assert!(d.delivered_at.is_some() && d.next_attempt_at.is_none() && d.last_error.is_none());
+        assert_eq!(d.event_id, by_question[&d.question_id].id);
+    }
+    assert!(
+        log.deliveries
+            .windows(2)
+            .all(|w| w[0].created_at >= w[1].created_at)
+    );
+    // Nothing is sent twice: a few more polls bring nothing new.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(receiver.received().len(), 3);
+
+    // Removing the webhook: nothing more is queued.
+    let cleared: WebhookInfo = relay.delete("/v1/agent/webhook", &agent.bearer).await.ok();
+    assert!(cleared.url.is_none());
+    let none: WebhookInfo = relay.get("/v1/agent/webhook", &agent.bearer).await.ok();
+    assert!(none.url.is_none() && none.updated_at.is_none());
+    ask(&relay, &agent, "after", &[&phone], 600_000).await;
+    cancel(&relay, &agent, "after").await;
+    assert_eq!(deliveries(&relay, &agent).await.deliveries.len(), 3);
+    receiver.stop().await;
+}
+
+#[tokio::test]
+async fn a_receiver_that_fails_or_is_down_gets_the_event_when_it_comes_back() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let relay = start_in(dir, fast_webhooks()).await;
+    let agent = register(&relay).await;
+    let phone = pair(&relay, &agent).await;
+
+    // Answers 500 at first.
+    let mut receiver = Receiver::start().await;
+    receiver.answer_with(500);
+    set_webhook(&relay, &agent, &receiver.url()).await;
+    ask(&relay, &agent, "q500", &[&phone], 600_000).await;
+    answer(&relay, &phone, "q500", Answer::No)
+        .await
+        .ok::<DeviceQuestion>();
+    let failing = delivery_where(&relay, &agent, "q500", "two failed attempts", |d| d.attempts >= 2).await;
+    assert_eq!(failing.state, "pending");
+    assert_eq!(failing.last_status, Some(500));
+    assert!(failing.last_error.is_some() && failing.next_attempt_at.is_some());
+    receiver.answer_with(200);
+    let done = delivery_where(&relay, &agent, "q500", "the delivery", |d| d.state == "delivered").await;
+    assert_eq!(done.last_status, Some(200));
+    assert!(done.attempts >= 3);
+    let got = receiver.received();
+    assert_eq!(got.len() as u32, done.attempts, "one POST per attempt");
+    // Every attempt carries the same event and body, each validly signed.
+    for r in &got {
+        verify(r, SECRET).expect("valid");
+        assert_eq!(r.event_id, done.event_id);
+        assert_eq!(r.body, got[0].body);
+    }
+    receiver.stop().await;
+
+    // Down: nobody listens on the port.
+    let addr = free_port().await;
+    set_webhook(&relay, &agent, &format!("http://{addr}/hook")).await;
+    ask(&relay, &agent, "qdown", &[&phone], 600_000).await;
+    cancel(&relay, &agent, "qdown").await;
+    let down = delivery_where(&relay, &agent, "qdown", "failed attempts", |d| d.attempts >= 2).await;
+    assert_eq!(down.state, "pending");
+    assert!(down.last_status.is_none());
+    assert!(down.last_error.as_deref().is_some_and(|e| !e.is_empty()));
+    // Back up on the same port.
+    let mut back = Receiver::start_on(addr).await;
+    let done = delivery_where(&relay, &agent, "qdown", "the delivery", |d| {
+        d.state == "delivered"
+    })
+    .await;
+    let got = back.received();
+    assert_eq!(got.len(), 1);
+    let event = verify(&got[0], SECRET).expect("valid");
+    assert_eq!(event.id, done.event_id);
+    assert_eq!(event.event_type, "question.cancelled");
+    back.stop().await;
+}
+
+#[tokio::test]
+async fn an_event_is_failed_after_its_last_attempt_or_when_the_webhook_is_removed() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let settings = WebhookSettings {
+        max_attempts: 3,
+        ..fast_webhooks()
+    };
+    let relay = start_in(dir, settings).await;
+    let agent = register(&relay).await;
+    let phone = pair(&relay, &agent).await;
+    let mut receiver = Receiver::start().await;
+    receiver.answer_with(503);
+    set_webhook(&relay, &agent, &receiver.url()).await;
+
+    ask(&relay, &agent, "doomed", &[&phone], 600_000).await;
+    cancel(&relay, &agent, "doomed").await;
+    let failed = delivery_where(&relay, &agent, "doomed", "failure", |d| d.state == "failed").await;
+    assert_eq!(failed.attempts, 3);
+    assert_eq!(failed.last_status, Some(503));
+    assert!(failed.next_attempt_at.is_none() && failed.delivered_at.is_none());
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    assert_eq!(receiver.received().len(), 3, "no attempt after the last");
+    receiver.stop().await;
+
+    // A pending event whose webhook is removed is failed, not sent anywhere.
+    let addr = free_port().await;
+    set_webhook(&relay, &agent, &format!("http://{addr}/hook")).await;
+    ask(&relay, &agent, "orphan", &[&phone], 600_000).await;
+    cancel(&relay, &agent, "orphan").await;
+    delivery_where(&relay, &agent, "orphan", "an attempt", |d| d.attempts >= 1).await;
+    relay
+        .delete("/v1/agent/webhook", &agent.bearer)
+        .await
+        .ok::<WebhookInfo>();
+    let orphan = delivery_where(&relay, &agent, "orphan", "failure", |d| d.state == "failed").await;
+    assert!(
+        orphan
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("removed"))
+    );
+}
+
+#[tokio::test]
+async fn after_a_restart_pending_events_are_sent_and_delivered_ones_never_again() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let relay = start_in(dir, fast_webhooks()).await;
+    let agent = register(&relay).await;
+    let phone = pair(&relay, &agent).await;
+    let mut receiver = Receiver::start().await;
+    set_webhook(&relay, &agent, &receiver.url()).await;
+
+    // Delivered before the restart.
+    ask(&relay, &agent, "early", &[&phone], 600_000).await;
+    answer(&relay, &phone, "early", Answer::Yes)
+        .await
+        .ok::<DeviceQuestion>();
+    let early = delivery_where(&relay, &agent, "early", "the delivery", |d| {
+        d.state == "delivered"
+    })
+    .await;
+    assert_eq!(receiver.received().len(), 1);
+
+    // The receiver goes down; an event fails, another question will expire while the relay is down.
+    let addr = receiver.addr;
+    receiver.stop().await;
+    ask(&relay, &agent, "late", &[&phone], 600_000).await;
+    cancel(&relay, &agent, "late").await;
+    delivery_where(&relay, &agent, "late", "a failed attempt", |d| d.attempts >= 1).await;
+    let (_, expiring) = ask(&relay, &agent, "lapsed", &[&phone], 1_000).await;
+    let dir = relay.stop().await;
+    assert!(db_path(&dir).exists());
+    eventually(30, "the expiry to pass", || async {
+        (Timestamp::now() > expiring.expires_at).then_some(())
+    })
+    .await;
+
+    // Receiver back on its port, relay reopened on the same file.
+    let mut receiver = Receiver::start_on(addr).await;
+    let relay = start_in(dir, fast_webhooks()).await;
+    let got = eventually(30, "the pending events", || async {
+        let got = receiver.received();
+        (got.len() >= 2).then_some(got)
+    })
+    .await;
+    let mut types: Vec<(String, String)> = got
+        .iter()
+        .map(|r| {
+            let e = verify(r, SECRET).expect("valid");
+            (e.question.question_id, e.event_type)
+        })
+        .collect();
+    types.sort();
+    assert_eq!(
+        types,
+        [
+            ("lapsed".to_string(), "question.expired".to_string()),
+            ("late".to_string(), "question.cancelled".to_string()),
+        ]
+    );
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let got = receiver.received();
+    assert_eq!(got.len(), 2, "each pending event once");
+    assert!(
+        got.iter().all(|r| r.event_id != early.event_id),
+        "a delivered event is never sent again"
+    );
+
+    let log = deliveries(&relay, &agent).await;
+    assert_eq!(log.deliveries.len(), 3);
+    assert!(log.deliveries.iter().all(|d| d.state == "delivered"));
+    let early_after = log
+        .deliveries
+        .iter()
+        .find(|d| d.event_id == early.event_id)
+        .expect("still logged");
+    assert_eq!(early_after.attempts, 1);
+    assert_eq!(early_after.delivered_at, early.delivered_at);
+    let late = log
+        .deliveries
+        .iter()
+        .find(|d| d.question_id == "late")
+        .expect("logged");
+    assert!(late.attempts >= 2);
+    receiver.stop().await;
+}
