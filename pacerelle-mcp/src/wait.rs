@@ -13,6 +13,8 @@ use tokio_util::sync::CancellationToken;
 
 /// Progress is notified this often (the issue asks for at least every 15 s).
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(10);
+/// The first notification comes this soon, so that a wait answered at once sends none.
+pub const FIRST_PROGRESS: Duration = Duration::from_secs(1);
 
 /// How a parked future ended.
 #[derive(Debug)]
@@ -56,8 +58,9 @@ impl Progress {
     }
 }
 
-/// Runs `work` until it finishes, `ct` is cancelled or `deadline` passes, notifying progress at the start
-/// and every [`PROGRESS_EVERY`] when `progress` is given. Whatever ends first drops the others.
+/// Runs `work` until it finishes, `ct` is cancelled or `deadline` passes, notifying progress after
+/// [`FIRST_PROGRESS`] and then every [`PROGRESS_EVERY`] when `progress` is given. Whatever ends first drops
+/// the others.
 pub async fn park<T>(
     work: impl Future<Output = T>,
     deadline: Duration,
@@ -67,7 +70,7 @@ pub async fn park<T>(
     let started = Instant::now();
     let mut work = std::pin::pin!(work);
     let mut sleep = std::pin::pin!(tokio::time::sleep(deadline));
-    let mut ticker = tokio::time::interval(PROGRESS_EVERY);
+    let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + FIRST_PROGRESS, PROGRESS_EVERY);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {

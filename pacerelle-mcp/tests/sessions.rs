@@ -109,7 +109,7 @@ async fn a_cancelled_wait_returns_promptly_on_both_eras() {
             )
             .await
             .expect("send");
-        // Progress comes at once, and the wait is parked at the relay.
+        // Progress comes within a second or two, and the wait is parked at the relay.
         assert!(
             eventually(Duration::from_secs(10), || async {
                 !server.progress.lock().unwrap().is_empty()
@@ -177,13 +177,13 @@ async fn a_long_wait_notifies_progress_at_least_every_fifteen_seconds() {
             .iter()
             .all(|p| p.progress_token == token && p.total == Some(16.0))
     );
-    // Notified at the start and then at most 15 s apart: two within 16 s cover the whole wait.
+    // Notified within the first seconds and then at most 15 s apart.
     assert!(
         progress.windows(2).all(|w| w[1].progress > w[0].progress),
         "{progress:?}"
     );
     assert!(
-        progress[0].progress < 1.0 && progress[1].progress <= 15.0,
+        progress[0].progress <= 2.0 && progress[1].progress <= 15.0,
         "{progress:?}"
     );
     server.stop().await;
