@@ -194,6 +194,10 @@ fn main() -> ExitCode {
             Command::Hook(cmd) => hook::run(&global, cmd).await,
         }
     });
+    if gate {
+        // Do not wait for a read of standard input that the host never closes: the decision is printed.
+        runtime.shutdown_background();
+    }
     match result {
         Ok(code) => code,
         Err(e) if gate => {

@@ -405,3 +405,28 @@ fn install_prints_or_merges_the_settings_entry() {
     assert!(!out.status.success());
     assert_eq!(std::fs::read_to_string(&settings).expect("read"), "{ not json");
 }
+
+#[test]
+fn a_host_that_never_closes_stdin_still_gets_a_deny_within_the_budget() {
+    use std::io::Write;
+    use std::process::Stdio;
+
+    let home = tempfile::tempdir().expect("tempdir");
+    let mut c = common::pacerelle(home.path(), "http://127.0.0.1:9");
+    c.args(["hook", "claude-code", "--budget", "2"]);
+    let mut child = c
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    // Half an input, and the pipe stays open.
+    let mut stdin = child.stdin.take().expect("stdin");
+    stdin.write_all(b"{\"tool_name\": \"Bash\", ").expect("write");
+    stdin.flush().expect("flush");
+    let out = child.wait_with_output().expect("wait");
+    drop(stdin);
+    let (allowed, reason) = decision(&out);
+    assert!(!allowed);
+    assert!(reason.contains("budget"), "{reason}");
+}
