@@ -36,6 +36,9 @@ fn open<T: serde::de::DeserializeOwned>(
     })
 }
 
+/// Questions remembered as last read, to refuse locally answers that cannot count.
+const MAX_REMEMBERED_QUESTIONS: usize = 1024;
+
 /// Prefix of [`DeviceCredentials::to_secret_string`].
 const CREDENTIALS_PREFIX: &str = "pcrdev1_";
 
@@ -478,6 +481,13 @@ impl DeviceClient {
 
     fn remember(&self, q: &OpenedQuestion) {
         if let Ok(mut cache) = self.inner.questions.lock() {
+            // Bounded: a long-running device forgets old questions (the relay still refuses late answers).
+            if cache.len() >= MAX_REMEMBERED_QUESTIONS && !cache.contains_key(&q.question_id) {
+                cache.retain(|_, known| known.is_open());
+                if cache.len() >= MAX_REMEMBERED_QUESTIONS {
+                    cache.clear();
+                }
+            }
             cache.insert(q.question_id.clone(), q.clone());
         }
     }
