@@ -7,7 +7,7 @@ mod common;
 use std::time::Duration;
 
 use common::{Era, TestRelay, assert_no_plaintext, eventually, file_contains, files_in, spawn, text};
-use pacerelle_client::{ItemKind, MessageState, Presence};
+use pacerelle_client::{ItemKind, MessageState, Presence, QuestionRequest};
 use rmcp::model::{GetPromptRequestParams, ProtocolVersion};
 use serde_json::json;
 
@@ -217,6 +217,15 @@ async fn listening_flow(era: Era) {
     assert_eq!(status["tasks"]["processed"], 1);
     assert_eq!(status["tasks"]["inProgress"], 0);
     assert!(status["lastCheckpointAt"].is_string());
+    assert_eq!(status["openQuestions"], 0);
+
+    // A question asked by this agent (for example by its hook) counts as open.
+    agent
+        .ask_user(QuestionRequest::yes_no("deploy now?"))
+        .await
+        .expect("ask");
+    let status = server.ok("get_status", json!({})).await;
+    assert_eq!(status["openQuestions"], 1);
 
     // On exit the lease is released: the phone sees no session.
     server.stop().await;

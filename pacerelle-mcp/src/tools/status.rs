@@ -1,6 +1,6 @@
 //! `get_status`: what the phone sees, plus this server's own state.
 
-use pacerelle_client::{DeviceInfo, Error, Status};
+use pacerelle_client::{AuditFilter, DeviceInfo, Error, QuestionState, Status};
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::model::CallToolResult;
@@ -11,6 +11,9 @@ use serde::Serialize;
 use crate::lease::LeaseView;
 use crate::server::PacerelleServer;
 use crate::tools::{output, relay_failure, unreachable_text};
+
+/// Pending questions are counted up to this many.
+const MAX_COUNTED_QUESTIONS: usize = 100;
 
 /// The result of `get_status`.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
@@ -32,8 +35,8 @@ pub struct StatusResult {
     pub listening: bool,
     /// Tasks by state.
     pub tasks: TaskCounts,
-    /// Questions asked and not yet answered, expired or cancelled.
-    pub open_questions: u64,
+    /// Questions asked and still pending (counted up to 100); null when the relay could not say.
+    pub open_questions: Option<u64>,
     /// When the last checkpoint was saved (RFC 3339).
     pub last_checkpoint_at: Option<String>,
     /// When the last wait started or ended (RFC 3339).
@@ -137,7 +140,7 @@ impl PacerelleServer {
                     presence: None,
                     listening: false,
                     tasks: TaskCounts::default(),
-                    open_questions: 0,
+                    open_questions: None,
                     last_checkpoint_at: None,
                     last_wait_at: None,
                     devices: Vec::new(),
@@ -146,11 +149,32 @@ impl PacerelleServer {
             }
             Err(e) => return relay_failure(&state.relay_url, e),
         };
+        let pending = AuditFilter {
+            state: Some(QuestionState::Pending),
+            limit: Some(MAX_COUNTED_QUESTIONS),
+            ..AuditFilter::default()
+        };
         // Taking the lease here, when it is free, lets the phone see this session as connected early.
-        let _ = state.lease.ensure().await;
-        let devices = match state.client.devices().await {
+        let (_, devices, questions) = tokio::join!(
+            state.lease.ensure(),
+            state.client.devices(),
+            state.client.answer_log(&pending)
+        );
+        let devices = match devices {
             Ok(devices) => devices,
             Err(e) => return relay_failure(&state.relay_url, e),
+        };
+        let open_questions = match questions {
+            Ok(entries) => Some(
+                entries
+                    .iter()
+                    .filter(|q| q.state == QuestionState::Pending)
+                    .count() as u64,
+            ),
+            Err(e) => {
+                tracing::debug!(error = %e, "open questions not counted");
+                None
+            }
         };
         let result = StatusResult {
             relay_reachable: true,
@@ -165,7 +189,7 @@ impl PacerelleServer {
                 in_progress: status.messages.in_progress,
                 processed: status.messages.processed,
             },
-            open_questions: 0,
+            open_questions,
             last_checkpoint_at: status.last_checkpoint_at.map(|t| t.to_string()),
             last_wait_at: status.last_wait_at.map(|t| t.to_string()),
             devices: devices
