@@ -71,8 +71,19 @@ fn py(root: &Path) -> Result<()> {
     run(root, "cargo", &["build", "-p", "pacerelle-cli"])?;
     run(root, "python3", &["-m", "venv", "--clear", VENV])?;
     let python = root.join(VENV).join("bin/python");
-    let install = ["-m", "pip", "install", "--quiet", "./pacerelle-py", "pytest", "mypy"];
-    println!("$ MATURIN_PEP517_ARGS=\"--profile dev\" {VENV}/bin/python {}", install.join(" "));
+    let install = [
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "./pacerelle-py",
+        "pytest",
+        "mypy",
+    ];
+    println!(
+        "$ MATURIN_PEP517_ARGS=\"--profile dev\" {VENV}/bin/python {}",
+        install.join(" ")
+    );
     let status = Command::new(&python)
         .args(install)
         .env("MATURIN_PEP517_ARGS", "--profile dev")
