@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, overload
 
 from . import _approval, _bridge, _config, _native
 from ._native import (
@@ -108,6 +108,22 @@ class _Base:
         current task finishes, the wait in progress ends at once, the lease is released."""
         if self._runner is not None:
             self._runner.stop()
+
+    @overload
+    def require_approval(self, question: F, /) -> F: ...
+
+    @overload
+    def require_approval(
+        self,
+        question: str | None = None,
+        *,
+        describe: Callable[..., str] | None = None,
+        details: str | None = None,
+        expires_in: float = 600.0,
+        timeout: float | None = None,
+        policy: _approval.PolicyLike = None,
+        tool: str | None = None,
+    ) -> Callable[[F], F]: ...
 
     def require_approval(
         self,
