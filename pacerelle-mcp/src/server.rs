@@ -89,6 +89,7 @@ impl PacerelleServer {
     }
 }
 
+// One router per group of tools (`crate::tools`); the questions group will add `+ Self::questions_router()`.
 #[tool_handler(router = (Self::status_router() + Self::checkpoints_router() + Self::inbox_router()))]
 #[prompt_handler]
 impl ServerHandler for PacerelleServer {
