@@ -109,6 +109,7 @@ pub(crate) fn app(state: AppState) -> Router {
             "/v1/device/questions/{question_id}/answer",
             post(questions::answer),
         )
+        .merge(crate::web::routes())
         .fallback(health::no_route)
         .method_not_allowed_fallback(health::method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

@@ -11,6 +11,7 @@ mod ratelimit;
 mod routes;
 mod store;
 mod wake;
+mod web;
 mod webhook;
 
 use std::future::Future;

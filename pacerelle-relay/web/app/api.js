@@ -1,0 +1,85 @@
+// The relay's HTTP API (docs/relay-api.md), same origin only. Errors carry the relay's stable `code`.
+
+/** A failed request: `code` is the relay's error code, or "network" when the relay could not be reached. */
+export class ApiError extends Error {
+  constructor(status, code, message) {
+    super(message);
+    this.name = "ApiError";
+    this.status = status;
+    this.code = code;
+  }
+
+  /** True when the same request may succeed later: the relay was unreachable, overloaded or failing. */
+  get transient() {
+    return this.code === "network" || this.status === 408 || this.status === 429 || this.status >= 500;
+  }
+}
+
+/**
+ * One request. `token` is the device's bearer credential; `timeoutMs` ends a request that hangs (a
+ * long-poll gets the wait plus a margin).
+ */
+export async function request(method, path, { body, token, timeoutMs = 20000 } = {}) {
+  const headers = { Accept: "application/json" };
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  if (token) headers.Authorization = `Bearer ${token}`;
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), timeoutMs);
+  let res;
+  try {
+    res = await fetch(path, {
+      method,
+      headers,
+      body: body === undefined ? undefined : JSON.stringify(body),
+      cache: "no-store",
+      credentials: "omit",
+      referrerPolicy: "no-referrer",
+      signal: abort.signal,
+    });
+  } catch {
+    throw new ApiError(0, "network", "the relay cannot be reached");
+  } finally {
+    clearTimeout(timer);
+  }
+  let json = null;
+  try {
+    json = await res.json();
+  } catch {
+    json = null;
+  }
+  if (!res.ok) {
+    const code = (json && json.code) || "http_" + res.status;
+    const message = (json && json.error) || `the relay answered ${res.status}`;
+    throw new ApiError(res.status, code, message);
+  }
+  if (json === null) throw new ApiError(res.status, "invalid_response", "the relay's answer is not JSON");
+  return json;
+}
+
+const enc = encodeURIComponent;
+
+/** The device-side routes. */
+export function deviceApi(token) {
+  return {
+    me: () => request("GET", "/v1/device", { token }),
+    leave: () => request("DELETE", "/v1/device", { token }),
+    status: () => request("GET", "/v1/device/status", { token, timeoutMs: 10000 }),
+    send: (messageId, envelope) => request("POST", "/v1/device/messages", { token, body: { messageId, envelope } }),
+    conversation: (cursor, wait) => {
+      const q = new URLSearchParams({ wait: String(wait) });
+      if (cursor) q.set("cursor", cursor);
+      return request("GET", `/v1/device/conversation?${q}`, { token, timeoutMs: (wait + 15) * 1000 });
+    },
+    questions: (state) =>
+      request("GET", "/v1/device/questions" + (state ? `?state=${enc(state)}` : ""), { token }),
+    answer: (questionId, envelope) =>
+      request("POST", `/v1/device/questions/${enc(questionId)}/answer`, { token, body: { envelope } }),
+  };
+}
+
+/** The pairing routes (no credential). */
+export const pairingApi = {
+  offer: (pairingId) => request("GET", `/v1/pairings/${enc(pairingId)}`),
+  claim: (pairingId, claimSecret, name) =>
+    request("POST", `/v1/pairings/${enc(pairingId)}/claim`, { body: { claimSecret, name } }),
+};

@@ -1,0 +1,926 @@
+// The Pacerelle web app: pairing at /pair, then the conversation with the agent at /.
+//
+// Everything sent is sealed here and everything received is opened here (crypto.js, WebCrypto); the relay
+// only stores and forwards envelopes. The pairing secret is read from the link's fragment, which browsers
+// never send, and is removed from the address bar at once; it is never sent anywhere.
+
+import * as c from "./crypto.js";
+import * as store from "./store.js";
+import { ApiError, deviceApi, pairingApi } from "./api.js";
+
+/** Longest long-poll (the relay caps at 55 s, below the usual 60 s of proxies). */
+const LONG_POLL_WAIT = 55;
+/** How often presence is read. */
+const STATUS_EVERY_MS = 5000;
+/** Most conversation items in one answer of the relay. */
+const PAGE = 200;
+/** Largest task or text answer, in UTF-8 bytes. */
+const MAX_TEXT_BYTES = 64 * 1024;
+
+const $ = (id) => document.getElementById(id);
+
+/** An element with a class and text (never HTML: texts from the agent are shown as text). */
+function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined && text !== null) node.textContent = text;
+  return node;
+}
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+function clock(iso) {
+  const d = new Date(iso);
+  if (Number.isNaN(d.getTime())) return "";
+  const sameDay = d.toDateString() === new Date().toDateString();
+  const time = d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
+  return sameDay ? time : `${d.toLocaleDateString([], { day: "numeric", month: "short" })} ${time}`;
+}
+
+function timeLeft(ms) {
+  const s = Math.max(0, Math.ceil(ms / 1000));
+  if (s < 60) return `${s} s left`;
+  const m = Math.floor(s / 60);
+  if (m < 60) return `${m} min ${String(s % 60).padStart(2, "0")} s left`;
+  const h = Math.floor(m / 60);
+  if (h < 48) return `${h} h ${String(m % 60).padStart(2, "0")} min left`;
+  return `${Math.floor(h / 24)} days left`;
+}
+
+let toastTimer = null;
+function toast(text) {
+  const t = $("toast");
+  t.textContent = text;
+  t.hidden = false;
+  clearTimeout(toastTimer);
+  toastTimer = setTimeout(() => (t.hidden = true), 6000);
+}
+
+const SCREENS = ["loading", "insecure", "unpaired", "revoked", "pair", "conversation"];
+function showScreen(name) {
+  for (const s of SCREENS) $(`screen-${s}`).hidden = s !== name;
+  document.body.dataset.screen = name;
+  const chat = name === "conversation";
+  $("composer").hidden = !(chat && app.device && app.device.role === "owner");
+  $("menu").hidden = !chat;
+  if (!chat) $("banner").hidden = true;
+}
+
+// ── state ─────────────────────────────────────────────────────────────────────────────────────────
+
+const app = {
+  device: null, // {agentId, agentName, deviceId, deviceName, role, deviceToken, key}
+  api: null,
+  cursor: null, // where the long-poll continues (opaque, issued by the relay)
+  entries: new Map(), // item id → {kind, node, …}
+  order: [], // task ids in thread order, with the cursor before each (to re-read states)
+  questions: new Map(), // question id → {id, payload, meta, node, sending, answer}
+  connected: null,
+  presence: null,
+  stopped: false,
+  retryDelay: 1000,
+  retryTimer: null,
+};
+
+function setBanner() {
+  const banner = $("banner");
+  let kind;
+  let text;
+  if (app.connected === false) {
+    kind = "down";
+    text = "Server disconnected — retrying…";
+  } else {
+    switch (app.presence) {
+      case "listening":
+        kind = "ok";
+        text = "Listening — ready for a task";
+        break;
+      case "busy":
+        kind = "busy";
+        text = "Busy — working on a task";
+        break;
+      case "waiting_confirmation":
+        kind = "warn";
+        text = "Probably waiting for a confirmation on the computer";
+        break;
+      case "connected":
+        kind = "idle";
+        text = "Connected, not listening right now — tasks will wait";
+        break;
+      case "offline":
+        kind = "idle";
+        text = "Agent offline — tasks wait on the relay until it comes back";
+        break;
+      default:
+        banner.hidden = true;
+        return;
+    }
+  }
+  banner.className = `banner ${kind}`;
+  banner.dataset.presence = app.connected === false ? "disconnected" : app.presence;
+  $("banner-text").textContent = text;
+  banner.hidden = false;
+}
+
+function setConnected(connected) {
+  if (app.connected === connected) return;
+  const wasDown = app.connected === false;
+  app.connected = connected;
+  setBanner();
+  if (connected && wasDown) flushOutbox();
+}
+
+// ── boot ──────────────────────────────────────────────────────────────────────────────────────────
+
+async function boot() {
+  if (!window.isSecureContext || !globalThis.crypto || !globalThis.crypto.subtle) {
+    showScreen("insecure");
+    return;
+  }
+  if (location.pathname === "/pair") {
+    await startPairing();
+    return;
+  }
+  const device = await store.loadDevice();
+  if (!device) {
+    showScreen("unpaired");
+    return;
+  }
+  await startConversation(device);
+}
+
+function guessDeviceName() {
+  const ua = navigator.userAgent;
+  if (/iPhone/.test(ua)) return "iPhone";
+  if (/iPad/.test(ua)) return "iPad";
+  if (/Android/.test(ua)) return /Mobile/.test(ua) ? "Android phone" : "Android tablet";
+  return "Web browser";
+}
+
+// ── pairing ───────────────────────────────────────────────────────────────────────────────────────
+
+const PAIRING_ERRORS = {
+  not_found: "This pairing link is unknown to the relay. Ask for a new one: pacerelle pair.",
+  pairing_claimed:
+    "This pairing link was already used. Ask for a new one (pacerelle pair). If you did not use it, revoke the unknown device: pacerelle agent devices, then pacerelle agent revoke.",
+  pairing_expired: "This pairing link has expired. Ask for a new one: pacerelle pair.",
+  pairing_proof: "The relay refused this link's proof. Ask for a new link.",
+  rate_limited: "Too many pairing attempts from this network. Wait a minute and open the link again.",
+  network: "The relay cannot be reached. Check the connection and open the link again.",
+};
+
+function pairError(text) {
+  $("pair-status").hidden = true;
+  $("pair-form").hidden = true;
+  const err = $("pair-error");
+  err.textContent = text;
+  err.hidden = false;
+}
+
+async function startPairing() {
+  const fragment = location.hash;
+  // The secret leaves the address bar (and the history entry) at once; it stays in this function only.
+  history.replaceState(null, "", "/pair");
+  showScreen("pair");
+  let secret;
+  try {
+    secret = c.parseFragment(fragment);
+  } catch {
+    const existing = await store.loadDevice();
+    if (existing) {
+      location.replace("/");
+      return;
+    }
+    pairError("This pairing link is incomplete. Open the whole link, or scan the QR code again.");
+    return;
+  }
+  const p = await c.pairingValues(secret);
+  secret.fill(0);
+  let offer;
+  try {
+    offer = await pairingApi.offer(p.pairingId);
+  } catch (e) {
+    pairError(PAIRING_ERRORS[e.code] || `The relay refused the link (${e.message}).`);
+    return;
+  }
+  let payload;
+  try {
+    payload = await c.openOffer(p.pairingKey, p.pairingId, offer.agentId, offer.deviceId, offer.offer);
+  } catch {
+    pairError("The offer does not open with this link: the link is damaged, or the relay served another offer. Nothing was paired.");
+    return;
+  }
+  const key = await c.importKey(payload.deviceKeyBytes);
+  const existing = await store.loadDevice();
+
+  $("pair-status").hidden = true;
+  $("pair-agent").textContent = payload.agentName;
+  $("pair-role").textContent = payload.role === "owner" ? "owner" : "answers questions";
+  if (existing) {
+    const replace = $("pair-replace");
+    replace.textContent = `This browser is paired with “${existing.agentName}”. Pairing again replaces that pairing here.`;
+    replace.hidden = false;
+  }
+  const name = $("pair-name");
+  name.value = guessDeviceName();
+  $("pair-form").hidden = false;
+
+  $("pair-form").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const deviceName = name.value.trim();
+    if (!deviceName || [...deviceName].length > 100) {
+      toast("A device name has 1 to 100 characters.");
+      return;
+    }
+    $("pair-submit").disabled = true;
+    $("pair-status").textContent = "Pairing…";
+    $("pair-status").hidden = false;
+    let claimed;
+    try {
+      // Never retried: a claim is single use, and an answer lost in transit cannot claim twice.
+      claimed = await pairingApi.claim(p.pairingId, c.b64encode(p.claimSecret), deviceName);
+    } catch (e) {
+      if (e.code === "network") {
+        pairError("The relay's answer was lost: the link may have been used. Open the app; if it is not paired, ask for a new link.");
+      } else {
+        pairError(PAIRING_ERRORS[e.code] || `The relay refused the pairing (${e.message}).`);
+      }
+      return;
+    }
+    if (claimed.agentId !== payload.agentId || claimed.deviceId !== payload.deviceId) {
+      pairError("The relay's answer does not match the offer. Nothing was stored; revoke the new device on the computer.");
+      return;
+    }
+    try {
+      c.splitBearer(claimed.deviceToken);
+    } catch {
+      pairError("The relay returned a malformed credential.");
+      return;
+    }
+    const device = {
+      v: 1,
+      agentId: payload.agentId,
+      agentName: payload.agentName,
+      deviceId: payload.deviceId,
+      deviceName,
+      role: payload.role,
+      deviceToken: claimed.deviceToken,
+      key,
+      pairedAt: new Date().toISOString(),
+    };
+    await store.forgetDevice();
+    await store.saveDevice(device, payload.deviceKeyBytes);
+    payload.deviceKeyBytes.fill(0);
+    if (navigator.storage && navigator.storage.persist) navigator.storage.persist().catch(() => {});
+    history.replaceState(null, "", "/");
+    await startConversation(await store.loadDevice());
+  });
+  name.focus();
+}
+
+// ── conversation ──────────────────────────────────────────────────────────────────────────────────
+
+async function startConversation(device) {
+  const key = device.key || (device.keyBytes ? await c.importKey(device.keyBytes) : null);
+  if (!key) {
+    showScreen("revoked");
+    return;
+  }
+  app.device = { ...device, key };
+  app.api = deviceApi(device.deviceToken);
+  $("agent-name").textContent = device.agentName;
+  $("device-name").textContent = `${device.deviceName} · end to end encrypted`;
+  $("menu-info").textContent =
+    `Paired as “${device.deviceName}” (${device.role}) with “${device.agentName}”, device ${device.deviceId}. The key is kept in this browser only.`;
+  document.title = `${device.agentName} — Pacerelle`;
+  showScreen("conversation");
+  for (const entry of await store.listOutbox()) {
+    if (entry.type === "message") await showPendingTask(entry);
+  }
+  flushOutbox();
+  statusLoop();
+  conversationLoop();
+  setInterval(tick, 1000);
+}
+
+function revoked() {
+  if (app.stopped) return;
+  app.stopped = true;
+  app.device = null;
+  showScreen("revoked");
+}
+
+function isRevocation(e) {
+  return e instanceof ApiError && (e.code === "device_revoked" || e.code === "unauthorized");
+}
+
+async function conversationLoop() {
+  let backoff = 1000;
+  let wait = 0; // catch up at once, then park
+  while (!app.stopped) {
+    try {
+      const page = await app.api.conversation(app.cursor, wait);
+      setConnected(true);
+      backoff = 1000;
+      let before = app.cursor;
+      for (const item of page.items) {
+        await ingest(item, before);
+        before = item.cursor;
+      }
+      app.cursor = page.cursor;
+      wait = page.items.length >= PAGE ? 0 : LONG_POLL_WAIT;
+      updateEmpty();
+    } catch (e) {
+      if (isRevocation(e)) return revoked();
+      if (e instanceof ApiError && e.code === "bad_cursor") {
+        app.cursor = null;
+        continue;
+      }
+      if (!(e instanceof ApiError) || e.transient) setConnected(false);
+      await sleep(backoff);
+      backoff = Math.min(backoff * 2, 15000);
+    }
+  }
+}
+
+async function statusLoop() {
+  while (!app.stopped) {
+    try {
+      const status = await app.api.status();
+      app.presence = status.presence;
+      setConnected(true);
+      setBanner();
+      await refreshTaskStates();
+      await refreshQuestions();
+    } catch (e) {
+      if (isRevocation(e)) return revoked();
+      if (!(e instanceof ApiError) || e.transient) setConnected(false);
+    }
+    await sleep(STATUS_EVERY_MS);
+  }
+}
+
+/** Reads the conversation again from just before the oldest task not yet processed, to update states. */
+async function refreshTaskStates() {
+  const open = app.order.find((t) => {
+    const entry = app.entries.get(t.id);
+    return entry && entry.state !== "processed" && entry.state !== "pending";
+  });
+  if (!open) return;
+  let cursor = open.before;
+  for (let pages = 0; pages < 5; pages++) {
+    const page = await app.api.conversation(cursor, 0);
+    for (const item of page.items) await ingest(item, null);
+    if (page.items.length < PAGE) break;
+    cursor = page.cursor;
+  }
+}
+
+/** Reads the current state of the questions still open here (answered elsewhere, cancelled, expired). */
+async function refreshQuestions() {
+  const open = [...app.questions.values()].some((q) => q.meta.state === "pending");
+  if (!open) return;
+  const list = await app.api.questions("all");
+  for (const dq of list.questions || []) {
+    const q = app.questions.get(dq.questionId);
+    if (q) updateQuestionMeta(q, dq);
+  }
+}
+
+function updateEmpty() {
+  $("empty").hidden = $("thread").children.length > 0;
+}
+
+function nearBottom() {
+  const doc = document.scrollingElement || document.documentElement;
+  return doc.scrollHeight - doc.scrollTop - doc.clientHeight < 160;
+}
+
+function append(node, container = $("thread")) {
+  const stick = nearBottom();
+  container.append(node);
+  updateEmpty();
+  if (stick) node.scrollIntoView({ block: "end" });
+}
+
+/** Opens one conversation item and shows it, or updates the one already shown. */
+async function ingest(item, before) {
+  const known = app.entries.get(item.id);
+  if (known) {
+    if (item.kind === "message") {
+      if (before !== null && !known.positioned) {
+        const slot = app.order.find((t) => t.id === item.id);
+        if (slot) slot.before = before;
+        known.positioned = true;
+      }
+      setTaskState(known, item.state);
+    } else if (item.kind === "question" && item.question) {
+      updateQuestionMeta(app.questions.get(item.id), item.question);
+    }
+    return;
+  }
+  const d = app.device;
+  try {
+    switch (item.kind) {
+      case "message": {
+        const task = await c.openJson(d.key, c.context.task(d.agentId, d.deviceId, item.id), item.envelope);
+        if (typeof task.text !== "string") throw new c.CryptoError("malformed");
+        if (app.entries.has(item.id)) return ingest(item, before);
+        addTask(item.id, task.text, item.state, item.createdAt, before);
+        break;
+      }
+      case "reply": {
+        const reply = await c.openJson(d.key, c.context.reply(d.agentId, d.deviceId, item.id), item.envelope);
+        // The relay states the source in clear; the sealed payload must agree.
+        if (typeof reply.text !== "string" || reply.sourceMessageId !== item.sourceMessageId) {
+          throw new c.CryptoError("open");
+        }
+        if (app.entries.has(item.id)) return;
+        addReply(item.id, reply, item.createdAt);
+        break;
+      }
+      case "question": {
+        if (!item.question) throw new c.CryptoError("malformed");
+        const payload = await c.openJson(d.key, c.context.question(d.agentId, d.deviceId, item.id), item.envelope);
+        // The kind is in clear at the relay; the sealed one must agree, and this device must be a recipient.
+        if (
+          payload.kind !== item.question.kind ||
+          typeof payload.question !== "string" ||
+          !Array.isArray(payload.recipients) ||
+          !payload.recipients.includes(d.deviceId)
+        ) {
+          throw new c.CryptoError("open");
+        }
+        if (app.entries.has(item.id)) return;
+        addQuestion(item.id, payload, item.question, item.createdAt);
+        break;
+      }
+      case "notification": {
+        const n = await c.openJson(d.key, c.context.notification(d.agentId, d.deviceId, item.id), item.envelope);
+        if (typeof n.text !== "string") throw new c.CryptoError("malformed");
+        if (app.entries.has(item.id)) return;
+        addNotification(item.id, n, item.createdAt);
+        break;
+      }
+      default:
+        // A kind this version does not know (a newer relay): skipped, as the wire contract says.
+        return;
+    }
+  } catch (e) {
+    if (!(e instanceof c.CryptoError)) throw e;
+    if (app.entries.has(item.id)) return;
+    const node = el("li", "entry rejected", "An item could not be authenticated and is not shown.");
+    node.dataset.id = item.id;
+    app.entries.set(item.id, { kind: "rejected", node });
+    append(node);
+  }
+}
+
+const TASK_STATES = {
+  pending: "Sending…",
+  retrying: "Not sent yet — will retry",
+  failed: "Not sent",
+  sent: "Sent",
+  delivered: "Delivered — your agent has it",
+  processed: "Done",
+};
+const STATE_RANK = { pending: 0, retrying: 0, failed: 0, sent: 1, delivered: 2, processed: 3 };
+
+function setTaskState(entry, state) {
+  if (!state || !(state in TASK_STATES)) return;
+  // States only move forward (a re-read may be older than a newer answer).
+  if (entry.state && STATE_RANK[state] < STATE_RANK[entry.state] && STATE_RANK[entry.state] > 0) return;
+  entry.state = state;
+  entry.node.dataset.state = state;
+  entry.stateNode.textContent = TASK_STATES[state];
+}
+
+function addTask(id, text, state, createdAt, before) {
+  const node = el("li", "entry task");
+  node.dataset.id = id;
+  const bubble = el("div", "bubble me", text);
+  const meta = el("div", "meta");
+  const time = el("span", "time", clock(createdAt));
+  const stateNode = el("span", "state");
+  meta.append(time, stateNode);
+  const replies = el("ol", "replies");
+  node.append(bubble, meta, replies);
+  const entry = { kind: "message", node, stateNode, replies, state: null, positioned: before !== null };
+  app.entries.set(id, entry);
+  app.order.push({ id, before });
+  setTaskState(entry, state);
+  append(node);
+  return entry;
+}
+
+async function showPendingTask(outboxEntry) {
+  const d = app.device;
+  if (app.entries.has(outboxEntry.id)) return;
+  try {
+    const task = await c.openJson(d.key, c.context.task(d.agentId, d.deviceId, outboxEntry.id), outboxEntry.envelope);
+    addTask(outboxEntry.id, task.text, "pending", new Date(outboxEntry.queuedAt).toISOString(), null);
+  } catch {
+    await store.deleteOutbox(outboxEntry.id);
+  }
+}
+
+function addReply(id, reply, createdAt) {
+  const node = el("li", "reply");
+  node.dataset.id = id;
+  node.append(el("div", "bubble agent", reply.text), el("div", "meta", clock(createdAt)));
+  const task = app.entries.get(reply.sourceMessageId);
+  app.entries.set(id, { kind: "reply", node });
+  if (task && task.kind === "message") {
+    append(node, task.replies);
+    // A reply means the agent has the task, at least.
+    if (STATE_RANK[task.state] < STATE_RANK.delivered) setTaskState(task, "delivered");
+  } else {
+    const wrapper = el("li", "entry orphan");
+    wrapper.append(el("div", "meta", "Reply to a task sent from another device"));
+    const list = el("ol", "replies");
+    list.append(node);
+    wrapper.append(list);
+    append(wrapper);
+  }
+}
+
+const LEVELS = { info: "Info", warning: "Warning", error: "Error", success: "Done" };
+
+function addNotification(id, n, createdAt) {
+  const level = LEVELS[n.level] ? n.level : "info";
+  const node = el("li", `entry notification level-${level}`);
+  node.dataset.id = id;
+  const head = el("div", "note-head");
+  head.append(el("span", "tag", LEVELS[level]));
+  if (n.title) head.append(el("strong", "note-title", n.title));
+  node.append(head, el("p", "note-text", n.text), el("div", "meta", clock(createdAt)));
+  app.entries.set(id, { kind: "notification", node });
+  append(node);
+}
+
+// ── questions ─────────────────────────────────────────────────────────────────────────────────────
+
+/** Where a question stands here: a pending question past the expiry the agent sealed is expired. */
+function questionState(q) {
+  if (q.meta.state === "pending" && Date.now() >= Date.parse(q.payload.expiresAt)) return "expired";
+  return q.meta.state;
+}
+
+function addQuestion(id, payload, meta, createdAt) {
+  const node = el("li", "entry question");
+  node.dataset.id = id;
+  const q = { id, payload, meta: { ...meta }, node, createdAt, sending: null, answer: null, error: null };
+  app.questions.set(id, q);
+  app.entries.set(id, { kind: "question", node });
+  renderQuestion(q);
+  append(node);
+  store.loadAnswer(id).then(async (sealed) => {
+    if (!sealed || q.answer) return;
+    try {
+      const d = app.device;
+      const mine = await c.openJson(d.key, c.context.answer(d.agentId, d.deviceId, id), sealed);
+      q.answer = mine.answer;
+      renderQuestion(q);
+    } catch {
+      /* not shown */
+    }
+  });
+}
+
+function updateQuestionMeta(q, meta) {
+  if (!q) return;
+  const next = {
+    kind: meta.kind,
+    state: meta.state,
+    expiresAt: meta.expiresAt,
+    answeredBy: meta.answeredBy,
+    answeredAt: meta.answeredAt,
+  };
+  // Terminal states are final.
+  if (q.meta.state !== "pending" && next.state === "pending") return;
+  const changed = next.state !== q.meta.state || next.answeredBy !== q.meta.answeredBy;
+  q.meta = next;
+  if (changed) renderQuestion(q);
+}
+
+function describeAnswer(a, payload) {
+  if (!a) return "";
+  switch (a.type) {
+    case "yes":
+      return "Approved";
+    case "no":
+      return "Denied";
+    case "options":
+      return `Chosen: ${a.value.join(", ")}`;
+    case "text":
+      return `Answered: ${a.value}`;
+    default:
+      return payload.kind;
+  }
+}
+
+function renderQuestion(q) {
+  const { node, payload } = q;
+  const state = questionState(q);
+  node.dataset.state = state;
+  node.dataset.kind = payload.kind;
+  node.replaceChildren();
+  const head = el("div", "q-head");
+  head.append(el("span", "tag", payload.kind === "yes_no" ? "Approval" : "Question"));
+  const left = el("span", "time-left");
+  head.append(left);
+  node.append(head, el("p", "q-text", payload.question));
+  if (payload.details) node.append(el("p", "q-details", payload.details));
+  q.leftNode = left;
+
+  const answerable = state === "pending" && !q.sending;
+  const status = el("p", "q-status");
+  if (state === "answered") {
+    const mine = q.meta.answeredBy === app.device.deviceId;
+    status.textContent = mine
+      ? `${describeAnswer(q.answer, payload) || "Answered"} — by this device`
+      : "Answered on another device";
+    status.className = "q-status answered";
+  } else if (state === "expired") {
+    status.textContent = "Expired — no answer was given in time";
+    status.className = "q-status expired";
+  } else if (state === "cancelled") {
+    status.textContent = "Cancelled by the agent";
+    status.className = "q-status cancelled";
+  } else if (q.sending) {
+    status.textContent = `${describeAnswer(q.sending, payload)} — sending…`;
+  } else if (q.error) {
+    status.textContent = q.error;
+    status.className = "q-status error";
+  }
+
+  if (answerable) {
+    node.append(questionControls(q));
+  }
+  if (status.textContent) node.append(status);
+  node.append(el("div", "meta", `Asked ${clock(q.createdAt)}`));
+  updateLeft(q);
+}
+
+function updateLeft(q) {
+  const state = questionState(q);
+  if (!q.leftNode) return;
+  if (state === "pending") {
+    const ms = Date.parse(q.payload.expiresAt) - Date.now();
+    q.leftNode.textContent = timeLeft(ms);
+    q.leftNode.classList.toggle("soon", ms < 60000);
+  } else {
+    q.leftNode.textContent = "";
+  }
+}
+
+function questionControls(q) {
+  const { payload } = q;
+  const box = el("div", "q-controls");
+  if (payload.kind === "yes_no") {
+    const approve = el("button", "big approve", "Approve");
+    const deny = el("button", "big deny", "Deny");
+    approve.type = deny.type = "button";
+    approve.addEventListener("click", () => answerQuestion(q, { type: "yes" }));
+    deny.addEventListener("click", () => answerQuestion(q, { type: "no" }));
+    box.classList.add("two");
+    box.append(approve, deny);
+  } else if (payload.kind === "choice") {
+    const options = Array.isArray(payload.options) ? payload.options.filter((o) => typeof o === "string") : [];
+    if (payload.multiple) {
+      const form = el("form", "choices");
+      for (const option of options) {
+        const label = el("label", "choice");
+        const box2 = el("input");
+        box2.type = "checkbox";
+        box2.value = option;
+        label.append(box2, el("span", null, option));
+        form.append(label);
+      }
+      const submit = el("button", "big primary", "Send choice");
+      submit.type = "submit";
+      form.append(submit);
+      form.addEventListener("submit", (event) => {
+        event.preventDefault();
+        const chosen = [...form.querySelectorAll("input:checked")].map((i) => i.value);
+        if (chosen.length === 0) return toast("Choose at least one option.");
+        answerQuestion(q, { type: "options", value: chosen });
+      });
+      box.append(form);
+    } else {
+      box.classList.add("options");
+      for (const option of options) {
+        const b = el("button", "big option", option);
+        b.type = "button";
+        b.addEventListener("click", () => answerQuestion(q, { type: "options", value: [option] }));
+        box.append(b);
+      }
+    }
+  } else {
+    const form = el("form", "text-answer");
+    const input = el("textarea");
+    input.rows = 2;
+    input.placeholder = "Your answer…";
+    input.setAttribute("aria-label", "Your answer");
+    const submit = el("button", "big primary", "Send answer");
+    submit.type = "submit";
+    form.append(input, submit);
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      const text = input.value;
+      if (!text.trim()) return toast("Write an answer first.");
+      if (c.encodeUtf8(text).length > MAX_TEXT_BYTES) return toast("The answer is too long (64 KiB at most).");
+      answerQuestion(q, { type: "text", value: text });
+    });
+    box.append(form);
+  }
+  return box;
+}
+
+async function answerQuestion(q, answer) {
+  if (questionState(q) !== "pending" || q.sending) {
+    renderQuestion(q);
+    return;
+  }
+  const d = app.device;
+  q.sending = answer;
+  q.error = null;
+  renderQuestion(q);
+  const payload = { questionId: q.id, answer, answeredAt: new Date().toISOString() };
+  const envelope = await c.sealJson(d.key, c.context.answer(d.agentId, d.deviceId, q.id), payload);
+  await store.putOutbox({ id: `answer:${q.id}`, type: "answer", questionId: q.id, envelope, queuedAt: Date.now() });
+  flushOutbox();
+}
+
+function tick() {
+  for (const q of app.questions.values()) {
+    if (q.meta.state !== "pending") continue;
+    const wasRendered = q.node.dataset.state;
+    if (questionState(q) !== wasRendered) renderQuestion(q);
+    else updateLeft(q);
+  }
+}
+
+// ── sending, with retries that are safe ───────────────────────────────────────────────────────────
+
+let flushing = false;
+let flushAgain = false;
+
+/** Sends what the outbox holds, oldest first. Ids were chosen when queued: a retry is stored once. */
+async function flushOutbox() {
+  if (!app.api || app.stopped) return;
+  if (flushing) {
+    flushAgain = true;
+    return;
+  }
+  flushing = true;
+  clearTimeout(app.retryTimer);
+  try {
+    for (const entry of await store.listOutbox()) {
+      try {
+        await sendEntry(entry);
+        app.retryDelay = 1000;
+      } catch (e) {
+        if (isRevocation(e)) return revoked();
+        if (!(e instanceof ApiError) || e.transient) {
+          if (e instanceof ApiError && e.code === "network") setConnected(false);
+          markRetrying(entry);
+          app.retryTimer = setTimeout(flushOutbox, app.retryDelay);
+          app.retryDelay = Math.min(app.retryDelay * 2, 15000);
+          return;
+        }
+        await refused(entry, e);
+      }
+    }
+  } finally {
+    flushing = false;
+    if (flushAgain) {
+      flushAgain = false;
+      flushOutbox();
+    }
+  }
+}
+
+async function sendEntry(entry) {
+  if (entry.type === "message") {
+    await app.api.send(entry.id, entry.envelope);
+    await store.deleteOutbox(entry.id);
+    const task = app.entries.get(entry.id);
+    if (task && STATE_RANK[task.state] < STATE_RANK.sent) setTaskState(task, "sent");
+  } else if (entry.type === "answer") {
+    const dq = await app.api.answer(entry.questionId, entry.envelope);
+    await store.saveAnswer(entry.questionId, entry.envelope);
+    await store.deleteOutbox(entry.id);
+    const q = app.questions.get(entry.questionId);
+    if (q) {
+      q.answer = q.sending || q.answer;
+      q.sending = null;
+      updateQuestionMeta(q, dq);
+      renderQuestion(q);
+    }
+  } else {
+    await store.deleteOutbox(entry.id);
+  }
+}
+
+function markRetrying(entry) {
+  if (entry.type === "message") {
+    const task = app.entries.get(entry.id);
+    if (task && task.state === "pending") setTaskState(task, "retrying");
+  }
+}
+
+const ANSWER_REFUSALS = {
+  question_expired: ["expired", "Too late: the question expired."],
+  question_cancelled: ["cancelled", "The agent cancelled the question."],
+  question_answered: ["answered", "Already answered on another device."],
+};
+
+/** The relay refused an entry for good: it leaves the outbox, and the person is told. */
+async function refused(entry, e) {
+  await store.deleteOutbox(entry.id);
+  if (entry.type === "message") {
+    const task = app.entries.get(entry.id);
+    if (task) setTaskState(task, "failed");
+    toast(`The task was not sent: ${e.message}`);
+  } else if (entry.type === "answer") {
+    const q = app.questions.get(entry.questionId);
+    if (!q) return;
+    q.sending = null;
+    const known = ANSWER_REFUSALS[e.code];
+    if (known) {
+      q.meta = { ...q.meta, state: known[0] };
+      toast(known[1]);
+    } else {
+      q.error = `The answer was refused: ${e.message}`;
+    }
+    renderQuestion(q);
+  }
+}
+
+async function sendTask(text) {
+  const d = app.device;
+  const id = c.generateId("msg");
+  const envelope = await c.sealJson(d.key, c.context.task(d.agentId, d.deviceId, id), { text });
+  const entry = { id, type: "message", envelope, queuedAt: Date.now() };
+  await store.putOutbox(entry);
+  addTask(id, text, "pending", new Date(entry.queuedAt).toISOString(), null);
+  $("thread").lastElementChild.scrollIntoView({ block: "end" });
+  flushOutbox();
+}
+
+// ── wiring ────────────────────────────────────────────────────────────────────────────────────────
+
+function wire() {
+  const input = $("task-text");
+  const grow = () => {
+    input.style.height = "auto";
+    input.style.height = `${Math.min(input.scrollHeight, 160)}px`;
+  };
+  input.addEventListener("input", grow);
+  input.addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+      event.preventDefault();
+      $("composer").requestSubmit();
+    }
+  });
+  $("composer").addEventListener("submit", async (event) => {
+    event.preventDefault();
+    const text = input.value;
+    if (!text.trim() || !app.device) return;
+    if (c.encodeUtf8(text).length > MAX_TEXT_BYTES) {
+      toast("This task is too long (64 KiB at most).");
+      return;
+    }
+    input.value = "";
+    grow();
+    try {
+      await sendTask(text);
+    } catch (e) {
+      input.value = text;
+      toast(`Could not send: ${e.message}`);
+    }
+    input.focus();
+  });
+  const forget = async () => {
+    if (!confirm("Unpair this browser? Its key is deleted; you will need a new pairing link.")) return;
+    if (app.api && !app.stopped) {
+      app.stopped = true;
+      await app.api.leave().catch(() => {});
+    }
+    await store.forgetDevice();
+    location.replace("/");
+  };
+  $("forget").addEventListener("click", forget);
+  $("forget-revoked").addEventListener("click", async () => {
+    await store.forgetDevice();
+    location.replace("/");
+  });
+  window.addEventListener("online", () => flushOutbox());
+}
+
+wire();
+boot().catch((e) => {
+  showScreen("unpaired");
+  toast(`Something went wrong: ${e && e.message ? e.message : e}`);
+});
