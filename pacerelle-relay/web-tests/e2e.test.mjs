@@ -1,0 +1,366 @@
+// End-to-end tests of the web app in Debian's Chromium (driven by playwright-core, no downloaded browser),
+// against a real relay (`pacerelle serve`, its own SQLite file in a temporary folder), the real echo agent,
+// and the real CLI for the agent side (`agent create`, `pair`, `ask`, `notify`, `cancel`).
+//
+// Run from this folder after `cargo build -p pacerelle-cli -p echo-agent`:  node --test e2e.test.mjs
+// Environment: PACERELLE_BIN, ECHO_AGENT_BIN (default: target/debug/…), CHROMIUM (default /usr/bin/chromium),
+// UPDATE_SCREENSHOT=1 to also write docs/images/conversation.png.
+
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import { spawn } from "node:child_process";
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import path from "node:path";
+import { fileURLToPath } from "node:url";
+import { randomBytes } from "node:crypto";
+
+import { chromium } from "playwright-core";
+
+const ROOT = path.resolve(fileURLToPath(new URL("../..", import.meta.url)));
+const PACERELLE = process.env.PACERELLE_BIN || path.join(ROOT, "target/debug/pacerelle");
+const ECHO_AGENT = process.env.ECHO_AGENT_BIN || path.join(ROOT, "target/debug/echo-agent");
+const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
+const SCREENSHOT = path.join(ROOT, "target/web-tests/conversation.png");
+const README_SCREENSHOT = path.join(ROOT, "docs/images/conversation.png");
+
+/** Texts typed in the browser: none may ever appear in the relay's files. */
+const typed = [];
+const unique = (label) => {
+  const text = `${label} ${randomBytes(6).toString("hex")}`;
+  typed.push(text);
+  return text;
+};
+
+const work = mkdtempSync(path.join(tmpdir(), "pacerelle-web-e2e-"));
+const dataDir = path.join(work, "relay");
+const home = path.join(work, "home");
+const children = [];
+let relayUrl;
+let context;
+let page;
+const requests = [];
+const problems = [];
+
+/** Starts a process; its output is kept for failure messages. */
+function start(program, args, env = {}) {
+  const child = spawn(program, args, {
+    env: { ...process.env, PACERELLE_HOME: home, PACERELLE_LOG: "warn", ...env },
+    stdio: ["ignore", "pipe", "pipe"],
+  });
+  child.out = "";
+  child.err = "";
+  child.stdout.on("data", (d) => (child.out += d));
+  child.stderr.on("data", (d) => (child.err += d));
+  child.done = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
+  children.push(child);
+  return child;
+}
+
+/** Runs the CLI to its end: `{code, out, err}`. */
+async function cli(args, timeoutMs = 30000) {
+  const child = start(PACERELLE, args, { PACERELLE_RELAY_URL: relayUrl });
+  const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+  const { code } = await child.done;
+  clearTimeout(timer);
+  return { code, out: child.out, err: child.err };
+}
+
+async function cliJson(args) {
+  const r = await cli(["--json", ...args]);
+  assert.equal(r.code, 0, `pacerelle ${args.join(" ")} failed: ${r.err}`);
+  return JSON.parse(r.out);
+}
+
+/** Starts `pacerelle ask …` and returns the running child; `await child.done` for its exit. */
+function ask(args) {
+  return start(PACERELLE, ["ask", ...args], { PACERELLE_RELAY_URL: relayUrl });
+}
+
+async function exitOf(child, timeoutMs = 30000) {
+  const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
+  const { code } = await child.done;
+  clearTimeout(timer);
+  return code;
+}
+
+const question = (id) => page.locator(`li.question[data-id="${id}"]`);
+
+before(async () => {
+  for (const file of [PACERELLE, ECHO_AGENT, CHROMIUM]) {
+    assert.ok(existsSync(file), `${file} is missing (cargo build -p pacerelle-cli -p echo-agent; apt-get install chromium)`);
+  }
+  mkdirSync(dataDir, { recursive: true });
+  mkdirSync(home, { recursive: true });
+
+  const relay = start(PACERELLE, ["serve", "--listen", "127.0.0.1:0", "--json", "--data", dataDir]);
+  relayUrl = await new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`the relay did not start: ${relay.err}`)), 20000);
+    relay.stdout.on("data", () => {
+      // `--json` prints one JSON object, possibly over several lines.
+      try {
+        const url = JSON.parse(relay.out).relayUrl;
+        clearTimeout(timer);
+        resolve(url);
+      } catch {
+        /* not complete yet */
+      }
+    });
+    relay.done.then(() => reject(new Error(`the relay exited: ${relay.err}`)));
+  });
+
+  const agent = await cliJson(["agent", "create", "--name", "Ana’s laptop — Claude Code"]);
+  start(ECHO_AGENT, ["--takeover"], {
+    PACERELLE_RELAY_URL: relayUrl,
+    PACERELLE_AGENT_ID: agent.agentId,
+    PACERELLE_AGENT_TOKEN: agent.token,
+  });
+
+  context = await chromium.launchPersistentContext(path.join(work, "chromium-profile"), {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: [
+      "--headless",
+      "--no-sandbox",
+      "--disable-gpu",
+      "--disable-quic",
+      "--no-first-run",
+      "--disable-background-networking",
+      "--disable-component-update",
+      "--disable-sync",
+    ],
+    viewport: { width: 390, height: 844 },
+    deviceScaleFactor: 2,
+    isMobile: true,
+    hasTouch: true,
+    locale: "en-GB",
+    timezoneId: "Europe/Paris",
+    colorScheme: "light",
+    reducedMotion: "reduce",
+  });
+  context.on("request", (r) => requests.push(r.url()));
+  page = context.pages()[0] || (await context.newPage());
+  page.on("console", (m) => {
+    if (m.type() === "error" && !/Failed to load resource/.test(m.text())) problems.push(`console: ${m.text()}`);
+  });
+  page.on("pageerror", (e) => problems.push(`page error: ${e.message}`));
+  page.setDefaultTimeout(20000);
+}, { timeout: 90000 });
+
+after(async () => {
+  if (context) await context.close().catch(() => {});
+  for (const child of children) if (child.exitCode === null) child.kill("SIGTERM");
+  await Promise.all(children.map((c) => Promise.race([c.done, new Promise((r) => setTimeout(r, 5000))])));
+  rmSync(work, { recursive: true, force: true });
+});
+
+test("the app is served with a strict policy and no inline code", async () => {
+  const response = await fetch(`${relayUrl}/`);
+  assert.equal(response.status, 200);
+  const csp = response.headers.get("content-security-policy");
+  assert.match(csp, /default-src 'self'/);
+  assert.match(csp, /script-src 'self'/);
+  assert.doesNotMatch(csp, /unsafe/);
+  assert.equal(response.headers.get("x-content-type-options"), "nosniff");
+  assert.equal(response.headers.get("referrer-policy"), "no-referrer");
+  const unpaired = await page.goto(`${relayUrl}/`);
+  assert.equal(unpaired.status(), 200);
+  await page.locator("#screen-unpaired").waitFor();
+});
+
+test("opening a pairing link pairs the browser", async () => {
+  const pairing = await cliJson(["pair", "--name", "phone"]);
+  assert.match(pairing.link, /\/pair#v1\./);
+  await page.goto(pairing.link);
+  // The secret leaves the address bar at once.
+  await page.locator("#pair-form").waitFor();
+  assert.equal(new URL(page.url()).hash, "");
+  assert.equal(await page.locator("#pair-agent").textContent(), "Ana’s laptop — Claude Code");
+  await page.locator("#pair-name").fill("Ana’s phone");
+  await page.locator("#pair-submit").click();
+  await page.locator("#screen-conversation").waitFor();
+  assert.equal(new URL(page.url()).pathname, "/");
+
+  const devices = await cliJson(["agent", "devices"]);
+  assert.deepEqual(
+    devices.map((d) => [d.deviceId, d.name]),
+    [[pairing.deviceId, "Ana’s phone"]],
+  );
+
+  // The key is kept as a non-extractable CryptoKey, the token beside it.
+  const stored = await page.evaluate(async () => {
+    const db = await new Promise((resolve, reject) => {
+      const req = indexedDB.open("pacerelle");
+      req.onsuccess = () => resolve(req.result);
+      req.onerror = () => reject(req.error);
+    });
+    const device = await new Promise((resolve) => {
+      const req = db.transaction("kv").objectStore("kv").get("device");
+      req.onsuccess = () => resolve(req.result);
+    });
+    let exported = true;
+    try {
+      await crypto.subtle.exportKey("raw", device.key);
+    } catch {
+      exported = false;
+    }
+    return {
+      isKey: device.key instanceof CryptoKey,
+      extractable: device.key.extractable,
+      algorithm: device.key.algorithm.name,
+      exported,
+      keyBytes: "keyBytes" in device,
+      token: device.deviceToken.split(".")[0],
+    };
+  });
+  assert.deepEqual(stored, {
+    isKey: true,
+    extractable: false,
+    algorithm: "AES-GCM",
+    exported: false,
+    keyBytes: false,
+    token: pairing.deviceId,
+  });
+
+  // The same link again: single use, refused, and the pairing here is kept.
+  const again = await context.newPage();
+  await again.goto(pairing.link);
+  await again.locator("#pair-error").waitFor();
+  assert.match(await again.locator("#pair-error").textContent(), /already used/);
+  await again.close();
+});
+
+test("a task typed in the app gets the echo agent's reply, shown under it", async () => {
+  const text = unique("Rename the draft « Été 2026 » ✓");
+  await page.locator("#task-text").fill(text);
+  await page.locator("#send").click();
+  const task = page.locator("li.task").filter({ hasText: text });
+  await task.waitFor();
+  await task.locator(".replies .reply", { hasText: `echo: ${text}` }).waitFor();
+  await page.locator(`li.task[data-state="processed"]`).filter({ hasText: text }).waitFor({ timeout: 20000 });
+  await page.locator('#banner[data-presence="listening"]').waitFor({ timeout: 20000 });
+
+  // A second task, sent while the first is answered.
+  const second = unique("Summarise today’s changes");
+  await page.locator("#task-text").fill(second);
+  await page.locator("#task-text").press("Control+Enter");
+  await page.locator("li.task", { hasText: second }).locator(".reply", { hasText: `echo: ${second}` }).waitFor();
+
+  // After a reload, the conversation is read and opened again with the stored key.
+  await page.reload();
+  await page.locator("li.task", { hasText: text }).locator(".reply", { hasText: `echo: ${text}` }).waitFor();
+  assert.equal(await page.locator("li.task").count(), 2);
+});
+
+test("a yes/no question: Approve makes `pacerelle ask` exit 0", async () => {
+  const child = ask(["Deploy v2.3 to production?", "--id", "qst_e2e_approve", "--details", "Tests pass — 3 migrations"]);
+  const card = question("qst_e2e_approve");
+  await card.locator("button.approve").waitFor();
+  assert.match(await card.locator(".time-left").textContent(), /min .* left/);
+  await card.locator("button.approve").click();
+  assert.equal(await exitOf(child), 0, child.err);
+  await card.locator(".q-status", { hasText: "Approved — by this device" }).waitFor();
+  assert.equal(await card.locator("button").count(), 0);
+});
+
+test("a yes/no question: Deny makes `pacerelle ask` exit 1", async () => {
+  const child = ask(["Delete the old backups?", "--id", "qst_e2e_deny"]);
+  const card = question("qst_e2e_deny");
+  await card.locator("button.deny").click();
+  assert.equal(await exitOf(child), 1, child.err);
+  await card.locator(".q-status", { hasText: "Denied" }).waitFor();
+});
+
+test("a question left alone expires, and the app shows it expired", async () => {
+  const child = ask(["Restart the staging server?", "--id", "qst_e2e_expire", "--expires", "3s"]);
+  const card = question("qst_e2e_expire");
+  await card.locator("button.approve").waitFor();
+  await card.locator(".q-status", { hasText: "Expired" }).waitFor({ timeout: 15000 });
+  assert.equal(await card.locator("button").count(), 0, "an expired question is never answerable");
+  assert.equal(await card.getAttribute("data-state"), "expired");
+  assert.equal(await exitOf(child), 2, child.err);
+});
+
+test("a choice question answered in the app reaches the agent with the chosen option", async () => {
+  const child = ask(["Which day for the meeting?", "--choice", "A", "--choice", "B", "--id", "qst_e2e_choice", "--json"]);
+  const card = question("qst_e2e_choice");
+  await card.locator("button.option", { hasText: "B" }).click();
+  assert.equal(await exitOf(child), 0, child.err);
+  const outcome = JSON.parse(child.out);
+  assert.equal(outcome.state, "answered");
+  assert.equal(outcome.approved, true);
+  assert.deepEqual(outcome.answer, { type: "options", value: ["B"] });
+  await card.locator(".q-status", { hasText: "Chosen: B" }).waitFor();
+});
+
+test("a text question answered in the app reaches the agent with the text", async () => {
+  const child = ask(["Name for the release?", "--text", "--id", "qst_e2e_text", "--json"]);
+  const card = question("qst_e2e_text");
+  const answer = unique("Nebula");
+  await card.locator("textarea").fill(answer);
+  await card.locator("button", { hasText: "Send answer" }).click();
+  assert.equal(await exitOf(child), 0, child.err);
+  assert.deepEqual(JSON.parse(child.out).answer, { type: "text", value: answer });
+});
+
+test("notifications and cancelled questions are shown as such", async () => {
+  const note = await cliJson(["notify", "3 files renamed in drafts/", "--title", "Drafts tidied", "--level", "success"]);
+  await page.locator(`li.notification[data-id="${note.notificationId}"]`, { hasText: "3 files renamed" }).waitFor();
+
+  const child = ask(["Send the draft to the team?", "--id", "qst_e2e_cancel"]);
+  const card = question("qst_e2e_cancel");
+  await card.locator("button.approve").waitFor();
+  const cancelled = await cli(["cancel", "qst_e2e_cancel"]);
+  assert.equal(cancelled.code, 0, cancelled.err);
+  assert.equal(await exitOf(child), 2, child.err);
+  await card.locator(".q-status", { hasText: "Cancelled" }).waitFor({ timeout: 15000 });
+  assert.equal(await card.locator("button").count(), 0);
+});
+
+test("a screenshot of the conversation is saved", async () => {
+  // The picture: a task answered, and a question waiting for the thumb.
+  const text = "Run the tests, then deploy v2.3 if they pass";
+  typed.push(text);
+  await page.locator("#task-text").fill(text);
+  await page.locator("#send").click();
+  await page.locator("li.task", { hasText: text }).locator(".reply").waitFor();
+  const child = ask(["Deploy v2.3 to production?", "--id", "qst_e2e_screenshot", "--details", "Tests pass ✓ — 3 migrations"]);
+  const card = question("qst_e2e_screenshot");
+  await card.locator("button.approve").waitFor();
+  await page.locator('#banner[data-presence="listening"]').waitFor({ timeout: 20000 });
+  await page.locator('li.task[data-state="processed"]', { hasText: text }).waitFor({ timeout: 20000 });
+  await page.evaluate(() => window.scrollTo(0, document.documentElement.scrollHeight));
+  mkdirSync(path.dirname(SCREENSHOT), { recursive: true });
+  await page.screenshot({ path: SCREENSHOT });
+  assert.ok(statSync(SCREENSHOT).size > 10000);
+  if (process.env.UPDATE_SCREENSHOT === "1") {
+    mkdirSync(path.dirname(README_SCREENSHOT), { recursive: true });
+    copyFileSync(SCREENSHOT, README_SCREENSHOT);
+  }
+  await card.locator("button.approve").click();
+  assert.equal(await exitOf(child), 0, child.err);
+});
+
+test("the relay's files never contain the texts typed in the browser", async () => {
+  assert.ok(typed.length >= 4);
+  const files = readdirSync(dataDir).map((f) => path.join(dataDir, f));
+  assert.ok(files.some((f) => f.endsWith("pacerelle.db")), `no database in ${files}`);
+  let bytes = 0;
+  for (const file of files) {
+    const content = readFileSync(file);
+    bytes += content.length;
+    for (const text of typed) {
+      for (const needle of [text, text.split(" ").pop()]) {
+        assert.equal(content.indexOf(Buffer.from(needle, "utf8")), -1, `${path.basename(file)} contains “${needle}”`);
+      }
+    }
+  }
+  assert.ok(bytes > 0);
+});
+
+test("the app made requests to the relay only, without errors", () => {
+  const origin = new URL(relayUrl).origin;
+  const elsewhere = requests.filter((u) => !u.startsWith(origin + "/") && !u.startsWith("data:"));
+  assert.deepEqual(elsewhere, []);
+  assert.deepEqual(problems, []);
+});
