@@ -42,8 +42,7 @@ const STEPS: &[Step] = &[
     Step { name: "test", needs: None, run: test },
     Step { name: "py", needs: Some("pacerelle-py"), run: py },
     Step { name: "kotlin", needs: Some("pacerelle-ffi/kotlin"), run: kotlin },
-    // To come, each as one more row and function: the web app's crypto vectors (node --test) and the
-    // Playwright run against Debian's Chromium. Whatever they need installed goes in `.ci/run`.
+    Step { name: "web", needs: Some("pacerelle-relay/web-tests"), run: web },
 ];
 
 fn fmt(root: &Path) -> Result<()> {
@@ -159,6 +158,30 @@ fn kotlin(root: &Path) -> Result<()> {
             &format!("-Dpacerelle.target={}", target.display()),
             &format!("-Dpacerelle.bindings={}", bindings.join("kotlin").display()),
             &format!("-Dpacerelle.library={lib}"),
+        ],
+    )
+}
+
+/// The web app: its crypto module against the core's vectors (node's test runner), then end to end in
+/// Debian's Chromium (`/usr/bin/chromium`, installed by `.ci/run`; playwright-core downloads no browser)
+/// against a real relay, the echo agent and the CLI, which are built first: the app is embedded in them.
+fn web(root: &Path) -> Result<()> {
+    let dir = root.join("pacerelle-relay/web-tests");
+    run(&dir, "npm", &["ci", "--no-audit", "--no-fund"])?;
+    run(&dir, "node", &["--test", "crypto.test.mjs"])?;
+    run(
+        root,
+        "cargo",
+        &["build", "-p", "pacerelle-cli", "-p", "echo-agent"],
+    )?;
+    run(
+        &dir,
+        "node",
+        &[
+            "--test",
+            "--test-concurrency=1",
+            "--test-timeout=120000",
+            "e2e.test.mjs",
         ],
     )
 }
