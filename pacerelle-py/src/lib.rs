@@ -42,7 +42,9 @@ fn runtime() -> &'static tokio::runtime::Runtime {
     })
 }
 
-type Boxed = Pin<Box<dyn Future<Output = PyResult<Py<PyAny>>> + Send>>;
+/// Turns a finished call's outcome into a Python value; run once the caller holds the GIL.
+type Convert = Box<dyn FnOnce(Python<'_>) -> PyResult<Py<PyAny>> + Send>;
+type Boxed = Pin<Box<dyn Future<Output = Convert> + Send>>;
 
 /// A call to the relay, not yet started: `wait()` blocks for it, `start(callback)` runs it in the background.
 #[pyclass(frozen, module = "pacerelle._native")]
@@ -57,7 +59,8 @@ impl std::fmt::Debug for Call {
 }
 
 impl Call {
-    /// Wraps a client future; its error goes through [`to_py_err`], its value through [`ToPy`].
+    /// Wraps a client future; its error goes through [`to_py_err`], its value through [`ToPy`], both only
+    /// once the GIL is held (never from inside the runtime).
     pub(crate) fn new<T, F>(future: F) -> Call
     where
         T: ToPy,
@@ -66,10 +69,10 @@ impl Call {
         Call {
             future: Mutex::new(Some(Box::pin(async move {
                 let out = future.await;
-                Python::attach(|py| match out {
+                Box::new(move |py: Python<'_>| match out {
                     Ok(value) => value.to_py(py),
                     Err(e) => Err(to_py_err(e)),
-                })
+                }) as Convert
             }))),
         }
     }
@@ -92,7 +95,7 @@ impl Call {
     fn wait(&self, py: Python<'_>, cancel: Option<&CancelToken>) -> PyResult<Py<PyAny>> {
         let future = self.take()?;
         let token = cancel.map(|c| c.token.clone());
-        py.detach(move || {
+        let finished: PyResult<Option<Convert>> = py.detach(move || {
             runtime().block_on(async move {
                 let mut future = future;
                 let cancelled = async {
@@ -102,19 +105,24 @@ impl Call {
                     }
                 };
                 tokio::pin!(cancelled);
-                let mut tick =
-                    tokio::time::interval_at(tokio::time::Instant::now() + SIGNAL_CHECK, SIGNAL_CHECK);
+                let start = tokio::time::Instant::now() + SIGNAL_CHECK;
+                let mut tick = tokio::time::interval_at(start, SIGNAL_CHECK);
                 tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
                 loop {
                     tokio::select! {
                         biased;
-                        out = &mut future => return out,
-                        _ = &mut cancelled => return Ok(Python::attach(|py| py.None())),
+                        convert = &mut future => return Ok(Some(convert)),
+                        _ = &mut cancelled => return Ok(None),
+                        // Runs Python's signal handlers: Ctrl-C's KeyboardInterrupt ends the wait.
                         _ = tick.tick() => Python::attach(|py| py.check_signals())?,
                     }
                 }
             })
-        })
+        });
+        match finished? {
+            Some(convert) => convert(py),
+            None => Ok(py.None()),
+        }
     }
 
     /// Runs the call in the background; `callback(ok, value)` is called from another thread when it ends,
@@ -123,10 +131,10 @@ impl Call {
     fn start(&self, callback: Py<PyAny>) -> PyResult<TaskHandle> {
         let future = self.take()?;
         let handle = runtime().spawn(async move {
-            let out = future.await;
+            let convert = future.await;
             // At interpreter shutdown there is nobody left to tell.
             Python::try_attach(|py| {
-                let args = match out {
+                let args = match convert(py) {
                     Ok(value) => (true, value),
                     Err(e) => (false, e.into_value(py).into_any()),
                 };
