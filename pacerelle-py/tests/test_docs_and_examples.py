@@ -165,7 +165,7 @@ def webhook(headers: dict[str, str], body: bytes) -> str:
 
 def test_types_check_with_mypy(tmp_path: Path) -> None:
     if importlib.util.find_spec("mypy") is None:
-        pytest.skip("mypy is not installed (cargo xtask test py installs it)")
+        pytest.skip("mypy is not installed (cargo xtask test --only py installs it)")
     usage = tmp_path / "usage.py"
     usage.write_text(USAGE)
     for target in (["-p", "pacerelle"], [str(usage), str(EXAMPLE)]):
