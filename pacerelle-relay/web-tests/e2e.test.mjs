@@ -154,7 +154,7 @@ after(async () => {
   rmSync(work, { recursive: true, force: true });
 });
 
-test("the app is served with a strict policy and no inline code", async () => {
+test("the app is served with a strict policy, no inline code, and is installable", async () => {
   const response = await fetch(`${relayUrl}/`);
   assert.equal(response.status, 200);
   const csp = response.headers.get("content-security-policy");
@@ -166,6 +166,14 @@ test("the app is served with a strict policy and no inline code", async () => {
   const unpaired = await page.goto(`${relayUrl}/`);
   assert.equal(unpaired.status(), 200);
   await page.locator("#screen-unpaired").waitFor();
+  // Installable: Chromium finds nothing missing in the manifest, icons or page.
+  const cdp = await context.newCDPSession(page);
+  const manifest = await cdp.send("Page.getAppManifest");
+  assert.deepEqual(manifest.errors, []);
+  assert.ok(manifest.url.endsWith("/app/manifest.webmanifest"));
+  const { installabilityErrors } = await cdp.send("Page.getInstallabilityErrors");
+  assert.deepEqual(installabilityErrors, []);
+  await cdp.detach();
 });
 
 test("opening a pairing link pairs the browser", async () => {
