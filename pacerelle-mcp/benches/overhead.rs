@@ -132,7 +132,8 @@ fn main() {
         let client = ().serve(transport).await.expect("initialize");
 
         println!(
-            "machine: {} cores; relay, client and MCP client in one process, pacerelle-mcp in another; loopback",
+            "machine: {} cores; relay, client and MCP client in one process, pacerelle-mcp in another; \
+             loopback",
             std::thread::available_parallelism().map_or(0, |n| n.get())
         );
         let mut ckp_direct = Figures::new("get_checkpoints, client directly");
@@ -156,9 +157,8 @@ fn main() {
             let wm = call(&client, "wait_for_messages", args(json!({"timeoutSeconds": 0}))).await;
 
             let start = Instant::now();
-            let refused = client
-                .call_tool(CallToolRequestParams::new("get_checkpoints").with_arguments(args(json!({"limit": 0}))))
-                .await;
+            let bad = CallToolRequestParams::new("get_checkpoints").with_arguments(args(json!({"limit": 0})));
+            let refused = client.call_tool(bad).await;
             let f = start.elapsed();
             assert!(refused.is_err());
             if i >= warmup {

@@ -34,13 +34,14 @@ pub enum ConfigError {
     Missing(&'static str),
     /// The agent id is not a valid id.
     #[error(
-        "PACERELLE_AGENT_ID is not a valid agent id ({0}); expected the `ag_…` id printed by `pacerelle agent create`"
+        "PACERELLE_AGENT_ID is not a valid agent id ({0}); expected the `ag_…` id printed by \
+         `pacerelle agent create`"
     )]
     AgentId(String),
     /// The token does not parse or its checksum does not match.
     #[error(
-        "PACERELLE_AGENT_TOKEN is malformed: expected the whole `pcr1_…` token printed by `pacerelle agent create` \
-         (check that it was copied completely)"
+        "PACERELLE_AGENT_TOKEN is malformed: expected the whole `pcr1_…` token printed by \
+         `pacerelle agent create` (check that it was copied completely)"
     )]
     Token,
     /// The relay URL is not http(s).

@@ -35,7 +35,7 @@ fn take_lease_early(state: &Arc<State>) {
                  (or restart with --takeover)"
             ),
             Err(lease::LeaseError::Relay(e)) => {
-                tracing::warn!(error = %e, "could not take the agent's lease yet; will retry when a tool needs it")
+                tracing::warn!(error = %e, "could not take the agent's lease yet; will retry when needed")
             }
         }
     });
@@ -75,7 +75,9 @@ pub async fn serve_stdio(state: Arc<State>) -> anyhow::Result<()> {
         Ok(running) => {
             let ct = running.cancellation_token();
             tokio::select! {
-                ended = running.waiting() => ended.map(|reason| tracing::info!(?reason, "MCP client disconnected")).map_err(anyhow::Error::from),
+                ended = running.waiting() => ended
+                    .map(|reason| tracing::info!(?reason, "MCP client disconnected"))
+                    .map_err(anyhow::Error::from),
                 _ = shutdown_signal() => {
                     tracing::info!("signal received; stopping");
                     ct.cancel();

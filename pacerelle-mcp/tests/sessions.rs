@@ -356,7 +356,8 @@ async fn http_initialize(port: u16) -> Option<String> {
     let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.ok()?;
     let request = format!(
         "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Type: application/json\r\n\
-         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+         Accept: application/json, text/event-stream\r\nContent-Length: {}\r\n\
+         Connection: close\r\n\r\n{body}",
         body.len()
     );
     stream.write_all(request.as_bytes()).await.ok()?;

@@ -103,7 +103,8 @@ impl PacerelleServer {
         name = "get_checkpoints",
         input_schema = input_schema::<GetCheckpointsArgs>(),
         description = "The latest checkpoints saved by this agent, latest first: id, summary, nextAction, \
-                       messageIds, createdAt. Read them when starting or resuming, before repeating an action.",
+                       messageIds, createdAt. Read them when starting or resuming, before repeating an \
+                       action.",
         output_schema = schema_for_output::<CheckpointsResult>(),
         annotations(
             title = "Read checkpoints",
@@ -141,9 +142,9 @@ impl PacerelleServer {
     #[tool(
         name = "save_checkpoint",
         input_schema = input_schema::<SaveCheckpointArgs>(),
-        description = "Save a checkpoint: a summary of what has been done and the next action, so that this or \
-                       a later session can resume after an interruption. Sealed with the agent's own key: the \
-                       relay cannot read it. Save one when there is progress worth keeping.",
+        description = "Save a checkpoint: a summary of what has been done and the next action, so that this \
+                       or a later session can resume after an interruption. Sealed with the agent's own key: \
+                       the relay cannot read it. Save one when there is progress worth keeping.",
         output_schema = schema_for_output::<SavedCheckpoint>(),
         annotations(
             title = "Save a checkpoint",

@@ -113,10 +113,10 @@ fn next_step(result: &StatusResult) -> String {
 impl PacerelleServer {
     #[tool(
         name = "get_status",
-        description = "Pacerelle status: whether the relay is reachable, the agent's name, whether this session \
-                       holds the lease (only the holder receives tasks), whether it is listening, tasks waiting \
-                       and in progress, open questions, the last checkpoint's time and the paired devices. Call \
-                       it first, then get_checkpoints, then wait_for_messages.",
+        description = "Pacerelle status: whether the relay is reachable, the agent's name, whether this \
+                       session holds the lease (only the holder receives tasks), whether it is listening, \
+                       tasks waiting and in progress, open questions, the last checkpoint's time and the \
+                       paired devices. Call it first, then get_checkpoints, then wait_for_messages.",
         output_schema = schema_for_output::<StatusResult>(),
         annotations(
             title = "Pacerelle status",
