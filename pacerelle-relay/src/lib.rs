@@ -10,6 +10,7 @@ mod presence;
 mod ratelimit;
 mod routes;
 mod store;
+mod tls;
 mod wake;
 mod web;
 mod webhook;
@@ -23,6 +24,7 @@ use pacerelle_core::Timestamp;
 
 pub use config::Config;
 pub use error::{Error, StoreError};
+pub use tls::TlsConfig;
 pub use webhook::WebhookSettings;
 
 use app::{AppState, Inner};
