@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, anyhow};
 use pacerelle_client::{AgentClient, AgentToken, PairingOptions};
-use pacerelle_relay::{Config, Relay};
+use pacerelle_relay::{Config, Relay, TlsConfig};
 
 use crate::Global;
 use crate::home::AgentFile;
@@ -26,6 +26,13 @@ pub struct ServeArgs {
     /// The URL phones use to reach this relay, when it differs from the listening address (reverse proxy).
     #[arg(long, env = "PACERELLE_PUBLIC_URL")]
     public_url: Option<String>,
+    /// Serve HTTPS with this certificate chain (PEM, the server's certificate first). A phone's browser runs
+    /// the web app only over HTTPS. Needs --tls-key.
+    #[arg(long, env = "PACERELLE_TLS_CERT", value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, env = "PACERELLE_TLS_KEY", value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -46,8 +53,31 @@ fn data_dir(explicit: Option<PathBuf>) -> Result<PathBuf> {
     }
 }
 
-/// Opens the relay and binds its socket; returns them with the URL clients use.
-async fn start(args: &ServeArgs) -> Result<(Relay, tokio::net::TcpListener, String, PathBuf)> {
+/// A relay ready to serve: its socket, the URL clients on this machine use, and its TLS settings.
+struct Started {
+    relay: Relay,
+    listener: tokio::net::TcpListener,
+    url: String,
+    database: PathBuf,
+    tls: Option<TlsConfig>,
+}
+
+impl Started {
+    async fn serve(self) -> std::io::Result<()> {
+        match self.tls {
+            Some(tls) => self.relay.serve_tls(self.listener, tls, shutdown_signal()).await,
+            None => self.relay.serve(self.listener, shutdown_signal()).await,
+        }
+    }
+}
+
+/// Opens the relay and binds its socket.
+async fn start(args: &ServeArgs) -> Result<Started> {
+    // The certificate is checked before anything else starts.
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(TlsConfig::from_pem_files(cert, key)?),
+        _ => None,
+    };
     let data = data_dir(args.data.clone())?;
     std::fs::create_dir_all(&data).with_context(|| format!("cannot create {}", data.display()))?;
     let open_registration = args.registration_secret.is_none() && args.listen.ip().is_loopback();
@@ -63,15 +93,25 @@ async fn start(args: &ServeArgs) -> Result<(Relay, tokio::net::TcpListener, Stri
         .await
         .with_context(|| format!("cannot listen on {} (is another relay running?)", args.listen))?;
     let local = listener.local_addr()?;
-    let host = if local.ip().is_unspecified() {
-        "127.0.0.1".to_string()
-    } else {
-        local.ip().to_string()
-    };
-    let url = if local.is_ipv6() {
-        format!("http://[{host}]:{}", local.port())
-    } else {
-        format!("http://{host}:{}", local.port())
+    let url = match (&tls, &args.public_url) {
+        // Over HTTPS, clients must use a name the certificate covers: the public URL when there is one.
+        (Some(_), Some(public)) => public.trim_end_matches('/').to_string(),
+        (Some(_), None) if local.ip().is_loopback() || local.ip().is_unspecified() => {
+            format!("https://localhost:{}", local.port())
+        }
+        _ => {
+            let host = if local.ip().is_unspecified() {
+                "127.0.0.1".to_string()
+            } else {
+                local.ip().to_string()
+            };
+            let scheme = if tls.is_some() { "https" } else { "http" };
+            if local.is_ipv6() && !local.ip().is_unspecified() {
+                format!("{scheme}://[{host}]:{}", local.port())
+            } else {
+                format!("{scheme}://{host}:{}", local.port())
+            }
+        }
     };
     tracing::info!(%url, database = %data.join("pacerelle.db").display(), open_registration, "relay ready");
     if !open_registration && args.registration_secret.is_none() {
@@ -79,7 +119,43 @@ async fn start(args: &ServeArgs) -> Result<(Relay, tokio::net::TcpListener, Stri
             "note: registration is closed (not on loopback and no PACERELLE_REGISTRATION_SECRET): no agent can be created"
         );
     }
-    Ok((relay, listener, url, data.join("pacerelle.db")))
+    Ok(Started {
+        relay,
+        listener,
+        url,
+        database: data.join("pacerelle.db"),
+        tls,
+    })
+}
+
+/// What to tell about reaching the web app from a phone at `base` (the pairing link's relay URL), if
+/// anything: a phone needs HTTPS, at a name other than this computer's loopback.
+fn phone_note(base: &str) -> Option<String> {
+    let (https, rest) = match base.strip_prefix("https://") {
+        Some(rest) => (true, rest),
+        None => (false, base.trim_start_matches("http://")),
+    };
+    let authority = rest.split('/').next().unwrap_or_default();
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => authority.split(':').next().unwrap_or_default(),
+    };
+    let local = host == "localhost" || host == "::1" || host.starts_with("127.");
+    let how = "serve HTTPS with --tls-cert/--tls-key, or put a reverse proxy or a tunnel with a certificate in \
+               front and pass --public-url https://… (docs/self-hosting.md)";
+    match (https, local) {
+        (true, false) => None,
+        (true, true) => Some(format!(
+            "{base} names this computer, which a phone cannot reach: pass --public-url https://NAME:PORT with \
+             a name the certificate covers (docs/self-hosting.md)."
+        )),
+        (false, true) => Some(format!(
+            "{base} works in a browser on this computer only; a phone needs HTTPS: {how}."
+        )),
+        (false, false) => Some(format!(
+            "phones run the web app only over HTTPS, not at {base}: {how}."
+        )),
+    }
 }
 
 async fn shutdown_signal() {
@@ -101,25 +177,34 @@ async fn shutdown_signal() {
 }
 
 pub async fn serve(global: &Global, args: ServeArgs) -> Result<()> {
-    let (relay, listener, url, _) = start(&args).await?;
+    let started = start(&args).await?;
+    let url = started.url.clone();
     if global.json {
         output::json(&serde_json::json!({ "relayUrl": url }))?;
     } else {
         eprintln!("pacerelle relay listening on {url} (Ctrl-C to stop)");
+        let app = args.public_url.as_deref().unwrap_or(&url);
+        eprintln!("web app: {}/", app.trim_end_matches('/'));
+        if let Some(note) = phone_note(app) {
+            eprintln!("note: {note}");
+        }
     }
-    relay
-        .serve(listener, shutdown_signal())
-        .await
-        .context("the relay stopped")?;
+    started.serve().await.context("the relay stopped")?;
     Ok(())
 }
 
 pub async fn up(global: &Global, args: UpArgs) -> Result<()> {
-    let (relay, listener, url, database) = start(&args.serve).await?;
-    let server = tokio::spawn(relay.serve(listener, shutdown_signal()));
+    let started = start(&args.serve).await?;
+    let (url, database) = (started.url.clone(), started.database.clone());
+    let server = tokio::spawn(started.serve());
 
     let agent = local_agent(global, &url, &args.name).await?;
     let public = args.serve.public_url.clone();
+    let app_url = public
+        .as_deref()
+        .unwrap_or(&url)
+        .trim_end_matches('/')
+        .to_string();
     let pairing = agent
         .create_pairing(PairingOptions {
             label: Some("phone".into()),
@@ -145,6 +230,8 @@ pub async fn up(global: &Global, args: UpArgs) -> Result<()> {
             "token": token,
             "link": pairing.link,
             "expiresAt": pairing.expires_at,
+            "appUrl": app_url,
+            "phoneReady": app_url.starts_with("https://"),
             "mcpConfig": mcp,
         }))?;
     } else {
@@ -168,6 +255,12 @@ pub async fn up(global: &Global, args: UpArgs) -> Result<()> {
         );
         if let Some(qr) = output::qr(&pairing.link) {
             println!("{qr}");
+        }
+        match phone_note(&app_url) {
+            None => {
+                println!("A phone opens the link (or scans the QR code) and uses the web app at {app_url}/")
+            }
+            Some(note) => println!("Note: {note}"),
         }
         println!(
             "Pair this terminal as a device:  pacerelle device join '{}'",
@@ -206,4 +299,38 @@ async fn local_agent(global: &Global, url: &str, name: &str) -> Result<AgentClie
         token: agent.token().expose(),
     })?;
     Ok(agent)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::phone_note;
+
+    #[test]
+    fn phones_are_told_when_they_need_https() {
+        assert_eq!(phone_note("https://relay.example"), None);
+        assert!(
+            phone_note("https://localhost:8787")
+                .expect("a note")
+                .contains("--public-url")
+        );
+        let local = phone_note("http://127.0.0.1:8787").expect("a note");
+        assert!(local.contains("this computer only") && local.contains("--tls-cert"));
+        assert!(
+            phone_note("http://localhost:8787")
+                .expect("a note")
+                .contains("this computer only")
+        );
+        let lan = phone_note("http://192.168.1.20:8787").expect("a note");
+        assert!(lan.contains("only over HTTPS") && lan.contains("docs/self-hosting.md"));
+        assert!(
+            phone_note("http://[::1]:8787")
+                .expect("a note")
+                .contains("this computer only")
+        );
+        assert!(
+            phone_note("http://[2001:db8::1]:8787")
+                .expect("a note")
+                .contains("only over HTTPS")
+        );
+    }
 }
