@@ -13,7 +13,7 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdir
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { randomBytes } from "node:crypto";
+import { X509Certificate, createHash, randomBytes } from "node:crypto";
 
 import { chromium } from "playwright-core";
 
@@ -23,6 +23,15 @@ const ECHO_AGENT = process.env.ECHO_AGENT_BIN || path.join(ROOT, "target/debug/e
 const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
 const SCREENSHOT = path.join(ROOT, "target/web-tests/conversation.png");
 const README_SCREENSHOT = path.join(ROOT, "docs/images/conversation.png");
+/** The relay's test certificate (for localhost, 127.0.0.1, ::1), signed by a throwaway test CA. */
+const TLS_CERT = path.join(ROOT, "pacerelle-relay/tests/tls/cert.pem");
+const TLS_KEY = path.join(ROOT, "pacerelle-relay/tests/tls/key.pem");
+
+/** Chromium trusts the test certificate by its public key, as it would a real one. */
+function spkiHash(pemFile) {
+  const spki = new X509Certificate(readFileSync(pemFile)).publicKey.export({ type: "spki", format: "der" });
+  return createHash("sha256").update(spki).digest("base64");
+}
 
 /** Texts typed in the browser: none may ever appear in the relay's files. */
 const typed = [];
@@ -55,6 +64,25 @@ function start(program, args, env = {}) {
   child.done = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
   children.push(child);
   return child;
+}
+
+/** Starts `pacerelle serve` with `args` and returns its URL once it listens. */
+async function startRelay(args) {
+  const relay = start(PACERELLE, ["serve", "--listen", "127.0.0.1:0", "--json", ...args]);
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`the relay did not start: ${relay.err}`)), 20000);
+    relay.stdout.on("data", () => {
+      // `--json` prints one JSON object, possibly over several lines.
+      try {
+        const url = JSON.parse(relay.out).relayUrl;
+        clearTimeout(timer);
+        resolve(url);
+      } catch {
+        /* not complete yet */
+      }
+    });
+    relay.done.then(() => reject(new Error(`the relay exited: ${relay.err}`)));
+  });
 }
 
 /** Runs the CLI to its end: `{code, out, err}`. */
@@ -93,21 +121,7 @@ before(async () => {
   mkdirSync(dataDir, { recursive: true });
   mkdirSync(home, { recursive: true });
 
-  const relay = start(PACERELLE, ["serve", "--listen", "127.0.0.1:0", "--json", "--data", dataDir]);
-  relayUrl = await new Promise((resolve, reject) => {
-    const timer = setTimeout(() => reject(new Error(`the relay did not start: ${relay.err}`)), 20000);
-    relay.stdout.on("data", () => {
-      // `--json` prints one JSON object, possibly over several lines.
-      try {
-        const url = JSON.parse(relay.out).relayUrl;
-        clearTimeout(timer);
-        resolve(url);
-      } catch {
-        /* not complete yet */
-      }
-    });
-    relay.done.then(() => reject(new Error(`the relay exited: ${relay.err}`)));
-  });
+  relayUrl = await startRelay(["--data", dataDir]);
 
   const agent = await cliJson(["agent", "create", "--name", "Ana’s laptop — Claude Code"]);
   start(ECHO_AGENT, ["--takeover"], {
@@ -128,6 +142,7 @@ before(async () => {
       "--disable-background-networking",
       "--disable-component-update",
       "--disable-sync",
+      `--ignore-certificate-errors-spki-list=${spkiHash(TLS_CERT)}`,
     ],
     viewport: { width: 390, height: 844 },
     deviceScaleFactor: 2,
@@ -349,6 +364,18 @@ test("a screenshot of the conversation is saved", async () => {
   assert.equal(await exitOf(child), 0, child.err);
 });
 
+test("over HTTPS (`pacerelle serve --tls-cert --tls-key`), the app runs in a secure context", async () => {
+  const tlsUrl = await startRelay(["--data", path.join(work, "relay-tls"), "--tls-cert", TLS_CERT, "--tls-key", TLS_KEY]);
+  assert.match(tlsUrl, /^https:\/\/localhost:\d+$/);
+  const other = await context.newPage();
+  const response = await other.goto(`${tlsUrl}/`);
+  assert.equal(response.status(), 200);
+  assert.equal((await response.securityDetails()).protocol, "TLS 1.3");
+  await other.locator("#screen-unpaired").waitFor();
+  assert.deepEqual(await other.evaluate(() => [window.isSecureContext, typeof crypto.subtle.encrypt]), [true, "function"]);
+  await other.close();
+});
+
 test("the relay's files never contain the texts typed in the browser", async () => {
   assert.ok(typed.length >= 4);
   const files = readdirSync(dataDir).map((f) => path.join(dataDir, f));
@@ -367,8 +394,8 @@ test("the relay's files never contain the texts typed in the browser", async () 
 });
 
 test("the app made requests to the relay only, without errors", () => {
-  const origin = new URL(relayUrl).origin;
-  const elsewhere = requests.filter((u) => !u.startsWith(origin + "/") && !u.startsWith("data:"));
+  const origins = [new URL(relayUrl).origin, "https://localhost:"];
+  const elsewhere = requests.filter((u) => !origins.some((o) => u.startsWith(o)) && !u.startsWith("data:"));
   assert.deepEqual(elsewhere, []);
   assert.deepEqual(problems, []);
 });
