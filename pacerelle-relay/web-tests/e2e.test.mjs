@@ -316,6 +316,52 @@ test("a choice question answered in the app reaches the agent with the chosen op
   await card.locator(".q-status", { hasText: "Chosen: B" }).waitFor();
 });
 
+test("a question with several choices: the options ticked reach the agent", async () => {
+  const child = ask(["Which files may I delete?", "--choice", "a.log", "--choice", "b.log", "--choice", "c.log",
+    "--multiple", "--id", "qst_e2e_multiple", "--json"]);
+  const card = question("qst_e2e_multiple");
+  await card.locator("label.choice", { hasText: "a.log" }).click();
+  await card.locator("label.choice", { hasText: "c.log" }).click();
+  await card.locator("button", { hasText: "Send choice" }).click();
+  assert.equal(await exitOf(child), 0, child.err);
+  assert.deepEqual(JSON.parse(child.out).answer, { type: "options", value: ["a.log", "c.log"] });
+});
+
+test("a send whose answer is lost is retried with the same id and stored once", async () => {
+  let posts = 0;
+  const ids = new Set();
+  await page.route("**/v1/device/messages", async (route) => {
+    posts += 1;
+    ids.add(JSON.parse(route.request().postData()).messageId);
+    if (posts === 1) {
+      // The relay stores the task, but its answer never reaches the app.
+      await route.fetch();
+      await route.abort("connectionreset");
+    } else {
+      await route.continue();
+    }
+  });
+  const text = unique("Retried once");
+  await page.locator("#task-text").fill(text);
+  await page.locator("#send").click();
+  const task = page.locator("li.task", { hasText: text });
+  await task.locator(".reply", { hasText: `echo: ${text}` }).waitFor();
+  await page.unroute("**/v1/device/messages");
+  assert.ok(posts >= 2, `${posts} requests`);
+  assert.equal(ids.size, 1, "every retry carries the id chosen first");
+
+  // Offline: the banner says so; back online, the app carries on.
+  await context.setOffline(true);
+  await page.locator('#banner[data-presence="disconnected"]').waitFor({ timeout: 20000 });
+  await context.setOffline(false);
+  await page.locator('#banner[data-presence="listening"]').waitFor({ timeout: 30000 });
+
+  await page.reload();
+  await page.locator("li.task", { hasText: text }).locator(".reply").first().waitFor();
+  assert.equal(await page.locator("li.task", { hasText: text }).count(), 1);
+  assert.equal(await page.locator("li.task", { hasText: text }).locator(".reply").count(), 1);
+});
+
 test("a text question answered in the app reaches the agent with the text", async () => {
   const child = ask(["Name for the release?", "--text", "--id", "qst_e2e_text", "--json"]);
   const card = question("qst_e2e_text");
@@ -374,6 +420,14 @@ test("over HTTPS (`pacerelle serve --tls-cert --tls-key`), the app runs in a sec
   await other.locator("#screen-unpaired").waitFor();
   assert.deepEqual(await other.evaluate(() => [window.isSecureContext, typeof crypto.subtle.encrypt]), [true, "function"]);
   await other.close();
+});
+
+test("a revoked device is told, and can no longer read or send", async () => {
+  const [device] = await cliJson(["agent", "devices"]);
+  const revoked = await cli(["agent", "revoke", device.deviceId]);
+  assert.equal(revoked.code, 0, revoked.err);
+  await page.locator("#screen-revoked").waitFor({ timeout: 20000 });
+  assert.ok(await page.locator("#composer").isHidden());
 });
 
 test("the relay's files never contain the texts typed in the browser", async () => {
