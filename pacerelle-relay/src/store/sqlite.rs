@@ -1,10 +1,13 @@
 //! The SQLite backend (sqlx): WAL journal, `synchronous = FULL`, one writer connection, a small read pool.
 //!
-//! Writes go through a pool of exactly one connection, so they queue in the relay instead of meeting
-//! `SQLITE_BUSY`; reads use up to [`READERS`] read-only connections, which WAL lets run beside the writer.
-//! `docs/adr/0001-sqlite-durability.md` explains why every commit is synced.
+//! Every write goes through [`SqliteStore::write`]: one writer task owns the single write connection and runs
+//! the writes waiting for it in one transaction with one synced commit (group commit, [`writer`]), so they
+//! queue in the relay instead of meeting `SQLITE_BUSY` and share the cost of the `fsync`. Reads use up to
+//! [`READERS`] read-only connections, which WAL lets run beside the writer.
+//! `docs/adr/0001-sqlite-durability.md` explains why every commit is synced and how batching keeps that.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use pacerelle_core::pairing::Role;
@@ -13,6 +16,7 @@ use pacerelle_core::wire::{
     LeaseHolder, MessageCounts, MessageState, PairingClaimed, PairingCreated, SessionInfo, Stored,
 };
 use pacerelle_core::{Bearer, Cursor, Timestamp, keys};
+use sqlx::SqliteConnection;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
@@ -25,6 +29,9 @@ use crate::error::{Error, StoreError};
 
 mod questions;
 mod webhooks;
+mod writer;
+
+pub(crate) use writer::BoxFuture;
 
 type Result<T, E = StoreError> = std::result::Result<T, E>;
 
@@ -39,11 +46,14 @@ const KEEP_MS: i64 = 24 * 3600 * 1000;
 
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!();
 
-/// The SQLite store. Cheap to clone (pools are reference-counted).
+/// The SQLite store. Cheap to clone (pools and the writer are reference-counted).
 #[derive(Debug, Clone)]
 pub(crate) struct SqliteStore {
+    /// The single write connection; only the writer task uses it once the store is open (and tests, for
+    /// fixtures).
     write: SqlitePool,
     read: SqlitePool,
+    writer: Arc<writer::Writer>,
 }
 
 fn ts(ms: i64) -> Timestamp {
@@ -93,6 +103,11 @@ fn message_state(delivered_at: Option<i64>, processed_at: Option<i64>) -> Messag
 impl SqliteStore {
     /// Opens (or creates) the database file and brings its schema up to date.
     pub(crate) async fn open(path: &Path) -> Result<Self, Error> {
+        Self::open_with(path, writer::MAX_BATCH_WORK).await
+    }
+
+    /// [`SqliteStore::open`] with another bound on a batch's work (tests make batches deterministic).
+    async fn open_with(path: &Path, max_batch_work: Duration) -> Result<Self, Error> {
         let open_err = |source| Error::Open {
             path: path.display().to_string(),
             source,
@@ -105,6 +120,8 @@ impl SqliteStore {
         let write = SqlitePoolOptions::new()
             .max_connections(1)
             .acquire_timeout(ACQUIRE_TIMEOUT)
+            // A local file: no ping before each batch.
+            .test_before_acquire(false)
             .connect_with(
                 base.clone()
                     .create_if_missing(true)
@@ -120,17 +137,29 @@ impl SqliteStore {
             .connect_with(base.read_only(true))
             .await
             .map_err(open_err)?;
-        Ok(SqliteStore { write, read })
+        let writer = Arc::new(writer::Writer::start(write.clone(), max_batch_work));
+        Ok(SqliteStore { write, read, writer })
     }
 
-    /// A write transaction. `BEGIN IMMEDIATE` takes the write lock at once, so a transaction that reads
-    /// before it writes never fails to upgrade its lock (another process may share the file).
-    async fn begin(&self) -> Result<sqlx::Transaction<'static, sqlx::Sqlite>> {
-        Ok(self.write.begin_with("BEGIN IMMEDIATE").await?)
+    /// Runs `f` in a write transaction and returns its result once that transaction is committed — synced to
+    /// disk — or its error.
+    ///
+    /// `f` runs on the writer task, inside a `BEGIN IMMEDIATE` transaction that it may share with other
+    /// writes (group commit, [`writer`]): in a savepoint of its own, after the writes queued before it, whose
+    /// changes it sees. It must not commit or roll back. When `f` fails, its changes are rolled back and its
+    /// error returned; when the shared commit fails, every write of the batch gets the error.
+    pub(crate) async fn write<T, F>(&self, f: F) -> Result<T>
+    where
+        F: for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, Result<T>> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.writer.write(f, ACQUIRE_TIMEOUT).await
     }
 
-    /// Closes both pools, waiting for connections in use to be returned.
+    /// Stops taking writes, lets the writer commit those already queued, then closes both pools, waiting for
+    /// connections in use to be returned.
     pub(crate) async fn close(&self) {
+        self.writer.close().await;
         self.read.close().await;
         self.write.close().await;
     }
@@ -145,45 +174,51 @@ impl SqliteStore {
         auth_hash: &[u8; 32],
         now: Timestamp,
     ) -> Result<Registered> {
-        let mut tx = self.begin().await?;
-        let existing: Option<(String, Vec<u8>, i64)> =
-            sqlx::query_as("SELECT name, auth_hash, created_at FROM agents WHERE agent_id = ?1")
-                .bind(agent_id)
-                .fetch_optional(&mut *tx)
+        let (agent_id, name, auth_hash) = (agent_id.to_string(), name.to_string(), *auth_hash);
+        self.write(move |conn| {
+            Box::pin(async move {
+                let existing: Option<(String, Vec<u8>, i64)> =
+                    sqlx::query_as("SELECT name, auth_hash, created_at FROM agents WHERE agent_id = ?1")
+                        .bind(&agent_id)
+                        .fetch_optional(&mut *conn)
+                        .await?;
+                if let Some((stored_name, stored_hash, created_at)) = existing {
+                    if keys::constant_time_eq(&stored_hash, &auth_hash) {
+                        return Ok(Registered::Again(AgentInfo {
+                            agent_id,
+                            name: stored_name,
+                            created_at: ts(created_at),
+                        }));
+                    }
+                    return Ok(Registered::Exists);
+                }
+                let taken: bool = sqlx::query_scalar(
+                    "SELECT EXISTS (SELECT 1 FROM devices WHERE device_id = ?1)
+                         OR EXISTS (SELECT 1 FROM pairings WHERE device_id = ?1)",
+                )
+                .bind(&agent_id)
+                .fetch_one(&mut *conn)
                 .await?;
-        if let Some((stored_name, stored_hash, created_at)) = existing {
-            if keys::constant_time_eq(&stored_hash, auth_hash) {
-                return Ok(Registered::Again(AgentInfo {
-                    agent_id: agent_id.to_string(),
-                    name: stored_name,
-                    created_at: ts(created_at),
-                }));
-            }
-            return Ok(Registered::Exists);
-        }
-        let taken: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM devices WHERE device_id = ?1)
-                 OR EXISTS (SELECT 1 FROM pairings WHERE device_id = ?1)",
-        )
-        .bind(agent_id)
-        .fetch_one(&mut *tx)
-        .await?;
-        if taken {
-            return Ok(Registered::Exists);
-        }
-        sqlx::query("INSERT INTO agents (agent_id, name, auth_hash, created_at) VALUES (?1, ?2, ?3, ?4)")
-            .bind(agent_id)
-            .bind(name)
-            .bind(&auth_hash[..])
-            .bind(now.millis())
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(Registered::Created(AgentInfo {
-            agent_id: agent_id.to_string(),
-            name: name.to_string(),
-            created_at: now,
-        }))
+                if taken {
+                    return Ok(Registered::Exists);
+                }
+                sqlx::query(
+                    "INSERT INTO agents (agent_id, name, auth_hash, created_at) VALUES (?1, ?2, ?3, ?4)",
+                )
+                .bind(&agent_id)
+                .bind(&name)
+                .bind(&auth_hash[..])
+                .bind(now.millis())
+                .execute(&mut *conn)
+                .await?;
+                Ok(Registered::Created(AgentInfo {
+                    agent_id,
+                    name,
+                    created_at: now,
+                }))
+            })
+        })
+        .await
     }
 
     pub(crate) async fn agent(&self, agent_id: &str) -> Result<Option<AgentInfo>> {
@@ -229,57 +264,66 @@ impl SqliteStore {
     // ----- pairing and devices -----
 
     pub(crate) async fn create_pairing(&self, p: &NewPairing<'_>) -> Result<PairingStored> {
-        let mut tx = self.begin().await?;
-        let existing: Option<(String, String, i64, Option<i64>)> = sqlx::query_as(
-            "SELECT agent_id, device_id, expires_at, claimed_at FROM pairings WHERE pairing_id = ?1",
-        )
-        .bind(p.pairing_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-        if let Some((agent_id, device_id, expires_at, claimed_at)) = existing {
-            // A retry of the same upload gets the stored offer; anything else is a conflict.
-            if agent_id == p.agent_id && device_id == p.device_id && claimed_at.is_none() {
-                return Ok(PairingStored::Created(PairingCreated {
-                    pairing_id: p.pairing_id.to_string(),
+        let pairing_id = p.pairing_id.to_string();
+        let agent_id = p.agent_id.to_string();
+        let device_id = p.device_id.to_string();
+        let label = p.label.map(str::to_string);
+        let offer = p.offer.to_string();
+        let (role, claim_hash, expires_at, now) = (p.role, p.claim_hash, p.expires_at, p.now);
+        self.write(move |conn| {
+            Box::pin(async move {
+                let existing: Option<(String, String, i64, Option<i64>)> = sqlx::query_as(
+                    "SELECT agent_id, device_id, expires_at, claimed_at FROM pairings WHERE pairing_id = ?1",
+                )
+                .bind(&pairing_id)
+                .fetch_optional(&mut *conn)
+                .await?;
+                if let Some((stored_agent, stored_device, stored_expiry, claimed_at)) = existing {
+                    // A retry of the same upload gets the stored offer; anything else is a conflict.
+                    if stored_agent == agent_id && stored_device == device_id && claimed_at.is_none() {
+                        return Ok(PairingStored::Created(PairingCreated {
+                            pairing_id,
+                            device_id: stored_device,
+                            expires_at: ts(stored_expiry),
+                        }));
+                    }
+                    return Ok(PairingStored::Conflict("this pairing id is already in use"));
+                }
+                let taken: bool = sqlx::query_scalar(
+                    "SELECT EXISTS (SELECT 1 FROM devices WHERE device_id = ?1)
+                         OR EXISTS (SELECT 1 FROM pairings WHERE device_id = ?1)
+                         OR EXISTS (SELECT 1 FROM agents WHERE agent_id = ?1)",
+                )
+                .bind(&device_id)
+                .fetch_one(&mut *conn)
+                .await?;
+                if taken {
+                    return Ok(PairingStored::Conflict("this device id is already in use"));
+                }
+                sqlx::query(
+                    "INSERT INTO pairings (pairing_id, agent_id, device_id, label, role, claim_hash, offer,
+                                           expires_at, created_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+                )
+                .bind(&pairing_id)
+                .bind(&agent_id)
+                .bind(&device_id)
+                .bind(label.as_deref())
+                .bind(role.as_str())
+                .bind(&claim_hash[..])
+                .bind(&offer)
+                .bind(expires_at.millis())
+                .bind(now.millis())
+                .execute(&mut *conn)
+                .await?;
+                Ok(PairingStored::Created(PairingCreated {
+                    pairing_id,
                     device_id,
-                    expires_at: ts(expires_at),
-                }));
-            }
-            return Ok(PairingStored::Conflict("this pairing id is already in use"));
-        }
-        let taken: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM devices WHERE device_id = ?1)
-                 OR EXISTS (SELECT 1 FROM pairings WHERE device_id = ?1)
-                 OR EXISTS (SELECT 1 FROM agents WHERE agent_id = ?1)",
-        )
-        .bind(p.device_id)
-        .fetch_one(&mut *tx)
-        .await?;
-        if taken {
-            return Ok(PairingStored::Conflict("this device id is already in use"));
-        }
-        sqlx::query(
-            "INSERT INTO pairings (pairing_id, agent_id, device_id, label, role, claim_hash, offer, expires_at,
-                                   created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-        )
-        .bind(p.pairing_id)
-        .bind(p.agent_id)
-        .bind(p.device_id)
-        .bind(p.label)
-        .bind(p.role.as_str())
-        .bind(&p.claim_hash[..])
-        .bind(p.offer)
-        .bind(p.expires_at.millis())
-        .bind(p.now.millis())
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(PairingStored::Created(PairingCreated {
-            pairing_id: p.pairing_id.to_string(),
-            device_id: p.device_id.to_string(),
-            expires_at: p.expires_at,
-        }))
+                    expires_at,
+                }))
+            })
+        })
+        .await
     }
 
     pub(crate) async fn pairing(&self, pairing_id: &str) -> Result<Option<PairingRow>> {
@@ -312,54 +356,60 @@ impl SqliteStore {
         name: &str,
         now: Timestamp,
     ) -> Result<Claim> {
-        let mut tx = self.begin().await?;
-        type Row = (String, String, Option<String>, String, Vec<u8>, i64, Option<i64>);
-        let row: Option<Row> = sqlx::query_as(
-            "SELECT agent_id, device_id, label, role, claim_hash, expires_at, claimed_at
-             FROM pairings WHERE pairing_id = ?1",
-        )
-        .bind(pairing_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-        let Some((agent_id, device_id, label, role_text, claim_hash, expires_at, claimed_at)) = row else {
-            return Ok(Claim::NotFound);
-        };
-        if !keys::constant_time_eq(&claim_hash, proof_hash) {
-            return Ok(Claim::WrongProof);
-        }
-        if claimed_at.is_some() {
-            return Ok(Claim::AlreadyClaimed);
-        }
-        if expires_at <= now.millis() {
-            return Ok(Claim::Expired);
-        }
-        let (token, token_hash) = Bearer::issue(&device_id);
-        sqlx::query(
-            "UPDATE pairings SET offer = NULL, claimed_at = ?2 WHERE pairing_id = ?1 AND claimed_at IS NULL",
-        )
-        .bind(pairing_id)
-        .bind(now.millis())
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query(
-            "INSERT INTO devices (device_id, agent_id, name, label, role, token_hash, created_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-        )
-        .bind(&device_id)
-        .bind(&agent_id)
-        .bind(name)
-        .bind(label)
-        .bind(role(&role_text)?.as_str())
-        .bind(&token_hash[..])
-        .bind(now.millis())
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(Claim::Claimed(PairingClaimed {
-            agent_id,
-            device_id,
-            device_token: token.expose().to_string(),
-        }))
+        let (pairing_id, proof_hash, name) = (pairing_id.to_string(), *proof_hash, name.to_string());
+        self.write(move |conn| {
+            Box::pin(async move {
+                type Row = (String, String, Option<String>, String, Vec<u8>, i64, Option<i64>);
+                let row: Option<Row> = sqlx::query_as(
+                    "SELECT agent_id, device_id, label, role, claim_hash, expires_at, claimed_at
+                     FROM pairings WHERE pairing_id = ?1",
+                )
+                .bind(&pairing_id)
+                .fetch_optional(&mut *conn)
+                .await?;
+                let Some((agent_id, device_id, label, role_text, claim_hash, expires_at, claimed_at)) = row
+                else {
+                    return Ok(Claim::NotFound);
+                };
+                if !keys::constant_time_eq(&claim_hash, &proof_hash) {
+                    return Ok(Claim::WrongProof);
+                }
+                if claimed_at.is_some() {
+                    return Ok(Claim::AlreadyClaimed);
+                }
+                if expires_at <= now.millis() {
+                    return Ok(Claim::Expired);
+                }
+                let (token, token_hash) = Bearer::issue(&device_id);
+                sqlx::query(
+                    "UPDATE pairings SET offer = NULL, claimed_at = ?2
+                     WHERE pairing_id = ?1 AND claimed_at IS NULL",
+                )
+                .bind(&pairing_id)
+                .bind(now.millis())
+                .execute(&mut *conn)
+                .await?;
+                sqlx::query(
+                    "INSERT INTO devices (device_id, agent_id, name, label, role, token_hash, created_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                )
+                .bind(&device_id)
+                .bind(&agent_id)
+                .bind(&name)
+                .bind(label)
+                .bind(role(&role_text)?.as_str())
+                .bind(&token_hash[..])
+                .bind(now.millis())
+                .execute(&mut *conn)
+                .await?;
+                Ok(Claim::Claimed(PairingClaimed {
+                    agent_id,
+                    device_id,
+                    device_token: token.expose().to_string(),
+                }))
+            })
+        })
+        .await
     }
 
     pub(crate) async fn devices(&self, agent_id: &str) -> Result<Vec<DeviceInfo>> {
@@ -392,16 +442,23 @@ impl SqliteStore {
         device_id: &str,
         now: Timestamp,
     ) -> Result<Option<DeviceInfo>> {
-        let row: Option<DeviceRow> = sqlx::query_as(
-            "UPDATE devices SET revoked_at = COALESCE(revoked_at, ?3)
-             WHERE agent_id = ?1 AND device_id = ?2
-             RETURNING device_id, name, label, role, created_at, revoked_at",
-        )
-        .bind(agent_id)
-        .bind(device_id)
-        .bind(now.millis())
-        .fetch_optional(&self.write)
-        .await?;
+        let (agent_id, device_id) = (agent_id.to_string(), device_id.to_string());
+        let row: Option<DeviceRow> = self
+            .write(move |conn| {
+                Box::pin(async move {
+                    Ok(sqlx::query_as(
+                        "UPDATE devices SET revoked_at = COALESCE(revoked_at, ?3)
+                         WHERE agent_id = ?1 AND device_id = ?2
+                         RETURNING device_id, name, label, role, created_at, revoked_at",
+                    )
+                    .bind(&agent_id)
+                    .bind(&device_id)
+                    .bind(now.millis())
+                    .fetch_optional(&mut *conn)
+                    .await?)
+                })
+            })
+            .await?;
         row.map(device_info).transpose()
     }
 
@@ -424,44 +481,51 @@ impl SqliteStore {
         envelope: &str,
         now: Timestamp,
     ) -> Result<Put> {
-        let mut tx = self.begin().await?;
-        let existing: Option<(i64, Option<String>, i64)> = sqlx::query_as(
-            "SELECT seq, device_id, created_at FROM items
-             WHERE agent_id = ?1 AND kind = 'message' AND item_id = ?2",
-        )
-        .bind(agent_id)
-        .bind(message_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-        if let Some((seq, sender, created_at)) = existing {
-            if sender.as_deref() != Some(device_id) {
-                return Ok(Put::Conflict("this message id was used by another device"));
-            }
-            return Ok(Put::Stored(Stored {
-                id: message_id.to_string(),
-                cursor: cursor(seq),
-                created_at: ts(created_at),
-                created: false,
-            }));
-        }
-        let seq: i64 = sqlx::query_scalar(
-            "INSERT INTO items (agent_id, kind, item_id, device_id, envelope, created_at)
-             VALUES (?1, 'message', ?2, ?3, ?4, ?5) RETURNING seq",
-        )
-        .bind(agent_id)
-        .bind(message_id)
-        .bind(device_id)
-        .bind(envelope)
-        .bind(now.millis())
-        .fetch_one(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(Put::Stored(Stored {
-            id: message_id.to_string(),
-            cursor: cursor(seq),
-            created_at: now,
-            created: true,
-        }))
+        let agent_id = agent_id.to_string();
+        let device_id = device_id.to_string();
+        let message_id = message_id.to_string();
+        let envelope = envelope.to_string();
+        self.write(move |conn| {
+            Box::pin(async move {
+                let existing: Option<(i64, Option<String>, i64)> = sqlx::query_as(
+                    "SELECT seq, device_id, created_at FROM items
+                     WHERE agent_id = ?1 AND kind = 'message' AND item_id = ?2",
+                )
+                .bind(&agent_id)
+                .bind(&message_id)
+                .fetch_optional(&mut *conn)
+                .await?;
+                if let Some((seq, sender, created_at)) = existing {
+                    if sender.as_deref() != Some(device_id.as_str()) {
+                        return Ok(Put::Conflict("this message id was used by another device"));
+                    }
+                    return Ok(Put::Stored(Stored {
+                        id: message_id,
+                        cursor: cursor(seq),
+                        created_at: ts(created_at),
+                        created: false,
+                    }));
+                }
+                let seq: i64 = sqlx::query_scalar(
+                    "INSERT INTO items (agent_id, kind, item_id, device_id, envelope, created_at)
+                     VALUES (?1, 'message', ?2, ?3, ?4, ?5) RETURNING seq",
+                )
+                .bind(&agent_id)
+                .bind(&message_id)
+                .bind(&device_id)
+                .bind(&envelope)
+                .bind(now.millis())
+                .fetch_one(&mut *conn)
+                .await?;
+                Ok(Put::Stored(Stored {
+                    id: message_id,
+                    cursor: cursor(seq),
+                    created_at: now,
+                    created: true,
+                }))
+            })
+        })
+        .await
     }
 
     /// Whether tasks not yet processed exist after `after`, and the agent's head; one consistent read.
@@ -494,45 +558,52 @@ impl SqliteStore {
         if !pending {
             return Ok((Vec::new(), cursor(head.max(after))));
         }
-        let mut tx = self.begin().await?;
-        let head: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM items WHERE agent_id = ?1")
-            .bind(agent_id)
-            .fetch_one(&mut *tx)
-            .await?;
         type Row = (i64, String, String, String, String, i64, Option<i64>);
-        let rows: Vec<Row> = sqlx::query_as(
-            "SELECT i.seq, i.item_id, COALESCE(i.device_id, ''), COALESCE(d.name, ''), COALESCE(i.envelope, ''),
-                    i.created_at, i.delivered_at
-             FROM items i LEFT JOIN devices d ON d.device_id = i.device_id
-             WHERE i.agent_id = ?1 AND i.kind = 'message' AND i.processed_at IS NULL
-               AND i.seq > ?2 AND i.seq <= ?3
-             ORDER BY i.seq LIMIT ?4",
-        )
-        .bind(agent_id)
-        .bind(after)
-        .bind(head)
-        .bind(i64::from(limit))
-        .fetch_all(&mut *tx)
-        .await?;
-        let full = rows.len() >= limit as usize;
-        let next = match rows.last() {
-            Some(last) if full => last.0,
-            _ => head.max(after),
-        };
-        if let Some(last) = rows.last() {
-            sqlx::query(
-                "UPDATE items SET delivered_at = ?2
-                 WHERE agent_id = ?1 AND kind = 'message' AND processed_at IS NULL AND delivered_at IS NULL
-                   AND seq > ?3 AND seq <= ?4",
-            )
-            .bind(agent_id)
-            .bind(now.millis())
-            .bind(after)
-            .bind(last.0)
-            .execute(&mut *tx)
+        let agent_id = agent_id.to_string();
+        let (rows, next) = self
+            .write(move |conn| {
+                Box::pin(async move {
+                    let head: i64 =
+                        sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM items WHERE agent_id = ?1")
+                            .bind(&agent_id)
+                            .fetch_one(&mut *conn)
+                            .await?;
+                    let rows: Vec<Row> = sqlx::query_as(
+                        "SELECT i.seq, i.item_id, COALESCE(i.device_id, ''), COALESCE(d.name, ''),
+                                COALESCE(i.envelope, ''), i.created_at, i.delivered_at
+                         FROM items i LEFT JOIN devices d ON d.device_id = i.device_id
+                         WHERE i.agent_id = ?1 AND i.kind = 'message' AND i.processed_at IS NULL
+                           AND i.seq > ?2 AND i.seq <= ?3
+                         ORDER BY i.seq LIMIT ?4",
+                    )
+                    .bind(&agent_id)
+                    .bind(after)
+                    .bind(head)
+                    .bind(i64::from(limit))
+                    .fetch_all(&mut *conn)
+                    .await?;
+                    let full = rows.len() >= limit as usize;
+                    let next = match rows.last() {
+                        Some(last) if full => last.0,
+                        _ => head.max(after),
+                    };
+                    if let Some(last) = rows.last() {
+                        sqlx::query(
+                            "UPDATE items SET delivered_at = ?2
+                             WHERE agent_id = ?1 AND kind = 'message' AND processed_at IS NULL
+                               AND delivered_at IS NULL AND seq > ?3 AND seq <= ?4",
+                        )
+                        .bind(&agent_id)
+                        .bind(now.millis())
+                        .bind(after)
+                        .bind(last.0)
+                        .execute(&mut *conn)
+                        .await?;
+                    }
+                    Ok((rows, next))
+                })
+            })
             .await?;
-        }
-        tx.commit().await?;
         let messages = rows
             .into_iter()
             .map(
@@ -570,16 +641,23 @@ impl SqliteStore {
             Some(Some(at)) => return Ok(Some(ts(at))),
             Some(None) => {}
         }
-        let at: Option<i64> = sqlx::query_scalar(
-            "UPDATE items SET processed_at = COALESCE(processed_at, ?3)
-             WHERE agent_id = ?1 AND kind = 'message' AND item_id = ?2
-             RETURNING processed_at",
-        )
-        .bind(agent_id)
-        .bind(message_id)
-        .bind(now.millis())
-        .fetch_optional(&self.write)
-        .await?;
+        let (agent_id, message_id) = (agent_id.to_string(), message_id.to_string());
+        let at: Option<i64> = self
+            .write(move |conn| {
+                Box::pin(async move {
+                    Ok(sqlx::query_scalar(
+                        "UPDATE items SET processed_at = COALESCE(processed_at, ?3)
+                         WHERE agent_id = ?1 AND kind = 'message' AND item_id = ?2
+                         RETURNING processed_at",
+                    )
+                    .bind(&agent_id)
+                    .bind(&message_id)
+                    .bind(now.millis())
+                    .fetch_optional(&mut *conn)
+                    .await?)
+                })
+            })
+            .await?;
         Ok(at.map(ts))
     }
 
@@ -592,73 +670,83 @@ impl SqliteStore {
         envelopes: &[DeviceEnvelope],
         now: Timestamp,
     ) -> Result<ReplyPut> {
-        let mut tx = self.begin().await?;
-        let existing: Option<(i64, Option<String>, i64)> = sqlx::query_as(
-            "SELECT seq, source_message_id, created_at FROM items
-             WHERE agent_id = ?1 AND kind = 'reply' AND item_id = ?2",
-        )
-        .bind(agent_id)
-        .bind(reply_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-        if let Some((seq, source, created_at)) = existing {
-            if source.as_deref() != Some(source_message_id) {
-                return Ok(ReplyPut::Conflict);
-            }
-            return Ok(ReplyPut::Stored(Stored {
-                id: reply_id.to_string(),
-                cursor: cursor(seq),
-                created_at: ts(created_at),
-                created: false,
-            }));
-        }
-        let source_known: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM items WHERE agent_id = ?1 AND kind = 'message' AND item_id = ?2)",
-        )
-        .bind(agent_id)
-        .bind(source_message_id)
-        .fetch_one(&mut *tx)
-        .await?;
-        if !source_known {
-            return Ok(ReplyPut::NoSource);
-        }
-        for e in envelopes {
-            let known: bool = sqlx::query_scalar(
-                "SELECT EXISTS (SELECT 1 FROM devices WHERE agent_id = ?1 AND device_id = ?2)",
-            )
-            .bind(agent_id)
-            .bind(&e.device_id)
-            .fetch_one(&mut *tx)
-            .await?;
-            if !known {
-                return Ok(ReplyPut::UnknownDevice(e.device_id.clone()));
-            }
-        }
-        let seq: i64 = sqlx::query_scalar(
-            "INSERT INTO items (agent_id, kind, item_id, source_message_id, created_at)
-             VALUES (?1, 'reply', ?2, ?3, ?4) RETURNING seq",
-        )
-        .bind(agent_id)
-        .bind(reply_id)
-        .bind(source_message_id)
-        .bind(now.millis())
-        .fetch_one(&mut *tx)
-        .await?;
-        for e in envelopes {
-            sqlx::query("INSERT INTO item_envelopes (item_seq, device_id, envelope) VALUES (?1, ?2, ?3)")
-                .bind(seq)
-                .bind(&e.device_id)
-                .bind(&e.envelope)
-                .execute(&mut *tx)
+        let agent_id = agent_id.to_string();
+        let reply_id = reply_id.to_string();
+        let source_message_id = source_message_id.to_string();
+        let envelopes = envelopes.to_vec();
+        self.write(move |conn| {
+            Box::pin(async move {
+                let existing: Option<(i64, Option<String>, i64)> = sqlx::query_as(
+                    "SELECT seq, source_message_id, created_at FROM items
+                     WHERE agent_id = ?1 AND kind = 'reply' AND item_id = ?2",
+                )
+                .bind(&agent_id)
+                .bind(&reply_id)
+                .fetch_optional(&mut *conn)
                 .await?;
-        }
-        tx.commit().await?;
-        Ok(ReplyPut::Stored(Stored {
-            id: reply_id.to_string(),
-            cursor: cursor(seq),
-            created_at: now,
-            created: true,
-        }))
+                if let Some((seq, source, created_at)) = existing {
+                    if source.as_deref() != Some(source_message_id.as_str()) {
+                        return Ok(ReplyPut::Conflict);
+                    }
+                    return Ok(ReplyPut::Stored(Stored {
+                        id: reply_id,
+                        cursor: cursor(seq),
+                        created_at: ts(created_at),
+                        created: false,
+                    }));
+                }
+                let source_known: bool = sqlx::query_scalar(
+                    "SELECT EXISTS (SELECT 1 FROM items
+                                    WHERE agent_id = ?1 AND kind = 'message' AND item_id = ?2)",
+                )
+                .bind(&agent_id)
+                .bind(&source_message_id)
+                .fetch_one(&mut *conn)
+                .await?;
+                if !source_known {
+                    return Ok(ReplyPut::NoSource);
+                }
+                for e in &envelopes {
+                    let known: bool = sqlx::query_scalar(
+                        "SELECT EXISTS (SELECT 1 FROM devices WHERE agent_id = ?1 AND device_id = ?2)",
+                    )
+                    .bind(&agent_id)
+                    .bind(&e.device_id)
+                    .fetch_one(&mut *conn)
+                    .await?;
+                    if !known {
+                        return Ok(ReplyPut::UnknownDevice(e.device_id.clone()));
+                    }
+                }
+                let seq: i64 = sqlx::query_scalar(
+                    "INSERT INTO items (agent_id, kind, item_id, source_message_id, created_at)
+                     VALUES (?1, 'reply', ?2, ?3, ?4) RETURNING seq",
+                )
+                .bind(&agent_id)
+                .bind(&reply_id)
+                .bind(&source_message_id)
+                .bind(now.millis())
+                .fetch_one(&mut *conn)
+                .await?;
+                for e in &envelopes {
+                    sqlx::query(
+                        "INSERT INTO item_envelopes (item_seq, device_id, envelope) VALUES (?1, ?2, ?3)",
+                    )
+                    .bind(seq)
+                    .bind(&e.device_id)
+                    .bind(&e.envelope)
+                    .execute(&mut *conn)
+                    .await?;
+                }
+                Ok(ReplyPut::Stored(Stored {
+                    id: reply_id,
+                    cursor: cursor(seq),
+                    created_at: now,
+                    created: true,
+                }))
+            })
+        })
+        .await
     }
 
     /// What one device can open after `after`: the tasks it sent, and the replies, questions and notifications
@@ -756,39 +844,46 @@ impl SqliteStore {
         envelope: &str,
         now: Timestamp,
     ) -> Result<Stored> {
-        let mut tx = self.begin().await?;
-        let existing: Option<(i64, i64)> = sqlx::query_as(
-            "SELECT seq, created_at FROM items WHERE agent_id = ?1 AND kind = 'checkpoint' AND item_id = ?2",
-        )
-        .bind(agent_id)
-        .bind(checkpoint_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-        if let Some((seq, created_at)) = existing {
-            return Ok(Stored {
-                id: checkpoint_id.to_string(),
-                cursor: cursor(seq),
-                created_at: ts(created_at),
-                created: false,
-            });
-        }
-        let seq: i64 = sqlx::query_scalar(
-            "INSERT INTO items (agent_id, kind, item_id, envelope, created_at)
-             VALUES (?1, 'checkpoint', ?2, ?3, ?4) RETURNING seq",
-        )
-        .bind(agent_id)
-        .bind(checkpoint_id)
-        .bind(envelope)
-        .bind(now.millis())
-        .fetch_one(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(Stored {
-            id: checkpoint_id.to_string(),
-            cursor: cursor(seq),
-            created_at: now,
-            created: true,
+        let agent_id = agent_id.to_string();
+        let checkpoint_id = checkpoint_id.to_string();
+        let envelope = envelope.to_string();
+        self.write(move |conn| {
+            Box::pin(async move {
+                let existing: Option<(i64, i64)> = sqlx::query_as(
+                    "SELECT seq, created_at FROM items
+                     WHERE agent_id = ?1 AND kind = 'checkpoint' AND item_id = ?2",
+                )
+                .bind(&agent_id)
+                .bind(&checkpoint_id)
+                .fetch_optional(&mut *conn)
+                .await?;
+                if let Some((seq, created_at)) = existing {
+                    return Ok(Stored {
+                        id: checkpoint_id,
+                        cursor: cursor(seq),
+                        created_at: ts(created_at),
+                        created: false,
+                    });
+                }
+                let seq: i64 = sqlx::query_scalar(
+                    "INSERT INTO items (agent_id, kind, item_id, envelope, created_at)
+                     VALUES (?1, 'checkpoint', ?2, ?3, ?4) RETURNING seq",
+                )
+                .bind(&agent_id)
+                .bind(&checkpoint_id)
+                .bind(&envelope)
+                .bind(now.millis())
+                .fetch_one(&mut *conn)
+                .await?;
+                Ok(Stored {
+                    id: checkpoint_id,
+                    cursor: cursor(seq),
+                    created_at: now,
+                    created: true,
+                })
+            })
         })
+        .await
     }
 
     /// The latest checkpoints, latest first.
@@ -854,51 +949,55 @@ impl SqliteStore {
         takeover: bool,
         now: Timestamp,
     ) -> Result<SessionOpened> {
-        let mut tx = self.begin().await?;
-        let open: Option<(String, String, i64, i64)> = sqlx::query_as(
-            "SELECT session_id, host, since, last_heartbeat_at FROM sessions
-             WHERE agent_id = ?1 AND ended_at IS NULL",
-        )
-        .bind(agent_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-        if let Some((old_id, old_host, since, beat)) = open {
-            let live = beat.saturating_add(lease_ttl_ms()) > now.millis();
-            if live && !takeover {
-                return Ok(SessionOpened::InUse(LeaseHolder {
-                    host: old_host,
-                    since: ts(since),
-                    last_heartbeat_at: ts(beat),
-                }));
-            }
-            let ended = if live {
-                now.millis()
-            } else {
-                beat.saturating_add(lease_ttl_ms())
-            };
-            sqlx::query("UPDATE sessions SET ended_at = ?2 WHERE session_id = ?1")
-                .bind(&old_id)
-                .bind(ended)
-                .execute(&mut *tx)
+        let (agent_id, session_id, host) = (agent_id.to_string(), session_id.to_string(), host.to_string());
+        self.write(move |conn| {
+            Box::pin(async move {
+                let open: Option<(String, String, i64, i64)> = sqlx::query_as(
+                    "SELECT session_id, host, since, last_heartbeat_at FROM sessions
+                     WHERE agent_id = ?1 AND ended_at IS NULL",
+                )
+                .bind(&agent_id)
+                .fetch_optional(&mut *conn)
                 .await?;
-        }
-        sqlx::query(
-            "INSERT INTO sessions (session_id, agent_id, host, since, last_heartbeat_at)
-             VALUES (?1, ?2, ?3, ?4, ?4)",
-        )
-        .bind(session_id)
-        .bind(agent_id)
-        .bind(host)
-        .bind(now.millis())
-        .execute(&mut *tx)
-        .await?;
-        tx.commit().await?;
-        Ok(SessionOpened::Opened(SessionInfo {
-            session_id: session_id.to_string(),
-            host: host.to_string(),
-            since: now,
-            lease_expires_at: now.plus_millis(lease_ttl_ms()),
-        }))
+                if let Some((old_id, old_host, since, beat)) = open {
+                    let live = beat.saturating_add(lease_ttl_ms()) > now.millis();
+                    if live && !takeover {
+                        return Ok(SessionOpened::InUse(LeaseHolder {
+                            host: old_host,
+                            since: ts(since),
+                            last_heartbeat_at: ts(beat),
+                        }));
+                    }
+                    let ended = if live {
+                        now.millis()
+                    } else {
+                        beat.saturating_add(lease_ttl_ms())
+                    };
+                    sqlx::query("UPDATE sessions SET ended_at = ?2 WHERE session_id = ?1")
+                        .bind(&old_id)
+                        .bind(ended)
+                        .execute(&mut *conn)
+                        .await?;
+                }
+                sqlx::query(
+                    "INSERT INTO sessions (session_id, agent_id, host, since, last_heartbeat_at)
+                     VALUES (?1, ?2, ?3, ?4, ?4)",
+                )
+                .bind(&session_id)
+                .bind(&agent_id)
+                .bind(&host)
+                .bind(now.millis())
+                .execute(&mut *conn)
+                .await?;
+                Ok(SessionOpened::Opened(SessionInfo {
+                    session_id,
+                    host,
+                    since: now,
+                    lease_expires_at: now.plus_millis(lease_ttl_ms()),
+                }))
+            })
+        })
+        .await
     }
 
     /// Renews the lease if this session still holds it.
@@ -922,17 +1021,25 @@ impl SqliteStore {
         if ended_at.is_some() || beat.saturating_add(lease_ttl_ms()) <= now.millis() {
             return Ok(Renewal::Lost);
         }
-        let renewed = sqlx::query(
-            "UPDATE sessions SET last_heartbeat_at = ?3
-             WHERE agent_id = ?1 AND session_id = ?2 AND ended_at IS NULL AND last_heartbeat_at + ?4 > ?3",
-        )
-        .bind(agent_id)
-        .bind(session_id)
-        .bind(now.millis())
-        .bind(lease_ttl_ms())
-        .execute(&self.write)
-        .await?
-        .rows_affected();
+        let (owner, session) = (agent_id.to_string(), session_id.to_string());
+        let renewed = self
+            .write(move |conn| {
+                Box::pin(async move {
+                    Ok(sqlx::query(
+                        "UPDATE sessions SET last_heartbeat_at = ?3
+                         WHERE agent_id = ?1 AND session_id = ?2 AND ended_at IS NULL
+                           AND last_heartbeat_at + ?4 > ?3",
+                    )
+                    .bind(&owner)
+                    .bind(&session)
+                    .bind(now.millis())
+                    .bind(lease_ttl_ms())
+                    .execute(&mut *conn)
+                    .await?
+                    .rows_affected())
+                })
+            })
+            .await?;
         if renewed == 0 {
             return Ok(Renewal::Lost);
         }
@@ -951,17 +1058,24 @@ impl SqliteStore {
         session_id: &str,
         now: Timestamp,
     ) -> Result<Option<SessionInfo>> {
-        let row: Option<(String, i64, i64)> = sqlx::query_as(
-            "UPDATE sessions SET ended_at = COALESCE(ended_at, MIN(?3, last_heartbeat_at + ?4))
-             WHERE agent_id = ?1 AND session_id = ?2
-             RETURNING host, since, ended_at",
-        )
-        .bind(agent_id)
-        .bind(session_id)
-        .bind(now.millis())
-        .bind(lease_ttl_ms())
-        .fetch_optional(&self.write)
-        .await?;
+        let (owner, session) = (agent_id.to_string(), session_id.to_string());
+        let row: Option<(String, i64, i64)> = self
+            .write(move |conn| {
+                Box::pin(async move {
+                    Ok(sqlx::query_as(
+                        "UPDATE sessions SET ended_at = COALESCE(ended_at, MIN(?3, last_heartbeat_at + ?4))
+                         WHERE agent_id = ?1 AND session_id = ?2
+                         RETURNING host, since, ended_at",
+                    )
+                    .bind(&owner)
+                    .bind(&session)
+                    .bind(now.millis())
+                    .bind(lease_ttl_ms())
+                    .fetch_optional(&mut *conn)
+                    .await?)
+                })
+            })
+            .await?;
         Ok(row.map(|(host, since, ended_at)| SessionInfo {
             session_id: session_id.to_string(),
             host,
@@ -1002,31 +1116,35 @@ impl SqliteStore {
     /// Drops the ciphertext of expired offers, forgets old tombstones, ends sessions whose lease lapsed.
     pub(crate) async fn sweep(&self, now: Timestamp) -> Result<()> {
         let now = now.millis();
-        let mut tx = self.begin().await?;
-        sqlx::query(
-            "UPDATE pairings SET offer = NULL WHERE offer IS NOT NULL AND claimed_at IS NULL AND expires_at <= ?1",
-        )
-        .bind(now)
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query("DELETE FROM pairings WHERE expires_at < ?1")
-            .bind(now.saturating_sub(KEEP_MS))
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query(
-            "UPDATE sessions SET ended_at = last_heartbeat_at + ?2
-             WHERE ended_at IS NULL AND last_heartbeat_at + ?2 <= ?1",
-        )
-        .bind(now)
-        .bind(lease_ttl_ms())
-        .execute(&mut *tx)
-        .await?;
-        sqlx::query("DELETE FROM sessions WHERE ended_at IS NOT NULL AND ended_at < ?1")
-            .bind(now.saturating_sub(KEEP_MS))
-            .execute(&mut *tx)
-            .await?;
-        tx.commit().await?;
-        Ok(())
+        self.write(move |conn| {
+            Box::pin(async move {
+                sqlx::query(
+                    "UPDATE pairings SET offer = NULL
+                     WHERE offer IS NOT NULL AND claimed_at IS NULL AND expires_at <= ?1",
+                )
+                .bind(now)
+                .execute(&mut *conn)
+                .await?;
+                sqlx::query("DELETE FROM pairings WHERE expires_at < ?1")
+                    .bind(now.saturating_sub(KEEP_MS))
+                    .execute(&mut *conn)
+                    .await?;
+                sqlx::query(
+                    "UPDATE sessions SET ended_at = last_heartbeat_at + ?2
+                     WHERE ended_at IS NULL AND last_heartbeat_at + ?2 <= ?1",
+                )
+                .bind(now)
+                .bind(lease_ttl_ms())
+                .execute(&mut *conn)
+                .await?;
+                sqlx::query("DELETE FROM sessions WHERE ended_at IS NOT NULL AND ended_at < ?1")
+                    .bind(now.saturating_sub(KEEP_MS))
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(())
+            })
+        })
+        .await
     }
 }
 

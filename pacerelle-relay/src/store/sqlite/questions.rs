@@ -252,38 +252,47 @@ impl SqliteStore {
         q: &NewQuestion<'_>,
         now: Timestamp,
     ) -> Result<ItemPut<QuestionView>> {
-        let mut tx = self.begin().await?;
-        if let Some(row) = row_of(&mut tx, agent_id, q.question_id).await? {
-            return Ok(ItemPut::Stored(row.view(now)?, false));
-        }
-        if let Some(device_id) = inactive_device(&mut tx, agent_id, q.envelopes).await? {
-            return Ok(ItemPut::UnknownDevice(device_id));
-        }
-        let seq: i64 = sqlx::query_scalar(
-            "INSERT INTO items (agent_id, kind, item_id, envelope, created_at)
-             VALUES (?1, 'question', ?2, ?3, ?4) RETURNING seq",
-        )
-        .bind(agent_id)
-        .bind(q.question_id)
-        .bind(q.self_envelope)
-        .bind(now.millis())
-        .fetch_one(&mut *tx)
-        .await?;
-        insert_envelopes(&mut tx, seq, q.envelopes).await?;
-        let record = QuestionRecord::new(q.expires_at);
-        sqlx::query(
-            "INSERT INTO questions (item_seq, agent_id, kind, state, expires_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-        )
-        .bind(seq)
-        .bind(agent_id)
-        .bind(q.kind.as_str())
-        .bind(record.state.as_str())
-        .bind(record.expires_at.millis())
-        .execute(&mut *tx)
-        .await?;
-        let view = row_at(&mut tx, seq).await?.view(now)?;
-        tx.commit().await?;
-        Ok(ItemPut::Stored(view, true))
+        let agent_id = agent_id.to_string();
+        let question_id = q.question_id.to_string();
+        let self_envelope = q.self_envelope.to_string();
+        let envelopes = q.envelopes.to_vec();
+        let (kind, expires_at) = (q.kind, q.expires_at);
+        self.write(move |conn| {
+            Box::pin(async move {
+                if let Some(row) = row_of(conn, &agent_id, &question_id).await? {
+                    return Ok(ItemPut::Stored(row.view(now)?, false));
+                }
+                if let Some(device_id) = inactive_device(conn, &agent_id, &envelopes).await? {
+                    return Ok(ItemPut::UnknownDevice(device_id));
+                }
+                let seq: i64 = sqlx::query_scalar(
+                    "INSERT INTO items (agent_id, kind, item_id, envelope, created_at)
+                     VALUES (?1, 'question', ?2, ?3, ?4) RETURNING seq",
+                )
+                .bind(&agent_id)
+                .bind(&question_id)
+                .bind(&self_envelope)
+                .bind(now.millis())
+                .fetch_one(&mut *conn)
+                .await?;
+                insert_envelopes(conn, seq, &envelopes).await?;
+                let record = QuestionRecord::new(expires_at);
+                sqlx::query(
+                    "INSERT INTO questions (item_seq, agent_id, kind, state, expires_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                )
+                .bind(seq)
+                .bind(&agent_id)
+                .bind(kind.as_str())
+                .bind(record.state.as_str())
+                .bind(record.expires_at.millis())
+                .execute(&mut *conn)
+                .await?;
+                let view = row_at(conn, seq).await?.view(now)?;
+                Ok(ItemPut::Stored(view, true))
+            })
+        })
+        .await
     }
 
     /// A question of this agent, as of `now`.
@@ -310,63 +319,73 @@ impl SqliteStore {
         answer_envelope: &str,
         now: Timestamp,
     ) -> Result<(Transition<DeviceQuestion>, Effects)> {
-        let mut tx = self.begin().await?;
-        let mut effects = Effects::default();
-        let Some(row) = row_of(&mut tx, agent_id, question_id).await? else {
-            return Ok((Transition::NotFound, effects));
-        };
-        let sealed_for_device: Option<String> =
-            sqlx::query_scalar("SELECT envelope FROM item_envelopes WHERE item_seq = ?1 AND device_id = ?2")
-                .bind(row.seq)
-                .bind(device_id)
-                .fetch_optional(&mut *tx)
-                .await?;
-        let Some(device_envelope) = sealed_for_device else {
-            return Ok((Transition::NotFound, effects));
-        };
-        let mut record = row.record()?;
-        let was = record.state;
-        let outcome = record.answer(device_id, now);
-        if was == QuestionState::Pending && record.state == QuestionState::Expired {
-            effects.closed = true;
-            effects.event = store_expiry(&mut tx, &row, &record, now).await?;
-        }
-        let transition = match outcome {
-            Ok(()) => {
-                let answered_at = record.closed_at.unwrap_or(now);
-                let changed = sqlx::query(
-                    "UPDATE questions SET state = ?2, closed_at = ?3, answered_by = ?4,
-                            answered_by_name = (SELECT name FROM devices WHERE device_id = ?4),
-                            answered_at = ?3, answer_envelope = ?5
-                     WHERE item_seq = ?1 AND state = 'pending'",
+        let agent_id = agent_id.to_string();
+        let device_id = device_id.to_string();
+        let question_id = question_id.to_string();
+        let answer_envelope = answer_envelope.to_string();
+        // A refusal writes nothing: its savepoint is released empty, as the transaction used to be dropped.
+        self.write(move |conn| {
+            Box::pin(async move {
+                let mut effects = Effects::default();
+                let Some(row) = row_of(conn, &agent_id, &question_id).await? else {
+                    return Ok((Transition::NotFound, effects));
+                };
+                let sealed_for_device: Option<String> = sqlx::query_scalar(
+                    "SELECT envelope FROM item_envelopes WHERE item_seq = ?1 AND device_id = ?2",
                 )
                 .bind(row.seq)
-                .bind(record.state.as_str())
-                .bind(answered_at.millis())
-                .bind(device_id)
-                .bind(answer_envelope)
-                .execute(&mut *tx)
-                .await?
-                .rows_affected();
-                if changed == 0 {
-                    // Cannot happen inside this transaction; refuse rather than report an answer not stored.
-                    return Err(corrupt("a pending question changed under its write lock".into()));
+                .bind(&device_id)
+                .fetch_optional(&mut *conn)
+                .await?;
+                let Some(device_envelope) = sealed_for_device else {
+                    return Ok((Transition::NotFound, effects));
+                };
+                let mut record = row.record()?;
+                let was = record.state;
+                let outcome = record.answer(&device_id, now);
+                if was == QuestionState::Pending && record.state == QuestionState::Expired {
+                    effects.closed = true;
+                    effects.event = store_expiry(conn, &row, &record, now).await?;
                 }
-                effects.closed = true;
-                effects.event =
-                    super::webhooks::queue_event(&mut tx, agent_id, row.seq, ANSWERED, now).await?;
-                let stored = row_at(&mut tx, row.seq).await?;
-                Transition::Done(stored.device_question(device_envelope, now)?)
-            }
-            Err(Refusal::AlreadyAnswered) if record.answered_by.as_deref() == Some(device_id) => {
-                Transition::Done(row.device_question(device_envelope, now)?)
-            }
-            Err(refusal) => Transition::Refused(refusal),
-        };
-        if effects.closed {
-            tx.commit().await?;
-        }
-        Ok((transition, effects))
+                let transition = match outcome {
+                    Ok(()) => {
+                        let answered_at = record.closed_at.unwrap_or(now);
+                        let changed = sqlx::query(
+                            "UPDATE questions SET state = ?2, closed_at = ?3, answered_by = ?4,
+                                    answered_by_name = (SELECT name FROM devices WHERE device_id = ?4),
+                                    answered_at = ?3, answer_envelope = ?5
+                             WHERE item_seq = ?1 AND state = 'pending'",
+                        )
+                        .bind(row.seq)
+                        .bind(record.state.as_str())
+                        .bind(answered_at.millis())
+                        .bind(&device_id)
+                        .bind(&answer_envelope)
+                        .execute(&mut *conn)
+                        .await?
+                        .rows_affected();
+                        if changed == 0 {
+                            // Cannot happen inside this transaction; refuse rather than report an answer not
+                            // stored.
+                            return Err(corrupt("a pending question changed under its write lock".into()));
+                        }
+                        effects.closed = true;
+                        effects.event =
+                            super::webhooks::queue_event(conn, &agent_id, row.seq, ANSWERED, now).await?;
+                        let stored = row_at(conn, row.seq).await?;
+                        Transition::Done(stored.device_question(device_envelope, now)?)
+                    }
+                    Err(Refusal::AlreadyAnswered)
+                        if record.answered_by.as_deref() == Some(device_id.as_str()) =>
+                    {
+                        Transition::Done(row.device_question(device_envelope, now)?)
+                    }
+                    Err(refusal) => Transition::Refused(refusal),
+                };
+                Ok((transition, effects))
+            })
+        })
+        .await
     }
 
     /// Cancels a question through [`QuestionRecord::cancel`]; cancelling a cancelled question is a no-op.
@@ -376,40 +395,44 @@ impl SqliteStore {
         question_id: &str,
         now: Timestamp,
     ) -> Result<(Transition<QuestionView>, Effects)> {
-        let mut tx = self.begin().await?;
-        let mut effects = Effects::default();
-        let Some(row) = row_of(&mut tx, agent_id, question_id).await? else {
-            return Ok((Transition::NotFound, effects));
-        };
-        let mut record = row.record()?;
-        let was = record.state;
-        let outcome = record.cancel(now);
-        if was == QuestionState::Pending && record.state == QuestionState::Expired {
-            effects.closed = true;
-            effects.event = store_expiry(&mut tx, &row, &record, now).await?;
-        }
-        let transition = match outcome {
-            Ok(()) if was == QuestionState::Pending => {
-                sqlx::query(
-                    "UPDATE questions SET state = ?2, closed_at = ?3 WHERE item_seq = ?1 AND state = 'pending'",
-                )
-                .bind(row.seq)
-                .bind(record.state.as_str())
-                .bind(record.closed_at.unwrap_or(now).millis())
-                .execute(&mut *tx)
-                .await?;
-                effects.closed = true;
-                effects.event =
-                    super::webhooks::queue_event(&mut tx, agent_id, row.seq, CANCELLED, now).await?;
-                Transition::Done(row_at(&mut tx, row.seq).await?.view(now)?)
-            }
-            Ok(()) => Transition::Done(row.view(now)?),
-            Err(refusal) => Transition::Refused(refusal),
-        };
-        if effects.closed {
-            tx.commit().await?;
-        }
-        Ok((transition, effects))
+        let (agent_id, question_id) = (agent_id.to_string(), question_id.to_string());
+        // A refusal or a second cancel writes nothing: its savepoint is released empty.
+        self.write(move |conn| {
+            Box::pin(async move {
+                let mut effects = Effects::default();
+                let Some(row) = row_of(conn, &agent_id, &question_id).await? else {
+                    return Ok((Transition::NotFound, effects));
+                };
+                let mut record = row.record()?;
+                let was = record.state;
+                let outcome = record.cancel(now);
+                if was == QuestionState::Pending && record.state == QuestionState::Expired {
+                    effects.closed = true;
+                    effects.event = store_expiry(conn, &row, &record, now).await?;
+                }
+                let transition = match outcome {
+                    Ok(()) if was == QuestionState::Pending => {
+                        sqlx::query(
+                            "UPDATE questions SET state = ?2, closed_at = ?3
+                             WHERE item_seq = ?1 AND state = 'pending'",
+                        )
+                        .bind(row.seq)
+                        .bind(record.state.as_str())
+                        .bind(record.closed_at.unwrap_or(now).millis())
+                        .execute(&mut *conn)
+                        .await?;
+                        effects.closed = true;
+                        effects.event =
+                            super::webhooks::queue_event(conn, &agent_id, row.seq, CANCELLED, now).await?;
+                        Transition::Done(row_at(conn, row.seq).await?.view(now)?)
+                    }
+                    Ok(()) => Transition::Done(row.view(now)?),
+                    Err(refusal) => Transition::Refused(refusal),
+                };
+                Ok((transition, effects))
+            })
+        })
+        .await
     }
 
     /// The questions sealed for this device in the given state (as of `now`): the most recent `limit`,
@@ -515,28 +538,31 @@ impl SqliteStore {
         if !due {
             return Ok(pass);
         }
-        let mut tx = self.begin().await?;
-        let seqs: Vec<i64> = sqlx::query_scalar(
-            "SELECT item_seq FROM questions WHERE state = 'pending' AND expires_at <= ?1
-             ORDER BY expires_at LIMIT ?2",
-        )
-        .bind(now.millis())
-        .bind(i64::from(limit))
-        .fetch_all(&mut *tx)
-        .await?;
-        pass.more = seqs.len() >= limit as usize;
-        for seq in seqs {
-            let row = row_at(&mut tx, seq).await?;
-            let mut record = row.record()?;
-            if record.expire_if_due(now) {
-                pass.events |= store_expiry(&mut tx, &row, &record, now).await?;
-                if !pass.agents.contains(&row.agent_id) {
-                    pass.agents.push(row.agent_id.clone());
+        self.write(move |conn| {
+            Box::pin(async move {
+                let seqs: Vec<i64> = sqlx::query_scalar(
+                    "SELECT item_seq FROM questions WHERE state = 'pending' AND expires_at <= ?1
+                     ORDER BY expires_at LIMIT ?2",
+                )
+                .bind(now.millis())
+                .bind(i64::from(limit))
+                .fetch_all(&mut *conn)
+                .await?;
+                pass.more = seqs.len() >= limit as usize;
+                for seq in seqs {
+                    let row = row_at(conn, seq).await?;
+                    let mut record = row.record()?;
+                    if record.expire_if_due(now) {
+                        pass.events |= store_expiry(conn, &row, &record, now).await?;
+                        if !pass.agents.contains(&row.agent_id) {
+                            pass.agents.push(row.agent_id.clone());
+                        }
+                    }
                 }
-            }
-        }
-        tx.commit().await?;
-        Ok(pass)
+                Ok(pass)
+            })
+        })
+        .await
     }
 
     /// Stores a notification sealed for each device, or finds the one already stored under this id.
@@ -547,48 +573,54 @@ impl SqliteStore {
         envelopes: &[DeviceEnvelope],
         now: Timestamp,
     ) -> Result<ItemPut<Stored>> {
-        let mut tx = self.begin().await?;
-        let existing: Option<(i64, i64)> = sqlx::query_as(
-            "SELECT seq, created_at FROM items WHERE agent_id = ?1 AND kind = 'notification' AND item_id = ?2",
-        )
-        .bind(agent_id)
-        .bind(notification_id)
-        .fetch_optional(&mut *tx)
-        .await?;
-        if let Some((seq, created_at)) = existing {
-            return Ok(ItemPut::Stored(
-                Stored {
-                    id: notification_id.to_string(),
-                    cursor: cursor(seq),
-                    created_at: ts(created_at),
-                    created: false,
-                },
-                false,
-            ));
-        }
-        if let Some(device_id) = inactive_device(&mut tx, agent_id, envelopes).await? {
-            return Ok(ItemPut::UnknownDevice(device_id));
-        }
-        let seq: i64 = sqlx::query_scalar(
-            "INSERT INTO items (agent_id, kind, item_id, created_at)
-             VALUES (?1, 'notification', ?2, ?3) RETURNING seq",
-        )
-        .bind(agent_id)
-        .bind(notification_id)
-        .bind(now.millis())
-        .fetch_one(&mut *tx)
-        .await?;
-        insert_envelopes(&mut tx, seq, envelopes).await?;
-        tx.commit().await?;
-        Ok(ItemPut::Stored(
-            Stored {
-                id: notification_id.to_string(),
-                cursor: cursor(seq),
-                created_at: now,
-                created: true,
-            },
-            true,
-        ))
+        let (agent_id, notification_id) = (agent_id.to_string(), notification_id.to_string());
+        let envelopes = envelopes.to_vec();
+        self.write(move |conn| {
+            Box::pin(async move {
+                let existing: Option<(i64, i64)> = sqlx::query_as(
+                    "SELECT seq, created_at FROM items
+                     WHERE agent_id = ?1 AND kind = 'notification' AND item_id = ?2",
+                )
+                .bind(&agent_id)
+                .bind(&notification_id)
+                .fetch_optional(&mut *conn)
+                .await?;
+                if let Some((seq, created_at)) = existing {
+                    return Ok(ItemPut::Stored(
+                        Stored {
+                            id: notification_id,
+                            cursor: cursor(seq),
+                            created_at: ts(created_at),
+                            created: false,
+                        },
+                        false,
+                    ));
+                }
+                if let Some(device_id) = inactive_device(conn, &agent_id, &envelopes).await? {
+                    return Ok(ItemPut::UnknownDevice(device_id));
+                }
+                let seq: i64 = sqlx::query_scalar(
+                    "INSERT INTO items (agent_id, kind, item_id, created_at)
+                     VALUES (?1, 'notification', ?2, ?3) RETURNING seq",
+                )
+                .bind(&agent_id)
+                .bind(&notification_id)
+                .bind(now.millis())
+                .fetch_one(&mut *conn)
+                .await?;
+                insert_envelopes(conn, seq, &envelopes).await?;
+                Ok(ItemPut::Stored(
+                    Stored {
+                        id: notification_id,
+                        cursor: cursor(seq),
+                        created_at: now,
+                        created: true,
+                    },
+                    true,
+                ))
+            })
+        })
+        .await
     }
 }
 

@@ -110,16 +110,23 @@ impl SqliteStore {
         secret: &str,
         now: Timestamp,
     ) -> Result<WebhookInfo> {
-        sqlx::query(
-            "INSERT INTO webhooks (agent_id, url, secret, updated_at) VALUES (?1, ?2, ?3, ?4)
-             ON CONFLICT (agent_id) DO UPDATE SET url = excluded.url, secret = excluded.secret,
-                                                  updated_at = excluded.updated_at",
-        )
-        .bind(agent_id)
-        .bind(url)
-        .bind(secret)
-        .bind(now.millis())
-        .execute(&self.write)
+        let (agent_id, stored_url, secret) = (agent_id.to_string(), url.to_string(), secret.to_string());
+        self.write(move |conn| {
+            Box::pin(async move {
+                sqlx::query(
+                    "INSERT INTO webhooks (agent_id, url, secret, updated_at) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT (agent_id) DO UPDATE SET url = excluded.url, secret = excluded.secret,
+                                                          updated_at = excluded.updated_at",
+                )
+                .bind(&agent_id)
+                .bind(&stored_url)
+                .bind(&secret)
+                .bind(now.millis())
+                .execute(&mut *conn)
+                .await?;
+                Ok(())
+            })
+        })
         .await?;
         Ok(WebhookInfo {
             url: Some(url.to_string()),
@@ -142,20 +149,25 @@ impl SqliteStore {
 
     /// Removes the agent's webhook; its events still pending are failed (they have nowhere to go).
     pub(crate) async fn delete_webhook(&self, agent_id: &str) -> Result<WebhookInfo> {
-        let mut tx = self.begin().await?;
-        sqlx::query("DELETE FROM webhooks WHERE agent_id = ?1")
-            .bind(agent_id)
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query(
-            "UPDATE webhook_events SET state = 'failed', next_attempt_at = NULL,
-                    last_error = 'the webhook was removed'
-             WHERE agent_id = ?1 AND state = 'pending'",
-        )
-        .bind(agent_id)
-        .execute(&mut *tx)
+        let agent_id = agent_id.to_string();
+        self.write(move |conn| {
+            Box::pin(async move {
+                sqlx::query("DELETE FROM webhooks WHERE agent_id = ?1")
+                    .bind(&agent_id)
+                    .execute(&mut *conn)
+                    .await?;
+                sqlx::query(
+                    "UPDATE webhook_events SET state = 'failed', next_attempt_at = NULL,
+                            last_error = 'the webhook was removed'
+                     WHERE agent_id = ?1 AND state = 'pending'",
+                )
+                .bind(&agent_id)
+                .execute(&mut *conn)
+                .await?;
+                Ok(())
+            })
+        })
         .await?;
-        tx.commit().await?;
         Ok(WebhookInfo {
             url: None,
             updated_at: None,
@@ -212,18 +224,24 @@ impl SqliteStore {
 
     /// Records a delivery (a 2xx answer): the event is never sent again.
     pub(crate) async fn event_delivered(&self, event_id: &str, status: u16, now: Timestamp) -> Result<()> {
-        sqlx::query(
-            "UPDATE webhook_events
-             SET state = 'delivered', attempts = attempts + 1, last_status = ?2, last_error = NULL,
-                 delivered_at = ?3, next_attempt_at = NULL
-             WHERE event_id = ?1 AND state = 'pending'",
-        )
-        .bind(event_id)
-        .bind(i64::from(status))
-        .bind(now.millis())
-        .execute(&self.write)
-        .await?;
-        Ok(())
+        let event_id = event_id.to_string();
+        self.write(move |conn| {
+            Box::pin(async move {
+                sqlx::query(
+                    "UPDATE webhook_events
+                     SET state = 'delivered', attempts = attempts + 1, last_status = ?2, last_error = NULL,
+                         delivered_at = ?3, next_attempt_at = NULL
+                     WHERE event_id = ?1 AND state = 'pending'",
+                )
+                .bind(&event_id)
+                .bind(i64::from(status))
+                .bind(now.millis())
+                .execute(&mut *conn)
+                .await?;
+                Ok(())
+            })
+        })
+        .await
     }
 
     /// Records a failed attempt: tried again at `next`, or failed for good when `next` is none.
@@ -234,18 +252,24 @@ impl SqliteStore {
         error: &str,
         next: Option<Timestamp>,
     ) -> Result<()> {
-        sqlx::query(
-            "UPDATE webhook_events
-             SET attempts = attempts + 1, last_status = ?2, last_error = ?3,
-                 state = CASE WHEN ?4 IS NULL THEN 'failed' ELSE 'pending' END, next_attempt_at = ?4
-             WHERE event_id = ?1 AND state = 'pending'",
-        )
-        .bind(event_id)
-        .bind(status.map(i64::from))
-        .bind(error)
-        .bind(next.map(Timestamp::millis))
-        .execute(&self.write)
-        .await?;
-        Ok(())
+        let (event_id, error) = (event_id.to_string(), error.to_string());
+        self.write(move |conn| {
+            Box::pin(async move {
+                sqlx::query(
+                    "UPDATE webhook_events
+                     SET attempts = attempts + 1, last_status = ?2, last_error = ?3,
+                         state = CASE WHEN ?4 IS NULL THEN 'failed' ELSE 'pending' END, next_attempt_at = ?4
+                     WHERE event_id = ?1 AND state = 'pending'",
+                )
+                .bind(&event_id)
+                .bind(status.map(i64::from))
+                .bind(&error)
+                .bind(next.map(Timestamp::millis))
+                .execute(&mut *conn)
+                .await?;
+                Ok(())
+            })
+        })
+        .await
     }
 }

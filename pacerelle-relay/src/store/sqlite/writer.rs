@@ -1,0 +1,679 @@
+//! Group commit: every write transaction goes through one writer task, which runs the writes waiting for it
+//! in one transaction and syncs once for all of them.
+//!
+//! The writer takes the first waiting write, opens `BEGIN IMMEDIATE` and runs it. Then, while writes are
+//! **already** waiting (it never waits to fill a batch, so a lone write pays nothing extra), it runs each in
+//! its own `SAVEPOINT`, released when the write succeeds and rolled back when it fails, so that one write's
+//! failure undoes only itself — until [`MAX_BATCH`] writes or [`MAX_BATCH_WORK`] of work. Then `COMMIT`: one
+//! `fsync` of the WAL for the whole batch (`synchronous = FULL`). Only then is each write answered, so an
+//! acknowledgement still means "on disk" (ADR 0001). When the commit fails, every write of the batch gets the
+//! error; none of them is on disk.
+//!
+//! Writes run one after the other on one connection, so each one sees what the writes before it in the same
+//! batch did, exactly as if they had been committed one by one: outcomes such as "already stored" stay true.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use sqlx::pool::PoolConnection;
+use sqlx::{Sqlite, SqliteConnection, SqlitePool};
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+
+use super::Result;
+use crate::error::StoreError;
+
+/// A boxed future that may borrow for `'a` (the writer's connection).
+pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// At most this many writes share one commit.
+pub(super) const MAX_BATCH: usize = 256;
+/// No write joins a batch that has already run this long: the first write of a batch waits for the others'
+/// work before its commit, so this bounds what batching adds to its latency.
+pub(super) const MAX_BATCH_WORK: Duration = Duration::from_millis(4);
+/// Writes queued for the writer at most; more callers wait for room (and give up after the acquire timeout).
+const QUEUE: usize = 4096;
+
+/// One write as the writer sees it: its closure, type-erased, and the channel of its caller.
+trait Write: Send {
+    /// Runs the write on `conn` (once). Its result is kept for [`Write::answer`]; returned here is only whether
+    /// it succeeded, with a copy of its error when it did not.
+    fn run<'a>(&'a mut self, conn: &'a mut SqliteConnection) -> BoxFuture<'a, Result<()>>;
+
+    /// Answers the caller once the batch's fate is known: its own error if it failed (or never ran because
+    /// the batch could not start), else the batch's error if the commit failed, else its result.
+    fn answer(self: Box<Self>, batch: Result<()>);
+}
+
+struct Pending<T, F> {
+    f: Option<F>,
+    result: Option<Result<T>>,
+    reply: oneshot::Sender<Result<T>>,
+}
+
+impl<T, F> Write for Pending<T, F>
+where
+    F: for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, Result<T>> + Send + 'static,
+    T: Send + 'static,
+{
+    fn run<'a>(&'a mut self, conn: &'a mut SqliteConnection) -> BoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let Some(f) = self.f.take() else {
+                return Err(internal("a write ran twice"));
+            };
+            let result = f(conn).await;
+            let ran = match &result {
+                Ok(_) => Ok(()),
+                Err(e) => Err(copy(e)),
+            };
+            self.result = Some(result);
+            ran
+        })
+    }
+
+    fn answer(self: Box<Self>, batch: Result<()>) {
+        let answer = match (self.result, batch) {
+            (Some(Err(e)), _) => Err(e),
+            (Some(Ok(value)), Ok(())) => Ok(value),
+            (Some(Ok(_)), Err(e)) => Err(e),
+            // It never ran (the transaction could not start), or it panicked.
+            (None, Err(e)) => Err(e),
+            (None, Ok(())) => Err(internal("the write did not complete")),
+        };
+        // The caller may have gone (its request was dropped): nobody to tell.
+        let _ = self.reply.send(answer);
+    }
+}
+
+/// A copy of a storage error for another write of the same batch (`sqlx::Error` is not `Clone`); it keeps the
+/// kind (unavailable or internal) and the message.
+fn copy(e: &StoreError) -> StoreError {
+    match e {
+        StoreError::Unavailable(cause) => {
+            StoreError::Unavailable(sqlx::Error::Io(std::io::Error::other(cause.to_string())))
+        }
+        StoreError::Internal(cause) => StoreError::Internal(sqlx::Error::Protocol(cause.to_string())),
+    }
+}
+
+fn internal(what: &str) -> StoreError {
+    StoreError::Internal(sqlx::Error::Protocol(what.to_string()))
+}
+
+fn closed() -> StoreError {
+    StoreError::Unavailable(sqlx::Error::PoolClosed)
+}
+
+/// The handle on the writer task, shared by every clone of the store.
+#[derive(Debug)]
+pub(super) struct Writer {
+    /// `None` once the store is closing: new writes are refused, queued ones still run.
+    queue: Mutex<Option<mpsc::Sender<Box<dyn Write>>>>,
+    task: Mutex<Option<JoinHandle<()>>>,
+    /// Transactions committed (a batch that wrote nothing commits too), for tests.
+    #[cfg(test)]
+    commits: Arc<AtomicU64>,
+}
+
+impl Writer {
+    /// Starts the writer task on `pool` (the single write connection); no write joins a batch that has run
+    /// for `max_work` ([`MAX_BATCH_WORK`] but in tests). Must be called within a Tokio runtime.
+    pub(super) fn start(pool: SqlitePool, max_work: Duration) -> Writer {
+        let (tx, rx) = mpsc::channel(QUEUE);
+        let commits = Arc::new(AtomicU64::new(0));
+        let task = tokio::spawn(writer(pool, rx, max_work, commits.clone()));
+        Writer {
+            queue: Mutex::new(Some(tx)),
+            task: Mutex::new(Some(task)),
+            #[cfg(test)]
+            commits,
+        }
+    }
+
+    /// Transactions committed so far.
+    #[cfg(test)]
+    pub(super) fn commits(&self) -> u64 {
+        self.commits.load(Ordering::SeqCst)
+    }
+
+    /// Writes waiting in the queue now.
+    #[cfg(test)]
+    pub(super) fn queued(&self) -> usize {
+        self.queue
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .as_ref()
+            .map_or(0, |q| q.max_capacity() - q.capacity())
+    }
+
+    /// Queues a write and waits until its batch is committed (or it failed).
+    pub(super) async fn write<T, F>(&self, f: F, acquire_timeout: Duration) -> Result<T>
+    where
+        F: for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, Result<T>> + Send + 'static,
+        T: Send + 'static,
+    {
+        let (reply, answer) = oneshot::channel();
+        let write: Box<dyn Write> = Box::new(Pending {
+            f: Some(f),
+            result: None,
+            reply,
+        });
+        let queue = self
+            .queue
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+            .ok_or_else(closed)?;
+        match tokio::time::timeout(acquire_timeout, queue.send(write)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) => return Err(closed()),
+            Err(_) => return Err(StoreError::Unavailable(sqlx::Error::PoolTimedOut)),
+        }
+        drop(queue);
+        // The writer answers every write it received; only a writer that died drops one unanswered.
+        answer
+            .await
+            .unwrap_or_else(|_| Err(internal("the writer stopped before answering")))
+    }
+
+    /// Refuses new writes, lets the writer finish those already queued, and waits for it to stop.
+    pub(super) async fn close(&self) {
+        drop(
+            self.queue
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .take(),
+        );
+        let task = self
+            .task
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .take();
+        if let Some(task) = task
+            && let Err(e) = task.await
+        {
+            tracing::error!(error = %e, "the writer task failed");
+        }
+    }
+}
+
+/// The writer task: one batch after another, until every sender is gone (the store was closed or dropped)
+/// and the queue is empty.
+async fn writer(
+    pool: SqlitePool,
+    mut queue: mpsc::Receiver<Box<dyn Write>>,
+    max_work: Duration,
+    commits: Arc<AtomicU64>,
+) {
+    let mut batch: Vec<Box<dyn Write>> = Vec::with_capacity(MAX_BATCH);
+    while let Some(first) = queue.recv().await {
+        batch.push(first);
+        let outcome = run_batch(&pool, &mut queue, &mut batch, max_work).await;
+        match &outcome {
+            Ok(true) => {
+                commits.fetch_add(1, Ordering::Relaxed);
+            }
+            Ok(false) => {}
+            Err(e) => tracing::warn!(error = %e, writes = batch.len(), "a write batch failed"),
+        }
+        let failure = outcome.err();
+        for write in batch.drain(..) {
+            write.answer(failure.as_ref().map_or(Ok(()), |e| Err(copy(e))));
+        }
+    }
+}
+
+/// Runs `batch[0]` and the writes waiting behind it in one transaction, pushing each one it takes onto
+/// `batch`, and commits. `Ok(true)` when the transaction committed, `Ok(false)` when the lone first write
+/// failed and was rolled back; each write's own failure is kept in the write.
+async fn run_batch(
+    pool: &SqlitePool,
+    queue: &mut mpsc::Receiver<Box<dyn Write>>,
+    batch: &mut Vec<Box<dyn Write>>,
+    max_work: Duration,
+) -> Result<bool> {
+    let mut conn = pool.acquire().await?;
+    // `BEGIN IMMEDIATE` takes the write lock at once, so a write that reads before it writes never fails to
+    // upgrade its lock (another process may share the file).
+    if let Err(e) = sqlx::query("BEGIN IMMEDIATE").execute(&mut *conn).await {
+        // Busy (another process holds the file), or the connection is in a state it should never be in:
+        // the next batch starts on a fresh connection either way.
+        conn.close_on_drop();
+        return Err(e.into());
+    }
+    let started = Instant::now();
+    // The first write needs no savepoint: if it fails, the transaction holds nothing else to keep.
+    let Some(first) = batch.first_mut() else {
+        return Ok(false);
+    };
+    if run_guarded(first.as_mut(), &mut conn).await.is_err() {
+        rollback(&mut conn).await;
+        return Ok(false);
+    }
+    while batch.len() < MAX_BATCH && started.elapsed() < max_work {
+        let Ok(mut write) = queue.try_recv() else {
+            break;
+        };
+        if let Err(e) = sqlx::query("SAVEPOINT w").execute(&mut *conn).await {
+            batch.push(write);
+            rollback(&mut conn).await;
+            return Err(e.into());
+        }
+        let ran = run_guarded(write.as_mut(), &mut conn).await;
+        batch.push(write);
+        let closed = match &ran {
+            Ok(()) => sqlx::query("RELEASE w").execute(&mut *conn).await,
+            Err(_) => match sqlx::query("ROLLBACK TO w").execute(&mut *conn).await {
+                Ok(_) => sqlx::query("RELEASE w").execute(&mut *conn).await,
+                Err(e) => Err(e),
+            },
+        };
+        if let Err(e) = closed {
+            // Some failures (disk full, I/O error) make SQLite roll back the whole transaction, savepoints
+            // included: the writes before this one are gone too, and the batch fails with the cause.
+            rollback(&mut conn).await;
+            return Err(ran.err().unwrap_or_else(|| e.into()));
+        }
+    }
+    if let Err(e) = sqlx::query("COMMIT").execute(&mut *conn).await {
+        // A failed commit may leave the transaction open (a deferred constraint, busy): end it.
+        rollback(&mut conn).await;
+        return Err(e.into());
+    }
+    Ok(true)
+}
+
+/// Runs one write, turning a panic into its failure (the writer must outlive any write).
+async fn run_guarded(write: &mut dyn Write, conn: &mut PoolConnection<Sqlite>) -> Result<()> {
+    CatchUnwind(write.run(conn))
+        .await
+        .unwrap_or_else(|_| Err(internal("a write panicked")))
+}
+
+/// Ends a transaction that will not commit. If even that fails, the connection's state is unknown: it is
+/// closed when returned, and the pool opens a fresh one.
+async fn rollback(conn: &mut PoolConnection<Sqlite>) {
+    if let Err(e) = sqlx::query("ROLLBACK").execute(&mut **conn).await {
+        // "no transaction is active": SQLite already rolled it back.
+        let inactive = e.to_string().contains("no transaction is active");
+        if !inactive {
+            tracing::warn!(error = %e, "the writer could not end a transaction; reopening its connection");
+            conn.close_on_drop();
+        }
+    }
+}
+
+/// A future that turns a panic while polling into `Err` (like `futures::FutureExt::catch_unwind`).
+struct CatchUnwind<'a, T>(BoxFuture<'a, T>);
+
+impl<T> Future for CatchUnwind<'_, T> {
+    type Output = std::thread::Result<T>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let inner = self.0.as_mut();
+        match std::panic::catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(value)) => Poll::Ready(Ok(value)),
+            Err(panic) => Poll::Ready(Err(panic)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use pacerelle_core::Timestamp;
+    use pacerelle_core::wire::Stored;
+
+    use super::super::SqliteStore;
+    use super::*;
+    use crate::store::{Put, Registered};
+
+    const T0: i64 = 1_800_000_000_000;
+    /// Generous enough that, in these tests, every write waiting when a batch starts joins it.
+    const PATIENT: Duration = Duration::from_secs(60);
+
+    async fn open(path: &Path, max_work: Duration) -> SqliteStore {
+        let store = SqliteStore::open_with(path, max_work).await.expect("opens");
+        let registered = store
+            .register_agent("ag_1", "laptop", &[1; 32], Timestamp(T0))
+            .await
+            .expect("stored");
+        if matches!(registered, Registered::Created(_)) {
+            sqlx::query(
+                "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
+                 VALUES ('dv_1', 'ag_1', 'phone', 'owner', x'00', ?1),
+                        ('dv_2', 'ag_1', 'tablet', 'owner', x'00', ?1)",
+            )
+            .bind(T0)
+            .execute(&store.write)
+            .await
+            .expect("devices");
+        }
+        store
+    }
+
+    /// Sends a task in a task of its own.
+    fn send(store: &SqliteStore, device: &str, id: &str) -> JoinHandle<Result<Put>> {
+        let (store, device, id) = (store.clone(), device.to_string(), id.to_string());
+        tokio::spawn(async move {
+            store
+                .put_message("ag_1", &device, &id, "AQID", Timestamp(T0))
+                .await
+        })
+    }
+
+    /// A write of its own, in a task of its own.
+    fn spawn_write<T, F>(store: &SqliteStore, f: F) -> JoinHandle<Result<T>>
+    where
+        F: for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, Result<T>> + Send + 'static,
+        T: Send + 'static,
+    {
+        let store = store.clone();
+        tokio::spawn(async move { store.write(f).await })
+    }
+
+    /// Keeps the writer busy inside a transaction until the returned sender fires (or is dropped), so that
+    /// the writes queued meanwhile all wait together; they then join the holder's batch.
+    async fn hold(store: &SqliteStore) -> (oneshot::Sender<()>, JoinHandle<Result<()>>) {
+        let (release, held) = oneshot::channel::<()>();
+        let (running, started) = oneshot::channel::<()>();
+        let holder = spawn_write(store, move |_conn| {
+            Box::pin(async move {
+                let _ = running.send(());
+                let _ = held.await;
+                Ok(())
+            })
+        });
+        started.await.expect("the writer runs the holder");
+        (release, holder)
+    }
+
+    /// Waits until `n` writes are queued behind the holder.
+    async fn queued(store: &SqliteStore, n: usize) {
+        while store.writer.queued() < n {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    }
+
+    fn stored(put: Result<Put>) -> Stored {
+        match put.expect("no storage error") {
+            Put::Stored(stored) => stored,
+            Put::Conflict(why) => panic!("a conflict: {why}"),
+        }
+    }
+
+    async fn message_ids(store: &SqliteStore) -> Vec<String> {
+        sqlx::query_scalar("SELECT item_id FROM items WHERE kind = 'message' ORDER BY seq")
+            .fetch_all(&store.read)
+            .await
+            .expect("reads")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_writes_are_all_acknowledged_and_all_on_disk_after_reopening() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("w.db");
+        let store = open(&path, MAX_BATCH_WORK).await;
+        let before = store.writer.commits();
+        let n = 300;
+        let sends: Vec<_> = (0..n)
+            .map(|i| send(&store, if i % 2 == 0 { "dv_1" } else { "dv_2" }, &format!("m{i}")))
+            .collect();
+        let mut cursors = Vec::new();
+        for send in sends {
+            let put = stored(send.await.expect("joins"));
+            assert!(put.created);
+            cursors.push(put.cursor);
+        }
+        cursors.sort();
+        cursors.dedup();
+        assert_eq!(cursors.len(), n, "every task has a sequence number of its own");
+        let commits = store.writer.commits() - before;
+        assert!(commits >= 1 && commits <= n as u64);
+        store.close().await;
+
+        let store = open(&path, MAX_BATCH_WORK).await;
+        let mut ids = message_ids(&store).await;
+        ids.sort();
+        let mut expected: Vec<String> = (0..n).map(|i| format!("m{i}")).collect();
+        expected.sort();
+        assert_eq!(ids, expected);
+    }
+
+    #[tokio::test]
+    async fn writes_waiting_together_share_one_commit() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let store = open(&dir.path().join("w.db"), PATIENT).await;
+        let (release, holder) = hold(&store).await;
+        let before = store.writer.commits();
+        let sends: Vec<_> = (0..10).map(|i| send(&store, "dv_1", &format!("m{i}"))).collect();
+        queued(&store, 10).await;
+        release.send(()).expect("the holder waits");
+        holder.await.expect("joins").expect("the holder's write");
+        for send in sends {
+            assert!(stored(send.await.expect("joins")).created);
+        }
+        assert_eq!(
+            store.writer.commits(),
+            before + 1,
+            "one commit for the eleven writes"
+        );
+        assert_eq!(message_ids(&store).await.len(), 10);
+    }
+
+    #[tokio::test]
+    async fn the_same_message_twice_in_one_batch_is_stored_once() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let store = open(&dir.path().join("w.db"), PATIENT).await;
+        let (release, holder) = hold(&store).await;
+        let before = store.writer.commits();
+        let first = send(&store, "dv_1", "m1");
+        queued(&store, 1).await;
+        let again = send(&store, "dv_1", "m1");
+        queued(&store, 2).await;
+        let other = send(&store, "dv_2", "m1");
+        queued(&store, 3).await;
+        release.send(()).expect("the holder waits");
+        holder.await.expect("joins").expect("the holder's write");
+
+        let first = stored(first.await.expect("joins"));
+        let again = stored(again.await.expect("joins"));
+        assert!(first.created);
+        assert!(!again.created, "the second write saw the first, uncommitted then");
+        assert_eq!(again.cursor, first.cursor);
+        assert_eq!(again.created_at, first.created_at);
+        assert!(matches!(
+            other.await.expect("joins").expect("no storage error"),
+            Put::Conflict(_)
+        ));
+        assert_eq!(store.writer.commits(), before + 1, "all in one batch");
+        assert_eq!(message_ids(&store).await, ["m1"]);
+    }
+
+    #[tokio::test]
+    async fn a_failing_write_in_a_batch_rolls_back_only_itself() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("w.db");
+        let store = open(&path, PATIENT).await;
+        let (release, holder) = hold(&store).await;
+        let before = store.writer.commits();
+        let a = send(&store, "dv_1", "a");
+        queued(&store, 1).await;
+        // Stores a task, then fails: the task must not stay.
+        let failing = spawn_write(&store, |conn| {
+            Box::pin(async move {
+                sqlx::query(
+                    "INSERT INTO items (agent_id, kind, item_id, device_id, envelope, created_at)
+                     VALUES ('ag_1', 'message', 'doomed', 'dv_1', 'AQID', 1)",
+                )
+                .execute(&mut *conn)
+                .await?;
+                sqlx::query("INSERT INTO no_such_table VALUES (1)")
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(())
+            })
+        });
+        queued(&store, 2).await;
+        let panicking = spawn_write(&store, |conn| {
+            Box::pin(async move {
+                sqlx::query(
+                    "INSERT INTO items (agent_id, kind, item_id, device_id, envelope, created_at)
+                     VALUES ('ag_1', 'message', 'doomed too', 'dv_1', 'AQID', 1)",
+                )
+                .execute(&mut *conn)
+                .await?;
+                if std::hint::black_box(true) {
+                    panic!("a bug in a write");
+                }
+                Ok(())
+            })
+        });
+        queued(&store, 3).await;
+        let b = send(&store, "dv_2", "b");
+        queued(&store, 4).await;
+        release.send(()).expect("the holder waits");
+        holder.await.expect("joins").expect("the holder's write");
+
+        assert!(stored(a.await.expect("joins")).created);
+        assert!(stored(b.await.expect("joins")).created);
+        assert!(matches!(
+            failing.await.expect("joins"),
+            Err(StoreError::Internal(_))
+        ));
+        assert!(matches!(
+            panicking.await.expect("joins"),
+            Err(StoreError::Internal(_))
+        ));
+        assert_eq!(store.writer.commits(), before + 1, "all in one batch");
+        store.close().await;
+
+        let store = open(&path, PATIENT).await;
+        assert_eq!(message_ids(&store).await, ["a", "b"]);
+    }
+
+    #[tokio::test]
+    async fn a_failing_first_write_is_rolled_back_and_the_writes_behind_it_go_on() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let store = open(&dir.path().join("w.db"), PATIENT).await;
+        let before = store.writer.commits();
+        // The first write of a batch runs without a savepoint: its failure rolls back the transaction.
+        let (release, held) = oneshot::channel::<()>();
+        let (running, started) = oneshot::channel::<()>();
+        let first = spawn_write(&store, move |conn| {
+            Box::pin(async move {
+                sqlx::query(
+                    "INSERT INTO items (agent_id, kind, item_id, device_id, envelope, created_at)
+                     VALUES ('ag_1', 'message', 'doomed', 'dv_1', 'AQID', 1)",
+                )
+                .execute(&mut *conn)
+                .await?;
+                let _ = running.send(());
+                let _ = held.await;
+                sqlx::query("INSERT INTO no_such_table VALUES (1)")
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(())
+            })
+        });
+        started.await.expect("the writer runs the first write");
+        let a = send(&store, "dv_1", "a");
+        let b = send(&store, "dv_2", "b");
+        queued(&store, 2).await;
+        release.send(()).expect("the first write waits");
+        assert!(matches!(
+            first.await.expect("joins"),
+            Err(StoreError::Internal(_))
+        ));
+        assert!(stored(a.await.expect("joins")).created);
+        assert!(stored(b.await.expect("joins")).created);
+        assert_eq!(store.writer.commits(), before + 1, "a and b in the next batch");
+        assert_eq!(message_ids(&store).await, ["a", "b"]);
+    }
+
+    #[tokio::test]
+    async fn when_the_commit_fails_every_write_of_the_batch_gets_the_error() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("w.db");
+        let store = open(&path, PATIENT).await;
+        let (release, holder) = hold(&store).await;
+        let before = store.writer.commits();
+        let a = send(&store, "dv_1", "a");
+        queued(&store, 1).await;
+        // A foreign key checked only at COMMIT: the commit of the whole batch fails.
+        let breaking = spawn_write(&store, |conn| {
+            Box::pin(async move {
+                sqlx::query("PRAGMA defer_foreign_keys = ON")
+                    .execute(&mut *conn)
+                    .await?;
+                sqlx::query(
+                    "INSERT INTO items (agent_id, kind, item_id, envelope, created_at)
+                     VALUES ('no such agent', 'checkpoint', 'c', 'AA', 1)",
+                )
+                .execute(&mut *conn)
+                .await?;
+                Ok(())
+            })
+        });
+        queued(&store, 2).await;
+        let b = send(&store, "dv_2", "b");
+        queued(&store, 3).await;
+        release.send(()).expect("the holder waits");
+
+        assert!(holder.await.expect("joins").is_err());
+        assert!(a.await.expect("joins").is_err(), "not acknowledged: not on disk");
+        assert!(breaking.await.expect("joins").is_err());
+        assert!(b.await.expect("joins").is_err());
+        assert_eq!(store.writer.commits(), before);
+        assert!(message_ids(&store).await.is_empty());
+
+        // The writer goes on with a clean transaction.
+        assert!(stored(send(&store, "dv_1", "c").await.expect("joins")).created);
+        store.close().await;
+        let store = open(&path, PATIENT).await;
+        assert_eq!(message_ids(&store).await, ["c"]);
+    }
+
+    #[tokio::test]
+    async fn closing_finishes_the_queued_writes_and_refuses_new_ones() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("w.db");
+        let store = open(&path, PATIENT).await;
+        let (release, holder) = hold(&store).await;
+        let a = send(&store, "dv_1", "a");
+        let b = send(&store, "dv_2", "b");
+        queued(&store, 2).await;
+        let closing = {
+            let store = store.clone();
+            tokio::spawn(async move { store.close().await })
+        };
+        while store
+            .writer
+            .queue
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .is_some()
+        {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        assert!(matches!(
+            send(&store, "dv_1", "late").await.expect("joins"),
+            Err(StoreError::Unavailable(_))
+        ));
+        release.send(()).expect("the holder waits");
+        holder.await.expect("joins").expect("the holder's write");
+        assert!(stored(a.await.expect("joins")).created);
+        assert!(stored(b.await.expect("joins")).created);
+        closing.await.expect("closes");
+
+        let store = open(&path, PATIENT).await;
+        assert_eq!(message_ids(&store).await, ["a", "b"]);
+    }
+}
