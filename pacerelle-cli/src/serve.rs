@@ -158,6 +158,23 @@ fn phone_note(base: &str) -> Option<String> {
     }
 }
 
+/// The `claude mcp add` line for this agent (docs/hosts/claude-code.md).
+fn claude_code_command(url: &str, agent_id: &str, token: &str) -> String {
+    format!(
+        "claude mcp add pacerelle --scope user -e PACERELLE_AGENT_ID={agent_id} \
+         -e PACERELLE_AGENT_TOKEN={token} -e PACERELLE_RELAY_URL={url} -- pacerelle-mcp"
+    )
+}
+
+/// The Codex `config.toml` entry for this agent (docs/hosts/codex.md): long waits need `tool_timeout_sec`.
+fn codex_toml(url: &str, agent_id: &str, token: &str) -> String {
+    format!(
+        "[mcp_servers.pacerelle]\ncommand = \"pacerelle-mcp\"\nargs = []\nstartup_timeout_sec = 20\n\
+         tool_timeout_sec = 120\n\n[mcp_servers.pacerelle.env]\nPACERELLE_AGENT_ID = \"{agent_id}\"\n\
+         PACERELLE_AGENT_TOKEN = \"{token}\"\nPACERELLE_RELAY_URL = \"{url}\"\n"
+    )
+}
+
 async fn shutdown_signal() {
     let ctrl_c = async {
         let _ = tokio::signal::ctrl_c().await;
@@ -233,6 +250,8 @@ pub async fn up(global: &Global, args: UpArgs) -> Result<()> {
             "appUrl": app_url,
             "phoneReady": app_url.starts_with("https://"),
             "mcpConfig": mcp,
+            "claudeCode": claude_code_command(&url, agent.agent_id(), &token),
+            "codexToml": codex_toml(&url, agent.agent_id(), &token),
         }))?;
     } else {
         println!("Pacerelle relay running at {url} — Ctrl-C to stop");
@@ -246,8 +265,19 @@ pub async fn up(global: &Global, args: UpArgs) -> Result<()> {
         println!("  export PACERELLE_RELAY_URL={url}");
         println!("  export PACERELLE_AGENT_ID={}", agent.agent_id());
         println!("  export PACERELLE_AGENT_TOKEN={token}");
-        println!("\nMCP host configuration (.mcp.json, Claude Desktop, Cursor):\n");
+        println!(
+            "\nClaude Code:\n\n  {}",
+            claude_code_command(&url, agent.agent_id(), &token)
+        );
+        println!(
+            "\nCodex (~/.codex/config.toml):\n\n{}",
+            codex_toml(&url, agent.agent_id(), &token)
+        );
+        println!(
+            "Claude Desktop, Cursor (.mcp.json; Claude Desktop wants the absolute path of pacerelle-mcp):\n"
+        );
         println!("{}", serde_json::to_string_pretty(&mcp)?);
+        println!("\nMore: docs/hosts/ (one page per host) and docs/hooks.md (the gate before tool calls).");
         println!(
             "\nPairing link (valid {}, single use):\n\n  {}\n",
             output::until(pairing.expires_at),
