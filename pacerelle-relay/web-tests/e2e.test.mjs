@@ -112,6 +112,12 @@ async function exitOf(child, timeoutMs = 30000) {
   return code;
 }
 
+/** Saves what a screen looks like under target/web-tests/, to look at after a run. */
+async function shot(name, target = page) {
+  mkdirSync(path.dirname(SCREENSHOT), { recursive: true });
+  await target.screenshot({ path: path.join(path.dirname(SCREENSHOT), `${name}.png`), fullPage: true });
+}
+
 const question = (id) => page.locator(`li.question[data-id="${id}"]`);
 
 before(async () => {
@@ -199,6 +205,7 @@ test("opening a pairing link pairs the browser", async () => {
   await page.locator("#pair-form").waitFor();
   assert.equal(new URL(page.url()).hash, "");
   assert.equal(await page.locator("#pair-agent").textContent(), "Ana’s laptop — Claude Code");
+  await shot("pair");
   await page.locator("#pair-name").fill("Ana’s phone");
   await page.locator("#pair-submit").click();
   await page.locator("#screen-conversation").waitFor();
@@ -250,6 +257,7 @@ test("opening a pairing link pairs the browser", async () => {
   await again.goto(pairing.link);
   await again.locator("#pair-error").waitFor();
   assert.match(await again.locator("#pair-error").textContent(), /already used/);
+  await shot("pair-used", again);
   await again.close();
 });
 
@@ -301,6 +309,7 @@ test("a question left alone expires, and the app shows it expired", async () => 
   await card.locator(".q-status", { hasText: "Expired" }).waitFor({ timeout: 15000 });
   assert.equal(await card.locator("button").count(), 0, "an expired question is never answerable");
   assert.equal(await card.getAttribute("data-state"), "expired");
+  await shot("questions");
   assert.equal(await exitOf(child), 2, child.err);
 });
 
@@ -427,6 +436,7 @@ test("a revoked device is told, and can no longer read or send", async () => {
   const revoked = await cli(["agent", "revoke", device.deviceId]);
   assert.equal(revoked.code, 0, revoked.err);
   await page.locator("#screen-revoked").waitFor({ timeout: 20000 });
+  await shot("revoked");
   assert.ok(await page.locator("#composer").isHidden());
 });
 

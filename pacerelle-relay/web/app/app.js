@@ -75,6 +75,7 @@ const app = {
   entries: new Map(), // item id → {kind, node, …}
   order: [], // task ids in thread order, with the cursor before each (to re-read states)
   questions: new Map(), // question id → {id, payload, meta, node, sending, answer}
+  pendingAnswers: new Map(), // question id → sealed answer still in the outbox (after a reload)
   connected: null,
   presence: null,
   stopped: false,
@@ -296,6 +297,7 @@ async function startConversation(device) {
   showScreen("conversation");
   for (const entry of await store.listOutbox()) {
     if (entry.type === "message") await showPendingTask(entry);
+    if (entry.type === "answer") app.pendingAnswers.set(entry.questionId, entry.envelope);
   }
   flushOutbox();
   statusLoop();
@@ -364,7 +366,7 @@ async function statusLoop() {
 async function refreshTaskStates() {
   const open = app.order.find((t) => {
     const entry = app.entries.get(t.id);
-    return entry && entry.state !== "processed" && entry.state !== "pending";
+    return entry && (entry.state === "sent" || entry.state === "delivered");
   });
   if (!open) return;
   let cursor = open.before;
@@ -574,12 +576,16 @@ function addQuestion(id, payload, meta, createdAt) {
   app.entries.set(id, { kind: "question", node });
   renderQuestion(q);
   append(node);
-  store.loadAnswer(id).then(async (sealed) => {
+  // An answer given here before a reload: still being sent, or acknowledged (shown as given).
+  const queued = app.pendingAnswers.get(id);
+  const given = queued ? Promise.resolve(queued) : store.loadAnswer(id);
+  given.then(async (sealed) => {
     if (!sealed || q.answer) return;
     try {
       const d = app.device;
       const mine = await c.openJson(d.key, c.context.answer(d.agentId, d.deviceId, id), sealed);
-      q.answer = mine.answer;
+      if (queued && q.meta.state === "pending") q.sending = mine.answer;
+      else q.answer = mine.answer;
       renderQuestion(q);
     } catch {
       /* not shown */
@@ -640,7 +646,7 @@ function renderQuestion(q) {
     status.textContent = mine
       ? `${describeAnswer(q.answer, payload) || "Answered"} — by this device`
       : "Answered on another device";
-    status.className = "q-status answered";
+    status.className = mine && q.answer && q.answer.type === "no" ? "q-status denied" : "q-status answered";
   } else if (state === "expired") {
     status.textContent = "Expired — no answer was given in time";
     status.className = "q-status expired";
@@ -811,6 +817,7 @@ async function sendEntry(entry) {
     const dq = await app.api.answer(entry.questionId, entry.envelope);
     await store.saveAnswer(entry.questionId, entry.envelope);
     await store.deleteOutbox(entry.id);
+    app.pendingAnswers.delete(entry.questionId);
     const q = app.questions.get(entry.questionId);
     if (q) {
       q.answer = q.sending || q.answer;
