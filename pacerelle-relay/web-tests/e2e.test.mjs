@@ -305,7 +305,7 @@ test("a yes/no question: Deny makes `pacerelle ask` exit 1", async () => {
 test("a question left alone expires, and the app shows it expired", async () => {
   const child = ask(["Restart the staging server?", "--id", "qst_e2e_expire", "--expires", "3s"]);
   const card = question("qst_e2e_expire");
-  await card.locator("button.approve").waitFor();
+  await card.waitFor();
   await card.locator(".q-status", { hasText: "Expired" }).waitFor({ timeout: 15000 });
   assert.equal(await card.locator("button").count(), 0, "an expired question is never answerable");
   assert.equal(await card.getAttribute("data-state"), "expired");
