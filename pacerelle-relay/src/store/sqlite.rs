@@ -137,7 +137,9 @@ impl SqliteStore {
             .connect_with(base.read_only(true))
             .await
             .map_err(open_err)?;
-        let writer = Arc::new(writer::Writer::start(write.clone(), max_batch_work));
+        let writer = writer::Writer::start(write.clone(), max_batch_work)
+            .map_err(|e| StoreError::Unavailable(sqlx::Error::Io(e)))?;
+        let writer = Arc::new(writer);
         Ok(SqliteStore { write, read, writer })
     }
 
@@ -1168,21 +1170,27 @@ mod tests {
     #[tokio::test]
     async fn the_database_is_in_wal_mode_with_full_sync() {
         let (store, _dir) = store().await;
-        let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
-            .fetch_one(&store.write)
+        // Asked of the write connection itself, through the writer.
+        let (mode, sync, fk): (String, i64, i64) = store
+            .write(|conn| {
+                Box::pin(async move {
+                    let mode = sqlx::query_scalar("PRAGMA journal_mode")
+                        .fetch_one(&mut *conn)
+                        .await?;
+                    let sync = sqlx::query_scalar("PRAGMA synchronous")
+                        .fetch_one(&mut *conn)
+                        .await?;
+                    let fk = sqlx::query_scalar("PRAGMA foreign_keys")
+                        .fetch_one(&mut *conn)
+                        .await?;
+                    Ok((mode, sync, fk))
+                })
+            })
             .await
-            .expect("pragma");
+            .expect("pragmas");
         assert_eq!(mode, "wal");
         // 2 = FULL
-        let sync: i64 = sqlx::query_scalar("PRAGMA synchronous")
-            .fetch_one(&store.write)
-            .await
-            .expect("pragma");
         assert_eq!(sync, 2);
-        let fk: i64 = sqlx::query_scalar("PRAGMA foreign_keys")
-            .fetch_one(&store.write)
-            .await
-            .expect("pragma");
         assert_eq!(fk, 1);
     }
 

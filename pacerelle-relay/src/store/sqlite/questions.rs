@@ -668,14 +668,22 @@ mod tests {
             .await
             .expect("stored");
         assert!(matches!(registered, Registered::Created(_)));
-        sqlx::query(
-            "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
-             VALUES ('dv_1', 'ag_1', 'phone', 'owner', x'00', ?1), ('dv_2', 'ag_1', 'tablet', 'owner', x'00', ?1)",
-        )
-        .bind(T0)
-        .execute(&store.write)
-        .await
-        .expect("devices");
+        store
+            .write(|conn| {
+                Box::pin(async move {
+                    sqlx::query(
+                        "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
+                         VALUES ('dv_1', 'ag_1', 'phone', 'owner', x'00', ?1),
+                                ('dv_2', 'ag_1', 'tablet', 'owner', x'00', ?1)",
+                    )
+                    .bind(T0)
+                    .execute(&mut *conn)
+                    .await?;
+                    Ok(())
+                })
+            })
+            .await
+            .expect("devices");
         store
             .set_webhook(
                 "ag_1",

@@ -23,7 +23,6 @@ use std::time::{Duration, Instant};
 use sqlx::pool::PoolConnection;
 use sqlx::{Sqlite, SqliteConnection, SqlitePool};
 use tokio::sync::{mpsc, oneshot};
-use tokio::task::JoinHandle;
 
 use super::Result;
 use crate::error::StoreError;
@@ -114,7 +113,8 @@ fn closed() -> StoreError {
 pub(super) struct Writer {
     /// `None` once the store is closing: new writes are refused, queued ones still run.
     queue: Mutex<Option<mpsc::Sender<Box<dyn Write>>>>,
-    task: Mutex<Option<JoinHandle<()>>>,
+    /// Fires when the writer's thread has finished.
+    stopped: Mutex<Option<oneshot::Receiver<()>>>,
     /// Transactions committed (a batch that wrote nothing commits too), for tests.
     #[cfg(test)]
     commits: Arc<AtomicU64>,
@@ -122,17 +122,34 @@ pub(super) struct Writer {
 
 impl Writer {
     /// Starts the writer task on `pool` (the single write connection); no write joins a batch that has run
-    /// for `max_work` ([`MAX_BATCH_WORK`] but in tests). Must be called within a Tokio runtime.
-    pub(super) fn start(pool: SqlitePool, max_work: Duration) -> Writer {
+    /// for `max_work` ([`MAX_BATCH_WORK`] but in tests).
+    ///
+    /// The task runs on a thread of its own, in a single-threaded runtime. Every write is several round trips
+    /// to SQLite's connection thread, and each answer wakes the writer from outside the relay's runtime: there
+    /// it would wait in the runtime's shared queue behind the request handlers — under load, most of a
+    /// write's time. On its own thread it runs as soon as it is woken.
+    pub(super) fn start(pool: SqlitePool, max_work: Duration) -> std::io::Result<Writer> {
         let (tx, rx) = mpsc::channel(QUEUE);
         let commits = Arc::new(AtomicU64::new(0));
-        let task = tokio::spawn(writer(pool, rx, max_work, commits.clone()));
-        Writer {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let (stopped_tx, stopped) = oneshot::channel();
+        let task = writer(pool, rx, max_work, commits.clone());
+        std::thread::Builder::new()
+            .name("pacerelle-writer".into())
+            .spawn(move || {
+                runtime.block_on(task);
+                // Tasks the pool spawned here (a connection going back) end with the runtime.
+                drop(runtime);
+                let _ = stopped_tx.send(());
+            })?;
+        Ok(Writer {
             queue: Mutex::new(Some(tx)),
-            task: Mutex::new(Some(task)),
+            stopped: Mutex::new(Some(stopped)),
             #[cfg(test)]
             commits,
-        }
+        })
     }
 
     /// Transactions committed so far.
@@ -189,15 +206,15 @@ impl Writer {
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
                 .take(),
         );
-        let task = self
-            .task
+        let stopped = self
+            .stopped
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
             .take();
-        if let Some(task) = task
-            && let Err(e) = task.await
+        if let Some(stopped) = stopped
+            && stopped.await.is_err()
         {
-            tracing::error!(error = %e, "the writer task failed");
+            tracing::error!("the writer thread failed");
         }
     }
 }
@@ -210,10 +227,11 @@ async fn writer(
     max_work: Duration,
     commits: Arc<AtomicU64>,
 ) {
+    let mut conn = Connection { pool, held: None };
     let mut batch: Vec<Box<dyn Write>> = Vec::with_capacity(MAX_BATCH);
     while let Some(first) = queue.recv().await {
         batch.push(first);
-        let outcome = run_batch(&pool, &mut queue, &mut batch, max_work).await;
+        let outcome = run_batch(&mut conn, &mut queue, &mut batch, max_work).await;
         match &outcome {
             Ok(true) => {
                 commits.fetch_add(1, Ordering::Relaxed);
@@ -226,24 +244,58 @@ async fn writer(
             write.answer(failure.as_ref().map_or(Ok(()), |e| Err(copy(e))));
         }
     }
+    conn.release().await;
+}
+
+/// The write connection, kept by the writer between batches (taking it from the pool and giving it back for
+/// every batch would cost a task and a round trip to SQLite's thread each time).
+struct Connection {
+    pool: SqlitePool,
+    held: Option<PoolConnection<Sqlite>>,
+}
+
+impl Connection {
+    async fn get(&mut self) -> Result<&mut PoolConnection<Sqlite>> {
+        let conn = match self.held.take() {
+            Some(conn) => conn,
+            None => self.pool.acquire().await?,
+        };
+        Ok(self.held.insert(conn))
+    }
+
+    /// Closes the connection (its state is unknown); the next batch takes a fresh one from the pool.
+    fn discard(&mut self) {
+        if let Some(mut conn) = self.held.take() {
+            conn.close_on_drop();
+        }
+    }
+
+    /// Gives the connection back to the pool, which can then close.
+    async fn release(&mut self) {
+        if let Some(conn) = self.held.take()
+            && let Err(e) = conn.close().await
+        {
+            tracing::warn!(error = %e, "the write connection did not close cleanly");
+        }
+    }
 }
 
 /// Runs `batch[0]` and the writes waiting behind it in one transaction, pushing each one it takes onto
 /// `batch`, and commits. `Ok(true)` when the transaction committed, `Ok(false)` when the lone first write
 /// failed and was rolled back; each write's own failure is kept in the write.
 async fn run_batch(
-    pool: &SqlitePool,
+    connection: &mut Connection,
     queue: &mut mpsc::Receiver<Box<dyn Write>>,
     batch: &mut Vec<Box<dyn Write>>,
     max_work: Duration,
 ) -> Result<bool> {
-    let mut conn = pool.acquire().await?;
+    let conn = connection.get().await?;
     // `BEGIN IMMEDIATE` takes the write lock at once, so a write that reads before it writes never fails to
     // upgrade its lock (another process may share the file).
-    if let Err(e) = sqlx::query("BEGIN IMMEDIATE").execute(&mut *conn).await {
+    if let Err(e) = sqlx::query("BEGIN IMMEDIATE").execute(&mut **conn).await {
         // Busy (another process holds the file), or the connection is in a state it should never be in:
         // the next batch starts on a fresh connection either way.
-        conn.close_on_drop();
+        connection.discard();
         return Err(e.into());
     }
     let started = Instant::now();
@@ -251,41 +303,57 @@ async fn run_batch(
     let Some(first) = batch.first_mut() else {
         return Ok(false);
     };
-    if run_guarded(first.as_mut(), &mut conn).await.is_err() {
-        rollback(&mut conn).await;
+    if run_guarded(first.as_mut(), conn).await.is_err() {
+        if !rollback(conn).await {
+            connection.discard();
+        }
         return Ok(false);
     }
+    // Each further write runs in savepoint `w`; releasing one and opening the next is one round trip, and
+    // COMMIT releases the last one.
+    let mut in_savepoint = false;
     while batch.len() < MAX_BATCH && started.elapsed() < max_work {
         let Ok(mut write) = queue.try_recv() else {
             break;
         };
-        if let Err(e) = sqlx::query("SAVEPOINT w").execute(&mut *conn).await {
-            batch.push(write);
-            rollback(&mut conn).await;
-            return Err(e.into());
-        }
-        let ran = run_guarded(write.as_mut(), &mut conn).await;
-        batch.push(write);
-        let closed = match &ran {
-            Ok(()) => sqlx::query("RELEASE w").execute(&mut *conn).await,
-            Err(_) => match sqlx::query("ROLLBACK TO w").execute(&mut *conn).await {
-                Ok(_) => sqlx::query("RELEASE w").execute(&mut *conn).await,
-                Err(e) => Err(e),
-            },
+        let step = if in_savepoint {
+            "RELEASE w; SAVEPOINT w"
+        } else {
+            "SAVEPOINT w"
         };
-        if let Err(e) = closed {
-            // Some failures (disk full, I/O error) make SQLite roll back the whole transaction, savepoints
-            // included: the writes before this one are gone too, and the batch fails with the cause.
-            rollback(&mut conn).await;
-            return Err(ran.err().unwrap_or_else(|| e.into()));
+        if let Err(e) = sqlx::raw_sql(step).execute(&mut **conn).await {
+            batch.push(write);
+            return Err(abort(connection, e.into()).await);
+        }
+        in_savepoint = true;
+        let ran = run_guarded(write.as_mut(), conn).await;
+        batch.push(write);
+        if let Err(own) = ran {
+            // Undo this write only; its savepoint, now empty, is released with the next step.
+            if let Err(e) = sqlx::query("ROLLBACK TO w").execute(&mut **conn).await {
+                // Some failures (disk full, I/O error) make SQLite roll back the whole transaction,
+                // savepoints included: the writes before this one are gone too, and the batch fails with
+                // the cause.
+                tracing::debug!(error = %e, "no savepoint to roll back to");
+                return Err(abort(connection, own).await);
+            }
         }
     }
-    if let Err(e) = sqlx::query("COMMIT").execute(&mut *conn).await {
+    if let Err(e) = sqlx::query("COMMIT").execute(&mut **conn).await {
         // A failed commit may leave the transaction open (a deferred constraint, busy): end it.
-        rollback(&mut conn).await;
-        return Err(e.into());
+        return Err(abort(connection, e.into()).await);
     }
     Ok(true)
+}
+
+/// Rolls back the batch's transaction after `cause`, and returns `cause`.
+async fn abort(connection: &mut Connection, cause: StoreError) -> StoreError {
+    if let Some(conn) = connection.held.as_mut()
+        && !rollback(conn).await
+    {
+        connection.discard();
+    }
+    cause
 }
 
 /// Runs one write, turning a panic into its failure (the writer must outlive any write).
@@ -295,15 +363,16 @@ async fn run_guarded(write: &mut dyn Write, conn: &mut PoolConnection<Sqlite>) -
         .unwrap_or_else(|_| Err(internal("a write panicked")))
 }
 
-/// Ends a transaction that will not commit. If even that fails, the connection's state is unknown: it is
-/// closed when returned, and the pool opens a fresh one.
-async fn rollback(conn: &mut PoolConnection<Sqlite>) {
-    if let Err(e) = sqlx::query("ROLLBACK").execute(&mut **conn).await {
-        // "no transaction is active": SQLite already rolled it back.
-        let inactive = e.to_string().contains("no transaction is active");
-        if !inactive {
+/// Ends a transaction that will not commit. `false` when even that failed: the connection's state is then
+/// unknown.
+async fn rollback(conn: &mut PoolConnection<Sqlite>) -> bool {
+    match sqlx::query("ROLLBACK").execute(&mut **conn).await {
+        Ok(_) => true,
+        // SQLite already rolled it back.
+        Err(e) if e.to_string().contains("no transaction is active") => true,
+        Err(e) => {
             tracing::warn!(error = %e, "the writer could not end a transaction; reopening its connection");
-            conn.close_on_drop();
+            false
         }
     }
 }
@@ -330,6 +399,7 @@ mod tests {
 
     use pacerelle_core::Timestamp;
     use pacerelle_core::wire::Stored;
+    use tokio::task::JoinHandle;
 
     use super::super::SqliteStore;
     use super::*;
@@ -346,15 +416,22 @@ mod tests {
             .await
             .expect("stored");
         if matches!(registered, Registered::Created(_)) {
-            sqlx::query(
-                "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
-                 VALUES ('dv_1', 'ag_1', 'phone', 'owner', x'00', ?1),
-                        ('dv_2', 'ag_1', 'tablet', 'owner', x'00', ?1)",
-            )
-            .bind(T0)
-            .execute(&store.write)
-            .await
-            .expect("devices");
+            store
+                .write(|conn| {
+                    Box::pin(async move {
+                        sqlx::query(
+                            "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
+                             VALUES ('dv_1', 'ag_1', 'phone', 'owner', x'00', ?1),
+                                    ('dv_2', 'ag_1', 'tablet', 'owner', x'00', ?1)",
+                        )
+                        .bind(T0)
+                        .execute(&mut *conn)
+                        .await?;
+                        Ok(())
+                    })
+                })
+                .await
+                .expect("devices");
         }
         store
     }
