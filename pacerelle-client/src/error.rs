@@ -23,8 +23,9 @@ pub enum Error {
         code: String,
         /// The relay's explanation.
         message: String,
-        /// Extra facts, such as the lease holder of `agent_in_use`.
-        details: Option<serde_json::Value>,
+        /// Extra facts, such as the lease holder of `agent_in_use` (boxed: it is rare, and keeps the error
+        /// small whatever `serde_json` features the build enables).
+        details: Option<Box<serde_json::Value>>,
     },
     /// A sealed value did not open: altered, moved, or sealed with another key.
     #[error("crypto: {0}")]

@@ -157,7 +157,7 @@ fn api_error(status: StatusCode, bytes: &[u8]) -> Error {
             status: status.as_u16(),
             code: body.code,
             message: body.error,
-            details: body.details,
+            details: body.details.map(Box::new),
         },
         // A proxy in front of the relay may answer in HTML or plain text.
         Err(_) => Error::Api {

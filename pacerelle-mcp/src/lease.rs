@@ -146,7 +146,7 @@ pub fn holder_of(e: &Error) -> Holder {
         Error::Api { details, .. } => details.clone(),
         _ => None,
     };
-    match details.and_then(|d| serde_json::from_value::<LeaseHolder>(d).ok()) {
+    match details.and_then(|d| serde_json::from_value::<LeaseHolder>(*d).ok()) {
         Some(h) => Holder {
             host: h.host,
             since: Some(h.since.to_string()),
@@ -168,11 +168,11 @@ mod tests {
             status: 409,
             code: code::AGENT_IN_USE.into(),
             message: "in use".into(),
-            details: Some(serde_json::json!({
+            details: Some(Box::new(serde_json::json!({
                 "host": "desk / codex",
                 "since": "2026-11-30T10:00:00.000Z",
                 "lastHeartbeatAt": "2026-11-30T10:05:00.000Z"
-            })),
+            }))),
         };
         assert_eq!(
             holder_of(&e),
