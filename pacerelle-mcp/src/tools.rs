@@ -1,7 +1,7 @@
 //! The tools, one file per group, each with its own router combined in [`crate::server`]:
-//! [`status`] (`get_status`), [`checkpoints`] (`get_checkpoints`, `save_checkpoint`) and [`inbox`]
-//! (`wait_for_messages`, `reply`, `mark_processed`). The human-in-the-loop tools (`ask_user`,
-//! `wait_for_answer`, `send_notification`, `cancel_question`) will be a `questions` group beside them.
+//! [`status`] (`get_status`), [`checkpoints`] (`get_checkpoints`, `save_checkpoint`), [`inbox`]
+//! (`wait_for_messages`, `reply`, `mark_processed`) and [`questions`], the human in the loop (`ask_user`,
+//! `wait_for_answer`, `send_notification`, `cancel_question`).
 //!
 //! Conventions: arguments are camelCase and unknown fields are refused; a malformed call returns
 //! `Err(McpError::invalid_params)`; a call that ran and failed (relay unreachable, lease held elsewhere)
@@ -10,6 +10,7 @@
 
 pub mod checkpoints;
 pub mod inbox;
+pub mod questions;
 pub mod status;
 
 use std::sync::Arc;
@@ -80,7 +81,8 @@ pub fn in_use_text(holder: &Holder) -> String {
         "Another session holds this agent's lease: {}{since}. Only one session at a time receives tasks, so \
          this one cannot wait for them or mark them processed. Stop that session first (close the other \
          assistant or its pacerelle-mcp), or restart this MCP server with --takeover to take the lease from \
-         it. reply, save_checkpoint, get_checkpoints and get_status still work.",
+         it. reply, save_checkpoint, get_checkpoints, get_status and the question tools (ask_user, \
+         wait_for_answer, send_notification, cancel_question) still work.",
         holder.host
     )
 }

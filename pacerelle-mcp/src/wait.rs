@@ -3,10 +3,15 @@
 //!
 //! The wait itself is one relay long-poll; the progress ticker runs beside it. Ending the wait drops the
 //! in-flight request, which closes its connection, so the relay stops parking it too.
+//!
+//! `wait_for_messages` and `wait_for_answer` follow the same rules: `timeoutSeconds` from 0 to 55, default
+//! 30 ([`timeout_of`]), and the wait is ended here [`ANSWER_GRACE`] after it if the relay has not answered.
 
 use std::future::Future;
 use std::time::{Duration, Instant};
 
+use pacerelle_client::core::wire::MAX_WAIT_SECONDS;
+use rmcp::ErrorData as McpError;
 use rmcp::model::{ProgressNotificationParam, ProgressToken};
 use rmcp::{Peer, RoleServer};
 use tokio_util::sync::CancellationToken;
@@ -15,6 +20,23 @@ use tokio_util::sync::CancellationToken;
 pub const PROGRESS_EVERY: Duration = Duration::from_secs(10);
 /// The first notification comes this soon, so that a wait answered at once sends none.
 pub const FIRST_PROGRESS: Duration = Duration::from_secs(1);
+
+/// Seconds a wait lasts when `timeoutSeconds` is not given.
+pub const DEFAULT_TIMEOUT_SECONDS: u64 = 30;
+/// Time allowed beyond `timeoutSeconds` for the relay's answer to travel before the wait is ended here.
+pub const ANSWER_GRACE: Duration = Duration::from_secs(2);
+
+/// Checks a `timeoutSeconds` argument: 0 to 55, default 30.
+pub fn timeout_of(seconds: Option<i64>) -> Result<u64, McpError> {
+    match seconds {
+        None => Ok(DEFAULT_TIMEOUT_SECONDS),
+        Some(s) if (0..=MAX_WAIT_SECONDS as i64).contains(&s) => Ok(s as u64),
+        Some(s) => Err(McpError::invalid_params(
+            format!("timeoutSeconds must be between 0 and {MAX_WAIT_SECONDS} (got {s})"),
+            None,
+        )),
+    }
+}
 
 /// How a parked future ended.
 #[derive(Debug)]
@@ -90,6 +112,15 @@ pub async fn park<T>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn timeouts() {
+        assert_eq!(timeout_of(None).expect("default"), 30);
+        assert_eq!(timeout_of(Some(0)).expect("zero"), 0);
+        assert_eq!(timeout_of(Some(55)).expect("max"), 55);
+        assert!(timeout_of(Some(56)).is_err());
+        assert!(timeout_of(Some(-1)).is_err());
+    }
 
     #[tokio::test]
     async fn finishes_cancels_and_times_out() {

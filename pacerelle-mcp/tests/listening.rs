@@ -11,13 +11,17 @@ use pacerelle_client::{ItemKind, MessageState, Presence, QuestionRequest};
 use rmcp::model::{GetPromptRequestParams, ProtocolVersion};
 use serde_json::json;
 
-const TOOLS: [&str; 6] = [
+const TOOLS: [&str; 10] = [
     "get_status",
     "get_checkpoints",
     "wait_for_messages",
     "reply",
     "mark_processed",
     "save_checkpoint",
+    "ask_user",
+    "wait_for_answer",
+    "send_notification",
+    "cancel_question",
 ];
 
 #[tokio::test]
@@ -57,7 +61,7 @@ async fn listening_flow(era: Era) {
     let instructions = info.instructions.clone().expect("instructions");
     assert!(instructions.contains("wait_for_messages") && instructions.contains("paired device"));
 
-    // Exactly the six tools, each with its four annotations and an output schema.
+    // Exactly the ten tools, each with its four annotations and an output schema.
     let tools = server.client.list_all_tools().await.expect("list tools");
     let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     names.sort_unstable();

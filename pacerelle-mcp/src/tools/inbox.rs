@@ -5,7 +5,7 @@
 use std::time::{Duration, Instant};
 
 use pacerelle_client::core::keys::sha256;
-use pacerelle_client::core::wire::{MAX_WAIT_SECONDS, code};
+use pacerelle_client::core::wire::code;
 use pacerelle_client::core::{b64, ids};
 use pacerelle_client::{Cursor, Error, Inbox};
 use rmcp::ErrorData as McpError;
@@ -21,12 +21,9 @@ use crate::server::{PacerelleServer, State};
 use crate::tools::{
     Args, check_id, check_text, failure, input_schema, lease_failure, output, parse_cursor, relay_failure,
 };
-use crate::wait::{Parked, Progress, park};
+use crate::wait::{ANSWER_GRACE, Parked, Progress, park, timeout_of};
 
-/// Seconds a wait lasts when `timeoutSeconds` is not given.
-pub const DEFAULT_TIMEOUT_SECONDS: u64 = 30;
-/// Time allowed beyond `timeoutSeconds` for the relay's answer to travel before the wait is ended here.
-const ANSWER_GRACE: Duration = Duration::from_secs(2);
+pub use crate::wait::DEFAULT_TIMEOUT_SECONDS;
 
 /// Arguments of `wait_for_messages`.
 #[derive(Debug, Clone, Default, Deserialize, JsonSchema)]
@@ -144,17 +141,6 @@ pub struct ProcessedResult {
 enum Consume {
     Lease(LeaseError),
     Relay(Error),
-}
-
-fn timeout_of(seconds: Option<i64>) -> Result<u64, McpError> {
-    match seconds {
-        None => Ok(DEFAULT_TIMEOUT_SECONDS),
-        Some(s) if (0..=MAX_WAIT_SECONDS as i64).contains(&s) => Ok(s as u64),
-        Some(s) => Err(McpError::invalid_params(
-            format!("timeoutSeconds must be between 0 and {MAX_WAIT_SECONDS} (got {s})"),
-            None,
-        )),
-    }
 }
 
 /// A reply id derived from the task and the text, so that sending the same reply twice stores it once.
@@ -450,15 +436,6 @@ impl PacerelleServer {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn timeouts() {
-        assert_eq!(timeout_of(None).expect("default"), 30);
-        assert_eq!(timeout_of(Some(0)).expect("zero"), 0);
-        assert_eq!(timeout_of(Some(55)).expect("max"), 55);
-        assert!(timeout_of(Some(56)).is_err());
-        assert!(timeout_of(Some(-1)).is_err());
-    }
 
     #[test]
     fn derived_reply_ids_are_stable_valid_and_distinct() {

@@ -1,0 +1,811 @@
+//! `ask_user`, `wait_for_answer`, `send_notification` and `cancel_question`: the human in the loop.
+//!
+//! The person answers on their phone, maybe long after the question was asked, so asking returns at once and
+//! waiting follows the same rules as `wait_for_messages` (bounded, with progress, cancellable).
+//!
+//! **No answer is a no.** This adapter never decides whether the agent may act: `approved` is the client's
+//! verdict ([`pacerelle_client::AnswerOutcome::approved`], decided by `pacerelle_core::question::verdict`
+//! with this agent's keys and clock), copied as is. Every other path — pending, expired, cancelled, a no, an
+//! answer that did not open, a failure to read the answer — is reported as not approved, and its text tells
+//! the model not to act. None of these tools needs the agent's lease.
+
+use std::time::Duration;
+
+use pacerelle_client::core::ids;
+use pacerelle_client::core::question::{DEFAULT_EXPIRES_SECONDS, MAX_EXPIRES_SECONDS, MAX_OPTIONS};
+use pacerelle_client::core::wire::code;
+use pacerelle_client::{Answer, AnswerOutcome, Level, QuestionKind, QuestionRequest, QuestionState};
+use rmcp::ErrorData as McpError;
+use rmcp::handler::server::tool::schema_for_output;
+use rmcp::model::{CallToolResult, ContentBlock, RequestMetaObject};
+use rmcp::{Peer, RoleServer, tool, tool_router};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+use crate::server::PacerelleServer;
+use crate::tools::{Args, check_id, check_text, failure, input_schema, output, relay_failure};
+use crate::wait::{ANSWER_GRACE, Parked, Progress, park, timeout_of};
+
+/// Longest title of a notification, in bytes.
+pub const MAX_TITLE_BYTES: usize = 1024;
+
+/// What kind of answer a question expects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[schemars(inline)]
+#[serde(rename_all = "snake_case")]
+pub enum KindArg {
+    /// Yes or no: to get approval before an action. Only an explicit yes approves.
+    YesNo,
+    /// One of `options` (several when `multiple` is true).
+    Choice,
+    /// A written answer.
+    Text,
+}
+
+impl From<KindArg> for QuestionKind {
+    fn from(kind: KindArg) -> Self {
+        match kind {
+            KindArg::YesNo => QuestionKind::YesNo,
+            KindArg::Choice => QuestionKind::Choice,
+            KindArg::Text => QuestionKind::Text,
+        }
+    }
+}
+
+/// How much a notification matters.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[schemars(inline)]
+#[serde(rename_all = "snake_case")]
+pub enum LevelArg {
+    /// For information (the default).
+    Info,
+    /// Something needs the person's attention.
+    Warning,
+    /// Something failed.
+    Error,
+    /// A task is done.
+    Success,
+}
+
+impl From<LevelArg> for Level {
+    fn from(level: LevelArg) -> Self {
+        match level {
+            LevelArg::Info => Level::Info,
+            LevelArg::Warning => Level::Warning,
+            LevelArg::Error => Level::Error,
+            LevelArg::Success => Level::Success,
+        }
+    }
+}
+
+/// Arguments of `ask_user`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AskArgs {
+    /// The question, short and self-contained, as the person will read it on their phone: what you are
+    /// about to do and on what ("Push 3 commits to origin/main?").
+    pub question: String,
+    /// `yes_no` (approval before an action), `choice` (among `options`) or `text` (a written answer).
+    pub kind: KindArg,
+    /// The options of a `choice` question: 2 to 20, distinct, not blank. Only for `choice`.
+    pub options: Option<Vec<String>>,
+    /// For `choice` only: whether several options may be chosen (default false).
+    pub multiple: Option<bool>,
+    /// More context shown under the question: the exact command, the files, what could go wrong.
+    pub details: Option<String>,
+    /// How long the question may be answered, in seconds (1 to 604800 = 7 days, default 600). Past it the
+    /// question expires, which counts as a no.
+    #[schemars(range(min = 1, max = 604_800))]
+    pub expires_in_seconds: Option<i64>,
+    /// Your own id for this question, to ask again safely after an uncertain failure: the same id never
+    /// asks twice (the first question with that id is kept). One is drawn when omitted.
+    pub question_id: Option<String>,
+}
+
+/// Arguments of `wait_for_answer`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WaitAnswerArgs {
+    /// The questionId returned by ask_user.
+    pub question_id: String,
+    /// How long to wait for the answer, in seconds (0 to 55, default 30). The call returns by then with
+    /// status "pending" if the person has not answered yet.
+    #[schemars(range(min = 0, max = 55))]
+    pub timeout_seconds: Option<i64>,
+}
+
+/// Arguments of `send_notification`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NotifyArgs {
+    /// What to tell the person.
+    pub text: String,
+    /// A short title.
+    pub title: Option<String>,
+    /// `info` (default), `warning`, `error` or `success`.
+    pub level: Option<LevelArg>,
+}
+
+/// Arguments of `cancel_question`.
+#[derive(Debug, Clone, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct CancelArgs {
+    /// The questionId returned by ask_user.
+    pub question_id: String,
+}
+
+/// The result of `ask_user`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AskResult {
+    /// Pass it to wait_for_answer (and cancel_question).
+    pub question_id: String,
+    /// When the question expires (RFC 3339): after it, no answer counts, and it is a no.
+    pub expires_at: String,
+}
+
+/// Where a question stands, as this agent concludes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[schemars(inline)]
+#[serde(rename_all = "snake_case")]
+pub enum AnswerStatus {
+    /// No answer yet: call wait_for_answer again with the same questionId. Not a yes.
+    Pending,
+    /// The person answered (see `answer` and `approved`).
+    Answered,
+    /// Nobody answered in time: a no. Do not act.
+    Expired,
+    /// The question was withdrawn: a no. Do not act.
+    Cancelled,
+}
+
+impl From<QuestionState> for AnswerStatus {
+    fn from(state: QuestionState) -> Self {
+        match state {
+            QuestionState::Pending => AnswerStatus::Pending,
+            QuestionState::Answered => AnswerStatus::Answered,
+            QuestionState::Expired => AnswerStatus::Expired,
+            QuestionState::Cancelled => AnswerStatus::Cancelled,
+        }
+    }
+}
+
+/// An answer: `"yes"` or `"no"` for a yes_no question, the written text for a text question, the list of
+/// chosen options for a choice question.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+#[schemars(inline)]
+#[serde(untagged)]
+pub enum AnswerValue {
+    /// `"yes"` or `"no"` (yes_no), or the written text (text).
+    Text(String),
+    /// The chosen options (choice), always a list.
+    Options(Vec<String>),
+}
+
+impl From<&Answer> for AnswerValue {
+    fn from(answer: &Answer) -> Self {
+        match answer {
+            Answer::Yes => AnswerValue::Text("yes".into()),
+            Answer::No => AnswerValue::Text("no".into()),
+            Answer::Options(chosen) => AnswerValue::Options(chosen.clone()),
+            Answer::Text(text) => AnswerValue::Text(text.clone()),
+        }
+    }
+}
+
+/// The result of `wait_for_answer` and `cancel_question`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AnswerResult {
+    /// The question.
+    pub question_id: String,
+    /// `pending`, `answered`, `expired` or `cancelled`.
+    pub status: AnswerStatus,
+    /// True only for an explicit yes (or chosen options) that opened with the answering phone's key, bound
+    /// to this question, given before its expiry. Act only when it is true.
+    pub approved: bool,
+    /// `"yes"`/`"no"`, the chosen options (a list), or the written text; null when no answer opened.
+    pub answer: Option<AnswerValue>,
+    /// The name of the device that answered; null without an answer.
+    pub answered_by: Option<String>,
+    /// The id of the device that answered.
+    pub answered_by_device_id: Option<String>,
+    /// When the person answered (RFC 3339, by the phone's clock).
+    pub answered_at: Option<String>,
+    /// When the question expires (RFC 3339). Null only when the relay did not answer in time.
+    pub expires_at: Option<String>,
+    /// Set when the relay reported an answer that could not be authenticated (why): not approved, whatever
+    /// it says, and no valid answer can follow.
+    pub rejected: Option<String>,
+}
+
+impl From<&AnswerOutcome> for AnswerResult {
+    fn from(o: &AnswerOutcome) -> Self {
+        AnswerResult {
+            question_id: o.question_id.clone(),
+            status: o.state.into(),
+            // The verdict, copied: never decided here.
+            approved: o.approved,
+            answer: o.answer.as_ref().map(AnswerValue::from),
+            answered_by: o.answered_by_name.clone().or_else(|| o.answered_by.clone()),
+            answered_by_device_id: o.answered_by.clone(),
+            answered_at: o.answered_at.map(|t| t.to_string()),
+            expires_at: Some(o.expires_at.to_string()),
+            rejected: o.rejected.clone(),
+        }
+    }
+}
+
+/// The result of `send_notification`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NotifyResult {
+    /// The notification's id.
+    pub notification_id: String,
+    /// When the relay stored it (RFC 3339).
+    pub created_at: String,
+}
+
+fn expires_in(seconds: Option<i64>) -> Result<Duration, McpError> {
+    match seconds {
+        None => Ok(Duration::from_secs(DEFAULT_EXPIRES_SECONDS)),
+        Some(s) if (1..=MAX_EXPIRES_SECONDS as i64).contains(&s) => Ok(Duration::from_secs(s as u64)),
+        Some(s) => Err(McpError::invalid_params(
+            format!("expiresInSeconds must be between 1 and {MAX_EXPIRES_SECONDS} (7 days) (got {s})"),
+            None,
+        )),
+    }
+}
+
+fn invalid(text: impl Into<String>) -> McpError {
+    McpError::invalid_params(text.into(), None)
+}
+
+/// Checks `ask_user`'s arguments and builds the request (with an id drawn here when none is given, so that
+/// a failure can name the id to retry with).
+pub fn question_request(args: AskArgs) -> Result<QuestionRequest, McpError> {
+    check_text("question", &args.question)?;
+    let options = args.options.unwrap_or_default();
+    let multiple = args.multiple.unwrap_or(false);
+    match args.kind {
+        KindArg::Choice => {
+            if options.len() < 2 || options.len() > MAX_OPTIONS {
+                return Err(invalid(format!(
+                    "a choice question needs 2 to {MAX_OPTIONS} options (got {})",
+                    options.len()
+                )));
+            }
+            if options.iter().any(|o| o.trim().is_empty()) {
+                return Err(invalid("options must not be blank"));
+            }
+            let mut seen = std::collections::HashSet::new();
+            if let Some(twice) = options.iter().find(|o| !seen.insert(o.as_str())) {
+                return Err(invalid(format!(
+                    "options must be distinct ({twice:?} is given twice)"
+                )));
+            }
+        }
+        KindArg::YesNo | KindArg::Text => {
+            let kind = QuestionKind::from(args.kind).as_str();
+            if !options.is_empty() {
+                return Err(invalid(format!(
+                    "options are only for kind \"choice\", not \"{kind}\""
+                )));
+            }
+            if multiple {
+                return Err(invalid(format!(
+                    "multiple is only for kind \"choice\", not \"{kind}\""
+                )));
+            }
+        }
+    }
+    if let Some(details) = &args.details
+        && !details.trim().is_empty()
+    {
+        check_text("details", details)?;
+    }
+    let expires = expires_in(args.expires_in_seconds)?;
+    let question_id = match args.question_id {
+        Some(id) => {
+            check_id("question id", &id)?;
+            id
+        }
+        None => ids::generate(ids::QUESTION),
+    };
+    Ok(QuestionRequest {
+        question: args.question,
+        kind: args.kind.into(),
+        options,
+        multiple,
+        details: args.details,
+        expires_in: expires,
+        question_id: Some(question_id),
+    })
+}
+
+/// The sentence every path that is not an approval ends with.
+const NOT_A_YES: &str = "Until wait_for_answer returns approved: true, this is not a yes: do not do what you \
+                         asked about.";
+
+/// What the model should do with an outcome: `result`, and the answer as it opened (`None` without one).
+/// The text follows `approved`, never the answer's words.
+pub fn answer_next_step(result: &AnswerResult, answer: Option<&Answer>) -> String {
+    let id = &result.question_id;
+    if let Some(why) = &result.rejected {
+        return format!(
+            "An answer was reported for question \"{id}\" but it could not be authenticated as the person's \
+             ({why}). It is NOT approved: do not act. Tell the person (reply or send_notification) that an \
+             answer was refused; no valid answer can follow, so ask a new question if you still need a \
+             decision."
+        );
+    }
+    match result.status {
+        AnswerStatus::Pending => {
+            let until = result
+                .expires_at
+                .as_deref()
+                .map(|t| format!(" (the question expires at {t})"))
+                .unwrap_or_default();
+            format!(
+                "No answer yet{until}. Call wait_for_answer again with questionId \"{id}\". Do not act \
+                 meanwhile: pending is not a yes."
+            )
+        }
+        AnswerStatus::Expired => "Nobody answered before the question expired: treat it as a NO and do \
+                                   not act. (It is not a refusal by the person, only no answer: tell them \
+                                   you did not proceed, and ask again later if it is still needed.)"
+            .to_string(),
+        AnswerStatus::Cancelled => {
+            "The question was cancelled: treat it as a NO and do not act on it.".to_string()
+        }
+        AnswerStatus::Answered => {
+            let by = result
+                .answered_by
+                .as_deref()
+                .map(|d| format!(" on \"{d}\""))
+                .unwrap_or_default();
+            match (answer, result.approved) {
+                (Some(Answer::Yes), true) => format!(
+                    "The person answered YES{by}: approved. Proceed with exactly what you asked about, \
+                     nothing more."
+                ),
+                (Some(Answer::Options(chosen)), true) => format!(
+                    "The person chose {}{by}: proceed with that choice only.",
+                    chosen
+                        .iter()
+                        .map(|c| format!("\"{c}\""))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+                (Some(Answer::No), _) => format!(
+                    "The person answered NO{by}: not approved. Do not act; carry on without it or ask \
+                     them what to do instead."
+                ),
+                (Some(Answer::Text(_)), _) => format!(
+                    "The person wrote an answer{by} (see answer): use it as their reply to your question. \
+                     A written answer is not an approval: before a risky action, ask a yes_no question."
+                ),
+                // Anything else is not an approval: fail closed.
+                _ => format!("Not approved: do not act. {NOT_A_YES}"),
+            }
+        }
+    }
+}
+
+/// Adds to a tool error that nothing was approved.
+fn not_approved(
+    result: Result<CallToolResult, McpError>,
+    question_id: &str,
+) -> Result<CallToolResult, McpError> {
+    result.map(|mut r| {
+        if r.is_error == Some(true) {
+            r.content.push(ContentBlock::text(format!(
+                "No answer could be read for question \"{question_id}\", so it is not approved: do not act \
+                 on it. Call wait_for_answer again with the same questionId once the problem is solved."
+            )));
+        }
+        r
+    })
+}
+
+fn no_device_text(what: &str) -> String {
+    format!(
+        "No phone is paired with this agent to receive {what}, so nothing was sent and nobody can answer. \
+         Do not act on anything that needed the person's approval. Ask them to pair their phone (for example \
+         with `pacerelle pair` on this computer), then try again."
+    )
+}
+
+fn unknown_question(question_id: &str) -> Result<CallToolResult, McpError> {
+    failure(format!(
+        "No question \"{question_id}\" for this agent: pass the questionId returned by ask_user. Nothing is \
+         approved."
+    ))
+}
+
+#[tool_router(router = questions_router, vis = "pub(crate)")]
+impl PacerelleServer {
+    #[tool(
+        name = "ask_user",
+        input_schema = input_schema::<AskArgs>(),
+        description = "Ask the person a question on their phone, end-to-end encrypted, and return at once \
+                       with its questionId and expiresAt; then call wait_for_answer. The person may be far \
+                       from the keyboard: they answer when they see it. Use kind yes_no to get approval \
+                       BEFORE a risky or irreversible action (deleting, pushing, deploying, paying, sending \
+                       something outside), choice to pick among options, text for a written answer. Put the \
+                       exact command or files in details. No answer is a no: a question that expires never \
+                       becomes a yes. The same questionId never asks twice. Does not need the lease.",
+        output_schema = schema_for_output::<AskResult>(),
+        annotations(
+            title = "Ask the person on their phone",
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = true
+        )
+    )]
+    pub async fn ask_user(&self, Args(args): Args<AskArgs>) -> Result<CallToolResult, McpError> {
+        let request = question_request(args)?;
+        let question_id = request.question_id.clone().unwrap_or_default();
+        let state = &self.state;
+        match state.client.ask_user(request).await {
+            Ok(asked) => {
+                let next = format!(
+                    "Question sent to the person's phone; it expires at {}. Now call wait_for_answer with \
+                     questionId \"{}\", again while it is pending. Act only if it returns approved: true; \
+                     expired, cancelled or a no means do not act.",
+                    asked.expires_at, asked.question_id
+                );
+                output(
+                    &AskResult {
+                        question_id: asked.question_id,
+                        expires_at: asked.expires_at.to_string(),
+                    },
+                    next,
+                )
+            }
+            Err(e) if e.code() == Some(code::NO_DEVICE) => failure(no_device_text("a question")),
+            Err(e) if e.is_transient() => {
+                let mut result = relay_failure(&state.relay_url, e)?;
+                result.content.push(ContentBlock::text(format!(
+                    "The question may or may not have reached the phone. To try again without asking twice, \
+                     call ask_user with the same arguments and questionId \"{question_id}\". Until an answer \
+                     is approved, do not act."
+                )));
+                Ok(result)
+            }
+            Err(e) => relay_failure(&state.relay_url, e),
+        }
+    }
+
+    #[tool(
+        name = "wait_for_answer",
+        input_schema = input_schema::<WaitAnswerArgs>(),
+        description = "Wait for the person's answer to a question asked with ask_user. Returns within \
+                       timeoutSeconds (default 30, at most 55) with status pending, answered, expired or \
+                       cancelled, approved, answer (\"yes\"/\"no\", the chosen options, or the text), \
+                       answeredBy and answeredAt. pending: call again with the same questionId. expired or \
+                       cancelled: treat it as a no and do not act. answered with approved false (a no): do \
+                       not act. Proceed only when approved is true. An answer that could not be \
+                       authenticated is never approved.",
+        output_schema = schema_for_output::<AnswerResult>(),
+        annotations(
+            title = "Wait for the person's answer",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    pub async fn wait_for_answer(
+        &self,
+        Args(args): Args<WaitAnswerArgs>,
+        meta: RequestMetaObject,
+        peer: Peer<RoleServer>,
+        ct: CancellationToken,
+    ) -> Result<CallToolResult, McpError> {
+        check_id("question id", &args.question_id)?;
+        let timeout = timeout_of(args.timeout_seconds)?;
+        let total = Duration::from_secs(timeout);
+        let progress = meta
+            .get_progress_token()
+            .map(|token| Progress::new(peer, token, total, "Waiting for the person's answer on the phone"));
+        let state = &self.state;
+        let work = state.client.wait_for_answer(&args.question_id, total);
+        match park(work, total + ANSWER_GRACE, &ct, progress).await {
+            Parked::Done(Ok(outcome)) => {
+                let result = AnswerResult::from(&outcome);
+                let next = answer_next_step(&result, outcome.answer.as_ref());
+                output(&result, next)
+            }
+            Parked::Done(Err(e)) if e.code() == Some(code::NOT_FOUND) => unknown_question(&args.question_id),
+            Parked::Done(Err(e)) => not_approved(relay_failure(&state.relay_url, e), &args.question_id),
+            Parked::Deadline => {
+                // The relay did not answer in time: nothing was read, so nothing is approved.
+                let result = AnswerResult {
+                    question_id: args.question_id,
+                    status: AnswerStatus::Pending,
+                    approved: false,
+                    answer: None,
+                    answered_by: None,
+                    answered_by_device_id: None,
+                    answered_at: None,
+                    expires_at: None,
+                    rejected: None,
+                };
+                let next = answer_next_step(&result, None);
+                output(&result, next)
+            }
+            Parked::Cancelled => failure(format!(
+                "The wait was cancelled. No answer was read, so nothing is approved. {NOT_A_YES}"
+            )),
+        }
+    }
+
+    #[tool(
+        name = "send_notification",
+        input_schema = input_schema::<NotifyArgs>(),
+        description = "Send a notification to the person's phone, end-to-end encrypted; no answer is \
+                       expected: a task finished, an error, something they should know. level: info \
+                       (default), warning, error or success. It does not wait and approves nothing: to get a \
+                       decision, use ask_user. Each call sends one more notification. Does not need the \
+                       lease.",
+        output_schema = schema_for_output::<NotifyResult>(),
+        annotations(
+            title = "Notify the person's phone",
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = false,
+            open_world_hint = true
+        )
+    )]
+    pub async fn send_notification(&self, Args(args): Args<NotifyArgs>) -> Result<CallToolResult, McpError> {
+        check_text("text", &args.text)?;
+        let title = args.title.as_deref().map(str::trim).filter(|t| !t.is_empty());
+        if title.is_some_and(|t| t.len() > MAX_TITLE_BYTES) {
+            return Err(invalid(format!("title is longer than {MAX_TITLE_BYTES} bytes")));
+        }
+        let level = args.level.map_or(Level::Info, Level::from);
+        let state = &self.state;
+        match state.client.notify(&args.text, title, level).await {
+            Ok(stored) => output(
+                &NotifyResult {
+                    notification_id: stored.id,
+                    created_at: stored.created_at.to_string(),
+                },
+                "Notification sent to the person's phone. It expects no answer: carry on.",
+            ),
+            Err(e) if e.code() == Some(code::NO_DEVICE) => failure(no_device_text("a notification")),
+            Err(e) => relay_failure(&state.relay_url, e),
+        }
+    }
+
+    #[tool(
+        name = "cancel_question",
+        input_schema = input_schema::<CancelArgs>(),
+        description = "Withdraw a question that is still pending (no longer needed, or decided otherwise): \
+                       the phone shows it cancelled and any later answer is refused. A cancelled question is \
+                       a no. Cancelling twice changes nothing. Too late once it is answered or expired. Does \
+                       not need the lease.",
+        output_schema = schema_for_output::<AnswerResult>(),
+        annotations(
+            title = "Cancel a question",
+            read_only_hint = false,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = true
+        )
+    )]
+    pub async fn cancel_question(&self, Args(args): Args<CancelArgs>) -> Result<CallToolResult, McpError> {
+        check_id("question id", &args.question_id)?;
+        let id = &args.question_id;
+        let state = &self.state;
+        match state.client.cancel_question(id).await {
+            Ok(outcome) => {
+                let result = AnswerResult::from(&outcome);
+                let next = if result.status == AnswerStatus::Cancelled {
+                    "Question cancelled: the phone shows it withdrawn and no answer will count. It is a no: \
+                     do not act on it."
+                        .to_string()
+                } else {
+                    answer_next_step(&result, outcome.answer.as_ref())
+                };
+                output(&result, next)
+            }
+            Err(e) if e.code() == Some(code::NOT_FOUND) => unknown_question(id),
+            Err(e) if e.code() == Some(code::QUESTION_ANSWERED) => failure(format!(
+                "Too late to cancel: question \"{id}\" is already answered. Call wait_for_answer with \
+                 questionId \"{id}\" to read the answer; act on it only if approved is true."
+            )),
+            Err(e) if e.code() == Some(code::QUESTION_EXPIRED) => failure(format!(
+                "Too late to cancel: question \"{id}\" already expired, which counts as a no. Nothing to \
+                 withdraw; do not act on it."
+            )),
+            Err(e) => relay_failure(&state.relay_url, e),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pacerelle_client::Timestamp;
+    use rmcp::model::ErrorCode;
+
+    fn ask(kind: KindArg) -> AskArgs {
+        AskArgs {
+            question: "deploy?".into(),
+            kind,
+            options: None,
+            multiple: None,
+            details: None,
+            expires_in_seconds: None,
+            question_id: None,
+        }
+    }
+
+    fn refused(args: AskArgs) -> String {
+        let e = question_request(args).expect_err("refused");
+        assert_eq!(e.code, ErrorCode::INVALID_PARAMS);
+        e.message.to_string()
+    }
+
+    #[test]
+    fn requests_are_checked() {
+        let r = question_request(ask(KindArg::YesNo)).expect("yes/no");
+        assert_eq!(r.kind, QuestionKind::YesNo);
+        assert_eq!(r.expires_in, Duration::from_secs(600));
+        assert!(r.question_id.as_deref().is_some_and(|id| id.starts_with("qst_")));
+        let choice = AskArgs {
+            options: Some(vec!["a".into(), "b".into()]),
+            multiple: Some(true),
+            question_id: Some("q_1".into()),
+            ..ask(KindArg::Choice)
+        };
+        let r = question_request(choice).expect("choice");
+        assert_eq!(r.options, ["a", "b"]);
+        assert!(r.multiple);
+        assert_eq!(r.question_id.as_deref(), Some("q_1"));
+
+        assert!(
+            refused(AskArgs {
+                question: " ".into(),
+                ..ask(KindArg::Text)
+            })
+            .contains("question")
+        );
+        let with_options = AskArgs {
+            options: Some(vec!["a".into(), "b".into()]),
+            ..ask(KindArg::YesNo)
+        };
+        assert!(refused(with_options).contains("options"));
+        assert!(
+            refused(AskArgs {
+                multiple: Some(true),
+                ..ask(KindArg::Text)
+            })
+            .contains("multiple")
+        );
+        assert!(refused(ask(KindArg::Choice)).contains("2 to 20"));
+        let one = AskArgs {
+            options: Some(vec!["a".into()]),
+            ..ask(KindArg::Choice)
+        };
+        assert!(refused(one).contains("2 to 20"));
+        let twice = AskArgs {
+            options: Some(vec!["a".into(), "a".into()]),
+            ..ask(KindArg::Choice)
+        };
+        assert!(refused(twice).contains("distinct"));
+        for s in [0, -5, 604_801] {
+            let msg = refused(AskArgs {
+                expires_in_seconds: Some(s),
+                ..ask(KindArg::YesNo)
+            });
+            assert!(msg.contains("expiresInSeconds"), "{msg}");
+        }
+        let week = AskArgs {
+            expires_in_seconds: Some(604_800),
+            ..ask(KindArg::YesNo)
+        };
+        assert_eq!(
+            question_request(week).expect("7 days").expires_in.as_secs(),
+            604_800
+        );
+        refused(AskArgs {
+            question_id: Some("a b".into()),
+            ..ask(KindArg::YesNo)
+        });
+    }
+
+    fn outcome(state: QuestionState, approved: bool, answer: Option<Answer>) -> AnswerOutcome {
+        AnswerOutcome {
+            question_id: "q_1".into(),
+            state,
+            approved,
+            answered_by: answer.as_ref().map(|_| "dv_1".into()),
+            answered_by_name: answer.as_ref().map(|_| "phone".into()),
+            answered_at: answer.as_ref().map(|_| Timestamp(1_000)),
+            answer,
+            expires_at: Timestamp(2_000),
+            rejected: None,
+        }
+    }
+
+    /// The result and the next step of an outcome.
+    fn judged(o: &AnswerOutcome) -> (AnswerResult, String) {
+        let r = AnswerResult::from(o);
+        let next = answer_next_step(&r, o.answer.as_ref());
+        (r, next)
+    }
+
+    #[test]
+    fn results_copy_the_verdict_and_say_what_to_do() {
+        let (yes, next) = judged(&outcome(QuestionState::Answered, true, Some(Answer::Yes)));
+        assert!(yes.approved);
+        assert_eq!(yes.answered_by.as_deref(), Some("phone"));
+        assert_eq!(yes.answered_by_device_id.as_deref(), Some("dv_1"));
+        assert!(next.contains("YES") && next.contains("phone"), "{next}");
+        let json = serde_json::to_value(&yes).expect("json");
+        assert_eq!(json["status"], "answered");
+        assert_eq!(json["answer"], "yes");
+        assert_eq!(json["approved"], true);
+
+        let (no, next) = judged(&outcome(QuestionState::Answered, false, Some(Answer::No)));
+        assert!(!no.approved);
+        assert_eq!(serde_json::to_value(&no).expect("json")["answer"], "no");
+        assert!(next.contains("NO") && next.contains("Do not act"), "{next}");
+
+        let (chosen, next) = judged(&outcome(
+            QuestionState::Answered,
+            true,
+            Some(Answer::Options(vec!["staging".into()])),
+        ));
+        assert_eq!(
+            serde_json::to_value(&chosen).expect("json")["answer"],
+            serde_json::json!(["staging"])
+        );
+        assert!(next.contains("\"staging\""), "{next}");
+
+        // A written "yes" is a text answer, not an approval.
+        let (text, next) = judged(&outcome(
+            QuestionState::Answered,
+            false,
+            Some(Answer::Text("yes".into())),
+        ));
+        assert_eq!(serde_json::to_value(&text).expect("json")["answer"], "yes");
+        assert!(
+            next.contains("not an approval") && !next.contains("YES"),
+            "{next}"
+        );
+
+        for state in [QuestionState::Expired, QuestionState::Cancelled] {
+            let (r, next) = judged(&outcome(state, false, None));
+            assert!(!r.approved && r.answer.is_none());
+            assert!(next.contains("NO") && next.contains("do not act"), "{next}");
+        }
+        let (_, next) = judged(&outcome(QuestionState::Pending, false, None));
+        assert!(next.contains("again") && next.contains("q_1"), "{next}");
+    }
+
+    #[test]
+    fn a_rejected_answer_is_reported_and_not_approved() {
+        let mut o = outcome(QuestionState::Pending, false, None);
+        o.rejected = Some("the answer did not open with the answering device's key".into());
+        let (r, next) = judged(&o);
+        assert!(!r.approved);
+        assert!(r.rejected.is_some());
+        assert!(
+            next.contains("NOT approved") && next.contains("did not open"),
+            "{next}"
+        );
+    }
+
+    #[test]
+    fn a_yes_without_the_verdict_is_not_an_approval() {
+        // Defence in depth: the text follows `approved`, never the answer's words.
+        let (_, next) = judged(&outcome(QuestionState::Answered, false, Some(Answer::Yes)));
+        assert!(next.contains("do not act") && !next.contains("Proceed"), "{next}");
+    }
+}
