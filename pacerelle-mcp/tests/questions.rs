@@ -1,0 +1,561 @@
+//! The human-in-the-loop tools through the real binary, driven by a real MCP client over stdio, against a
+//! real relay, with the phone played by `DeviceClient`: ask, wait (pending, then answered), a yes, a no, a
+//! choice, a text, expiry, cancel, notifications, bad arguments. No answer is a no.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::{Era, Server, TestRelay, assert_no_plaintext, eventually, spawn, text};
+use pacerelle_client::{
+    AgentClient, Answer, DeviceClient, ItemKind, Level, OpenedQuestion, QuestionKind, QuestionState,
+};
+use rmcp::model::{CallToolRequestParams, CallToolResult};
+use serde_json::{Value, json};
+
+const QUESTION_TOOLS: [&str; 4] = [
+    "ask_user",
+    "wait_for_answer",
+    "send_notification",
+    "cancel_question",
+];
+
+fn args(value: Value) -> rmcp::model::JsonObject {
+    value.as_object().expect("object").clone()
+}
+
+/// Starts `wait_for_answer` in the background (the client sends a progress token with every request).
+fn wait_in_background(
+    server: &Server,
+    arguments: Value,
+) -> tokio::task::JoinHandle<Result<CallToolResult, rmcp::service::ServiceError>> {
+    let client = server.client.clone();
+    tokio::spawn(async move {
+        client
+            .call_tool(CallToolRequestParams::new("wait_for_answer").with_arguments(args(arguments)))
+            .await
+    })
+}
+
+/// The question as the phone sees it among its pending questions.
+async fn seen_on_phone(device: &DeviceClient, question_id: &str) -> OpenedQuestion {
+    let list = device
+        .questions(Some(QuestionState::Pending))
+        .await
+        .expect("the phone lists its questions");
+    list.questions
+        .into_iter()
+        .find(|q| q.question_id == question_id)
+        .unwrap_or_else(|| panic!("the phone should see question {question_id}"))
+}
+
+/// Calls `wait_for_answer` until the status is not `pending` (each call bounded by `timeoutSeconds`).
+async fn wait_until_settled(server: &Server, question_id: &str) -> (Value, String) {
+    for _ in 0..10 {
+        let result = server
+            .call(
+                "wait_for_answer",
+                json!({"questionId": question_id, "timeoutSeconds": 20}),
+            )
+            .await;
+        assert_ne!(result.is_error, Some(true), "{}", text(&result));
+        let value = result.structured_content.clone().expect("structured");
+        if value["status"] != "pending" {
+            return (value, text(&result));
+        }
+    }
+    panic!("question {question_id} stayed pending");
+}
+
+async fn ask(server: &Server, arguments: Value) -> String {
+    let asked = server.ok("ask_user", arguments).await;
+    assert!(asked["expiresAt"].is_string(), "{asked}");
+    asked["questionId"].as_str().expect("questionId").to_string()
+}
+
+#[tokio::test]
+async fn ask_and_wait_on_2025_11_25() {
+    ask_and_wait(Era::Legacy).await;
+}
+
+#[tokio::test]
+async fn ask_and_wait_on_2026_07_28() {
+    ask_and_wait(Era::Modern).await;
+}
+
+/// ask → pending → the phone answers yes → answered and approved; a no; a choice; a text.
+async fn ask_and_wait(era: Era) {
+    let relay = TestRelay::start().await;
+    let (agent, device) = relay.agent_and_device().await;
+    let device_id = device.credentials().device_id.clone();
+    let server = spawn(&agent, &relay.url, &[], era).await;
+
+    // The four tools are listed, each with its four annotations and an output schema.
+    let tools = server.client.list_all_tools().await.expect("list tools");
+    for name in QUESTION_TOOLS {
+        let tool = tools
+            .iter()
+            .find(|t| t.name == name)
+            .unwrap_or_else(|| panic!("{name} is listed"));
+        let a = tool.annotations.as_ref().expect("annotations");
+        assert!(
+            a.read_only_hint.is_some()
+                && a.destructive_hint.is_some()
+                && a.idempotent_hint.is_some()
+                && a.open_world_hint.is_some(),
+            "{name}: {a:?}"
+        );
+        assert_eq!(a.destructive_hint, Some(false), "{name}");
+        assert!(tool.output_schema.is_some(), "{name} has an output schema");
+        let schema = serde_json::to_string(&tool.input_schema).unwrap();
+        assert!(
+            !schema.contains("question_id") && !schema.contains("timeout_seconds"),
+            "{schema}"
+        );
+    }
+    let info = server.client.peer_info().expect("server info");
+    let instructions = info.instructions.clone().expect("instructions");
+    assert!(instructions.contains("ask_user") && instructions.contains("No answer is a no"));
+
+    // Ask: it returns at once with an id and an expiry; the phone sees the question pending.
+    let asked = server
+        .ok(
+            "ask_user",
+            json!({
+                "question": "Push 3 commits to origin/main?",
+                "kind": "yes_no",
+                "details": "git push origin main",
+                "expiresInSeconds": 600
+            }),
+        )
+        .await;
+    let id = asked["questionId"].as_str().expect("questionId").to_string();
+    let expires_at = asked["expiresAt"].as_str().expect("expiresAt").to_string();
+    let on_phone = seen_on_phone(&device, &id).await;
+    assert_eq!(on_phone.question, "Push 3 commits to origin/main?");
+    assert_eq!(on_phone.kind, QuestionKind::YesNo);
+    assert_eq!(on_phone.details.as_deref(), Some("git push origin main"));
+    assert_eq!(on_phone.state, QuestionState::Pending);
+
+    // A short wait: pending, not approved, and the text says to call again with the same id.
+    let result = server
+        .call("wait_for_answer", json!({"questionId": id, "timeoutSeconds": 1}))
+        .await;
+    let pending = result.structured_content.clone().expect("structured");
+    assert_eq!(pending["status"], "pending", "{pending}");
+    assert_eq!(pending["approved"], false);
+    assert_eq!(pending["answer"], Value::Null);
+    assert_eq!(pending["expiresAt"], expires_at.as_str());
+    let next = text(&result);
+    assert!(next.contains("again") && next.contains(&id), "{next}");
+    // An open question is counted by get_status.
+    let status = server.ok("get_status", json!({})).await;
+    assert_eq!(status["openQuestions"], 1, "{status}");
+
+    // A longer wait is parked (it reports progress); the phone answers yes meanwhile.
+    server.progress.lock().unwrap().clear();
+    let waiting = wait_in_background(&server, json!({"questionId": id, "timeoutSeconds": 30}));
+    let progressed = eventually(Duration::from_secs(10), || async {
+        server
+            .progress
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|p| p.message.as_deref().is_some_and(|m| m.contains("answer")))
+    })
+    .await;
+    assert!(progressed, "a parked wait for an answer reports progress");
+    device.answer(&id, Answer::Yes).await.expect("the phone answers");
+    let result = waiting.await.expect("join").expect("wait_for_answer");
+    assert_ne!(result.is_error, Some(true), "{}", text(&result));
+    let yes = result.structured_content.clone().expect("structured");
+    assert_eq!(yes["status"], "answered", "{yes}");
+    assert_eq!(yes["approved"], true);
+    assert_eq!(yes["answer"], "yes");
+    assert_eq!(yes["answeredBy"], "test phone");
+    assert_eq!(yes["answeredByDeviceId"], device_id.as_str());
+    assert!(yes["answeredAt"].is_string());
+    assert_eq!(yes["rejected"], Value::Null);
+    assert!(text(&result).contains("YES"), "{}", text(&result));
+    // Reading it again gives the same answer; it is too late to cancel it.
+    let again = server
+        .ok("wait_for_answer", json!({"questionId": id, "timeoutSeconds": 0}))
+        .await;
+    assert_eq!(again, yes);
+    let late = server
+        .tool_error("cancel_question", json!({"questionId": id}))
+        .await;
+    assert!(late.contains("already answered"), "{late}");
+    let status = server.ok("get_status", json!({})).await;
+    assert_eq!(status["openQuestions"], 0, "{status}");
+
+    // A no: answered, not approved, and the text says not to act.
+    let id = ask(
+        &server,
+        json!({"question": "Delete the build cache?", "kind": "yes_no"}),
+    )
+    .await;
+    seen_on_phone(&device, &id).await;
+    device.answer(&id, Answer::No).await.expect("no");
+    let (no, next) = wait_until_settled(&server, &id).await;
+    assert_eq!(no["status"], "answered", "{no}");
+    assert_eq!(no["approved"], false);
+    assert_eq!(no["answer"], "no");
+    assert_eq!(no["answeredBy"], "test phone");
+    assert!(next.contains("Do not act"), "{next}");
+
+    // A choice round-trips the chosen option, with its author and time.
+    let id = ask(
+        &server,
+        json!({
+            "question": "Deploy where?",
+            "kind": "choice",
+            "options": ["staging", "production"],
+            "questionId": format!("deploy-target-{}", era_name(era))
+        }),
+    )
+    .await;
+    assert_eq!(id, format!("deploy-target-{}", era_name(era)));
+    let on_phone = seen_on_phone(&device, &id).await;
+    assert_eq!(on_phone.kind, QuestionKind::Choice);
+    assert_eq!(on_phone.options, ["staging", "production"]);
+    assert!(!on_phone.multiple);
+    device
+        .answer(&id, Answer::Options(vec!["staging".into()]))
+        .await
+        .expect("choose");
+    let (chosen, next) = wait_until_settled(&server, &id).await;
+    assert_eq!(chosen["status"], "answered", "{chosen}");
+    assert_eq!(chosen["approved"], true);
+    assert_eq!(chosen["answer"], json!(["staging"]));
+    assert_eq!(chosen["answeredBy"], "test phone");
+    assert!(chosen["answeredAt"].is_string());
+    assert!(next.contains("\"staging\""), "{next}");
+
+    // A text question: the written answer comes back; it approves nothing by itself.
+    let id = ask(&server, json!({"question": "Which branch name?", "kind": "text"})).await;
+    seen_on_phone(&device, &id).await;
+    device
+        .answer(&id, Answer::Text("feature/phone-approvals".into()))
+        .await
+        .expect("write");
+    let (written, next) = wait_until_settled(&server, &id).await;
+    assert_eq!(written["status"], "answered", "{written}");
+    assert_eq!(written["answer"], "feature/phone-approvals");
+    assert_eq!(written["approved"], false);
+    assert_eq!(written["answeredBy"], "test phone");
+    assert!(next.contains("not an approval"), "{next}");
+
+    // Asking again with an id already used returns the first question: nothing is asked twice.
+    let again = server
+        .ok(
+            "ask_user",
+            json!({
+                "question": "Deploy where?",
+                "kind": "choice",
+                "options": ["staging", "production"],
+                "questionId": format!("deploy-target-{}", era_name(era))
+            }),
+        )
+        .await;
+    assert_eq!(
+        again["questionId"],
+        format!("deploy-target-{}", era_name(era)).as_str()
+    );
+    let all = device.questions(None).await.expect("questions");
+    assert_eq!(all.questions.len(), 4, "{:?}", all.questions);
+
+    server.stop().await;
+}
+
+fn era_name(era: Era) -> &'static str {
+    match era {
+        Era::Legacy => "legacy",
+        Era::Modern => "modern",
+    }
+}
+
+#[tokio::test]
+async fn an_unanswered_question_expires_and_is_not_approved() {
+    let relay = TestRelay::start().await;
+    let (agent, device) = relay.agent_and_device().await;
+    let server = spawn(&agent, &relay.url, &[], Era::Legacy).await;
+    let id = ask(
+        &server,
+        json!({"question": "Force-push over main?", "kind": "yes_no", "expiresInSeconds": 2}),
+    )
+    .await;
+    seen_on_phone(&device, &id).await;
+
+    // Nobody answers: the wait ends with expired, not approved, and the text says it is a no.
+    let (expired, next) = wait_until_settled(&server, &id).await;
+    assert_eq!(expired["status"], "expired", "{expired}");
+    assert_eq!(expired["approved"], false);
+    assert_eq!(expired["answer"], Value::Null);
+    assert_eq!(expired["answeredBy"], Value::Null);
+    assert!(next.contains("NO") && next.contains("do not act"), "{next}");
+
+    // A late answer from the phone is refused, and changes nothing.
+    let late = device
+        .answer(&id, Answer::Yes)
+        .await
+        .expect_err("a late answer is refused");
+    assert_eq!(late.code(), Some("question_expired"), "{late:?}");
+    let still = server
+        .ok("wait_for_answer", json!({"questionId": id, "timeoutSeconds": 0}))
+        .await;
+    assert_eq!(still["status"], "expired");
+    assert_eq!(still["approved"], false);
+    // Too late to cancel it.
+    let text = server
+        .tool_error("cancel_question", json!({"questionId": id}))
+        .await;
+    assert!(text.contains("expired"), "{text}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_cancelled_question_is_a_no_and_refuses_answers() {
+    let relay = TestRelay::start().await;
+    let (agent, device) = relay.agent_and_device().await;
+    let server = spawn(&agent, &relay.url, &[], Era::Modern).await;
+    let id = ask(
+        &server,
+        json!({"question": "Rotate the API keys?", "kind": "yes_no"}),
+    )
+    .await;
+    seen_on_phone(&device, &id).await;
+
+    // A wait parked on the question ends when it is cancelled.
+    let waiting = wait_in_background(&server, json!({"questionId": id, "timeoutSeconds": 30}));
+    let cancel = server.call("cancel_question", json!({"questionId": id})).await;
+    let cancelled = cancel.structured_content.clone().expect("structured");
+    assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
+    assert_eq!(cancelled["approved"], false);
+    assert!(text(&cancel).contains("do not act"), "{}", text(&cancel));
+    let result = waiting.await.expect("join").expect("wait_for_answer");
+    let waited = result.structured_content.clone().expect("structured");
+    assert_eq!(waited["status"], "cancelled", "{waited}");
+    assert_eq!(waited["approved"], false);
+    let next = text(&result);
+    assert!(next.contains("NO") && next.contains("do not act"), "{next}");
+
+    // Cancelling again changes nothing; the phone's answer is refused; the state stays cancelled.
+    let again = server.ok("cancel_question", json!({"questionId": id})).await;
+    assert_eq!(again["status"], "cancelled");
+    let refused = device
+        .answer(&id, Answer::Yes)
+        .await
+        .expect_err("an answer to a cancelled question is refused");
+    assert_eq!(refused.code(), Some("question_cancelled"), "{refused:?}");
+    let after = server
+        .ok("wait_for_answer", json!({"questionId": id, "timeoutSeconds": 0}))
+        .await;
+    assert_eq!(after["status"], "cancelled");
+    assert_eq!(after["approved"], false);
+    assert_eq!(after["answer"], Value::Null);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_notification_reaches_the_phone_and_nothing_is_stored_in_clear() {
+    let relay = TestRelay::start().await;
+    let (agent, device) = relay.agent_and_device().await;
+    let server = spawn(&agent, &relay.url, &[], Era::Legacy).await;
+    let note = "NOTE-CANARY-3b7e: the release build is done";
+    let title = "TITLE-CANARY-a41c";
+    let question = "QUESTION-CANARY-0d9f: publish it?";
+    let details = "DETAILS-CANARY-77e2";
+
+    let sent = server
+        .ok(
+            "send_notification",
+            json!({"text": note, "title": title, "level": "success"}),
+        )
+        .await;
+    let notification_id = sent["notificationId"].as_str().expect("id").to_string();
+    assert!(sent["createdAt"].is_string());
+    server
+        .ok("send_notification", json!({"text": "plain info"}))
+        .await;
+    ask(
+        &server,
+        json!({"question": question, "kind": "yes_no", "details": details}),
+    )
+    .await;
+
+    let page = device
+        .conversation(None, Duration::ZERO)
+        .await
+        .expect("conversation");
+    let notes: Vec<_> = page
+        .items
+        .iter()
+        .filter(|i| i.kind == ItemKind::Notification)
+        .collect();
+    assert_eq!(notes.len(), 2, "{:?}", page.items);
+    assert_eq!(notes[0].id, notification_id);
+    assert_eq!(notes[0].text, note);
+    assert_eq!(notes[0].title.as_deref(), Some(title));
+    assert_eq!(notes[0].level, Some(Level::Success));
+    assert_eq!(notes[1].text, "plain info");
+    assert_eq!(notes[1].level, Some(Level::Info));
+    let asked = page
+        .items
+        .iter()
+        .find(|i| i.kind == ItemKind::Question)
+        .expect("the question is in the conversation");
+    assert_eq!(asked.text, question);
+
+    server.stop().await;
+    let canaries = [note, title, question, details];
+    assert_no_plaintext(relay.dir.path(), &canaries);
+    let dir = relay.stop().await;
+    assert_no_plaintext(dir.path(), &canaries);
+}
+
+#[tokio::test]
+async fn bad_arguments_are_invalid_params_and_failures_are_never_a_yes() {
+    let relay = TestRelay::start().await;
+    let (agent, _device) = relay.agent_and_device().await;
+    let server = spawn(&agent, &relay.url, &[], Era::Legacy).await;
+    let cases = [
+        ("ask_user", json!({"question": "ok?", "kind": "maybe"})),
+        ("ask_user", json!({"question": "ok?"})),
+        ("ask_user", json!({"question": "  ", "kind": "yes_no"})),
+        ("ask_user", json!({"kind": "yes_no"})),
+        (
+            "ask_user",
+            json!({"question": "ok?", "kind": "yes_no", "options": ["a", "b"]}),
+        ),
+        (
+            "ask_user",
+            json!({"question": "ok?", "kind": "text", "multiple": true}),
+        ),
+        ("ask_user", json!({"question": "which?", "kind": "choice"})),
+        (
+            "ask_user",
+            json!({"question": "which?", "kind": "choice", "options": ["only"]}),
+        ),
+        (
+            "ask_user",
+            json!({"question": "which?", "kind": "choice", "options": ["a", "a"]}),
+        ),
+        (
+            "ask_user",
+            json!({"question": "which?", "kind": "choice", "options": ["a", " "]}),
+        ),
+        (
+            "ask_user",
+            json!({"question": "ok?", "kind": "yes_no", "expiresInSeconds": 0}),
+        ),
+        (
+            "ask_user",
+            json!({"question": "ok?", "kind": "yes_no", "expiresInSeconds": 604_801}),
+        ),
+        (
+            "ask_user",
+            json!({"question": "ok?", "kind": "yes_no", "questionId": "a b"}),
+        ),
+        (
+            "ask_user",
+            json!({"question": "ok?", "kind": "yes_no", "expires_in_seconds": 60}),
+        ),
+        ("wait_for_answer", json!({})),
+        ("wait_for_answer", json!({"questionId": "a/b"})),
+        (
+            "wait_for_answer",
+            json!({"questionId": "qst_1", "timeoutSeconds": 56}),
+        ),
+        (
+            "wait_for_answer",
+            json!({"questionId": "qst_1", "timeoutSeconds": -1}),
+        ),
+        ("send_notification", json!({"text": ""})),
+        ("send_notification", json!({"text": "hi", "level": "loud"})),
+        ("send_notification", json!({"title": "no text"})),
+        ("cancel_question", json!({})),
+        ("cancel_question", json!({"questionId": ""})),
+    ];
+    for (tool, arguments) in cases {
+        server.invalid_params(tool, arguments).await;
+    }
+    let message = server
+        .invalid_params(
+            "ask_user",
+            json!({"question": "ok?", "kind": "yes_no", "expiresInSeconds": 604_801}),
+        )
+        .await;
+    assert!(message.contains("expiresInSeconds"), "{message}");
+    let message = server
+        .invalid_params(
+            "ask_user",
+            json!({"question": "which?", "kind": "choice", "options": ["only"]}),
+        )
+        .await;
+    assert!(message.contains("2 to 20"), "{message}");
+    // Nothing was asked.
+    let status = server.ok("get_status", json!({})).await;
+    assert_eq!(status["openQuestions"], 0, "{status}");
+
+    // A question that does not exist: a tool error that says nothing is approved.
+    let unknown = server
+        .tool_error("wait_for_answer", json!({"questionId": "qst_unknown"}))
+        .await;
+    assert!(
+        unknown.contains("qst_unknown") && unknown.contains("approved"),
+        "{unknown}"
+    );
+    let unknown = server
+        .tool_error("cancel_question", json!({"questionId": "qst_unknown"}))
+        .await;
+    assert!(unknown.contains("qst_unknown"), "{unknown}");
+    server.stop().await;
+
+    // An agent without a paired phone: nothing can be asked or notified, and the text says not to act.
+    let lonely = AgentClient::register(&relay.url, "lonely agent", None)
+        .await
+        .expect("register");
+    let server = spawn(&lonely, &relay.url, &[], Era::Legacy).await;
+    let text = server
+        .tool_error("ask_user", json!({"question": "ok?", "kind": "yes_no"}))
+        .await;
+    assert!(
+        text.contains("No phone is paired") && text.contains("Do not act"),
+        "{text}"
+    );
+    let text = server
+        .tool_error("send_notification", json!({"text": "hello"}))
+        .await;
+    assert!(text.contains("No phone is paired"), "{text}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn relay_down_while_waiting_for_an_answer_is_never_a_yes() {
+    let relay = TestRelay::start().await;
+    let port = relay.port;
+    let url = relay.url.clone();
+    let (agent, device) = relay.agent_and_device().await;
+    let server = spawn(&agent, &url, &[], Era::Legacy).await;
+    let id = ask(&server, json!({"question": "Ship it?", "kind": "yes_no"})).await;
+    seen_on_phone(&device, &id).await;
+
+    let dir = relay.stop().await;
+    let down = server
+        .tool_error("wait_for_answer", json!({"questionId": id, "timeoutSeconds": 20}))
+        .await;
+    assert!(
+        down.contains("unreachable") && down.contains("not approved") && down.contains(&id),
+        "{down}"
+    );
+
+    // Back: the same question is answered and read.
+    let _relay = TestRelay::start_on(port, dir).await;
+    device.answer(&id, Answer::Yes).await.expect("answer");
+    let (yes, _) = wait_until_settled(&server, &id).await;
+    assert_eq!(yes["status"], "answered");
+    assert_eq!(yes["approved"], true);
+    server.stop().await;
+}
