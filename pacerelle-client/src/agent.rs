@@ -552,6 +552,15 @@ impl AgentClient {
     }
 }
 
+/// The reply id for a task, derived from its id: a supervised agent that replies with it never answers a
+/// redelivered task twice (the relay stores one reply per id).
+pub fn reply_id_for(message_id: &str) -> String {
+    format!(
+        "rep_{}",
+        &b64::encode(&pacerelle_core::keys::sha256(message_id.as_bytes()))[..22]
+    )
+}
+
 /// Refuses empty text and text over [`pacerelle_core::message::MAX_TEXT_BYTES`].
 pub(crate) fn check_text(what: &str, text: &str) -> Result<()> {
     if text.trim().is_empty() {

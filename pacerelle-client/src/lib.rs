@@ -8,7 +8,9 @@ mod http;
 mod question;
 mod webhook;
 
-pub use agent::{AgentClient, Checkpoint, Inbox, Message, PairingLink, PairingOptions, Rejected};
+pub use agent::{
+    AgentClient, Checkpoint, Inbox, Message, PairingLink, PairingOptions, Rejected, reply_id_for,
+};
 pub use audit::{AuditEntry, AuditFilter, CSV_COLUMNS, write_csv, write_jsonl};
 pub use device::{
     ConversationItem, ConversationPage, DeviceClient, DeviceCredentials, OpenedQuestion, QuestionList,

@@ -3,7 +3,6 @@
 use std::time::Duration;
 
 use pacerelle_client::core::pairing::Role;
-use pacerelle_client::core::{b64, keys};
 use pacerelle_client::{
     AgentToken, AnswerOutcome, AuditFilter, Cursor, Level, QuestionKind, QuestionRequest, QuestionState,
 };
@@ -68,12 +67,6 @@ fn request(
     Ok(req)
 }
 
-/// The reply id the run loop uses for a task: derived from it, so that a redelivered task is not
-/// answered twice (the echo agent derives it the same way).
-pub(crate) fn reply_id_for(message_id: &str) -> String {
-    format!("rep_{}", &b64::encode(&keys::sha256(message_id.as_bytes()))[..22])
-}
-
 #[pymethods]
 impl AgentClient {
     /// A client for an existing agent (no request is made).
@@ -99,7 +92,7 @@ impl AgentClient {
     /// The reply id the run loop uses for a task (derived from its id).
     #[staticmethod]
     fn reply_id_for(message_id: &str) -> String {
-        reply_id_for(message_id)
+        pacerelle_client::reply_id_for(message_id)
     }
 
     #[getter]

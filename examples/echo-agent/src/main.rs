@@ -9,8 +9,7 @@
 use std::time::Duration;
 
 use anyhow::{Context, Result};
-use pacerelle_client::core::{b64, keys};
-use pacerelle_client::{AgentClient, AgentToken, Cursor, Error, Inbox};
+use pacerelle_client::{AgentClient, AgentToken, Cursor, Error, Inbox, reply_id_for};
 
 /// Longest pause between two attempts to reach the relay.
 const MAX_BACKOFF: Duration = Duration::from_secs(10);
@@ -95,10 +94,7 @@ async fn handle(agent: &AgentClient, inbox: &Inbox) -> Result<(), Error> {
     for task in &inbox.messages {
         tracing::info!(message_id = %task.message_id, redelivered = task.redelivered, "task");
         // The reply id is derived from the task, so a redelivered task is not answered twice.
-        let reply_id = format!(
-            "rep_{}",
-            &b64::encode(&keys::sha256(task.message_id.as_bytes()))[..22]
-        );
+        let reply_id = reply_id_for(&task.message_id);
         agent
             .reply(&task.message_id, &format!("echo: {}", task.text), Some(&reply_id))
             .await?;
