@@ -175,6 +175,8 @@ fn leak_kind(kind: &str) -> &'static str {
         crate::question::KIND_QUESTION => crate::question::KIND_QUESTION,
         crate::question::KIND_ANSWER => crate::question::KIND_ANSWER,
         crate::question::KIND_NOTIFICATION => crate::question::KIND_NOTIFICATION,
+        crate::question::KIND_ANSWER_COPY => crate::question::KIND_ANSWER_COPY,
+        crate::roster::KIND_ROSTER => crate::roster::KIND_ROSTER,
         _ => "unknown",
     }
 }

@@ -11,6 +11,7 @@ pub mod message;
 pub mod pairing;
 pub mod policy;
 pub mod question;
+pub mod roster;
 pub mod time;
 pub mod token;
 pub mod wire;

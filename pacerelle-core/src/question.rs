@@ -9,13 +9,15 @@
 use serde::{Deserialize, Serialize};
 
 use crate::envelope::{self, Aad, Direction};
-use crate::keys::ContentKey;
+use crate::keys::{self, ContentKey};
 use crate::time::Timestamp;
 
 /// Object kind of a question in the additional data.
 pub const KIND_QUESTION: &str = "question";
 /// Object kind of an answer in the additional data.
 pub const KIND_ANSWER: &str = "answer";
+/// Object kind of an answer's copy for the other recipients, sealed with the question's answer key.
+pub const KIND_ANSWER_COPY: &str = "answer_copy";
 /// Default lifetime of a question: 10 minutes.
 pub const DEFAULT_EXPIRES_SECONDS: u64 = 600;
 /// Longest lifetime of a question: 7 days.
@@ -110,9 +112,29 @@ pub struct QuestionPayload {
     /// The devices it was sent to: only their answers count.
     #[serde(default)]
     pub recipients: Vec<String>,
+    /// A fresh 32-byte key (base64url) shared by the recipients, with which the answering device also seals
+    /// a copy of its answer so that every recipient can show which answer counts. Never a reason to approve.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_key: Option<String>,
 }
 
 impl QuestionPayload {
+    /// True when `other` asks the same thing: same text, kind, options, `multiple` and details. The expiry,
+    /// recipients and answer key are drawn at each ask and not compared.
+    pub fn same_question(&self, other: &QuestionPayload) -> bool {
+        self.question == other.question
+            && self.kind == other.kind
+            && self.options == other.options
+            && self.multiple == other.multiple
+            && self.details == other.details
+    }
+
+    /// The answer key, when the question carries a valid one.
+    pub fn answer_key(&self) -> Option<ContentKey> {
+        let key = self.answer_key.as_deref()?;
+        crate::b64::decode_array::<32>(key).map(ContentKey)
+    }
+
     /// Checks the shape: non-empty text, options only for choice (2 to 20, distinct, non-empty).
     pub fn validate(&self) -> Result<(), &'static str> {
         if self.question.trim().is_empty() {
@@ -165,6 +187,47 @@ pub struct AnswerPayload {
     pub answer: Answer,
     /// When the person answered, by the device's clock.
     pub answered_at: Timestamp,
+    /// [`question_digest`] of the question as this device opened it: the answer counts only for exactly
+    /// that question (text, kind, options, details, expiry, recipients), never for another one asked later
+    /// under the same id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question_digest: Option<String>,
+}
+
+/// `base64url(SHA-256(plaintext))` of a question's sealed payload, as opened. The agent seals the same bytes
+/// for itself and for every recipient, so each computes the same digest.
+pub fn question_digest(plaintext: &[u8]) -> String {
+    crate::b64::encode(&keys::sha256(plaintext))
+}
+
+/// A question as the agent sealed it for itself: the payload and the digest of its exact bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnQuestion {
+    /// The question's id.
+    pub question_id: String,
+    /// What it asks.
+    pub payload: QuestionPayload,
+    /// [`question_digest`] of the sealed bytes.
+    pub digest: String,
+}
+
+impl OwnQuestion {
+    /// Opens the agent's own copy of a question.
+    pub fn open(
+        self_key: &ContentKey,
+        agent_id: &str,
+        question_id: &str,
+        sealed: &str,
+    ) -> crate::Result<Self> {
+        let plain = envelope::open(self_key, &question_aad(agent_id, "", question_id), sealed)?;
+        let payload =
+            serde_json::from_slice(&plain).map_err(|_| crate::Error::Payload { kind: KIND_QUESTION })?;
+        Ok(OwnQuestion {
+            question_id: question_id.to_string(),
+            payload,
+            digest: question_digest(&plain),
+        })
+    }
 }
 
 /// How much a notification matters.
@@ -222,6 +285,17 @@ pub fn question_aad<'a>(agent_id: &'a str, device_id: &'a str, question_id: &'a 
         device_id,
         direction,
         kind: KIND_QUESTION,
+        object_id: question_id,
+    }
+}
+
+/// The context of the copy of an answer that `device_id` seals with the question's answer key.
+pub fn answer_copy_aad<'a>(agent_id: &'a str, device_id: &'a str, question_id: &'a str) -> Aad<'a> {
+    Aad {
+        agent_id,
+        device_id,
+        direction: Direction::DeviceToAgent,
+        kind: KIND_ANSWER_COPY,
         object_id: question_id,
     }
 }
@@ -362,17 +436,22 @@ pub struct Verdict {
 
 /// Decides what a question's report means, on the agent side.
 ///
-/// `question` is the agent's own copy (opened from its self-sealed envelope), `device_key` derives the key
-/// of the device the relay names. `now` is the agent's clock. A report the agent cannot verify is treated as
-/// no answer: `expired` once the expiry has passed, else `pending`; it is never approved.
+/// `own` is the agent's own copy of the question (opened from its self-sealed envelope) and its digest: an
+/// answer counts only if it names exactly these bytes. `device_key` derives the key of the device the relay
+/// names, and `may_approve` says whether the agent's roster lets that device approve (listed, owner, not
+/// revoked: [`crate::roster::Roster::may_approve`]). `now` is the agent's clock. A report the agent cannot
+/// verify is treated as no answer: `expired` once the expiry has passed, else `pending`; it is never
+/// approved.
 pub fn verdict(
     agent_id: &str,
-    question_id: &str,
-    question: &QuestionPayload,
+    own: &OwnQuestion,
     report: &RelayReport<'_>,
     device_key: impl Fn(&str) -> ContentKey,
+    may_approve: impl Fn(&str) -> bool,
     now: Timestamp,
 ) -> Verdict {
+    let question = &own.payload;
+    let question_id = own.question_id.as_str();
     let unanswered = |rejected: Option<&'static str>| {
         let state = match report.state {
             QuestionState::Cancelled => QuestionState::Cancelled,
@@ -400,14 +479,32 @@ pub fn verdict(
             "the answer comes from a device the question was not sent to",
         ));
     }
+    if !may_approve(device) {
+        return unanswered(Some(
+            "the answer comes from a device the agent's roster does not trust (unknown, revoked or not an owner)",
+        ));
+    }
     let key = device_key(device);
-    let Ok(payload) =
-        envelope::open_json::<AnswerPayload>(&key, &answer_aad(agent_id, device, question_id), sealed)
-    else {
-        return unanswered(Some("the answer did not open with the answering device's key"));
+    let payload = match envelope::open_json::<AnswerPayload>(
+        &key,
+        &answer_aad(agent_id, device, question_id),
+        sealed,
+    ) {
+        Ok(payload) => payload,
+        Err(crate::Error::Payload { .. }) => {
+            return unanswered(Some(
+                "the answer opened with the answering device's key but is malformed",
+            ));
+        }
+        Err(_) => return unanswered(Some("the answer did not open with the answering device's key")),
     };
     if payload.question_id != question_id {
         return unanswered(Some("the answer names another question"));
+    }
+    if payload.question_digest.as_deref() != Some(own.digest.as_str()) {
+        return unanswered(Some(
+            "the answer was given to a different question asked under the same id",
+        ));
     }
     let in_time = payload.answered_at < question.expires_at
         && report.answered_at.is_none_or(|t| t < question.expires_at);
@@ -460,16 +557,36 @@ mod tests {
             details: None,
             expires_at: Timestamp(expires),
             recipients: vec!["dv_0".into(), "dv_1".into(), "dv_2".into()],
+            answer_key: None,
         }
     }
 
+    fn own(q: &QuestionPayload) -> OwnQuestion {
+        OwnQuestion {
+            question_id: "q1".into(),
+            payload: q.clone(),
+            digest: question_digest(&serde_json::to_vec(q).expect("json")),
+        }
+    }
+
+    /// An answer to `yes_no(100)`, the question most tests ask.
     fn seal_answer(device: &str, qid: &str, answer: Answer, at: i64) -> String {
+        seal_answer_to(&yes_no(100), device, qid, answer, at)
+    }
+
+    fn seal_answer_to(q: &QuestionPayload, device: &str, qid: &str, answer: Answer, at: i64) -> String {
         let payload = AnswerPayload {
             question_id: qid.into(),
             answer,
             answered_at: Timestamp(at),
+            question_digest: Some(own(q).digest),
         };
         envelope::seal_json(&key(device), &answer_aad(AGENT, device, qid), &payload)
+    }
+
+    /// The verdict on `q1` with a roster that trusts every recipient.
+    fn judge(q: &QuestionPayload, report: &RelayReport<'_>, now: i64) -> Verdict {
+        verdict(AGENT, &own(q), report, key, |_| true, Timestamp(now))
     }
 
     fn report<'a>(state: QuestionState, by: &'a str, at: i64, env: &'a str) -> RelayReport<'a> {
@@ -507,13 +624,10 @@ mod tests {
     #[test]
     fn an_authenticated_yes_in_time_is_approved() {
         let env = seal_answer("dv_1", "q1", Answer::Yes, 50);
-        let v = verdict(
-            AGENT,
-            "q1",
+        let v = judge(
             &yes_no(100),
             &report(QuestionState::Answered, "dv_1", 51, &env),
-            key,
-            Timestamp(60),
+            60,
         );
         assert!(v.approved);
         assert_eq!(v.state, QuestionState::Answered);
@@ -523,13 +637,10 @@ mod tests {
     #[test]
     fn no_is_answered_but_not_approved() {
         let env = seal_answer("dv_1", "q1", Answer::No, 50);
-        let v = verdict(
-            AGENT,
-            "q1",
+        let v = judge(
             &yes_no(100),
             &report(QuestionState::Answered, "dv_1", 51, &env),
-            key,
-            Timestamp(60),
+            60,
         );
         assert!(!v.approved);
         assert_eq!(v.state, QuestionState::Answered);
@@ -541,46 +652,18 @@ mod tests {
         let q = yes_no(100);
         let yes = seal_answer("dv_1", "q1", Answer::Yes, 50);
         // Claimed by another device.
-        let v = verdict(
-            AGENT,
-            "q1",
-            &q,
-            &report(QuestionState::Answered, "dv_2", 51, &yes),
-            key,
-            Timestamp(60),
-        );
+        let v = judge(&q, &report(QuestionState::Answered, "dv_2", 51, &yes), 60);
         assert!(!v.approved && v.rejected.is_some());
         // Copied from another question.
         let other = seal_answer("dv_1", "q2", Answer::Yes, 50);
-        let v = verdict(
-            AGENT,
-            "q1",
-            &q,
-            &report(QuestionState::Answered, "dv_1", 51, &other),
-            key,
-            Timestamp(60),
-        );
+        let v = judge(&q, &report(QuestionState::Answered, "dv_1", 51, &other), 60);
         assert!(!v.approved);
         // Given after the expiry by the device's clock, or accepted late by the relay.
         let late = seal_answer("dv_1", "q1", Answer::Yes, 150);
-        let v = verdict(
-            AGENT,
-            "q1",
-            &q,
-            &report(QuestionState::Answered, "dv_1", 51, &late),
-            key,
-            Timestamp(160),
-        );
+        let v = judge(&q, &report(QuestionState::Answered, "dv_1", 51, &late), 160);
         assert!(!v.approved);
         assert_eq!(v.state, QuestionState::Expired);
-        let v = verdict(
-            AGENT,
-            "q1",
-            &q,
-            &report(QuestionState::Answered, "dv_1", 150, &yes),
-            key,
-            Timestamp(160),
-        );
+        let v = judge(&q, &report(QuestionState::Answered, "dv_1", 150, &yes), 160);
         assert!(!v.approved);
         // A yes to a choice question, or an option not offered.
         let choice = QuestionPayload {
@@ -588,34 +671,19 @@ mod tests {
             options: vec!["a".into(), "b".into()],
             ..yes_no(100)
         };
-        let v = verdict(
-            AGENT,
-            "q1",
-            &choice,
-            &report(QuestionState::Answered, "dv_1", 51, &yes),
-            key,
-            Timestamp(60),
-        );
+        let v = judge(&choice, &report(QuestionState::Answered, "dv_1", 51, &yes), 60);
         assert!(!v.approved);
-        let c = seal_answer("dv_1", "q1", Answer::Options(vec!["c".into()]), 50);
-        let v = verdict(
-            AGENT,
-            "q1",
-            &choice,
-            &report(QuestionState::Answered, "dv_1", 51, &c),
-            key,
-            Timestamp(60),
-        );
+        let c = seal_answer_to(&choice, "dv_1", "q1", Answer::Options(vec!["c".into()]), 50);
+        let v = judge(&choice, &report(QuestionState::Answered, "dv_1", 51, &c), 60);
         assert!(!v.approved);
-        let ab = seal_answer("dv_1", "q1", Answer::Options(vec!["a".into(), "b".into()]), 50);
-        let v = verdict(
-            AGENT,
-            "q1",
+        let ab = seal_answer_to(
             &choice,
-            &report(QuestionState::Answered, "dv_1", 51, &ab),
-            key,
-            Timestamp(60),
+            "dv_1",
+            "q1",
+            Answer::Options(vec!["a".into(), "b".into()]),
+            50,
         );
+        let v = judge(&choice, &report(QuestionState::Answered, "dv_1", 51, &ab), 60);
         assert!(!v.approved, "several options when only one is allowed");
         // The relay says answered but gives nothing.
         let bare = RelayReport {
@@ -624,7 +692,134 @@ mod tests {
             answered_at: None,
             answer_envelope: None,
         };
-        assert!(!verdict(AGENT, "q1", &q, &bare, key, Timestamp(60)).approved);
+        assert!(!judge(&q, &bare, 60).approved);
+    }
+
+    #[test]
+    fn a_yes_counts_only_for_the_question_it_answered() {
+        // "Run the tests?" approved under q1; "Drop the database?" asked later under the same id.
+        let tests = QuestionPayload {
+            question: "Run the tests?".into(),
+            ..yes_no(100)
+        };
+        let drop = QuestionPayload {
+            question: "Drop the database?".into(),
+            ..yes_no(100)
+        };
+        let yes = seal_answer_to(&tests, "dv_1", "q1", Answer::Yes, 50);
+        let rep = report(QuestionState::Answered, "dv_1", 51, &yes);
+        assert!(judge(&tests, &rep, 60).approved);
+        let v = judge(&drop, &rep, 60);
+        assert!(!v.approved);
+        assert_eq!(
+            v.rejected,
+            Some("the answer was given to a different question asked under the same id")
+        );
+        // The same text with another expiry is another question too: the digest covers every byte.
+        assert!(
+            !judge(
+                &yes_no(101),
+                &report(
+                    QuestionState::Answered,
+                    "dv_1",
+                    51,
+                    &seal_answer("dv_1", "q1", Answer::Yes, 50)
+                ),
+                60
+            )
+            .approved
+        );
+        // An answer without a digest (an older device) never approves.
+        let bare = AnswerPayload {
+            question_id: "q1".into(),
+            answer: Answer::Yes,
+            answered_at: Timestamp(50),
+            question_digest: None,
+        };
+        let env = envelope::seal_json(&key("dv_1"), &answer_aad(AGENT, "dv_1", "q1"), &bare);
+        assert!(
+            !judge(
+                &yes_no(100),
+                &report(QuestionState::Answered, "dv_1", 51, &env),
+                60
+            )
+            .approved
+        );
+    }
+
+    #[test]
+    fn only_a_device_the_roster_trusts_approves() {
+        let q = yes_no(100);
+        let yes = seal_answer("dv_1", "q1", Answer::Yes, 50);
+        let rep = report(QuestionState::Answered, "dv_1", 51, &yes);
+        let v = verdict(AGENT, &own(&q), &rep, key, |d| d != "dv_1", Timestamp(60));
+        assert!(!v.approved);
+        assert!(v.rejected.is_some_and(|r| r.contains("roster")));
+        assert!(verdict(AGENT, &own(&q), &rep, key, |d| d == "dv_1", Timestamp(60)).approved);
+    }
+
+    #[test]
+    fn an_answer_that_opens_but_does_not_parse_is_called_malformed() {
+        let env = envelope::seal(
+            &key("dv_1"),
+            &answer_aad(AGENT, "dv_1", "q1"),
+            b"{\"not\": \"an answer\"}",
+        );
+        let v = judge(
+            &yes_no(100),
+            &report(QuestionState::Answered, "dv_1", 51, &env),
+            60,
+        );
+        assert!(!v.approved);
+        assert_eq!(
+            v.rejected,
+            Some("the answer opened with the answering device's key but is malformed")
+        );
+        let other = envelope::seal(&key("dv_2"), &answer_aad(AGENT, "dv_1", "q1"), b"{}");
+        let v = judge(
+            &yes_no(100),
+            &report(QuestionState::Answered, "dv_1", 51, &other),
+            60,
+        );
+        assert_eq!(
+            v.rejected,
+            Some("the answer did not open with the answering device's key")
+        );
+    }
+
+    #[test]
+    fn same_question_compares_what_is_asked_not_when() {
+        let a = yes_no(100);
+        let later = QuestionPayload {
+            recipients: vec!["dv_9".into()],
+            answer_key: Some("k".into()),
+            ..yes_no(900)
+        };
+        assert!(a.same_question(&later));
+        for other in [
+            QuestionPayload {
+                question: "deploy now?".into(),
+                ..yes_no(100)
+            },
+            QuestionPayload {
+                details: Some("prod".into()),
+                ..yes_no(100)
+            },
+            QuestionPayload {
+                kind: QuestionKind::Text,
+                ..yes_no(100)
+            },
+            QuestionPayload {
+                multiple: true,
+                ..yes_no(100)
+            },
+            QuestionPayload {
+                options: vec!["a".into()],
+                ..yes_no(100)
+            },
+        ] {
+            assert!(!a.same_question(&other), "{other:?}");
+        }
     }
 
     #[test]
@@ -636,20 +831,14 @@ mod tests {
             answered_at: None,
             answer_envelope: None,
         };
-        assert_eq!(
-            verdict(AGENT, "q1", &q, &none, key, Timestamp(50)).state,
-            QuestionState::Pending
-        );
+        assert_eq!(judge(&q, &none, 50).state, QuestionState::Pending);
         // The relay says pending past the expiry: the agent's clock says expired.
-        assert_eq!(
-            verdict(AGENT, "q1", &q, &none, key, Timestamp(100)).state,
-            QuestionState::Expired
-        );
+        assert_eq!(judge(&q, &none, 100).state, QuestionState::Expired);
         let cancelled = RelayReport {
             state: QuestionState::Cancelled,
             ..none.clone()
         };
-        let v = verdict(AGENT, "q1", &q, &cancelled, key, Timestamp(50));
+        let v = judge(&q, &cancelled, 50);
         assert_eq!(v.state, QuestionState::Cancelled);
         assert!(!v.approved);
     }
@@ -672,7 +861,7 @@ mod tests {
 
     fn event() -> impl Strategy<Value = Event> {
         prop_oneof![
-            (0u8..3, any::<bool>(), 0i64..200, 0u8..4).prop_map(|(device, yes, at, forged)| Event::Answer {
+            (0u8..3, any::<bool>(), 0i64..200, 0u8..5).prop_map(|(device, yes, at, forged)| Event::Answer {
                 device,
                 yes,
                 at,
@@ -703,6 +892,10 @@ mod tests {
                             0 => (seal_answer(&dv, "q1", answer, clock), true),
                             1 => (seal_answer(&dv, "q_other", answer, clock), false),
                             2 => (seal_answer("dv_9", "q1", answer, clock), false),
+                            3 => {
+                                let other = QuestionPayload { question: "drop the database?".into(), ..q.clone() };
+                                (seal_answer_to(&other, &dv, "q1", answer, clock), false)
+                            }
                             _ => {
                                 let env = seal_answer(&dv, "q1", answer, clock);
                                 let mut bytes = crate::b64::decode(&env).expect("b64");
@@ -724,7 +917,7 @@ mod tests {
                 Some((dv, env, _, _)) => RelayReport { state, answered_by: Some(dv), answered_at: record.closed_at, answer_envelope: Some(env) },
                 None => RelayReport { state, answered_by: None, answered_at: None, answer_envelope: None },
             };
-            let v = verdict(AGENT, "q1", &q, &rep, key, Timestamp(clock));
+            let v = judge(&q, &rep, clock);
             let expected = matches!(&stored, Some((_, _, true, true))) && state == QuestionState::Answered;
             prop_assert_eq!(v.approved, expected);
             if v.approved {

@@ -133,6 +133,16 @@ pub mod code {
     pub const QUESTION_ANSWERED: &str = "question_answered";
     /// A question or notification needs at least one paired device to go to.
     pub const NO_DEVICE: &str = "no_device";
+    /// A question id already names a different question (text, kind, options or details differ): one id
+    /// never carries two questions. Asking the same question again under its id resumes it. Agent side.
+    pub const QUESTION_ID_CONFLICT: &str = "question_id_conflict";
+    /// The device roster changed since the version the update was based on: read it again and retry.
+    pub const ROSTER_CONFLICT: &str = "roster_conflict";
+    /// The relay returned a device roster older than one this agent host has seen, or none at all after
+    /// one was seen: no device is trusted until it serves the newest. Agent side.
+    pub const ROSTER_ROLLBACK: &str = "roster_rollback";
+    /// The relay returned a device roster that does not open with the agent's key, or is malformed. Agent side.
+    pub const ROSTER_INVALID: &str = "roster_invalid";
     /// Too many requests of this kind from this address.
     pub const RATE_LIMITED: &str = "rate_limited";
     /// Something failed inside the relay; details are in its log.
@@ -564,6 +574,12 @@ pub struct QuestionMeta {
     /// When the relay accepted the answer.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answered_at: Option<Timestamp>,
+    /// The answering device's name at the time of the answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answered_by_name: Option<String>,
+    /// The answer sealed with the question's answer key ([`AnswerQuestion::copy`]), for display only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub answer_copy: Option<String>,
 }
 
 /// `POST /v1/agent/questions`: a question sealed for each owner device and for the agent itself.
@@ -662,6 +678,35 @@ pub struct DeviceQuestions {
 #[serde(rename_all = "camelCase")]
 pub struct AnswerQuestion {
     /// The sealed answer.
+    pub envelope: String,
+    /// The same answer sealed with the question's answer key, so that every recipient can show the answer
+    /// that counts. Informational only: the agent decides from `envelope`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub copy: Option<String>,
+}
+
+/// `GET /v1/agent/roster` and the answer to `PUT /v1/agent/roster`: the newest sealed device roster
+/// ([`crate::roster::Roster`]); version 0 and no envelope when none was ever stored.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RosterView {
+    /// Its version.
+    pub version: u64,
+    /// The roster sealed with the agent's self key, bound to `version`.
+    #[serde(default)]
+    pub envelope: Option<String>,
+}
+
+/// `PUT /v1/agent/roster`: stores a new version, only if the stored one is still `previousVersion` (0: none
+/// stored) and `version` is greater; otherwise `409 roster_conflict` with the stored version in `details`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct PutRoster {
+    /// The version the change was based on.
+    pub previous_version: u64,
+    /// The new version.
+    pub version: u64,
+    /// The sealed roster.
     pub envelope: String,
 }
 
