@@ -122,7 +122,11 @@ mod tests {
             expires_at: Timestamp(i64::MAX),
             answered_by: None,
             answered_at: None,
+            answered_by_name: None,
+            answer: None,
             created_at: Timestamp(0),
+            digest: String::new(),
+            answer_key: None,
         }
     }
 

@@ -12,13 +12,21 @@ use serde::Serialize;
 use crate::Global;
 use crate::home;
 use crate::output;
+use crate::secret;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum DeviceCommand {
     /// Pair this terminal with an agent, as a phone would, by opening a pairing link.
+    ///
+    /// The link holds a secret: give it on standard input (`pacerelle device join -`, then paste it, or pipe
+    /// it) or in PACERELLE_PAIRING_LINK rather than as an argument, which other users of this computer can read
+    /// in the process list.
     Join {
-        /// The link printed by `pacerelle pair` or `pacerelle up`.
-        link: String,
+        /// `-` to read the link printed by `pacerelle pair` or `pacerelle up` from standard input
+        /// (recommended); left out, the link in PACERELLE_PAIRING_LINK. A link written here works, but is
+        /// visible to other users in the process list.
+        #[arg(value_name = "LINK|-", env = "PACERELLE_PAIRING_LINK", hide_env_values = true)]
+        link: Option<String>,
         /// This device's name, shown to the agent.
         #[arg(long, default_value = "terminal")]
         name: String,
@@ -60,6 +68,16 @@ pub async fn run(global: &Global, cmd: DeviceCommand) -> Result<()> {
                     existing.device_id
                 ));
             }
+            let link = match link.as_deref() {
+                Some("-") => secret::from_stdin("pairing link")?.trim().to_string(),
+                Some(link) => link.to_string(),
+                None => {
+                    return Err(output::invalid_input(
+                        "no pairing link: run `pacerelle device join -` and paste it (or pipe it), or set \
+                         PACERELLE_PAIRING_LINK",
+                    ));
+                }
+            };
             let device = DeviceClient::join(&link, &name).await?;
             global.home.write_device(device.credentials())?;
             let c = device.credentials();

@@ -145,7 +145,7 @@ pub fn agent_client(global: &crate::Global) -> Result<AgentClient> {
 pub fn device_client(global: &crate::Global) -> Result<DeviceClient> {
     let creds = global.home.read_device()?.ok_or_else(|| {
         anyhow!(
-            "this terminal is not paired: run `pacerelle device join LINK` with a link from `pacerelle pair`"
+            "this terminal is not paired: run `pacerelle device join -` and paste a link from `pacerelle pair`"
         )
     })?;
     Ok(DeviceClient::from_credentials(creds)?)

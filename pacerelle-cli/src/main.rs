@@ -9,6 +9,7 @@ mod device;
 mod home;
 mod hook;
 mod output;
+mod secret;
 mod serve;
 mod time;
 mod webhook;

@@ -8,11 +8,37 @@ pub fn json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A refusal decided in the command before any request — missing or malformed input — with a stable code
+/// (one of the relay's, `invalid_input`) that `--json` prints like the relay's.
+#[derive(Debug)]
+pub struct Refused {
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Refused {}
+
+/// An `invalid_input` [`Refused`].
+pub fn invalid_input(message: impl Into<String>) -> anyhow::Error {
+    Refused {
+        code: pacerelle_client::core::wire::code::INVALID_INPUT,
+        message: message.into(),
+    }
+    .into()
+}
+
 /// Prints an error: `error: …` on stderr, or a JSON object `{"error": …, "code": …}` with `--json`.
 pub fn error(as_json: bool, e: &anyhow::Error) {
     let code = e
         .downcast_ref::<ClientError>()
         .and_then(|c| c.code())
+        .or_else(|| e.downcast_ref::<Refused>().map(|r| r.code))
         .map(str::to_string);
     let mut message = format!("{e:#}");
     if let Some(ClientError::Api {

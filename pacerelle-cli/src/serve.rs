@@ -79,7 +79,8 @@ async fn start(args: &ServeArgs) -> Result<Started> {
         _ => None,
     };
     let data = data_dir(args.data.clone())?;
-    std::fs::create_dir_all(&data).with_context(|| format!("cannot create {}", data.display()))?;
+    // 0700, tightened if looser: the database and the webhook key are for this user alone.
+    pacerelle_relay::prepare_data_folder(&data)?;
     let open_registration = args.registration_secret.is_none() && args.listen.ip().is_loopback();
     let relay = Relay::open(Config {
         database_path: data.join("pacerelle.db"),
@@ -292,10 +293,8 @@ pub async fn up(global: &Global, args: UpArgs) -> Result<()> {
             }
             Some(note) => println!("Note: {note}"),
         }
-        println!(
-            "Pair this terminal as a device:  pacerelle device join '{}'",
-            pairing.link
-        );
+        // Not the link as an argument: other users can read command lines.
+        println!("Pair this terminal as a device:  pacerelle device join -   (then paste the link)");
         println!("A new link at any time:          pacerelle pair");
     }
     server

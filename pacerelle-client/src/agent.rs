@@ -17,6 +17,7 @@ use reqwest::Method;
 
 use crate::error::{Error, Result};
 use crate::http::{Http, Req, Retry};
+use crate::roster::RosterMark;
 
 /// Heartbeats are sent this often while a session is open (the relay's lease lasts 30 s).
 const HEARTBEAT_EVERY: Duration = Duration::from_secs(10);
@@ -127,6 +128,7 @@ pub(crate) struct Inner {
     pub(crate) token: AgentToken,
     bearer: Bearer,
     session: Mutex<Option<SessionState>>,
+    pub(crate) roster_mark: RosterMark,
 }
 
 #[derive(Debug)]
@@ -158,8 +160,19 @@ impl AgentClient {
                 token,
                 bearer,
                 session: Mutex::new(None),
+                roster_mark: RosterMark::new(RosterMark::default_home().as_deref(), agent_id),
             }),
         })
+    }
+
+    /// Keeps the highest device roster version seen in `<home>/rosters/<agentId>.json` (by default home is
+    /// `PACERELLE_HOME`, else the user's config folder + `pacerelle`), or in memory only with `None`. Call it
+    /// right after creating the client, before any clone.
+    pub fn with_home(mut self, home: Option<&std::path::Path>) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.roster_mark = RosterMark::new(home, &inner.agent_id);
+        }
+        self
     }
 
     /// Creates a new agent: draws its id and token here, and registers only `SHA-256(auth)` at the relay.
@@ -238,6 +251,8 @@ impl AgentClient {
         let info = self.info().await?;
         let secret = PairingSecret::generate();
         let device_id = ids::generate(ids::DEVICE);
+        // Listed in the agent's roster before the offer exists: the device it creates is the agent's own.
+        self.add_to_roster(&device_id, options.role).await?;
         let expires_at = Timestamp::now().plus_millis(options.ttl.as_millis() as i64);
         let offer = OfferPayload {
             v: 1,
@@ -290,9 +305,11 @@ impl AgentClient {
         Ok(list.devices)
     }
 
-    /// Revokes a device: its credential stops working at once.
+    /// Revokes a device: first in the agent's roster (from then on its answers never approve, whatever the
+    /// relay says), then at the relay (its credential stops working at once).
     pub async fn revoke_device(&self, device_id: &str) -> Result<DeviceInfo> {
         ids::validate("device id", device_id)?;
+        self.revoke_in_roster(device_id).await?;
         let path = format!("/v1/agent/devices/{device_id}");
         self.inner.http.send(self.req::<()>(Method::DELETE, &path)).await
     }

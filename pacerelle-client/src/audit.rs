@@ -7,7 +7,9 @@
 
 use std::io::Write;
 
+use pacerelle_core::pairing::Role;
 use pacerelle_core::question::{QuestionKind, QuestionState};
+use pacerelle_core::roster::Roster;
 use pacerelle_core::wire::{AnswerLog, QuestionView};
 use pacerelle_core::{Cursor, Timestamp};
 use reqwest::Method;
@@ -151,7 +153,7 @@ fn io_error(e: std::io::Error) -> Error {
 }
 
 impl AgentClient {
-    fn audit_entry(&self, view: &QuestionView) -> AuditEntry {
+    fn audit_entry(&self, view: &QuestionView, roster: &Roster) -> AuditEntry {
         let mut entry = AuditEntry {
             question_id: view.question_id.clone(),
             kind: view.kind,
@@ -176,7 +178,15 @@ impl AgentClient {
                 return entry;
             }
         };
-        let verdict = self.judge(view, &own);
+        // A record of the past: an owner revoked later still approved what it answered before (by the
+        // relay's time of the answer), unlike a live verdict, where a revoked device never approves.
+        let answered_at = view.answered_at;
+        let verdict = self.judge(view, &own, |device| {
+            roster.device(device).is_some_and(|d| {
+                d.role == Role::Owner && d.revoked_at.is_none_or(|r| answered_at.is_some_and(|a| a < r))
+            })
+        });
+        let own = own.payload;
         entry.kind = own.kind;
         entry.question = own.question;
         entry.options = own.options;
@@ -197,6 +207,7 @@ impl AgentClient {
 
     /// The answer log, newest first, opened here. Pages through the relay's log as needed.
     pub async fn answer_log(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
+        let roster = self.roster().await?;
         let mut out = Vec::new();
         let mut cursor: Option<Cursor> = None;
         loop {
@@ -227,7 +238,7 @@ impl AgentClient {
                     ..self.req::<()>(Method::GET, "/v1/agent/questions")
                 })
                 .await?;
-            out.extend(page.questions.iter().map(|v| self.audit_entry(v)));
+            out.extend(page.questions.iter().map(|v| self.audit_entry(v, &roster)));
             match page.next {
                 // A relay that hands back the same cursor would loop forever.
                 Some(next) if Some(next) != cursor && !page.questions.is_empty() => cursor = Some(next),

@@ -10,7 +10,7 @@ use pacerelle_core::message::{ReplyPayload, TaskPayload, reply_aad, task_aad};
 use pacerelle_core::pairing::{self, PairingSecret, Role};
 use pacerelle_core::question::{
     Answer, AnswerPayload, Level, NotificationPayload, QuestionKind, QuestionPayload, QuestionState,
-    answer_aad, notification_aad, question_aad,
+    answer_aad, answer_copy_aad, notification_aad, question_aad, question_digest,
 };
 use pacerelle_core::wire::{
     self, AnswerQuestion, ClaimPairing, Conversation, DeviceInfo, DeviceQuestion, DeviceQuestions,
@@ -139,8 +139,20 @@ pub struct OpenedQuestion {
     pub answered_by: Option<String>,
     /// When the relay accepted the answer.
     pub answered_at: Option<Timestamp>,
+    /// The answering device's name, as the relay reports it.
+    pub answered_by_name: Option<String>,
+    /// The answer that counts, read from the copy the answering device sealed for every recipient: for
+    /// display (the agent decides from the answer sealed for it alone). `None` while unanswered, or for an
+    /// answer given without a copy.
+    pub answer: Option<Answer>,
     /// When it was asked.
     pub created_at: Timestamp,
+    /// [`pacerelle_core::question::question_digest`] of the question as opened: an answer names it.
+    #[serde(skip)]
+    pub digest: String,
+    /// The question's answer key (base64url), with which an answer's copy for the other recipients is sealed.
+    #[serde(skip)]
+    pub answer_key: Option<String>,
 }
 
 impl OpenedQuestion {
@@ -447,7 +459,8 @@ impl DeviceClient {
         created_at: Timestamp,
     ) -> std::result::Result<OpenedQuestion, CryptoError> {
         let aad = question_aad(self.agent_id(), self.device_id(), question_id);
-        let payload: QuestionPayload = open(&self.inner.key, &aad, sealed)?;
+        let plain = envelope::open(&self.inner.key, &aad, sealed)?;
+        let payload: QuestionPayload = serde_json::from_slice(&plain).map_err(|_| CryptoError::Open)?;
         // The kind is in clear at the relay; the sealed one must agree, and this device must be a recipient.
         if payload.kind != meta.kind || !payload.recipients.iter().any(|r| r == self.device_id()) {
             return Err(CryptoError::Open);
@@ -458,6 +471,7 @@ impl DeviceClient {
         } else {
             meta.state
         };
+        let answer = Self::answer_copy(self.agent_id(), question_id, &payload, meta);
         Ok(OpenedQuestion {
             question_id: question_id.to_string(),
             question: payload.question,
@@ -469,8 +483,27 @@ impl DeviceClient {
             expires_at: payload.expires_at,
             answered_by: meta.answered_by.clone(),
             answered_at: meta.answered_at,
+            answered_by_name: meta.answered_by_name.clone(),
+            answer,
             created_at,
+            digest: question_digest(&plain),
+            answer_key: payload.answer_key,
         })
+    }
+
+    /// Opens the copy of the answer that counts, sealed by the answering device with the question's answer key.
+    fn answer_copy(
+        agent_id: &str,
+        question_id: &str,
+        payload: &QuestionPayload,
+        meta: &QuestionMeta,
+    ) -> Option<Answer> {
+        let (Some(by), Some(copy), Some(key)) = (&meta.answered_by, &meta.answer_copy, payload.answer_key())
+        else {
+            return None;
+        };
+        let copy: AnswerPayload = open(&key, &answer_copy_aad(agent_id, by, question_id), copy).ok()?;
+        (copy.question_id == question_id).then_some(copy.answer)
     }
 
     fn open_device_question(&self, q: &DeviceQuestion) -> std::result::Result<OpenedQuestion, CryptoError> {
@@ -534,13 +567,31 @@ impl DeviceClient {
         if let Answer::Text(text) = &answer {
             crate::agent::check_text("an answer", text)?;
         }
-        let known = self
+        let cached = self
             .inner
             .questions
             .lock()
             .ok()
             .and_then(|cache| cache.get(question_id).cloned());
-        if let Some(q) = &known {
+        // The answer names the exact question it answers (its digest): read it first if it was not.
+        let known = match cached {
+            Some(q) => q,
+            None => self
+                .questions(None)
+                .await?
+                .questions
+                .into_iter()
+                .find(|q| q.question_id == question_id)
+                .ok_or_else(|| {
+                    Error::local(
+                        404,
+                        wire::code::NOT_FOUND,
+                        "no such question for this device".into(),
+                    )
+                })?,
+        };
+        {
+            let q = &known;
             q.check_answer(&answer)?;
             let expired = q.state == QuestionState::Expired
                 || (q.state == QuestionState::Pending && Timestamp::now() >= q.expires_at);
@@ -573,10 +624,20 @@ impl DeviceClient {
             question_id: question_id.to_string(),
             answer,
             answered_at: Timestamp::now(),
+            question_digest: Some(known.digest.clone()),
         };
         let aad = answer_aad(self.agent_id(), self.device_id(), question_id);
+        let copy = known
+            .answer_key
+            .as_deref()
+            .and_then(b64::decode_array::<32>)
+            .map(|key| {
+                let aad = answer_copy_aad(self.agent_id(), self.device_id(), question_id);
+                envelope::seal_json(&ContentKey::from_bytes(key), &aad, &payload)
+            });
         let body = AnswerQuestion {
             envelope: envelope::seal_json(&self.inner.key, &aad, &payload),
+            copy,
         };
         let path = format!("/v1/device/questions/{question_id}/answer");
         let stored: DeviceQuestion = self

@@ -6,6 +6,7 @@ mod device;
 mod error;
 mod http;
 mod question;
+mod roster;
 mod webhook;
 
 pub use agent::{

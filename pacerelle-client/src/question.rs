@@ -9,13 +9,13 @@
 use std::time::Duration;
 
 use pacerelle_core::envelope;
-use pacerelle_core::pairing::Role;
 use pacerelle_core::question::{
-    self, Answer, Level, NotificationPayload, QuestionKind, QuestionPayload, QuestionState, RelayReport,
-    notification_aad, question_aad,
+    self, Answer, Level, NotificationPayload, OwnQuestion, QuestionKind, QuestionPayload, QuestionState,
+    RelayReport, notification_aad, question_aad,
 };
+use pacerelle_core::roster::Roster;
 use pacerelle_core::wire::{self, CreateQuestion, DeviceEnvelope, QuestionView, SendNotification, Stored};
-use pacerelle_core::{Timestamp, ids};
+use pacerelle_core::{Timestamp, b64, ids, keys};
 use reqwest::Method;
 use serde::{Deserialize, Serialize};
 
@@ -44,7 +44,9 @@ pub struct QuestionRequest {
     pub details: Option<String>,
     /// How long it may be answered (default 10 minutes, at most 7 days).
     pub expires_in: Duration,
-    /// Your own id, to ask again safely after an uncertain failure (one is drawn when `None`).
+    /// Your own id, to ask again safely after an uncertain failure or a restart (one is drawn when `None`).
+    /// An id names one question for good: asking the same question under it again resumes it (and returns
+    /// its answer if it has one); asking a different question under it fails with `question_id_conflict`.
     pub question_id: Option<String>,
 }
 
@@ -112,6 +114,11 @@ pub struct Asked {
     pub question_id: String,
     /// When it expires (the expiry sealed in the agent's own copy).
     pub expires_at: Timestamp,
+    /// The digest of the question as sealed (see [`pacerelle_core::question::question_digest`]): waiting
+    /// with this `Asked` accepts only that exact question under its id. `None`: whatever question the id
+    /// names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
 }
 
 /// What the agent concludes about a question.
@@ -167,18 +174,24 @@ impl AgentClient {
     }
 
     /// Opens the agent's own copy of a question: its text, kind, options, expiry and recipients.
-    pub(crate) fn open_own_question(
-        &self,
-        question_id: &str,
-        self_envelope: &str,
-    ) -> Result<QuestionPayload> {
+    pub(crate) fn open_own_question(&self, question_id: &str, self_envelope: &str) -> Result<OwnQuestion> {
         let key = self.inner.token.self_key(&self.inner.agent_id);
-        let aad = question_aad(&self.inner.agent_id, "", question_id);
-        Ok(envelope::open_json(&key, &aad, self_envelope)?)
+        Ok(OwnQuestion::open(
+            &key,
+            &self.inner.agent_id,
+            question_id,
+            self_envelope,
+        )?)
     }
 
-    /// Decides what a question's view means, with this machine's clock.
-    pub(crate) fn judge(&self, view: &QuestionView, own: &QuestionPayload) -> question::Verdict {
+    /// Decides what a question's view means, with this machine's clock; `may_approve` is the roster's word
+    /// on who may approve.
+    pub(crate) fn judge(
+        &self,
+        view: &QuestionView,
+        own: &OwnQuestion,
+        may_approve: impl Fn(&str) -> bool,
+    ) -> question::Verdict {
         let report = RelayReport {
             state: view.state,
             answered_by: view.answered_by.as_deref(),
@@ -187,17 +200,29 @@ impl AgentClient {
         };
         question::verdict(
             &self.inner.agent_id,
-            &view.question_id,
             own,
             &report,
             |device| self.inner.token.device_key(&self.inner.agent_id, device),
+            may_approve,
             Timestamp::now(),
         )
     }
 
-    fn outcome(&self, view: &QuestionView) -> Result<AnswerOutcome> {
+    /// The outcome of a view. The roster is read only when the relay reports an answer: an answer counts only
+    /// from a device the roster lets approve now (a device revoked since the question was asked does not).
+    async fn outcome(&self, view: &QuestionView, expected: Option<&str>) -> Result<AnswerOutcome> {
         let own = self.open_own_question(&view.question_id, &view.self_envelope)?;
-        let verdict = self.judge(view, &own);
+        if let Some(expected) = expected
+            && expected != own.digest
+        {
+            return Err(Self::id_conflict(&view.question_id));
+        }
+        let roster = if view.state == QuestionState::Answered {
+            self.roster().await?
+        } else {
+            Roster::empty(&self.inner.agent_id)
+        };
+        let verdict = self.judge(view, &own, |device| roster.may_approve(device));
         // The name is metadata in clear: shown only beside a device whose answer opened.
         let answered_by_name = match (&verdict.answered_by, &view.answered_by) {
             (Some(a), Some(b)) if a == b => view.answered_by_name.clone(),
@@ -211,27 +236,20 @@ impl AgentClient {
             answered_by: verdict.answered_by,
             answered_by_name,
             answered_at: verdict.answered_at,
-            expires_at: own.expires_at,
+            expires_at: own.payload.expires_at,
             rejected: verdict.rejected.map(str::to_string),
         })
     }
 
-    async fn devices_to_reach(&self, owners_only: bool, what: &str) -> Result<Vec<String>> {
-        let devices: Vec<String> = self
-            .devices()
-            .await?
-            .into_iter()
-            .filter(|d| d.revoked_at.is_none() && (!owners_only || d.role == Role::Owner))
-            .map(|d| d.device_id)
-            .collect();
-        if devices.is_empty() {
-            return Err(Error::local(
-                400,
-                wire::code::NO_DEVICE,
-                format!("{what} needs a paired device: pair a phone first (`pacerelle pair`)"),
-            ));
-        }
-        Ok(devices)
+    fn id_conflict(question_id: &str) -> Error {
+        Error::local(
+            409,
+            wire::code::QUESTION_ID_CONFLICT,
+            format!(
+                "question id {question_id} already names a different question: one id carries one question \
+                 (ask this one under a new id, or ask exactly the same question to resume it)"
+            ),
+        )
     }
 
     /// Asks the owner a question and returns at once. It is sealed for each active owner device (only their
@@ -271,22 +289,27 @@ impl AgentClient {
             details: request.details.filter(|d| !d.trim().is_empty()),
             expires_at,
             recipients: Vec::new(),
+            answer_key: None,
         };
         payload
             .validate()
             .map_err(|e| Error::InvalidInput(e.to_string()))?;
         payload.recipients = self.devices_to_reach(true, "a question").await?;
+        payload.answer_key = Some(b64::encode(&keys::random_array::<32>()));
 
+        // The same bytes for every copy: each recipient's digest of what it opened is the agent's.
+        #[allow(clippy::unwrap_used)] // a payload of strings serialises infallibly
+        let plain = serde_json::to_vec(&payload).unwrap();
         let agent_id = &self.inner.agent_id;
         let envelopes = payload
             .recipients
             .iter()
             .map(|device| DeviceEnvelope {
                 device_id: device.clone(),
-                envelope: envelope::seal_json(
+                envelope: envelope::seal(
                     &self.inner.token.device_key(agent_id, device),
                     &question_aad(agent_id, device, &question_id),
-                    &payload,
+                    &plain,
                 ),
             })
             .collect();
@@ -294,10 +317,10 @@ impl AgentClient {
             question_id: question_id.clone(),
             kind: payload.kind,
             expires_at,
-            self_envelope: envelope::seal_json(
+            self_envelope: envelope::seal(
                 &self.inner.token.self_key(agent_id),
                 &question_aad(agent_id, "", &question_id),
-                &payload,
+                &plain,
             ),
             envelopes,
         };
@@ -314,17 +337,32 @@ impl AgentClient {
                 "the relay answered about another question".into(),
             ));
         }
-        // A retry returns the question as first stored: its own sealed expiry is the one that counts.
+        // An id already used returns the question as first stored. The same question resumes (its own sealed
+        // expiry is the one that counts); a different one is refused: one id never carries two questions.
         let own = self.open_own_question(&view.question_id, &view.self_envelope)?;
+        if !own.payload.same_question(&payload) {
+            return Err(Self::id_conflict(&question_id));
+        }
         Ok(Asked {
             question_id,
-            expires_at: own.expires_at,
+            expires_at: own.payload.expires_at,
+            digest: Some(own.digest),
         })
     }
 
     /// Reads a question, parking up to `wait` (at most 55 s) while it is pending, and decides what its
     /// answer means. Loops are the caller's job (see [`AgentClient::ask`]).
     pub async fn wait_for_answer(&self, question_id: &str, wait: Duration) -> Result<AnswerOutcome> {
+        self.wait_for(question_id, None, wait).await
+    }
+
+    /// [`AgentClient::wait_for_answer`], accepting only the question whose digest is `expected`.
+    async fn wait_for(
+        &self,
+        question_id: &str,
+        expected: Option<&str>,
+        wait: Duration,
+    ) -> Result<AnswerOutcome> {
         ids::validate("question id", question_id)?;
         let wait = wait.min(Duration::from_secs(wire::MAX_WAIT_SECONDS));
         // Whole seconds on the wire; round up so that a short remaining wait still parks.
@@ -345,7 +383,7 @@ impl AgentClient {
                 "the relay answered about another question".into(),
             ));
         }
-        self.outcome(&view)
+        self.outcome(&view, expected).await
     }
 
     /// Asks and waits: [`AgentClient::ask_user`], then [`AgentClient::wait_for_answer`] until the outcome is
@@ -379,7 +417,10 @@ impl AgentClient {
             let to_deadline = deadline.saturating_duration_since(tokio::time::Instant::now());
             let wait = to_expiry.min(to_deadline);
             let called = tokio::time::Instant::now();
-            match self.wait_for_answer(&asked.question_id, wait).await {
+            match self
+                .wait_for(&asked.question_id, asked.digest.as_deref(), wait)
+                .await
+            {
                 Ok(outcome) => {
                     pause = FIRST_RETRY_PAUSE;
                     // Past the expiry the verdict is `expired` (final) unless an answer in time opened.
@@ -418,7 +459,7 @@ impl AgentClient {
         ids::validate("question id", question_id)?;
         let path = format!("{}/cancel", Self::question_path(question_id));
         let view: QuestionView = self.inner.http.send(self.req::<()>(Method::POST, &path)).await?;
-        self.outcome(&view)
+        self.outcome(&view, None).await
     }
 
     /// Sends a notification (no answer expected), sealed for each active device.

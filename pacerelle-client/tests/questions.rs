@@ -518,7 +518,11 @@ async fn questions_and_notifications_appear_in_the_conversation_and_asking_is_id
         .await
         .expect("ask");
     let again = agent
-        .ask_user(QuestionRequest::choice("Pick one", ["a", "b"]).with_id("deploy-7"))
+        .ask_user(
+            QuestionRequest::choice("Pick one", ["a", "b"])
+                .with_id("deploy-7")
+                .with_details("details here"),
+        )
         .await
         .expect("ask again");
     assert_eq!(first, again, "the stored question, with its first expiry");

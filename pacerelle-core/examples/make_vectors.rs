@@ -16,8 +16,10 @@ use pacerelle_core::keys::{self, ContentKey};
 use pacerelle_core::message::{self, ReplyPayload, TaskPayload};
 use pacerelle_core::pairing::{OfferPayload, PairingSecret, Role};
 use pacerelle_core::question::{
-    self, Answer, AnswerPayload, KIND_ANSWER, KIND_QUESTION, QuestionKind, QuestionPayload,
+    self, Answer, AnswerPayload, KIND_ANSWER, KIND_ANSWER_COPY, KIND_NOTIFICATION, KIND_QUESTION, Level,
+    NotificationPayload, QuestionKind, QuestionPayload, question_digest,
 };
+use pacerelle_core::roster::{self, KIND_ROSTER, Roster, RosterDevice};
 use pacerelle_core::{AgentToken, Cursor, Timestamp};
 use serde::Serialize;
 
@@ -27,6 +29,10 @@ const AUTH: [u8; 32] = [0x11; 32];
 const MASTER: [u8; 32] = [0x22; 32];
 const PAIRING_SECRET: [u8; 32] = [0x33; 32];
 const RELAY: &str = "https://relay.example";
+/// The answer key of the question with an answer key (`qst_digest`).
+const ANSWER_KEY: [u8; 32] = [0x66; 32];
+/// The id of the question whose answer names its digest and has a copy.
+const DIGEST_QUESTION_ID: &str = "qst_digest";
 
 /// 0x00, 0x01, … 0x1f (or from another start): inputs that catch byte-order mistakes.
 fn counting<const N: usize>(start: u8) -> [u8; N] {
@@ -181,7 +187,12 @@ fn token_file() -> File<TokenCase> {
             },
             TokenCase::InvalidToken {
                 name: "standard base64 alphabet",
-                token: standard_alphabet(&counting_token),
+                // The prefix is right and the body is a valid token's body written with `+` and `/`: the
+                // alphabet is the only fault.
+                token: format!(
+                    "pcr1_{}",
+                    standard_alphabet(&counting_token["pcr1_".len()..])
+                ),
             },
             TokenCase::InvalidToken {
                 name: "non-canonical base64url (unused low bits set)",
@@ -549,6 +560,35 @@ fn flip(envelope: &str, index: usize, bit: u8) -> String {
     b64::encode(&bytes)
 }
 
+/// The question asked under [`DIGEST_QUESTION_ID`]: two recipients and an answer key. Its serialised bytes
+/// are what the agent seals for itself and for each recipient, and what [`question_digest`] hashes.
+fn digest_question() -> QuestionPayload {
+    QuestionPayload {
+        question: "Run the test suite on main?".into(),
+        kind: QuestionKind::YesNo,
+        options: vec![],
+        multiple: false,
+        details: Some("≈ 4 min — résultats dans #ci".into()),
+        expires_at: Timestamp::parse("2026-11-30T01:00:00.000Z").expect("fixed time parses"),
+        recipients: vec![DEVICE_ID.into(), "dv_other".into()],
+        answer_key: Some(b64::encode(&ANSWER_KEY)),
+    }
+}
+
+fn json<T: Serialize>(value: &T) -> String {
+    serde_json::to_string(value).expect("payload serialises")
+}
+
+/// The yes that `dv_vector` gives to [`digest_question`], naming its digest.
+fn digest_answer() -> AnswerPayload {
+    AnswerPayload {
+        question_id: DIGEST_QUESTION_ID.into(),
+        answer: Answer::Yes,
+        answered_at: Timestamp::parse("2026-11-30T00:41:02.003Z").expect("fixed time parses"),
+        question_digest: Some(question_digest(json(&digest_question()).as_bytes())),
+    }
+}
+
 fn envelope_file() -> File<EnvelopeCase> {
     let device_key = keys::device_key(&MASTER, AGENT_ID, DEVICE_ID);
     let self_key = keys::self_key(&MASTER, AGENT_ID);
@@ -578,12 +618,14 @@ fn envelope_file() -> File<EnvelopeCase> {
         details: Some("Tests passés ✓ — 3 migrations".into()),
         expires_at: Timestamp::parse("2026-11-30T00:20:00.000Z").expect("fixed time parses"),
         recipients: vec![DEVICE_ID.into()],
+        answer_key: None,
     })
     .expect("question serialises");
     let answer = serde_json::to_string(&AnswerPayload {
         question_id: question_id.into(),
         answer: Answer::Yes,
         answered_at: Timestamp::parse("2026-11-30T00:12:34.567Z").expect("fixed time parses"),
+        question_digest: None,
     })
     .expect("answer serialises");
     let choice = serde_json::to_string(&QuestionPayload {
@@ -594,12 +636,14 @@ fn envelope_file() -> File<EnvelopeCase> {
         details: None,
         expires_at: Timestamp::parse("2026-12-01T09:00:00.000Z").expect("fixed time parses"),
         recipients: vec![DEVICE_ID.into()],
+        answer_key: None,
     })
     .expect("question serialises");
     let choice_answer = serde_json::to_string(&AnswerPayload {
         question_id: "qst_choice".into(),
         answer: Answer::Options(vec!["Mardi".into()]),
         answered_at: Timestamp::parse("2026-11-30T08:00:00.001Z").expect("fixed time parses"),
+        question_digest: None,
     })
     .expect("answer serialises");
     let question_fields = || AadFields::new(AGENT_ID, DEVICE_ID, "a2d", KIND_QUESTION, question_id);
@@ -680,6 +724,44 @@ fn envelope_file() -> File<EnvelopeCase> {
     let empty_env = envelope_of(&empty_case);
     let empty_non_canonical = non_canonical(&empty_env);
 
+    // A question with an answer key; the answer that names its digest; the answer's copy for the other
+    // recipients, sealed with the answer key.
+    let digest_plain = json(&digest_question());
+    let digest_answer_plain = json(&digest_answer());
+    let answer_key = ContentKey::from_bytes(ANSWER_KEY);
+    let copy_fields =
+        || AadFields::new(AGENT_ID, DEVICE_ID, "d2a", KIND_ANSWER_COPY, DIGEST_QUESTION_ID);
+    assert_eq!(
+        question::answer_copy_aad(AGENT_ID, DEVICE_ID, DIGEST_QUESTION_ID),
+        copy_fields().aad()
+    );
+    assert_eq!(digest_question().answer_key(), Some(answer_key.clone()));
+    let copy_case = seal_case(
+        "answer copy, sealed with the question's answer key (kind answer_copy)",
+        &answer_key,
+        copy_fields(),
+        counting(0xe0),
+        &digest_answer_plain,
+    );
+    let copy_env = envelope_of(&copy_case);
+    let digest_answer_case = seal_case(
+        "answer: yes, naming the question's digest",
+        &device_key,
+        AadFields::new(AGENT_ID, DEVICE_ID, "d2a", KIND_ANSWER, DIGEST_QUESTION_ID),
+        counting(0xf0),
+        &digest_answer_plain,
+    );
+    let digest_answer_env = envelope_of(&digest_answer_case);
+    let notification = json(&NotificationPayload {
+        text: "Déploiement terminé : 3 services à jour.".into(),
+        title: Some("v2.3 ✓".into()),
+        level: Level::Success,
+    });
+    assert_eq!(
+        question::notification_aad(AGENT_ID, DEVICE_ID, "ntf_vector"),
+        AadFields::new(AGENT_ID, DEVICE_ID, "a2d", KIND_NOTIFICATION, "ntf_vector").aad()
+    );
+
     File {
         description: "Envelopes. envelope = base64url(0x01 || nonce (12) || AES-256-GCM ciphertext || tag (16)); aad \
                       = \"pacerelle/v1/aad\" || 0x01 || for each of agentId, deviceId, direction, kind, objectId: \
@@ -728,6 +810,29 @@ fn envelope_file() -> File<EnvelopeCase> {
                 AadFields::new("ag_2:test.x-y", "dv_phone-1.b:2", "a2d", kind::REPLY, "rep_2"),
                 counting(0xc0),
                 "exactly 16 bytes",
+            ),
+            seal_case(
+                "question with an answer key, the device's copy",
+                &device_key,
+                AadFields::new(AGENT_ID, DEVICE_ID, "a2d", KIND_QUESTION, DIGEST_QUESTION_ID),
+                counting(0x08),
+                &digest_plain,
+            ),
+            seal_case(
+                "question with an answer key, the agent's own copy (the same plaintext bytes)",
+                &self_key,
+                AadFields::new(AGENT_ID, "", "self", KIND_QUESTION, DIGEST_QUESTION_ID),
+                counting(0x28),
+                &digest_plain,
+            ),
+            digest_answer_case,
+            copy_case,
+            seal_case(
+                "notification (title and level)",
+                &device_key,
+                AadFields::new(AGENT_ID, DEVICE_ID, "a2d", KIND_NOTIFICATION, "ntf_vector"),
+                counting(0x38),
+                &notification,
             ),
             reject_case(
                 "task with one ciphertext bit flipped",
@@ -832,6 +937,34 @@ fn envelope_file() -> File<EnvelopeCase> {
                 &device_key,
                 answer_fields(),
                 question_env,
+                "open",
+            ),
+            reject_case(
+                "answer copy opened as the answer (answer key, kind answer)",
+                &answer_key,
+                AadFields::new(AGENT_ID, DEVICE_ID, "d2a", KIND_ANSWER, DIGEST_QUESTION_ID),
+                copy_env.clone(),
+                "open",
+            ),
+            reject_case(
+                "answer copy presented as another device's",
+                &answer_key,
+                AadFields::new(AGENT_ID, "dv_other", "d2a", KIND_ANSWER_COPY, DIGEST_QUESTION_ID),
+                copy_env.clone(),
+                "open",
+            ),
+            reject_case(
+                "answer copy moved to another question",
+                &answer_key,
+                AadFields::new(AGENT_ID, DEVICE_ID, "d2a", KIND_ANSWER_COPY, "qst_other"),
+                copy_env,
+                "open",
+            ),
+            reject_case(
+                "answer presented as an answer copy (device key, kind answer_copy)",
+                &device_key,
+                copy_fields(),
+                digest_answer_env,
                 "open",
             ),
             reject_case(

@@ -259,6 +259,7 @@ impl AgentClient {
                     pacerelle_client::Asked {
                         question_id,
                         expires_at: first.expires_at,
+                        digest: None,
                     }
                 }
             };

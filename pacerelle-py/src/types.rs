@@ -778,6 +778,8 @@ pub(crate) struct PyAsked {
     #[pyo3(get)]
     question_id: String,
     pub(crate) expires_at: Timestamp,
+    /// The digest of the question as asked: waiting with this `Asked` accepts only that question.
+    digest: Option<String>,
 }
 
 impl PyAsked {
@@ -785,6 +787,7 @@ impl PyAsked {
         Ok(PyAsked {
             question_id: a.question_id,
             expires_at: a.expires_at,
+            digest: a.digest,
         })
     }
 
@@ -792,6 +795,7 @@ impl PyAsked {
         client::Asked {
             question_id: self.question_id.clone(),
             expires_at: self.expires_at,
+            digest: self.digest.clone(),
         }
     }
 }

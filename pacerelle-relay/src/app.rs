@@ -68,6 +68,7 @@ pub(crate) fn app(state: AppState) -> Router {
         .route("/v1/agent", get(agent::me))
         .route("/v1/agent/pairings", post(pairing::create))
         .route("/v1/agent/devices", get(agent::devices))
+        .route("/v1/agent/roster", get(agent::roster).put(agent::put_roster))
         .route("/v1/agent/devices/{device_id}", delete(agent::revoke_device))
         .route("/v1/agent/messages", get(messages::wait))
         .route(

@@ -31,6 +31,25 @@ pub enum Error {
     /// The configuration is unusable.
     #[error("invalid relay configuration: {0}")]
     Config(String),
+    /// The data folder or a file in it could not be created, read or restricted to its owner.
+    #[error("cannot {action} {path}: {source}")]
+    Files {
+        /// What the relay was doing.
+        action: &'static str,
+        /// The folder or file.
+        path: String,
+        /// What the system said.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The webhook key file exists but cannot be used (the relay never replaces it by itself).
+    #[error("the webhook key {path} is unusable: {reason}")]
+    WebhookKey {
+        /// The file.
+        path: String,
+        /// Why, and what to do.
+        reason: String,
+    },
 }
 
 /// A failure of the storage layer (the conflicts a caller can cause are returned as values, not as errors).

@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 mod app;
+mod at_rest;
 mod auth;
 mod config;
 mod error;
@@ -22,6 +23,7 @@ use std::time::Duration;
 
 use pacerelle_core::Timestamp;
 
+pub use at_rest::{FILE_MODE, FOLDER_MODE, prepare_data_folder};
 pub use config::Config;
 pub use error::{Error, StoreError};
 pub use tls::TlsConfig;

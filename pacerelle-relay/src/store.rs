@@ -222,8 +222,8 @@ pub(crate) struct DueEvent {
     pub body: String,
     pub attempts: u32,
     pub created_at: Timestamp,
-    /// `(url, secret)`; none when the agent removed its webhook.
-    pub target: Option<(String, String)>,
+    /// Where it goes, as the agent's webhook is now.
+    pub target: sqlite::Target,
 }
 
 /// The lease time-to-live in milliseconds.

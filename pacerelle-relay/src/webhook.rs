@@ -16,9 +16,13 @@ use tokio::sync::Notify;
 
 use crate::app::Inner;
 use crate::store::DueEvent;
+use crate::store::sqlite::Target;
 
 /// Events attempted together at most.
 const BATCH: u32 = 16;
+/// The delivery log's error for an event whose webhook secret does not open.
+const UNREADABLE: &str = "the webhook secret does not open with this relay's webhook.key (lost or replaced): set \
+                          the webhook again";
 
 /// How the relay delivers webhook events. [`WebhookSettings::default`] is what `pacerelle serve` uses; tests
 /// shorten the delays.
@@ -164,15 +168,20 @@ async fn round(inner: &Inner, client: &reqwest::Client) -> Result<Option<Timesta
         let mut attempts = tokio::task::JoinSet::new();
         for event in due {
             match event.target.clone() {
-                Some((url, secret)) => {
+                Target::Webhook { url, secret } => {
                     attempts.spawn(attempt(client.clone(), event, url, secret));
                 }
-                None => {
+                Target::Removed => {
                     // The webhook was removed after the event was read; nowhere to send it.
                     inner
                         .store
                         .event_attempt_failed(&event.event_id, None, "the webhook was removed", None)
                         .await?;
+                }
+                Target::Unreadable => {
+                    // Nothing can sign it; tried again with the usual backoff, so a webhook set again in time
+                    // still gets it.
+                    record(inner, &event, Err((None, UNREADABLE.to_string()))).await?;
                 }
             }
         }

@@ -4,8 +4,8 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use pacerelle_core::Timestamp;
 use pacerelle_core::wire::{
-    AgentInfo, CheckpointList, DeviceInfo, DeviceList, MAX_CHECKPOINT_LIMIT, RegisterAgent, SaveCheckpoint,
-    Status, Stored, code,
+    AgentInfo, CheckpointList, DeviceInfo, DeviceList, MAX_CHECKPOINT_LIMIT, PutRoster, RegisterAgent,
+    RosterView, SaveCheckpoint, Status, Stored, code,
 };
 use serde::Deserialize;
 
@@ -16,6 +16,7 @@ use crate::error::AppError;
 use crate::extract::{Json, Path, Query};
 use crate::presence;
 use crate::store::Registered;
+use crate::store::sqlite::RosterPut;
 use crate::wake::Topic;
 
 /// Default number of checkpoints listed.
@@ -66,6 +67,54 @@ pub(crate) async fn devices(
     Ok(Json(DeviceList {
         devices: state.store.devices(&auth.agent_id).await?,
     }))
+}
+
+/// `GET /v1/agent/roster`: the newest sealed device roster (version 0, no envelope: none stored yet). The
+/// relay cannot open it; agent hosts do, and decide from it which devices may approve.
+pub(crate) async fn roster(
+    State(state): State<AppState>,
+    auth: AgentAuth,
+) -> Result<Json<RosterView>, AppError> {
+    Ok(Json(state.store.roster(&auth.agent_id).await?))
+}
+
+/// `PUT /v1/agent/roster`: a compare-and-set on the version, so that two agent hosts never overwrite each
+/// other's change; `409 roster_conflict` with the stored version when it moved.
+pub(crate) async fn put_roster(
+    State(state): State<AppState>,
+    auth: AgentAuth,
+    Json(body): Json<PutRoster>,
+) -> Result<Json<RosterView>, AppError> {
+    check_envelope("envelope", &body.envelope)?;
+    if body.version > i64::MAX as u64 || body.version <= body.previous_version {
+        return Err(AppError::new(
+            StatusCode::BAD_REQUEST,
+            code::INVALID_INPUT,
+            "version must be greater than previousVersion",
+        ));
+    }
+    match state
+        .store
+        .put_roster(
+            &auth.agent_id,
+            body.previous_version,
+            body.version,
+            &body.envelope,
+            Timestamp::now(),
+        )
+        .await?
+    {
+        RosterPut::Stored(view) => Ok(Json(view)),
+        RosterPut::Conflict { current } => Err(AppError::new(
+            StatusCode::CONFLICT,
+            code::ROSTER_CONFLICT,
+            format!(
+                "the roster is at version {current}, not {}: read it again and retry",
+                body.previous_version
+            ),
+        )
+        .with_details(serde_json::json!({ "version": current }))),
+    }
 }
 
 /// `DELETE /v1/agent/devices/{deviceId}`: idempotent; the first revocation time is kept.

@@ -221,6 +221,9 @@ pub(crate) async fn answer(
     Json(body): Json<AnswerQuestion>,
 ) -> Result<Json<DeviceQuestion>, AppError> {
     check_envelope("envelope", &body.envelope)?;
+    if let Some(copy) = &body.copy {
+        check_envelope("copy", copy)?;
+    }
     let (outcome, effects) = state
         .store
         .answer_question(
@@ -228,6 +231,7 @@ pub(crate) async fn answer(
             &auth.device_id,
             &question_id,
             &body.envelope,
+            body.copy.as_deref(),
             Timestamp::now(),
         )
         .await?;

@@ -25,12 +25,16 @@ use super::{
     Claim, Lease, NewPairing, PairingRow, PairingStored, Principal, Put, Registered, Renewal, ReplyPut,
     SessionOpened, StatusFacts, lease_ttl_ms,
 };
+use crate::at_rest::{self, key::WebhookKey};
 use crate::error::{Error, StoreError};
 
 mod questions;
+mod roster;
 mod webhooks;
 mod writer;
 
+pub(crate) use roster::RosterPut;
+pub(crate) use webhooks::Target;
 pub(crate) use writer::BoxFuture;
 
 type Result<T, E = StoreError> = std::result::Result<T, E>;
@@ -54,6 +58,8 @@ pub(crate) struct SqliteStore {
     write: SqlitePool,
     read: SqlitePool,
     writer: Arc<writer::Writer>,
+    /// Seals the webhook secrets stored and opens them for the deliverer ([`webhooks`]).
+    key: Arc<WebhookKey>,
 }
 
 fn ts(ms: i64) -> Timestamp {
@@ -101,7 +107,10 @@ fn message_state(delivered_at: Option<i64>, processed_at: Option<i64>) -> Messag
 }
 
 impl SqliteStore {
-    /// Opens (or creates) the database file and brings its schema up to date.
+    /// Opens (or creates) the database file and brings its schema up to date. The database file is created
+    /// `0600` (SQLite gives its `-wal` and `-shm` the same mode) and loose files beside it are tightened; the
+    /// webhook key is read from `webhook.key` beside it, or created there ([`at_rest`]). Webhook secrets still
+    /// stored in clear by an earlier version are sealed before anything else runs.
     pub(crate) async fn open(path: &Path) -> Result<Self, Error> {
         Self::open_with(path, writer::MAX_BATCH_WORK).await
     }
@@ -112,6 +121,8 @@ impl SqliteStore {
             path: path.display().to_string(),
             source,
         };
+        at_rest::prepare_database(path)?;
+        let key = Arc::new(WebhookKey::load_or_create(&at_rest::folder_of(path))?);
         let base = SqliteConnectOptions::new()
             .filename(path)
             .busy_timeout(BUSY_TIMEOUT)
@@ -130,6 +141,10 @@ impl SqliteStore {
             .await
             .map_err(open_err)?;
         MIGRATOR.run(&write).await?;
+        // Before the readers and the writer: it may compact the database.
+        webhooks::seal_clear_secrets(&write, &key).await?;
+        // The -wal and -shm files SQLite just created.
+        at_rest::tighten_database(path)?;
         // The journal mode is a property of the file, already WAL: readers need not (and cannot) set it.
         let read = SqlitePoolOptions::new()
             .max_connections(READERS)
@@ -140,7 +155,12 @@ impl SqliteStore {
         let writer = writer::Writer::start(write.clone(), max_batch_work)
             .map_err(|e| StoreError::Unavailable(sqlx::Error::Io(e)))?;
         let writer = Arc::new(writer);
-        Ok(SqliteStore { write, read, writer })
+        Ok(SqliteStore {
+            write,
+            read,
+            writer,
+            key,
+        })
     }
 
     /// Runs `f` in a write transaction and returns its result once that transaction is committed — synced to
@@ -782,11 +802,14 @@ impl SqliteStore {
             expires_at: Option<i64>,
             answered_by: Option<String>,
             answered_at: Option<i64>,
+            answered_by_name: Option<String>,
+            answer_copy: Option<String>,
         }
         let rows: Vec<Row> = sqlx::query_as(
             "SELECT i.seq, i.kind, i.item_id, COALESCE(e.envelope, i.envelope, '') AS envelope,
                     i.source_message_id, i.created_at, i.delivered_at, i.processed_at,
-                    q.kind AS question_kind, q.state AS question_state, q.expires_at, q.answered_by, q.answered_at
+                    q.kind AS question_kind, q.state AS question_state, q.expires_at, q.answered_by, q.answered_at,
+                    q.answered_by_name, q.answer_copy
              FROM items i
                   LEFT JOIN item_envelopes e ON e.item_seq = i.seq AND e.device_id = ?2
                   LEFT JOIN questions q ON q.item_seq = i.seq
@@ -828,6 +851,8 @@ impl SqliteStore {
                         r.expires_at,
                         r.answered_by,
                         r.answered_at,
+                        r.answered_by_name,
+                        r.answer_copy,
                         now,
                     )?,
                     created_at: ts(r.created_at),

@@ -222,6 +222,7 @@ async fn bad_question_log_and_webhook_input_gets_stable_codes() {
             &phone.bearer,
             &AnswerQuestion {
                 envelope: String::new(),
+                copy: None,
             },
         )
         .await

@@ -365,6 +365,7 @@ pub fn yes_no(text: &str, devices: &[&Device], expires_in_ms: i64) -> QuestionPa
         details: None,
         expires_at: Timestamp::now().plus_millis(expires_in_ms),
         recipients: devices.iter().map(|d| d.id.clone()).collect(),
+        answer_key: None,
     }
 }
 
@@ -411,19 +412,30 @@ pub async fn ask(
     (payload, view)
 }
 
-/// An answer sealed by `device` as a phone would.
+/// An answer sealed by `device` as a phone would (the relay never sees the question's digest inside).
 pub fn seal_answer(device: &Device, question_id: &str, answer: Answer) -> (AnswerPayload, AnswerQuestion) {
+    seal_answer_to(device, question_id, answer, None)
+}
+
+/// An answer naming the question's digest, as a phone computes it from the question it opened.
+pub fn seal_answer_to(
+    device: &Device,
+    question_id: &str,
+    answer: Answer,
+    question_digest: Option<String>,
+) -> (AnswerPayload, AnswerQuestion) {
     let payload = AnswerPayload {
         question_id: question_id.into(),
         answer,
         answered_at: Timestamp::now(),
+        question_digest,
     };
     let envelope = envelope::seal_json(
         &device.key,
         &answer_aad(&device.agent_id, &device.id, question_id),
         &payload,
     );
-    (payload, AnswerQuestion { envelope })
+    (payload, AnswerQuestion { envelope, copy: None })
 }
 
 /// Answers a question from `device`; the raw answer.

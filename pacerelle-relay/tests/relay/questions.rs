@@ -1,8 +1,8 @@
 use std::time::{Duration, Instant};
 
 use pacerelle_core::question::{
-    Answer, AnswerPayload, Level, NotificationPayload, QuestionPayload, QuestionState, RelayReport,
-    notification_aad, question_aad, verdict,
+    Answer, AnswerPayload, Level, NotificationPayload, OwnQuestion, QuestionPayload, QuestionState,
+    RelayReport, notification_aad, question_aad, verdict,
 };
 use pacerelle_core::wire::{
     AnswerLog, Conversation, DeviceEnvelope, DeviceQuestion, DeviceQuestions, ItemKind, QuestionView,
@@ -12,7 +12,7 @@ use pacerelle_core::{Timestamp, envelope};
 use reqwest::{Method, StatusCode};
 
 use crate::common::{
-    Agent, Device, TestRelay, answer, ask, eventually, pair, register, seal_answer, seal_question, start,
+    Agent, Device, TestRelay, answer, ask, eventually, pair, register, seal_answer_to, seal_question, start,
     yes_no,
 };
 
@@ -102,8 +102,15 @@ async fn a_question_is_created_once_answered_once_and_the_answer_opens_as_sent()
     .expect("the agent opens its copy");
     assert_eq!(mine, payload);
 
-    // The phone answers yes.
-    let (sent, body) = seal_answer(&phone, "q1", Answer::Yes);
+    // The phone answers yes, naming the digest of the question it opened.
+    let own = OwnQuestion::open(
+        &agent.token.self_key(&agent.id),
+        &agent.id,
+        "q1",
+        &created.self_envelope,
+    )
+    .expect("the agent opens its copy");
+    let (sent, body) = seal_answer_to(&phone, "q1", Answer::Yes, Some(own.digest.clone()));
     let before = Timestamp::now();
     let answered: DeviceQuestion = relay
         .post("/v1/device/questions/q1/answer", &phone.bearer, &body)
@@ -137,10 +144,10 @@ async fn a_question_is_created_once_answered_once_and_the_answer_opens_as_sent()
     };
     let decided = verdict(
         &agent.id,
-        "q1",
-        &mine,
+        &own,
         &report,
         |d| agent.token.device_key(&agent.id, d),
+        |_| true,
         Timestamp::now(),
     );
     assert!(decided.approved);

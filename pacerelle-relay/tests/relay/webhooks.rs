@@ -483,3 +483,120 @@ async fn after_a_restart_pending_events_are_sent_and_delivered_ones_never_again(
     assert!(late.attempts >= 2);
     receiver.stop().await;
 }
+
+/// The bytes of the database file and of its WAL.
+fn database_bytes(dir: &tempfile::TempDir) -> Vec<u8> {
+    let db = db_path(dir);
+    let mut bytes = std::fs::read(&db).expect("the database file");
+    let mut wal = db.into_os_string();
+    wal.push("-wal");
+    if let Ok(more) = std::fs::read(wal) {
+        bytes.extend(more);
+    }
+    bytes
+}
+
+fn holds(bytes: &[u8], text: &str) -> bool {
+    bytes.windows(text.len()).any(|w| w == text.as_bytes())
+}
+
+#[tokio::test]
+async fn the_secret_is_sealed_in_the_database_and_deliveries_are_still_signed_with_it() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let relay = start_in(dir, fast_webhooks()).await;
+    let agent = register(&relay).await;
+    let phone = pair(&relay, &agent).await;
+    let mut receiver = Receiver::start().await;
+    set_webhook(&relay, &agent, &receiver.url()).await;
+    ask(&relay, &agent, "sealed", &[&phone], 600_000).await;
+    answer(&relay, &phone, "sealed", Answer::Yes)
+        .await
+        .ok::<DeviceQuestion>();
+    delivery_where(&relay, &agent, "sealed", "the delivery", |d| {
+        d.state == "delivered"
+    })
+    .await;
+    let got = receiver.received();
+    assert_eq!(got.len(), 1);
+    verify(&got[0], SECRET).expect("signed with the secret");
+
+    // Neither the database file nor its WAL holds the secret; the key is in a file of its own, 0600.
+    let bytes = database_bytes(&relay.dir);
+    assert!(holds(&bytes, &agent.id), "the search does find what is in clear");
+    assert!(
+        !holds(&bytes, SECRET),
+        "the webhook secret is not in the database files"
+    );
+    let key = relay.dir.path().join("webhook.key");
+    let text = std::fs::read_to_string(&key).expect("webhook.key beside the database");
+    assert_eq!(text.trim().len(), 64);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(&key).expect("exists").permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+    // Still not after a restart, and the secret still signs.
+    let dir = relay.stop().await;
+    assert!(!holds(&database_bytes(&dir), SECRET));
+    let relay = start_in(dir, fast_webhooks()).await;
+    ask(&relay, &agent, "after", &[&phone], 600_000).await;
+    cancel(&relay, &agent, "after").await;
+    delivery_where(&relay, &agent, "after", "the delivery", |d| {
+        d.state == "delivered"
+    })
+    .await;
+    let got = receiver.received();
+    assert_eq!(got.len(), 2);
+    verify(&got[1], SECRET).expect("signed with the same secret after a restart");
+    receiver.stop().await;
+}
+
+#[tokio::test]
+async fn without_its_webhook_key_the_relay_cannot_sign_until_the_webhook_is_set_again() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let relay = start_in(dir, fast_webhooks()).await;
+    let agent = register(&relay).await;
+    let phone = pair(&relay, &agent).await;
+    let mut receiver = Receiver::start().await;
+    set_webhook(&relay, &agent, &receiver.url()).await;
+    let dir = relay.stop().await;
+
+    // The database alone (as in a backup restored without webhook.key): the relay starts with a new key.
+    std::fs::remove_file(dir.path().join("webhook.key")).expect("the key goes");
+    let relay = start_in(dir, fast_webhooks()).await;
+    let info: WebhookInfo = relay.get("/v1/agent/webhook", &agent.bearer).await.ok();
+    assert_eq!(info.url.as_deref(), Some(receiver.url().as_str()));
+    ask(&relay, &agent, "orphaned", &[&phone], 600_000).await;
+    cancel(&relay, &agent, "orphaned").await;
+    let stuck = delivery_where(&relay, &agent, "orphaned", "a failed attempt", |d| {
+        d.attempts >= 1
+    })
+    .await;
+    assert_eq!(
+        stuck.state, "pending",
+        "retried, so a webhook set again in time gets it"
+    );
+    assert!(
+        stuck
+            .last_error
+            .as_deref()
+            .is_some_and(|e| e.contains("webhook.key") && e.contains("set the webhook again")),
+        "{stuck:?}"
+    );
+    assert!(
+        receiver.received().is_empty(),
+        "nothing unsigned or wrongly signed is sent"
+    );
+
+    // Setting the webhook again: the pending event goes out, signed.
+    set_webhook(&relay, &agent, &receiver.url()).await;
+    delivery_where(&relay, &agent, "orphaned", "the delivery", |d| {
+        d.state == "delivered"
+    })
+    .await;
+    let got = receiver.received();
+    assert_eq!(got.len(), 1);
+    verify(&got[0], SECRET).expect("signed with the secret set again");
+    receiver.stop().await;
+}

@@ -27,7 +27,7 @@ macro_rules! columns {
         "i.seq, i.item_id, q.agent_id, q.kind, q.state, i.created_at, q.expires_at, q.closed_at,
          COALESCE(i.envelope, '') AS self_envelope,
          (SELECT group_concat(device_id, ',') FROM item_envelopes WHERE item_seq = i.seq) AS recipients,
-         q.answered_by, q.answered_by_name, q.answered_at, q.answer_envelope"
+         q.answered_by, q.answered_by_name, q.answered_at, q.answer_envelope, q.answer_copy"
     };
 }
 
@@ -80,6 +80,7 @@ pub(super) struct QuestionRow {
     answered_by_name: Option<String>,
     answered_at: Option<i64>,
     answer_envelope: Option<String>,
+    answer_copy: Option<String>,
 }
 
 /// A question and the envelope sealed for one device.
@@ -116,6 +117,8 @@ impl QuestionRow {
             expires_at: record.expires_at,
             answered_by: self.answered_by.clone(),
             answered_at: self.answered_at.map(ts),
+            answered_by_name: self.answered_by_name.clone(),
+            answer_copy: self.answer_copy.clone(),
         })
     }
 
@@ -317,12 +320,14 @@ impl SqliteStore {
         device_id: &str,
         question_id: &str,
         answer_envelope: &str,
+        answer_copy: Option<&str>,
         now: Timestamp,
     ) -> Result<(Transition<DeviceQuestion>, Effects)> {
         let agent_id = agent_id.to_string();
         let device_id = device_id.to_string();
         let question_id = question_id.to_string();
         let answer_envelope = answer_envelope.to_string();
+        let answer_copy = answer_copy.map(str::to_string);
         // A refusal writes nothing: its savepoint is released empty, as the transaction used to be dropped.
         self.write(move |conn| {
             Box::pin(async move {
@@ -353,7 +358,7 @@ impl SqliteStore {
                         let changed = sqlx::query(
                             "UPDATE questions SET state = ?2, closed_at = ?3, answered_by = ?4,
                                     answered_by_name = (SELECT name FROM devices WHERE device_id = ?4),
-                                    answered_at = ?3, answer_envelope = ?5
+                                    answered_at = ?3, answer_envelope = ?5, answer_copy = ?6
                              WHERE item_seq = ?1 AND state = 'pending'",
                         )
                         .bind(row.seq)
@@ -361,6 +366,7 @@ impl SqliteStore {
                         .bind(answered_at.millis())
                         .bind(&device_id)
                         .bind(&answer_envelope)
+                        .bind(&answer_copy)
                         .execute(&mut *conn)
                         .await?
                         .rows_affected();
@@ -625,12 +631,15 @@ impl SqliteStore {
 }
 
 /// The question metadata of a conversation item, from the columns the conversation query selects.
+#[allow(clippy::too_many_arguments)] // one argument per selected column
 pub(super) fn conversation_meta(
     kind: Option<&str>,
     state: Option<&str>,
     expires_at: Option<i64>,
     answered_by: Option<String>,
     answered_at: Option<i64>,
+    answered_by_name: Option<String>,
+    answer_copy: Option<String>,
     now: Timestamp,
 ) -> Result<Option<QuestionMeta>> {
     let (Some(kind), Some(state), Some(expires_at)) = (kind, state, expires_at) else {
@@ -648,6 +657,8 @@ pub(super) fn conversation_meta(
         expires_at: record.expires_at,
         answered_by,
         answered_at: answered_at.map(ts),
+        answered_by_name,
+        answer_copy,
     }))
 }
 
@@ -774,7 +785,7 @@ mod tests {
 
         // Later writes are refused and queue nothing.
         let (answer, effects) = store
-            .answer_question("ag_1", "dv_1", "q1", "AQID", Timestamp(T0 + 2000))
+            .answer_question("ag_1", "dv_1", "q1", "AQID", None, Timestamp(T0 + 2000))
             .await
             .expect("ok");
         assert!(matches!(answer, Transition::Refused(Refusal::Expired)));
@@ -802,7 +813,7 @@ mod tests {
         let (store, _dir) = store().await;
         ask(&store, "q2", T0 + 1000).await;
         let (answer, effects) = store
-            .answer_question("ag_1", "dv_1", "q2", "AQID", Timestamp(T0 + 1000))
+            .answer_question("ag_1", "dv_1", "q2", "AQID", None, Timestamp(T0 + 1000))
             .await
             .expect("ok");
         assert!(matches!(answer, Transition::Refused(Refusal::Expired)));
@@ -824,7 +835,7 @@ mod tests {
         let (store, _dir) = store().await;
         ask(&store, "q3", T0 + 60_000).await;
         let (first, effects) = store
-            .answer_question("ag_1", "dv_1", "q3", "AQID", Timestamp(T0 + 10))
+            .answer_question("ag_1", "dv_1", "q3", "AQID", None, Timestamp(T0 + 10))
             .await
             .expect("ok");
         let Transition::Done(first) = first else {
@@ -834,13 +845,13 @@ mod tests {
         assert_eq!(first.meta.answered_at, Some(Timestamp(T0 + 10)));
         assert!(effects.closed && effects.event);
         let (second, effects) = store
-            .answer_question("ag_1", "dv_2", "q3", "BAUG", Timestamp(T0 + 11))
+            .answer_question("ag_1", "dv_2", "q3", "BAUG", None, Timestamp(T0 + 11))
             .await
             .expect("ok");
         assert!(matches!(second, Transition::Refused(Refusal::AlreadyAnswered)));
         assert!(!effects.closed && !effects.event);
         let (retry, effects) = store
-            .answer_question("ag_1", "dv_1", "q3", "CCCC", Timestamp(T0 + 12))
+            .answer_question("ag_1", "dv_1", "q3", "CCCC", None, Timestamp(T0 + 12))
             .await
             .expect("ok");
         assert!(matches!(retry, Transition::Done(ref q) if q.meta.answered_at == Some(Timestamp(T0 + 10))));

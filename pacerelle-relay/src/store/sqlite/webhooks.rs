@@ -3,14 +3,93 @@
 //! An event is queued by [`queue_event`] inside the transaction that changes the question's state, so the
 //! two commit or roll back together. The deliverer then reads due events, and records each attempt's outcome
 //! in its own committed write.
+//!
+//! Secrets are stored sealed with the relay's webhook key (`sealed_secret`), never in clear: [`SqliteStore::
+//! set_webhook`] seals, [`SqliteStore::due_events`] opens, and [`seal_clear_secrets`] seals at start what an
+//! earlier version stored in clear (migration `0004_webhook_secret.sql`).
 
 use pacerelle_core::wire::{Delivery, WebhookEvent, WebhookInfo};
 use pacerelle_core::{Timestamp, ids};
-use sqlx::SqliteConnection;
+use sqlx::{Connection, SqliteConnection, SqlitePool};
 
 use super::{Result, SqliteStore, ts};
+use crate::at_rest::key::WebhookKey;
 use crate::error::StoreError;
 use crate::store::DueEvent;
+
+/// Where a due event goes, as the agent's webhook is at the time of the read.
+#[derive(Debug, Clone)]
+pub(crate) enum Target {
+    /// The agent removed its webhook: nowhere.
+    Removed,
+    /// The webhook's URL and its secret, opened.
+    Webhook { url: String, secret: String },
+    /// The secret was sealed with another webhook key (`webhook.key` lost or replaced since): nothing can sign
+    /// the event until the agent sets its webhook again.
+    Unreadable,
+}
+
+fn seal_error() -> StoreError {
+    StoreError::Internal(sqlx::Error::Encode(
+        "cannot seal the webhook secret (system random generator)".into(),
+    ))
+}
+
+/// At start, on the write connection, before the readers and the writer exist: seals every secret stored in
+/// clear by an earlier version, then compacts the database (`VACUUM`, then a truncating WAL checkpoint) so
+/// that no copy in clear is left in the database file or its WAL. Logs the secrets that do not open with
+/// this key (the key file was lost or replaced): their agents must set their webhook again.
+pub(super) async fn seal_clear_secrets(pool: &SqlitePool, key: &WebhookKey) -> Result<()> {
+    let mut conn = pool.acquire().await?;
+    let clear: Vec<(String, String)> = sqlx::query_as(
+        "SELECT agent_id, secret FROM webhooks WHERE sealed_secret IS NULL AND secret IS NOT NULL",
+    )
+    .fetch_all(&mut *conn)
+    .await?;
+    if !clear.is_empty() {
+        let mut tx = conn.begin().await?;
+        for (agent_id, secret) in &clear {
+            let sealed = key.seal(agent_id, secret).map_err(|_| seal_error())?;
+            sqlx::query("UPDATE webhooks SET sealed_secret = ?2, secret = NULL WHERE agent_id = ?1")
+                .bind(agent_id)
+                .bind(sealed)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        // Rewrites every page: the old rows' bytes, in freed cells and freed pages, are gone.
+        sqlx::query("VACUUM").execute(&mut *conn).await?;
+        let (busy, _, _): (i64, i64, i64) = sqlx::query_as("PRAGMA wal_checkpoint(TRUNCATE)")
+            .fetch_one(&mut *conn)
+            .await?;
+        tracing::info!(
+            count = clear.len(),
+            "sealed the webhook secrets an earlier version stored in clear, and compacted the database"
+        );
+        if busy != 0 {
+            tracing::warn!(
+                "another process holds the database open: its WAL may keep old pages until the next checkpoint"
+            );
+        }
+    }
+    let sealed: Vec<(String, Vec<u8>)> =
+        sqlx::query_as("SELECT agent_id, sealed_secret FROM webhooks WHERE sealed_secret IS NOT NULL")
+            .fetch_all(&mut *conn)
+            .await?;
+    let unreadable = sealed
+        .iter()
+        .filter(|(agent_id, sealed)| key.open(agent_id, sealed).is_none())
+        .count();
+    if unreadable > 0 {
+        tracing::warn!(
+            count = unreadable,
+            key = %key.path().display(),
+            "webhook secrets do not open with this webhook key (was it lost or replaced?): their events fail \
+             until each agent sets its webhook again"
+        );
+    }
+    Ok(())
+}
 
 /// Prefix of event ids.
 const EVENT: &str = "evt";
@@ -110,17 +189,19 @@ impl SqliteStore {
         secret: &str,
         now: Timestamp,
     ) -> Result<WebhookInfo> {
-        let (agent_id, stored_url, secret) = (agent_id.to_string(), url.to_string(), secret.to_string());
+        let sealed = self.key.seal(agent_id, secret).map_err(|_| seal_error())?;
+        let (agent_id, stored_url) = (agent_id.to_string(), url.to_string());
         self.write(move |conn| {
             Box::pin(async move {
                 sqlx::query(
-                    "INSERT INTO webhooks (agent_id, url, secret, updated_at) VALUES (?1, ?2, ?3, ?4)
-                     ON CONFLICT (agent_id) DO UPDATE SET url = excluded.url, secret = excluded.secret,
+                    "INSERT INTO webhooks (agent_id, url, sealed_secret, updated_at) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT (agent_id) DO UPDATE SET url = excluded.url, secret = NULL,
+                                                          sealed_secret = excluded.sealed_secret,
                                                           updated_at = excluded.updated_at",
                 )
                 .bind(&agent_id)
                 .bind(&stored_url)
-                .bind(&secret)
+                .bind(&sealed)
                 .bind(now.millis())
                 .execute(&mut *conn)
                 .await?;
@@ -188,11 +269,21 @@ impl SqliteStore {
         Ok(rows.into_iter().map(delivery).collect())
     }
 
-    /// Pending events whose next attempt is due, the most overdue first, with their agent's webhook now.
+    /// Pending events whose next attempt is due, the most overdue first, with their agent's webhook now (its
+    /// secret opened).
     pub(crate) async fn due_events(&self, now: Timestamp, limit: u32) -> Result<Vec<DueEvent>> {
-        type Row = (String, String, i64, i64, Option<String>, Option<String>);
+        type Row = (
+            String,
+            String,
+            String,
+            i64,
+            i64,
+            Option<String>,
+            Option<Vec<u8>>,
+            Option<String>,
+        );
         let rows: Vec<Row> = sqlx::query_as(
-            "SELECT e.event_id, e.body, e.attempts, e.created_at, w.url, w.secret
+            "SELECT e.event_id, e.agent_id, e.body, e.attempts, e.created_at, w.url, w.sealed_secret, w.secret
              FROM webhook_events e LEFT JOIN webhooks w ON w.agent_id = e.agent_id
              WHERE e.state = 'pending' AND e.next_attempt_at <= ?1
              ORDER BY e.next_attempt_at, e.rowid LIMIT ?2",
@@ -203,13 +294,27 @@ impl SqliteStore {
         .await?;
         Ok(rows
             .into_iter()
-            .map(|(event_id, body, attempts, created_at, url, secret)| DueEvent {
-                event_id,
-                body,
-                attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
-                created_at: ts(created_at),
-                target: url.zip(secret),
-            })
+            .map(
+                |(event_id, agent_id, body, attempts, created_at, url, sealed, clear)| {
+                    let target = match (url, sealed, clear) {
+                        (None, _, _) => Target::Removed,
+                        (Some(url), Some(sealed), _) => match self.key.open(&agent_id, &sealed) {
+                            Some(secret) => Target::Webhook { url, secret },
+                            None => Target::Unreadable,
+                        },
+                        // Only before the start-up step has sealed it; never once the relay runs.
+                        (Some(url), None, Some(secret)) => Target::Webhook { url, secret },
+                        (Some(_), None, None) => Target::Unreadable,
+                    };
+                    DueEvent {
+                        event_id,
+                        body,
+                        attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+                        created_at: ts(created_at),
+                        target,
+                    }
+                },
+            )
             .collect())
     }
 
@@ -271,5 +376,169 @@ impl SqliteStore {
             })
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
+
+    use super::*;
+
+    const OLD: &str = "whsec_replaced_before_the_upgrade";
+    const SECRET: &str = "whsec_stored_in_clear_by_version_2";
+
+    /// The bytes of the database file and of its WAL, if any.
+    fn file_bytes(path: &std::path::Path) -> Vec<u8> {
+        let mut bytes = std::fs::read(path).expect("the database file");
+        let [_, wal, ..] = crate::at_rest::database_files(path);
+        if let Ok(more) = std::fs::read(wal) {
+            bytes.extend(more);
+        }
+        bytes
+    }
+
+    fn contains(haystack: &[u8], needle: &str) -> bool {
+        haystack.windows(needle.len()).any(|w| w == needle.as_bytes())
+    }
+
+    #[tokio::test]
+    async fn a_secret_stored_in_clear_by_version_2_is_sealed_at_start_and_gone_from_the_file() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("v2.db");
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(
+                SqliteConnectOptions::new()
+                    .filename(&path)
+                    .create_if_missing(true)
+                    .foreign_keys(true)
+                    .journal_mode(SqliteJournalMode::Wal),
+            )
+            .await
+            .expect("opens");
+        super::super::MIGRATOR.run_to(2, &pool).await.expect("version 2");
+        for sql in [
+            "INSERT INTO agents (agent_id, name, auth_hash, created_at) VALUES ('ag_1', 'laptop', x'01', 1)",
+            "INSERT INTO agents (agent_id, name, auth_hash, created_at) VALUES ('ag_2', 'server', x'02', 1)",
+            // Replaced once: the first secret's bytes may linger in the page's free space.
+            "INSERT INTO webhooks (agent_id, url, secret, updated_at)
+             VALUES ('ag_1', 'http://127.0.0.1:9/hook', 'whsec_replaced_before_the_upgrade', 1)",
+            "UPDATE webhooks SET secret = 'whsec_stored_in_clear_by_version_2', updated_at = 2",
+            "INSERT INTO items (agent_id, kind, item_id, envelope, created_at) VALUES ('ag_1', 'question', 'q1', 'AA', 3)",
+            "INSERT INTO questions (item_seq, agent_id, kind, state, expires_at, closed_at)
+             VALUES (1, 'ag_1', 'yes_no', 'cancelled', 10, 4)",
+            "INSERT INTO webhook_events (event_id, agent_id, event_type, question_seq, question_id, body, state,
+                                         created_at, next_attempt_at)
+             VALUES ('evt_1', 'ag_1', 'question.cancelled', 1, 'q1', '{}', 'pending', 4, 4)",
+        ] {
+            sqlx::query(sql).execute(&pool).await.expect(sql);
+        }
+        pool.close().await;
+        let before = file_bytes(&path);
+        assert!(
+            contains(&before, SECRET),
+            "the test starts from a secret in clear"
+        );
+
+        let store = SqliteStore::open(&path).await.expect("migrates");
+        let after = file_bytes(&path);
+        assert!(
+            !contains(&after, SECRET),
+            "no clear copy of the secret in the file or its WAL"
+        );
+        // Freed space may hold a replaced secret before; never after.
+        assert!(!contains(&after, OLD), "nor of the one it replaced");
+        let (clear, sealed): (Option<String>, Option<Vec<u8>>) =
+            sqlx::query_as("SELECT secret, sealed_secret FROM webhooks WHERE agent_id = 'ag_1'")
+                .fetch_one(&store.read)
+                .await
+                .expect("the row");
+        assert_eq!(clear, None);
+        let sealed = sealed.expect("sealed");
+        assert_eq!(store.key.open("ag_1", &sealed).as_deref(), Some(SECRET));
+        assert_eq!(store.key.open("ag_2", &sealed), None, "bound to its agent");
+
+        // The deliverer gets it opened.
+        let due = store.due_events(Timestamp(5), 10).await.expect("due");
+        assert_eq!(due.len(), 1);
+        assert!(
+            matches!(&due[0].target, Target::Webhook { url, secret } if url == "http://127.0.0.1:9/hook" && secret == SECRET)
+        );
+
+        // A new secret is stored sealed, never in clear.
+        const NEW: &str = "whsec_set_after_the_upgrade_0123";
+        store
+            .set_webhook("ag_2", "https://hooks.example/p", NEW, Timestamp(6))
+            .await
+            .expect("set");
+        store
+            .set_webhook("ag_1", "http://127.0.0.1:9/hook", NEW, Timestamp(6))
+            .await
+            .expect("replaced");
+        let now = file_bytes(&path);
+        assert!(!contains(&now, NEW) && !contains(&now, SECRET));
+        let due = store.due_events(Timestamp(7), 10).await.expect("due");
+        assert!(matches!(&due[0].target, Target::Webhook { secret, .. } if secret == NEW));
+        store.close().await;
+    }
+
+    #[tokio::test]
+    async fn a_secret_sealed_with_a_lost_key_is_unreadable_not_an_error() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("r.db");
+        let store = SqliteStore::open(&path).await.expect("opens");
+        store
+            .register_agent("ag_1", "laptop", &[1; 32], Timestamp(1))
+            .await
+            .expect("registered");
+        store
+            .set_webhook(
+                "ag_1",
+                "http://127.0.0.1:9/hook",
+                "whsec_0123456789abcdef",
+                Timestamp(2),
+            )
+            .await
+            .expect("set");
+        store
+            .write(|conn| {
+                Box::pin(async move {
+                    for sql in [
+                        "INSERT INTO items (agent_id, kind, item_id, envelope, created_at)
+                         VALUES ('ag_1', 'question', 'q1', 'AA', 3)",
+                        "INSERT INTO questions (item_seq, agent_id, kind, state, expires_at, closed_at)
+                         VALUES (1, 'ag_1', 'yes_no', 'cancelled', 10, 4)",
+                        "INSERT INTO webhook_events (event_id, agent_id, event_type, question_seq, question_id,
+                                                     body, state, created_at, next_attempt_at)
+                         VALUES ('evt_1', 'ag_1', 'question.cancelled', 1, 'q1', '{}', 'pending', 4, 4)",
+                    ] {
+                        sqlx::query(sql).execute(&mut *conn).await?;
+                    }
+                    Ok(())
+                })
+            })
+            .await
+            .expect("an event");
+        store.close().await;
+
+        std::fs::remove_file(dir.path().join(crate::at_rest::key::FILE_NAME)).expect("key lost");
+        let store = SqliteStore::open(&path).await.expect("opens with a new key");
+        let due = store.due_events(Timestamp(5), 10).await.expect("due");
+        assert!(matches!(due[0].target, Target::Unreadable));
+        store
+            .set_webhook(
+                "ag_1",
+                "http://127.0.0.1:9/hook",
+                "whsec_set_again_0123456",
+                Timestamp(6),
+            )
+            .await
+            .expect("set again");
+        let due = store.due_events(Timestamp(7), 10).await.expect("due");
+        assert!(
+            matches!(&due[0].target, Target::Webhook { secret, .. } if secret == "whsec_set_again_0123456")
+        );
+        store.close().await;
     }
 }

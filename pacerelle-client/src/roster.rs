@@ -1,0 +1,287 @@
+//! The agent's device roster, on the agent side: read, checked against the highest version seen here, and
+//! changed by compare-and-set (see [`pacerelle_core::roster`] for why it exists).
+//!
+//! Several hosts of one agent (the CLI, an MCP server, a Python agent, on one machine or several) share the
+//! roster through the relay: each change is a compare-and-set on the version, so none is lost, and each host
+//! refuses a roster older than the newest it has seen. That mark is kept in memory and, unless disabled, in
+//! a file only its owner can read (`<home>/rosters/<agentId>.json`, where home is `PACERELLE_HOME` or the
+//! user's config folder + `pacerelle`), so that hosts on one machine, and restarts, share it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use pacerelle_core::Timestamp;
+use pacerelle_core::pairing::Role;
+use pacerelle_core::roster::{Roster, RosterDevice, RosterError};
+use pacerelle_core::wire::{self, PutRoster, RosterView};
+use reqwest::Method;
+use serde::{Deserialize, Serialize};
+
+use crate::agent::AgentClient;
+use crate::error::{Error, Result};
+use crate::http::Req;
+
+/// Tries of a roster change that meets concurrent changes by other hosts.
+const CHANGE_TRIES: usize = 8;
+
+/// The highest roster version this host has seen, in memory and in a file.
+#[derive(Debug)]
+pub(crate) struct RosterMark {
+    file: Option<PathBuf>,
+    seen: Mutex<u64>,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct MarkFile {
+    version: u64,
+}
+
+impl RosterMark {
+    /// A mark kept in `<home>/rosters/<agent_id>.json`, or in memory only when `home` is `None`.
+    pub(crate) fn new(home: Option<&Path>, agent_id: &str) -> Self {
+        RosterMark {
+            file: home.map(|h| h.join("rosters").join(format!("{agent_id}.json"))),
+            seen: Mutex::new(0),
+        }
+    }
+
+    /// `PACERELLE_HOME`, else the user's config folder + `pacerelle`: where the CLI keeps its files too.
+    pub(crate) fn default_home() -> Option<PathBuf> {
+        match std::env::var_os("PACERELLE_HOME") {
+            Some(home) if !home.is_empty() => Some(PathBuf::from(home)),
+            _ => dirs::config_dir().map(|d| d.join("pacerelle")),
+        }
+    }
+
+    fn read_file(&self) -> u64 {
+        let Some(path) = &self.file else { return 0 };
+        std::fs::read(path)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice::<MarkFile>(&bytes).ok())
+            .map_or(0, |m| m.version)
+    }
+
+    /// The highest version seen, here or by another host of this machine.
+    pub(crate) fn seen(&self) -> u64 {
+        let from_file = self.read_file();
+        let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+        *seen = (*seen).max(from_file);
+        *seen
+    }
+
+    /// Records that `version` was seen; the mark never goes down.
+    pub(crate) fn record(&self, version: u64) {
+        {
+            let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+            if version <= *seen && version <= self.read_file() {
+                return;
+            }
+            *seen = (*seen).max(version);
+        }
+        let Some(path) = &self.file else { return };
+        if version <= self.read_file() {
+            return;
+        }
+        if let Err(e) = write_private(path, &MarkFile { version }) {
+            tracing::warn!(path = %path.display(), error = %e, "cannot keep the device roster's version; it is kept in memory only");
+        }
+    }
+}
+
+/// Writes the mark atomically, readable by its owner only.
+fn write_private(path: &Path, mark: &MarkFile) -> std::io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+    builder.create(dir)?;
+    let tmp = dir.join(format!(
+        ".{}.{}.tmp",
+        path.file_name().and_then(|n| n.to_str()).unwrap_or("mark"),
+        std::process::id()
+    ));
+    {
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create(true).truncate(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        let mut file = options.open(&tmp)?;
+        std::io::Write::write_all(&mut file, &serde_json::to_vec(mark).unwrap_or_default())?;
+        file.sync_all()?;
+    }
+    std::fs::rename(&tmp, path)
+}
+
+fn roster_error(e: RosterError) -> Error {
+    let code = match e {
+        RosterError::RolledBack { .. } => wire::code::ROSTER_ROLLBACK,
+        _ => wire::code::ROSTER_INVALID,
+    };
+    Error::local(502, code, e.to_string())
+}
+
+impl AgentClient {
+    /// The agent's device roster as the relay keeps it, opened and checked here: it must open with the
+    /// agent's self key and be no older than the newest version this host has seen.
+    ///
+    /// Fails with code `roster_rollback` for an older roster (or none after one was seen) and
+    /// `roster_invalid` for one that does not open or is malformed: then no device approves.
+    pub async fn roster(&self) -> Result<Roster> {
+        let view: RosterView = self
+            .inner
+            .http
+            .send(self.req::<()>(Method::GET, "/v1/agent/roster"))
+            .await?;
+        let seen = self.inner.roster_mark.seen();
+        let roster = match view.envelope.as_deref() {
+            None => Roster::empty(&self.inner.agent_id),
+            Some(sealed) => Roster::open(
+                &self.inner.token.self_key(&self.inner.agent_id),
+                &self.inner.agent_id,
+                view.version,
+                sealed,
+            )
+            .map_err(roster_error)?,
+        };
+        roster.check_not_older(seen).map_err(roster_error)?;
+        self.inner.roster_mark.record(roster.version);
+        Ok(roster)
+    }
+
+    /// Applies `change` to the newest roster and stores the result as the next version, retrying when
+    /// another host changed it meanwhile. A change that changes nothing stores nothing.
+    pub(crate) async fn change_roster(&self, change: impl Fn(&mut Vec<RosterDevice>)) -> Result<Roster> {
+        let key = self.inner.token.self_key(&self.inner.agent_id);
+        let mut last = None;
+        for _ in 0..CHANGE_TRIES {
+            let current = self.roster().await?;
+            let next = current.next(Timestamp::now(), &change);
+            if next.devices == current.devices {
+                return Ok(current);
+            }
+            next.validate().map_err(|e| Error::InvalidInput(e.to_string()))?;
+            let body = PutRoster {
+                previous_version: current.version,
+                version: next.version,
+                envelope: next.seal(&key),
+            };
+            let stored: Result<RosterView> = self
+                .inner
+                .http
+                .send(Req {
+                    body: Some(&body),
+                    ..self.req(Method::PUT, "/v1/agent/roster")
+                })
+                .await;
+            match stored {
+                Ok(_) => {
+                    self.inner.roster_mark.record(next.version);
+                    return Ok(next);
+                }
+                Err(e) if e.code() == Some(wire::code::ROSTER_CONFLICT) => last = Some(e),
+                Err(e) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| Error::InvalidInput("the roster kept changing".into())))
+    }
+
+    /// Adds a device to the roster (done before its pairing offer is uploaded, so that a claimed device is
+    /// always listed). Adding a listed device changes nothing.
+    pub(crate) async fn add_to_roster(&self, device_id: &str, role: Role) -> Result<Roster> {
+        let now = Timestamp::now();
+        self.change_roster(|devices| {
+            if !devices.iter().any(|d| d.device_id == device_id) {
+                devices.push(RosterDevice {
+                    device_id: device_id.to_string(),
+                    role,
+                    added_at: now,
+                    revoked_at: None,
+                });
+            }
+        })
+        .await
+    }
+
+    /// Marks a device revoked in the roster: from then on its answers never approve, whatever the relay
+    /// says. Revoking a device the roster does not list adds it, revoked.
+    pub(crate) async fn revoke_in_roster(&self, device_id: &str) -> Result<Roster> {
+        let now = Timestamp::now();
+        self.change_roster(
+            |devices| match devices.iter_mut().find(|d| d.device_id == device_id) {
+                Some(d) => {
+                    d.revoked_at.get_or_insert(now);
+                }
+                None => devices.push(RosterDevice {
+                    device_id: device_id.to_string(),
+                    role: Role::Owner,
+                    added_at: now,
+                    revoked_at: Some(now),
+                }),
+            },
+        )
+        .await
+    }
+
+    /// Adopts the devices the relay lists as active into the roster: for agents whose devices were paired
+    /// before rosters existed. This trusts the relay's list once, so run it only on a relay you trust at that
+    /// moment, and check the list it returns. Devices already in the roster keep their entry.
+    pub async fn adopt_devices(&self) -> Result<Roster> {
+        let listed = self.devices().await?;
+        let now = Timestamp::now();
+        self.change_roster(|devices| {
+            for d in listed.iter().filter(|d| d.revoked_at.is_none()) {
+                if !devices.iter().any(|r| r.device_id == d.device_id) {
+                    devices.push(RosterDevice {
+                        device_id: d.device_id.clone(),
+                        role: d.role,
+                        added_at: now,
+                        revoked_at: None,
+                    });
+                }
+            }
+        })
+        .await
+    }
+
+    /// The devices a question or notification goes to: active at the relay (it routes) **and** active in the
+    /// roster (the agent decides), owners only when `owners_only`. The relay can remove a device from this
+    /// list, never add one.
+    pub(crate) async fn devices_to_reach(&self, owners_only: bool, what: &str) -> Result<Vec<String>> {
+        let roster = self.roster().await?;
+        let listed = self.devices().await?;
+        let reach: Vec<String> = listed
+            .iter()
+            .filter(|d| d.revoked_at.is_none())
+            .filter(|d| {
+                if owners_only {
+                    roster.may_approve(&d.device_id)
+                } else {
+                    roster.is_active(&d.device_id)
+                }
+            })
+            .map(|d| d.device_id.clone())
+            .collect();
+        if reach.is_empty() {
+            let unlisted = listed
+                .iter()
+                .filter(|d| d.revoked_at.is_none() && roster.device(&d.device_id).is_none())
+                .count();
+            let hint = if roster.version == 0 && unlisted > 0 {
+                format!(
+                    ": the relay lists {unlisted} device(s) paired before this agent kept a device roster; \
+                     check them with `pacerelle devices` and adopt them with `pacerelle devices adopt`, or pair again"
+                )
+            } else {
+                ": pair a phone first (`pacerelle pair`)".to_string()
+            };
+            return Err(Error::local(
+                400,
+                wire::code::NO_DEVICE,
+                format!("{what} needs a paired device{hint}"),
+            ));
+        }
+        Ok(reach)
+    }
+}

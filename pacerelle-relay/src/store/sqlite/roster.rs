@@ -1,0 +1,87 @@
+//! The agent's sealed device roster: stored as given, replaced only by a compare-and-set on its version.
+
+use pacerelle_core::Timestamp;
+use pacerelle_core::wire::RosterView;
+
+use super::{Result, SqliteStore};
+
+/// What storing a roster did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RosterPut {
+    /// Stored: the new view.
+    Stored(RosterView),
+    /// The stored version is not the one the update was based on, or the new version is not greater.
+    Conflict {
+        /// The stored version (0: none).
+        current: u64,
+    },
+}
+
+impl SqliteStore {
+    /// The newest roster of the agent; version 0 and no envelope when none was stored.
+    pub(crate) async fn roster(&self, agent_id: &str) -> Result<RosterView> {
+        let row: Option<(i64, String)> =
+            sqlx::query_as("SELECT version, envelope FROM rosters WHERE agent_id = ?1")
+                .bind(agent_id)
+                .fetch_optional(&self.read)
+                .await?;
+        Ok(match row {
+            Some((version, envelope)) => RosterView {
+                version: u64::try_from(version).unwrap_or(0),
+                envelope: Some(envelope),
+            },
+            None => RosterView {
+                version: 0,
+                envelope: None,
+            },
+        })
+    }
+
+    /// Stores roster `version` if the stored one is still `previous` (0: none) and `version` is greater.
+    pub(crate) async fn put_roster(
+        &self,
+        agent_id: &str,
+        previous: u64,
+        version: u64,
+        envelope: &str,
+        now: Timestamp,
+    ) -> Result<RosterPut> {
+        let (agent_id, envelope) = (agent_id.to_string(), envelope.to_string());
+        // Versions beyond i64 are refused by the route; clamp defensively.
+        let (previous, version) = (
+            i64::try_from(previous).unwrap_or(i64::MAX),
+            i64::try_from(version).unwrap_or(i64::MAX),
+        );
+        self.write(move |conn| {
+            Box::pin(async move {
+                let current: i64 = sqlx::query_scalar(
+                    "SELECT COALESCE((SELECT version FROM rosters WHERE agent_id = ?1), 0)",
+                )
+                .bind(&agent_id)
+                .fetch_one(&mut *conn)
+                .await?;
+                if current != previous || version <= current {
+                    return Ok(RosterPut::Conflict {
+                        current: u64::try_from(current).unwrap_or(0),
+                    });
+                }
+                sqlx::query(
+                    "INSERT INTO rosters (agent_id, version, envelope, updated_at) VALUES (?1, ?2, ?3, ?4)
+                     ON CONFLICT (agent_id) DO UPDATE
+                     SET version = excluded.version, envelope = excluded.envelope, updated_at = excluded.updated_at",
+                )
+                .bind(&agent_id)
+                .bind(version)
+                .bind(&envelope)
+                .bind(now.millis())
+                .execute(&mut *conn)
+                .await?;
+                Ok(RosterPut::Stored(RosterView {
+                    version: u64::try_from(version).unwrap_or(0),
+                    envelope: Some(envelope),
+                }))
+            })
+        })
+        .await
+    }
+}
