@@ -21,8 +21,11 @@ pub enum AgentCommand {
         #[arg(long)]
         force: bool,
     },
-    /// List the devices paired with the agent.
+    /// List the devices paired with the agent, and what the agent's own roster says of each.
     Devices,
+    /// Adopt into the agent's device roster the devices the relay lists as active: only for devices paired
+    /// before the agent kept a roster. It trusts the relay's list once: check it first with `agent devices`.
+    Adopt,
     /// Revoke a device: its credential stops working at once.
     Revoke {
         /// The device's id.
@@ -51,7 +54,9 @@ pub async fn run(global: &Global, cmd: AgentCommand) -> Result<()> {
             force,
         } => {
             let relay = home::relay_url(global, None);
-            let agent = AgentClient::register(&relay, &name, registration_secret.as_deref()).await?;
+            let agent = AgentClient::register(&relay, &name, registration_secret.as_deref())
+                .await?
+                .with_home(Some(&global.home.0));
             let token = agent.token().expose();
             let saved = if force || global.home.read_agent()?.is_none() {
                 global.home.write_agent(&AgentFile {
@@ -87,25 +92,61 @@ pub async fn run(global: &Global, cmd: AgentCommand) -> Result<()> {
             }
         }
         AgentCommand::Devices => {
-            let devices = home::agent_client(global)?.devices().await?;
+            let agent = home::agent_client(global)?;
+            let devices = agent.devices().await?;
+            let roster = agent.roster().await?;
             if global.json {
-                return output::json(&devices);
+                let listed: Vec<serde_json::Value> = devices
+                    .iter()
+                    .map(|d| {
+                        let mut v = serde_json::to_value(d).unwrap_or_default();
+                        v["trusted"] = roster.may_approve(&d.device_id).into();
+                        v["roster"] = roster_word(&roster, &d.device_id).into();
+                        v
+                    })
+                    .collect();
+                return output::json(&serde_json::json!({
+                    "rosterVersion": roster.version, "devices": listed,
+                }));
             }
             if devices.is_empty() {
                 println!("no device paired yet: run `pacerelle pair`");
             }
-            for d in devices {
+            for d in &devices {
                 let state = match d.revoked_at {
                     Some(t) => format!("revoked {}", t),
                     None => "active".to_string(),
                 };
                 println!(
-                    "{}  {:<24} {:<6} paired {}  {state}",
+                    "{}  {:<24} {:<6} paired {}  {state}  roster: {}",
                     d.device_id,
                     d.name,
                     d.role.as_str(),
-                    d.created_at
+                    d.created_at,
+                    roster_word(&roster, &d.device_id)
                 );
+            }
+            if roster.version == 0 && devices.iter().any(|d| d.revoked_at.is_none()) {
+                println!(
+                    "\nThese devices were paired before this agent kept a device roster: none of them can approve.\n\
+                     If the list is yours, run `pacerelle agent adopt`; otherwise revoke them and pair again."
+                );
+            }
+            Ok(())
+        }
+        AgentCommand::Adopt => {
+            let agent = home::agent_client(global)?;
+            let roster = agent.adopt_devices().await?;
+            if global.json {
+                return output::json(&serde_json::json!({
+                    "rosterVersion": roster.version,
+                    "trusted": roster.devices.iter().filter(|d| roster.may_approve(&d.device_id)).map(|d| &d.device_id).collect::<Vec<_>>(),
+                }));
+            }
+            println!("device roster version {}:", roster.version);
+            for d in &roster.devices {
+                let word = roster_word(&roster, &d.device_id);
+                println!("  {}  {word}", d.device_id);
             }
             Ok(())
         }
@@ -146,4 +187,14 @@ pub async fn pair(global: &Global, args: PairArgs) -> Result<()> {
     }
     println!("On another terminal: pacerelle device join '{}'", link.link);
     Ok(())
+}
+
+/// What the agent's roster says of a device, in one word.
+fn roster_word(roster: &pacerelle_client::core::roster::Roster, device_id: &str) -> &'static str {
+    match roster.device(device_id) {
+        None => "absent (cannot approve)",
+        Some(d) if d.revoked_at.is_some() => "revoked",
+        Some(d) if roster.may_approve(&d.device_id) => "owner (approves)",
+        Some(_) => "user (cannot approve)",
+    }
 }

@@ -138,7 +138,8 @@ pub fn agent_client(global: &crate::Global) -> Result<AgentClient> {
         }
     };
     let token = AgentToken::parse(&token).context("PACERELLE_AGENT_TOKEN")?;
-    Ok(AgentClient::new(&relay, &id, token)?)
+    // The device roster's high-water mark lives beside the credentials, shared by every host of this home.
+    Ok(AgentClient::new(&relay, &id, token)?.with_home(Some(&global.home.0)))
 }
 
 /// The device's client, from `device.json`.

@@ -16,7 +16,8 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, env = "PACERELLE_LISTEN", default_value = "127.0.0.1:8787")]
     listen: SocketAddr,
-    /// Folder of the relay's database (default: the user's data directory).
+    /// Folder of the relay's database and webhook key, for the relay alone: kept 0700, its files 0600
+    /// (default: the user's data directory).
     #[arg(long, env = "PACERELLE_DATA")]
     data: Option<PathBuf>,
     /// Secret that `pacerelle agent create` must present to register an agent. Without it, registration is

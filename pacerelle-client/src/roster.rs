@@ -271,7 +271,7 @@ impl AgentClient {
             let hint = if roster.version == 0 && unlisted > 0 {
                 format!(
                     ": the relay lists {unlisted} device(s) paired before this agent kept a device roster; \
-                     check them with `pacerelle devices` and adopt them with `pacerelle devices adopt`, or pair again"
+                     check them with `pacerelle agent devices` and adopt them with `pacerelle agent adopt`, or pair again"
                 )
             } else {
                 ": pair a phone first (`pacerelle pair`)".to_string()

@@ -60,6 +60,13 @@ create_exception!(
 );
 create_exception!(
     pacerelle,
+    QuestionIdConflict,
+    InvalidInput,
+    "The question id already names a different question: one id carries one question. Ask under a new id, \
+     or ask exactly the same question to resume it."
+);
+create_exception!(
+    pacerelle,
     NotFound,
     PacerelleError,
     "No such item for this credential."
@@ -93,7 +100,7 @@ create_exception!(
 /// Adds the exceptions to the module, with their attributes' defaults on the classes.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
-    let all: [(&str, Bound<'_, PyType>); 13] = [
+    let all: [(&str, Bound<'_, PyType>); 14] = [
         ("PacerelleError", py.get_type::<PacerelleError>()),
         ("RelayUnavailable", py.get_type::<RelayUnavailable>()),
         ("AuthError", py.get_type::<AuthError>()),
@@ -102,6 +109,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ("NotApproved", py.get_type::<NotApproved>()),
         ("CryptoError", py.get_type::<CryptoError>()),
         ("InvalidInput", py.get_type::<InvalidInput>()),
+        ("QuestionIdConflict", py.get_type::<QuestionIdConflict>()),
         ("NotFound", py.get_type::<NotFound>()),
         ("QuestionClosed", py.get_type::<QuestionClosed>()),
         ("NoDevice", py.get_type::<NoDevice>()),
@@ -155,6 +163,7 @@ fn build(py: Python<'_>, e: &Error) -> PyResult<PyErr> {
                     py.get_type::<QuestionClosed>()
                 }
                 code::NO_DEVICE => py.get_type::<NoDevice>(),
+                code::QUESTION_ID_CONFLICT => py.get_type::<QuestionIdConflict>(),
                 code::PAIRING_EXPIRED | code::PAIRING_CLAIMED | code::PAIRING_PROOF => {
                     py.get_type::<PairingError>()
                 }

@@ -39,10 +39,24 @@ pub(crate) fn folder_of(database: &Path) -> PathBuf {
 /// Creates the relay's data folder `0700` if it is missing (with its missing parents, also `0700`), or
 /// tightens it to `0700` if other users may read or enter it.
 ///
-/// For a folder given to the relay alone (`pacerelle serve --data`): never call it on a shared folder such as
-/// `/tmp`. [`crate::Relay::open`] only creates a missing folder; it never changes the mode of one that exists.
+/// For a folder given to the relay alone (`pacerelle serve --data`). A folder that every user may write to
+/// (`/tmp`, or anything sticky or world-writable) is refused rather than changed: it is not the relay's alone,
+/// and others could replace its files. [`crate::Relay::open`] only creates a missing folder; it never changes
+/// the mode of one that exists.
 pub fn prepare_data_folder(folder: &Path) -> Result<(), Error> {
     create_folder(folder)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        let meta = std::fs::metadata(folder).map_err(|e| files_error("read the mode of", folder, e))?;
+        if meta.permissions().mode() & 0o1002 != 0 {
+            return Err(Error::Config(format!(
+                "the data folder {} is shared (writable by every user, like /tmp): give the relay a folder of \
+                 its own (--data, PACERELLE_DATA)",
+                folder.display()
+            )));
+        }
+    }
     tighten(folder, FOLDER_MODE)
 }
 
@@ -160,6 +174,15 @@ mod tests {
         std::fs::set_permissions(&nested, std::fs::Permissions::from_mode(0o500)).expect("chmod");
         prepare_data_folder(&nested).expect("left");
         assert_eq!(mode(&nested), 0o500);
+        std::fs::set_permissions(&nested, std::fs::Permissions::from_mode(0o700)).expect("chmod");
+
+        // A shared folder is refused, never changed.
+        for shared in [0o1777, 0o777, 0o1700] {
+            std::fs::set_permissions(&nested, std::fs::Permissions::from_mode(shared)).expect("chmod");
+            let e = prepare_data_folder(&nested).expect_err("refused");
+            assert!(e.to_string().contains("a folder of its own"), "{e}");
+            assert_eq!(mode(&nested), shared);
+        }
         std::fs::set_permissions(&nested, std::fs::Permissions::from_mode(0o700)).expect("chmod");
     }
 

@@ -47,6 +47,10 @@ impl Relay {
     /// Opens (or creates) the database, applies migrations and starts the sweeper, the question expirer and
     /// the webhook deliverer (with [`WebhookSettings::default`]).
     ///
+    /// The database file is created `0600` (its `-wal` and `-shm` too) and a missing folder `0700`, whatever
+    /// the umask; `webhook.key`, beside the database, is read or created `0600` and seals the webhook secrets
+    /// the database stores. Database files and the key left looser are restricted, with a warning in the log.
+    ///
     /// Must be called within a Tokio runtime. The background tasks stop when the last clone of the relay (and
     /// of its router) is dropped, or when [`Relay::serve`] shuts down or [`Relay::close`] is called.
     pub async fn open(config: Config) -> Result<Relay, Error> {

@@ -466,6 +466,11 @@ impl PacerelleServer {
                 )
             }
             Err(e) if e.code() == Some(code::NO_DEVICE) => failure(no_device_text("a question")),
+            Err(e) if e.code() == Some(code::QUESTION_ID_CONFLICT) => failure(format!(
+                "questionId \"{question_id}\" already names a different question, so this one was NOT asked and \
+                 nothing is approved. One id carries one question: call ask_user again without questionId (or \
+                 with a new one). The same question under the same id resumes it."
+            )),
             Err(e) if e.is_transient() => {
                 let mut result = relay_failure(&state.relay_url, e)?;
                 result.content.push(ContentBlock::text(format!(

@@ -1,0 +1,441 @@
+//! Issue "trust": an approval counts only for the question asked, and only the agent decides who may approve.
+//!
+//! A real relay on 127.0.0.1:0 with a real SQLite file; the relay's rows are edited between steps as a
+//! compromised relay (or anyone who can write its database) would. Whatever is written there, no answer
+//! approves unless it answers exactly the question asked, from a device the agent's own roster trusts.
+
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod common;
+
+use std::time::Duration;
+
+use common::TestRelay;
+use pacerelle_client::core::envelope;
+use pacerelle_client::core::pairing::Role;
+use pacerelle_client::core::question::{
+    AnswerPayload, OwnQuestion, QuestionPayload, answer_aad, question_aad,
+};
+use pacerelle_client::core::wire::code;
+use pacerelle_client::{
+    AgentClient, Answer, DeviceClient, PairingOptions, QuestionRequest, QuestionState, Timestamp,
+};
+
+const NO_WAIT: Duration = Duration::ZERO;
+
+async fn db(relay: &TestRelay) -> sqlx::SqlitePool {
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(relay.dir.path().join("pacerelle.db"))
+        .busy_timeout(Duration::from_secs(10));
+    sqlx::SqlitePool::connect_with(options)
+        .await
+        .expect("open the relay's database")
+}
+
+/// An agent whose roster mark is kept in `home`, with one owner phone.
+async fn agent_in(relay: &TestRelay, home: &std::path::Path) -> (AgentClient, DeviceClient) {
+    let registered = AgentClient::register(&relay.url, "trust agent", None)
+        .await
+        .expect("register");
+    let agent = AgentClient::new(&relay.url, registered.agent_id(), registered.token().clone())
+        .expect("client")
+        .with_home(Some(home));
+    let phone = pair(&agent, Role::Owner, "phone").await;
+    (agent, phone)
+}
+
+async fn pair(agent: &AgentClient, role: Role, name: &str) -> DeviceClient {
+    let link = agent
+        .create_pairing(PairingOptions {
+            role,
+            ..Default::default()
+        })
+        .await
+        .expect("pairing");
+    DeviceClient::join(&link.link, name).await.expect("join")
+}
+
+/// Answers `question_id` from `device`, after reading it as a phone does.
+async fn answer(device: &DeviceClient, question_id: &str, answer: Answer) {
+    device.questions(None).await.expect("questions");
+    device.answer(question_id, answer).await.expect("answer");
+}
+
+/// Writes an answer into the relay's rows as a compromised relay would, sealed with `device`'s key (which
+/// the holder of that device has), naming the exact question the agent stored.
+async fn forge_answer(relay: &TestRelay, agent: &AgentClient, question_id: &str, device_id: &str) {
+    let pool = db(relay).await;
+    let (seq, self_envelope): (i64, String) = sqlx::query_as(
+        "SELECT seq, envelope FROM items WHERE kind = 'question' AND item_id = ? AND agent_id = ?",
+    )
+    .bind(question_id)
+    .bind(agent.agent_id())
+    .fetch_one(&pool)
+    .await
+    .expect("the question's row");
+    let own = OwnQuestion::open(
+        &agent.token().self_key(agent.agent_id()),
+        agent.agent_id(),
+        question_id,
+        &self_envelope,
+    )
+    .expect("own copy");
+    let payload = AnswerPayload {
+        question_id: question_id.into(),
+        answer: Answer::Yes,
+        answered_at: Timestamp::now(),
+        question_digest: Some(own.digest),
+    };
+    let sealed = envelope::seal_json(
+        &agent.token().device_key(agent.agent_id(), device_id),
+        &answer_aad(agent.agent_id(), device_id, question_id),
+        &payload,
+    );
+    sqlx::query(
+        "UPDATE questions SET state = 'answered', answered_by = ?2, answered_at = ?3, closed_at = ?3,
+                answer_envelope = ?4
+         WHERE item_seq = ?1",
+    )
+    .bind(seq)
+    .bind(device_id)
+    .bind(Timestamp::now().millis())
+    .bind(&sealed)
+    .execute(&pool)
+    .await
+    .expect("forge the answer");
+    pool.close().await;
+}
+
+#[tokio::test]
+async fn a_question_id_never_carries_two_questions() {
+    let relay = TestRelay::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let (agent, phone) = agent_in(&relay, home.path()).await;
+
+    // "Run the test suite?" approved under deploy-approval.
+    let tests = || {
+        QuestionRequest::yes_no("Run the test suite?")
+            .with_id("deploy-approval")
+            .expires_in(Duration::from_secs(2))
+    };
+    let asked = agent.ask_user(tests()).await.expect("ask");
+    answer(&phone, "deploy-approval", Answer::Yes).await;
+    let outcome = agent
+        .wait_until_final(&asked, tokio::time::Instant::now() + Duration::from_secs(5))
+        .await
+        .expect("wait");
+    assert!(outcome.approved);
+
+    // A different question under the same id, before and after the first expires: refused, never approved.
+    let drop = || QuestionRequest::yes_no("Delete the production database?").with_id("deploy-approval");
+    for when in ["before the expiry", "after the expiry"] {
+        let e = agent.ask_user(drop()).await.expect_err(when);
+        assert_eq!(e.code(), Some(code::QUESTION_ID_CONFLICT), "{when}: {e}");
+        let e = agent.ask(drop(), Duration::from_secs(3)).await.expect_err(when);
+        assert_eq!(e.code(), Some(code::QUESTION_ID_CONFLICT), "{when}: {e}");
+        tokio::time::sleep(Duration::from_millis(2100)).await;
+    }
+    // Details, options or kind make another question too.
+    for other in [
+        tests().with_details("and deploy"),
+        QuestionRequest::text("Run the test suite?").with_id("deploy-approval"),
+    ] {
+        let e = agent.ask_user(other).await.expect_err("another question");
+        assert_eq!(e.code(), Some(code::QUESTION_ID_CONFLICT));
+    }
+    // The same question under its id resumes it (what the id is for: waiting again after a restart).
+    let resumed = agent.ask_user(tests()).await.expect("resume");
+    assert_eq!(resumed, asked);
+    let outcome = agent
+        .wait_for_answer("deploy-approval", NO_WAIT)
+        .await
+        .expect("read");
+    assert!(outcome.approved && outcome.state == QuestionState::Answered);
+
+    // A relay that kept the self copy of the second question (it was sent with the refused request) and
+    // serves it with the first question's yes: the yes names another question, so nothing is approved.
+    let second = QuestionPayload {
+        question: "Delete the production database?".into(),
+        kind: pacerelle_client::QuestionKind::YesNo,
+        options: vec![],
+        multiple: false,
+        details: None,
+        expires_at: Timestamp::now().plus_millis(600_000),
+        recipients: vec![phone.credentials().device_id.as_str().to_string()],
+        answer_key: None,
+    };
+    let swapped = envelope::seal_json(
+        &agent.token().self_key(agent.agent_id()),
+        &question_aad(agent.agent_id(), "", "deploy-approval"),
+        &second,
+    );
+    let pool = db(&relay).await;
+    sqlx::query("UPDATE items SET envelope = ? WHERE kind = 'question' AND item_id = 'deploy-approval'")
+        .bind(&swapped)
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    let outcome = agent
+        .wait_for_answer("deploy-approval", NO_WAIT)
+        .await
+        .expect("read");
+    assert!(!outcome.approved, "{outcome:?}");
+    assert!(
+        outcome
+            .rejected
+            .as_deref()
+            .is_some_and(|r| r.contains("different question")),
+        "{outcome:?}"
+    );
+    // And waiting with the Asked of the first question refuses the swapped copy outright.
+    let e = agent
+        .wait_until_final(&asked, tokio::time::Instant::now() + Duration::from_secs(2))
+        .await
+        .expect_err("the stored question changed");
+    assert_eq!(e.code(), Some(code::QUESTION_ID_CONFLICT));
+}
+
+#[tokio::test]
+async fn the_relays_rows_never_choose_who_approves() {
+    let relay = TestRelay::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let (agent, phone) = agent_in(&relay, home.path()).await;
+    let tablet = pair(&agent, Role::Owner, "tablet").await;
+    let user = pair(&agent, Role::User, "a user").await;
+    let pool = db(&relay).await;
+
+    // 1. A device revoked after it received a question, un-revoked in the relay's rows, answers yes.
+    agent
+        .ask_user(QuestionRequest::yes_no("Deploy?").with_id("q-revoked"))
+        .await
+        .expect("ask");
+    tablet.questions(None).await.expect("the tablet reads it");
+    agent
+        .revoke_device(tablet.credentials().device_id.as_str())
+        .await
+        .expect("revoke");
+    sqlx::query("UPDATE devices SET revoked_at = NULL WHERE device_id = ?")
+        .bind(tablet.credentials().device_id.as_str())
+        .execute(&pool)
+        .await
+        .unwrap();
+    tablet
+        .answer("q-revoked", Answer::Yes)
+        .await
+        .expect("the relay, un-revoked, takes the answer");
+    let outcome = agent.wait_for_answer("q-revoked", NO_WAIT).await.expect("read");
+    assert!(!outcome.approved, "{outcome:?}");
+    assert!(
+        outcome.rejected.as_deref().is_some_and(|r| r.contains("roster")),
+        "{outcome:?}"
+    );
+
+    // The un-revoked device is not even asked any more.
+    let asked = agent
+        .ask_user(QuestionRequest::yes_no("Deploy again?").with_id("q-after"))
+        .await
+        .expect("ask");
+    assert!(
+        tablet
+            .questions(None)
+            .await
+            .expect("list")
+            .questions
+            .iter()
+            .all(|q| q.question_id != "q-after")
+    );
+    forge_answer(
+        &relay,
+        &agent,
+        &asked.question_id,
+        tablet.credentials().device_id.as_str(),
+    )
+    .await;
+    let outcome = agent.wait_for_answer("q-after", NO_WAIT).await.expect("read");
+    assert!(!outcome.approved, "{outcome:?}");
+
+    // 2. A `user` device promoted to `owner` in the relay's rows.
+    sqlx::query("UPDATE devices SET role = 'owner' WHERE device_id = ?")
+        .bind(user.credentials().device_id.as_str())
+        .execute(&pool)
+        .await
+        .unwrap();
+    agent
+        .ask_user(QuestionRequest::yes_no("Pay the invoice?").with_id("q-promoted"))
+        .await
+        .expect("ask");
+    assert!(user.questions(None).await.expect("list").questions.is_empty());
+    forge_answer(
+        &relay,
+        &agent,
+        "q-promoted",
+        user.credentials().device_id.as_str(),
+    )
+    .await;
+    assert!(
+        !agent
+            .wait_for_answer("q-promoted", NO_WAIT)
+            .await
+            .expect("read")
+            .approved
+    );
+
+    // 3. A device row the agent never paired.
+    sqlx::query(
+        "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
+         VALUES ('dv_intruder', ?, 'intruder', 'owner', x'00', 0)",
+    )
+    .bind(agent.agent_id())
+    .execute(&pool)
+    .await
+    .unwrap();
+    assert!(
+        agent
+            .devices()
+            .await
+            .unwrap()
+            .iter()
+            .any(|d| d.device_id == "dv_intruder")
+    );
+    agent
+        .ask_user(QuestionRequest::yes_no("Push to main?").with_id("q-intruder"))
+        .await
+        .expect("ask");
+    let recipients: Vec<String> =
+        sqlx::query_scalar("SELECT e.device_id FROM item_envelopes e JOIN items i ON i.seq = e.item_seq WHERE i.item_id = 'q-intruder'")
+            .fetch_all(&pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        recipients,
+        vec![phone.credentials().device_id.as_str().to_string()],
+        "only the owner phone is asked"
+    );
+    forge_answer(&relay, &agent, "q-intruder", "dv_intruder").await;
+    assert!(
+        !agent
+            .wait_for_answer("q-intruder", NO_WAIT)
+            .await
+            .expect("read")
+            .approved
+    );
+
+    // The phone the agent paired still approves.
+    agent
+        .ask_user(QuestionRequest::yes_no("Tag the release?").with_id("q-phone"))
+        .await
+        .expect("ask");
+    answer(&phone, "q-phone", Answer::Yes).await;
+    assert!(
+        agent
+            .wait_for_answer("q-phone", NO_WAIT)
+            .await
+            .expect("read")
+            .approved
+    );
+
+    // 4. An older roster restored: refused, and nothing approves until the newest is back.
+    let (version, sealed): (i64, String) =
+        sqlx::query_as("SELECT version, envelope FROM rosters WHERE agent_id = ?")
+            .bind(agent.agent_id())
+            .fetch_one(&pool)
+            .await
+            .unwrap();
+    let older = pair(&agent, Role::Owner, "laptop").await;
+    agent
+        .revoke_device(older.credentials().device_id.as_str())
+        .await
+        .expect("revoke");
+    sqlx::query("UPDATE rosters SET version = ?, envelope = ? WHERE agent_id = ?")
+        .bind(version)
+        .bind(&sealed)
+        .bind(agent.agent_id())
+        .execute(&pool)
+        .await
+        .unwrap();
+    let e = agent.roster().await.expect_err("rolled back");
+    assert_eq!(e.code(), Some(code::ROSTER_ROLLBACK), "{e}");
+    let e = agent
+        .ask_user(QuestionRequest::yes_no("Anything?"))
+        .await
+        .expect_err("no question on a rolled-back roster");
+    assert_eq!(e.code(), Some(code::ROSTER_ROLLBACK));
+    let e = agent
+        .wait_for_answer("q-phone", NO_WAIT)
+        .await
+        .expect_err("not approved on a rolled-back roster");
+    assert_eq!(e.code(), Some(code::ROSTER_ROLLBACK));
+    // Another host of this agent on this machine (same home) refuses it too; so does a deleted roster.
+    let again = AgentClient::new(&relay.url, agent.agent_id(), agent.token().clone())
+        .unwrap()
+        .with_home(Some(home.path()));
+    assert_eq!(
+        again.roster().await.unwrap_err().code(),
+        Some(code::ROSTER_ROLLBACK)
+    );
+    sqlx::query("DELETE FROM rosters").execute(&pool).await.unwrap();
+    assert_eq!(
+        again.roster().await.unwrap_err().code(),
+        Some(code::ROSTER_ROLLBACK)
+    );
+    pool.close().await;
+}
+
+#[tokio::test]
+async fn hosts_of_one_agent_share_the_roster_and_devices_paired_before_it_are_adopted_explicitly() {
+    let relay = TestRelay::start().await;
+    let (home_a, home_b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let (agent, phone) = agent_in(&relay, home_a.path()).await;
+    // A second host on another machine (its own home): it sees the phone, and its change is seen by the first.
+    let other = AgentClient::new(&relay.url, agent.agent_id(), agent.token().clone())
+        .unwrap()
+        .with_home(Some(home_b.path()));
+    assert!(
+        other
+            .roster()
+            .await
+            .unwrap()
+            .may_approve(phone.credentials().device_id.as_str())
+    );
+    let tablet = pair(&other, Role::Owner, "tablet").await;
+    let roster = agent.roster().await.unwrap();
+    assert!(
+        roster.may_approve(tablet.credentials().device_id.as_str())
+            && roster.may_approve(phone.credentials().device_id.as_str())
+    );
+    assert_eq!(roster.version, 2);
+
+    // Devices paired before rosters existed (here: the roster removed, as on an upgraded relay, with no
+    // host having seen one): nothing approves, the error says what to do, and adopting trusts them.
+    let fresh = tempfile::tempdir().unwrap();
+    let pool = db(&relay).await;
+    sqlx::query("DELETE FROM rosters").execute(&pool).await.unwrap();
+    pool.close().await;
+    let upgraded = AgentClient::new(&relay.url, agent.agent_id(), agent.token().clone())
+        .unwrap()
+        .with_home(Some(fresh.path()));
+    let e = upgraded
+        .ask_user(QuestionRequest::yes_no("Deploy?"))
+        .await
+        .expect_err("no trusted device");
+    assert_eq!(e.code(), Some(code::NO_DEVICE));
+    assert!(e.to_string().contains("pacerelle agent adopt"), "{e}");
+    let adopted = upgraded.adopt_devices().await.expect("adopt");
+    assert!(
+        adopted.may_approve(phone.credentials().device_id.as_str())
+            && adopted.may_approve(tablet.credentials().device_id.as_str())
+    );
+    let asked = upgraded
+        .ask_user(QuestionRequest::yes_no("Deploy?"))
+        .await
+        .expect("ask");
+    answer(&phone, &asked.question_id, Answer::Yes).await;
+    assert!(
+        upgraded
+            .wait_for_answer(&asked.question_id, NO_WAIT)
+            .await
+            .unwrap()
+            .approved
+    );
+}
