@@ -312,7 +312,7 @@ async fn local_agent(global: &Global, url: &str, name: &str) -> Result<AgentClie
     {
         let token = AgentToken::parse(&file.token)
             .with_context(|| format!("the token in {} is malformed", global.home.agent_path().display()))?;
-        let agent = AgentClient::new(url, &file.agent_id, token)?;
+        let agent = AgentClient::new(url, &file.agent_id, token)?.with_home(Some(&global.home.0));
         match agent.info().await {
             Ok(_) => return Ok(agent),
             Err(e) if e.code().is_some() => {
@@ -321,7 +321,9 @@ async fn local_agent(global: &Global, url: &str, name: &str) -> Result<AgentClie
             Err(e) => return Err(e.into()),
         }
     }
-    let agent = AgentClient::register(url, name, None).await?;
+    let agent = AgentClient::register(url, name, None)
+        .await?
+        .with_home(Some(&global.home.0));
     global.home.write_agent(&AgentFile {
         relay_url: url.to_string(),
         agent_id: agent.agent_id().to_string(),
