@@ -559,3 +559,40 @@ async fn relay_down_while_waiting_for_an_answer_is_never_a_yes() {
     assert_eq!(yes["approved"], true);
     server.stop().await;
 }
+
+/// One questionId carries one question: a different question under an id already used is a tool error that
+/// says nothing was asked or approved; the same question under it resumes it with its answer.
+#[tokio::test]
+async fn a_question_id_used_again_for_another_question_is_refused() {
+    let relay = TestRelay::start().await;
+    let (agent, device) = relay.agent_and_device().await;
+    let server = spawn(&agent, &relay.url, &[], Era::Modern).await;
+    let tests = json!({"question": "Run the test suite?", "kind": "yes_no", "questionId": "deploy-approval"});
+    let id = ask(&server, tests.clone()).await;
+    assert_eq!(id, "deploy-approval");
+    seen_on_phone(&device, &id).await;
+    device.answer(&id, Answer::Yes).await.expect("yes");
+    let (answered, _) = wait_until_settled(&server, &id).await;
+    assert_eq!(answered["approved"], true, "{answered}");
+
+    let error = server
+        .tool_error(
+            "ask_user",
+            json!({"question": "Delete the production database?", "kind": "yes_no", "questionId": "deploy-approval"}),
+        )
+        .await;
+    assert!(error.contains("already names a different question"), "{error}");
+    assert!(error.contains("NOT asked"), "{error}");
+    let listed = device.questions(None).await.expect("questions");
+    assert!(
+        listed
+            .questions
+            .iter()
+            .all(|q| q.question != "Delete the production database?")
+    );
+
+    // The same question again resumes it: its answer stands.
+    assert_eq!(ask(&server, tests).await, "deploy-approval");
+    let (again, _) = wait_until_settled(&server, &id).await;
+    assert_eq!(again["approved"], true, "{again}");
+}
