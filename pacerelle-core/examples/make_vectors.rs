@@ -189,10 +189,7 @@ fn token_file() -> File<TokenCase> {
                 name: "standard base64 alphabet",
                 // The prefix is right and the body is a valid token's body written with `+` and `/`: the
                 // alphabet is the only fault.
-                token: format!(
-                    "pcr1_{}",
-                    standard_alphabet(&counting_token["pcr1_".len()..])
-                ),
+                token: format!("pcr1_{}", standard_alphabet(&counting_token["pcr1_".len()..])),
             },
             TokenCase::InvalidToken {
                 name: "non-canonical base64url (unused low bits set)",
@@ -729,8 +726,7 @@ fn envelope_file() -> File<EnvelopeCase> {
     let digest_plain = json(&digest_question());
     let digest_answer_plain = json(&digest_answer());
     let answer_key = ContentKey::from_bytes(ANSWER_KEY);
-    let copy_fields =
-        || AadFields::new(AGENT_ID, DEVICE_ID, "d2a", KIND_ANSWER_COPY, DIGEST_QUESTION_ID);
+    let copy_fields = || AadFields::new(AGENT_ID, DEVICE_ID, "d2a", KIND_ANSWER_COPY, DIGEST_QUESTION_ID);
     assert_eq!(
         question::answer_copy_aad(AGENT_ID, DEVICE_ID, DIGEST_QUESTION_ID),
         copy_fields().aad()
@@ -769,7 +765,11 @@ fn envelope_file() -> File<EnvelopeCase> {
                       plaintext) with key, nonce and aad gives envelope, and opening envelope gives plaintextBytes. \
                       reject cases: opening must fail; error is \"malformed\" when the envelope is refused before \
                       decryption (not base64url, shorter than 29 bytes, first byte not 0x01) and \"open\" when \
-                      authentication fails (altered bytes, other key or other additional data).",
+                      authentication fails (altered bytes, other key or other additional data). The question \
+                      qst_digest carries an answerKey; the answer to it names questionDigest = \
+                      base64url(SHA-256(the question's plaintextBytes)) (question.json), and its copy for the \
+                      other recipients is the same plaintext sealed with key = the answerKey's 32 bytes and kind \
+                      \"answer_copy\".",
         cases: vec![
             task_case,
             seal_case(
@@ -1076,6 +1076,487 @@ fn cursor_file() -> File<CursorCase> {
     }
 }
 
+// ------------------------------------------------------------------------------------------- question
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+enum QuestionCase {
+    #[serde(rename_all = "camelCase")]
+    QuestionDigest {
+        name: &'static str,
+        /// The question payload's bytes as sealed (and as opened), as text.
+        plaintext: String,
+        /// The same bytes, base64url: what is hashed.
+        plaintext_bytes: String,
+        digest: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    SameQuestion {
+        name: &'static str,
+        /// The question first stored under an id.
+        first: String,
+        /// The question asked again under that id.
+        second: String,
+        /// True: the second ask resumes the first; false: `question_id_conflict`.
+        same: bool,
+    },
+}
+
+fn digest_case(name: &'static str, plaintext: String) -> QuestionCase {
+    QuestionCase::QuestionDigest {
+        name,
+        plaintext_bytes: b64::encode(plaintext.as_bytes()),
+        digest: question_digest(plaintext.as_bytes()),
+        plaintext,
+    }
+}
+
+fn same_question_case(name: &'static str, first: &QuestionPayload, second: &QuestionPayload) -> QuestionCase {
+    QuestionCase::SameQuestion {
+        name,
+        first: json(first),
+        second: json(second),
+        same: first.same_question(second),
+    }
+}
+
+fn question_file() -> File<QuestionCase> {
+    let asked = digest_question();
+    let drop = QuestionPayload {
+        question: "Drop the production database?".into(),
+        details: None,
+        ..digest_question()
+    };
+    let later = QuestionPayload {
+        expires_at: Timestamp::parse("2026-11-30T02:30:00.000Z").expect("fixed time parses"),
+        recipients: vec![DEVICE_ID.into()],
+        answer_key: Some(b64::encode(&[0x67u8; 32])),
+        ..digest_question()
+    };
+    let choice = QuestionPayload {
+        question: "Which branch?".into(),
+        kind: QuestionKind::Choice,
+        options: vec!["main".into(), "release".into()],
+        details: None,
+        ..digest_question()
+    };
+    File {
+        description: "Question digests and question ids. The agent serialises a QuestionPayload once and seals the \
+                      same bytes for itself (selfKey, direction \"self\") and for each recipient (deviceKey, \
+                      \"a2d\"). questionDigest = base64url(SHA-256(plaintext bytes as opened)), without any \
+                      canonicalisation: other bytes for the same JSON value (member order, whitespace) give \
+                      another digest. The first questionDigest case is the plaintext of envelope.json's \"question \
+                      with an answer key\" cases, and its digest is the questionDigest inside envelope.json's \
+                      \"answer: yes, naming the question's digest\". sameQuestion cases: an id already names \
+                      `first`; asking `second` under it resumes it when same is true (text, kind, options, \
+                      multiple and details equal; expiresAt, recipients and answerKey are not compared) and \
+                      fails with question_id_conflict when false.",
+        cases: vec![
+            digest_case(
+                "the question asked under qst_digest (answer key, two recipients)",
+                json(&asked),
+            ),
+            digest_case(
+                "another question under the same id (Drop the production database?)",
+                json(&drop),
+            ),
+            digest_case(
+                "the same question asked again later (another expiry, recipients and answer key)",
+                json(&later),
+            ),
+            digest_case(
+                "the same JSON value pretty-printed: other bytes, another digest",
+                serde_json::to_string_pretty(&asked).expect("question serialises"),
+            ),
+            digest_case("empty plaintext (SHA-256 of nothing)", String::new()),
+            same_question_case(
+                "asked again later: another expiry, recipients and answer key",
+                &asked,
+                &later,
+            ),
+            same_question_case("another text", &asked, &drop),
+            same_question_case(
+                "details removed",
+                &asked,
+                &QuestionPayload {
+                    details: None,
+                    ..digest_question()
+                },
+            ),
+            same_question_case(
+                "another kind",
+                &asked,
+                &QuestionPayload {
+                    kind: QuestionKind::Text,
+                    ..digest_question()
+                },
+            ),
+            same_question_case(
+                "options in another order",
+                &choice,
+                &QuestionPayload {
+                    options: vec!["release".into(), "main".into()],
+                    ..choice.clone()
+                },
+            ),
+            same_question_case(
+                "several options allowed",
+                &choice,
+                &QuestionPayload {
+                    multiple: true,
+                    ..choice.clone()
+                },
+            ),
+        ],
+    }
+}
+
+// --------------------------------------------------------------------------------------------- roster
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DeviceCheck {
+    device_id: &'static str,
+    /// Listed and not revoked: notifications go to it.
+    active: bool,
+    /// Listed, not revoked and an owner: its answers may approve.
+    may_approve: bool,
+}
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+enum RosterCase {
+    #[serde(rename_all = "camelCase")]
+    Roster {
+        name: &'static str,
+        self_key: String,
+        agent_id: &'static str,
+        version: u64,
+        /// The roster exactly as serialised (the plaintext).
+        roster_json: String,
+        aad_fields: AadFields,
+        aad: String,
+        nonce: String,
+        envelope: String,
+        devices: Vec<DeviceCheck>,
+    },
+    #[serde(rename_all = "camelCase")]
+    RejectRoster {
+        name: &'static str,
+        self_key: String,
+        /// The agent and version the opener expects (the version is the one the relay names).
+        agent_id: &'static str,
+        version: u64,
+        /// What was sealed.
+        plaintext: String,
+        envelope: String,
+        /// `open` (authentication failed) or `malformed` (opened, but not a valid roster for that agent
+        /// and version).
+        error: &'static str,
+    },
+    #[serde(rename_all = "camelCase")]
+    RosterMark {
+        name: &'static str,
+        /// The highest version this host has seen (0: none).
+        seen: u64,
+        /// The version the relay returns (0: no roster stored).
+        version: u64,
+        /// Accepted only when `version >= seen`; otherwise `roster_rollback`.
+        accepted: bool,
+    },
+}
+
+fn time(text: &str) -> Timestamp {
+    Timestamp::parse(text).expect("fixed time parses")
+}
+
+fn roster_device(device_id: &str, role: Role, added_at: &str, revoked_at: Option<&str>) -> RosterDevice {
+    RosterDevice {
+        device_id: device_id.into(),
+        role,
+        added_at: time(added_at),
+        revoked_at: revoked_at.map(time),
+    }
+}
+
+/// Version 1: the vector device, as `pacerelle devices adopt` or the first pairing writes it.
+fn roster_v1() -> Roster {
+    Roster::empty(AGENT_ID).next(time("2026-11-30T00:10:00.250Z"), |d| {
+        d.push(roster_device(
+            DEVICE_ID,
+            Role::Owner,
+            "2026-11-30T00:10:00.250Z",
+            None,
+        ));
+    })
+}
+
+/// Version 3: a user device added (version 2), then an owner added and revoked (version 3, as one change
+/// for the vector's sake).
+fn roster_v3() -> Roster {
+    let v2 = roster_v1().next(time("2026-11-30T09:00:00.000Z"), |d| {
+        d.push(roster_device(
+            "dv_user-1",
+            Role::User,
+            "2026-11-30T09:00:00.000Z",
+            None,
+        ));
+    });
+    v2.next(time("2026-12-01T18:45:30.125Z"), |d| {
+        d.push(roster_device(
+            "dv_old",
+            Role::Owner,
+            "2026-11-30T12:00:00.000Z",
+            Some("2026-12-01T18:45:30.125Z"),
+        ));
+    })
+}
+
+fn roster_case(
+    name: &'static str,
+    self_key: &ContentKey,
+    roster: &Roster,
+    nonce: [u8; 12],
+    checks: &[&'static str],
+) -> RosterCase {
+    let roster_json = json(roster);
+    let version = roster.version.to_string();
+    let fields = AadFields::new(&roster.agent_id, "", "self", KIND_ROSTER, &version);
+    assert_eq!(roster::roster_aad(&roster.agent_id, &version), fields.aad());
+    let envelope = envelope::seal_with_nonce(self_key, &fields.aad(), nonce, roster_json.as_bytes());
+    RosterCase::Roster {
+        name,
+        self_key: b64::encode(&self_key.to_bytes()),
+        agent_id: AGENT_ID,
+        version: roster.version,
+        aad: b64::encode(&fields.aad().to_bytes().expect("short fields")),
+        aad_fields: fields,
+        nonce: b64::encode(&nonce),
+        envelope,
+        devices: checks
+            .iter()
+            .map(|&device_id| DeviceCheck {
+                device_id,
+                active: roster.is_active(device_id),
+                may_approve: roster.may_approve(device_id),
+            })
+            .collect(),
+        roster_json,
+    }
+}
+
+/// `plaintext` sealed with `seal_key` as roster `sealed_version` of `sealed_agent`, opened with `self_key` as
+/// `version` of `agent_id`.
+#[allow(clippy::too_many_arguments)]
+fn reject_roster(
+    name: &'static str,
+    self_key: &ContentKey,
+    seal_key: &ContentKey,
+    sealed_agent: &str,
+    sealed_version: u64,
+    nonce: [u8; 12],
+    plaintext: String,
+    agent_id: &'static str,
+    version: u64,
+    error: &'static str,
+) -> RosterCase {
+    let label = sealed_version.to_string();
+    let envelope = envelope::seal_with_nonce(
+        seal_key,
+        &roster::roster_aad(sealed_agent, &label),
+        nonce,
+        plaintext.as_bytes(),
+    );
+    RosterCase::RejectRoster {
+        name,
+        self_key: b64::encode(&self_key.to_bytes()),
+        agent_id,
+        version,
+        plaintext,
+        envelope,
+        error,
+    }
+}
+
+fn roster_file() -> File<RosterCase> {
+    let self_key = keys::self_key(&MASTER, AGENT_ID);
+    let v3 = roster_v3();
+    let v3_json = json(&v3);
+    // A roster whose content names version 2 sealed as version 3: it opens but is refused.
+    let inner_v2 = json(&Roster {
+        version: 2,
+        ..roster_v3()
+    });
+    let twice = json(&Roster {
+        devices: vec![roster_v1().devices[0].clone(), roster_v1().devices[0].clone()],
+        ..roster_v1()
+    });
+    let unknown_member = v3_json.replacen("{\"v\":1,", "{\"v\":1,\"trustRelay\":true,", 1);
+    assert_ne!(unknown_member, v3_json);
+    let v2_format = v3_json.replacen("{\"v\":1,", "{\"v\":2,", 1);
+    assert_ne!(v2_format, v3_json);
+    let mark = |name, seen: u64, version: u64| {
+        let accepted = Roster {
+            version,
+            ..Roster::empty(AGENT_ID)
+        }
+        .check_not_older(seen)
+        .is_ok();
+        RosterCase::RosterMark {
+            name,
+            seen,
+            version,
+            accepted,
+        }
+    };
+    let checks = &[DEVICE_ID, "dv_user-1", "dv_old", "dv_unknown"];
+    File {
+        description: "Device rosters. rosterJson is the Roster exactly as the Rust implementation serialises it: v \
+                      (1), agentId, version (starts at 1, +1 per change; 0 is the empty roster never stored), \
+                      updatedAt, devices (deviceId, role \"owner\" or \"user\", addedAt, revokedAt omitted unless \
+                      revoked); readers refuse unknown members. It is sealed with the agent's selfKey and the \
+                      additional data (agentId, deviceId \"\", direction \"self\", kind \"roster\", objectId = the \
+                      version as a decimal string). roster cases: seal rosterJson with nonce to envelope; open \
+                      envelope as (agentId, version) back to rosterJson; devices lists, for each deviceId, whether \
+                      it is active (listed, not revoked) and may approve (active owner). rejectRoster cases: \
+                      opening envelope as roster `version` of `agentId` must fail, with error \"open\" when \
+                      authentication fails and \"malformed\" when it opens but is not a valid roster of that agent \
+                      and version (other version or agentId inside, unknown member, v other than 1, a device listed \
+                      twice). rosterMark cases: a host that has seen version `seen` accepts a roster of version \
+                      `version` (0: the relay has none) only when version >= seen, else roster_rollback.",
+        cases: vec![
+            roster_case(
+                "version 1: one owner",
+                &self_key,
+                &roster_v1(),
+                counting(0x48),
+                checks,
+            ),
+            roster_case(
+                "version 3: an owner, a user, a revoked owner",
+                &self_key,
+                &v3,
+                counting(0x58),
+                checks,
+            ),
+            reject_roster(
+                "version 3 opened as version 2 (rolled back label)",
+                &self_key,
+                &self_key,
+                AGENT_ID,
+                3,
+                counting(0x58),
+                v3_json.clone(),
+                AGENT_ID,
+                2,
+                "open",
+            ),
+            reject_roster(
+                "version 3 opened as version 4",
+                &self_key,
+                &self_key,
+                AGENT_ID,
+                3,
+                counting(0x58),
+                v3_json.clone(),
+                AGENT_ID,
+                4,
+                "open",
+            ),
+            reject_roster(
+                "opened as another agent's roster (same key)",
+                &self_key,
+                &self_key,
+                AGENT_ID,
+                3,
+                counting(0x58),
+                v3_json.clone(),
+                "ag_other",
+                3,
+                "open",
+            ),
+            reject_roster(
+                "sealed with a device key instead of the self key",
+                &self_key,
+                &keys::device_key(&MASTER, AGENT_ID, DEVICE_ID),
+                AGENT_ID,
+                3,
+                counting(0x58),
+                v3_json.clone(),
+                AGENT_ID,
+                3,
+                "open",
+            ),
+            reject_roster(
+                "content says version 2, sealed as version 3",
+                &self_key,
+                &self_key,
+                AGENT_ID,
+                3,
+                counting(0x68),
+                inner_v2,
+                AGENT_ID,
+                3,
+                "malformed",
+            ),
+            reject_roster(
+                "content names agent ag_vector, sealed and opened as ag_other's (that agent's self key)",
+                &keys::self_key(&MASTER, "ag_other"),
+                &keys::self_key(&MASTER, "ag_other"),
+                "ag_other",
+                3,
+                counting(0x78),
+                v3_json.clone(),
+                "ag_other",
+                3,
+                "malformed",
+            ),
+            reject_roster(
+                "a device listed twice",
+                &self_key,
+                &self_key,
+                AGENT_ID,
+                1,
+                counting(0x88),
+                twice,
+                AGENT_ID,
+                1,
+                "malformed",
+            ),
+            reject_roster(
+                "unknown member",
+                &self_key,
+                &self_key,
+                AGENT_ID,
+                3,
+                counting(0x98),
+                unknown_member,
+                AGENT_ID,
+                3,
+                "malformed",
+            ),
+            reject_roster(
+                "format v 2",
+                &self_key,
+                &self_key,
+                AGENT_ID,
+                3,
+                counting(0xa8),
+                v2_format,
+                AGENT_ID,
+                3,
+                "malformed",
+            ),
+            mark("fresh host, no roster stored", 0, 0),
+            mark("fresh host, any stored version", 0, 3),
+            mark("the version seen", 3, 3),
+            mark("newer than seen", 3, 5),
+            mark("older than seen: rollback", 3, 2),
+            mark("roster deleted after one was seen", 3, 0),
+        ],
+    }
+}
+
 // ----------------------------------------------------------------------------------------------- main
 
 fn render<T: Serialize>(file: &File<T>) -> String {
@@ -1091,11 +1572,15 @@ fn file(name: &str) -> Option<String> {
         "pairing" => render(&pairing_file()),
         "envelope" => render(&envelope_file()),
         "cursor" => render(&cursor_file()),
+        "question" => render(&question_file()),
+        "roster" => render(&roster_file()),
         _ => return None,
     })
 }
 
-const NAMES: [&str; 5] = ["token", "kdf", "pairing", "envelope", "cursor"];
+const NAMES: [&str; 7] = [
+    "token", "kdf", "pairing", "envelope", "cursor", "question", "roster",
+];
 
 fn main() {
     let arg = std::env::args().nth(1).unwrap_or_default();

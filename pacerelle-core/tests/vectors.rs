@@ -6,12 +6,16 @@
 //! that a mistake shared by the library and the generator would still show. The primitives themselves are
 //! checked against RFC 5869 test case 1 and the GCM specification's test cases 14 and 16.
 
+use pacerelle_core::Timestamp;
 use pacerelle_core::checkpoint::CheckpointPayload;
 use pacerelle_core::envelope::{self, Aad, Direction};
 use pacerelle_core::keys::{self, ContentKey};
 use pacerelle_core::message::{ReplyPayload, TaskPayload};
 use pacerelle_core::pairing::{self, OfferPayload, PairingSecret};
-use pacerelle_core::question::{AnswerPayload, QuestionPayload};
+use pacerelle_core::question::{
+    self, AnswerPayload, NotificationPayload, OwnQuestion, QuestionPayload, QuestionState, RelayReport,
+};
+use pacerelle_core::roster::{self, Roster, RosterError};
 use pacerelle_core::{AgentToken, Bearer, CryptoError, Cursor};
 use ring::aead::{AES_256_GCM, Aad as RingAad, LessSafeKey, Nonce, UnboundKey};
 use ring::hmac;
@@ -264,6 +268,17 @@ fn token_vectors() {
                     AgentToken::parse(&token).is_err(),
                     "{name}: {token:?} must be refused"
                 );
+                if name.contains("standard base64 alphabet") {
+                    // Refused for its alphabet alone: the prefix is right, the body uses `+` or `/`, and the
+                    // same body in the base64url alphabet is a valid token.
+                    let body = token.strip_prefix("pcr1_").expect("{name}: the prefix is right");
+                    assert!(body.contains(['+', '/']), "{name}: standard alphabet");
+                    let url = format!("pcr1_{}", body.replace('+', "-").replace('/', "_"));
+                    assert!(
+                        AgentToken::parse(&url).is_ok(),
+                        "{name}: only the alphabet is wrong"
+                    );
+                }
             }
             TokenCase::InvalidBearer { name, bearer } => {
                 assert!(
@@ -559,7 +574,8 @@ fn check_payload(kind: &str, plaintext: &str) {
         "reply" => round_trip::<ReplyPayload>(plaintext),
         "checkpoint" => round_trip::<CheckpointPayload>(plaintext),
         "question" => round_trip::<QuestionPayload>(plaintext),
-        "answer" => round_trip::<AnswerPayload>(plaintext),
+        "answer" | "answer_copy" => round_trip::<AnswerPayload>(plaintext),
+        "notification" => round_trip::<NotificationPayload>(plaintext),
         other => panic!("no payload type for kind {other:?}"),
     }
 }
@@ -664,6 +680,263 @@ fn cursor_vectors() {
     }
 }
 
+// ------------------------------------------------------------------------------------------ question
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase", deny_unknown_fields)]
+enum QuestionCase {
+    #[serde(rename_all = "camelCase")]
+    QuestionDigest {
+        name: String,
+        plaintext: String,
+        plaintext_bytes: String,
+        digest: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    SameQuestion {
+        name: String,
+        first: String,
+        second: String,
+        same: bool,
+    },
+}
+
+#[test]
+fn question_vectors() {
+    let mut digests = std::collections::HashSet::new();
+    for case in load::<QuestionCase>("question").cases {
+        match case {
+            QuestionCase::QuestionDigest {
+                name,
+                plaintext,
+                plaintext_bytes,
+                digest,
+            } => {
+                assert_eq!(
+                    plaintext.as_bytes(),
+                    b64(&plaintext_bytes),
+                    "{name}: plaintextBytes"
+                );
+                assert_eq!(
+                    question::question_digest(&b64(&plaintext_bytes)),
+                    digest,
+                    "{name}"
+                );
+                assert_eq!(b64(&digest), sha256(plaintext.as_bytes()), "{name}: SHA-256");
+                assert_eq!(digest.len(), 43, "{name}: 32 bytes, unpadded");
+                assert!(digests.insert(digest), "{name}: every case has its own digest");
+                if !plaintext.is_empty() {
+                    let payload: QuestionPayload = serde_json::from_str(&plaintext).expect("question parses");
+                    payload.validate().expect("a valid question");
+                }
+            }
+            QuestionCase::SameQuestion {
+                name,
+                first,
+                second,
+                same,
+            } => {
+                let a: QuestionPayload = serde_json::from_str(&first).expect("question parses");
+                let b: QuestionPayload = serde_json::from_str(&second).expect("question parses");
+                assert_eq!(a.same_question(&b), same, "{name}");
+                assert_eq!(b.same_question(&a), same, "{name}: symmetric");
+                assert_eq!(serde_json::to_string(&a).expect("serialises"), first, "{name}");
+                assert_eq!(serde_json::to_string(&b).expect("serialises"), second, "{name}");
+                // Another question always has another digest; the same question asked again usually too.
+                if !same {
+                    assert_ne!(
+                        question::question_digest(first.as_bytes()),
+                        question::question_digest(second.as_bytes()),
+                        "{name}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+// -------------------------------------------------------------------------------------------- roster
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct DeviceCheck {
+    device_id: String,
+    active: bool,
+    may_approve: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase", deny_unknown_fields)]
+enum RosterCase {
+    #[serde(rename_all = "camelCase")]
+    Roster {
+        name: String,
+        self_key: String,
+        agent_id: String,
+        version: u64,
+        roster_json: String,
+        aad_fields: AadFields,
+        aad: String,
+        nonce: String,
+        envelope: String,
+        devices: Vec<DeviceCheck>,
+    },
+    #[serde(rename_all = "camelCase")]
+    RejectRoster {
+        name: String,
+        self_key: String,
+        agent_id: String,
+        version: u64,
+        plaintext: String,
+        envelope: String,
+        error: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    RosterMark {
+        name: String,
+        seen: u64,
+        version: u64,
+        accepted: bool,
+    },
+}
+
+#[test]
+fn roster_vectors() {
+    let (mut sealed, mut rejected, mut marks) = (0, 0, 0);
+    for case in load::<RosterCase>("roster").cases {
+        match case {
+            RosterCase::Roster {
+                name,
+                self_key,
+                agent_id,
+                version,
+                roster_json,
+                aad_fields,
+                aad,
+                nonce,
+                envelope: expected,
+                devices,
+            } => {
+                sealed += 1;
+                let k = ContentKey::from_bytes(b64_32(&self_key));
+                // The additional data: (agentId, "", "self", "roster", version in decimal).
+                let label = version.to_string();
+                assert_eq!(aad_fields.aad(), roster::roster_aad(&agent_id, &label), "{name}");
+                assert_eq!(
+                    (
+                        aad_fields.device_id.as_str(),
+                        aad_fields.direction.as_str(),
+                        aad_fields.kind.as_str()
+                    ),
+                    ("", "self", "roster"),
+                    "{name}"
+                );
+                assert_eq!(reference_aad(&aad_fields), b64(&aad), "{name}: aad (reference)");
+                assert_eq!(
+                    aad_fields.aad().to_bytes().expect("short fields"),
+                    b64(&aad),
+                    "{name}: aad"
+                );
+                // The payload: parses, serialises back to the same text, is bound to its agent and version.
+                let roster: Roster = serde_json::from_str(&roster_json).expect("roster parses");
+                assert_eq!(
+                    serde_json::to_string(&roster).expect("serialises"),
+                    roster_json,
+                    "{name}"
+                );
+                assert_eq!(
+                    (roster.agent_id.as_str(), roster.version),
+                    (agent_id.as_str(), version)
+                );
+                roster.validate().expect("a valid roster");
+                // Seal with the recorded nonce; the layout from AES-GCM called directly; open.
+                let nonce: [u8; 12] = b64(&nonce).try_into().expect("12-byte nonce");
+                let envelope =
+                    envelope::seal_with_nonce(&k, &aad_fields.aad(), nonce, roster_json.as_bytes());
+                assert_eq!(envelope, expected, "{name}: envelope");
+                let mut rebuilt = vec![0x01];
+                rebuilt.extend_from_slice(&nonce);
+                rebuilt.extend(gcm_seal(
+                    &b64(&self_key),
+                    &nonce,
+                    &b64(&aad),
+                    roster_json.as_bytes(),
+                ));
+                assert_eq!(rebuilt, b64(&expected), "{name}: layout");
+                let opened = Roster::open(&k, &agent_id, version, &expected).expect("roster opens");
+                assert_eq!(opened, roster, "{name}");
+                // Library's own sealing opens the same way (random nonce).
+                assert_eq!(
+                    Roster::open(&k, &agent_id, version, &roster.seal(&k)),
+                    Ok(roster.clone())
+                );
+                // Who is active, who may approve.
+                for d in devices {
+                    assert_eq!(
+                        roster.is_active(&d.device_id),
+                        d.active,
+                        "{name}: {} active",
+                        d.device_id
+                    );
+                    assert_eq!(
+                        roster.may_approve(&d.device_id),
+                        d.may_approve,
+                        "{name}: {} may approve",
+                        d.device_id
+                    );
+                }
+            }
+            RosterCase::RejectRoster {
+                name,
+                self_key,
+                agent_id,
+                version,
+                plaintext,
+                envelope: sealed_roster,
+                error,
+            } => {
+                rejected += 1;
+                let k = ContentKey::from_bytes(b64_32(&self_key));
+                let got = Roster::open(&k, &agent_id, version, &sealed_roster);
+                match error.as_str() {
+                    "open" => assert_eq!(got, Err(RosterError::Open), "{name}"),
+                    "malformed" => {
+                        assert!(matches!(got, Err(RosterError::Malformed(_))), "{name}: {got:?}");
+                        // It opens: only its content is refused.
+                        let label = version.to_string();
+                        let plain =
+                            envelope::open(&k, &roster::roster_aad(&agent_id, &label), &sealed_roster)
+                                .expect("opens");
+                        assert_eq!(plain, plaintext.as_bytes(), "{name}");
+                    }
+                    other => panic!("{name}: unknown error {other:?}"),
+                }
+            }
+            RosterCase::RosterMark {
+                name,
+                seen,
+                version,
+                accepted,
+            } => {
+                marks += 1;
+                let roster = Roster {
+                    version,
+                    ..Roster::empty("ag_vector")
+                };
+                match roster.check_not_older(seen) {
+                    Ok(()) => assert!(accepted, "{name}: must be refused"),
+                    Err(e) => {
+                        assert!(!accepted, "{name}: must be accepted");
+                        assert_eq!(e, RosterError::RolledBack { seen, got: version }, "{name}");
+                    }
+                }
+                assert_eq!(accepted, version >= seen, "{name}");
+            }
+        }
+    }
+    assert!(sealed > 0 && rejected > 0 && marks > 0);
+}
+
 // ------------------------------------------------------------------------------ cross-file agreement
 
 #[test]
@@ -693,4 +966,151 @@ fn files_agree_with_each_other() {
         c,
         PairingCase::Pairing { offer, .. } if offer.offer_json.contains(&format!("\"deviceKey\":\"{device_key}\""))
     )));
+}
+
+/// The seal case of `envelope.json` named `name`: (key, plaintext, envelope).
+fn seal_case(cases: &[EnvelopeCase], name: &str) -> (String, String, String) {
+    cases
+        .iter()
+        .find_map(|c| match c {
+            EnvelopeCase::Seal {
+                name: n,
+                key,
+                plaintext,
+                envelope,
+                ..
+            } if n == name => Some((key.clone(), plaintext.clone(), envelope.clone())),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("envelope.json has a seal case {name:?}"))
+}
+
+#[test]
+fn question_answer_and_roster_vectors_agree_with_the_verdict() {
+    let envelopes = load::<EnvelopeCase>("envelope").cases;
+    let (device_key, device_copy, _) =
+        seal_case(&envelopes, "question with an answer key, the device's copy");
+    let (self_key, own_copy, own_env) = seal_case(
+        &envelopes,
+        "question with an answer key, the agent's own copy (the same plaintext bytes)",
+    );
+    let (answer_key, answer_plain, answer_env) =
+        seal_case(&envelopes, "answer: yes, naming the question's digest");
+    let (copy_key, copy_plain, copy_env) = seal_case(
+        &envelopes,
+        "answer copy, sealed with the question's answer key (kind answer_copy)",
+    );
+    assert_eq!(device_copy, own_copy, "one plaintext for every copy");
+    assert_eq!(answer_key, device_key, "the device answers with its own key");
+    assert_eq!(copy_plain, answer_plain, "the copy is the same answer");
+
+    // The digest of question.json is the digest of the question's plaintext, and the one the answer names.
+    let digests: Vec<(String, String, String)> = load::<QuestionCase>("question")
+        .cases
+        .into_iter()
+        .filter_map(|c| match c {
+            QuestionCase::QuestionDigest {
+                name,
+                plaintext,
+                digest,
+                ..
+            } => Some((name, plaintext, digest)),
+            QuestionCase::SameQuestion { .. } => None,
+        })
+        .collect();
+    let (_, asked_plain, asked_digest) = &digests[0];
+    assert_eq!(*asked_plain, own_copy);
+    let own = OwnQuestion::open(
+        &ContentKey::from_bytes(b64_32(&self_key)),
+        "ag_vector",
+        "qst_digest",
+        &own_env,
+    )
+    .expect("the agent's copy opens");
+    assert_eq!(own.digest, *asked_digest);
+    let answer: AnswerPayload = serde_json::from_str(&answer_plain).expect("answer parses");
+    assert_eq!(answer.question_digest.as_deref(), Some(asked_digest.as_str()));
+    // The copy's key is the question's answer key.
+    assert_eq!(own.payload.answer_key.as_deref(), Some(copy_key.as_str()));
+    assert_eq!(
+        envelope::open(
+            &own.payload.answer_key().expect("a valid answer key"),
+            &question::answer_copy_aad("ag_vector", "dv_vector", "qst_digest"),
+            &copy_env,
+        )
+        .expect("the copy opens"),
+        answer_plain.as_bytes()
+    );
+
+    // The rosters of roster.json: dv_vector is an active owner in both.
+    let rosters: Vec<Roster> = load::<RosterCase>("roster")
+        .cases
+        .into_iter()
+        .filter_map(|c| match c {
+            RosterCase::Roster {
+                self_key: k,
+                agent_id,
+                version,
+                envelope,
+                ..
+            } => {
+                assert_eq!(k, self_key, "roster.json uses the vector agent's self key");
+                Some(
+                    Roster::open(&ContentKey::from_bytes(b64_32(&k)), &agent_id, version, &envelope)
+                        .expect("roster opens"),
+                )
+            }
+            _ => None,
+        })
+        .collect();
+    assert!(!rosters.is_empty());
+
+    let key = |_: &str| ContentKey::from_bytes(b64_32(&device_key));
+    let now = Timestamp::parse("2026-11-30T00:50:00.000Z").expect("time");
+    fn report(envelope: &str) -> RelayReport<'_> {
+        RelayReport {
+            state: QuestionState::Answered,
+            answered_by: Some("dv_vector"),
+            answered_at: Timestamp::parse("2026-11-30T00:41:02.500Z"),
+            answer_envelope: Some(envelope),
+        }
+    }
+    for roster in &rosters {
+        let v = question::verdict(
+            "ag_vector",
+            &own,
+            &report(&answer_env),
+            key,
+            |d| roster.may_approve(d),
+            now,
+        );
+        assert!(v.approved, "version {}: {:?}", roster.version, v.rejected);
+    }
+    // No roster: nobody approves.
+    let empty = Roster::empty("ag_vector");
+    let v = question::verdict(
+        "ag_vector",
+        &own,
+        &report(&answer_env),
+        key,
+        |d| empty.may_approve(d),
+        now,
+    );
+    assert!(!v.approved && v.rejected.is_some());
+    // The copy is never an answer.
+    let v = question::verdict("ag_vector", &own, &report(&copy_env), key, |_| true, now);
+    assert!(!v.approved);
+    // The same yes does not count for another question asked under the same id.
+    let (_, drop_plain, drop_digest) = &digests[1];
+    let drop = OwnQuestion {
+        question_id: "qst_digest".into(),
+        payload: serde_json::from_str(drop_plain).expect("question parses"),
+        digest: drop_digest.clone(),
+    };
+    let v = question::verdict("ag_vector", &drop, &report(&answer_env), key, |_| true, now);
+    assert!(!v.approved);
+    assert_eq!(
+        v.rejected,
+        Some("the answer was given to a different question asked under the same id")
+    );
 }
