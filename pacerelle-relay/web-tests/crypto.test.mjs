@@ -152,6 +152,36 @@ test("envelope.json", async (t) => {
   }
 });
 
+test("question.json: the digest an answer names", async (t) => {
+  for (const v of vectors("question").filter((v) => v.type === "questionDigest")) {
+    await t.test(v.name, async () => {
+      assert.equal(e(utf8(v.plaintext)), v.plaintextBytes);
+      assert.equal(await c.questionDigest(d(v.plaintextBytes)), v.digest);
+    });
+  }
+});
+
+test("envelope.json: an answer names its question's digest, and its copy opens with the answer key", async () => {
+  const cases = vectors("envelope");
+  const question = cases.find((v) => v.type === "seal" && v.aadFields.kind === "question" && v.aadFields.objectId === "qst_digest");
+  const answer = cases.find((v) => v.type === "seal" && v.aadFields.kind === "answer" && v.aadFields.objectId === "qst_digest");
+  const copy = cases.find((v) => v.type === "seal" && v.aadFields.kind === "answer_copy");
+  assert.ok(question && answer && copy, "the vectors hold a question with an answer key, its answer and its copy");
+  // What the app does: open the question to its bytes, digest them, and find that digest in the answer.
+  const opened = await c.openJsonBytes(d(question.key), question.aadFields, question.envelope);
+  assert.equal(e(opened.plaintext), question.plaintextBytes);
+  const digest = await c.questionDigest(opened.plaintext);
+  assert.equal(JSON.parse(answer.plaintext).questionDigest, digest);
+  // The copy: sealed with the question's answer key, in the answer_copy context of the answering device.
+  assert.equal(copy.key, opened.value.answerKey);
+  const { agentId, deviceId, objectId } = copy.aadFields;
+  assert.deepEqual(c.context.answerCopy(agentId, deviceId, objectId), copy.aadFields);
+  const key = await c.importKey(d(opened.value.answerKey));
+  assert.deepEqual(await c.openJson(key, copy.aadFields, copy.envelope), JSON.parse(answer.plaintext));
+  await refuses(c.openJson(key, c.context.answerCopy(agentId, "dv_other", objectId), copy.envelope), "open");
+  await refuses(c.openJson(key, c.context.answer(agentId, deviceId, objectId), copy.envelope), "open");
+});
+
 test("cursor.json", async (t) => {
   for (const v of vectors("cursor")) {
     await t.test(`${v.type}: ${v.name}`, () => {
@@ -172,6 +202,7 @@ test("the object contexts match the table of crypto.md §4.4", () => {
     reply: ["a2d", "reply"],
     question: ["a2d", "question"],
     answer: ["d2a", "answer"],
+    answerCopy: ["d2a", "answer_copy"],
     notification: ["a2d", "notification"],
     offer: ["offer", "offer"],
   };

@@ -211,10 +211,10 @@ test("opening a pairing link pairs the browser", async () => {
   await page.locator("#screen-conversation").waitFor();
   assert.equal(new URL(page.url()).pathname, "/");
 
-  const devices = await cliJson(["agent", "devices"]);
+  const { devices } = await cliJson(["agent", "devices"]);
   assert.deepEqual(
-    devices.map((d) => [d.deviceId, d.name]),
-    [[pairing.deviceId, "Ana’s phone"]],
+    devices.map((d) => [d.deviceId, d.name, d.trusted]),
+    [[pairing.deviceId, "Ana’s phone", true]],
   );
 
   // The key is kept as a non-extractable CryptoKey, the token beside it.
@@ -381,6 +381,54 @@ test("a text question answered in the app reaches the agent with the text", asyn
   assert.deepEqual(JSON.parse(child.out).answer, { type: "text", value: answer });
 });
 
+test("answering a question already answered on another device shows the answer that counts, not the refused one", async () => {
+  // A second device: the CLI, paired in a home of its own.
+  const tabletHome = path.join(work, "tablet");
+  mkdirSync(tabletHome, { recursive: true });
+  const asTablet = async (args) => {
+    const child = start(PACERELLE, args, { PACERELLE_HOME: tabletHome, PACERELLE_RELAY_URL: relayUrl });
+    const timer = setTimeout(() => child.kill("SIGKILL"), 30000);
+    const { code } = await child.done;
+    clearTimeout(timer);
+    return { code, out: child.out, err: child.err };
+  };
+  const pairing = await cliJson(["pair", "--name", "tablet"]);
+  const joined = await asTablet(["device", "join", pairing.link, "--name", "Bob’s tablet"]);
+  assert.equal(joined.code, 0, joined.err);
+
+  // The browser does not learn of the tablet's answer before its own is sent.
+  let hold = true;
+  const listing = (url) => url.pathname === "/v1/device/questions";
+  await page.route(listing, (route) => (hold ? route.abort("connectionreset") : route.continue()));
+  const child = ask(["Ship the release notes?", "--id", "qst_e2e_closed", "--json"]);
+  const card = question("qst_e2e_closed");
+  await card.locator("button.deny").waitFor();
+  const yes = await asTablet(["--json", "answer", "qst_e2e_closed", "yes"]);
+  assert.equal(yes.code, 0, yes.err);
+  assert.equal(await exitOf(child), 0, child.err);
+  assert.equal(JSON.parse(child.out).answeredByName, "Bob’s tablet");
+
+  const answered = page.waitForResponse((r) => r.url().includes("/v1/device/questions/qst_e2e_closed/answer"));
+  await card.locator("button.deny").click();
+  assert.equal((await answered).status(), 409);
+  hold = false;
+  await card.locator(".q-status", { hasText: "Approved — by Bob’s tablet" }).waitFor();
+  assert.equal(await card.getAttribute("data-state"), "answered");
+  assert.equal(await card.locator("button").count(), 0);
+  assert.match(await card.textContent(), /Your answer \(Denied\) was not recorded/);
+  assert.equal(await card.locator(".q-status.denied").count(), 0, "the refused no is never shown as the answer");
+  await page.locator("#toast", { hasText: "Already answered by Bob’s tablet: Approved" }).waitFor();
+  await shot("answered-elsewhere");
+  await page.unroute(listing);
+
+  // After a reload, the same: the answer that counts, read from its copy.
+  await page.reload();
+  await question("qst_e2e_closed").locator(".q-status", { hasText: "Approved — by Bob’s tablet" }).waitFor();
+
+  const left = await asTablet(["device", "leave"]);
+  assert.equal(left.code, 0, left.err);
+});
+
 test("notifications and cancelled questions are shown as such", async () => {
   const note = await cliJson(["notify", "3 files renamed in drafts/", "--title", "Drafts tidied", "--level", "success"]);
   await page.locator(`li.notification[data-id="${note.notificationId}"]`, { hasText: "3 files renamed" }).waitFor();
@@ -432,7 +480,7 @@ test("over HTTPS (`pacerelle serve --tls-cert --tls-key`), the app runs in a sec
 });
 
 test("a revoked device is told, and can no longer read or send", async () => {
-  const [device] = await cliJson(["agent", "devices"]);
+  const [device] = (await cliJson(["agent", "devices"])).devices;
   const revoked = await cli(["agent", "revoke", device.deviceId]);
   assert.equal(revoked.code, 0, revoked.err);
   await page.locator("#screen-revoked").waitFor({ timeout: 20000 });

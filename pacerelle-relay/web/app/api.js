@@ -72,8 +72,8 @@ export function deviceApi(token) {
     },
     questions: (state) =>
       request("GET", "/v1/device/questions" + (state ? `?state=${enc(state)}` : ""), { token }),
-    answer: (questionId, envelope) =>
-      request("POST", `/v1/device/questions/${enc(questionId)}/answer`, { token, body: { envelope } }),
+    answer: (questionId, envelope, copy) =>
+      request("POST", `/v1/device/questions/${enc(questionId)}/answer`, { token, body: { envelope, copy } }),
   };
 }
 

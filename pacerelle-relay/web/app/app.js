@@ -74,7 +74,7 @@ const app = {
   cursor: null, // where the long-poll continues (opaque, issued by the relay)
   entries: new Map(), // item id → {kind, node, …}
   order: [], // task ids in thread order, with the cursor before each (to re-read states)
-  questions: new Map(), // question id → {id, payload, meta, node, sending, answer}
+  questions: new Map(), // question id → {id, payload, digest, meta, node, sending, answer, counted, …}
   pendingAnswers: new Map(), // question id → sealed answer still in the outbox (after a reload)
   connected: null,
   presence: null,
@@ -378,14 +378,17 @@ async function refreshTaskStates() {
   }
 }
 
-/** Reads the current state of the questions still open here (answered elsewhere, cancelled, expired). */
+/**
+ * Reads the current state of the questions still open here (answered elsewhere, cancelled, expired), and of
+ * those closed by a refusal whose answer that counts is not known yet.
+ */
 async function refreshQuestions() {
-  const open = [...app.questions.values()].some((q) => q.meta.state === "pending");
+  const open = [...app.questions.values()].some((q) => q.meta.state === "pending" || q.stale);
   if (!open) return;
   const list = await app.api.questions("all");
   for (const dq of list.questions || []) {
     const q = app.questions.get(dq.questionId);
-    if (q) updateQuestionMeta(q, dq);
+    if (q) await updateQuestionMeta(q, dq);
   }
 }
 
@@ -417,7 +420,7 @@ async function ingest(item, before) {
       }
       setTaskState(known, item.state);
     } else if (item.kind === "question" && item.question) {
-      updateQuestionMeta(app.questions.get(item.id), item.question);
+      await updateQuestionMeta(app.questions.get(item.id), item.question);
     }
     return;
   }
@@ -443,7 +446,8 @@ async function ingest(item, before) {
       }
       case "question": {
         if (!item.question) throw new c.CryptoError("malformed");
-        const payload = await c.openJson(d.key, c.context.question(d.agentId, d.deviceId, item.id), item.envelope);
+        const opened = await c.openJsonBytes(d.key, c.context.question(d.agentId, d.deviceId, item.id), item.envelope);
+        const payload = opened.value;
         // The kind is in clear at the relay; the sealed one must agree, and this device must be a recipient.
         if (
           payload.kind !== item.question.kind ||
@@ -453,8 +457,10 @@ async function ingest(item, before) {
         ) {
           throw new c.CryptoError("open");
         }
+        // An answer names the exact question it answers: the digest of the bytes opened here.
+        const digest = await c.questionDigest(opened.plaintext);
         if (app.entries.has(item.id)) return;
-        addQuestion(item.id, payload, item.question, item.createdAt);
+        addQuestion(item.id, payload, digest, item.question, item.createdAt);
         break;
       }
       case "notification": {
@@ -568,14 +574,33 @@ function questionState(q) {
   return q.meta.state;
 }
 
-function addQuestion(id, payload, meta, createdAt) {
+function addQuestion(id, payload, digest, meta, createdAt) {
   const node = el("li", "entry question");
   node.dataset.id = id;
-  const q = { id, payload, meta: { ...meta }, node, createdAt, sending: null, answer: null, error: null };
+  const q = {
+    id,
+    payload,
+    digest,
+    meta: questionMeta(meta),
+    node,
+    createdAt,
+    sending: null, // the answer being sent from here
+    answer: null, // the answer given from here
+    counted: null, // the answer that counts, read from its copy
+    notRecorded: null, // an answer from here that the relay refused: the question was already closed
+    stale: false, // closed by a refusal: read again for the answer that counts
+    error: null,
+  };
   app.questions.set(id, q);
   app.entries.set(id, { kind: "question", node });
   renderQuestion(q);
   append(node);
+  if (q.meta.answerCopy) {
+    openAnswerCopy(q).then((counted) => {
+      q.counted = counted;
+      renderQuestion(q);
+    });
+  }
   // An answer given here before a reload: still being sent, or acknowledged (shown as given).
   const queued = app.pendingAnswers.get(id);
   const given = queued ? Promise.resolve(queued) : store.loadAnswer(id);
@@ -593,20 +618,89 @@ function addQuestion(id, payload, meta, createdAt) {
   });
 }
 
-function updateQuestionMeta(q, meta) {
-  if (!q) return;
-  const next = {
+/** The metadata the relay states in clear about a question. */
+function questionMeta(meta) {
+  return {
     kind: meta.kind,
     state: meta.state,
     expiresAt: meta.expiresAt,
     answeredBy: meta.answeredBy,
     answeredAt: meta.answeredAt,
+    answeredByName: meta.answeredByName,
+    answerCopy: meta.answerCopy,
   };
+}
+
+async function updateQuestionMeta(q, meta) {
+  if (!q) return;
+  const next = questionMeta(meta);
   // Terminal states are final.
   if (q.meta.state !== "pending" && next.state === "pending") return;
-  const changed = next.state !== q.meta.state || next.answeredBy !== q.meta.answeredBy;
+  q.stale = false;
+  const changed =
+    next.state !== q.meta.state ||
+    next.answeredBy !== q.meta.answeredBy ||
+    next.answeredByName !== q.meta.answeredByName ||
+    next.answerCopy !== q.meta.answerCopy;
   q.meta = next;
-  if (changed) renderQuestion(q);
+  if (!changed) return;
+  q.counted = await openAnswerCopy(q);
+  renderQuestion(q);
+}
+
+/** The question's answer key (a CryptoKey), or null when it carries none. */
+async function answerKeyOf(q) {
+  if (q.answerKey === undefined) {
+    try {
+      q.answerKey = typeof q.payload.answerKey === "string" ? await c.importKey(c.b64decode(q.payload.answerKey)) : null;
+    } catch {
+      q.answerKey = null;
+    }
+  }
+  return q.answerKey;
+}
+
+const isAnswer = (a) =>
+  a !== null &&
+  typeof a === "object" &&
+  (a.type === "yes" ||
+    a.type === "no" ||
+    (a.type === "options" && Array.isArray(a.value) && a.value.every((v) => typeof v === "string")) ||
+    (a.type === "text" && typeof a.value === "string"));
+
+const sameAnswer = (a, b) => JSON.stringify(a) === JSON.stringify(b);
+
+/**
+ * The answer that counts, from the copy the answering device sealed with the question's answer key (for
+ * display: the agent decides from the answer sealed for it alone). Null when there is none, when it does not
+ * open, or when it answers another question than the one opened here.
+ */
+async function openAnswerCopy(q) {
+  const { answeredBy, answerCopy } = q.meta;
+  if (typeof answeredBy !== "string" || typeof answerCopy !== "string") return null;
+  const key = await answerKeyOf(q);
+  if (!key) return null;
+  const d = app.device;
+  try {
+    const copy = await c.openJson(key, c.context.answerCopy(d.agentId, answeredBy, q.id), answerCopy);
+    if (copy.questionId !== q.id || !isAnswer(copy.answer)) return null;
+    if (copy.questionDigest !== undefined && copy.questionDigest !== q.digest) return null;
+    return copy.answer;
+  } catch {
+    return null;
+  }
+}
+
+/** Reads one question again from the relay (its state, who answered, the copy of the answer that counts). */
+async function rereadQuestion(q) {
+  try {
+    const list = await app.api.questions("all");
+    const dq = (list.questions || []).find((x) => x.questionId === q.id);
+    if (dq) await updateQuestionMeta(q, dq);
+  } catch (e) {
+    if (isRevocation(e)) revoked();
+    // Read again by the status loop.
+  }
 }
 
 function describeAnswer(a, payload) {
@@ -643,10 +737,17 @@ function renderQuestion(q) {
   const status = el("p", "q-status");
   if (state === "answered") {
     const mine = q.meta.answeredBy === app.device.deviceId;
-    status.textContent = mine
-      ? `${describeAnswer(q.answer, payload) || "Answered"} — by this device`
-      : "Answered on another device";
-    status.className = mine && q.answer && q.answer.type === "no" ? "q-status denied" : "q-status answered";
+    // The answer that counts: from its copy; else, when this device gave it, as kept here.
+    const shown = q.counted || (mine ? q.answer : null);
+    const who = mine ? "this device" : q.meta.answeredByName || "another device";
+    const at = q.meta.answeredAt ? ` at ${clock(q.meta.answeredAt)}` : "";
+    status.textContent = shown
+      ? `${describeAnswer(shown, payload)} — by ${who}${at}`
+      : mine
+        ? `Answered — by this device${at}`
+        : `Answered on ${who}${at}`;
+    status.className = shown && shown.type === "no" ? "q-status denied" : "q-status answered";
+    status.dataset.answer = shown ? shown.type : "";
   } else if (state === "expired") {
     status.textContent = "Expired — no answer was given in time";
     status.className = "q-status expired";
@@ -664,6 +765,9 @@ function renderQuestion(q) {
     node.append(questionControls(q));
   }
   if (status.textContent) node.append(status);
+  if (q.notRecorded && state !== "pending") {
+    node.append(el("p", "q-status not-recorded", `Your answer (${describeAnswer(q.notRecorded, payload)}) was not recorded.`));
+  }
   node.append(el("div", "meta", `Asked ${clock(q.createdAt)}`));
   updateLeft(q);
 }
@@ -752,9 +856,13 @@ async function answerQuestion(q, answer) {
   q.sending = answer;
   q.error = null;
   renderQuestion(q);
-  const payload = { questionId: q.id, answer, answeredAt: new Date().toISOString() };
+  // The answer names the exact question it answers; the agent approves it only when the digests agree.
+  const payload = { questionId: q.id, answer, answeredAt: new Date().toISOString(), questionDigest: q.digest };
   const envelope = await c.sealJson(d.key, c.context.answer(d.agentId, d.deviceId, q.id), payload);
-  await store.putOutbox({ id: `answer:${q.id}`, type: "answer", questionId: q.id, envelope, queuedAt: Date.now() });
+  // The same answer sealed with the question's answer key, so that every recipient can show which one counts.
+  const key = await answerKeyOf(q);
+  const copy = key ? await c.sealJson(key, c.context.answerCopy(d.agentId, d.deviceId, q.id), payload) : undefined;
+  await store.putOutbox({ id: `answer:${q.id}`, type: "answer", questionId: q.id, envelope, copy, queuedAt: Date.now() });
   flushOutbox();
 }
 
@@ -814,17 +922,32 @@ async function sendEntry(entry) {
     const task = app.entries.get(entry.id);
     if (task && STATE_RANK[task.state] < STATE_RANK.sent) setTaskState(task, "sent");
   } else if (entry.type === "answer") {
-    const dq = await app.api.answer(entry.questionId, entry.envelope);
-    await store.saveAnswer(entry.questionId, entry.envelope);
+    const dq = await app.api.answer(entry.questionId, entry.envelope, entry.copy);
     await store.deleteOutbox(entry.id);
     app.pendingAnswers.delete(entry.questionId);
     const q = app.questions.get(entry.questionId);
-    if (q) {
-      q.answer = q.sending || q.answer;
-      q.sending = null;
-      updateQuestionMeta(q, dq);
-      renderQuestion(q);
+    if (!q) {
+      await store.saveAnswer(entry.questionId, entry.envelope);
+      return;
     }
+    const d = app.device;
+    let sent = q.sending;
+    try {
+      sent = (await c.openJson(d.key, c.context.answer(d.agentId, d.deviceId, q.id), entry.envelope)).answer;
+    } catch {
+      /* as shown while sending */
+    }
+    q.sending = null;
+    await updateQuestionMeta(q, dq);
+    // A retry from this device gets the answer stored first: when it is another one, this one did not count.
+    if (q.counted && sent && !sameAnswer(q.counted, sent)) {
+      q.notRecorded = sent;
+      toast(closedMessage(q, sent));
+    } else {
+      q.answer = sent || q.answer;
+      await store.saveAnswer(entry.questionId, entry.envelope);
+    }
+    renderQuestion(q);
   } else {
     await store.deleteOutbox(entry.id);
   }
@@ -838,10 +961,28 @@ function markRetrying(entry) {
 }
 
 const ANSWER_REFUSALS = {
-  question_expired: ["expired", "Too late: the question expired."],
-  question_cancelled: ["cancelled", "The agent cancelled the question."],
-  question_answered: ["answered", "Already answered on another device."],
+  question_expired: "expired",
+  question_cancelled: "cancelled",
+  question_answered: "answered",
 };
+
+/** What the person is told when an answer from here came too late: the state, and the answer that counts. */
+function closedMessage(q, refused) {
+  const yours = refused ? ` Your answer (${describeAnswer(refused, q.payload)}) was not recorded.` : "";
+  switch (questionState(q)) {
+    case "expired":
+      return `Too late: the question expired.${yours}`;
+    case "cancelled":
+      return `The agent cancelled the question.${yours}`;
+    default: {
+      const mine = q.meta.answeredBy === app.device.deviceId;
+      const who = mine ? "this device" : q.meta.answeredByName || "another device";
+      const counted = q.counted || (mine ? q.answer : null);
+      const what = counted ? `: ${describeAnswer(counted, q.payload)}` : "";
+      return `Already answered by ${who}${what}.${yours}`;
+    }
+  }
+}
 
 /** The relay refused an entry for good: it leaves the outbox, and the person is told. */
 async function refused(entry, e) {
@@ -853,11 +994,25 @@ async function refused(entry, e) {
   } else if (entry.type === "answer") {
     const q = app.questions.get(entry.questionId);
     if (!q) return;
+    const d = app.device;
+    let sent = q.sending;
+    try {
+      sent = (await c.openJson(d.key, c.context.answer(d.agentId, d.deviceId, q.id), entry.envelope)).answer;
+    } catch {
+      /* as shown while sending */
+    }
     q.sending = null;
-    const known = ANSWER_REFUSALS[e.code];
-    if (known) {
-      q.meta = { ...q.meta, state: known[0] };
-      toast(known[1]);
+    const state = ANSWER_REFUSALS[e.code];
+    if (state) {
+      // Closed before this answer: say so, with the answer that counts (read again), never this one.
+      q.notRecorded = sent;
+      if (q.meta.state === "pending") {
+        q.meta = { ...q.meta, state };
+        q.stale = true;
+      }
+      renderQuestion(q);
+      await rereadQuestion(q);
+      toast(closedMessage(q, sent));
     } else {
       q.error = `The answer was refused: ${e.message}`;
     }

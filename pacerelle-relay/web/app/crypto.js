@@ -135,6 +135,7 @@ export const Kind = Object.freeze({
   CHECKPOINT: "checkpoint",
   QUESTION: "question",
   ANSWER: "answer",
+  ANSWER_COPY: "answer_copy",
   NOTIFICATION: "notification",
   OFFER: "offer",
 });
@@ -193,7 +194,17 @@ export function sealJson(key, fields, payload) {
 
 /** Opens a JSON payload (an object); anything that does not parse is an error. */
 export async function openJson(key, fields, text) {
-  const json = decodeUtf8(await open(key, fields, text));
+  return (await openJsonBytes(key, fields, text)).value;
+}
+
+/** Opens a JSON payload (an object) to `{value, plaintext}`: the object and the exact bytes it was read from. */
+export async function openJsonBytes(key, fields, text) {
+  const plaintext = await open(key, fields, text);
+  return { value: parseJsonObject(plaintext), plaintext };
+}
+
+function parseJsonObject(bytes) {
+  const json = decodeUtf8(bytes);
   let value;
   try {
     value = JSON.parse(json);
@@ -204,6 +215,14 @@ export async function openJson(key, fields, text) {
     throw malformed("the payload is not a JSON object");
   }
   return value;
+}
+
+/**
+ * The digest an answer names: base64url(SHA-256) of the exact plaintext bytes of the question envelope this
+ * device opened. The agent approves only an answer whose digest equals that of its own copy.
+ */
+export async function questionDigest(plaintext) {
+  return b64encode(await sha256(plaintext));
 }
 
 /** The additional-data fields of each object (§4.4). */
@@ -219,6 +238,10 @@ export const context = {
   }),
   answer: (agentId, deviceId, questionId) => ({
     agentId, deviceId, direction: Direction.D2A, kind: Kind.ANSWER, objectId: questionId,
+  }),
+  /** The copy of an answer that `deviceId` (the answering device) seals with the question's answer key. */
+  answerCopy: (agentId, deviceId, questionId) => ({
+    agentId, deviceId, direction: Direction.D2A, kind: Kind.ANSWER_COPY, objectId: questionId,
   }),
   notification: (agentId, deviceId, notificationId) => ({
     agentId, deviceId, direction: Direction.A2D, kind: Kind.NOTIFICATION, objectId: notificationId,
