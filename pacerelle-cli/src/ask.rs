@@ -40,7 +40,9 @@ pub struct AskArgs {
     /// How long the question may be answered (90, 30s, 10m, 2h, 7d; at most 7 days).
     #[arg(long, default_value = "10m", value_parser = crate::time::parse_duration)]
     expires: Duration,
-    /// Your own question id, to ask again safely after an uncertain failure.
+    /// Your own question id, to ask again safely after an uncertain failure or a restart. An id names one
+    /// question for good: the same question under it resumes it (and its answer, if any); a different one
+    /// exits 3 with question_id_conflict.
     #[arg(long)]
     id: Option<String>,
 }

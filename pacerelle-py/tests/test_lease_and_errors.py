@@ -101,6 +101,24 @@ def test_errors_are_typed(relay: Relay, paired: Paired) -> None:
     assert down.value.transient
 
 
+def test_a_question_id_carries_one_question(paired: Paired) -> None:
+    agent, device = paired.agent, paired.device
+    asked = agent.ask_user("Run the test suite?", question_id="deploy-approval")
+    device.wait_for_question()
+    device.approve(asked.question_id)
+    assert agent.wait_for_answer(asked, timeout=10).approved
+    with pytest.raises(pacerelle.QuestionIdConflict) as conflict:
+        agent.ask_user("Delete the production database?", question_id="deploy-approval")
+    assert conflict.value.code == "question_id_conflict"
+    assert isinstance(conflict.value, pacerelle.InvalidInput)
+    with pytest.raises(pacerelle.QuestionIdConflict):
+        agent.ask("Delete the production database?", question_id="deploy-approval", timeout=5)
+    # The same question under its id resumes it, with its answer.
+    again = agent.ask_user("Run the test suite?", question_id="deploy-approval")
+    assert again.question_id == "deploy-approval"
+    assert agent.wait_for_answer(again, timeout=10).approved
+
+
 def test_results_are_typed_objects_with_a_repr(paired: Paired) -> None:
     agent, device = paired.agent, paired.device
     sent = device.send("look at me")

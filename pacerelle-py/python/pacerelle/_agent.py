@@ -264,7 +264,9 @@ class Agent(_Base):
         question_id: str | None = None,
     ) -> Asked:
         """Asks the owner a question and returns at once. `kind` defaults to 'choice' when `options` are
-        given, else 'yes_no'. Raises `NoDevice` when no phone is paired."""
+        given, else 'yes_no'. Raises `NoDevice` when no phone is paired. `question_id` names one question for
+        good: the same question under it resumes it (with its answer, if any); a different one raises
+        `QuestionIdConflict`."""
         kw = _kwargs_question(kind, options, multiple, details, expires_in, question_id)
         return self._client.ask_user(question, **kw).wait()
 
