@@ -196,6 +196,116 @@ impl OpenedQuestion {
     }
 }
 
+/// Why an answer did not count: the question was already answered (by another device, or by this one with
+/// another answer), had expired or was cancelled. Carried in the `details` of the [`Error::Api`] that
+/// [`DeviceClient::answer`] returns with the code `question_answered`, `question_cancelled` or
+/// `question_expired`; read it with [`ClosedQuestion::from_error`].
+///
+/// It states the answer that counts, never the refused one. The error's message carries no answer (no error
+/// message carries plaintext); `answer` does, for the person's own screen.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ClosedQuestion {
+    /// The question.
+    pub question_id: String,
+    /// Where it stands: `answered`, `expired` or `cancelled`.
+    pub state: QuestionState,
+    /// The answer that counts, read from the copy its device sealed for every recipient (see
+    /// [`OpenedQuestion::answer`]); `None` when not answered, or when that answer has no readable copy.
+    #[serde(default)]
+    pub answer: Option<Answer>,
+    /// The device whose answer counts.
+    #[serde(default)]
+    pub answered_by: Option<String>,
+    /// Its name, as the relay reports it.
+    #[serde(default)]
+    pub answered_by_name: Option<String>,
+    /// When the relay accepted that answer.
+    #[serde(default)]
+    pub answered_at: Option<Timestamp>,
+    /// True when the answer that counts is this device's own (given earlier).
+    #[serde(default)]
+    pub by_this_device: bool,
+    /// When it expires (or expired), as the agent sealed it; `None` when the question could not be read again.
+    #[serde(default)]
+    pub expires_at: Option<Timestamp>,
+}
+
+impl ClosedQuestion {
+    /// The closed question an error of [`DeviceClient::answer`] describes, if it is one.
+    pub fn from_error(e: &Error) -> Option<ClosedQuestion> {
+        match e {
+            Error::Api {
+                code,
+                details: Some(details),
+                ..
+            } if closed_state(code).is_some() => serde_json::from_value((**details).clone()).ok(),
+            _ => None,
+        }
+    }
+
+    fn of(q: &OpenedQuestion, state: QuestionState, device_id: &str) -> Self {
+        let answered = state == QuestionState::Answered;
+        ClosedQuestion {
+            question_id: q.question_id.clone(),
+            state,
+            answer: q.answer.clone().filter(|_| answered),
+            answered_by: q.answered_by.clone().filter(|_| answered),
+            answered_by_name: q.answered_by_name.clone().filter(|_| answered),
+            answered_at: q.answered_at.filter(|_| answered),
+            by_this_device: answered && q.answered_by.as_deref() == Some(device_id),
+            expires_at: Some(q.expires_at),
+        }
+    }
+
+    /// The refusal: the relay's status and code for the state, a message without any answer in it, and this
+    /// as its details.
+    fn into_error(self) -> Error {
+        let (status, code) = match self.state {
+            QuestionState::Expired => (410, wire::code::QUESTION_EXPIRED),
+            QuestionState::Cancelled => (409, wire::code::QUESTION_CANCELLED),
+            _ => (409, wire::code::QUESTION_ANSWERED),
+        };
+        let message = match self.state {
+            QuestionState::Expired => match self.expires_at {
+                Some(at) => format!("the question expired at {at}: this answer was not recorded"),
+                None => "the question has expired: this answer was not recorded".to_string(),
+            },
+            QuestionState::Cancelled => {
+                "the question was cancelled: this answer was not recorded".to_string()
+            }
+            _ => {
+                let by = if self.by_this_device {
+                    "this device".to_string()
+                } else {
+                    self.answered_by_name
+                        .clone()
+                        .or_else(|| self.answered_by.clone())
+                        .unwrap_or_else(|| "another device".to_string())
+                };
+                let at = self.answered_at.map(|t| format!(" at {t}")).unwrap_or_default();
+                format!("the question is already answered, by {by}{at}: this answer was not recorded")
+            }
+        };
+        Error::Api {
+            status,
+            code: code.to_string(),
+            message,
+            details: serde_json::to_value(&self).ok().map(Box::new),
+        }
+    }
+}
+
+/// The state a refusal code of an answer stands for.
+fn closed_state(code: &str) -> Option<QuestionState> {
+    match code {
+        wire::code::QUESTION_ANSWERED => Some(QuestionState::Answered),
+        wire::code::QUESTION_CANCELLED => Some(QuestionState::Cancelled),
+        wire::code::QUESTION_EXPIRED => Some(QuestionState::Expired),
+        _ => None,
+    }
+}
+
 /// The questions addressed to this device.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct QuestionList {
@@ -556,12 +666,16 @@ impl DeviceClient {
     }
 
     /// Answers a question: the answer is sealed for the agent with this device's key, bound to the question,
-    /// and stamped with this device's clock. The first valid answer wins.
+    /// and stamped with this device's clock. The first valid answer wins; the same answer again from this
+    /// device (a retry) returns the question as answered.
     ///
-    /// Refused without a request when the question, as last read by [`DeviceClient::questions`] or
-    /// [`DeviceClient::conversation`], is expired, cancelled or answered (same codes as the relay:
-    /// `question_expired`, `question_cancelled`, `question_answered`), or when the answer does not fit it
-    /// ([`Error::InvalidInput`]). The relay's refusals come back with those codes too.
+    /// An answer that does not count is never reported as given: when the question is expired, cancelled or
+    /// already answered — by another device, or by this one with another answer — the error has the relay's
+    /// code (`question_expired`, `question_cancelled`, `question_answered`) and a [`ClosedQuestion`] with the
+    /// state and the answer that counts ([`ClosedQuestion::from_error`]). It is decided without a request when
+    /// the question as last read by [`DeviceClient::questions`] or [`DeviceClient::conversation`] was already
+    /// closed, and otherwise from the relay's refusal and the question read again. An answer that does not fit
+    /// the question is [`Error::InvalidInput`].
     pub async fn answer(&self, question_id: &str, answer: Answer) -> Result<OpenedQuestion> {
         ids::validate("question id", question_id)?;
         if let Answer::Text(text) = &answer {
@@ -590,35 +704,9 @@ impl DeviceClient {
                     )
                 })?,
         };
-        {
-            let q = &known;
-            q.check_answer(&answer)?;
-            let expired = q.state == QuestionState::Expired
-                || (q.state == QuestionState::Pending && Timestamp::now() >= q.expires_at);
-            // A retry by the device that answered is allowed: the relay returns the stored answer.
-            let answered_elsewhere =
-                q.state == QuestionState::Answered && q.answered_by.as_deref() != Some(self.device_id());
-            if expired {
-                return Err(Error::local(
-                    410,
-                    wire::code::QUESTION_EXPIRED,
-                    format!("the question expired at {}", q.expires_at),
-                ));
-            }
-            if q.state == QuestionState::Cancelled {
-                return Err(Error::local(
-                    409,
-                    wire::code::QUESTION_CANCELLED,
-                    "the question was cancelled".into(),
-                ));
-            }
-            if answered_elsewhere {
-                return Err(Error::local(
-                    409,
-                    wire::code::QUESTION_ANSWERED,
-                    "the question is already answered".into(),
-                ));
-            }
+        known.check_answer(&answer)?;
+        if let Some(closed) = self.closed_before(&known, &answer) {
+            return Err(closed.into_error());
         }
         let payload = AnswerPayload {
             question_id: question_id.to_string(),
@@ -640,15 +728,84 @@ impl DeviceClient {
             copy,
         };
         let path = format!("/v1/device/questions/{question_id}/answer");
-        let stored: DeviceQuestion = self
+        let sent = self
             .inner
             .http
-            .send(Req {
+            .send::<_, DeviceQuestion>(Req {
                 body: Some(&body),
                 ..self.req(Method::POST, &path)
             })
-            .await?;
-        self.open_device_question(&stored).map_err(Error::Crypto)
+            .await;
+        let stored = match sent {
+            Ok(stored) => stored,
+            Err(e) => return Err(self.refused(question_id, e).await),
+        };
+        let opened = self.open_device_question(&stored).map_err(Error::Crypto)?;
+        // A retry from this device gets the answer stored first: when it is another one, this one did not count.
+        let theirs = opened.answered_by.as_deref() != Some(self.device_id());
+        let other_answer = opened
+            .answer
+            .as_ref()
+            .is_some_and(|counted| *counted != payload.answer);
+        if opened.state != QuestionState::Answered || theirs || other_answer {
+            let state = if opened.state.is_terminal() {
+                opened.state
+            } else {
+                QuestionState::Answered
+            };
+            return Err(ClosedQuestion::of(&opened, state, self.device_id()).into_error());
+        }
+        Ok(opened)
+    }
+
+    /// The refusal of an answer to a question already closed as last read: expired (by the relay, or past the
+    /// expiry the agent sealed), cancelled, or answered — by another device, or by this one with another
+    /// answer. `None` when the answer may still count: pending, or the same answer again from this device
+    /// (the relay then returns it), or an earlier answer from this device that cannot be read (no copy).
+    fn closed_before(&self, q: &OpenedQuestion, answer: &Answer) -> Option<ClosedQuestion> {
+        let state = match q.state {
+            QuestionState::Pending if Timestamp::now() >= q.expires_at => QuestionState::Expired,
+            QuestionState::Pending => return None,
+            QuestionState::Answered if q.answered_by.as_deref() == Some(self.device_id()) => {
+                match &q.answer {
+                    Some(counted) if counted != answer => QuestionState::Answered,
+                    _ => return None,
+                }
+            }
+            state => state,
+        };
+        Some(ClosedQuestion::of(q, state, self.device_id()))
+    }
+
+    /// The relay refused an answer: when because the question is closed, the refusal states the question as
+    /// read again (its state, the answer that counts); any other error is returned as it is.
+    async fn refused(&self, question_id: &str, e: Error) -> Error {
+        let Some(state) = e.code().and_then(closed_state) else {
+            return e;
+        };
+        let again = self
+            .questions(None)
+            .await
+            .ok()
+            .and_then(|list| list.questions.into_iter().find(|q| q.question_id == question_id));
+        match again {
+            Some(q) => {
+                // The state read again, unless it is older than the refusal.
+                let state = if q.state.is_terminal() { q.state } else { state };
+                ClosedQuestion::of(&q, state, self.device_id()).into_error()
+            }
+            None => ClosedQuestion {
+                question_id: question_id.to_string(),
+                state,
+                answer: None,
+                answered_by: None,
+                answered_by_name: None,
+                answered_at: None,
+                by_this_device: false,
+                expires_at: None,
+            }
+            .into_error(),
+        }
     }
 
     /// Presence of the agent and counts.

@@ -14,7 +14,8 @@ pub use agent::{
 };
 pub use audit::{AuditEntry, AuditFilter, CSV_COLUMNS, write_csv, write_jsonl};
 pub use device::{
-    ConversationItem, ConversationPage, DeviceClient, DeviceCredentials, OpenedQuestion, QuestionList,
+    ClosedQuestion, ConversationItem, ConversationPage, DeviceClient, DeviceCredentials, OpenedQuestion,
+    QuestionList,
 };
 pub use error::{Error, Result};
 pub use pacerelle_core as core;

@@ -678,3 +678,110 @@ async fn a_webhook_delivery_verifies_with_the_helper() {
     assert!(cleared.url.is_none());
     assert!(agent.webhook().await.expect("get").url.is_none());
 }
+
+#[tokio::test]
+async fn an_answer_that_does_not_count_reports_the_state_and_the_answer_that_counts_never_itself() {
+    use pacerelle_client::{ClosedQuestion, PairingOptions};
+
+    let relay = TestRelay::start().await;
+    let (agent, phone) = relay.agent_and_device().await;
+    let link = agent
+        .create_pairing(PairingOptions::default())
+        .await
+        .expect("pairing");
+    let tablet = DeviceClient::join(&link.link, "test tablet").await.expect("join");
+    // The same phone in another process: it read the question while pending, and knows nothing since.
+    let phone_elsewhere = DeviceClient::from_credentials(phone.credentials().clone()).expect("phone");
+    let phone_id = phone.credentials().device_id.clone();
+
+    let asked = agent
+        .ask_user(QuestionRequest::yes_no("Deploy to production?"))
+        .await
+        .expect("ask");
+    let id = asked.question_id;
+    for device in [&phone, &tablet, &phone_elsewhere] {
+        assert_eq!(pending_question(device).await, id);
+    }
+    let answered = phone.answer(&id, Answer::Yes).await.expect("yes");
+    assert_eq!(answered.state, QuestionState::Answered);
+    assert_eq!(
+        answered.answer,
+        Some(Answer::Yes),
+        "the answer that counts, from its copy"
+    );
+
+    let closed_by_phone = |e: &pacerelle_client::Error, by_this_device: bool| {
+        assert_eq!(e.code(), Some(code::QUESTION_ANSWERED), "{e}");
+        let closed = ClosedQuestion::from_error(e).expect("a closed question");
+        assert_eq!(closed.question_id, id);
+        assert_eq!(closed.state, QuestionState::Answered);
+        assert_eq!(
+            closed.answer,
+            Some(Answer::Yes),
+            "the yes that counts, never the refused no"
+        );
+        assert_eq!(closed.answered_by.as_deref(), Some(phone_id.as_str()));
+        assert_eq!(closed.answered_by_name.as_deref(), Some("test phone"));
+        assert_eq!(closed.answered_at, answered.answered_at);
+        assert_eq!(closed.by_this_device, by_this_device);
+        assert!(e.to_string().contains("not recorded"), "{e}");
+        assert!(
+            !e.to_string().contains("yes"),
+            "no answer in an error message: {e}"
+        );
+    };
+
+    // Another device, which read it while pending: the relay refuses, the question is read again.
+    let e = tablet.answer(&id, Answer::No).await.expect_err("too late");
+    closed_by_phone(&e, false);
+    // Once read as answered: refused without a request, with the same facts.
+    let e = tablet.answer(&id, Answer::No).await.expect_err("too late");
+    closed_by_phone(&e, false);
+
+    // The same device with another answer: the relay returns the stored yes with 200; still a refusal.
+    let e = phone_elsewhere
+        .answer(&id, Answer::No)
+        .await
+        .expect_err("another answer");
+    closed_by_phone(&e, true);
+    let e = phone.answer(&id, Answer::No).await.expect_err("another answer");
+    closed_by_phone(&e, true);
+    // The same answer again is a retry, and succeeds.
+    let again = phone_elsewhere.answer(&id, Answer::Yes).await.expect("retry");
+    assert_eq!(again.answer, Some(Answer::Yes));
+    assert_eq!(again.answered_at, answered.answered_at);
+
+    let outcome = agent.wait_for_answer(&id, NO_WAIT).await.expect("outcome");
+    assert!(outcome.approved);
+    assert_eq!(outcome.answer, Some(Answer::Yes));
+
+    // Cancelled while the tablet still reads it as pending: the state, and no answer.
+    let asked = agent
+        .ask_user(QuestionRequest::yes_no("Merge?"))
+        .await
+        .expect("ask");
+    assert_eq!(pending_question(&tablet).await, asked.question_id);
+    agent.cancel_question(&asked.question_id).await.expect("cancel");
+    let e = tablet
+        .answer(&asked.question_id, Answer::Yes)
+        .await
+        .expect_err("cancelled");
+    assert_eq!(e.code(), Some(code::QUESTION_CANCELLED), "{e}");
+    let closed = ClosedQuestion::from_error(&e).expect("a closed question");
+    assert_eq!((closed.state, closed.answer), (QuestionState::Cancelled, None));
+
+    // Expired: the state, and no answer.
+    let asked = agent
+        .ask_user(QuestionRequest::yes_no("Restart?").expires_in(Duration::from_secs(1)))
+        .await
+        .expect("ask");
+    assert_eq!(pending_question(&tablet).await, asked.question_id);
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let e = tablet
+        .answer(&asked.question_id, Answer::Yes)
+        .await
+        .expect_err("expired");
+    assert_eq!(e.code(), Some(code::QUESTION_EXPIRED), "{e}");
+    let closed = ClosedQuestion::from_error(&e).expect("a closed question");
+    assert_eq!((closed.state, closed.answer), (QuestionState::Expired, None));
+}
