@@ -17,7 +17,8 @@ use pacerelle_core::message::{self, ReplyPayload, TaskPayload};
 use pacerelle_core::pairing::{OfferPayload, PairingSecret, Role};
 use pacerelle_core::question::{
     self, Answer, AnswerPayload, KIND_ANSWER, KIND_ANSWER_COPY, KIND_NOTIFICATION, KIND_QUESTION, Level,
-    NotificationPayload, QuestionKind, QuestionPayload, question_digest,
+    NotificationPayload, OwnQuestion, QuestionKind, QuestionPayload, QuestionState, RelayReport,
+    question_digest,
 };
 use pacerelle_core::roster::{self, KIND_ROSTER, Roster, RosterDevice};
 use pacerelle_core::{AgentToken, Cursor, Timestamp};
@@ -1100,6 +1101,53 @@ enum QuestionCase {
         /// True: the second ask resumes the first; false: `question_id_conflict`.
         same: bool,
     },
+    #[serde(rename_all = "camelCase")]
+    Verdict(Box<VerdictCase>),
+}
+
+/// What the relay reports about a question (untrusted).
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Report {
+    state: &'static str,
+    answered_by: Option<&'static str>,
+    /// The relay's clock.
+    answered_at: Option<String>,
+    answer_envelope: Option<String>,
+}
+
+/// One verdict (docs/crypto.md §4.7): inputs, and the outcome every implementation must reach.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct VerdictCase {
+    name: &'static str,
+    agent_id: &'static str,
+    question_id: &'static str,
+    self_key: String,
+    /// The agent's own copy of the question, sealed with selfKey.
+    own_envelope: String,
+    /// The key of each device the relay may name (derived from the master secret on the agent side).
+    device_keys: Vec<DeviceKey>,
+    /// The devices the agent's roster lets approve (active owners).
+    may_approve: Vec<&'static str>,
+    report: Report,
+    /// What the answering device sealed, for the reader (`null`: nothing, or not a payload).
+    answer_plaintext: Option<String>,
+    /// The agent's clock.
+    now: String,
+    state: &'static str,
+    approved: bool,
+    /// The first check of docs/crypto.md §4.7 that failed (1 to 8), when an answer was rejected.
+    rejected_at_step: Option<u8>,
+    /// The Rust implementation's reason, for the reader.
+    rejected: Option<&'static str>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct DeviceKey {
+    device_id: &'static str,
+    key: String,
 }
 
 fn digest_case(name: &'static str, plaintext: String) -> QuestionCase {
@@ -1118,6 +1166,286 @@ fn same_question_case(name: &'static str, first: &QuestionPayload, second: &Ques
         second: json(second),
         same: first.same_question(second),
     }
+}
+
+/// The step of docs/crypto.md §4.7 that a rejection reason of `question::verdict` stands for.
+fn verdict_step(reason: &str) -> u8 {
+    match reason {
+        "the relay reported an answer without its sealed content" => 1,
+        "the answer comes from a device the question was not sent to" => 2,
+        "the answer comes from a device the agent's roster does not trust (unknown, revoked or not an owner)" => {
+            3
+        }
+        "the answer did not open with the answering device's key"
+        | "the answer opened with the answering device's key but is malformed" => 4,
+        "the answer names another question" => 5,
+        "the answer was given to a different question asked under the same id" => 6,
+        "the answer came after the expiry" => 7,
+        "the answer does not fit the question" => 8,
+        other => panic!("unknown rejection {other:?}"),
+    }
+}
+
+/// Inputs of a verdict case; the outcome is the library's.
+struct VerdictInput {
+    name: &'static str,
+    state: QuestionState,
+    answered_by: Option<&'static str>,
+    answered_at: Option<&'static str>,
+    /// The sealed answer and, when it is a payload, its plaintext.
+    answer: Option<(String, Option<String>)>,
+    may_approve: &'static [&'static str],
+    now: &'static str,
+}
+
+fn verdict_case(own: &OwnQuestion, own_envelope: &str, input: VerdictInput) -> QuestionCase {
+    let (envelope, plaintext) = match input.answer {
+        Some((e, p)) => (Some(e), p),
+        None => (None, None),
+    };
+    let report = RelayReport {
+        state: input.state,
+        answered_by: input.answered_by,
+        answered_at: input.answered_at.map(time),
+        answer_envelope: envelope.as_deref(),
+    };
+    let now = time(input.now);
+    let v = question::verdict(
+        AGENT_ID,
+        own,
+        &report,
+        |device| keys::device_key(&MASTER, AGENT_ID, device),
+        |device| input.may_approve.contains(&device),
+        now,
+    );
+    QuestionCase::Verdict(Box::new(VerdictCase {
+        name: input.name,
+        agent_id: AGENT_ID,
+        question_id: DIGEST_QUESTION_ID,
+        self_key: b64::encode(&keys::self_key(&MASTER, AGENT_ID).to_bytes()),
+        own_envelope: own_envelope.to_string(),
+        device_keys: [DEVICE_ID, "dv_other", "dv_user-1"]
+            .into_iter()
+            .map(|device_id| DeviceKey {
+                device_id,
+                key: b64::encode(&keys::device_key(&MASTER, AGENT_ID, device_id).to_bytes()),
+            })
+            .collect(),
+        may_approve: input.may_approve.to_vec(),
+        report: Report {
+            state: input.state.as_str(),
+            answered_by: input.answered_by,
+            answered_at: input.answered_at.map(|t| time(t).to_rfc3339()),
+            answer_envelope: envelope,
+        },
+        answer_plaintext: plaintext,
+        now: now.to_rfc3339(),
+        state: v.state.as_str(),
+        approved: v.approved,
+        rejected_at_step: v.rejected.map(verdict_step),
+        rejected: v.rejected,
+    }))
+}
+
+/// `payload` sealed by `device` as its answer to the digest question, with a nonce of `n` repeated.
+fn sealed_answer(device: &str, payload: &AnswerPayload, n: u8) -> (String, Option<String>) {
+    sealed_answer_text(device, json(payload), n)
+}
+
+fn sealed_answer_text(device: &str, plaintext: String, n: u8) -> (String, Option<String>) {
+    let envelope = envelope::seal_with_nonce(
+        &keys::device_key(&MASTER, AGENT_ID, device),
+        &question::answer_aad(AGENT_ID, device, DIGEST_QUESTION_ID),
+        [n; 12],
+        plaintext.as_bytes(),
+    );
+    (envelope, Some(plaintext))
+}
+
+fn verdict_cases() -> Vec<QuestionCase> {
+    let plain = json(&digest_question());
+    let own_envelope = envelope::seal_with_nonce(
+        &keys::self_key(&MASTER, AGENT_ID),
+        &question::question_aad(AGENT_ID, "", DIGEST_QUESTION_ID),
+        counting(0x28),
+        plain.as_bytes(),
+    );
+    let own = OwnQuestion::open(
+        &keys::self_key(&MASTER, AGENT_ID),
+        AGENT_ID,
+        DIGEST_QUESTION_ID,
+        &own_envelope,
+    )
+    .expect("own copy opens");
+    let yes = digest_answer();
+    let with = |answer: Answer| AnswerPayload {
+        answer,
+        ..digest_answer()
+    };
+    let drop_digest = question_digest(
+        json(&QuestionPayload {
+            question: "Drop the production database?".into(),
+            details: None,
+            ..digest_question()
+        })
+        .as_bytes(),
+    );
+    const OWNERS: &[&str] = &[DEVICE_ID, "dv_other"];
+    const ONLY_VECTOR: &[&str] = &[DEVICE_ID];
+    let input = |name, answer: Option<(String, Option<String>)>| VerdictInput {
+        name,
+        state: QuestionState::Answered,
+        answered_by: Some(DEVICE_ID),
+        answered_at: Some("2026-11-30T00:41:02.500Z"),
+        answer,
+        may_approve: OWNERS,
+        now: "2026-11-30T00:50:00.000Z",
+    };
+    let cases = vec![
+        input(
+            "a yes from a trusted recipient, in time: approved",
+            Some(sealed_answer(DEVICE_ID, &yes, 0x01)),
+        ),
+        input(
+            "a no: answered, not approved",
+            Some(sealed_answer(DEVICE_ID, &with(Answer::No), 0x02)),
+        ),
+        VerdictInput {
+            state: QuestionState::Pending,
+            answered_by: None,
+            answered_at: None,
+            ..input("the relay says pending, before the expiry: pending", None)
+        },
+        VerdictInput {
+            state: QuestionState::Pending,
+            answered_by: None,
+            answered_at: None,
+            now: "2026-11-30T01:00:00.000Z",
+            ..input(
+                "the relay says pending at the expiry, by the agent's clock: expired",
+                None,
+            )
+        },
+        VerdictInput {
+            state: QuestionState::Cancelled,
+            answered_by: None,
+            answered_at: None,
+            ..input("the relay says cancelled: cancelled", None)
+        },
+        input("the relay says answered without the sealed answer", None),
+        VerdictInput {
+            answered_by: Some("dv_user-1"),
+            ..input(
+                "answered by a device the question was not sent to",
+                Some(sealed_answer("dv_user-1", &yes, 0x03)),
+            )
+        },
+        VerdictInput {
+            may_approve: ONLY_VECTOR,
+            answered_by: Some("dv_other"),
+            ..input(
+                "a recipient the roster no longer trusts (revoked since the ask)",
+                Some(sealed_answer("dv_other", &yes, 0x04)),
+            )
+        },
+        VerdictInput {
+            may_approve: &[],
+            ..input(
+                "no roster (version 0): nobody approves",
+                Some(sealed_answer(DEVICE_ID, &yes, 0x05)),
+            )
+        },
+        VerdictInput {
+            answered_by: Some("dv_other"),
+            ..input(
+                "dv_vector's yes claimed as dv_other's",
+                Some(sealed_answer(DEVICE_ID, &yes, 0x06)),
+            )
+        },
+        input(
+            "the answer copy presented as the answer",
+            Some((
+                envelope::seal_with_nonce(
+                    &ContentKey::from_bytes(ANSWER_KEY),
+                    &question::answer_copy_aad(AGENT_ID, DEVICE_ID, DIGEST_QUESTION_ID),
+                    counting(0xe0),
+                    json(&yes).as_bytes(),
+                ),
+                None,
+            )),
+        ),
+        input(
+            "an answer that opens but is not an answer payload",
+            Some(sealed_answer_text(DEVICE_ID, "{\"answer\":\"yes\"}".into(), 0x07)),
+        ),
+        input(
+            "an answer naming another question id",
+            Some(sealed_answer(
+                DEVICE_ID,
+                &AnswerPayload {
+                    question_id: "qst_other".into(),
+                    ..digest_answer()
+                },
+                0x08,
+            )),
+        ),
+        input(
+            "an answer without questionDigest (an older device)",
+            Some(sealed_answer(
+                DEVICE_ID,
+                &AnswerPayload {
+                    question_digest: None,
+                    ..digest_answer()
+                },
+                0x09,
+            )),
+        ),
+        input(
+            "a yes given to another question asked under the same id",
+            Some(sealed_answer(
+                DEVICE_ID,
+                &AnswerPayload {
+                    question_digest: Some(drop_digest),
+                    ..digest_answer()
+                },
+                0x0a,
+            )),
+        ),
+        VerdictInput {
+            now: "2026-11-30T01:05:00.000Z",
+            ..input(
+                "answered at the expiry by the device's clock",
+                Some(sealed_answer(
+                    DEVICE_ID,
+                    &AnswerPayload {
+                        answered_at: time("2026-11-30T01:00:00.000Z"),
+                        ..digest_answer()
+                    },
+                    0x0b,
+                )),
+            )
+        },
+        VerdictInput {
+            answered_at: Some("2026-11-30T01:00:00.001Z"),
+            now: "2026-11-30T01:05:00.000Z",
+            ..input(
+                "accepted by the relay after the expiry",
+                Some(sealed_answer(DEVICE_ID, &yes, 0x0c)),
+            )
+        },
+        input(
+            "options to a yes/no question",
+            Some(sealed_answer(
+                DEVICE_ID,
+                &with(Answer::Options(vec!["yes".into()])),
+                0x0d,
+            )),
+        ),
+    ];
+    cases
+        .into_iter()
+        .map(|c| verdict_case(&own, &own_envelope, c))
+        .collect()
 }
 
 fn question_file() -> File<QuestionCase> {
@@ -1150,7 +1478,11 @@ fn question_file() -> File<QuestionCase> {
                       \"answer: yes, naming the question's digest\". sameQuestion cases: an id already names \
                       `first`; asking `second` under it resumes it when same is true (text, kind, options, \
                       multiple and details equal; expiresAt, recipients and answerKey are not compared) and \
-                      fails with question_id_conflict when false.",
+                      fails with question_id_conflict when false. verdict cases (docs/crypto.md §4.7): the agent \
+                      opens ownEnvelope with selfKey as its own copy of question questionId, takes the relay's \
+                      report, the device keys, the devices its roster lets approve (mayApprove) and its clock \
+                      (now), and must reach state and approved; rejectedAtStep is the first check that failed \
+                      (1 to 8) when an answer was rejected, rejected the reference implementation's reason.",
         cases: vec![
             digest_case(
                 "the question asked under qst_digest (answer key, two recipients)",
@@ -1207,7 +1539,10 @@ fn question_file() -> File<QuestionCase> {
                     ..choice.clone()
                 },
             ),
-        ],
+        ]
+        .into_iter()
+        .chain(verdict_cases())
+        .collect(),
     }
 }
 

@@ -699,11 +699,125 @@ enum QuestionCase {
         second: String,
         same: bool,
     },
+    #[serde(rename_all = "camelCase")]
+    Verdict(Box<VerdictCase>),
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct Report {
+    state: String,
+    answered_by: Option<String>,
+    answered_at: Option<String>,
+    answer_envelope: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct DeviceKey {
+    device_id: String,
+    key: String,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct VerdictCase {
+    name: String,
+    agent_id: String,
+    question_id: String,
+    self_key: String,
+    own_envelope: String,
+    device_keys: Vec<DeviceKey>,
+    may_approve: Vec<String>,
+    report: Report,
+    answer_plaintext: Option<String>,
+    now: String,
+    state: String,
+    approved: bool,
+    rejected_at_step: Option<u8>,
+    rejected: Option<String>,
+}
+
+/// The step of `docs/crypto.md` §4.7 each rejection reason of `question::verdict` stands for.
+fn verdict_step(reason: &str) -> u8 {
+    match reason {
+        "the relay reported an answer without its sealed content" => 1,
+        "the answer comes from a device the question was not sent to" => 2,
+        "the answer comes from a device the agent's roster does not trust (unknown, revoked or not an owner)" => {
+            3
+        }
+        "the answer did not open with the answering device's key"
+        | "the answer opened with the answering device's key but is malformed" => 4,
+        "the answer names another question" => 5,
+        "the answer was given to a different question asked under the same id" => 6,
+        "the answer came after the expiry" => 7,
+        "the answer does not fit the question" => 8,
+        other => panic!("unknown rejection {other:?}"),
+    }
+}
+
+fn check_verdict(case: &VerdictCase) {
+    let name = &case.name;
+    let time = |t: &str| Timestamp::parse(t).unwrap_or_else(|| panic!("{name}: time {t:?}"));
+    let own = OwnQuestion::open(
+        &ContentKey::from_bytes(b64_32(&case.self_key)),
+        &case.agent_id,
+        &case.question_id,
+        &case.own_envelope,
+    )
+    .expect("the agent's own copy opens");
+    let key = |device: &str| {
+        let k = case
+            .device_keys
+            .iter()
+            .find(|d| d.device_id == device)
+            .unwrap_or_else(|| panic!("{name}: no key for {device}"));
+        ContentKey::from_bytes(b64_32(&k.key))
+    };
+    let report = RelayReport {
+        state: QuestionState::parse(&case.report.state).expect("a state"),
+        answered_by: case.report.answered_by.as_deref(),
+        answered_at: case.report.answered_at.as_deref().map(time),
+        answer_envelope: case.report.answer_envelope.as_deref(),
+    };
+    let v = question::verdict(
+        &case.agent_id,
+        &own,
+        &report,
+        key,
+        |device| case.may_approve.iter().any(|d| d == device),
+        time(&case.now),
+    );
+    assert_eq!(v.state.as_str(), case.state, "{name}: state");
+    assert_eq!(v.approved, case.approved, "{name}: approved");
+    assert_eq!(v.rejected, case.rejected.as_deref(), "{name}: rejected");
+    assert_eq!(
+        v.rejected.map(verdict_step),
+        case.rejected_at_step,
+        "{name}: step"
+    );
+    assert!(!case.approved || case.rejected.is_none(), "{name}");
+    // The plaintext shown is what the named device sealed, when its answer opens.
+    if let (Some(plain), Some(by), Some(sealed), None | Some(5..)) = (
+        &case.answer_plaintext,
+        &case.report.answered_by,
+        &case.report.answer_envelope,
+        case.rejected_at_step,
+    ) {
+        let opened = envelope::open(
+            &key(by),
+            &question::answer_aad(&case.agent_id, by, &case.question_id),
+            sealed,
+        )
+        .expect("the answer opens");
+        assert_eq!(opened, plain.as_bytes(), "{name}: answerPlaintext");
+    }
 }
 
 #[test]
 fn question_vectors() {
     let mut digests = std::collections::HashSet::new();
+    let mut verdicts = 0;
     for case in load::<QuestionCase>("question").cases {
         match case {
             QuestionCase::QuestionDigest {
@@ -730,6 +844,10 @@ fn question_vectors() {
                     payload.validate().expect("a valid question");
                 }
             }
+            QuestionCase::Verdict(case) => {
+                verdicts += 1;
+                check_verdict(&case);
+            }
             QuestionCase::SameQuestion {
                 name,
                 first,
@@ -753,6 +871,7 @@ fn question_vectors() {
             }
         }
     }
+    assert!(verdicts > 0, "question.json has verdict cases");
 }
 
 // -------------------------------------------------------------------------------------------- roster
@@ -1015,7 +1134,7 @@ fn question_answer_and_roster_vectors_agree_with_the_verdict() {
                 digest,
                 ..
             } => Some((name, plaintext, digest)),
-            QuestionCase::SameQuestion { .. } => None,
+            QuestionCase::SameQuestion { .. } | QuestionCase::Verdict(_) => None,
         })
         .collect();
     let (_, asked_plain, asked_digest) = &digests[0];
