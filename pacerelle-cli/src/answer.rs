@@ -1,7 +1,8 @@
 //! `pacerelle answer`: answer a question from this terminal, acting as a device.
 
 use anyhow::{Result, anyhow, bail};
-use pacerelle_client::{Answer, OpenedQuestion, QuestionKind, answer_text};
+use pacerelle_client::core::wire::code;
+use pacerelle_client::{Answer, ClosedQuestion, OpenedQuestion, QuestionKind, QuestionState, answer_text};
 
 use crate::Global;
 use crate::home;
@@ -90,25 +91,103 @@ pub async fn answer(global: &Global, args: AnswerArgs) -> Result<()> {
             }
         })?;
     let answer = to_answer(q, &args.values, args.text)?;
-    let answered = device.answer(&args.question_id, answer.clone()).await?;
+    let answered = match device.answer(&args.question_id, answer.clone()).await {
+        Ok(answered) => answered,
+        Err(e) => match ClosedQuestion::from_error(&e) {
+            Some(closed) => return not_recorded(global, &closed, &answer, &e),
+            None => return Err(e.into()),
+        },
+    };
+    // The answer that counts, as the relay stored it (the same as this one, or this would have failed).
+    let counted = answered.answer.clone().unwrap_or(answer);
     if global.json {
         output::json(&serde_json::json!({
             "questionId": answered.question_id,
             "state": answered.state,
-            "answer": answer,
-            "answerText": answer_text(&answer),
+            "recorded": true,
+            "answer": counted,
+            "answerText": answer_text(&counted),
+            "answeredBy": answered.answered_by,
+            "answeredByName": answered.answered_by_name,
             "answeredAt": answered.answered_at,
         }))
     } else {
-        println!("answered {}: {}", answered.question_id, answer_text(&answer));
+        println!("answered {}: {}", answered.question_id, answer_text(&counted));
         Ok(())
+    }
+}
+
+/// The answer given here did not count: the question was already answered (elsewhere, or here with another
+/// answer), expired or was cancelled. Says so with the answer that counts — never the refused one as if it
+/// stood — and fails. `--json` prints the question as it stands on stdout, the error on stderr.
+fn not_recorded(
+    global: &Global,
+    closed: &ClosedQuestion,
+    refused: &Answer,
+    e: &pacerelle_client::Error,
+) -> Result<()> {
+    if global.json {
+        output::json(&serde_json::json!({
+            "questionId": closed.question_id,
+            "state": closed.state,
+            "recorded": false,
+            "answer": closed.answer,
+            "answerText": closed.answer.as_ref().map(answer_text),
+            "answeredBy": closed.answered_by,
+            "answeredByName": closed.answered_by_name,
+            "answeredAt": closed.answered_at,
+            "byThisDevice": closed.by_this_device,
+        }))?;
+    }
+    Err(output::Refused {
+        code: match e.code() {
+            Some(code::QUESTION_EXPIRED) => code::QUESTION_EXPIRED,
+            Some(code::QUESTION_CANCELLED) => code::QUESTION_CANCELLED,
+            _ => code::QUESTION_ANSWERED,
+        },
+        message: closed_message(closed, refused),
+    }
+    .into())
+}
+
+/// `question q1 is already answered: "yes" by Ana's phone at 15:02:07 — your "no" was not recorded`.
+fn closed_message(closed: &ClosedQuestion, refused: &Answer) -> String {
+    let id = &closed.question_id;
+    let yours = format!("your {:?} was not recorded", answer_text(refused));
+    match closed.state {
+        QuestionState::Expired => match closed.expires_at {
+            Some(at) => format!("question {id} expired at {} — {yours}", output::clock(at)),
+            None => format!("question {id} has expired — {yours}"),
+        },
+        QuestionState::Cancelled => format!("question {id} was cancelled — {yours}"),
+        _ => {
+            let what = closed
+                .answer
+                .as_ref()
+                .map(|a| format!(": {:?}", answer_text(a)))
+                .unwrap_or_default();
+            let by = if closed.by_this_device {
+                "this device".to_string()
+            } else {
+                closed
+                    .answered_by_name
+                    .clone()
+                    .or_else(|| closed.answered_by.clone())
+                    .unwrap_or_else(|| "another device".into())
+            };
+            let at = closed
+                .answered_at
+                .map(|t| format!(" at {}", output::clock(t)))
+                .unwrap_or_default();
+            format!("question {id} is already answered{what} by {by}{at} — {yours}")
+        }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pacerelle_client::{QuestionState, Timestamp};
+    use pacerelle_client::Timestamp;
 
     fn q(kind: QuestionKind, options: &[&str]) -> OpenedQuestion {
         OpenedQuestion {
@@ -157,6 +236,46 @@ mod tests {
         assert_eq!(
             to_answer(&text, &[], Some("ok".into())).expect("text"),
             Answer::Text("ok".into())
+        );
+    }
+
+    #[test]
+    fn a_closed_question_says_which_answer_counts_never_the_refused_one() {
+        let closed = |state, answer: Option<Answer>, by_this_device| ClosedQuestion {
+            question_id: "q1".into(),
+            state,
+            answer,
+            answered_by: Some("dv_1".into()),
+            answered_by_name: Some("Ana's phone".into()),
+            answered_at: Some(Timestamp::parse("2026-11-30T15:02:07Z").expect("time")),
+            by_this_device,
+            expires_at: Some(Timestamp::parse("2026-11-30T15:10:00Z").expect("time")),
+        };
+        assert_eq!(
+            closed_message(
+                &closed(QuestionState::Answered, Some(Answer::Yes), false),
+                &Answer::No
+            ),
+            r#"question q1 is already answered: "yes" by Ana's phone at 15:02:07 — your "no" was not recorded"#
+        );
+        assert_eq!(
+            closed_message(
+                &closed(QuestionState::Answered, Some(Answer::Yes), true),
+                &Answer::No
+            ),
+            r#"question q1 is already answered: "yes" by this device at 15:02:07 — your "no" was not recorded"#
+        );
+        assert_eq!(
+            closed_message(&closed(QuestionState::Answered, None, false), &Answer::No),
+            r#"question q1 is already answered by Ana's phone at 15:02:07 — your "no" was not recorded"#
+        );
+        assert_eq!(
+            closed_message(&closed(QuestionState::Expired, None, false), &Answer::Yes),
+            r#"question q1 expired at 15:10:00 — your "yes" was not recorded"#
+        );
+        assert_eq!(
+            closed_message(&closed(QuestionState::Cancelled, None, false), &Answer::Yes),
+            r#"question q1 was cancelled — your "yes" was not recorded"#
         );
     }
 }
