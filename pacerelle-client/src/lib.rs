@@ -4,6 +4,7 @@ mod agent;
 mod audit;
 mod device;
 mod error;
+pub mod gate;
 mod http;
 mod question;
 mod roster;
@@ -18,6 +19,7 @@ pub use device::{
     QuestionList,
 };
 pub use error::{Error, Result};
+pub use gate::{Conclusion, Gate, Ruling};
 pub use pacerelle_core as core;
 pub use pacerelle_core::question::{Answer, Level, QuestionKind, QuestionState};
 pub use pacerelle_core::wire::{

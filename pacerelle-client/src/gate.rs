@@ -1,0 +1,655 @@
+//! The approval gate (DESIGN §8, §12), once for every adapter: the execution policy, the gate's own files,
+//! asking the owner within a budget, withdrawing a question that is not final, and one [`Conclusion`].
+//!
+//! The CLI's PreToolUse hook, Python's `require_approval` (and its context-manager form) and the MCP question
+//! tools all come here; they keep only argument parsing, type mapping and wording.
+//!
+//! ```no_run
+//! # async fn demo(client: pacerelle_client::AgentClient) {
+//! use std::time::Duration;
+//! use pacerelle_client::gate::{Asking, Gate, Ruling};
+//! use pacerelle_client::QuestionRequest;
+//!
+//! let gate = Gate::load(None, Some(std::path::Path::new("/repo"))).expect("a usable policy");
+//! let input = serde_json::json!({"command": "git push"});
+//! let evaluation = gate.evaluate("Bash", &input);
+//! let ruling = match Ruling::by_policy(&evaluation) {
+//!     Some(ruling) => ruling,
+//!     None => {
+//!         let question = QuestionRequest::yes_no("Allow `git push`?");
+//!         pacerelle_client::gate::ask(&client, Asking::within(question, Duration::from_secs(540))).await
+//!     }
+//! };
+//! if ruling.lets_run() { /* run the call */ } else { eprintln!("{}", ruling.reason); }
+//! # }
+//! ```
+//!
+//! **It fails closed.** Only an allow rule ([`Conclusion::Allowed`]) or an authenticated, timely yes
+//! ([`Conclusion::Approved`], that is [`AnswerOutcome::approved`] on a yes) lets a call run. Everything else —
+//! a no, an expiry, a cancel, an answer that could not be trusted, a relay that cannot be reached, any error —
+//! does not, and [`Ruling::reason`] says why in words shown to the model.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use pacerelle_core::ids;
+use pacerelle_core::policy::{self, Call, Decision, Evaluation, Policy};
+use pacerelle_core::question::{Answer, QuestionState};
+use pacerelle_core::wire::code;
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use crate::agent::AgentClient;
+use crate::error::Error;
+use crate::question::{AnswerOutcome, QuestionRequest};
+
+/// The policy file looked for in a project folder.
+pub const PROJECT_POLICY: &str = ".pacerelle/policy.toml";
+
+/// The gate's own files: a call that touches one (by path or in its shell command) is asked even when an
+/// allow rule matches, so that an agent allowed to write files cannot rewrite its policy or remove the hook.
+/// The policy file in use is protected too (see [`Gate::touches_the_gate`]).
+pub const PROTECTED: [&str; 4] = [
+    ".pacerelle/",
+    ".claude/settings",
+    ".codex/",
+    "pacerelle/agent.json",
+];
+
+/// Time left after a question's own expiry to read its last state, when no time limit is given.
+pub const GRACE: Duration = Duration::from_secs(60);
+
+/// Longest wait for the withdrawal of a question once the time limit has passed (when the expiry was not
+/// fitted inside the budget).
+const WITHDRAW_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// What the gate concludes about one call or one question: one word for every surface (the hook's log, the
+/// `reason` of Python's `NotApproved`, the `conclusion` of the MCP tools).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum Conclusion {
+    /// The policy allowed the call: nothing was asked.
+    Allowed,
+    /// The owner answered an authenticated, timely yes.
+    Approved,
+    /// The owner chose options or wrote a text ([`AnswerOutcome::answer`]): an answer, never a yes.
+    Answered,
+    /// The owner answered no, or a deny rule matched.
+    Denied,
+    /// Nobody answered before the question's expiry: a no.
+    Expired,
+    /// The question was withdrawn (by the agent, or by the gate when its time ran out): a no.
+    Cancelled,
+    /// The relay reported an answer that could not be trusted: a no, and no valid answer can follow.
+    Rejected,
+    /// No answer yet: not a yes.
+    Pending,
+    /// The relay could not be reached: nothing could be asked or read, so a no.
+    RelayUnavailable,
+    /// Anything else that stopped the gate (no paired device, bad input, refused credentials…): a no.
+    Error,
+}
+
+impl Conclusion {
+    /// The word: `allowed`, `approved`, `answered`, `denied`, `expired`, `cancelled`, `rejected`, `pending`,
+    /// `relay_unavailable` or `error`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Conclusion::Allowed => "allowed",
+            Conclusion::Approved => "approved",
+            Conclusion::Answered => "answered",
+            Conclusion::Denied => "denied",
+            Conclusion::Expired => "expired",
+            Conclusion::Cancelled => "cancelled",
+            Conclusion::Rejected => "rejected",
+            Conclusion::Pending => "pending",
+            Conclusion::RelayUnavailable => "relay_unavailable",
+            Conclusion::Error => "error",
+        }
+    }
+
+    /// Sorts what the agent concluded about a question (the client's verdict): the only place outcomes are
+    /// sorted. An answer that was rejected is [`Conclusion::Rejected`] whatever the state; an answered
+    /// question is [`Conclusion::Approved`] only for a yes that [`AnswerOutcome::approved`] accepts, and an
+    /// answer that is neither a yes, a no, valid options nor a text is [`Conclusion::Rejected`] (fail closed).
+    pub fn of(outcome: &AnswerOutcome) -> Conclusion {
+        if outcome.rejected.is_some() {
+            return Conclusion::Rejected;
+        }
+        match outcome.state {
+            QuestionState::Pending => Conclusion::Pending,
+            QuestionState::Expired => Conclusion::Expired,
+            QuestionState::Cancelled => Conclusion::Cancelled,
+            QuestionState::Answered => match (&outcome.answer, outcome.approved) {
+                (Some(Answer::Yes), true) => Conclusion::Approved,
+                (Some(Answer::No), _) => Conclusion::Denied,
+                (Some(Answer::Options(_)), true) | (Some(Answer::Text(_)), _) => Conclusion::Answered,
+                _ => Conclusion::Rejected,
+            },
+        }
+    }
+
+    /// True when the call may run: allowed by the policy, or approved by an authenticated yes.
+    pub fn lets_run(self) -> bool {
+        matches!(self, Conclusion::Allowed | Conclusion::Approved)
+    }
+}
+
+impl std::fmt::Display for Conclusion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The gate's conclusion about one call, the reason shown to the model, and what it rests on.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Ruling {
+    /// What the gate concluded.
+    pub conclusion: Conclusion,
+    /// Why, in words a model or a person can read (no content of the call beyond the policy's own words).
+    pub reason: String,
+    /// The question's outcome, when one was read.
+    pub outcome: Option<AnswerOutcome>,
+    /// The error that stopped the gate, for [`Conclusion::RelayUnavailable`] and [`Conclusion::Error`].
+    pub error: Option<Error>,
+}
+
+impl Ruling {
+    fn new(conclusion: Conclusion, reason: impl Into<String>) -> Ruling {
+        Ruling {
+            conclusion,
+            reason: reason.into(),
+            outcome: None,
+            error: None,
+        }
+    }
+
+    /// True when the call may run ([`Conclusion::lets_run`]).
+    pub fn lets_run(&self) -> bool {
+        self.conclusion.lets_run()
+    }
+
+    /// What the policy settles by itself: `allow` and `deny`; `None` for `ask`.
+    pub fn by_policy(evaluation: &Evaluation) -> Option<Ruling> {
+        match evaluation.decision {
+            Decision::Allow => Some(Ruling::new(
+                Conclusion::Allowed,
+                format!("allowed by the Pacerelle policy: {}", evaluation.reason),
+            )),
+            Decision::Deny => Some(Ruling::new(
+                Conclusion::Denied,
+                format!("denied by the Pacerelle policy: {}", evaluation.reason),
+            )),
+            Decision::Ask => None,
+        }
+    }
+
+    /// The ruling on a question's outcome, with its reason.
+    pub fn of(outcome: AnswerOutcome) -> Ruling {
+        let conclusion = Conclusion::of(&outcome);
+        let who = outcome
+            .answered_by_name
+            .clone()
+            .or_else(|| outcome.answered_by.clone())
+            .unwrap_or_else(|| "the owner".into());
+        let reason = match conclusion {
+            Conclusion::Approved => {
+                let when = outcome
+                    .answered_at
+                    .map(|t| format!(" at {t}"))
+                    .unwrap_or_default();
+                format!("approved on the phone by {who}{when}")
+            }
+            Conclusion::Denied => format!(
+                "{who} answered no on the phone: do not run this call; ask the person what to do instead"
+            ),
+            Conclusion::Answered => {
+                format!("{who} answered on the phone, but an option or a written answer is not a yes; denied")
+            }
+            Conclusion::Expired => format!(
+                "no answer on the phone before the question expired at {}; denied (no answer is a no)",
+                outcome.expires_at
+            ),
+            Conclusion::Cancelled => "the question was cancelled; denied".to_string(),
+            Conclusion::Rejected => format!(
+                "Pacerelle: an answer arrived but could not be trusted ({}); denied",
+                outcome.rejected.as_deref().unwrap_or("it is not an explicit yes")
+            ),
+            _ => "no answer on the phone yet; denied (no answer is a no)".to_string(),
+        };
+        Ruling {
+            outcome: Some(outcome),
+            ..Ruling::new(conclusion, reason)
+        }
+    }
+
+    /// The ruling on an error that stopped the gate: [`Conclusion::RelayUnavailable`] for a relay that could
+    /// not be reached (or was overloaded), else [`Conclusion::Error`].
+    pub fn failed(error: Error, doing: &str) -> Ruling {
+        let conclusion = if error.is_transient() {
+            Conclusion::RelayUnavailable
+        } else {
+            Conclusion::Error
+        };
+        Ruling {
+            reason: format!("Pacerelle could not {doing} ({error}); denied"),
+            error: Some(error),
+            ..Ruling::new(conclusion, "")
+        }
+    }
+}
+
+/// A policy file that could not be used: the gate denies every call until it is fixed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct PolicyFileError(pub String);
+
+/// The execution policy and the gate's own files.
+#[derive(Debug, Clone)]
+pub struct Gate {
+    policy: Policy,
+    file: Option<PathBuf>,
+}
+
+impl Gate {
+    /// A gate with `policy`, read from `file` when it came from one (that file is then protected).
+    pub fn new(policy: Policy, file: Option<PathBuf>) -> Gate {
+        Gate { policy, file }
+    }
+
+    /// Asks for everything.
+    pub fn ask_everything() -> Gate {
+        Gate::new(Policy::ask_everything(), None)
+    }
+
+    /// Reads and parses a policy file.
+    pub fn from_file(path: &Path) -> Result<Gate, PolicyFileError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| PolicyFileError(format!("cannot read the policy file {}: {e}", path.display())))?;
+        let policy = Policy::parse(&text)
+            .map_err(|e| PolicyFileError(format!("{} is not a valid policy: {e}", path.display())))?;
+        Ok(Gate::new(policy, Some(path.to_path_buf())))
+    }
+
+    /// The policy in this order: `explicit` (a file that must exist), else [`PROJECT_POLICY`] in `project`
+    /// (default: the current directory) when it exists, else ask for everything. A file that cannot be read
+    /// or does not parse is an error: never a silently open gate.
+    pub fn load(explicit: Option<&Path>, project: Option<&Path>) -> Result<Gate, PolicyFileError> {
+        if let Some(path) = explicit.filter(|p| !p.as_os_str().is_empty()) {
+            return Gate::from_file(path);
+        }
+        let dir = match project {
+            Some(dir) => dir.to_path_buf(),
+            None => {
+                std::env::current_dir().map_err(|e| PolicyFileError(format!("no working directory: {e}")))?
+            }
+        };
+        let path = dir.join(PROJECT_POLICY);
+        match std::fs::metadata(&path) {
+            Ok(_) => Gate::from_file(&path),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(Gate::ask_everything()),
+            Err(e) => Err(PolicyFileError(format!(
+                "cannot read the policy file {}: {e}",
+                path.display()
+            ))),
+        }
+    }
+
+    /// The file the policy came from, if any.
+    pub fn file(&self) -> Option<&Path> {
+        self.file.as_deref()
+    }
+
+    /// Where the policy comes from, in words.
+    pub fn source(&self) -> String {
+        match &self.file {
+            Some(path) => path.display().to_string(),
+            None => "no policy file: ask for everything".into(),
+        }
+    }
+
+    /// True when the call touches the gate's own files ([`PROTECTED`], or the policy file in use when its
+    /// path is absolute), by a path or in its shell command.
+    pub fn touches_the_gate(&self, tool: &str, input: &serde_json::Value) -> bool {
+        let own = self
+            .file
+            .as_deref()
+            .filter(|p| p.is_absolute())
+            .map(|p| p.display().to_string());
+        let hit = |text: &str| {
+            PROTECTED.iter().any(|p| text.contains(p)) || own.as_deref().is_some_and(|own| text.contains(own))
+        };
+        policy::paths_of(tool, input).iter().any(|p| hit(p))
+            || policy::command_of(input).is_some_and(|c| hit(&c))
+    }
+
+    /// Decides a call: the policy's first matching rule (else its default), except that an `allow` for a
+    /// call touching the gate's own files becomes `ask`.
+    pub fn evaluate(&self, tool: &str, input: &serde_json::Value) -> Evaluation {
+        let evaluation = self.policy.evaluate(Call { tool, input });
+        if evaluation.decision == Decision::Allow && self.touches_the_gate(tool, input) {
+            return Evaluation {
+                decision: Decision::Ask,
+                reason: "the call touches the gate's own settings, which no rule allows without asking"
+                    .into(),
+            };
+        }
+        evaluation
+    }
+}
+
+/// A question the gate asks, and how long it may take.
+#[derive(Debug, Clone)]
+pub struct Asking {
+    /// The question (a yes/no question for a gate).
+    pub request: QuestionRequest,
+    /// The most time the gate may take: asking, waiting and withdrawing.
+    pub budget: Duration,
+    /// Whether the question's expiry is fitted inside the budget (else it is kept, and a question still
+    /// open when the budget ends is withdrawn).
+    pub fit_expiry: bool,
+}
+
+impl Asking {
+    /// Asks within `budget`, all included: the question expires a little before the budget ends (a fifth
+    /// of it, at most 5 s, at least 1 s of expiry), leaving time to read its last state. The hook's rule.
+    pub fn within(request: QuestionRequest, budget: Duration) -> Asking {
+        Asking {
+            request,
+            budget,
+            fit_expiry: true,
+        }
+    }
+
+    /// Asks with the request's own expiry and waits up to `timeout` (default: the expiry and [`GRACE`]);
+    /// a question still open then is withdrawn, so that a late yes approves nothing.
+    pub fn until(request: QuestionRequest, timeout: Option<Duration>) -> Asking {
+        let budget = timeout.unwrap_or(request.expires_in + GRACE);
+        Asking {
+            request,
+            budget,
+            fit_expiry: false,
+        }
+    }
+
+    /// The expiry fitted inside a budget.
+    pub fn fitted_expiry(budget: Duration) -> Duration {
+        let margin = (budget / 5).min(Duration::from_secs(5));
+        budget.saturating_sub(margin).max(Duration::from_secs(1))
+    }
+}
+
+/// Withdraws the question if the gate is interrupted (its future dropped: Ctrl-C in Python, a cancelled
+/// asyncio task, a caller's timeout) before it concluded.
+struct Withdraw {
+    client: AgentClient,
+    question_id: String,
+    armed: bool,
+}
+
+impl Drop for Withdraw {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let client = self.client.clone();
+            let question_id = std::mem::take(&mut self.question_id);
+            tracing::debug!(%question_id, "gate interrupted: withdrawing the question");
+            runtime.spawn(async move {
+                let _ = client.cancel_question(&question_id).await;
+            });
+        }
+    }
+}
+
+/// Asks the owner and concludes, within the budget. Never fails: every error is a ruling that does not let
+/// the call run. A question that is not final when the budget ends (or when this future is dropped) is
+/// withdrawn.
+pub async fn ask(client: &AgentClient, asking: Asking) -> Ruling {
+    let started = Instant::now();
+    let end = started + asking.budget;
+    let mut request = asking.request;
+    // The id is drawn here so that the question can be withdrawn even if asking is interrupted half-way.
+    let question_id = request
+        .question_id
+        .get_or_insert_with(|| ids::generate(ids::QUESTION))
+        .clone();
+    let (stop_waiting, withdraw_within) = if asking.fit_expiry {
+        request.expires_in = Asking::fitted_expiry(asking.budget);
+        let reserve = (asking.budget / 4).min(Duration::from_millis(250));
+        (end - reserve, reserve)
+    } else {
+        (end, WITHDRAW_TIMEOUT)
+    };
+    let mut guard = Withdraw {
+        client: client.clone(),
+        question_id: question_id.clone(),
+        armed: true,
+    };
+    let asked = match tokio::time::timeout_at(stop_waiting, client.ask_user(request)).await {
+        Ok(Ok(asked)) => asked,
+        Ok(Err(e)) => {
+            // `no_device`, bad input: nothing was asked.
+            if !e.is_transient() {
+                guard.armed = false;
+            }
+            return Ruling::failed(e, "ask the owner");
+        }
+        Err(_) => {
+            return Ruling::new(
+                Conclusion::RelayUnavailable,
+                "Pacerelle: the relay did not take the question within the time budget; denied",
+            );
+        }
+    };
+    let outcome = match client.wait_until_final(&asked, stop_waiting).await {
+        Ok(outcome) => outcome,
+        Err(e) => return Ruling::failed(e, "get the owner's answer"),
+    };
+    if outcome.is_final() {
+        guard.armed = false;
+        return Ruling::of(outcome);
+    }
+    // The budget ends with the question open: withdraw it, so that a late yes approves nothing.
+    let budget = asking.budget.as_secs_f64();
+    let withdrawn = tokio::time::timeout(withdraw_within, client.cancel_question(&question_id)).await;
+    let outcome = match withdrawn {
+        Ok(Ok(outcome)) => outcome,
+        // Answered or expired meanwhile: what counts is what the question holds.
+        Ok(Err(e)) if matches!(e.code(), Some(code::QUESTION_ANSWERED | code::QUESTION_EXPIRED)) => {
+            match client.wait_for_answer(&question_id, Duration::ZERO).await {
+                Ok(outcome) => outcome,
+                Err(e) => return Ruling::failed(e, "read the owner's answer"),
+            }
+        }
+        Ok(Err(e)) => {
+            let mut ruling = Ruling::failed(e, "withdraw the unanswered question");
+            ruling.outcome = Some(outcome);
+            return ruling;
+        }
+        Err(_) => {
+            return Ruling {
+                outcome: Some(outcome),
+                ..Ruling::new(
+                    Conclusion::Pending,
+                    format!(
+                        "no answer on the phone within the {budget} s budget, and the question could not be \
+                         withdrawn in time; denied (no answer is a no)"
+                    ),
+                )
+            };
+        }
+    };
+    guard.armed = false;
+    let mut ruling = Ruling::of(outcome);
+    if ruling.conclusion == Conclusion::Cancelled {
+        ruling.reason = format!(
+            "no answer on the phone within the {budget} s budget, so the question was withdrawn; denied (no \
+             answer is a no)"
+        );
+    }
+    ruling
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pacerelle_core::Timestamp;
+    use serde_json::json;
+
+    fn outcome(state: QuestionState, approved: bool, answer: Option<Answer>) -> AnswerOutcome {
+        AnswerOutcome {
+            question_id: "q".into(),
+            state,
+            approved,
+            answered_by: answer.as_ref().map(|_| "dv_1".into()),
+            answered_by_name: answer.as_ref().map(|_| "phone".into()),
+            answered_at: None,
+            answer,
+            expires_at: Timestamp(0),
+            rejected: None,
+        }
+    }
+
+    #[test]
+    fn only_an_approved_yes_or_an_allow_rule_lets_a_call_run() {
+        let yes = Ruling::of(outcome(QuestionState::Answered, true, Some(Answer::Yes)));
+        assert_eq!(yes.conclusion, Conclusion::Approved);
+        assert!(yes.lets_run() && yes.reason.contains("phone"), "{}", yes.reason);
+        let cases = [
+            (
+                outcome(QuestionState::Answered, false, Some(Answer::Yes)),
+                Conclusion::Rejected,
+            ),
+            (
+                outcome(QuestionState::Answered, false, Some(Answer::No)),
+                Conclusion::Denied,
+            ),
+            (
+                outcome(
+                    QuestionState::Answered,
+                    true,
+                    Some(Answer::Options(vec!["a".into()])),
+                ),
+                Conclusion::Answered,
+            ),
+            (
+                outcome(
+                    QuestionState::Answered,
+                    false,
+                    Some(Answer::Options(vec!["a".into()])),
+                ),
+                Conclusion::Rejected,
+            ),
+            (
+                outcome(QuestionState::Answered, false, Some(Answer::Text("yes".into()))),
+                Conclusion::Answered,
+            ),
+            (outcome(QuestionState::Answered, true, None), Conclusion::Rejected),
+            (outcome(QuestionState::Pending, false, None), Conclusion::Pending),
+            (outcome(QuestionState::Expired, false, None), Conclusion::Expired),
+            (
+                outcome(QuestionState::Cancelled, false, None),
+                Conclusion::Cancelled,
+            ),
+            (
+                AnswerOutcome {
+                    rejected: Some("did not open".into()),
+                    ..outcome(QuestionState::Answered, true, Some(Answer::Yes))
+                },
+                Conclusion::Rejected,
+            ),
+        ];
+        for (o, expected) in cases {
+            let ruling = Ruling::of(o);
+            assert_eq!(ruling.conclusion, expected, "{ruling:?}");
+            assert!(!ruling.lets_run());
+            assert!(!ruling.reason.is_empty());
+        }
+        let network = Error::Network {
+            url: "http://127.0.0.1:9".into(),
+            reason: "refused".into(),
+        };
+        let down = Ruling::failed(network, "ask the owner");
+        assert_eq!(down.conclusion, Conclusion::RelayUnavailable);
+        assert!(down.reason.contains("unreachable") && !down.lets_run());
+        let no_device = Ruling::failed(Error::InvalidInput("x".into()), "ask the owner");
+        assert_eq!(no_device.conclusion, Conclusion::Error);
+        assert_eq!(
+            serde_json::to_value(Conclusion::RelayUnavailable).expect("json"),
+            "relay_unavailable"
+        );
+    }
+
+    #[test]
+    fn allow_rules_do_not_cover_the_gates_own_files() {
+        let gate = Gate::new(
+            Policy::parse("default = \"allow\"").expect("policy"),
+            Some(PathBuf::from("/etc/policy.toml")),
+        );
+        let ask = |tool: &str, input: serde_json::Value| gate.evaluate(tool, &input).decision;
+        assert_eq!(
+            ask("Write", json!({"file_path": "/repo/.pacerelle/policy.toml"})),
+            Decision::Ask
+        );
+        assert_eq!(
+            ask("Bash", json!({"command": "echo '{}' > .claude/settings.json"})),
+            Decision::Ask
+        );
+        assert_eq!(
+            ask("Bash", json!({"command": "cat /etc/policy.toml"})),
+            Decision::Ask
+        );
+        assert_eq!(
+            ask("Edit", json!({"path": "/repo/.codex/hooks.json"})),
+            Decision::Ask
+        );
+        assert_eq!(ask("Bash", json!({"command": "ls"})), Decision::Allow);
+        let deny = Gate::new(Policy::parse("default = \"deny\"").expect("policy"), None);
+        assert_eq!(
+            deny.evaluate("Write", &json!({"file_path": "/r/.pacerelle/x"}))
+                .decision,
+            Decision::Deny,
+            "protection only turns an allow into an ask"
+        );
+    }
+
+    #[test]
+    fn policy_sources() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let gate = Gate::load(None, Some(dir.path())).expect("none: ask everything");
+        assert!(gate.source().contains("ask for everything"));
+        assert!(Gate::load(Some(&dir.path().join("missing.toml")), None).is_err());
+        std::fs::create_dir_all(dir.path().join(".pacerelle")).expect("mkdir");
+        let file = dir.path().join(PROJECT_POLICY);
+        std::fs::write(&file, "default = \"sometimes\"").expect("write");
+        let e = Gate::load(None, Some(dir.path())).expect_err("invalid");
+        assert!(e.0.contains("not a valid policy"), "{e}");
+        std::fs::write(&file, "default = \"deny\"").expect("write");
+        let gate = Gate::load(None, Some(dir.path())).expect("valid");
+        assert_eq!(gate.file(), Some(file.as_path()));
+        assert_eq!(gate.evaluate("Bash", &json!({})).decision, Decision::Deny);
+    }
+
+    #[test]
+    fn the_expiry_fits_inside_the_budget() {
+        assert_eq!(
+            Asking::fitted_expiry(Duration::from_secs(540)),
+            Duration::from_secs(535)
+        );
+        assert_eq!(
+            Asking::fitted_expiry(Duration::from_secs(3)),
+            Duration::from_millis(2400)
+        );
+        assert_eq!(
+            Asking::fitted_expiry(Duration::from_millis(500)),
+            Duration::from_secs(1)
+        );
+        let until = Asking::until(QuestionRequest::yes_no("x"), None);
+        assert_eq!(until.budget, Duration::from_secs(660));
+        assert!(!until.fit_expiry);
+    }
+}
