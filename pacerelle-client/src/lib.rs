@@ -8,6 +8,7 @@ pub mod gate;
 mod http;
 mod question;
 mod roster;
+mod runner;
 mod webhook;
 
 pub use agent::{
@@ -28,6 +29,7 @@ pub use pacerelle_core::wire::{
 };
 pub use pacerelle_core::{AgentToken, Cursor, Timestamp};
 pub use question::{AnswerOutcome, Asked, MAX_QUESTION_BYTES, QuestionRequest, answer_text};
+pub use runner::{Backoff, Context, DEFAULT_MAX_ATTEMPTS, Event, Handler, Runner};
 pub use webhook::{
     DEFAULT_TOLERANCE, Delivery, EVENT_ID_HEADER, SIGNATURE_HEADER, WebhookError, sign_webhook,
     verify_webhook,

@@ -1,0 +1,356 @@
+//! The supervised loop against a real relay: a relay restart in the middle of a task, a failing handler,
+//! poison tasks (a handler that always fails, a reply too large to send), takeover, and shutdown.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use pacerelle_client::core::message::MAX_TEXT_BYTES;
+use pacerelle_client::{
+    AgentClient, Backoff, Context, DeviceClient, Event, ItemKind, Message, PairingOptions, Runner,
+};
+use pacerelle_relay::{Config, Relay};
+use tokio::sync::{Notify, oneshot};
+
+/// A real relay on 127.0.0.1 with a SQLite file; `restart` keeps its folder and its port.
+struct TestRelay {
+    url: String,
+    port: u16,
+    dir: Option<tempfile::TempDir>,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+}
+
+impl TestRelay {
+    async fn start() -> TestRelay {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        Self::serve(tempfile::tempdir().expect("tempdir"), listener).await
+    }
+
+    async fn serve(dir: tempfile::TempDir, listener: tokio::net::TcpListener) -> TestRelay {
+        let relay = Relay::open(Config {
+            database_path: dir.path().join("pacerelle.db"),
+            open_registration: true,
+            registration_secret: None,
+            public_url: None,
+        })
+        .await
+        .expect("relay opens");
+        let addr = listener.local_addr().expect("addr");
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(relay.serve(listener, async move {
+            let _ = stopped.await;
+        }));
+        TestRelay {
+            url: format!("http://{addr}"),
+            port: addr.port(),
+            dir: Some(dir),
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    /// Stops the relay: from now on it refuses connections.
+    async fn stop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await.expect("join").expect("serve");
+        }
+    }
+
+    /// Starts it again on the same port with the same database.
+    async fn restart(&mut self) {
+        let dir = self.dir.take().expect("folder");
+        let mut tries = 0;
+        let listener = loop {
+            match tokio::net::TcpListener::bind(("127.0.0.1", self.port)).await {
+                Ok(l) => break l,
+                Err(e) if tries < 50 => {
+                    tries += 1;
+                    eprintln!("the port is not free yet: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("bind the same port: {e}"),
+            }
+        };
+        *self = Self::serve(dir, listener).await;
+    }
+
+    async fn agent_and_device(&self) -> (AgentClient, DeviceClient) {
+        let agent = AgentClient::register(&self.url, "runner agent", None)
+            .await
+            .expect("register")
+            .with_home(None);
+        let link = agent
+            .create_pairing(PairingOptions::default())
+            .await
+            .expect("pairing");
+        let device = DeviceClient::join(&link.link, "test phone").await.expect("join");
+        (agent, device)
+    }
+}
+
+/// Short pauses, so that the tests do not wait on the default backoff.
+fn quick(agent: &AgentClient) -> Runner {
+    Runner::new(agent.clone())
+        .host("runner test")
+        .wait(Duration::from_secs(5))
+        .backoff(Backoff {
+            first: Duration::from_millis(50),
+            max: Duration::from_millis(300),
+        })
+}
+
+/// The replies the device received so far, by the task they answer.
+async fn replies(device: &DeviceClient) -> HashMap<String, String> {
+    let page = device
+        .conversation(None, Duration::ZERO)
+        .await
+        .expect("conversation");
+    page.items
+        .into_iter()
+        .filter(|i| i.kind == ItemKind::Reply)
+        .map(|i| (i.source_message_id.expect("source"), i.text))
+        .collect()
+}
+
+/// Waits until the device has a reply to each of `ids`.
+async fn wait_for_replies(device: &DeviceClient, ids: &[String]) -> HashMap<String, String> {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let got = replies(device).await;
+        if ids.iter().all(|id| got.contains_key(id)) {
+            return got;
+        }
+        assert!(Instant::now() < deadline, "missing replies: {got:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// A shutdown signal the test triggers.
+fn shutdown() -> (oneshot::Sender<()>, impl Future<Output = ()>) {
+    let (tx, rx) = oneshot::channel::<()>();
+    (tx, async move {
+        let _ = rx.await;
+    })
+}
+
+type Seen = Arc<Mutex<Vec<(String, bool)>>>;
+
+#[tokio::test]
+async fn every_task_is_handled_across_a_relay_restart_in_the_middle_of_one() {
+    let mut relay = TestRelay::start().await;
+    let (agent, device) = relay.agent_and_device().await;
+    let seen: Seen = Arc::default();
+    let started = Arc::new(Notify::new());
+    let release = Arc::new(Notify::new());
+
+    let handler = {
+        let (seen, started, release) = (seen.clone(), started.clone(), release.clone());
+        move |task: Message, ctx: Context| {
+            let (seen, started, release) = (seen.clone(), started.clone(), release.clone());
+            async move {
+                seen.lock()
+                    .unwrap()
+                    .push((task.message_id.clone(), task.redelivered));
+                if task.text == "slow" && !task.redelivered {
+                    started.notify_one();
+                    release.notified().await;
+                }
+                ctx.save_checkpoint(&format!("answered {}", task.message_id), "wait")
+                    .await
+                    .ok();
+                Ok::<_, String>(Some(format!("echo: {}", task.text)))
+            }
+        }
+    };
+    let (stop, signal) = shutdown();
+    let running = tokio::spawn(quick(&agent).run(handler, signal));
+
+    let mut sent = Vec::new();
+    sent.push(device.send("one", None).await.expect("send").id);
+    wait_for_replies(&device, &sent).await;
+
+    // The relay goes away while the handler works on a task, and comes back on the same port.
+    sent.push(device.send("slow", None).await.expect("send").id);
+    tokio::time::timeout(Duration::from_secs(20), started.notified())
+        .await
+        .expect("the slow task reached the handler");
+    relay.stop().await;
+    release.notify_one();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    relay.restart().await;
+
+    for text in ["two", "three"] {
+        sent.push(device.send(text, None).await.expect("send").id);
+    }
+    let got = wait_for_replies(&device, &sent).await;
+    for (id, text) in sent.iter().zip(["one", "slow", "two", "three"]) {
+        assert_eq!(got[id], format!("echo: {text}"));
+    }
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while agent.status().await.expect("status").messages.processed < 4 {
+        assert!(Instant::now() < deadline, "not all tasks were processed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // Each task was handed over once per delivery: once, plus once for each redelivery.
+    let seen = seen.lock().unwrap().clone();
+    for id in &sent {
+        let first = seen.iter().filter(|(s, again)| s == id && !again).count();
+        assert_eq!(first, 1, "{id} in {seen:?}");
+    }
+    assert_eq!(
+        agent.checkpoints(10).await.expect("checkpoints").len(),
+        seen.len()
+    );
+
+    stop.send(()).expect("stop");
+    running.await.expect("join").expect("run");
+    assert!(agent.status().await.expect("status").session.is_none());
+}
+
+#[tokio::test]
+async fn a_failing_handler_leaves_its_task_unprocessed_for_the_next_run() {
+    let relay = TestRelay::start().await;
+    let (agent, device) = relay.agent_and_device().await;
+    let sent = device.send("boom", None).await.expect("send").id;
+
+    let failing = |_task: Message, ctx: Context| async move {
+        ctx.stop();
+        Err::<Option<String>, _>("the handler broke")
+    };
+    let events: Arc<Mutex<Vec<Event>>> = Arc::default();
+    let log = events.clone();
+    quick(&agent)
+        .on_event(move |e| log.lock().unwrap().push(e.clone()))
+        .run(failing, std::future::pending())
+        .await
+        .expect("run");
+    let status = agent.status().await.expect("status");
+    assert_eq!(status.messages.processed, 0);
+    assert_eq!(status.messages.in_progress, 1);
+    assert!(status.session.is_none());
+    let events = events.lock().unwrap().clone();
+    assert!(events.iter().any(|e| matches!(
+        e,
+        Event::TaskFailed { message_id, attempt: 1, error, .. } if *message_id == sent && error == "the handler broke"
+    )));
+    assert!(replies(&device).await.is_empty());
+
+    let working = |task: Message, ctx: Context| async move {
+        assert!(task.redelivered);
+        ctx.stop();
+        Ok::<_, String>(Some(format!("done: {}", task.text)))
+    };
+    quick(&agent)
+        .run(working, std::future::pending())
+        .await
+        .expect("run");
+    assert_eq!(
+        wait_for_replies(&device, std::slice::from_ref(&sent)).await[&sent],
+        "done: boom"
+    );
+    assert_eq!(agent.status().await.expect("status").messages.processed, 1);
+}
+
+#[tokio::test]
+async fn poison_tasks_are_set_aside_with_an_error_reply_and_later_tasks_are_handled() {
+    let relay = TestRelay::start().await;
+    let (agent, device) = relay.agent_and_device().await;
+    let calls: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
+
+    let handler = {
+        let calls = calls.clone();
+        move |task: Message, _ctx: Context| {
+            let calls = calls.clone();
+            async move {
+                *calls.lock().unwrap().entry(task.message_id.clone()).or_default() += 1;
+                if task.text == "poison" {
+                    return Err("this task always fails".to_string());
+                }
+                // A 64 KiB task makes a reply over the limit.
+                Ok(Some(format!("echo: {}", task.text)))
+            }
+        }
+    };
+    let (stop, signal) = shutdown();
+    let running = tokio::spawn(quick(&agent).max_attempts(3).run(handler, signal));
+
+    let poison = device.send("poison", None).await.expect("send").id;
+    let big = device
+        .send(&"x".repeat(MAX_TEXT_BYTES), None)
+        .await
+        .expect("send")
+        .id;
+    let after = device.send("after", None).await.expect("send").id;
+    let got = wait_for_replies(&device, &[poison.clone(), big.clone(), after.clone()]).await;
+
+    assert!(got[&poison].contains("set aside"), "{}", got[&poison]);
+    assert!(got[&poison].contains("failed 3 times"), "{}", got[&poison]);
+    assert!(got[&big].contains("set aside"), "{}", got[&big]);
+    assert!(got[&big].contains("64 KiB"), "{}", got[&big]);
+    assert!(got[&big].len() < 200);
+    assert_eq!(got[&after], "echo: after");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while agent.status().await.expect("status").messages.processed < 3 {
+        assert!(Instant::now() < deadline, "not all tasks were processed");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    {
+        let calls = calls.lock().unwrap();
+        assert_eq!(calls[&poison], 3);
+        assert_eq!(calls[&big], 1, "a reply too large is not retried");
+        assert_eq!(calls[&after], 1);
+    }
+
+    // A task sent later is handled as usual: the loop did not stop.
+    let later = device.send("later", None).await.expect("send").id;
+    assert_eq!(
+        wait_for_replies(&device, std::slice::from_ref(&later)).await[&later],
+        "echo: later"
+    );
+    stop.send(()).expect("stop");
+    running.await.expect("join").expect("run");
+}
+
+#[tokio::test]
+async fn shutdown_releases_the_lease_and_a_held_lease_needs_takeover() {
+    let relay = TestRelay::start().await;
+    let (agent, _device) = relay.agent_and_device().await;
+    let echo = |task: Message, _ctx: Context| async move { Ok::<_, String>(Some(task.text)) };
+
+    let (stop, signal) = shutdown();
+    let running = tokio::spawn(quick(&agent).run(echo, signal));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while agent.status().await.expect("status").session.is_none() {
+        assert!(Instant::now() < deadline, "the runner never took the lease");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // Another process of the same agent is refused without takeover, and the runner keeps the lease.
+    let other = AgentClient::new(&relay.url, agent.agent_id(), agent.token().clone())
+        .expect("client")
+        .with_home(None);
+    let refused = quick(&other)
+        .run(echo, std::future::pending())
+        .await
+        .expect_err("the lease is held");
+    assert_eq!(refused.code(), Some("agent_in_use"));
+
+    stop.send(()).expect("stop");
+    tokio::time::timeout(Duration::from_secs(10), running)
+        .await
+        .expect("stops at once")
+        .expect("join")
+        .expect("run");
+    assert!(agent.status().await.expect("status").session.is_none());
+    other
+        .open_session("second", false)
+        .await
+        .expect("the lease was released: no takeover needed");
+    other.close_session().await.expect("close");
+}
