@@ -395,7 +395,22 @@ impl AgentClient {
             rejected: Vec::new(),
             cursor: batch.cursor,
         };
+        // Only a device the agent's roster lists as active sends the person's instructions.
+        let roster = if batch.messages.is_empty() {
+            None
+        } else {
+            Some(self.roster().await?)
+        };
         for m in batch.messages {
+            if roster.as_ref().is_some_and(|r| !r.is_active(&m.from)) {
+                tracing::warn!(message_id = %m.message_id, from = %m.from, "a task from a device the roster does not trust; rejected");
+                inbox.rejected.push(Rejected {
+                    message_id: m.message_id,
+                    from: m.from,
+                    reason: CryptoError::NotTrusted,
+                });
+                continue;
+            }
             let key = self.inner.token.device_key(&self.inner.agent_id, &m.from);
             let aad = task_aad(&self.inner.agent_id, &m.from, &m.message_id);
             match envelope::open_json::<TaskPayload>(&key, &aad, &m.envelope) {
@@ -425,7 +440,8 @@ impl AgentClient {
         Ok(inbox)
     }
 
-    /// Replies to a task, sealed for each paired device that is not revoked. Idempotent by `reply_id`
+    /// Replies to a task, sealed for each device that the agent's roster and the relay both list as active.
+    /// Idempotent by `reply_id`
     /// (one is drawn when `None`; pass your own to retry safely across restarts).
     pub async fn reply(&self, source_message_id: &str, text: &str, reply_id: Option<&str>) -> Result<Stored> {
         ids::validate("source message id", source_message_id)?;
@@ -442,18 +458,14 @@ impl AgentClient {
             source_message_id: source_message_id.to_string(),
         };
         let envelopes = self
-            .devices()
+            .devices_to_reach(false, "a reply")
             .await?
             .into_iter()
-            .filter(|d| d.revoked_at.is_none())
-            .map(|d| {
-                let key = self.inner.token.device_key(&self.inner.agent_id, &d.device_id);
-                let aad = reply_aad(&self.inner.agent_id, &d.device_id, &reply_id);
+            .map(|device_id| {
+                let key = self.inner.token.device_key(&self.inner.agent_id, &device_id);
+                let aad = reply_aad(&self.inner.agent_id, &device_id, &reply_id);
                 let envelope = envelope::seal_json(&key, &aad, &payload);
-                DeviceEnvelope {
-                    device_id: d.device_id,
-                    envelope,
-                }
+                DeviceEnvelope { device_id, envelope }
             })
             .collect();
         let body = SendReply {

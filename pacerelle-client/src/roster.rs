@@ -24,17 +24,22 @@ use crate::http::Req;
 /// Tries of a roster change that meets concurrent changes by other hosts.
 const CHANGE_TRIES: usize = 8;
 
-/// The highest roster version this host has seen, in memory and in a file.
+/// The highest roster version this host has seen, and the digest of that version's content, in memory and
+/// in a file: a relay that serves an older version, or another roster under a version already seen (a fork),
+/// is caught.
 #[derive(Debug)]
 pub(crate) struct RosterMark {
     file: Option<PathBuf>,
-    seen: Mutex<u64>,
+    seen: Mutex<MarkFile>,
 }
 
-#[derive(Debug, Default, Serialize, Deserialize)]
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct MarkFile {
     version: u64,
+    /// `base64url(SHA-256(the roster's JSON))` of that version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    digest: Option<String>,
 }
 
 impl RosterMark {
@@ -42,7 +47,7 @@ impl RosterMark {
     pub(crate) fn new(home: Option<&Path>, agent_id: &str) -> Self {
         RosterMark {
             file: home.map(|h| h.join("rosters").join(format!("{agent_id}.json"))),
-            seen: Mutex::new(0),
+            seen: Mutex::new(MarkFile::default()),
         }
     }
 
@@ -54,39 +59,81 @@ impl RosterMark {
         }
     }
 
-    fn read_file(&self) -> u64 {
-        let Some(path) = &self.file else { return 0 };
+    fn read_file(&self) -> MarkFile {
+        let Some(path) = &self.file else {
+            return MarkFile::default();
+        };
         std::fs::read(path)
             .ok()
             .and_then(|bytes| serde_json::from_slice::<MarkFile>(&bytes).ok())
-            .map_or(0, |m| m.version)
+            .unwrap_or_default()
     }
 
-    /// The highest version seen, here or by another host of this machine.
-    pub(crate) fn seen(&self) -> u64 {
+    /// The newest mark, here or from another host of this machine.
+    fn seen(&self) -> MarkFile {
         let from_file = self.read_file();
         let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-        *seen = (*seen).max(from_file);
-        *seen
+        if from_file.version > seen.version {
+            *seen = from_file;
+        }
+        seen.clone()
     }
 
-    /// Records that `version` was seen; the mark never goes down.
-    pub(crate) fn record(&self, version: u64) {
+    /// Checks `roster` against the mark, then records it: older than seen is a rollback, the same version
+    /// with other content is a fork; either way an error, and the mark does not move.
+    pub(crate) fn check_and_record(&self, roster: &Roster) -> std::result::Result<(), RosterError> {
+        let seen = self.seen();
+        roster.check_not_older(seen.version)?;
+        let digest = roster_digest(roster);
+        if roster.version == seen.version
+            && let Some(known) = &seen.digest
+            && *known != digest
+        {
+            return Err(RosterError::Forked {
+                version: roster.version,
+            });
+        }
+        if roster.version > seen.version || seen.digest.is_none() {
+            self.record(MarkFile {
+                version: roster.version,
+                digest: Some(digest),
+            });
+        }
+        Ok(())
+    }
+
+    /// Records a version this host stored or read; the mark never goes down.
+    fn record(&self, mark: MarkFile) {
         {
             let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-            if version <= *seen && version <= self.read_file() {
+            if mark.version < seen.version {
                 return;
             }
-            *seen = (*seen).max(version);
+            *seen = mark.clone();
         }
         let Some(path) = &self.file else { return };
-        if version <= self.read_file() {
+        if mark.version < self.read_file().version {
             return;
         }
-        if let Err(e) = write_private(path, &MarkFile { version }) {
+        if let Err(e) = write_private(path, &mark) {
             tracing::warn!(path = %path.display(), error = %e, "cannot keep the device roster's version; it is kept in memory only");
         }
     }
+
+    /// Records the roster this host just stored.
+    pub(crate) fn stored(&self, roster: &Roster) {
+        self.record(MarkFile {
+            version: roster.version,
+            digest: Some(roster_digest(roster)),
+        });
+    }
+}
+
+/// `base64url(SHA-256(JSON))` of a roster, to tell two rosters of one version apart.
+fn roster_digest(roster: &Roster) -> String {
+    pacerelle_core::b64::encode(&pacerelle_core::keys::sha256(
+        &serde_json::to_vec(roster).unwrap_or_default(),
+    ))
 }
 
 /// Writes the mark atomically, readable by its owner only.
@@ -116,7 +163,7 @@ fn write_private(path: &Path, mark: &MarkFile) -> std::io::Result<()> {
 
 fn roster_error(e: RosterError) -> Error {
     let code = match e {
-        RosterError::RolledBack { .. } => wire::code::ROSTER_ROLLBACK,
+        RosterError::RolledBack { .. } | RosterError::Forked { .. } => wire::code::ROSTER_ROLLBACK,
         _ => wire::code::ROSTER_INVALID,
     };
     Error::local(502, code, e.to_string())
@@ -134,7 +181,6 @@ impl AgentClient {
             .http
             .send(self.req::<()>(Method::GET, "/v1/agent/roster"))
             .await?;
-        let seen = self.inner.roster_mark.seen();
         let roster = match view.envelope.as_deref() {
             None => Roster::empty(&self.inner.agent_id),
             Some(sealed) => Roster::open(
@@ -145,8 +191,10 @@ impl AgentClient {
             )
             .map_err(roster_error)?,
         };
-        roster.check_not_older(seen).map_err(roster_error)?;
-        self.inner.roster_mark.record(roster.version);
+        self.inner
+            .roster_mark
+            .check_and_record(&roster)
+            .map_err(roster_error)?;
         Ok(roster)
     }
 
@@ -177,7 +225,7 @@ impl AgentClient {
                 .await;
             match stored {
                 Ok(_) => {
-                    self.inner.roster_mark.record(next.version);
+                    self.inner.roster_mark.stored(&next);
                     return Ok(next);
                 }
                 Err(e) if e.code() == Some(wire::code::ROSTER_CONFLICT) => last = Some(e),

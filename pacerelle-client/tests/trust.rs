@@ -439,3 +439,67 @@ async fn hosts_of_one_agent_share_the_roster_and_devices_paired_before_it_are_ad
             .approved
     );
 }
+
+#[tokio::test]
+async fn tasks_from_a_device_the_roster_does_not_trust_are_rejected_and_a_forked_roster_is_refused() {
+    let relay = TestRelay::start().await;
+    let home = tempfile::tempdir().unwrap();
+    let (agent, phone) = agent_in(&relay, home.path()).await;
+    let tablet = pair(&agent, Role::Owner, "tablet").await;
+    agent
+        .revoke_device(tablet.credentials().device_id.as_str())
+        .await
+        .expect("revoke");
+    let pool = db(&relay).await;
+    sqlx::query("UPDATE devices SET revoked_at = NULL")
+        .execute(&pool)
+        .await
+        .unwrap();
+    tablet
+        .send("rm -rf the backups", None)
+        .await
+        .expect("the un-revoked device sends");
+    phone.send("hello", None).await.expect("the phone sends");
+    let inbox = agent.wait_for_messages(None, NO_WAIT).await.expect("wait");
+    let texts: Vec<&str> = inbox.messages.iter().map(|m| m.text.as_str()).collect();
+    assert_eq!(texts, ["hello"], "only the phone's task is an instruction");
+    assert_eq!(inbox.rejected.len(), 1);
+    assert_eq!(
+        inbox.rejected[0].reason,
+        pacerelle_client::core::CryptoError::NotTrusted
+    );
+    // A reply goes to the devices the roster trusts, not to the un-revoked one.
+    agent
+        .reply(&inbox.messages[0].message_id, "hi", None)
+        .await
+        .expect("reply");
+    let seen = tablet.conversation(None, NO_WAIT).await;
+    assert!(
+        seen.map(|p| p.items.iter().all(|i| i.text != "hi"))
+            .unwrap_or(true),
+        "the untrusted device gets no reply"
+    );
+
+    // Another roster under the version this host has seen (a fork, as a relay would serve one host's
+    // concurrent change to hide a revocation): refused.
+    let roster = agent.roster().await.expect("roster");
+    let forked = roster.next(Timestamp::now(), |devices| {
+        for d in devices.iter_mut() {
+            d.revoked_at = None;
+        }
+    });
+    let forked = pacerelle_client::core::roster::Roster {
+        version: roster.version,
+        ..forked
+    };
+    sqlx::query("UPDATE rosters SET envelope = ? WHERE agent_id = ?")
+        .bind(forked.seal(&agent.token().self_key(agent.agent_id())))
+        .bind(agent.agent_id())
+        .execute(&pool)
+        .await
+        .unwrap();
+    let e = agent.roster().await.expect_err("forked");
+    assert_eq!(e.code(), Some(code::ROSTER_ROLLBACK), "{e}");
+    assert!(e.to_string().contains("forked"), "{e}");
+    pool.close().await;
+}

@@ -16,6 +16,10 @@ pub enum CryptoError {
     /// The system random generator failed.
     #[error("random generator failed")]
     Random,
+    /// It opened, but the device that sealed it is not one the agent's roster lists as active (unknown or
+    /// revoked): whatever it says, it is not from the person.
+    #[error("sealed by a device the agent's roster does not trust")]
+    NotTrusted,
 }
 
 /// Errors of the core.

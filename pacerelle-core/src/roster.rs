@@ -67,6 +67,16 @@ pub enum RosterError {
         /// The version the relay returned.
         got: u64,
     },
+    /// The relay returned, under a version this host has already seen, a roster with other content: two
+    /// rosters of one version mean the relay forked them (e.g. to hide a revocation from some hosts).
+    #[error(
+        "the relay returned a device roster version {version} that differs from the version {version} seen here: \
+         it forked the roster, so no device is trusted until it serves the one seen or a newer one"
+    )]
+    Forked {
+        /// The version.
+        version: u64,
+    },
     /// The sealed roster did not open with the agent's self key for the version the relay named.
     #[error("the device roster from the relay did not open with this agent's key")]
     Open,
