@@ -185,7 +185,9 @@ pub async fn pair(global: &Global, args: PairArgs) -> Result<()> {
     if let Some(qr) = output::qr(&link.link) {
         println!("{qr}");
     }
-    println!("On another terminal: pacerelle device join -   (then paste the link: a link in a command line is visible to other users)");
+    println!(
+        "On another terminal: pacerelle device join -   (then paste the link: a link in a command line is visible to other users)"
+    );
     Ok(())
 }
 
