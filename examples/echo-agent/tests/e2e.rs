@@ -173,3 +173,46 @@ fn a_task_from_the_terminal_device_is_echoed_by_the_agent_across_a_relay_restart
     assert_eq!(status["messages"]["processed"], 2);
     assert_eq!(status["devices"], 1);
 }
+
+#[test]
+fn a_task_whose_echo_is_too_large_gets_an_error_reply_and_the_agent_goes_on() {
+    let tmp = tempfile::tempdir().expect("tempdir");
+    let agent_home = tmp.path().join("agent");
+    let device_home = tmp.path().join("device");
+    let (_relay, url) = serve(&tmp.path().join("data"), "127.0.0.1:0");
+    let agent = cli(&agent_home, &url, &["agent", "create", "--name", "echo"]);
+    let pairing = cli(&agent_home, &url, &["pair", "--name", "phone"]);
+    cli(
+        &device_home,
+        &url,
+        &["device", "join", pairing["link"].as_str().expect("link")],
+    );
+    let mut echo = echo_agent(&url, &agent);
+
+    // 64 KiB is the most a task may hold; `echo: ` in front of it is more than a reply may hold.
+    let big = "x".repeat(pacerelle_core::message::MAX_TEXT_BYTES);
+    let sent = cli(&device_home, &url, &["send", &big]);
+    let id = sent["messageId"].as_str().expect("messageId").to_string();
+    let items = wait_for_echo(&device_home, &url, &id, Duration::from_secs(30));
+    let reply = items
+        .iter()
+        .find(|i| i["kind"] == "reply" && i["sourceMessageId"] == id.as_str())
+        .expect("reply");
+    let text = reply["text"].as_str().expect("text");
+    assert!(text.contains("set aside") && text.contains("64 KiB"), "{text}");
+    assert!(
+        echo.0.try_wait().expect("try_wait").is_none(),
+        "the echo agent exited"
+    );
+
+    let sent = cli(&device_home, &url, &["send", "after the big one"]);
+    let id = sent["messageId"].as_str().expect("messageId").to_string();
+    let items = wait_for_echo(&device_home, &url, &id, Duration::from_secs(30));
+    assert!(
+        items
+            .iter()
+            .any(|i| i["kind"] == "reply" && i["text"] == "echo: after the big one")
+    );
+    let status = cli(&agent_home, &url, &["status"]);
+    assert_eq!(status["messages"]["processed"], 2);
+}
