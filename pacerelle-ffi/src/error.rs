@@ -2,7 +2,12 @@
 
 use pacerelle_client::core::wire::code;
 
-use crate::question::QuestionState;
+use std::time::SystemTime;
+
+use pacerelle_client::ClosedQuestion;
+
+use crate::question::{Answer, QuestionState};
+use crate::time::system_time;
 
 /// What went wrong, in the cases an app handles differently. None of them carries plaintext or key material.
 ///
@@ -34,13 +39,25 @@ pub enum PacerelleError {
         /// What did not open.
         reason: String,
     },
-    /// The question can no longer be answered: it was answered (by another device), expired or cancelled.
+    /// The answer did not count: the question was already answered (by another device, or by this one with
+    /// another answer), expired or was cancelled. Show `state` and `answer`, the answer that counts — never
+    /// the refused one as if it stood.
     #[error("question closed ({state:?}): {reason}")]
     QuestionClosed {
-        /// Where it stands.
+        /// Where it stands: answered, expired or cancelled.
         state: QuestionState,
-        /// The explanation.
+        /// The explanation (it never carries an answer).
         reason: String,
+        /// The answer that counts, read from its copy; `None` when not answered, or when it has no readable copy.
+        answer: Option<Answer>,
+        /// The device whose answer counts.
+        answered_by: Option<String>,
+        /// Its name, as the relay reports it.
+        answered_by_name: Option<String>,
+        /// When the relay accepted that answer.
+        answered_at: Option<SystemTime>,
+        /// True when the answer that counts is this device's own, given earlier.
+        by_this_device: bool,
     },
     /// This device is not paired (any more): it left, was revoked, or its credentials are unknown to the relay.
     /// Forget the stored credentials and pair again.
@@ -71,6 +88,7 @@ impl From<pacerelle_client::Error> for PacerelleError {
     fn from(e: pacerelle_client::Error) -> Self {
         use pacerelle_client::Error as E;
         let reason = e.to_string();
+        let closed = ClosedQuestion::from_error(&e);
         match e {
             E::Network { .. } => PacerelleError::Network { reason },
             E::Api {
@@ -80,9 +98,9 @@ impl From<pacerelle_client::Error> for PacerelleError {
                 ..
             } => match code.as_str() {
                 code::DEVICE_REVOKED | code::UNAUTHORIZED => PacerelleError::NotPaired { reason: message },
-                code::QUESTION_ANSWERED => closed(QuestionState::Answered, message),
-                code::QUESTION_EXPIRED => closed(QuestionState::Expired, message),
-                code::QUESTION_CANCELLED => closed(QuestionState::Cancelled, message),
+                code::QUESTION_ANSWERED => question_closed(QuestionState::Answered, message, closed),
+                code::QUESTION_EXPIRED => question_closed(QuestionState::Expired, message, closed),
+                code::QUESTION_CANCELLED => question_closed(QuestionState::Cancelled, message, closed),
                 _ => PacerelleError::Relay {
                     status,
                     code,
@@ -97,8 +115,28 @@ impl From<pacerelle_client::Error> for PacerelleError {
     }
 }
 
-fn closed(state: QuestionState, reason: String) -> PacerelleError {
-    PacerelleError::QuestionClosed { state, reason }
+/// `QuestionClosed` for a refusal code, with the answer that counts when the client read it.
+fn question_closed(state: QuestionState, reason: String, closed: Option<ClosedQuestion>) -> PacerelleError {
+    match closed {
+        Some(c) => PacerelleError::QuestionClosed {
+            state: c.state,
+            reason,
+            answer: c.answer.map(Answer::from),
+            answered_by: c.answered_by,
+            answered_by_name: c.answered_by_name,
+            answered_at: c.answered_at.map(system_time),
+            by_this_device: c.by_this_device,
+        },
+        None => PacerelleError::QuestionClosed {
+            state,
+            reason,
+            answer: None,
+            answered_by: None,
+            answered_by_name: None,
+            answered_at: None,
+            by_this_device: false,
+        },
+    }
 }
 
 impl From<uniffi::UnexpectedUniFFICallbackError> for PacerelleError {

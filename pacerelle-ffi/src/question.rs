@@ -55,6 +55,11 @@ pub struct Question {
     pub answered_by: Option<String>,
     /// When the relay accepted the answer.
     pub answered_at: Option<SystemTime>,
+    /// The answering device's name, as the relay reports it.
+    pub answered_by_name: Option<String>,
+    /// The answer that counts, read from the copy the answering device sealed for every recipient: to show
+    /// which answer was given. `None` while unanswered, or for an answer given without a copy.
+    pub answer: Option<Answer>,
     /// When it was asked.
     pub created_at: SystemTime,
 }
@@ -73,6 +78,8 @@ impl From<pacerelle_client::OpenedQuestion> for Question {
             expires_at: system_time(q.expires_at),
             answered_by: q.answered_by,
             answered_at: q.answered_at.map(system_time),
+            answered_by_name: q.answered_by_name,
+            answer: q.answer.map(Answer::from),
             created_at: system_time(q.created_at),
         }
     }
@@ -104,6 +111,17 @@ impl From<Answer> for pacerelle_client::Answer {
             Answer::No => pacerelle_client::Answer::No,
             Answer::Options { options } => pacerelle_client::Answer::Options(options),
             Answer::Text { text } => pacerelle_client::Answer::Text(text),
+        }
+    }
+}
+
+impl From<pacerelle_client::Answer> for Answer {
+    fn from(a: pacerelle_client::Answer) -> Self {
+        match a {
+            pacerelle_client::Answer::Yes => Answer::Yes,
+            pacerelle_client::Answer::No => Answer::No,
+            pacerelle_client::Answer::Options(options) => Answer::Options { options },
+            pacerelle_client::Answer::Text(text) => Answer::Text { text },
         }
     }
 }

@@ -62,6 +62,52 @@ class QuestionTest {
     }
 
     @Test
+    fun `an answer that does not count says which one does`() = runBlocking<Unit> {
+        val phone = joinNewDevice("Ana's phone")
+        val tablet = joinNewDevice("Bob's tablet")
+        // The same phone in another process, which read the question while it was pending.
+        val phoneElsewhere = DeviceClient.restore(phone.credentials())
+        val text = unique("Ship it?")
+        val ask = TestRelay.ask(text, "--expires", "2m")
+        val question = phone.awaitQuestion(text)
+        tablet.awaitQuestion(text)
+        phoneElsewhere.awaitQuestion(text)
+
+        val answered = phone.answer(question.questionId, Answer.Yes)
+        assertEquals(Answer.Yes, answered.answer)
+        assertEquals("Ana's phone", answered.answeredByName)
+        val (status, out) = finished(ask)
+        assertEquals(0, status, out)
+
+        // Another device: closed, with the yes that counts, never the refused no.
+        val fromTablet = assertThrows<PacerelleException.QuestionClosed> {
+            tablet.answer(question.questionId, Answer.No)
+        }
+        assertEquals(QuestionState.ANSWERED, fromTablet.state)
+        assertEquals(Answer.Yes, fromTablet.answer)
+        assertEquals(phone.identity().deviceId, fromTablet.answeredBy)
+        assertEquals("Ana's phone", fromTablet.answeredByName)
+        assertEquals(answered.answeredAt, fromTablet.answeredAt)
+        assertFalse(fromTablet.byThisDevice)
+
+        // The same device with another answer: closed too, with its own first answer.
+        for (same in listOf(phone, phoneElsewhere)) {
+            val fromPhone = assertThrows<PacerelleException.QuestionClosed> {
+                same.answer(question.questionId, Answer.No)
+            }
+            assertEquals(QuestionState.ANSWERED, fromPhone.state)
+            assertEquals(Answer.Yes, fromPhone.answer)
+            assertTrue(fromPhone.byThisDevice)
+        }
+        // The same answer again is a retry, and succeeds.
+        assertEquals(Answer.Yes, phoneElsewhere.answer(question.questionId, Answer.Yes).answer)
+        // Read by the tablet, the question shows the answer that counts and who gave it.
+        val seen = tablet.questions(QuestionState.ANSWERED).single { it.questionId == question.questionId }
+        assertEquals(Answer.Yes, seen.answer)
+        assertEquals("Ana's phone", seen.answeredByName)
+    }
+
+    @Test
     fun `options and text answers reach the agent`() = runBlocking<Unit> {
         val device = joinNewDevice("choosing phone")
         val which = unique("Which region?")
@@ -106,6 +152,7 @@ class QuestionTest {
             device.answer(question.questionId, Answer.Yes)
         }
         assertEquals(QuestionState.CANCELLED, closed.state)
+        assertEquals(null, closed.answer)
     }
 
     @Test
