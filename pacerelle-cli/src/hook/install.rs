@@ -1,0 +1,187 @@
+//! `pacerelle hook install`: prints the hosts' settings entry, or merges it into their settings file.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde_json::{Value, json};
+
+use super::Host;
+
+/// The `timeout` written in the hosts' settings, in seconds.
+pub const HOST_TIMEOUT_SECONDS: u64 = 600;
+
+#[derive(Debug, clap::Args)]
+pub struct InstallArgs {
+    /// The host.
+    #[arg(value_enum)]
+    host: Host,
+    /// Merge the entry into the settings file instead of printing it.
+    #[arg(long)]
+    write: bool,
+    /// Use the user's settings (~/.claude/settings.json, ~/.codex/hooks.json) instead of the project's.
+    #[arg(long)]
+    global: bool,
+    /// The project folder (default: the current directory).
+    #[arg(long, conflicts_with = "global")]
+    dir: Option<PathBuf>,
+    /// Which tools the hook runs for (a regular expression on the tool's name; `*` for all).
+    #[arg(long, default_value = "*")]
+    matcher: String,
+    /// The command the host runs (default: `pacerelle hook HOST`, with --budget and --policy if given).
+    #[arg(long)]
+    command: Option<String>,
+    /// Passed to the gate as --budget.
+    #[arg(long)]
+    budget: Option<u64>,
+    /// Passed to the gate as --policy.
+    #[arg(long)]
+    policy: Option<PathBuf>,
+}
+
+/// The settings file of a host: the project's or the user's.
+fn settings_path(args: &InstallArgs) -> Result<PathBuf> {
+    let home = || dirs::home_dir().ok_or_else(|| anyhow!("no home directory: use --dir"));
+    Ok(match (args.host, args.global) {
+        (Host::ClaudeCode, true) => home()?.join(".claude").join("settings.json"),
+        (Host::Codex, true) => match std::env::var_os("CODEX_HOME").filter(|v| !v.is_empty()) {
+            Some(dir) => PathBuf::from(dir).join("hooks.json"),
+            None => home()?.join(".codex").join("hooks.json"),
+        },
+        (host, false) => {
+            let dir = match &args.dir {
+                Some(dir) => dir.clone(),
+                None => std::env::current_dir().context("no current directory: use --dir")?,
+            };
+            match host {
+                Host::ClaudeCode => dir.join(".claude").join("settings.json"),
+                Host::Codex => dir.join(".codex").join("hooks.json"),
+            }
+        }
+    })
+}
+
+fn hook_command(args: &InstallArgs) -> String {
+    if let Some(command) = &args.command {
+        return command.clone();
+    }
+    let mut command = format!("pacerelle hook {}", args.host.word());
+    if let Some(budget) = args.budget {
+        command.push_str(&format!(" --budget {budget}"));
+    }
+    if let Some(policy) = &args.policy {
+        command.push_str(&format!(
+            " --policy '{}'",
+            policy.display().to_string().replace('\'', "'\\''")
+        ));
+    }
+    command
+}
+
+/// The PreToolUse group that runs the gate.
+fn entry(matcher: &str, command: &str) -> Value {
+    json!({
+        "matcher": matcher,
+        "hooks": [{ "type": "command", "command": command, "timeout": HOST_TIMEOUT_SECONDS }]
+    })
+}
+
+/// Adds the gate's group to a settings document, replacing an earlier gate entry for the same host and
+/// keeping everything else.
+fn merge(mut settings: Value, host: Host, group: Value) -> Result<Value> {
+    let ours = format!("pacerelle hook {}", host.word());
+    let Value::Object(root) = &mut settings else {
+        bail!("the settings file is not a JSON object");
+    };
+    let hooks = root.entry("hooks").or_insert_with(|| json!({}));
+    let Value::Object(hooks) = hooks else {
+        bail!("\"hooks\" in the settings file is not an object");
+    };
+    let pre = hooks.entry("PreToolUse").or_insert_with(|| json!([]));
+    let Value::Array(groups) = pre else {
+        bail!("\"hooks.PreToolUse\" in the settings file is not a list");
+    };
+    for g in groups.iter_mut() {
+        if let Some(Value::Array(list)) = g.get_mut("hooks") {
+            list.retain(|h| {
+                !h.get("command")
+                    .and_then(Value::as_str)
+                    .is_some_and(|c| c.contains(&ours))
+            });
+        }
+    }
+    groups.retain(|g| !matches!(g.get("hooks"), Some(Value::Array(list)) if list.is_empty()));
+    groups.push(group);
+    Ok(settings)
+}
+
+pub fn install(args: InstallArgs) -> Result<()> {
+    let command = hook_command(&args);
+    let group = entry(&args.matcher, &command);
+    let path = settings_path(&args)?;
+    if !args.write {
+        let snippet = json!({ "hooks": { "PreToolUse": [group] } });
+        println!("{}", serde_json::to_string_pretty(&snippet)?);
+        eprintln!(
+            "Add this to {} (or run again with --write to merge it there).",
+            path.display()
+        );
+        if args.host == Host::Codex {
+            eprintln!("Codex runs a new hook only after you trust it: open /hooks in Codex.");
+        }
+        return Ok(());
+    }
+    let existing = match std::fs::read_to_string(&path) {
+        Ok(text) if text.trim().is_empty() => json!({}),
+        Ok(text) => serde_json::from_str(&text)
+            .with_context(|| format!("{} is not valid JSON; fix it or merge by hand", path.display()))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => json!({}),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    let merged =
+        merge(existing, args.host, group).with_context(|| format!("cannot merge into {}", path.display()))?;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    }
+    let tmp = path.with_extension("json.pacerelle-tmp");
+    std::fs::write(&tmp, format!("{}\n", serde_json::to_string_pretty(&merged)?))
+        .with_context(|| format!("cannot write {}", tmp.display()))?;
+    std::fs::rename(&tmp, &path).with_context(|| format!("cannot write {}", path.display()))?;
+    println!("PreToolUse hook `{command}` written to {}", path.display());
+    if args.host == Host::Codex {
+        println!("Codex runs a new hook only after you trust it: open /hooks in Codex.");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn install_merges_and_replaces_its_own_entry() {
+        let existing = json!({
+            "model": "x",
+            "hooks": {
+                "PreToolUse": [
+                    {"matcher": "Bash", "hooks": [{"type": "command", "command": "other-tool check"}]},
+                    {"matcher": "*", "hooks": [{"type": "command", "command": "pacerelle hook claude-code --budget 100"}]}
+                ],
+                "Stop": [{"hooks": [{"type": "command", "command": "notify"}]}]
+            }
+        });
+        let merged = merge(
+            existing,
+            Host::ClaudeCode,
+            entry("*", "pacerelle hook claude-code"),
+        )
+        .expect("merge");
+        let groups = merged["hooks"]["PreToolUse"].as_array().expect("list");
+        assert_eq!(groups.len(), 2, "{merged}");
+        assert_eq!(groups[0]["hooks"][0]["command"], "other-tool check");
+        assert_eq!(groups[1]["hooks"][0]["command"], "pacerelle hook claude-code");
+        assert_eq!(groups[1]["hooks"][0]["timeout"], 600);
+        assert_eq!(merged["model"], "x");
+        assert_eq!(merged["hooks"]["Stop"][0]["hooks"][0]["command"], "notify");
+        assert!(merge(json!([1]), Host::Codex, entry("*", "x")).is_err());
+    }
+}
