@@ -457,9 +457,11 @@ impl AgentClient {
             text: text.to_string(),
             source_message_id: source_message_id.to_string(),
         };
+        // No trusted device left: the reply is stored for nobody, as before any device was paired.
         let envelopes = self
-            .devices_to_reach(false, "a reply")
+            .trusted_devices(false)
             .await?
+            .0
             .into_iter()
             .map(|device_id| {
                 let key = self.inner.token.device_key(&self.inner.agent_id, &device_id);

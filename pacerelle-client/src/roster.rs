@@ -297,20 +297,7 @@ impl AgentClient {
     /// roster (the agent decides), owners only when `owners_only`. The relay can remove a device from this
     /// list, never add one.
     pub(crate) async fn devices_to_reach(&self, owners_only: bool, what: &str) -> Result<Vec<String>> {
-        let roster = self.roster().await?;
-        let listed = self.devices().await?;
-        let reach: Vec<String> = listed
-            .iter()
-            .filter(|d| d.revoked_at.is_none())
-            .filter(|d| {
-                if owners_only {
-                    roster.may_approve(&d.device_id)
-                } else {
-                    roster.is_active(&d.device_id)
-                }
-            })
-            .map(|d| d.device_id.clone())
-            .collect();
+        let (reach, roster, listed) = self.trusted_devices(owners_only).await?;
         if reach.is_empty() {
             let unlisted = listed
                 .iter()
@@ -331,5 +318,28 @@ impl AgentClient {
             ));
         }
         Ok(reach)
+    }
+
+    /// The devices active at the relay and in the roster (owners only when `owners_only`), possibly none,
+    /// with the roster and the relay's list they came from.
+    pub(crate) async fn trusted_devices(
+        &self,
+        owners_only: bool,
+    ) -> Result<(Vec<String>, Roster, Vec<pacerelle_core::wire::DeviceInfo>)> {
+        let roster = self.roster().await?;
+        let listed = self.devices().await?;
+        let reach: Vec<String> = listed
+            .iter()
+            .filter(|d| d.revoked_at.is_none())
+            .filter(|d| {
+                if owners_only {
+                    roster.may_approve(&d.device_id)
+                } else {
+                    roster.is_active(&d.device_id)
+                }
+            })
+            .map(|d| d.device_id.clone())
+            .collect();
+        Ok((reach, roster, listed))
     }
 }
