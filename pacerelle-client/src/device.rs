@@ -581,7 +581,8 @@ impl DeviceClient {
         } else {
             meta.state
         };
-        let answer = Self::answer_copy(self.agent_id(), question_id, &payload, meta);
+        let digest = question_digest(&plain);
+        let answer = Self::answer_copy(self.agent_id(), question_id, &payload, &digest, meta);
         Ok(OpenedQuestion {
             question_id: question_id.to_string(),
             question: payload.question,
@@ -596,7 +597,7 @@ impl DeviceClient {
             answered_by_name: meta.answered_by_name.clone(),
             answer,
             created_at,
-            digest: question_digest(&plain),
+            digest,
             answer_key: payload.answer_key,
         })
     }
@@ -606,6 +607,7 @@ impl DeviceClient {
         agent_id: &str,
         question_id: &str,
         payload: &QuestionPayload,
+        digest: &str,
         meta: &QuestionMeta,
     ) -> Option<Answer> {
         let (Some(by), Some(copy), Some(key)) = (&meta.answered_by, &meta.answer_copy, payload.answer_key())
@@ -613,7 +615,9 @@ impl DeviceClient {
             return None;
         };
         let copy: AnswerPayload = open(&key, &answer_copy_aad(agent_id, by, question_id), copy).ok()?;
-        (copy.question_id == question_id).then_some(copy.answer)
+        // A copy counts for display only if it answers this very question, as the web app checks too.
+        (copy.question_id == question_id && copy.question_digest.as_deref() == Some(digest))
+            .then_some(copy.answer)
     }
 
     fn open_device_question(&self, q: &DeviceQuestion) -> std::result::Result<OpenedQuestion, CryptoError> {

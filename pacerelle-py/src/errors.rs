@@ -75,7 +75,9 @@ create_exception!(
     pacerelle,
     QuestionClosed,
     PacerelleError,
-    "The question is no longer open: `state` is 'answered', 'expired' or 'cancelled'."
+    "The question is no longer open: `state` is 'answered', 'expired' or 'cancelled'. When a device's answer \
+     was refused, `answer` is the answer that counts (True, False, options or text; None when unreadable) and \
+     `answered_by_name` its author: the refused answer was not recorded."
 );
 create_exception!(
     pacerelle,
@@ -130,7 +132,10 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let refused = py.get_type::<NotApproved>();
     refused.setattr("reason", py.None())?;
     refused.setattr("outcome", py.None())?;
-    py.get_type::<QuestionClosed>().setattr("state", py.None())?;
+    let closed = py.get_type::<QuestionClosed>();
+    for attr in ["state", "answer", "answered_by_name"] {
+        closed.setattr(attr, py.None())?;
+    }
     py.get_type::<WebhookError>().setattr("reason", py.None())?;
     Ok(())
 }
@@ -213,8 +218,20 @@ fn build(py: Python<'_>, e: &Error) -> PyResult<PyErr> {
             }
         }
     }
-    if let Some(state) = api_code.as_deref().and_then(|c| c.strip_prefix("question_")) {
-        value.setattr("state", state)?;
+    if let Some(c @ (code::QUESTION_ANSWERED | code::QUESTION_EXPIRED | code::QUESTION_CANCELLED)) =
+        api_code.as_deref()
+    {
+        value.setattr("state", c.trim_start_matches("question_"))?;
+        // A device's refused answer: the answer that counts (True, False, options or text), never the refused one.
+        if let Some(closed) = pacerelle_client::ClosedQuestion::from_error(e) {
+            value.setattr("state", closed.state.as_str())?;
+            let answer = match &closed.answer {
+                Some(a) => crate::types::answer_to_py(py, a)?,
+                None => py.None(),
+            };
+            value.setattr("answer", answer)?;
+            value.setattr("answered_by_name", closed.answered_by_name.as_deref())?;
+        }
     }
     Ok(err)
 }

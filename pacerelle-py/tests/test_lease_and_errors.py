@@ -119,6 +119,20 @@ def test_a_question_id_carries_one_question(paired: Paired) -> None:
     assert agent.wait_for_answer(again, timeout=10).approved
 
 
+def test_a_refused_answer_tells_the_answer_that_counts(paired: Paired) -> None:
+    agent, phone = paired.agent, paired.device
+    tablet = pacerelle.Device.join(agent.create_pairing().link, "tablet")
+    asked = agent.ask_user("Deploy?")
+    phone.wait_for_question()
+    phone.approve(asked.question_id)
+    with pytest.raises(pacerelle.QuestionClosed) as closed:
+        tablet.answer(asked.question_id, False)
+    assert closed.value.state == "answered"
+    assert closed.value.answer is True
+    assert closed.value.answered_by_name == "Ana's phone"
+    assert agent.wait_for_answer(asked, timeout=5).approved
+
+
 def test_results_are_typed_objects_with_a_repr(paired: Paired) -> None:
     agent, device = paired.agent, paired.device
     sent = device.send("look at me")
