@@ -14,7 +14,9 @@ use std::time::Duration;
 use pacerelle_client::core::ids;
 use pacerelle_client::core::question::{DEFAULT_EXPIRES_SECONDS, MAX_EXPIRES_SECONDS, MAX_OPTIONS};
 use pacerelle_client::core::wire::code;
-use pacerelle_client::{Answer, AnswerOutcome, Level, QuestionKind, QuestionRequest, QuestionState};
+use pacerelle_client::{
+    Answer, AnswerOutcome, Conclusion, Level, QuestionKind, QuestionRequest, QuestionState,
+};
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::model::{CallToolResult, ContentBlock, RequestMetaObject};
@@ -171,6 +173,28 @@ impl From<QuestionState> for AnswerStatus {
     }
 }
 
+/// The schema of [`Conclusion`] (the client's type, which has none): the words a question's conclusion takes.
+#[derive(JsonSchema)]
+#[schemars(inline)]
+#[serde(rename_all = "snake_case")]
+#[allow(dead_code)] // only its schema is used
+enum ConclusionWord {
+    /// An authenticated yes: act on exactly what was asked.
+    Approved,
+    /// Options chosen (proceed with them only) or a text written (not an approval).
+    Answered,
+    /// The person answered no.
+    Denied,
+    /// Nobody answered in time: a no.
+    Expired,
+    /// Withdrawn: a no.
+    Cancelled,
+    /// An answer that could not be authenticated: a no.
+    Rejected,
+    /// No answer yet: not a yes.
+    Pending,
+}
+
 /// An answer: `"yes"` or `"no"` for a yes_no question, the written text for a text question, the list of
 /// chosen options for a choice question.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
@@ -202,6 +226,11 @@ pub struct AnswerResult {
     pub question_id: String,
     /// `pending`, `answered`, `expired` or `cancelled`.
     pub status: AnswerStatus,
+    /// What this agent concludes, the same word as the PreToolUse hook and Python's `NotApproved.reason`:
+    /// `approved` (an authenticated yes), `answered` (options chosen or a text written), `denied` (a no),
+    /// `expired`, `cancelled`, `rejected` (an answer that could not be authenticated) or `pending`.
+    #[schemars(with = "ConclusionWord")]
+    pub conclusion: Conclusion,
     /// True only for an explicit yes (or chosen options) that opened with the answering phone's key, bound
     /// to this question, given before its expiry. Act only when it is true.
     pub approved: bool,
@@ -225,6 +254,7 @@ impl From<&AnswerOutcome> for AnswerResult {
         AnswerResult {
             question_id: o.question_id.clone(),
             status: o.state.into(),
+            conclusion: Conclusion::of(o),
             // The verdict, copied: never decided here.
             approved: o.approved,
             answer: o.answer.as_ref().map(AnswerValue::from),
@@ -329,19 +359,26 @@ const NOT_A_YES: &str = "Until wait_for_answer returns approved: true, this is n
                          asked about.";
 
 /// What the model should do with an outcome: `result`, and the answer as it opened (`None` without one).
-/// The text follows `approved`, never the answer's words.
+/// The case comes from the client's [`Conclusion`] (the one sorting of outcomes, shared with the hook and
+/// Python), never from the answer's words; only the wording is this adapter's.
 pub fn answer_next_step(result: &AnswerResult, answer: Option<&Answer>) -> String {
     let id = &result.question_id;
-    if let Some(why) = &result.rejected {
-        return format!(
-            "An answer was reported for question \"{id}\" but it could not be authenticated as the person's \
-             ({why}). It is NOT approved: do not act. Tell the person (reply or send_notification) that an \
-             answer was refused; no valid answer can follow, so ask a new question if you still need a \
-             decision."
-        );
-    }
-    match result.status {
-        AnswerStatus::Pending => {
+    let by = result
+        .answered_by
+        .as_deref()
+        .map(|d| format!(" on \"{d}\""))
+        .unwrap_or_default();
+    match result.conclusion {
+        Conclusion::Rejected => match &result.rejected {
+            Some(why) => format!(
+                "An answer was reported for question \"{id}\" but it could not be authenticated as the \
+                 person's ({why}). It is NOT approved: do not act. Tell the person (reply or \
+                 send_notification) that an answer was refused; no valid answer can follow, so ask a new \
+                 question if you still need a decision."
+            ),
+            None => format!("Not approved: do not act. {NOT_A_YES}"),
+        },
+        Conclusion::Pending => {
             let until = result
                 .expires_at
                 .as_deref()
@@ -352,44 +389,36 @@ pub fn answer_next_step(result: &AnswerResult, answer: Option<&Answer>) -> Strin
                  meanwhile: pending is not a yes."
             )
         }
-        AnswerStatus::Expired => "Nobody answered before the question expired: treat it as a NO and do \
-                                   not act. (It is not a refusal by the person, only no answer: tell them \
-                                   you did not proceed, and ask again later if it is still needed.)"
+        Conclusion::Expired => "Nobody answered before the question expired: treat it as a NO and do \
+                                 not act. (It is not a refusal by the person, only no answer: tell them \
+                                 you did not proceed, and ask again later if it is still needed.)"
             .to_string(),
-        AnswerStatus::Cancelled => {
+        Conclusion::Cancelled => {
             "The question was cancelled: treat it as a NO and do not act on it.".to_string()
         }
-        AnswerStatus::Answered => {
-            let by = result
-                .answered_by
-                .as_deref()
-                .map(|d| format!(" on \"{d}\""))
-                .unwrap_or_default();
-            match (answer, result.approved) {
-                (Some(Answer::Yes), true) => format!(
-                    "The person answered YES{by}: approved. Proceed with exactly what you asked about, \
-                     nothing more."
-                ),
-                (Some(Answer::Options(chosen)), true) => format!(
-                    "The person chose {}{by}: proceed with that choice only.",
-                    chosen
-                        .iter()
-                        .map(|c| format!("\"{c}\""))
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                ),
-                (Some(Answer::No), _) => format!(
-                    "The person answered NO{by}: not approved. Do not act; carry on without it or ask \
-                     them what to do instead."
-                ),
-                (Some(Answer::Text(_)), _) => format!(
-                    "The person wrote an answer{by} (see answer): use it as their reply to your question. \
-                     A written answer is not an approval: before a risky action, ask a yes_no question."
-                ),
-                // Anything else is not an approval: fail closed.
-                _ => format!("Not approved: do not act. {NOT_A_YES}"),
-            }
-        }
+        Conclusion::Approved => format!(
+            "The person answered YES{by}: approved. Proceed with exactly what you asked about, nothing more."
+        ),
+        Conclusion::Denied => format!(
+            "The person answered NO{by}: not approved. Do not act; carry on without it or ask them what to \
+             do instead."
+        ),
+        Conclusion::Answered => match answer {
+            Some(Answer::Options(chosen)) if result.approved => format!(
+                "The person chose {}{by}: proceed with that choice only.",
+                chosen
+                    .iter()
+                    .map(|c| format!("\"{c}\""))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            _ => format!(
+                "The person wrote an answer{by} (see answer): use it as their reply to your question. A \
+                 written answer is not an approval: before a risky action, ask a yes_no question."
+            ),
+        },
+        // Anything else is not an approval: fail closed.
+        _ => format!("Not approved: do not act. {NOT_A_YES}"),
     }
 }
 
@@ -531,6 +560,7 @@ impl PacerelleServer {
                 let result = AnswerResult {
                     question_id: args.question_id,
                     status: AnswerStatus::Pending,
+                    conclusion: Conclusion::Pending,
                     approved: false,
                     answer: None,
                     answered_by: None,
@@ -812,5 +842,41 @@ mod tests {
         // Defence in depth: the text follows `approved`, never the answer's words.
         let (_, next) = judged(&outcome(QuestionState::Answered, false, Some(Answer::Yes)));
         assert!(next.contains("do not act") && !next.contains("Proceed"), "{next}");
+    }
+
+    #[test]
+    fn the_schema_lists_every_conclusion_a_question_can_take() {
+        let schema = serde_json::to_value(schemars::schema_for!(AnswerResult)).expect("schema");
+        let property = &schema["properties"]["conclusion"];
+        let words: Vec<&str> = match property["oneOf"].as_array() {
+            Some(variants) => variants.iter().filter_map(|v| v["const"].as_str()).collect(),
+            None => property["enum"]
+                .as_array()
+                .map(|a| a.iter().filter_map(|w| w.as_str()).collect())
+                .unwrap_or_default(),
+        };
+        for (state, approved, answer, rejected) in [
+            (QuestionState::Answered, true, Some(Answer::Yes), None),
+            (QuestionState::Answered, false, Some(Answer::No), None),
+            (
+                QuestionState::Answered,
+                false,
+                Some(Answer::Text("t".into())),
+                None,
+            ),
+            (QuestionState::Expired, false, None, None),
+            (QuestionState::Cancelled, false, None, None),
+            (QuestionState::Pending, false, None, Some("x".to_string())),
+            (QuestionState::Pending, false, None, None),
+        ] {
+            let mut o = outcome(state, approved, answer);
+            o.rejected = rejected;
+            let word = Conclusion::of(&o).as_str();
+            assert!(words.contains(&word), "{word} is not in {schema}");
+            assert_eq!(
+                serde_json::to_value(AnswerResult::from(&o)).expect("json")["conclusion"],
+                word
+            );
+        }
     }
 }
