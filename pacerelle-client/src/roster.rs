@@ -166,7 +166,7 @@ fn roster_error(e: RosterError) -> Error {
         RosterError::RolledBack { .. } | RosterError::Forked { .. } => wire::code::ROSTER_ROLLBACK,
         _ => wire::code::ROSTER_INVALID,
     };
-    Error::local(502, code, e.to_string())
+    Error::local(409, code, e.to_string())
 }
 
 impl AgentClient {
