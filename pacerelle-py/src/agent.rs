@@ -1,5 +1,6 @@
 //! `pacerelle._native.AgentClient`: the agent side, each relay call returned as a [`Call`].
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use pacerelle_client::core::pairing::Role;
@@ -7,6 +8,7 @@ use pacerelle_client::{
     AgentToken, AnswerOutcome, AuditFilter, Cursor, Level, QuestionKind, QuestionRequest, QuestionState,
 };
 use pyo3::prelude::*;
+use tokio::sync::{Mutex as AsyncMutex, mpsc, oneshot};
 
 use crate::Call;
 use crate::convert::{parse_name, seconds, timestamp_arg};
@@ -87,6 +89,31 @@ impl AgentClient {
                 .await
                 .map(|inner| AgentClient { inner })
         })
+    }
+
+    /// Starts the client's supervised loop (`pacerelle_client::Runner`) in the background; `Agent.run` and
+    /// `AsyncAgent.run` pull its steps with `RunLoop.next()` and call the handler in Python. Cancelling
+    /// `cancel` stops it (the task at hand is settled first), then it releases the lease.
+    #[pyo3(signature = (host, cancel, *, takeover = false, timeout = 30.0, max_backoff = 10.0, max_attempts = 3))]
+    fn run_loop(
+        &self,
+        host: String,
+        cancel: &crate::CancelToken,
+        takeover: bool,
+        timeout: f64,
+        max_backoff: f64,
+        max_attempts: u32,
+    ) -> PyResult<RunLoop> {
+        let runner = pacerelle_client::Runner::new(self.inner.clone())
+            .host(host)
+            .takeover(takeover)
+            .wait(seconds("timeout", timeout)?)
+            .backoff(pacerelle_client::Backoff {
+                max: seconds("max_backoff", max_backoff)?,
+                ..Default::default()
+            })
+            .max_attempts(max_attempts);
+        Ok(RunLoop::start(runner, cancel.token.clone()))
     }
 
     /// The reply id the run loop uses for a task (derived from its id).
@@ -379,4 +406,193 @@ impl AgentClient {
             crate::convert::r(self.inner.agent_id())
         )
     }
+}
+
+/// How the handler ended: the reply (if any), or its error.
+type Outcome = Result<Option<String>, String>;
+
+/// What the Rust loop hands to the Python thread that runs it: a task for the handler, or a log line.
+enum Step {
+    Task {
+        message: pacerelle_client::Message,
+        attempt: u32,
+        done: oneshot::Sender<Outcome>,
+    },
+    Log(pacerelle_client::Event),
+}
+
+/// The next step, or `None` once the loop has ended.
+struct Next(Option<Step>);
+
+impl ToPy for Next {
+    fn to_py(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        match self.0 {
+            None => Ok(py.None()),
+            Some(Step::Task {
+                message,
+                attempt,
+                done,
+            }) => Ok(Py::new(
+                py,
+                RunTask {
+                    message: message.to_py(py)?,
+                    attempt,
+                    done: std::sync::Mutex::new(Some(done)),
+                },
+            )?
+            .into_any()),
+            Some(Step::Log(event)) => {
+                // Python's logging levels.
+                let level = match event.level().as_str() {
+                    "ERROR" => 40,
+                    "WARN" => 30,
+                    "INFO" => 20,
+                    _ => 10,
+                };
+                let log = RunLog {
+                    level,
+                    text: event.to_string(),
+                    message_id: event.message_id().map(str::to_string),
+                };
+                Ok(Py::new(py, log)?.into_any())
+            }
+        }
+    }
+}
+
+type RunHandle = tokio::task::JoinHandle<pacerelle_client::Result<()>>;
+
+/// The client's supervised loop running in the background; `next()` gives its steps to Python.
+#[pyclass(frozen, module = "pacerelle._native")]
+pub(crate) struct RunLoop {
+    steps: Arc<AsyncMutex<mpsc::UnboundedReceiver<Step>>>,
+    runner: Arc<AsyncMutex<Option<RunHandle>>>,
+}
+
+impl std::fmt::Debug for RunLoop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunLoop").finish_non_exhaustive()
+    }
+}
+
+impl RunLoop {
+    fn start(runner: pacerelle_client::Runner, cancel: tokio_util::sync::CancellationToken) -> RunLoop {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let tasks = tx.clone();
+        // Each task goes to the Python thread, which answers through `RunTask.done` or `RunTask.fail`.
+        let handler = move |message: pacerelle_client::Message, ctx: pacerelle_client::Context| {
+            let tasks = tasks.clone();
+            async move {
+                let (done, answer) = oneshot::channel();
+                tasks
+                    .send(Step::Task {
+                        message,
+                        attempt: ctx.attempt(),
+                        done,
+                    })
+                    .map_err(|_| "the Python loop is gone".to_string())?;
+                answer
+                    .await
+                    .unwrap_or_else(|_| Err("the handler was interrupted".to_string()))
+            }
+        };
+        let runner = runner.on_event(move |event| {
+            let _ = tx.send(Step::Log(event.clone()));
+        });
+        let handle = crate::runtime().spawn(runner.run(handler, cancel.cancelled_owned()));
+        RunLoop {
+            steps: Arc::new(AsyncMutex::new(rx)),
+            runner: Arc::new(AsyncMutex::new(Some(handle))),
+        }
+    }
+}
+
+#[pymethods]
+impl RunLoop {
+    /// A Call of the next step: a `RunTask`, a `RunLog`, or None once the loop has ended (it raises the
+    /// error that ended it, such as `AgentInUse`).
+    fn next(&self) -> Call {
+        let steps = self.steps.clone();
+        let runner = self.runner.clone();
+        Call::new(async move {
+            if let Some(step) = steps.lock().await.recv().await {
+                return Ok(Next(Some(step)));
+            }
+            match runner.lock().await.take() {
+                Some(handle) => match handle.await {
+                    Ok(result) => result.map(|()| Next(None)),
+                    Err(_) => Err(pacerelle_client::Error::InvalidInput(
+                        "the run loop panicked".into(),
+                    )),
+                },
+                None => Ok(Next(None)),
+            }
+        })
+    }
+}
+
+/// A task for the handler; answer it once with `done(reply)` or `fail(error)`.
+#[pyclass(frozen, module = "pacerelle._native")]
+pub(crate) struct RunTask {
+    message: Py<PyAny>,
+    attempt: u32,
+    done: std::sync::Mutex<Option<oneshot::Sender<Outcome>>>,
+}
+
+impl std::fmt::Debug for RunTask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunTask")
+            .field("attempt", &self.attempt)
+            .finish_non_exhaustive()
+    }
+}
+
+impl RunTask {
+    fn answer(&self, result: Outcome) {
+        if let Some(done) = self.done.lock().ok().and_then(|mut d| d.take()) {
+            let _ = done.send(result);
+        }
+    }
+}
+
+#[pymethods]
+impl RunTask {
+    /// The task (a `Message`).
+    #[getter]
+    fn message(&self, py: Python<'_>) -> Py<PyAny> {
+        self.message.clone_ref(py)
+    }
+
+    /// 1 the first time the loop hands this task over, 2 after one failure…
+    #[getter]
+    fn attempt(&self) -> u32 {
+        self.attempt
+    }
+
+    /// The handler succeeded: `reply` is sent (None or blank: no reply), then the task is marked processed.
+    #[pyo3(signature = (reply = None))]
+    fn done(&self, reply: Option<String>) {
+        self.answer(Ok(reply));
+    }
+
+    /// The handler failed with `error` (logged): the task stays unprocessed, and is set aside after
+    /// `max_attempts` failures.
+    fn fail(&self, error: String) {
+        self.answer(Err(error));
+    }
+}
+
+/// A log line of the loop, for the `pacerelle` logger.
+#[pyclass(frozen, module = "pacerelle._native")]
+#[derive(Debug)]
+pub(crate) struct RunLog {
+    /// A `logging` level (10, 20, 30, 40).
+    #[pyo3(get)]
+    level: i32,
+    /// The line.
+    #[pyo3(get)]
+    text: String,
+    /// The task it is about.
+    #[pyo3(get)]
+    message_id: Option<String>,
 }

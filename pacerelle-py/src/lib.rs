@@ -198,7 +198,7 @@ impl CancelToken {
 #[pymodule]
 mod _native {
     #[pymodule_export]
-    use super::agent::AgentClient;
+    use super::agent::{AgentClient, RunLog, RunLoop, RunTask};
     #[pymodule_export]
     use super::device::DeviceClient;
     #[pymodule_export]

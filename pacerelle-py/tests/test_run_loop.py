@@ -116,3 +116,41 @@ def test_coroutine_handlers_and_non_text_results(paired: Paired, caplog: pytest.
     assert "only a str is sent as a reply" in caplog.text
     assert agent.status().processed == 3
     del quiet, number
+
+
+def test_a_task_that_keeps_failing_or_cannot_be_answered_is_set_aside_and_the_loop_goes_on(
+    paired: Paired, caplog: pytest.LogCaptureFixture
+) -> None:
+    agent, device = paired.agent, paired.device
+    caplog.set_level(logging.ERROR, logger="pacerelle")
+    calls: dict[str, int] = {}
+
+    def handler(message: pacerelle.Message) -> str:
+        calls[message.message_id] = calls.get(message.message_id, 0) + 1
+        if message.text == "poison":
+            raise ValueError("this task always breaks the handler")
+        return f"echo: {message.text}"  # over the size limit for a 64 KiB task
+
+    poison = device.send("poison")
+    big = device.send("x" * 65536)
+    after = device.send("after")
+    loop = Background(lambda: agent.run(handler, timeout=5, max_backoff=0.5))
+    try:
+        poisoned = device.wait_for_reply(poison.id, timeout=30).text
+        assert "set aside" in poisoned and "failed 3 times" in poisoned
+        too_large = device.wait_for_reply(big.id, timeout=30).text
+        assert "set aside" in too_large and "64 KiB" in too_large
+        assert device.wait_for_reply(after.id, timeout=30).text == "echo: after"
+        wait_until(lambda: agent.status().processed == 3)
+        # The loop is still running: a later task is answered.
+        later = device.send("later")
+        assert device.wait_for_reply(later.id, timeout=30).text == "echo: later"
+    finally:
+        agent.stop()
+        loop.join(20)
+    assert calls[poison.id] == 3
+    assert calls[big.id] == 1
+    assert f"task {poison.id} set aside" in caplog.text
+    assert f"task {big.id} set aside" in caplog.text
+    assert "this task always breaks the handler" in caplog.text
+    assert agent.status().session is None

@@ -82,6 +82,39 @@ class CancelToken:
     @property
     def cancelled(self) -> bool: ...
 
+# ---------------------------------------------------------------- the run loop
+
+@final
+class RunLoop:
+    """The client's supervised loop, running in the background."""
+
+    def next(self) -> Call[RunTask | RunLog | None]:
+        """The next step; None once the loop has ended (raises the error that ended it, e.g. AgentInUse)."""
+
+@final
+class RunTask:
+    """A task for the handler: answer it once with `done` or `fail`."""
+
+    @property
+    def message(self) -> Message: ...
+    @property
+    def attempt(self) -> int: ...
+    def done(self, reply: str | None = None) -> None:
+        """Sends `reply` (None or blank: no reply), then marks the task processed."""
+    def fail(self, error: str) -> None:
+        """Leaves the task unprocessed (set aside with an error reply after max_attempts failures)."""
+
+@final
+class RunLog:
+    """A log line of the loop."""
+
+    @property
+    def level(self) -> int: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def message_id(self) -> str | None: ...
+
 # ---------------------------------------------------------------- results
 
 @final
@@ -481,6 +514,17 @@ class AgentClient:
     def register(relay_url: str, name: str, registration_secret: str | None = None) -> Call[AgentClient]: ...
     @staticmethod
     def reply_id_for(message_id: str) -> str: ...
+    def run_loop(
+        self,
+        host: str,
+        cancel: CancelToken,
+        *,
+        takeover: bool = False,
+        timeout: float = 30.0,
+        max_backoff: float = 10.0,
+        max_attempts: int = 3,
+    ) -> RunLoop:
+        """Starts the client's supervised loop in the background; cancelling `cancel` stops it."""
     @property
     def agent_id(self) -> str: ...
     @property

@@ -1,8 +1,10 @@
-"""The supervised loop behind `Agent.run` and `AsyncAgent.run`.
+"""`Agent.run` and `AsyncAgent.run` over the client's supervised loop (`pacerelle_client::Runner`).
 
-Takes the lease, waits for tasks, calls the handler, replies with what it returns, marks each task processed
-only after its handler returned, survives relay restarts with backoff, and stops cleanly on SIGINT/SIGTERM.
-A handler that raises leaves its task unprocessed: it is redelivered to the next run (or after a reconnection).
+The loop itself runs in Rust: the lease, the waits, the backoff across relay restarts, replying with the
+reply id derived from the task, marking a task processed only after its handler returned, and setting aside a
+task that keeps failing (or whose reply cannot be sent) with an error reply. This module only calls the
+Python handler for each task the loop hands over (`RunTask`), logs the loop's lines (`RunLog`) to the
+`pacerelle` logger, and turns SIGINT/SIGTERM into a stop.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import inspect
 import logging
 import signal
 import threading
+import traceback
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -22,8 +25,8 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("pacerelle")
 
-FIRST_BACKOFF = 0.25
-
+DEFAULT_MAX_ATTEMPTS = 3
+"""How many times a handler may fail on one task before the task is set aside with an error reply."""
 
 def _wants_context(handler: Callable[..., Any]) -> bool:
     """True when the handler takes a second positional argument (the context)."""
@@ -95,8 +98,13 @@ class AsyncRunContext:
         self.agent.stop()
 
 
-class _Stopped(Exception):
-    """The loop was asked to stop while settling a task (it stays unprocessed: redelivered next run)."""
+def _describe(error: BaseException) -> str:
+    """The handler's exception with its traceback, for the loop's log line."""
+    return "".join(traceback.format_exception(error)).rstrip()
+
+
+def _log(step: _native.RunLog) -> None:
+    logger.log(step.level, "%s", step.text)
 
 
 class SyncRunner:
@@ -109,6 +117,7 @@ class SyncRunner:
         timeout: float,
         max_backoff: float,
         handle_signals: bool,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     ) -> None:
         self.agent = agent
         self.native = agent.native
@@ -117,19 +126,14 @@ class SyncRunner:
         self.takeover = takeover
         self.timeout = timeout
         self.max_backoff = max_backoff
+        self.max_attempts = max_attempts
         self.handle_signals = handle_signals
-        self._stop = threading.Event()
         self._token = _native.CancelToken()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._signals = 0
 
     def stop(self) -> None:
-        self._stop.set()
         self._token.cancel()
-
-    @property
-    def stopping(self) -> bool:
-        return self._stop.is_set()
 
     def _on_signal(self, signum: int, frame: Any) -> None:
         self._signals += 1
@@ -146,69 +150,35 @@ class SyncRunner:
             for sig in (signal.SIGINT, signal.SIGTERM):
                 previous[sig] = signal.signal(sig, self._on_signal)
         self.agent._runner = self
+        ended = False
         try:
-            self._run()
+            run_loop = self.native.run_loop(
+                self.agent.host,
+                self._token,
+                takeover=self.takeover,
+                timeout=self.timeout,
+                max_backoff=self.max_backoff,
+                max_attempts=self.max_attempts,
+            )
+            while (step := run_loop.next().wait()) is not None:
+                if isinstance(step, _native.RunLog):
+                    _log(step)
+                else:
+                    self._handle(step)
+            ended = True
         finally:
             self.agent._runner = None
             for signum, old in previous.items():
                 signal.signal(signum, old)
             if self._loop is not None:
                 self._loop.close()
-            try:
-                self.native.close_session().wait()
-            except _native.PacerelleError as e:
-                logger.debug("could not release the lease: %s", e)
-            logger.info("stopped")
-
-    def _sleep(self, seconds: float) -> None:
-        self._stop.wait(seconds)
-
-    def _run(self) -> None:
-        backoff = FIRST_BACKOFF
-        need_session = True
-        first = True
-        cursor: str | None = None
-        while not self.stopping:
-            try:
-                if need_session:
-                    session = self.native.open_session(self.agent.host, self.takeover and first).wait(self._token)
-                    if session is None:
-                        break
-                    first = False
-                    need_session = False
-                    cursor = None
-                    logger.info("listening (session %s)", session.session_id)
-                inbox = self.native.wait_for_messages(cursor, self.timeout).wait(self._token)
-                if inbox is None:
-                    break
-                self._handle(inbox)
-                cursor = inbox.cursor
-                backoff = FIRST_BACKOFF
-                continue
-            except _Stopped:
-                break
-            except _native.RelayUnavailable as e:
-                logger.warning("relay unreachable (%s); retrying in %.2g s", e, backoff)
-                # From the start again: tasks delivered before the cut come again if unprocessed.
-                cursor = None
-            except _native.LeaseLost:
-                logger.warning("the lease was lost (expired or taken over); opening a new session")
-                need_session = True
-            self._sleep(backoff)
-            backoff = min(backoff * 2, self.max_backoff)
-
-    def _settle(self, make_call: Callable[[], _native.Call[Any]]) -> Any:
-        """Runs an idempotent call until it succeeds, retrying while the relay is unreachable."""
-        backoff = FIRST_BACKOFF
-        while True:
-            try:
-                return make_call().wait()
-            except _native.RelayUnavailable as e:
-                if self.stopping:
-                    raise _Stopped from e
-                logger.warning("relay unreachable (%s); retrying in %.2g s", e, backoff)
-                self._sleep(backoff)
-                backoff = min(backoff * 2, self.max_backoff)
+            if not ended:
+                # Interrupted (KeyboardInterrupt…): the loop stops in the background; release the lease now.
+                self._token.cancel()
+                try:
+                    self.native.close_session().wait()
+                except _native.PacerelleError as e:
+                    logger.debug("could not release the lease: %s", e)
 
     def _call_handler(self, message: _native.Message) -> Any:
         args: tuple[Any, ...] = (message, RunContext(self.agent, message)) if self.with_context else (message,)
@@ -219,26 +189,18 @@ class SyncRunner:
             result = self._loop.run_until_complete(result)
         return result
 
-    def _handle(self, inbox: _native.Inbox) -> None:
-        for rejected in inbox.rejected:
-            logger.warning("dropping task %s: it did not open (%s)", rejected.message_id, rejected.reason)
-            self._settle(lambda: self.native.mark_processed(rejected.message_id))
-        for message in inbox.messages:
-            if self.stopping:
-                return  # the rest is redelivered to the next run
-            logger.debug("task %s%s", message.message_id, " (redelivered)" if message.redelivered else "")
-            try:
-                result = self._call_handler(message)
-            except Exception:
-                logger.exception(
-                    "the handler failed on task %s; it stays unprocessed and will be redelivered", message.message_id
-                )
-                continue
-            text = _reply_text(message, result)
-            if text is not None:
-                reply_id = _native.AgentClient.reply_id_for(message.message_id)
-                self._settle(lambda: self.native.reply(message.message_id, text, reply_id))
-            self._settle(lambda: self.native.mark_processed(message.message_id))
+    def _handle(self, task: _native.RunTask) -> None:
+        message = task.message
+        logger.debug("task %s%s", message.message_id, " (redelivered)" if message.redelivered else "")
+        try:
+            result = self._call_handler(message)
+        except Exception as e:
+            task.fail(_describe(e))
+            return
+        except BaseException:
+            task.fail("the handler was interrupted")
+            raise
+        task.done(_reply_text(message, result))
 
 
 class AsyncRunner:
@@ -251,6 +213,7 @@ class AsyncRunner:
         timeout: float,
         max_backoff: float,
         handle_signals: bool,
+        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     ) -> None:
         self.agent = agent
         self.native = agent.native
@@ -259,27 +222,15 @@ class AsyncRunner:
         self.takeover = takeover
         self.timeout = timeout
         self.max_backoff = max_backoff
+        self.max_attempts = max_attempts
         self.handle_signals = handle_signals
-        self._stop = asyncio.Event()
+        self._token = _native.CancelToken()
         self._loop = asyncio.get_running_loop()
         self._signals = 0
 
     def stop(self) -> None:
         # Callable from any thread.
-        if self._loop.is_closed():
-            return
-        try:
-            running = asyncio.get_running_loop()
-        except RuntimeError:
-            running = None
-        if running is self._loop:
-            self._stop.set()
-        else:
-            self._loop.call_soon_threadsafe(self._stop.set)
-
-    @property
-    def stopping(self) -> bool:
-        return self._stop.is_set()
+        self._token.cancel()
 
     def _on_signal(self, sig: signal.Signals) -> None:
         self._signals += 1
@@ -302,103 +253,45 @@ class AsyncRunner:
                 except (NotImplementedError, RuntimeError):
                     pass
         self.agent._runner = self
+        ended = False
         try:
-            await self._run()
+            run_loop = self.native.run_loop(
+                self.agent.host,
+                self._token,
+                takeover=self.takeover,
+                timeout=self.timeout,
+                max_backoff=self.max_backoff,
+                max_attempts=self.max_attempts,
+            )
+            while (step := await _bridge.run(run_loop.next())) is not None:
+                if isinstance(step, _native.RunLog):
+                    _log(step)
+                else:
+                    await self._handle(step)
+            ended = True
         finally:
             self.agent._runner = None
             for sig in installed:
                 self._loop.remove_signal_handler(sig)
-            try:
-                await _bridge.run(self.native.close_session())
-            except _native.PacerelleError as e:
-                logger.debug("could not release the lease: %s", e)
-            logger.info("stopped")
+            if not ended:
+                self._token.cancel()
+                try:
+                    await _bridge.run(self.native.close_session())
+                except _native.PacerelleError as e:
+                    logger.debug("could not release the lease: %s", e)
 
-    async def _until_stopped(self, call: _native.Call[Any]) -> Any:
-        """Awaits a call, or returns None as soon as the loop is asked to stop (the call is dropped)."""
-        work = asyncio.ensure_future(_bridge.run(call))
-        stop = asyncio.ensure_future(self._stop.wait())
+    async def _handle(self, task: _native.RunTask) -> None:
+        message = task.message
+        logger.debug("task %s%s", message.message_id, " (redelivered)" if message.redelivered else "")
+        args: tuple[Any, ...] = (message, AsyncRunContext(self.agent, message)) if self.with_context else (message,)
         try:
-            await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stop.cancel()
-            if not work.done():
-                work.cancel()
-        if work.cancelled() or not work.done():
-            return None
-        return work.result()
-
-    async def _sleep(self, seconds: float) -> None:
-        try:
-            await asyncio.wait_for(self._stop.wait(), seconds)
-        except asyncio.TimeoutError:
-            pass
-
-    async def _run(self) -> None:
-        backoff = FIRST_BACKOFF
-        need_session = True
-        first = True
-        cursor: str | None = None
-        while not self.stopping:
-            try:
-                if need_session:
-                    session = await self._until_stopped(self.native.open_session(self.agent.host, self.takeover and first))
-                    if session is None:
-                        break
-                    first = False
-                    need_session = False
-                    cursor = None
-                    logger.info("listening (session %s)", session.session_id)
-                inbox = await self._until_stopped(self.native.wait_for_messages(cursor, self.timeout))
-                if inbox is None:
-                    break
-                await self._handle(inbox)
-                cursor = inbox.cursor
-                backoff = FIRST_BACKOFF
-                continue
-            except _Stopped:
-                break
-            except _native.RelayUnavailable as e:
-                logger.warning("relay unreachable (%s); retrying in %.2g s", e, backoff)
-                cursor = None
-            except _native.LeaseLost:
-                logger.warning("the lease was lost (expired or taken over); opening a new session")
-                need_session = True
-            await self._sleep(backoff)
-            backoff = min(backoff * 2, self.max_backoff)
-
-    async def _settle(self, make_call: Callable[[], _native.Call[Any]]) -> Any:
-        backoff = FIRST_BACKOFF
-        while True:
-            try:
-                return await _bridge.run(make_call())
-            except _native.RelayUnavailable as e:
-                if self.stopping:
-                    raise _Stopped from e
-                logger.warning("relay unreachable (%s); retrying in %.2g s", e, backoff)
-                await self._sleep(backoff)
-                backoff = min(backoff * 2, self.max_backoff)
-
-    async def _handle(self, inbox: _native.Inbox) -> None:
-        for rejected in inbox.rejected:
-            logger.warning("dropping task %s: it did not open (%s)", rejected.message_id, rejected.reason)
-            await self._settle(lambda: self.native.mark_processed(rejected.message_id))
-        for message in inbox.messages:
-            if self.stopping:
-                return
-            logger.debug("task %s%s", message.message_id, " (redelivered)" if message.redelivered else "")
-            args: tuple[Any, ...] = (message, AsyncRunContext(self.agent, message)) if self.with_context else (message,)
-            try:
-                result = self.handler(*args)
-                if inspect.isawaitable(result):
-                    result = await result
-            except Exception:
-                logger.exception(
-                    "the handler failed on task %s; it stays unprocessed and will be redelivered", message.message_id
-                )
-                continue
-            text = _reply_text(message, result)
-            if text is not None:
-                reply_id = _native.AgentClient.reply_id_for(message.message_id)
-                await self._settle(lambda: self.native.reply(message.message_id, text, reply_id))
-            await self._settle(lambda: self.native.mark_processed(message.message_id))
+            result = self.handler(*args)
+            if inspect.isawaitable(result):
+                result = await result
+        except Exception as e:
+            task.fail(_describe(e))
+            return
+        except BaseException:
+            task.fail("the handler was interrupted")
+            raise
+        task.done(_reply_text(message, result))
