@@ -10,15 +10,19 @@
 //! ```
 //! `docs/crypto.md` is the full specification; `tests/vectors/envelope.json` holds known answers.
 
+#[cfg(feature = "content")]
 use ring::aead::{AES_256_GCM, Aad as RingAad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 
+#[cfg(feature = "content")]
 use crate::error::CryptoError;
+#[cfg(feature = "content")]
 use crate::keys::ContentKey;
 
 /// The envelope format version, first byte of every envelope.
 pub const VERSION: u8 = 1;
 /// The label that starts every additional data.
 pub const AAD_LABEL: &[u8] = b"pacerelle/v1/aad";
+#[cfg(feature = "content")]
 const TAG_LEN: usize = 16;
 
 /// Which way a sealed value travels.
@@ -101,18 +105,21 @@ impl Aad<'_> {
     }
 }
 
+#[cfg(feature = "content")]
 fn key(k: &ContentKey) -> LessSafeKey {
     #[allow(clippy::unwrap_used)] // 32 bytes is AES-256's key length
     LessSafeKey::new(UnboundKey::new(&AES_256_GCM, &k.0).unwrap())
 }
 
 /// Seals `plaintext` with a fresh random nonce; returns the envelope as base64url text.
+#[cfg(feature = "content")]
 pub fn seal(k: &ContentKey, aad: &Aad<'_>, plaintext: &[u8]) -> String {
     seal_with_nonce(k, aad, crate::keys::random_array(), plaintext)
 }
 
 /// Seals with a given nonce. Only for known-answer tests: a nonce must never be used twice with one key.
 #[doc(hidden)]
+#[cfg(feature = "content")]
 pub fn seal_with_nonce(k: &ContentKey, aad: &Aad<'_>, nonce: [u8; NONCE_LEN], plaintext: &[u8]) -> String {
     let mut buf = Vec::with_capacity(1 + NONCE_LEN + plaintext.len() + TAG_LEN);
     buf.push(VERSION);
@@ -132,6 +139,7 @@ pub fn seal_with_nonce(k: &ContentKey, aad: &Aad<'_>, nonce: [u8; NONCE_LEN], pl
 }
 
 /// Opens an envelope. Any change to its bytes, its key or its context fails with [`CryptoError::Open`].
+#[cfg(feature = "content")]
 pub fn open(k: &ContentKey, aad: &Aad<'_>, envelope: &str) -> Result<Vec<u8>, CryptoError> {
     let bytes = crate::b64::decode(envelope).ok_or(CryptoError::Malformed)?;
     if bytes.len() < 1 + NONCE_LEN + TAG_LEN || bytes[0] != VERSION {
@@ -148,6 +156,7 @@ pub fn open(k: &ContentKey, aad: &Aad<'_>, envelope: &str) -> Result<Vec<u8>, Cr
 }
 
 /// Seals a value as JSON.
+#[cfg(feature = "content")]
 pub fn seal_json<T: serde::Serialize>(k: &ContentKey, aad: &Aad<'_>, value: &T) -> String {
     #[allow(clippy::unwrap_used)] // payload types serialise infallibly
     let json = serde_json::to_vec(value).unwrap();
@@ -155,6 +164,7 @@ pub fn seal_json<T: serde::Serialize>(k: &ContentKey, aad: &Aad<'_>, value: &T) 
 }
 
 /// Opens an envelope and parses its JSON payload.
+#[cfg(feature = "content")]
 pub fn open_json<T: serde::de::DeserializeOwned>(
     k: &ContentKey,
     aad: &Aad<'_>,
@@ -166,6 +176,7 @@ pub fn open_json<T: serde::de::DeserializeOwned>(
     })
 }
 
+#[cfg(feature = "content")]
 fn leak_kind(kind: &str) -> &'static str {
     match kind {
         kind::MESSAGE => kind::MESSAGE,

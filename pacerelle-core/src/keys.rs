@@ -14,8 +14,10 @@ pub const SELF_INFO: &str = "pacerelle/v1/self";
 
 /// A 256-bit AES-GCM key. Its `Debug` output never shows the bytes.
 #[derive(Clone, PartialEq, Eq)]
+#[cfg(feature = "content")]
 pub struct ContentKey(pub(crate) [u8; 32]);
 
+#[cfg(feature = "content")]
 impl ContentKey {
     /// Wraps raw key bytes (from a pairing offer or a test vector).
     pub fn from_bytes(bytes: [u8; 32]) -> Self {
@@ -28,6 +30,7 @@ impl ContentKey {
     }
 }
 
+#[cfg(feature = "content")]
 impl std::fmt::Debug for ContentKey {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str("ContentKey(…)")
@@ -52,12 +55,14 @@ pub fn hkdf32(ikm: &[u8], salt: &[u8], info: &[u8]) -> [u8; 32] {
 }
 
 /// The key shared by the agent and one of its devices.
+#[cfg(feature = "content")]
 pub fn device_key(master: &[u8; 32], agent_id: &str, device_id: &str) -> ContentKey {
     let info = format!("{DEVICE_INFO}{device_id}");
     ContentKey(hkdf32(master, agent_id.as_bytes(), info.as_bytes()))
 }
 
 /// The key only the agent holds (checkpoints).
+#[cfg(feature = "content")]
 pub fn self_key(master: &[u8; 32], agent_id: &str) -> ContentKey {
     ContentKey(hkdf32(master, agent_id.as_bytes(), SELF_INFO.as_bytes()))
 }

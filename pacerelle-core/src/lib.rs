@@ -19,6 +19,7 @@ pub mod wire;
 pub use cursor::Cursor;
 pub use envelope::{Aad, Direction};
 pub use error::{CryptoError, Error, Result};
+#[cfg(feature = "content")]
 pub use keys::ContentKey;
 pub use time::Timestamp;
 pub use token::{AgentToken, Bearer};

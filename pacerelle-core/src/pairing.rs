@@ -10,9 +10,14 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::envelope::{self, Aad, Direction, kind};
+#[cfg(feature = "content")]
+use crate::envelope;
+#[cfg(feature = "content")]
+use crate::envelope::{Aad, Direction, kind};
 use crate::error::{Error, Result};
-use crate::keys::{self, ContentKey};
+use crate::keys;
+#[cfg(feature = "content")]
+use crate::keys::ContentKey;
 use crate::time::Timestamp;
 
 /// Salt of every pairing derivation.
@@ -43,6 +48,7 @@ impl PairingSecret {
     }
 
     /// The key that seals the offer.
+    #[cfg(feature = "content")]
     pub fn pairing_key(&self) -> ContentKey {
         ContentKey(keys::hkdf32(&self.0, SALT.as_bytes(), b"key"))
     }
@@ -121,6 +127,7 @@ pub struct OfferPayload {
 
 impl OfferPayload {
     /// The device key carried by the offer.
+    #[cfg(feature = "content")]
     pub fn key(&self) -> Result<ContentKey> {
         crate::b64::decode_array(&self.device_key)
             .map(ContentKey)
@@ -128,6 +135,7 @@ impl OfferPayload {
     }
 }
 
+#[cfg(feature = "content")]
 fn offer_aad<'a>(agent_id: &'a str, device_id: &'a str, pairing_id: &'a str) -> Aad<'a> {
     Aad {
         agent_id,
@@ -139,6 +147,7 @@ fn offer_aad<'a>(agent_id: &'a str, device_id: &'a str, pairing_id: &'a str) -> 
 }
 
 /// Seals an offer with the pairing key.
+#[cfg(feature = "content")]
 pub fn seal_offer(secret: &PairingSecret, offer: &OfferPayload) -> String {
     let pairing_id = secret.pairing_id();
     envelope::seal_json(
@@ -150,6 +159,7 @@ pub fn seal_offer(secret: &PairingSecret, offer: &OfferPayload) -> String {
 
 /// Opens an offer fetched from the relay. `agent_id` and `device_id` are the values the relay returned
 /// beside it in clear; they are bound into the additional data, so a relay that lies about them fails here.
+#[cfg(feature = "content")]
 pub fn open_offer(
     secret: &PairingSecret,
     agent_id: &str,

@@ -8,8 +8,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::envelope::{self, Aad, Direction};
-use crate::keys::{self, ContentKey};
+#[cfg(feature = "content")]
+use crate::envelope;
+use crate::envelope::{Aad, Direction};
+use crate::keys;
+#[cfg(feature = "content")]
+use crate::keys::ContentKey;
 use crate::time::Timestamp;
 
 /// Object kind of a question in the additional data.
@@ -130,6 +134,7 @@ impl QuestionPayload {
     }
 
     /// The answer key, when the question carries a valid one.
+    #[cfg(feature = "content")]
     pub fn answer_key(&self) -> Option<ContentKey> {
         let key = self.answer_key.as_deref()?;
         crate::b64::decode_array::<32>(key).map(ContentKey)
@@ -213,6 +218,7 @@ pub struct OwnQuestion {
 
 impl OwnQuestion {
     /// Opens the agent's own copy of a question.
+    #[cfg(feature = "content")]
     pub fn open(
         self_key: &ContentKey,
         agent_id: &str,
@@ -442,6 +448,7 @@ pub struct Verdict {
 /// revoked: [`crate::roster::Roster::may_approve`]). `now` is the agent's clock. A report the agent cannot
 /// verify is treated as no answer: `expired` once the expiry has passed, else `pending`; it is never
 /// approved.
+#[cfg(feature = "content")]
 pub fn verdict(
     agent_id: &str,
     own: &OwnQuestion,

@@ -11,7 +11,10 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::envelope::{self, Aad, Direction};
+#[cfg(feature = "content")]
+use crate::envelope;
+use crate::envelope::{Aad, Direction};
+#[cfg(feature = "content")]
 use crate::keys::ContentKey;
 use crate::pairing::Role;
 use crate::time::Timestamp;
@@ -153,12 +156,14 @@ impl Roster {
     }
 
     /// Seals the roster with the agent's self key, bound to its agent and version.
+    #[cfg(feature = "content")]
     pub fn seal(&self, self_key: &ContentKey) -> String {
         let version = self.version.to_string();
         envelope::seal_json(self_key, &roster_aad(&self.agent_id, &version), self)
     }
 
     /// Opens roster `version` of `agent_id` as the relay returned it.
+    #[cfg(feature = "content")]
     pub fn open(
         self_key: &ContentKey,
         agent_id: &str,

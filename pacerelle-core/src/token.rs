@@ -6,7 +6,9 @@
 //! bearer credential `agentId.base64url(auth)`; the relay keeps `SHA-256(auth)`.
 
 use crate::error::{Error, Result};
-use crate::keys::{self, ContentKey};
+use crate::keys;
+#[cfg(feature = "content")]
+use crate::keys::ContentKey;
 
 /// Prefix of an agent token.
 pub const TOKEN_PREFIX: &str = "pcr1_";
@@ -80,11 +82,13 @@ impl AgentToken {
     }
 
     /// The key shared with one device.
+    #[cfg(feature = "content")]
     pub fn device_key(&self, agent_id: &str, device_id: &str) -> ContentKey {
         keys::device_key(&self.master, agent_id, device_id)
     }
 
     /// The agent's own key (checkpoints).
+    #[cfg(feature = "content")]
     pub fn self_key(&self, agent_id: &str) -> ContentKey {
         keys::self_key(&self.master, agent_id)
     }

@@ -38,6 +38,7 @@ struct Step {
 #[rustfmt::skip]
 const STEPS: &[Step] = &[
     Step { name: "fmt", needs: None, run: fmt },
+    Step { name: "layers", needs: None, run: layers },
     Step { name: "clippy", needs: None, run: clippy },
     Step { name: "test", needs: None, run: test },
     Step { name: "py", needs: Some("pacerelle-py"), run: py },
@@ -47,6 +48,52 @@ const STEPS: &[Step] = &[
 
 fn fmt(root: &Path) -> Result<()> {
     run(root, "cargo", &["fmt", "--all", "--check"])
+}
+
+/// The dependency rules the compiler can prove (ARCHITECTURE.md): the adapters (MCP, Python, FFI) never
+/// depend on the relay outside their dev-dependencies, and the relay builds against the core without its
+/// `content` feature — no content key, no envelope sealing or opening — so it cannot read what it stores.
+fn layers(root: &Path) -> Result<()> {
+    for adapter in ["pacerelle-mcp", "pacerelle-py", "pacerelle-ffi"] {
+        let manifest = root.join(adapter).join("Cargo.toml");
+        let text = std::fs::read_to_string(&manifest)
+            .with_context(|| format!("cannot read {}", manifest.display()))?;
+        if section_names_dependency(&text, "dependencies", "pacerelle-relay") {
+            bail!(
+                "{adapter} depends on pacerelle-relay outside its dev-dependencies: adapters go through pacerelle-client"
+            );
+        }
+    }
+    let manifest = root.join("pacerelle-relay/Cargo.toml");
+    let text =
+        std::fs::read_to_string(&manifest).with_context(|| format!("cannot read {}", manifest.display()))?;
+    for forbidden in [
+        "pacerelle-client",
+        "pacerelle-core = { workspace = true, features",
+    ] {
+        if section_names_dependency(&text, "dependencies", forbidden) {
+            bail!(
+                "pacerelle-relay's [dependencies] name `{forbidden}`: the relay must not link the content keys"
+            );
+        }
+    }
+    println!("adapters depend on the client only; the relay's core has no `content` feature");
+    // Built alone, the relay's core is compiled without `content`: any use of a content key fails here.
+    run(root, "cargo", &["check", "-p", "pacerelle-relay", "--lib"])
+}
+
+/// True when the `[section]` table of a Cargo manifest has a line starting with `name`.
+fn section_names_dependency(manifest: &str, section: &str, name: &str) -> bool {
+    let header = format!("[{section}]");
+    let mut inside = false;
+    for line in manifest.lines().map(str::trim) {
+        if line.starts_with('[') {
+            inside = line == header;
+        } else if inside && line.starts_with(name) {
+            return true;
+        }
+    }
+    false
 }
 
 fn clippy(root: &Path) -> Result<()> {
