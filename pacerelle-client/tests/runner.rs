@@ -167,8 +167,14 @@ async fn every_task_is_handled_across_a_relay_restart_in_the_middle_of_one() {
             }
         }
     };
+    let events: Arc<Mutex<Vec<Event>>> = Arc::default();
+    let log = events.clone();
     let (stop, signal) = shutdown();
-    let running = tokio::spawn(quick(&agent).run(handler, signal));
+    let running = tokio::spawn(
+        quick(&agent)
+            .on_event(move |e| log.lock().unwrap().push(e.clone()))
+            .run(handler, signal),
+    );
 
     let mut sent = Vec::new();
     sent.push(device.send("one", None).await.expect("send").id);
@@ -182,6 +188,13 @@ async fn every_task_is_handled_across_a_relay_restart_in_the_middle_of_one() {
     relay.stop().await;
     release.notify_one();
     tokio::time::sleep(Duration::from_millis(500)).await;
+    relay.restart().await;
+    wait_for_replies(&device, &sent).await;
+
+    // Down again while the runner waits, longer than the client's own retries: the runner backs off and
+    // listens again once the relay is back.
+    relay.stop().await;
+    tokio::time::sleep(Duration::from_secs(4)).await;
     relay.restart().await;
 
     for text in ["two", "three"] {
@@ -211,6 +224,12 @@ async fn every_task_is_handled_across_a_relay_restart_in_the_middle_of_one() {
     stop.send(()).expect("stop");
     running.await.expect("join").expect("run");
     assert!(agent.status().await.expect("status").session.is_none());
+    let events = events.lock().unwrap().clone();
+    assert!(
+        events.iter().any(|e| matches!(e, Event::RelayUnavailable { .. })),
+        "{events:?}"
+    );
+    assert_eq!(events.last(), Some(&Event::Stopped));
 }
 
 #[tokio::test]
