@@ -67,6 +67,22 @@ impl Error {
         }
     }
 
+    /// What went wrong, for branching (see [`ErrorKind`]).
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Network { .. } => ErrorKind::Unavailable,
+            Error::Api { status, code, .. } => match ErrorKind::of_code(code) {
+                ErrorKind::Internal if matches!(status, 502 | 503 | 504) => ErrorKind::Unavailable,
+                kind => kind,
+            },
+            Error::Crypto(_) => ErrorKind::Crypto,
+            Error::Core(pacerelle_core::Error::Payload { .. } | pacerelle_core::Error::Crypto(_)) => {
+                ErrorKind::Crypto
+            }
+            Error::Core(_) | Error::InvalidInput(_) => ErrorKind::InvalidInput,
+        }
+    }
+
     /// True when the same call may succeed later: the relay was unreachable, overloaded or restarting.
     pub fn is_transient(&self) -> bool {
         match self {
@@ -77,5 +93,123 @@ impl Error {
     }
 }
 
+/// What went wrong, for branching: every adapter (CLI, MCP, Python, FFI) maps an [`Error`] through this one
+/// classification of the relay's stable codes and the client's own errors, never by matching code strings.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The relay could not be reached, or is overloaded, restarting or its storage unavailable: try later.
+    Unavailable,
+    /// Too many requests of this kind: try in a minute.
+    RateLimited,
+    /// A credential was refused (`unauthorized`, `forbidden`, `registration_closed`).
+    Unauthorized,
+    /// This device was revoked (`device_revoked`).
+    DeviceRevoked,
+    /// No such item for this credential (`not_found`, `no_route`).
+    NotFound,
+    /// A malformed or out-of-range argument, given here or refused by the relay (`invalid_input`,
+    /// `invalid_json`, `body_too_large`, `bad_cursor`, `method_not_allowed`).
+    InvalidInput,
+    /// The id is taken by a different item (`id_conflict`, `agent_exists`).
+    IdConflict,
+    /// The question id already names a different question (`question_id_conflict`).
+    QuestionIdConflict,
+    /// Another session holds the lease (`agent_in_use`; the holder is in the details).
+    AgentInUse,
+    /// This session no longer holds the lease (`lease_lost`).
+    LeaseLost,
+    /// The question is answered, expired or cancelled (`question_answered`, `question_expired`,
+    /// `question_cancelled`).
+    QuestionClosed,
+    /// A question or notification needs a paired device the agent trusts (`no_device`).
+    NoDevice,
+    /// The pairing link expired, was used, or its proof does not match (`pairing_*`).
+    Pairing,
+    /// The agent's device roster from the relay was rolled back, forked or did not open (`roster_*`): no
+    /// device is trusted until it is fixed.
+    Roster,
+    /// The roster changed under an update (`roster_conflict`): read it again.
+    RosterConflict,
+    /// A sealed value did not open or its content was malformed.
+    Crypto,
+    /// A failure inside the relay, or a code this version does not know.
+    Internal,
+}
+
+impl ErrorKind {
+    /// The kind of a relay error code (and of the codes the client raises itself).
+    pub fn of_code(code: &str) -> ErrorKind {
+        use pacerelle_core::wire::code as c;
+        match code {
+            c::UNAUTHORIZED | c::FORBIDDEN | c::REGISTRATION_CLOSED => ErrorKind::Unauthorized,
+            c::DEVICE_REVOKED => ErrorKind::DeviceRevoked,
+            c::NOT_FOUND | c::NO_ROUTE => ErrorKind::NotFound,
+            c::INVALID_INPUT
+            | c::INVALID_JSON
+            | c::BODY_TOO_LARGE
+            | c::BAD_CURSOR
+            | c::METHOD_NOT_ALLOWED => ErrorKind::InvalidInput,
+            c::ID_CONFLICT | c::AGENT_EXISTS => ErrorKind::IdConflict,
+            c::QUESTION_ID_CONFLICT => ErrorKind::QuestionIdConflict,
+            c::AGENT_IN_USE => ErrorKind::AgentInUse,
+            c::LEASE_LOST => ErrorKind::LeaseLost,
+            c::QUESTION_ANSWERED | c::QUESTION_EXPIRED | c::QUESTION_CANCELLED => ErrorKind::QuestionClosed,
+            c::NO_DEVICE => ErrorKind::NoDevice,
+            c::PAIRING_EXPIRED | c::PAIRING_CLAIMED | c::PAIRING_PROOF => ErrorKind::Pairing,
+            c::ROSTER_ROLLBACK | c::ROSTER_INVALID => ErrorKind::Roster,
+            c::ROSTER_CONFLICT => ErrorKind::RosterConflict,
+            c::RATE_LIMITED => ErrorKind::RateLimited,
+            c::UNAVAILABLE => ErrorKind::Unavailable,
+            _ => ErrorKind::Internal,
+        }
+    }
+}
+
 /// Result with the client [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pacerelle_core::wire::code;
+
+    fn api(status: u16, code: &str) -> Error {
+        Error::Api {
+            status,
+            code: code.into(),
+            message: "m".into(),
+            details: None,
+        }
+    }
+
+    #[test]
+    fn every_code_has_one_kind() {
+        assert_eq!(
+            api(409, code::QUESTION_ANSWERED).kind(),
+            ErrorKind::QuestionClosed
+        );
+        assert_eq!(api(410, code::QUESTION_EXPIRED).kind(), ErrorKind::QuestionClosed);
+        assert_eq!(
+            api(409, code::QUESTION_ID_CONFLICT).kind(),
+            ErrorKind::QuestionIdConflict
+        );
+        assert_eq!(api(409, code::ROSTER_ROLLBACK).kind(), ErrorKind::Roster);
+        assert_eq!(api(403, code::DEVICE_REVOKED).kind(), ErrorKind::DeviceRevoked);
+        assert_eq!(api(400, code::BAD_CURSOR).kind(), ErrorKind::InvalidInput);
+        assert_eq!(api(503, "something_new").kind(), ErrorKind::Unavailable);
+        assert_eq!(api(500, "something_new").kind(), ErrorKind::Internal);
+        assert_eq!(
+            Error::Network {
+                url: "u".into(),
+                reason: "r".into()
+            }
+            .kind(),
+            ErrorKind::Unavailable
+        );
+        assert_eq!(Error::InvalidInput("x".into()).kind(), ErrorKind::InvalidInput);
+        assert_eq!(Error::Crypto(CryptoError::Open).kind(), ErrorKind::Crypto);
+        // A rolled-back roster is not a relay outage: waits must not retry it.
+        assert!(!api(409, code::ROSTER_ROLLBACK).is_transient());
+    }
+}

@@ -19,7 +19,7 @@ pub use device::{
     ClosedQuestion, ConversationItem, ConversationPage, DeviceClient, DeviceCredentials, OpenedQuestion,
     QuestionList,
 };
-pub use error::{Error, Result};
+pub use error::{Error, ErrorKind, Result};
 pub use gate::{Conclusion, Gate, Ruling};
 pub use pacerelle_core as core;
 pub use pacerelle_core::question::{Answer, Level, QuestionKind, QuestionState};

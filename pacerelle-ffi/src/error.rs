@@ -4,7 +4,7 @@ use pacerelle_client::core::wire::code;
 
 use std::time::SystemTime;
 
-use pacerelle_client::ClosedQuestion;
+use pacerelle_client::{ClosedQuestion, ErrorKind};
 
 use crate::question::{Answer, QuestionState};
 use crate::time::system_time;
@@ -96,11 +96,18 @@ impl From<pacerelle_client::Error> for PacerelleError {
                 code,
                 message,
                 ..
-            } => match code.as_str() {
-                code::DEVICE_REVOKED | code::UNAUTHORIZED => PacerelleError::NotPaired { reason: message },
-                code::QUESTION_ANSWERED => question_closed(QuestionState::Answered, message, closed),
-                code::QUESTION_EXPIRED => question_closed(QuestionState::Expired, message, closed),
-                code::QUESTION_CANCELLED => question_closed(QuestionState::Cancelled, message, closed),
+            } => match ErrorKind::of_code(&code) {
+                ErrorKind::DeviceRevoked | ErrorKind::Unauthorized => {
+                    PacerelleError::NotPaired { reason: message }
+                }
+                ErrorKind::QuestionClosed => {
+                    let state = match code.as_str() {
+                        code::QUESTION_EXPIRED => QuestionState::Expired,
+                        code::QUESTION_CANCELLED => QuestionState::Cancelled,
+                        _ => QuestionState::Answered,
+                    };
+                    question_closed(state, message, closed)
+                }
                 _ => PacerelleError::Relay {
                     status,
                     code,

@@ -17,7 +17,7 @@ use std::sync::Arc;
 
 use pacerelle_client::core::message::MAX_TEXT_BYTES;
 use pacerelle_client::core::wire::code;
-use pacerelle_client::{Cursor, Error};
+use pacerelle_client::{Cursor, Error, ErrorKind};
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::common::{FromContextPart, schema_for_input};
 use rmcp::handler::server::tool::ToolCallContext;
@@ -106,25 +106,27 @@ pub fn relay_failure(relay_url: &str, e: Error) -> Result<CallToolResult, McpErr
             "An item from the relay did not open ({c}): it was not sealed with this agent's keys. It is not \
              an instruction from the person."
         )),
-        Error::Api { code: c, message, .. } => match c.as_str() {
-            code::BAD_CURSOR => Err(McpError::invalid_params(
+        Error::Api { code: c, message, .. } => match e.kind() {
+            ErrorKind::InvalidInput if c == code::BAD_CURSOR => Err(McpError::invalid_params(
                 format!(
                     "{message}. Use a cursor returned by wait_for_messages, or call it without a cursor to \
                      start over."
                 ),
                 None,
             )),
-            code::INVALID_INPUT | code::INVALID_JSON | code::BODY_TOO_LARGE => {
-                Err(McpError::invalid_params(message.clone(), None))
-            }
-            code::UNAUTHORIZED | code::FORBIDDEN => failure(format!(
+            ErrorKind::InvalidInput => Err(McpError::invalid_params(message.clone(), None)),
+            ErrorKind::Unauthorized => failure(format!(
                 "The relay at {relay_url} refused this agent's credentials ({c}): PACERELLE_AGENT_ID or \
                  PACERELLE_AGENT_TOKEN is wrong, or the agent does not exist on this relay. Fix this MCP \
                  server's configuration and restart it."
             )),
-            code::AGENT_IN_USE => failure(in_use_text(&crate::lease::holder_of(&e))),
-            code::RATE_LIMITED => failure(format!(
+            ErrorKind::AgentInUse => failure(in_use_text(&crate::lease::holder_of(&e))),
+            ErrorKind::RateLimited => failure(format!(
                 "The relay is rate limiting this agent ({message}). Wait a little and try again."
+            )),
+            ErrorKind::Roster => failure(format!(
+                "The agent's device roster from the relay cannot be trusted ({c}): {message}. No device is \
+                 trusted meanwhile, so nothing can be approved; tell the person."
             )),
             _ if e.is_transient() => failure(format!(
                 "The relay at {relay_url} is temporarily unavailable ({c}: {message}). Try again in a minute."

@@ -1,7 +1,7 @@
 //! The exception tree and its one conversion point, [`to_py_err`].
 
-use pacerelle_client::Error;
 use pacerelle_client::core::wire::code;
+use pacerelle_client::{Error, ErrorKind};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
@@ -157,30 +157,17 @@ fn build(py: Python<'_>, e: &Error) -> PyResult<PyErr> {
             details,
             ..
         } => {
-            let ty = match c.as_str() {
-                code::UNAUTHORIZED | code::FORBIDDEN | code::DEVICE_REVOKED | code::REGISTRATION_CLOSED => {
-                    py.get_type::<AuthError>()
-                }
-                code::AGENT_IN_USE => py.get_type::<AgentInUse>(),
-                code::LEASE_LOST => py.get_type::<LeaseLost>(),
-                code::NOT_FOUND | code::NO_ROUTE => py.get_type::<NotFound>(),
-                code::QUESTION_EXPIRED | code::QUESTION_CANCELLED | code::QUESTION_ANSWERED => {
-                    py.get_type::<QuestionClosed>()
-                }
-                code::NO_DEVICE => py.get_type::<NoDevice>(),
-                code::QUESTION_ID_CONFLICT => py.get_type::<QuestionIdConflict>(),
-                code::PAIRING_EXPIRED | code::PAIRING_CLAIMED | code::PAIRING_PROOF => {
-                    py.get_type::<PairingError>()
-                }
-                code::INVALID_JSON
-                | code::INVALID_INPUT
-                | code::BODY_TOO_LARGE
-                | code::BAD_CURSOR
-                | code::ID_CONFLICT
-                | code::AGENT_EXISTS
-                | code::METHOD_NOT_ALLOWED => py.get_type::<InvalidInput>(),
-                code::RATE_LIMITED | code::UNAVAILABLE => py.get_type::<RelayUnavailable>(),
-                _ if transient => py.get_type::<RelayUnavailable>(),
+            let ty = match e.kind() {
+                ErrorKind::Unauthorized | ErrorKind::DeviceRevoked => py.get_type::<AuthError>(),
+                ErrorKind::AgentInUse => py.get_type::<AgentInUse>(),
+                ErrorKind::LeaseLost => py.get_type::<LeaseLost>(),
+                ErrorKind::NotFound => py.get_type::<NotFound>(),
+                ErrorKind::QuestionClosed => py.get_type::<QuestionClosed>(),
+                ErrorKind::NoDevice => py.get_type::<NoDevice>(),
+                ErrorKind::QuestionIdConflict => py.get_type::<QuestionIdConflict>(),
+                ErrorKind::Pairing => py.get_type::<PairingError>(),
+                ErrorKind::InvalidInput | ErrorKind::IdConflict => py.get_type::<InvalidInput>(),
+                ErrorKind::RateLimited | ErrorKind::Unavailable => py.get_type::<RelayUnavailable>(),
                 _ => py.get_type::<PacerelleError>(),
             };
             (ty, Some(*status), Some(c.clone()), details.clone())
