@@ -330,6 +330,33 @@ impl AgentClient {
         Ok(Call::new(async move { c.ask(req, overall).await }))
     }
 
+    /// The approval gate (`pacerelle_client::gate`): with `evaluation` (a `Policy`'s word on the call),
+    /// 'allow' and 'deny' conclude at once; otherwise a yes/no question is asked and waited for until it
+    /// is final or `timeout` passes (default: its expiry and a minute), and a question still open then —
+    /// or when the call is interrupted — is withdrawn. Never raises for a relay error: returns a Call of
+    /// Ruling, whose `lets_run` is true only for an allow rule or an authenticated yes.
+    #[pyo3(signature = (question, *, details = None, expires_in = 600.0, timeout = None, evaluation = None))]
+    fn approve(
+        &self,
+        question: String,
+        details: Option<String>,
+        expires_in: f64,
+        timeout: Option<f64>,
+        evaluation: Option<&Bound<'_, crate::policy::PyEvaluation>>,
+    ) -> PyResult<Call> {
+        use pacerelle_client::gate::{self, Asking, Ruling};
+        let settled = evaluation.and_then(|e| Ruling::by_policy(e.get().evaluation()));
+        let req = request(question, None, None, false, details, expires_in, None)?;
+        let timeout = timeout.map(|t| seconds("timeout", t)).transpose()?;
+        let c = self.inner.clone();
+        Ok(Call::new(async move {
+            Ok(match settled {
+                Some(ruling) => ruling,
+                None => gate::ask(&c, Asking::until(req, timeout)).await,
+            })
+        }))
+    }
+
     #[pyo3(signature = (text, title = None, level = "info"))]
     fn notify(&self, text: String, title: Option<String>, level: &str) -> PyResult<Call> {
         let level: Level = parse_name("level", level, "'info', 'warning', 'error' or 'success'")?;

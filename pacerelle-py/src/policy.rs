@@ -1,46 +1,56 @@
-//! The execution policy (DESIGN §8), from pacerelle-core: `Policy.evaluate(tool, input)`.
+//! The execution policy and the approval gate (DESIGN §8), from `pacerelle_client::gate`:
+//! `Policy.evaluate(tool, input)` (the policy and the gate's own files) and the `Ruling` that
+//! `AgentClient.approve` returns.
 
-use pacerelle_client::core::policy::{Call, Evaluation, Policy};
+use pacerelle_client::core::policy::Evaluation;
+use pacerelle_client::gate::{Gate, Ruling};
 use pyo3::prelude::*;
 
 use crate::convert::{name, py_to_json, r};
-use crate::errors::invalid;
+use crate::errors::{invalid, to_py_err};
+use crate::types::ToPy;
 
-/// A parsed execution policy: per call, 'allow', 'ask' or 'deny'; the first matching rule decides.
+/// A parsed execution policy: per call, 'allow', 'ask' or 'deny'; the first matching rule decides, and a
+/// call that touches the gate's own files (or the policy file) is asked even when a rule allows it.
 #[pyclass(frozen, name = "Policy", module = "pacerelle")]
 #[derive(Debug)]
 pub(crate) struct PyPolicy {
-    inner: Policy,
+    inner: Gate,
 }
 
 /// What a policy decided, and why.
 #[pyclass(frozen, name = "Evaluation", module = "pacerelle")]
 #[derive(Debug)]
 pub(crate) struct PyEvaluation {
-    /// 'allow', 'ask' or 'deny'.
-    #[pyo3(get)]
-    decision: String,
-    /// Why, in words a person or a model can read.
-    #[pyo3(get)]
-    reason: String,
+    inner: Evaluation,
 }
 
-impl From<Evaluation> for PyEvaluation {
-    fn from(e: Evaluation) -> Self {
-        PyEvaluation {
-            decision: name(&e.decision),
-            reason: e.reason,
-        }
+impl PyEvaluation {
+    /// The client's evaluation.
+    pub(crate) fn evaluation(&self) -> &Evaluation {
+        &self.inner
     }
 }
 
 #[pymethods]
 impl PyEvaluation {
+    /// 'allow', 'ask' or 'deny'.
+    #[getter]
+    fn decision(&self) -> String {
+        name(&self.inner.decision)
+    }
+
+    /// Why, in words a person or a model can read.
+    #[getter]
+    fn reason(&self) -> String {
+        self.inner.reason.clone()
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "Evaluation(decision={}, reason={})",
-            r(&self.decision),
-            r(&self.reason)
+            r(&self.decision()),
+            r(&self.inner.reason)
         )
     }
 }
@@ -50,29 +60,32 @@ impl PyPolicy {
     /// Parses a TOML policy (raises InvalidInput when it cannot be used).
     #[staticmethod]
     fn parse(text: &str) -> PyResult<Self> {
-        Policy::parse(text)
-            .map(|inner| PyPolicy { inner })
+        pacerelle_client::core::policy::Policy::parse(text)
+            .map(|policy| PyPolicy {
+                inner: Gate::new(policy, None),
+            })
             .map_err(|e| invalid(e.to_string()))
     }
 
-    /// Reads and parses a TOML policy file.
+    /// Reads and parses a TOML policy file (the file is then one of the gate's own files).
     #[staticmethod]
     fn load(path: std::path::PathBuf) -> PyResult<Self> {
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| invalid(format!("cannot read the policy {}: {e}", path.display())))?;
-        Self::parse(&text)
+        let path = std::path::absolute(&path).unwrap_or(path);
+        Gate::from_file(&path)
+            .map(|inner| PyPolicy { inner })
+            .map_err(|e| invalid(e.to_string()))
     }
 
     /// The policy used when none is given: ask for everything.
     #[staticmethod]
     fn ask_everything() -> Self {
         PyPolicy {
-            inner: Policy::ask_everything(),
+            inner: Gate::ask_everything(),
         }
     }
 
     /// Decides a call of `tool` with `input` (a JSON-like value: `command` and `file_path`/`path` are
-    /// what command and path rules look at).
+    /// what command and path rules, and the gate's own files, look at).
     #[pyo3(signature = (tool, input = None))]
     fn evaluate(
         &self,
@@ -84,12 +97,57 @@ impl PyPolicy {
             Some(v) => py_to_json(v)?,
             None => serde_json::Value::Object(Default::default()),
         };
-        Ok(py
-            .detach(|| self.inner.evaluate(Call { tool, input: &input }))
-            .into())
+        let inner = py.detach(|| self.inner.evaluate(tool, &input));
+        Ok(PyEvaluation { inner })
     }
 
     fn __repr__(&self) -> String {
-        "Policy(…)".to_string()
+        format!("Policy({})", r(&self.inner.source()))
+    }
+}
+
+/// What the approval gate concluded about one call.
+#[pyclass(frozen, name = "Ruling", module = "pacerelle")]
+#[derive(Debug)]
+pub(crate) struct PyRuling {
+    /// 'allowed', 'approved', 'answered', 'denied', 'expired', 'cancelled', 'rejected', 'pending',
+    /// 'relay_unavailable' or 'error'.
+    #[pyo3(get)]
+    conclusion: String,
+    /// Why, in words shown to the model.
+    #[pyo3(get)]
+    reason: String,
+    /// The question's AnswerOutcome, when one was read.
+    #[pyo3(get)]
+    outcome: Option<Py<PyAny>>,
+    /// The exception that stopped the gate (relay_unavailable, error).
+    #[pyo3(get)]
+    error: Option<Py<PyAny>>,
+    /// True only when the call may run: allowed by the policy or approved by an authenticated yes.
+    #[pyo3(get)]
+    lets_run: bool,
+}
+
+#[pymethods]
+impl PyRuling {
+    fn __repr__(&self) -> String {
+        format!(
+            "Ruling(conclusion={}, reason={})",
+            r(&self.conclusion),
+            r(&self.reason)
+        )
+    }
+}
+
+impl ToPy for Ruling {
+    fn to_py(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let ruling = PyRuling {
+            conclusion: self.conclusion.as_str().to_string(),
+            lets_run: self.lets_run(),
+            reason: self.reason,
+            outcome: self.outcome.map(|o| o.to_py(py)).transpose()?,
+            error: self.error.map(|e| to_py_err(e).into_value(py).into_any()),
+        };
+        Ok(Py::new(py, ruling)?.into_any())
     }
 }

@@ -3,12 +3,15 @@ unreachable relay raise NotApproved with that reason, and the function never run
 
 from __future__ import annotations
 
+import json
+import sqlite3
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 import pacerelle
-from conftest import Background, Paired, Relay
+from conftest import ROOT, Background, Paired, Relay
 
 
 def answer_next(device: pacerelle.Device, answer: bool) -> Background:
@@ -183,3 +186,96 @@ def test_policy_evaluate() -> None:
     assert pacerelle.Policy.ask_everything().evaluate("x").decision == "ask"
     with pytest.raises(pacerelle.InvalidInput):
         pacerelle.Policy.parse("default = 'maybe'")
+
+
+# ---------------------------------------------------------------- the table shared with the hook and MCP
+
+#: The scenarios every surface concludes alike; pacerelle-cli/tests/gate_table.rs runs them through the hook
+#: and the MCP tools.
+TABLE: list[dict[str, Any]] = json.loads((ROOT / "pacerelle-cli" / "tests" / "gate_table.json").read_text())[
+    "scenarios"
+]
+
+TAMPER = """
+CREATE TRIGGER gate_table_tamper AFTER UPDATE OF answer_envelope ON questions
+WHEN NEW.answer_envelope IS NOT NULL
+BEGIN
+  UPDATE questions SET answer_envelope =
+    substr(NEW.answer_envelope, 1, length(NEW.answer_envelope) / 2)
+    || CASE substr(NEW.answer_envelope, length(NEW.answer_envelope) / 2 + 1, 1) WHEN 'A' THEN 'B' ELSE 'A' END
+    || substr(NEW.answer_envelope, length(NEW.answer_envelope) / 2 + 2)
+  WHERE item_seq = NEW.item_seq;
+END
+"""
+
+
+def tamper_with_answers(relay: Relay) -> None:
+    """Every answer the relay stores from now on has one character of its sealed envelope changed."""
+    db = sqlite3.connect(relay.data / "pacerelle.db", timeout=10)
+    try:
+        db.execute(TAMPER)
+        db.commit()
+    finally:
+        db.close()
+
+
+@pytest.mark.parametrize("scenario", [s for s in TABLE if "python" in s["surfaces"]], ids=lambda s: s["name"])
+def test_the_gate_table(scenario: dict[str, Any], relay: Relay, paired: Paired, tmp_path: Path) -> None:
+    agent, device = paired.agent, paired.device
+    phone: str = scenario["phone"]
+    policy: Path | None = None
+    if scenario.get("policy") is not None:
+        policy = tmp_path / "policy.toml"
+        policy.write_text(scenario["policy"])
+    touches = scenario.get("touches")
+    ran: list[str | None] = []
+
+    @agent.require_approval(
+        "Deploy to production?",
+        policy=policy,
+        tool="Write" if touches else "deploy",
+        expires_in=2 if phone == "silent" else 60,
+    )
+    def act(file_path: str | None = None) -> None:
+        ran.append(file_path)
+
+    def play() -> None:
+        if phone == "silent":
+            device.wait_for_question(timeout=20)
+        elif phone in ("yes", "no"):
+            if scenario.get("tamper"):
+                tamper_with_answers(relay)
+            question = device.wait_for_question(timeout=20)
+            try:
+                device.answer(question.question_id, phone == "yes")
+            except pacerelle.PacerelleError:
+                pass  # with the trigger, the relay stores another answer than the one given
+        elif phone == "cancel":
+            agent.cancel_question(device.wait_for_question(timeout=20).question_id)
+
+    if scenario.get("relay") == "down":
+        relay.stop()
+    background = Background(play) if phone != "none" else None
+    try:
+        act(str(tmp_path / "project" / touches) if touches else None)
+        conclusion = "approved" if phone != "none" else "allowed"
+    except pacerelle.NotApproved as e:
+        conclusion = str(e.reason)
+        assert ran == []
+    if background is not None:
+        background.join()
+    assert conclusion == scenario["conclusion"], scenario["name"]
+    assert bool(ran) == (conclusion in ("approved", "allowed"))
+    if scenario.get("relay") != "down":
+        asked = len(agent.answer_log())
+        assert asked == (0 if phone == "none" else 1), scenario["name"]
+
+
+def test_a_policy_file_protects_itself(tmp_path: Path) -> None:
+    policy_file = tmp_path / "policy.toml"
+    policy_file.write_text('default = "allow"')
+    policy = pacerelle.Policy.load(policy_file)
+    assert policy.evaluate("Write", {"file_path": str(tmp_path / "notes.md")}).decision == "allow"
+    assert policy.evaluate("Write", {"file_path": str(policy_file)}).decision == "ask"
+    assert policy.evaluate("shell", {"command": f"rm {policy_file}"}).decision == "ask"
+    assert policy.evaluate("Edit", {"path": "/repo/.claude/settings.json"}).decision == "ask"

@@ -1,7 +1,10 @@
 """Approvals: ask the owner before a function runs, run it only on an authenticated yes.
 
-No answer is a no: a question that is denied, expires, is cancelled, or cannot be asked because the relay is
-unreachable raises `NotApproved` with that reason, and the function never runs.
+The gate itself is the Rust one (`pacerelle_client::gate`, through `AgentClient.approve`): the policy and the
+gate's own files, asking within the time limit, withdrawing a question still open when it ends (or when the
+wait is interrupted), and one conclusion. This module maps that conclusion to Python: no answer is a no — a
+question that is denied, expires, is cancelled, cannot be trusted, or cannot be asked because the relay is
+unreachable raises `NotApproved` with that conclusion as its `reason`, and the function never runs.
 """
 
 from __future__ import annotations
@@ -10,7 +13,7 @@ import functools
 import inspect
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union
+from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, cast
 
 from . import _bridge, _native
 
@@ -25,7 +28,7 @@ QuestionText = Union[str, Callable[..., str]]
 PolicyLike = Union[_native.Policy, str, "os.PathLike[str]", None]
 
 
-Reason = Literal["denied", "expired", "cancelled", "relay_unavailable", "rejected"]
+Reason = Literal["denied", "expired", "cancelled", "relay_unavailable", "rejected", "pending", "answered"]
 
 
 def not_approved(reason: Reason, message: str, outcome: _native.AnswerOutcome | None = None) -> _native.NotApproved:
@@ -42,23 +45,21 @@ def load_policy(policy: PolicyLike) -> _native.Policy | None:
     return _native.Policy.load(os.fspath(policy))
 
 
-def verdict(outcome: _native.AnswerOutcome) -> _native.AnswerOutcome:
-    """Returns the outcome if it is an authenticated, timely yes; raises `NotApproved` otherwise."""
-    if outcome.approved:
-        return outcome
-    if outcome.rejected is not None:
-        raise not_approved("rejected", f"not approved: an answer was rejected ({outcome.rejected})", outcome)
-    if outcome.state == "answered":
-        who = f" by {outcome.answered_by_name}" if outcome.answered_by_name else ""
-        raise not_approved("denied", f"not approved: denied{who}", outcome)
-    if outcome.state == "cancelled":
-        raise not_approved("cancelled", "not approved: the question was cancelled", outcome)
-    # Expired, or still pending when our own time limit ran out: no answer is a no.
-    raise not_approved("expired", "not approved: no answer in time", outcome)
+def conclude(ruling: _native.Ruling) -> _native.AnswerOutcome | None:
+    """The outcome when the gate lets the call run (None when the policy allowed it without asking); raises
+    `NotApproved` otherwise, or the error that stopped the gate (NoDevice, AuthError…)."""
+    if ruling.lets_run:
+        return ruling.outcome
+    if ruling.conclusion == "error" and ruling.error is not None:
+        raise ruling.error
+    err = not_approved(cast(Reason, ruling.conclusion), f"not approved: {ruling.reason}", ruling.outcome)
+    if ruling.error is not None:
+        raise err from ruling.error
+    raise err
 
 
 class Request:
-    """One approval to obtain: the question and how long to wait, after the policy (if any) had its say."""
+    """One approval to obtain: the question and how long to wait, with the policy's word (if any)."""
 
     def __init__(
         self,
@@ -75,52 +76,22 @@ class Request:
         self.timeout = timeout
         self.evaluation = evaluation
 
-    def _settled_by_policy(self) -> bool:
-        """True when the policy allows the call; raises `NotApproved` when it denies it."""
-        if self.evaluation is None:
-            return False
-        if self.evaluation.decision == "allow":
-            return True
-        if self.evaluation.decision == "deny":
-            raise not_approved("denied", f"not approved: denied by the policy ({self.evaluation.reason})")
-        return False
-
-    def _ask(self, client: _native.AgentClient) -> _native.Call[_native.AnswerOutcome]:
-        return client.ask(self.question, kind="yes_no", details=self.details, expires_in=self.expires_in, timeout=self.timeout)
-
-    def _after(self, client: _native.AgentClient, outcome: _native.AnswerOutcome) -> _native.AnswerOutcome:
-        if not outcome.is_final:
-            # Our own time limit ran out first: withdraw the question so that a late yes approves nothing.
-            try:
-                outcome = client.cancel_question(outcome.question_id).wait()
-            except _native.PacerelleError:
-                pass
-        return verdict(outcome)
+    def _call(self, client: _native.AgentClient) -> _native.Call[_native.Ruling]:
+        return client.approve(
+            self.question,
+            details=self.details,
+            expires_in=self.expires_in,
+            timeout=self.timeout,
+            evaluation=self.evaluation,
+        )
 
     def approve(self, client: _native.AgentClient) -> _native.AnswerOutcome | None:
         """Blocks until approved (returns the outcome, or None when the policy allowed the call)."""
-        if self._settled_by_policy():
-            return None
-        try:
-            outcome = self._ask(client).wait()
-        except _native.RelayUnavailable as e:
-            raise not_approved("relay_unavailable", f"not approved: the relay is unreachable ({e})") from e
-        return self._after(client, outcome)
+        return conclude(self._call(client).wait())
 
     async def approve_async(self, client: _native.AgentClient) -> _native.AnswerOutcome | None:
         """`approve` for asyncio."""
-        if self._settled_by_policy():
-            return None
-        try:
-            outcome = await _bridge.run(self._ask(client))
-        except _native.RelayUnavailable as e:
-            raise not_approved("relay_unavailable", f"not approved: the relay is unreachable ({e})") from e
-        if not outcome.is_final:
-            try:
-                outcome = await _bridge.run(client.cancel_question(outcome.question_id))
-            except _native.PacerelleError:
-                pass
-        return verdict(outcome)
+        return conclude(await _bridge.run(self._call(client)))
 
 
 class Approval:
@@ -211,4 +182,4 @@ def decorator(
     return wrap
 
 
-__all__ = ["Approval", "Request", "decorator", "not_approved", "verdict"]
+__all__ = ["Approval", "Request", "conclude", "decorator", "not_approved"]

@@ -38,7 +38,7 @@ class AgentInUse(PacerelleError):
 class LeaseLost(PacerelleError): ...
 
 class NotApproved(PacerelleError):
-    reason: Literal["denied", "expired", "cancelled", "relay_unavailable", "rejected"] | None
+    reason: Literal["denied", "expired", "cancelled", "relay_unavailable", "rejected", "pending", "answered"] | None
     outcome: AnswerOutcome | None
 
 class CryptoError(PacerelleError): ...
@@ -505,6 +505,26 @@ class Policy:
     def ask_everything() -> Policy: ...
     def evaluate(self, tool: str, input: Any = None) -> Evaluation: ...
 
+@final
+class Ruling:
+    """What the approval gate concluded about one call; only `lets_run` lets it run."""
+
+    @property
+    def conclusion(
+        self,
+    ) -> Literal[
+        "allowed", "approved", "answered", "denied", "expired", "cancelled", "rejected", "pending",
+        "relay_unavailable", "error",
+    ]: ...
+    @property
+    def reason(self) -> str: ...
+    @property
+    def outcome(self) -> AnswerOutcome | None: ...
+    @property
+    def error(self) -> PacerelleError | None: ...
+    @property
+    def lets_run(self) -> bool: ...
+
 # ---------------------------------------------------------------- clients
 
 @final
@@ -570,6 +590,15 @@ class AgentClient:
         question_id: str | None = None,
         timeout: float | None = None,
     ) -> Call[AnswerOutcome]: ...
+    def approve(
+        self,
+        question: str,
+        *,
+        details: str | None = None,
+        expires_in: float = 600.0,
+        timeout: float | None = None,
+        evaluation: Evaluation | None = None,
+    ) -> Call[Ruling]: ...
     def notify(self, text: str, title: str | None = None, level: str = "info") -> Call[Stored]: ...
     def cancel_question(self, question_id: str) -> Call[AnswerOutcome]: ...
     def answer_log(
