@@ -3,8 +3,10 @@ unreachable relay raise NotApproved with that reason, and the function never run
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
+import time
 from pathlib import Path
 from typing import Any
 
@@ -279,3 +281,24 @@ def test_a_policy_file_protects_itself(tmp_path: Path) -> None:
     assert policy.evaluate("Write", {"file_path": str(policy_file)}).decision == "ask"
     assert policy.evaluate("shell", {"command": f"rm {policy_file}"}).decision == "ask"
     assert policy.evaluate("Edit", {"path": "/repo/.claude/settings.json"}).decision == "ask"
+
+
+def test_an_interrupted_approval_withdraws_its_question(paired: Paired) -> None:
+    """Cancelling the asyncio task that waits drops the native gate, which withdraws the question: a late
+    yes approves nothing."""
+    agent, device = paired.agent, paired.device
+
+    async def main() -> None:
+        async_agent = pacerelle.AsyncAgent.from_agent(agent)
+        waiting = asyncio.ensure_future(async_agent.approval("Interrupted?", expires_in=600).__aenter__())
+        question = await asyncio.to_thread(device.wait_for_question, 20)
+        waiting.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await waiting
+        deadline = time.monotonic() + 10
+        while device.questions("cancelled").questions == []:
+            assert time.monotonic() < deadline, "the question was not withdrawn"
+            await asyncio.sleep(0.1)
+        assert device.questions("cancelled").questions[0].question_id == question.question_id
+
+    asyncio.run(main())
