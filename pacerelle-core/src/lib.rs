@@ -14,6 +14,7 @@ pub mod question;
 pub mod roster;
 pub mod time;
 pub mod token;
+pub mod webhook;
 pub mod wire;
 
 pub use cursor::Cursor;

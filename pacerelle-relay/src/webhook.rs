@@ -11,7 +11,6 @@ use std::time::Duration;
 
 use pacerelle_core::Timestamp;
 use pacerelle_core::wire::{EVENT_ID_HEADER, SIGNATURE_HEADER};
-use ring::hmac;
 use tokio::sync::Notify;
 
 use crate::app::Inner;
@@ -70,13 +69,7 @@ impl WebhookSettings {
 
 /// The value of the signature header: `t=<unix seconds>,v1=<lowercase hex HMAC-SHA256(secret, "<t>." ‖ body)>`.
 pub(crate) fn signature(secret: &str, t: i64, body: &[u8]) -> String {
-    let key = hmac::Key::new(hmac::HMAC_SHA256, secret.as_bytes());
-    let mut ctx = hmac::Context::with_key(&key);
-    ctx.update(t.to_string().as_bytes());
-    ctx.update(b".");
-    ctx.update(body);
-    let tag = ctx.sign();
-    format!("t={t},v1={}", data_encoding::HEXLOWER.encode(tag.as_ref()))
+    pacerelle_core::webhook::sign_webhook(secret, t, body)
 }
 
 fn millis(d: Duration) -> i64 {
@@ -245,6 +238,7 @@ pub(crate) async fn deliverer(relay: Weak<Inner>, kick: Arc<Notify>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use ring::hmac;
 
     #[test]
     fn backoff_doubles_up_to_its_cap() {
