@@ -35,12 +35,11 @@ use std::time::Duration;
 use pacerelle_core::ids;
 use pacerelle_core::policy::{self, Call, Decision, Evaluation, Policy};
 use pacerelle_core::question::{Answer, QuestionState};
-use pacerelle_core::wire::code;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
 use crate::agent::AgentClient;
-use crate::error::Error;
+use crate::error::{Error, ErrorKind};
 use crate::question::{AnswerOutcome, QuestionRequest};
 
 /// The policy file looked for in a project folder.
@@ -459,7 +458,7 @@ pub async fn ask(client: &AgentClient, asking: Asking) -> Ruling {
     let outcome = match withdrawn {
         Ok(Ok(outcome)) => outcome,
         // Answered or expired meanwhile: what counts is what the question holds.
-        Ok(Err(e)) if matches!(e.code(), Some(code::QUESTION_ANSWERED | code::QUESTION_EXPIRED)) => {
+        Ok(Err(e)) if e.kind() == ErrorKind::QuestionClosed => {
             match client.wait_for_answer(&question_id, Duration::ZERO).await {
                 Ok(outcome) => outcome,
                 Err(e) => return Ruling::failed(e, "read the owner's answer"),
