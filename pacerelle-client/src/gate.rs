@@ -651,4 +651,93 @@ mod tests {
         assert_eq!(until.budget, Duration::from_secs(660));
         assert!(!until.fit_expiry);
     }
+
+    /// The gate against a real relay: the budget's end and an interruption withdraw the question; a fitted
+    /// expiry concludes `expired`. (The same scenarios through every adapter: `pacerelle-cli/tests/gate_table.rs`.)
+    #[tokio::test]
+    async fn an_open_question_is_withdrawn_when_the_budget_ends_or_the_gate_is_dropped() {
+        use crate::DeviceClient;
+        use crate::agent::PairingOptions;
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let relay = pacerelle_relay::Relay::open(pacerelle_relay::Config {
+            database_path: dir.path().join("pacerelle.db"),
+            open_registration: true,
+            registration_secret: None,
+            public_url: None,
+        })
+        .await
+        .expect("relay");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        tokio::spawn(relay.serve(listener, std::future::pending::<()>()));
+        let agent = AgentClient::register(&url, "gate", None).await.expect("register");
+        let link = agent
+            .create_pairing(PairingOptions::default())
+            .await
+            .expect("pairing");
+        let device = DeviceClient::join(&link.link, "phone").await.expect("join");
+        let cancelled = |id: String| {
+            let device = device.clone();
+            async move {
+                for _ in 0..200 {
+                    let list = device
+                        .questions(Some(QuestionState::Cancelled))
+                        .await
+                        .expect("questions");
+                    if list.questions.iter().any(|q| q.question_id == id) {
+                        return true;
+                    }
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+                false
+            }
+        };
+
+        // The budget ends first: the question keeps its own expiry, and is withdrawn.
+        let ruling = ask(
+            &agent,
+            Asking::until(
+                QuestionRequest::yes_no("Budget?").with_id("q_budget"),
+                Some(Duration::from_secs(1)),
+            ),
+        )
+        .await;
+        assert_eq!(ruling.conclusion, Conclusion::Cancelled, "{ruling:?}");
+        assert!(ruling.reason.contains("withdrawn") && !ruling.lets_run());
+        assert!(cancelled("q_budget".into()).await);
+
+        // Fitted inside the budget, the question expires first.
+        let ruling = ask(
+            &agent,
+            Asking::within(QuestionRequest::yes_no("Fitted?"), Duration::from_secs(2)),
+        )
+        .await;
+        assert_eq!(ruling.conclusion, Conclusion::Expired, "{ruling:?}");
+
+        // Interrupted: the future is dropped while it waits.
+        let gate = tokio::spawn({
+            let agent = agent.clone();
+            async move {
+                ask(
+                    &agent,
+                    Asking::until(QuestionRequest::yes_no("Interrupted?").with_id("q_drop"), None),
+                )
+                .await
+            }
+        });
+        for _ in 0..200 {
+            let open = device
+                .questions(Some(QuestionState::Pending))
+                .await
+                .expect("questions");
+            if !open.questions.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        gate.abort();
+        assert!(gate.await.is_err(), "aborted");
+        assert!(cancelled("q_drop".into()).await, "withdrawn on interruption");
+    }
 }

@@ -639,7 +639,7 @@ impl PacerelleServer {
         match state.client.cancel_question(id).await {
             Ok(outcome) => {
                 let result = AnswerResult::from(&outcome);
-                let next = if result.status == AnswerStatus::Cancelled {
+                let next = if result.conclusion == Conclusion::Cancelled {
                     "Question cancelled: the phone shows it withdrawn and no answer will count. It is a no: \
                      do not act on it."
                         .to_string()
