@@ -23,7 +23,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::Stored;
 use crate::agent::{AgentClient, Checkpoint, Inbox, Message, reply_id_for};
-use crate::error::{Error, Result};
+use crate::error::{Error, ErrorKind, Result};
 
 /// How many times a task's handler may fail before the task is set aside.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
@@ -484,7 +484,7 @@ impl Runner {
                             Err(Halt::Fatal(e)) => return Err(e),
                         }
                     }
-                    Some(Err(e)) if e.code() == Some(code::LEASE_LOST) => {
+                    Some(Err(e)) if e.kind() == ErrorKind::LeaseLost => {
                         self.emit(Event::LeaseLost);
                         session = false;
                         unreachable.next().unwrap_or(self.backoff.max)
@@ -642,8 +642,8 @@ impl Runner {
     async fn acknowledge(&self, message_id: &str, stop: &CancellationToken) -> std::result::Result<(), Halt> {
         match self.settle(stop, || self.agent.mark_processed(message_id)).await {
             Ok(_) => Ok(()),
-            Err(Halt::Fatal(e)) if e.code() == Some(code::LEASE_LOST) => Err(Halt::LeaseLost),
-            Err(Halt::Fatal(e)) if e.code() == Some(code::NOT_FOUND) => {
+            Err(Halt::Fatal(e)) if e.kind() == ErrorKind::LeaseLost => Err(Halt::LeaseLost),
+            Err(Halt::Fatal(e)) if e.kind() == ErrorKind::NotFound => {
                 tracing::warn!(message_id, "the task is gone from the relay");
                 Ok(())
             }
@@ -694,35 +694,30 @@ async fn until<T>(stop: &CancellationToken, future: impl Future<Output = T>) -> 
     }
 }
 
-/// Worth trying again later: the relay is unreachable, restarting or failing inside.
+/// Worth trying again later: the relay is unreachable, restarting, busy or failing inside.
 fn retryable(e: &Error) -> bool {
-    e.is_transient() || matches!(e, Error::Api { status, .. } if *status >= 500)
+    matches!(
+        e.kind(),
+        ErrorKind::Unavailable | ErrorKind::RateLimited | ErrorKind::Internal
+    )
 }
 
 /// No retry can fix it, for any task: the loop ends with it.
 fn fatal(e: &Error) -> bool {
-    matches!(
-        e.code(),
-        Some(code::UNAUTHORIZED | code::FORBIDDEN | code::AGENT_IN_USE)
-    )
+    matches!(e.kind(), ErrorKind::Unauthorized | ErrorKind::AgentInUse)
 }
 
-/// The same request would be refused again whatever happens: too large or invalid.
+/// The same request would be refused again whatever happens: too large or invalid (given here, or refused by
+/// the relay as `invalid_input`, `body_too_large`…).
 fn refused_for_good(e: &Error) -> bool {
-    match e {
-        Error::InvalidInput(_) => true,
-        _ => matches!(
-            e.code(),
-            Some(code::BODY_TOO_LARGE | code::INVALID_INPUT | code::INVALID_JSON)
-        ),
-    }
+    e.kind() == ErrorKind::InvalidInput
 }
 
 /// A short reason for the person, without any text of the task.
 fn why_refused(e: &Error) -> String {
     match e {
         Error::InvalidInput(reason) => reason.clone(),
-        Error::Api { code, .. } if code == code::BODY_TOO_LARGE => {
+        Error::Api { code: c, .. } if c == code::BODY_TOO_LARGE => {
             "it is larger than the relay accepts".into()
         }
         _ => "the relay refused it as invalid".into(),
