@@ -72,7 +72,7 @@ impl Error {
         match self {
             Error::Network { .. } => ErrorKind::Unavailable,
             Error::Api { status, code, .. } => match ErrorKind::of_code(code) {
-                ErrorKind::Internal if matches!(status, 502 | 503 | 504) => ErrorKind::Unavailable,
+                ErrorKind::Internal if matches!(status, 502..=504) => ErrorKind::Unavailable,
                 kind => kind,
             },
             Error::Crypto(_) => ErrorKind::Crypto,
