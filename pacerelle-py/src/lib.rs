@@ -202,7 +202,7 @@ mod _native {
     #[pymodule_export]
     use super::device::DeviceClient;
     #[pymodule_export]
-    use super::policy::{PyEvaluation, PyPolicy};
+    use super::policy::{PyEvaluation, PyPolicy, PyRuling};
     #[pymodule_export]
     use super::types::{
         PyAgentInfo, PyAnswerOutcome, PyAsked, PyAuditEntry, PyCheckpoint, PyConversationItem,

@@ -137,8 +137,9 @@ class _Base:
         tool: str | None = None,
     ) -> Any:
         """Decorator: asks the owner before each call and runs the function only on an authenticated yes;
-        otherwise raises `NotApproved` (reason 'denied', 'expired', 'cancelled', 'relay_unavailable' or
-        'rejected') and the function never runs.
+        otherwise raises `NotApproved` (reason 'denied', 'expired', 'cancelled', 'relay_unavailable',
+        'rejected', 'pending' or 'answered': the gate's conclusion, the same as the CLI hook's and the MCP
+        tools') and the function never runs.
 
         `question` is a text with `{argument}` placeholders filled from the call; `describe`, a function
         of the call's arguments that returns the text; by default the question names the function and its
