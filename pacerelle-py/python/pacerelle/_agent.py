@@ -365,17 +365,28 @@ class Agent(_Base):
         timeout: float = 30.0,
         max_backoff: float = 10.0,
         handle_signals: bool = True,
+        max_attempts: int = 3,
     ) -> None:
-        """The supervised loop: takes the lease, waits for tasks and calls `handler(message)` (or
-        `handler(message, context)` when it takes two arguments; a function or a coroutine function).
-        A `str` it returns is sent as the reply; the task is marked processed only after the handler
-        returned. A handler that raises leaves the task unprocessed (redelivered to the next run) and the
-        error is logged to the `pacerelle` logger. Survives relay restarts with backoff; returns on
-        SIGINT/SIGTERM (in the main thread) or `stop()`. Raises `AgentInUse` if another session holds the
-        lease and `takeover` is false."""
+        """The supervised loop (the client's one `Runner`): takes the lease, waits for tasks and calls
+        `handler(message)` (or `handler(message, context)` when it takes two arguments; a function or a
+        coroutine function). A `str` it returns is sent as the reply; the task is marked processed only
+        after the handler returned. A handler that raises leaves the task unprocessed and is tried again
+        after a pause; after `max_attempts` failures (or at once for a reply too large to send) the task is
+        set aside: the person gets an error reply and it is marked processed. Errors are logged to the
+        `pacerelle` logger. Survives relay restarts with backoff; returns on SIGINT/SIGTERM (in the main
+        thread) or `stop()`. Raises `AgentInUse` if another session holds the lease and `takeover` is
+        false."""
         from ._runner import SyncRunner
 
-        SyncRunner(self, handler, takeover=takeover, timeout=timeout, max_backoff=max_backoff, handle_signals=handle_signals).run()
+        SyncRunner(
+            self,
+            handler,
+            takeover=takeover,
+            timeout=timeout,
+            max_backoff=max_backoff,
+            handle_signals=handle_signals,
+            max_attempts=max_attempts,
+        ).run()
 
     def __enter__(self) -> Agent:
         return self
@@ -522,12 +533,21 @@ class AsyncAgent(_Base):
         timeout: float = 30.0,
         max_backoff: float = 10.0,
         handle_signals: bool = True,
+        max_attempts: int = 3,
     ) -> None:
         """The supervised loop of `Agent.run`, in this event loop. A coroutine function handler is awaited;
         a plain function runs on the event loop's thread (keep it short, or make it `async`)."""
         from ._runner import AsyncRunner
 
-        await AsyncRunner(self, handler, takeover=takeover, timeout=timeout, max_backoff=max_backoff, handle_signals=handle_signals).run()
+        await AsyncRunner(
+            self,
+            handler,
+            takeover=takeover,
+            timeout=timeout,
+            max_backoff=max_backoff,
+            handle_signals=handle_signals,
+            max_attempts=max_attempts,
+        ).run()
 
     async def __aenter__(self) -> AsyncAgent:
         return self
