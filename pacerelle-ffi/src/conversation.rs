@@ -65,7 +65,7 @@ pub struct ConversationItem {
     pub level: Option<Level>,
     /// When the relay stored it.
     pub created_at: SystemTime,
-    /// Its position in the conversation: pass it as `after` to read what follows. Opaque.
+    /// Its position in the conversation: pass it as `cursor` to read what follows. Opaque.
     pub cursor: String,
 }
 
@@ -112,7 +112,7 @@ pub struct ConversationPage {
     pub items: Vec<ConversationItem>,
     /// Items that did not open.
     pub rejected: Vec<RejectedItem>,
-    /// Where to continue: pass it as `after` next time (and keep it to resume after a restart). Opaque.
+    /// Where to continue: pass it as `cursor` next time (and keep it to resume after a restart). Opaque.
     pub cursor: String,
 }
 

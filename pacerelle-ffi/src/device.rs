@@ -82,23 +82,27 @@ impl DeviceClient {
         Ok(self.inner.send(&text, message_id.as_deref()).await?.into())
     }
 
-    /// The conversation after `after` (from the start when none), without waiting.
-    pub async fn conversation(&self, after: Option<String>) -> Result<ConversationPage> {
+    /// The conversation after `cursor` (from the start when none), without waiting.
+    pub async fn conversation(&self, cursor: Option<String>) -> Result<ConversationPage> {
         Ok(self
             .inner
-            .conversation(cursor(after)?, Duration::ZERO)
+            .conversation(parse_cursor(cursor)?, Duration::ZERO)
             .await?
             .into())
     }
 
-    /// Waits for what follows `after` (from the start when none): returns as soon as something is there,
-    /// or with an empty page and the same position when `timeout` passes (capped at 55 seconds).
+    /// Waits for what follows `cursor` (from the start when none): returns as soon as something is
+    /// there, or with an empty page and the same position when `timeout` passes (capped at 55 seconds).
     pub async fn wait_for_events(
         &self,
-        after: Option<String>,
+        cursor: Option<String>,
         timeout: Duration,
     ) -> Result<ConversationPage> {
-        Ok(self.inner.conversation(cursor(after)?, timeout).await?.into())
+        Ok(self
+            .inner
+            .conversation(parse_cursor(cursor)?, timeout)
+            .await?
+            .into())
     }
 
     /// The questions addressed to this device that can still be answered, oldest first.
@@ -132,22 +136,22 @@ impl DeviceClient {
         Ok(())
     }
 
-    /// Delivers the conversation after `after` (from the start when none) to `listener` as it arrives,
+    /// Delivers the conversation after `cursor` (from the start when none) to `listener` as it arrives,
     /// until `stop()` is called or the handle is dropped: keep the handle.
     ///
     /// Long-polls the relay in the background. Errors worth retrying (network, relay busy) are reported to
     /// `on_error` and retried; any other error (such as `NotPaired`) is reported and ends the listening.
     pub fn listen(
         &self,
-        after: Option<String>,
+        cursor: Option<String>,
         listener: Arc<dyn ConversationListener>,
     ) -> Result<Arc<ListenerHandle>> {
-        ListenerHandle::start(self.inner.clone(), cursor(after)?, listener)
+        ListenerHandle::start(self.inner.clone(), parse_cursor(cursor)?, listener)
     }
 }
 
 /// Parses an opaque cursor given back by the app.
-fn cursor(text: Option<String>) -> Result<Option<Cursor>> {
+fn parse_cursor(text: Option<String>) -> Result<Option<Cursor>> {
     text.map(|t| Cursor::parse(&t))
         .transpose()
         .map_err(|e| PacerelleError::from(pacerelle_client::Error::from(e)))

@@ -4,7 +4,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
-use pacerelle_client::Cursor;
+use pacerelle_client::{Backoff, Cursor};
 use tokio::runtime::Runtime;
 use tokio::task::AbortHandle;
 
@@ -13,9 +13,12 @@ use crate::error::{PacerelleError, Result};
 
 /// Longest park of one long-poll of a listener.
 const POLL: Duration = Duration::from_secs(30);
-/// First pause after an error worth retrying, doubled up to [`MAX_PAUSE`].
-const FIRST_PAUSE: Duration = Duration::from_millis(500);
-const MAX_PAUSE: Duration = Duration::from_secs(10);
+/// Pauses after an error worth retrying: from 500 ms, doubled up to 10 s, with jitter; from the start
+/// again after a page arrives.
+const BACKOFF: Backoff = Backoff {
+    first: Duration::from_millis(500),
+    max: Duration::from_secs(10),
+};
 
 /// The runtime listeners run on: one worker thread for every listener of the process.
 static RUNTIME: LazyLock<std::io::Result<Runtime>> = LazyLock::new(|| {
@@ -52,7 +55,7 @@ pub struct ListenerHandle {
 impl ListenerHandle {
     pub(crate) fn start(
         device: pacerelle_client::DeviceClient,
-        after: Option<Cursor>,
+        cursor: Option<Cursor>,
         listener: Arc<dyn ConversationListener>,
     ) -> Result<Arc<Self>> {
         let runtime = RUNTIME.as_ref().map_err(|e| PacerelleError::Internal {
@@ -60,7 +63,7 @@ impl ListenerHandle {
         })?;
         let stopped = Arc::new(AtomicBool::new(false));
         let task = runtime
-            .spawn(run(device, after, listener, stopped.clone()))
+            .spawn(run(device, cursor, listener, stopped.clone()))
             .abort_handle();
         Ok(Arc::new(ListenerHandle { stopped, task }))
     }
@@ -88,17 +91,17 @@ impl Drop for ListenerHandle {
 
 async fn run(
     device: pacerelle_client::DeviceClient,
-    mut after: Option<Cursor>,
+    mut cursor: Option<Cursor>,
     listener: Arc<dyn ConversationListener>,
     stopped: Arc<AtomicBool>,
 ) {
     let live = || !stopped.load(Ordering::SeqCst);
-    let mut pause = FIRST_PAUSE;
+    let mut pauses = BACKOFF.delays();
     while live() {
-        match device.conversation(after, POLL).await {
+        match device.conversation(cursor, POLL).await {
             Ok(page) => {
-                pause = FIRST_PAUSE;
-                after = Some(page.cursor);
+                pauses = BACKOFF.delays();
+                cursor = Some(page.cursor);
                 let page = ConversationPage::from(page);
                 for rejected in page.rejected {
                     if live() {
@@ -123,8 +126,7 @@ async fn run(
                     stopped.store(true, Ordering::SeqCst);
                     return;
                 }
-                tokio::time::sleep(pause).await;
-                pause = (pause * 2).min(MAX_PAUSE);
+                tokio::time::sleep(pauses.next().unwrap_or(BACKOFF.max)).await;
             }
         }
     }

@@ -62,7 +62,7 @@ class DeviceClientTest {
         val sent = device.send("page me", null)
         device.awaitItem { it.kind == ItemKind.REPLY && it.sourceMessageId == sent.messageId }
 
-        val all = device.conversation(null)
+        val all = device.conversation(cursor = null)
         assertTrue(all.items.any { it.id == sent.messageId })
         assertTrue(all.rejected.isEmpty())
         // Nothing after the end: the wait returns empty at the same position once the timeout passes.
@@ -77,7 +77,7 @@ class DeviceClientTest {
         assertTrue(System.nanoTime() - cancelledAt < TimeUnit.SECONDS.toNanos(5))
         // Reading after an item's cursor skips it and what came before.
         val firstCursor = all.items.first().cursor
-        assertTrue(device.conversation(firstCursor).items.none { it.cursor == firstCursor })
+        assertTrue(device.conversation(cursor = firstCursor).items.none { it.cursor == firstCursor })
     }
 
     @Test
@@ -153,7 +153,7 @@ class DeviceClientTest {
     fun `the listener delivers events and stops`() = runBlocking<Unit> {
         val device = joinNewDevice("listening phone")
         val listener = QueueListener()
-        val handle = device.listen(null, listener)
+        val handle = device.listen(cursor = null, listener = listener)
         assertFalse(handle.isStopped())
 
         val sent = device.send("live", null)
@@ -164,8 +164,8 @@ class DeviceClientTest {
         handle.stop()
         assertTrue(handle.isStopped())
         listener.items.clear()
-        val after = device.send("nobody listens", null)
-        device.awaitItem(reply.cursor) { it.kind == ItemKind.REPLY && it.sourceMessageId == after.messageId }
+        val unheard = device.send("nobody listens", null)
+        device.awaitItem(reply.cursor) { it.kind == ItemKind.REPLY && it.sourceMessageId == unheard.messageId }
         assertNull(listener.next(seconds = 2), "no event after stop")
         assertTrue(listener.errors.isEmpty())
     }

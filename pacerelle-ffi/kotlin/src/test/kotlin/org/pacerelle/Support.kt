@@ -9,18 +9,18 @@ import kotlinx.coroutines.withTimeout
 suspend fun joinNewDevice(name: String): DeviceClient = DeviceClient.join(TestRelay.pairingLink(), name)
 
 /**
- * Follows the conversation after [after] with `waitForEvents` until an item matches, and returns it.
+ * Follows the conversation after [cursor] with `waitForEvents` until an item matches, and returns it.
  */
 suspend fun DeviceClient.awaitItem(
-    after: String? = null,
+    cursor: String? = null,
     timeoutMs: Long = 30_000,
     matches: (ConversationItem) -> Boolean,
 ): ConversationItem = withTimeout(timeoutMs) {
-    var cursor = after
+    var next = cursor
     while (true) {
-        val page = waitForEvents(cursor, Duration.ofSeconds(5))
+        val page = waitForEvents(cursor = next, timeout = Duration.ofSeconds(5))
         page.items.firstOrNull(matches)?.let { return@withTimeout it }
-        cursor = page.cursor
+        next = page.cursor
     }
     @Suppress("UNREACHABLE_CODE")
     error("unreachable")
