@@ -50,7 +50,7 @@ async fn seen_on_phone(device: &DeviceClient, question_id: &str) -> OpenedQuesti
         .unwrap_or_else(|| panic!("the phone should see question {question_id}"))
 }
 
-/// Calls `wait_for_answer` until the status is not `pending` (each call bounded by `timeoutSeconds`).
+/// Calls `wait_for_answer` until the state is not `pending` (each call bounded by `timeoutSeconds`).
 async fn wait_until_settled(server: &Server, question_id: &str) -> (Value, String) {
     for _ in 0..10 {
         let result = server
@@ -61,7 +61,7 @@ async fn wait_until_settled(server: &Server, question_id: &str) -> (Value, Strin
             .await;
         assert_ne!(result.is_error, Some(true), "{}", text(&result));
         let value = result.structured_content.clone().expect("structured");
-        if value["status"] != "pending" {
+        if value["state"] != "pending" {
             return (value, text(&result));
         }
     }
@@ -114,6 +114,31 @@ async fn ask_and_wait(era: Era) {
             "{schema}"
         );
     }
+    // A question's result names its state `state` (a question state, as everywhere else), the answering
+    // device's id `answeredBy` and its name `answeredByName`; `status` is only wait_for_messages' wait status.
+    for name in ["wait_for_answer", "cancel_question"] {
+        let tool = tools.iter().find(|t| t.name == name).expect("listed");
+        let out = serde_json::to_value(tool.output_schema.as_ref().expect("schema")).unwrap();
+        let properties = &out["properties"];
+        for field in [
+            "state",
+            "conclusion",
+            "answeredBy",
+            "answeredByName",
+            "answeredAt",
+        ] {
+            assert!(properties.get(field).is_some(), "{name} lacks {field}: {out}");
+        }
+        for gone in ["status", "answeredByDeviceId"] {
+            assert!(properties.get(gone).is_none(), "{name} still has {gone}: {out}");
+        }
+    }
+    let messages = tools
+        .iter()
+        .find(|t| t.name == "wait_for_messages")
+        .expect("wait_for_messages is listed");
+    let out = serde_json::to_value(messages.output_schema.as_ref().expect("schema")).unwrap();
+    assert!(out["properties"].get("status").is_some(), "{out}");
     let info = server.client.peer_info().expect("server info");
     let instructions = info.instructions.clone().expect("instructions");
     assert!(instructions.contains("ask_user") && instructions.contains("No answer is a no"));
@@ -143,7 +168,7 @@ async fn ask_and_wait(era: Era) {
         .call("wait_for_answer", json!({"questionId": id, "timeoutSeconds": 1}))
         .await;
     let pending = result.structured_content.clone().expect("structured");
-    assert_eq!(pending["status"], "pending", "{pending}");
+    assert_eq!(pending["state"], "pending", "{pending}");
     assert_eq!(pending["approved"], false);
     assert_eq!(pending["answer"], Value::Null);
     assert_eq!(pending["expiresAt"], expires_at.as_str());
@@ -170,11 +195,16 @@ async fn ask_and_wait(era: Era) {
     let result = waiting.await.expect("join").expect("wait_for_answer");
     assert_ne!(result.is_error, Some(true), "{}", text(&result));
     let yes = result.structured_content.clone().expect("structured");
-    assert_eq!(yes["status"], "answered", "{yes}");
+    assert_eq!(yes["state"], "answered", "{yes}");
     assert_eq!(yes["approved"], true);
     assert_eq!(yes["answer"], "yes");
-    assert_eq!(yes["answeredBy"], "test phone");
-    assert_eq!(yes["answeredByDeviceId"], device_id.as_str());
+    // answeredBy is the device's id, as everywhere else; its name is answeredByName.
+    assert_eq!(yes["answeredBy"], device_id.as_str());
+    assert_eq!(yes["answeredByName"], "test phone");
+    assert!(
+        yes.get("status").is_none(),
+        "a question has a state, not a status: {yes}"
+    );
     assert!(yes["answeredAt"].is_string());
     assert_eq!(yes["rejected"], Value::Null);
     assert!(text(&result).contains("YES"), "{}", text(&result));
@@ -199,10 +229,11 @@ async fn ask_and_wait(era: Era) {
     seen_on_phone(&device, &id).await;
     device.answer(&id, Answer::No).await.expect("no");
     let (no, next) = wait_until_settled(&server, &id).await;
-    assert_eq!(no["status"], "answered", "{no}");
+    assert_eq!(no["state"], "answered", "{no}");
     assert_eq!(no["approved"], false);
     assert_eq!(no["answer"], "no");
-    assert_eq!(no["answeredBy"], "test phone");
+    assert_eq!(no["answeredBy"], device_id.as_str());
+    assert_eq!(no["answeredByName"], "test phone");
     assert!(next.contains("Do not act"), "{next}");
 
     // A choice round-trips the chosen option, with its author and time.
@@ -226,10 +257,11 @@ async fn ask_and_wait(era: Era) {
         .await
         .expect("choose");
     let (chosen, next) = wait_until_settled(&server, &id).await;
-    assert_eq!(chosen["status"], "answered", "{chosen}");
+    assert_eq!(chosen["state"], "answered", "{chosen}");
     assert_eq!(chosen["approved"], true);
     assert_eq!(chosen["answer"], json!(["staging"]));
-    assert_eq!(chosen["answeredBy"], "test phone");
+    assert_eq!(chosen["answeredBy"], device_id.as_str());
+    assert_eq!(chosen["answeredByName"], "test phone");
     assert!(chosen["answeredAt"].is_string());
     assert!(next.contains("\"staging\""), "{next}");
 
@@ -241,10 +273,11 @@ async fn ask_and_wait(era: Era) {
         .await
         .expect("write");
     let (written, next) = wait_until_settled(&server, &id).await;
-    assert_eq!(written["status"], "answered", "{written}");
+    assert_eq!(written["state"], "answered", "{written}");
     assert_eq!(written["answer"], "feature/phone-approvals");
     assert_eq!(written["approved"], false);
-    assert_eq!(written["answeredBy"], "test phone");
+    assert_eq!(written["answeredBy"], device_id.as_str());
+    assert_eq!(written["answeredByName"], "test phone");
     assert!(next.contains("not an approval"), "{next}");
 
     // Asking again with an id already used returns the first question: nothing is asked twice.
@@ -290,10 +323,11 @@ async fn an_unanswered_question_expires_and_is_not_approved() {
 
     // Nobody answers: the wait ends with expired, not approved, and the text says it is a no.
     let (expired, next) = wait_until_settled(&server, &id).await;
-    assert_eq!(expired["status"], "expired", "{expired}");
+    assert_eq!(expired["state"], "expired", "{expired}");
     assert_eq!(expired["approved"], false);
     assert_eq!(expired["answer"], Value::Null);
     assert_eq!(expired["answeredBy"], Value::Null);
+    assert_eq!(expired["answeredByName"], Value::Null);
     assert!(next.contains("NO") && next.contains("do not act"), "{next}");
 
     // A late answer from the phone is refused, and changes nothing.
@@ -305,7 +339,7 @@ async fn an_unanswered_question_expires_and_is_not_approved() {
     let still = server
         .ok("wait_for_answer", json!({"questionId": id, "timeoutSeconds": 0}))
         .await;
-    assert_eq!(still["status"], "expired");
+    assert_eq!(still["state"], "expired");
     assert_eq!(still["approved"], false);
     // Too late to cancel it.
     let text = server
@@ -331,19 +365,19 @@ async fn a_cancelled_question_is_a_no_and_refuses_answers() {
     let waiting = wait_in_background(&server, json!({"questionId": id, "timeoutSeconds": 30}));
     let cancel = server.call("cancel_question", json!({"questionId": id})).await;
     let cancelled = cancel.structured_content.clone().expect("structured");
-    assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
+    assert_eq!(cancelled["state"], "cancelled", "{cancelled}");
     assert_eq!(cancelled["approved"], false);
     assert!(text(&cancel).contains("do not act"), "{}", text(&cancel));
     let result = waiting.await.expect("join").expect("wait_for_answer");
     let waited = result.structured_content.clone().expect("structured");
-    assert_eq!(waited["status"], "cancelled", "{waited}");
+    assert_eq!(waited["state"], "cancelled", "{waited}");
     assert_eq!(waited["approved"], false);
     let next = text(&result);
     assert!(next.contains("NO") && next.contains("do not act"), "{next}");
 
     // Cancelling again changes nothing; the phone's answer is refused; the state stays cancelled.
     let again = server.ok("cancel_question", json!({"questionId": id})).await;
-    assert_eq!(again["status"], "cancelled");
+    assert_eq!(again["state"], "cancelled");
     let refused = device
         .answer(&id, Answer::Yes)
         .await
@@ -352,7 +386,7 @@ async fn a_cancelled_question_is_a_no_and_refuses_answers() {
     let after = server
         .ok("wait_for_answer", json!({"questionId": id, "timeoutSeconds": 0}))
         .await;
-    assert_eq!(after["status"], "cancelled");
+    assert_eq!(after["state"], "cancelled");
     assert_eq!(after["approved"], false);
     assert_eq!(after["answer"], Value::Null);
     server.stop().await;
@@ -555,7 +589,7 @@ async fn relay_down_while_waiting_for_an_answer_is_never_a_yes() {
     let _relay = TestRelay::start_on(port, dir).await;
     device.answer(&id, Answer::Yes).await.expect("answer");
     let (yes, _) = wait_until_settled(&server, &id).await;
-    assert_eq!(yes["status"], "answered");
+    assert_eq!(yes["state"], "answered");
     assert_eq!(yes["approved"], true);
     server.stop().await;
 }

@@ -112,7 +112,7 @@ pub struct WaitAnswerArgs {
     /// The questionId returned by ask_user.
     pub question_id: String,
     /// How long to wait for the answer, in seconds (0 to 55, default 30). The call returns by then with
-    /// status "pending" if the person has not answered yet.
+    /// state "pending" if the person has not answered yet.
     #[schemars(range(min = 0, max = 55))]
     pub timeout_seconds: Option<i64>,
 }
@@ -147,11 +147,11 @@ pub struct AskResult {
     pub expires_at: String,
 }
 
-/// Where a question stands, as this agent concludes.
+/// Where a question stands (its state), as this agent reads it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
 #[schemars(inline)]
 #[serde(rename_all = "snake_case")]
-pub enum AnswerStatus {
+pub enum QuestionStateWord {
     /// No answer yet: call wait_for_answer again with the same questionId. Not a yes.
     Pending,
     /// The person answered (see `answer` and `approved`).
@@ -162,13 +162,13 @@ pub enum AnswerStatus {
     Cancelled,
 }
 
-impl From<QuestionState> for AnswerStatus {
+impl From<QuestionState> for QuestionStateWord {
     fn from(state: QuestionState) -> Self {
         match state {
-            QuestionState::Pending => AnswerStatus::Pending,
-            QuestionState::Answered => AnswerStatus::Answered,
-            QuestionState::Expired => AnswerStatus::Expired,
-            QuestionState::Cancelled => AnswerStatus::Cancelled,
+            QuestionState::Pending => QuestionStateWord::Pending,
+            QuestionState::Answered => QuestionStateWord::Answered,
+            QuestionState::Expired => QuestionStateWord::Expired,
+            QuestionState::Cancelled => QuestionStateWord::Cancelled,
         }
     }
 }
@@ -224,8 +224,8 @@ impl From<&Answer> for AnswerValue {
 pub struct AnswerResult {
     /// The question.
     pub question_id: String,
-    /// `pending`, `answered`, `expired` or `cancelled`.
-    pub status: AnswerStatus,
+    /// The question's state: `pending`, `answered`, `expired` or `cancelled`.
+    pub state: QuestionStateWord,
     /// What this agent concludes, the same word as the PreToolUse hook and Python's `NotApproved.reason`:
     /// `approved` (an authenticated yes), `answered` (options chosen or a text written), `denied` (a no),
     /// `expired`, `cancelled`, `rejected` (an answer that could not be authenticated) or `pending`.
@@ -236,11 +236,12 @@ pub struct AnswerResult {
     pub approved: bool,
     /// `"yes"`/`"no"`, the chosen options (a list), or the written text; null when no answer opened.
     pub answer: Option<AnswerValue>,
-    /// The name of the device that answered; null without an answer.
+    /// The id of the device that answered (`dv_…`, as everywhere else); null without an answer that opened.
     pub answered_by: Option<String>,
-    /// The id of the device that answered.
-    pub answered_by_device_id: Option<String>,
-    /// When the person answered (RFC 3339, by the phone's clock).
+    /// That device's name, as the relay reports it (for wording only); null without an answer that opened.
+    pub answered_by_name: Option<String>,
+    /// When the person answered (RFC 3339), by the answering device's clock, as sealed in its answer (not
+    /// the relay's acceptance time).
     pub answered_at: Option<String>,
     /// When the question expires (RFC 3339). Null only when the relay did not answer in time.
     pub expires_at: Option<String>,
@@ -253,13 +254,13 @@ impl From<&AnswerOutcome> for AnswerResult {
     fn from(o: &AnswerOutcome) -> Self {
         AnswerResult {
             question_id: o.question_id.clone(),
-            status: o.state.into(),
+            state: o.state.into(),
             conclusion: Conclusion::of(o),
             // The verdict, copied: never decided here.
             approved: o.approved,
             answer: o.answer.as_ref().map(AnswerValue::from),
-            answered_by: o.answered_by_name.clone().or_else(|| o.answered_by.clone()),
-            answered_by_device_id: o.answered_by.clone(),
+            answered_by: o.answered_by.clone(),
+            answered_by_name: o.answered_by_name.clone(),
             answered_at: o.answered_at.map(|t| t.to_string()),
             expires_at: Some(o.expires_at.to_string()),
             rejected: o.rejected.clone(),
@@ -364,8 +365,9 @@ const NOT_A_YES: &str = "Until wait_for_answer returns approved: true, this is n
 pub fn answer_next_step(result: &AnswerResult, answer: Option<&Answer>) -> String {
     let id = &result.question_id;
     let by = result
-        .answered_by
+        .answered_by_name
         .as_deref()
+        .or(result.answered_by.as_deref())
         .map(|d| format!(" on \"{d}\""))
         .unwrap_or_default();
     match result.conclusion {
@@ -517,9 +519,9 @@ impl PacerelleServer {
         name = "wait_for_answer",
         input_schema = input_schema::<WaitAnswerArgs>(),
         description = "Wait for the person's answer to a question asked with ask_user. Returns within \
-                       timeoutSeconds (default 30, at most 55) with status pending, answered, expired or \
-                       cancelled, approved, answer (\"yes\"/\"no\", the chosen options, or the text), \
-                       answeredBy and answeredAt. pending: call again with the same questionId. expired or \
+                       timeoutSeconds (default 30, at most 55) with state pending, answered, expired or \
+                       cancelled, conclusion, approved, answer (\"yes\"/\"no\", the chosen options, or \
+                       the text), answeredBy (the device id), answeredByName and answeredAt. pending: call again with the same questionId. expired or \
                        cancelled: treat it as a no and do not act. answered with approved false (a no): do \
                        not act. Proceed only when approved is true. An answer that could not be \
                        authenticated is never approved.",
@@ -559,12 +561,12 @@ impl PacerelleServer {
                 // The relay did not answer in time: nothing was read, so nothing is approved.
                 let result = AnswerResult {
                     question_id: args.question_id,
-                    status: AnswerStatus::Pending,
+                    state: QuestionStateWord::Pending,
                     conclusion: Conclusion::Pending,
                     approved: false,
                     answer: None,
                     answered_by: None,
-                    answered_by_device_id: None,
+                    answered_by_name: None,
                     answered_at: None,
                     expires_at: None,
                     rejected: None,
@@ -779,11 +781,14 @@ mod tests {
     fn results_copy_the_verdict_and_say_what_to_do() {
         let (yes, next) = judged(&outcome(QuestionState::Answered, true, Some(Answer::Yes)));
         assert!(yes.approved);
-        assert_eq!(yes.answered_by.as_deref(), Some("phone"));
-        assert_eq!(yes.answered_by_device_id.as_deref(), Some("dv_1"));
+        assert_eq!(yes.answered_by.as_deref(), Some("dv_1"));
+        assert_eq!(yes.answered_by_name.as_deref(), Some("phone"));
         assert!(next.contains("YES") && next.contains("phone"), "{next}");
         let json = serde_json::to_value(&yes).expect("json");
-        assert_eq!(json["status"], "answered");
+        assert_eq!(json["state"], "answered");
+        assert!(json.get("status").is_none(), "{json}");
+        assert_eq!(json["answeredBy"], "dv_1");
+        assert_eq!(json["answeredByName"], "phone");
         assert_eq!(json["answer"], "yes");
         assert_eq!(json["approved"], true);
 
