@@ -1,0 +1,145 @@
+//! Agents and credentials: registration, the agent itself, and the principal behind a bearer id.
+
+use pacerelle_core::wire::AgentInfo;
+use pacerelle_core::{Timestamp, keys};
+
+use super::{Result, SqliteStore, ts};
+use crate::store::{Principal, Registered};
+
+impl SqliteStore {
+    /// Registers an agent. The same id with the same hash again is a retry: it finds the stored agent.
+    pub(crate) async fn register_agent(
+        &self,
+        agent_id: &str,
+        name: &str,
+        auth_hash: &[u8; 32],
+        now: Timestamp,
+    ) -> Result<Registered> {
+        let (agent_id, name, auth_hash) = (agent_id.to_string(), name.to_string(), *auth_hash);
+        self.write(move |conn| {
+            Box::pin(async move {
+                let existing: Option<(String, Vec<u8>, i64)> =
+                    sqlx::query_as("SELECT name, auth_hash, created_at FROM agents WHERE agent_id = ?1")
+                        .bind(&agent_id)
+                        .fetch_optional(&mut *conn)
+                        .await?;
+                if let Some((stored_name, stored_hash, created_at)) = existing {
+                    if keys::constant_time_eq(&stored_hash, &auth_hash) {
+                        return Ok(Registered::Again(AgentInfo {
+                            agent_id,
+                            name: stored_name,
+                            created_at: ts(created_at),
+                        }));
+                    }
+                    return Ok(Registered::Exists);
+                }
+                let taken: bool = sqlx::query_scalar(
+                    "SELECT EXISTS (SELECT 1 FROM devices WHERE device_id = ?1)
+                         OR EXISTS (SELECT 1 FROM pairings WHERE device_id = ?1)",
+                )
+                .bind(&agent_id)
+                .fetch_one(&mut *conn)
+                .await?;
+                if taken {
+                    return Ok(Registered::Exists);
+                }
+                sqlx::query(
+                    "INSERT INTO agents (agent_id, name, auth_hash, created_at) VALUES (?1, ?2, ?3, ?4)",
+                )
+                .bind(&agent_id)
+                .bind(&name)
+                .bind(&auth_hash[..])
+                .bind(now.millis())
+                .execute(&mut *conn)
+                .await?;
+                Ok(Registered::Created(AgentInfo {
+                    agent_id,
+                    name,
+                    created_at: now,
+                }))
+            })
+        })
+        .await
+    }
+
+    pub(crate) async fn agent(&self, agent_id: &str) -> Result<Option<AgentInfo>> {
+        let row: Option<(String, String, i64)> =
+            sqlx::query_as("SELECT agent_id, name, created_at FROM agents WHERE agent_id = ?1")
+                .bind(agent_id)
+                .fetch_optional(&self.read)
+                .await?;
+        Ok(row.map(|(agent_id, name, created_at)| AgentInfo {
+            agent_id,
+            name,
+            created_at: ts(created_at),
+        }))
+    }
+
+    /// The agent or device named `id`. Agent ids and device ids never collide: registration and pairing
+    /// refuse an id that the other already uses.
+    pub(crate) async fn principal(&self, id: &str) -> Result<Option<Principal>> {
+        let agent: Option<Vec<u8>> = sqlx::query_scalar("SELECT auth_hash FROM agents WHERE agent_id = ?1")
+            .bind(id)
+            .fetch_optional(&self.read)
+            .await?;
+        if let Some(hash) = agent {
+            return Ok(Some(Principal::Agent {
+                agent_id: id.to_string(),
+                hash,
+            }));
+        }
+        let device: Option<(String, Vec<u8>, bool)> = sqlx::query_as(
+            "SELECT agent_id, token_hash, revoked_at IS NOT NULL FROM devices WHERE device_id = ?1",
+        )
+        .bind(id)
+        .fetch_optional(&self.read)
+        .await?;
+        Ok(device.map(|(agent_id, hash, revoked)| Principal::Device {
+            agent_id,
+            device_id: id.to_string(),
+            hash,
+            revoked,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use pacerelle_core::pairing::Role;
+
+    use super::super::tests::{T0, store};
+    use super::*;
+    use crate::store::{NewPairing, PairingStored};
+
+    #[tokio::test]
+    async fn agent_and_device_ids_never_collide() {
+        let (store, _dir) = store().await;
+        let offer = NewPairing {
+            agent_id: "ag_1",
+            pairing_id: "BBBBBBBBBBBBBBBBBBBBBB",
+            device_id: "ag_1",
+            label: None,
+            role: Role::Owner,
+            claim_hash: keys::sha256(b"claim"),
+            offer: "AQID",
+            expires_at: Timestamp(T0 + 1000),
+            now: Timestamp(T0),
+        };
+        assert!(matches!(
+            store.create_pairing(&offer).await.expect("ok"),
+            PairingStored::Conflict(_)
+        ));
+        let offer = NewPairing {
+            device_id: "dv_x",
+            ..offer
+        };
+        store.create_pairing(&offer).await.expect("ok");
+        assert!(matches!(
+            store
+                .register_agent("dv_x", "impostor", &[3; 32], Timestamp(T0))
+                .await
+                .expect("ok"),
+            Registered::Exists
+        ));
+    }
+}

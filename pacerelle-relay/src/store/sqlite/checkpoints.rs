@@ -1,0 +1,78 @@
+//! Checkpoints: the agent's sealed progress notes, kept in its stream.
+
+use pacerelle_core::Timestamp;
+use pacerelle_core::wire::{CheckpointRecord, Stored};
+
+use super::{Result, SqliteStore, cursor, ts};
+
+impl SqliteStore {
+    /// Stores a checkpoint, or finds the one already stored under this id.
+    pub(crate) async fn put_checkpoint(
+        &self,
+        agent_id: &str,
+        checkpoint_id: &str,
+        envelope: &str,
+        now: Timestamp,
+    ) -> Result<Stored> {
+        let agent_id = agent_id.to_string();
+        let checkpoint_id = checkpoint_id.to_string();
+        let envelope = envelope.to_string();
+        self.write(move |conn| {
+            Box::pin(async move {
+                let existing: Option<(i64, i64)> = sqlx::query_as(
+                    "SELECT seq, created_at FROM items
+                     WHERE agent_id = ?1 AND kind = 'checkpoint' AND item_id = ?2",
+                )
+                .bind(&agent_id)
+                .bind(&checkpoint_id)
+                .fetch_optional(&mut *conn)
+                .await?;
+                if let Some((seq, created_at)) = existing {
+                    return Ok(Stored {
+                        id: checkpoint_id,
+                        cursor: cursor(seq),
+                        created_at: ts(created_at),
+                        created: false,
+                    });
+                }
+                let seq: i64 = sqlx::query_scalar(
+                    "INSERT INTO items (agent_id, kind, item_id, envelope, created_at)
+                     VALUES (?1, 'checkpoint', ?2, ?3, ?4) RETURNING seq",
+                )
+                .bind(&agent_id)
+                .bind(&checkpoint_id)
+                .bind(&envelope)
+                .bind(now.millis())
+                .fetch_one(&mut *conn)
+                .await?;
+                Ok(Stored {
+                    id: checkpoint_id,
+                    cursor: cursor(seq),
+                    created_at: now,
+                    created: true,
+                })
+            })
+        })
+        .await
+    }
+
+    /// The latest checkpoints, latest first.
+    pub(crate) async fn checkpoints(&self, agent_id: &str, limit: u32) -> Result<Vec<CheckpointRecord>> {
+        let rows: Vec<(String, String, i64)> = sqlx::query_as(
+            "SELECT item_id, COALESCE(envelope, ''), created_at FROM items
+             WHERE agent_id = ?1 AND kind = 'checkpoint' ORDER BY seq DESC LIMIT ?2",
+        )
+        .bind(agent_id)
+        .bind(i64::from(limit))
+        .fetch_all(&self.read)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|(checkpoint_id, envelope, created_at)| CheckpointRecord {
+                checkpoint_id,
+                envelope,
+                created_at: ts(created_at),
+            })
+            .collect())
+    }
+}

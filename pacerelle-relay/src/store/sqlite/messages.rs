@@ -1,0 +1,420 @@
+//! The stream of tasks and replies: a device's tasks, their delivery to the agent and acknowledgement, the
+//! agent's replies, and what one device sees of the stream (its conversation).
+
+use pacerelle_core::wire::{AgentMessage, ConversationItem, DeviceEnvelope, ItemKind, MessageState, Stored};
+use pacerelle_core::{Cursor, Timestamp};
+
+use super::{Result, SqliteStore, cursor, questions, seq_of, ts};
+use crate::store::{Put, ReplyPut};
+
+fn message_state(delivered_at: Option<i64>, processed_at: Option<i64>) -> MessageState {
+    match (delivered_at, processed_at) {
+        (_, Some(_)) => MessageState::Processed,
+        (Some(_), None) => MessageState::Delivered,
+        (None, None) => MessageState::Sent,
+    }
+}
+
+impl SqliteStore {
+    /// The greatest sequence number ever given to any item (0 when there is none): no valid cursor is beyond.
+    pub(crate) async fn global_head(&self) -> Result<Cursor> {
+        let seq: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM items")
+            .fetch_one(&self.read)
+            .await?;
+        Ok(cursor(seq))
+    }
+
+    /// Stores a task sent by a device, or finds the one already stored under this id.
+    pub(crate) async fn put_message(
+        &self,
+        agent_id: &str,
+        device_id: &str,
+        message_id: &str,
+        envelope: &str,
+        now: Timestamp,
+    ) -> Result<Put> {
+        let agent_id = agent_id.to_string();
+        let device_id = device_id.to_string();
+        let message_id = message_id.to_string();
+        let envelope = envelope.to_string();
+        self.write(move |conn| {
+            Box::pin(async move {
+                let existing: Option<(i64, Option<String>, i64)> = sqlx::query_as(
+                    "SELECT seq, device_id, created_at FROM items
+                     WHERE agent_id = ?1 AND kind = 'message' AND item_id = ?2",
+                )
+                .bind(&agent_id)
+                .bind(&message_id)
+                .fetch_optional(&mut *conn)
+                .await?;
+                if let Some((seq, sender, created_at)) = existing {
+                    if sender.as_deref() != Some(device_id.as_str()) {
+                        return Ok(Put::Conflict("this message id was used by another device"));
+                    }
+                    return Ok(Put::Stored(Stored {
+                        id: message_id,
+                        cursor: cursor(seq),
+                        created_at: ts(created_at),
+                        created: false,
+                    }));
+                }
+                let seq: i64 = sqlx::query_scalar(
+                    "INSERT INTO items (agent_id, kind, item_id, device_id, envelope, created_at)
+                     VALUES (?1, 'message', ?2, ?3, ?4, ?5) RETURNING seq",
+                )
+                .bind(&agent_id)
+                .bind(&message_id)
+                .bind(&device_id)
+                .bind(&envelope)
+                .bind(now.millis())
+                .fetch_one(&mut *conn)
+                .await?;
+                Ok(Put::Stored(Stored {
+                    id: message_id,
+                    cursor: cursor(seq),
+                    created_at: now,
+                    created: true,
+                }))
+            })
+        })
+        .await
+    }
+
+    /// Whether tasks not yet processed exist after `after`, and the agent's head; one consistent read.
+    async fn pending_after(&self, agent_id: &str, after: i64) -> Result<(bool, i64)> {
+        let (pending, head): (bool, i64) = sqlx::query_as(
+            "SELECT EXISTS (SELECT 1 FROM items
+                            WHERE agent_id = ?1 AND kind = 'message' AND processed_at IS NULL AND seq > ?2),
+                    (SELECT COALESCE(MAX(seq), 0) FROM items WHERE agent_id = ?1)",
+        )
+        .bind(agent_id)
+        .bind(after)
+        .fetch_one(&self.read)
+        .await?;
+        Ok((pending, head))
+    }
+
+    /// Hands the agent its tasks not yet processed after `after` (oldest first, at most `limit`), marking
+    /// them delivered; `redelivered` is true for those delivered before. Returns the tasks and the cursor to
+    /// continue from.
+    pub(crate) async fn deliver(
+        &self,
+        agent_id: &str,
+        after: Cursor,
+        limit: u32,
+        now: Timestamp,
+    ) -> Result<(Vec<AgentMessage>, Cursor)> {
+        let after = seq_of(after);
+        // Most polls find nothing: answer those from a reader without touching the writer.
+        let (pending, head) = self.pending_after(agent_id, after).await?;
+        if !pending {
+            return Ok((Vec::new(), cursor(head.max(after))));
+        }
+        type Row = (i64, String, String, String, String, i64, Option<i64>);
+        let agent_id = agent_id.to_string();
+        let (rows, next) = self
+            .write(move |conn| {
+                Box::pin(async move {
+                    let head: i64 =
+                        sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM items WHERE agent_id = ?1")
+                            .bind(&agent_id)
+                            .fetch_one(&mut *conn)
+                            .await?;
+                    let rows: Vec<Row> = sqlx::query_as(
+                        "SELECT i.seq, i.item_id, COALESCE(i.device_id, ''), COALESCE(d.name, ''),
+                                COALESCE(i.envelope, ''), i.created_at, i.delivered_at
+                         FROM items i LEFT JOIN devices d ON d.device_id = i.device_id
+                         WHERE i.agent_id = ?1 AND i.kind = 'message' AND i.processed_at IS NULL
+                           AND i.seq > ?2 AND i.seq <= ?3
+                         ORDER BY i.seq LIMIT ?4",
+                    )
+                    .bind(&agent_id)
+                    .bind(after)
+                    .bind(head)
+                    .bind(i64::from(limit))
+                    .fetch_all(&mut *conn)
+                    .await?;
+                    let full = rows.len() >= limit as usize;
+                    let next = match rows.last() {
+                        Some(last) if full => last.0,
+                        _ => head.max(after),
+                    };
+                    if let Some(last) = rows.last() {
+                        sqlx::query(
+                            "UPDATE items SET delivered_at = ?2
+                             WHERE agent_id = ?1 AND kind = 'message' AND processed_at IS NULL
+                               AND delivered_at IS NULL AND seq > ?3 AND seq <= ?4",
+                        )
+                        .bind(&agent_id)
+                        .bind(now.millis())
+                        .bind(after)
+                        .bind(last.0)
+                        .execute(&mut *conn)
+                        .await?;
+                    }
+                    Ok((rows, next))
+                })
+            })
+            .await?;
+        let messages = rows
+            .into_iter()
+            .map(
+                |(seq, message_id, from, from_name, envelope, created_at, delivered_at)| AgentMessage {
+                    message_id,
+                    from,
+                    from_name,
+                    envelope,
+                    sent_at: ts(created_at),
+                    redelivered: delivered_at.is_some(),
+                    cursor: cursor(seq),
+                },
+            )
+            .collect();
+        Ok((messages, cursor(next)))
+    }
+
+    /// Marks a task processed (idempotent: the first time is kept). `None` when the agent has no such task.
+    pub(crate) async fn mark_processed(
+        &self,
+        agent_id: &str,
+        message_id: &str,
+        now: Timestamp,
+    ) -> Result<Option<Timestamp>> {
+        // Read first: repeated acknowledgements then cost no synced write.
+        let known: Option<Option<i64>> = sqlx::query_scalar(
+            "SELECT processed_at FROM items WHERE agent_id = ?1 AND kind = 'message' AND item_id = ?2",
+        )
+        .bind(agent_id)
+        .bind(message_id)
+        .fetch_optional(&self.read)
+        .await?;
+        match known {
+            None => return Ok(None),
+            Some(Some(at)) => return Ok(Some(ts(at))),
+            Some(None) => {}
+        }
+        let (agent_id, message_id) = (agent_id.to_string(), message_id.to_string());
+        let at: Option<i64> = self
+            .write(move |conn| {
+                Box::pin(async move {
+                    Ok(sqlx::query_scalar(
+                        "UPDATE items SET processed_at = COALESCE(processed_at, ?3)
+                         WHERE agent_id = ?1 AND kind = 'message' AND item_id = ?2
+                         RETURNING processed_at",
+                    )
+                    .bind(&agent_id)
+                    .bind(&message_id)
+                    .bind(now.millis())
+                    .fetch_optional(&mut *conn)
+                    .await?)
+                })
+            })
+            .await?;
+        Ok(at.map(ts))
+    }
+
+    /// Stores a reply with one envelope per device, or finds the one already stored under this id.
+    pub(crate) async fn put_reply(
+        &self,
+        agent_id: &str,
+        reply_id: &str,
+        source_message_id: &str,
+        envelopes: &[DeviceEnvelope],
+        now: Timestamp,
+    ) -> Result<ReplyPut> {
+        let agent_id = agent_id.to_string();
+        let reply_id = reply_id.to_string();
+        let source_message_id = source_message_id.to_string();
+        let envelopes = envelopes.to_vec();
+        self.write(move |conn| {
+            Box::pin(async move {
+                let existing: Option<(i64, Option<String>, i64)> = sqlx::query_as(
+                    "SELECT seq, source_message_id, created_at FROM items
+                     WHERE agent_id = ?1 AND kind = 'reply' AND item_id = ?2",
+                )
+                .bind(&agent_id)
+                .bind(&reply_id)
+                .fetch_optional(&mut *conn)
+                .await?;
+                if let Some((seq, source, created_at)) = existing {
+                    if source.as_deref() != Some(source_message_id.as_str()) {
+                        return Ok(ReplyPut::Conflict);
+                    }
+                    return Ok(ReplyPut::Stored(Stored {
+                        id: reply_id,
+                        cursor: cursor(seq),
+                        created_at: ts(created_at),
+                        created: false,
+                    }));
+                }
+                let source_known: bool = sqlx::query_scalar(
+                    "SELECT EXISTS (SELECT 1 FROM items
+                                    WHERE agent_id = ?1 AND kind = 'message' AND item_id = ?2)",
+                )
+                .bind(&agent_id)
+                .bind(&source_message_id)
+                .fetch_one(&mut *conn)
+                .await?;
+                if !source_known {
+                    return Ok(ReplyPut::NoSource);
+                }
+                for e in &envelopes {
+                    let known: bool = sqlx::query_scalar(
+                        "SELECT EXISTS (SELECT 1 FROM devices WHERE agent_id = ?1 AND device_id = ?2)",
+                    )
+                    .bind(&agent_id)
+                    .bind(&e.device_id)
+                    .fetch_one(&mut *conn)
+                    .await?;
+                    if !known {
+                        return Ok(ReplyPut::UnknownDevice(e.device_id.clone()));
+                    }
+                }
+                let seq: i64 = sqlx::query_scalar(
+                    "INSERT INTO items (agent_id, kind, item_id, source_message_id, created_at)
+                     VALUES (?1, 'reply', ?2, ?3, ?4) RETURNING seq",
+                )
+                .bind(&agent_id)
+                .bind(&reply_id)
+                .bind(&source_message_id)
+                .bind(now.millis())
+                .fetch_one(&mut *conn)
+                .await?;
+                for e in &envelopes {
+                    sqlx::query(
+                        "INSERT INTO item_envelopes (item_seq, device_id, envelope) VALUES (?1, ?2, ?3)",
+                    )
+                    .bind(seq)
+                    .bind(&e.device_id)
+                    .bind(&e.envelope)
+                    .execute(&mut *conn)
+                    .await?;
+                }
+                Ok(ReplyPut::Stored(Stored {
+                    id: reply_id,
+                    cursor: cursor(seq),
+                    created_at: now,
+                    created: true,
+                }))
+            })
+        })
+        .await
+    }
+
+    /// What one device can open after `after`: the tasks it sent, and the replies, questions and notifications
+    /// sealed for it. A question carries its state as of `now`.
+    pub(crate) async fn conversation(
+        &self,
+        agent_id: &str,
+        device_id: &str,
+        after: Cursor,
+        limit: u32,
+        now: Timestamp,
+    ) -> Result<(Vec<ConversationItem>, Cursor)> {
+        let after = seq_of(after);
+        // Read the head first: anything stored later has a greater seq and is left for the next call.
+        let head: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM items WHERE agent_id = ?1")
+            .bind(agent_id)
+            .fetch_one(&self.read)
+            .await?;
+        #[derive(sqlx::FromRow)]
+        struct Row {
+            seq: i64,
+            kind: String,
+            item_id: String,
+            envelope: String,
+            source_message_id: Option<String>,
+            created_at: i64,
+            delivered_at: Option<i64>,
+            processed_at: Option<i64>,
+            question_kind: Option<String>,
+            question_state: Option<String>,
+            expires_at: Option<i64>,
+            answered_by: Option<String>,
+            answered_at: Option<i64>,
+            answered_by_name: Option<String>,
+            answer_copy: Option<String>,
+        }
+        let rows: Vec<Row> = sqlx::query_as(
+            "SELECT i.seq, i.kind, i.item_id, COALESCE(e.envelope, i.envelope, '') AS envelope,
+                    i.source_message_id, i.created_at, i.delivered_at, i.processed_at,
+                    q.kind AS question_kind, q.state AS question_state, q.expires_at, q.answered_by, q.answered_at,
+                    q.answered_by_name, q.answer_copy
+             FROM items i
+                  LEFT JOIN item_envelopes e ON e.item_seq = i.seq AND e.device_id = ?2
+                  LEFT JOIN questions q ON q.item_seq = i.seq
+             WHERE i.agent_id = ?1 AND i.seq > ?3 AND i.seq <= ?4
+               AND ((i.kind = 'message' AND i.device_id = ?2)
+                    OR (i.kind IN ('reply', 'question', 'notification') AND e.envelope IS NOT NULL))
+             ORDER BY i.seq LIMIT ?5",
+        )
+        .bind(agent_id)
+        .bind(device_id)
+        .bind(after)
+        .bind(head)
+        .bind(i64::from(limit))
+        .fetch_all(&self.read)
+        .await?;
+        let next = match rows.last() {
+            Some(last) if rows.len() >= limit as usize => last.seq,
+            _ => head.max(after),
+        };
+        let items = rows
+            .into_iter()
+            .map(|r| {
+                let kind = match r.kind.as_str() {
+                    "message" => ItemKind::Message,
+                    "reply" => ItemKind::Reply,
+                    "question" => ItemKind::Question,
+                    "notification" => ItemKind::Notification,
+                    _ => ItemKind::Unknown,
+                };
+                Ok(ConversationItem {
+                    kind,
+                    id: r.item_id,
+                    envelope: r.envelope,
+                    source_message_id: r.source_message_id,
+                    state: (kind == ItemKind::Message).then(|| message_state(r.delivered_at, r.processed_at)),
+                    question: questions::conversation_meta(
+                        r.question_kind.as_deref(),
+                        r.question_state.as_deref(),
+                        r.expires_at,
+                        r.answered_by,
+                        r.answered_at,
+                        r.answered_by_name,
+                        r.answer_copy,
+                        now,
+                    )?,
+                    created_at: ts(r.created_at),
+                    cursor: cursor(r.seq),
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok((items, cursor(next)))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{T0, store};
+    use super::*;
+
+    #[tokio::test]
+    async fn sequence_numbers_only_grow_across_agents_and_kinds() {
+        let (store, _dir) = store().await;
+        store
+            .register_agent("ag_2", "other", &[2; 32], Timestamp(T0))
+            .await
+            .expect("ok");
+        let mut last = Cursor::START;
+        for (i, agent) in ["ag_1", "ag_2", "ag_1"].into_iter().enumerate() {
+            let c = store
+                .put_checkpoint(agent, &format!("c{i}"), "AQID", Timestamp(T0))
+                .await
+                .expect("ok");
+            assert!(c.cursor > last);
+            last = c.cursor;
+        }
+        assert_eq!(store.global_head().await.expect("ok"), last);
+    }
+}

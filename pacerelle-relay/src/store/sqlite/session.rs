@@ -1,0 +1,227 @@
+//! Agent sessions and the lease: one session consumes the inbox at a time.
+
+use pacerelle_core::Timestamp;
+use pacerelle_core::wire::{LeaseHolder, SessionInfo};
+
+use super::{Result, SqliteStore, ts};
+use crate::store::{Lease, Renewal, SessionOpened, lease_ttl_ms};
+
+impl SqliteStore {
+    /// The session holding the agent's lease now, if any.
+    pub(crate) async fn lease(&self, agent_id: &str, now: Timestamp) -> Result<Option<Lease>> {
+        let row: Option<(String, String, i64, i64)> = sqlx::query_as(
+            "SELECT session_id, host, since, last_heartbeat_at FROM sessions
+             WHERE agent_id = ?1 AND ended_at IS NULL",
+        )
+        .bind(agent_id)
+        .fetch_optional(&self.read)
+        .await?;
+        Ok(row.and_then(|(session_id, host, since, beat)| {
+            (beat.saturating_add(lease_ttl_ms()) > now.millis()).then(|| Lease {
+                session_id,
+                holder: LeaseHolder {
+                    host,
+                    since: ts(since),
+                    last_heartbeat_at: ts(beat),
+                },
+            })
+        }))
+    }
+
+    /// Whether this agent has (or had, within the last day) a session with this id.
+    pub(crate) async fn session_known(&self, agent_id: &str, session_id: &str) -> Result<bool> {
+        Ok(sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM sessions WHERE agent_id = ?1 AND session_id = ?2)",
+        )
+        .bind(agent_id)
+        .bind(session_id)
+        .fetch_one(&self.read)
+        .await?)
+    }
+
+    /// Opens a session that takes the lease, unless a live one holds it and `takeover` is false.
+    pub(crate) async fn open_session(
+        &self,
+        agent_id: &str,
+        session_id: &str,
+        host: &str,
+        takeover: bool,
+        now: Timestamp,
+    ) -> Result<SessionOpened> {
+        let (agent_id, session_id, host) = (agent_id.to_string(), session_id.to_string(), host.to_string());
+        self.write(move |conn| {
+            Box::pin(async move {
+                let open: Option<(String, String, i64, i64)> = sqlx::query_as(
+                    "SELECT session_id, host, since, last_heartbeat_at FROM sessions
+                     WHERE agent_id = ?1 AND ended_at IS NULL",
+                )
+                .bind(&agent_id)
+                .fetch_optional(&mut *conn)
+                .await?;
+                if let Some((old_id, old_host, since, beat)) = open {
+                    let live = beat.saturating_add(lease_ttl_ms()) > now.millis();
+                    if live && !takeover {
+                        return Ok(SessionOpened::InUse(LeaseHolder {
+                            host: old_host,
+                            since: ts(since),
+                            last_heartbeat_at: ts(beat),
+                        }));
+                    }
+                    let ended = if live {
+                        now.millis()
+                    } else {
+                        beat.saturating_add(lease_ttl_ms())
+                    };
+                    sqlx::query("UPDATE sessions SET ended_at = ?2 WHERE session_id = ?1")
+                        .bind(&old_id)
+                        .bind(ended)
+                        .execute(&mut *conn)
+                        .await?;
+                }
+                sqlx::query(
+                    "INSERT INTO sessions (session_id, agent_id, host, since, last_heartbeat_at)
+                     VALUES (?1, ?2, ?3, ?4, ?4)",
+                )
+                .bind(&session_id)
+                .bind(&agent_id)
+                .bind(&host)
+                .bind(now.millis())
+                .execute(&mut *conn)
+                .await?;
+                Ok(SessionOpened::Opened(SessionInfo {
+                    session_id,
+                    host,
+                    since: now,
+                    lease_expires_at: now.plus_millis(lease_ttl_ms()),
+                }))
+            })
+        })
+        .await
+    }
+
+    /// Renews the lease if this session still holds it.
+    pub(crate) async fn heartbeat(
+        &self,
+        agent_id: &str,
+        session_id: &str,
+        now: Timestamp,
+    ) -> Result<Renewal> {
+        let row: Option<(String, i64, i64, Option<i64>)> = sqlx::query_as(
+            "SELECT host, since, last_heartbeat_at, ended_at FROM sessions
+             WHERE agent_id = ?1 AND session_id = ?2",
+        )
+        .bind(agent_id)
+        .bind(session_id)
+        .fetch_optional(&self.read)
+        .await?;
+        let Some((host, since, beat, ended_at)) = row else {
+            return Ok(Renewal::NotFound);
+        };
+        if ended_at.is_some() || beat.saturating_add(lease_ttl_ms()) <= now.millis() {
+            return Ok(Renewal::Lost);
+        }
+        let (owner, session) = (agent_id.to_string(), session_id.to_string());
+        let renewed = self
+            .write(move |conn| {
+                Box::pin(async move {
+                    Ok(sqlx::query(
+                        "UPDATE sessions SET last_heartbeat_at = ?3
+                         WHERE agent_id = ?1 AND session_id = ?2 AND ended_at IS NULL
+                           AND last_heartbeat_at + ?4 > ?3",
+                    )
+                    .bind(&owner)
+                    .bind(&session)
+                    .bind(now.millis())
+                    .bind(lease_ttl_ms())
+                    .execute(&mut *conn)
+                    .await?
+                    .rows_affected())
+                })
+            })
+            .await?;
+        if renewed == 0 {
+            return Ok(Renewal::Lost);
+        }
+        Ok(Renewal::Renewed(SessionInfo {
+            session_id: session_id.to_string(),
+            host,
+            since: ts(since),
+            lease_expires_at: now.plus_millis(lease_ttl_ms()),
+        }))
+    }
+
+    /// Ends a session (idempotent). `None` when the agent has no such session.
+    pub(crate) async fn release(
+        &self,
+        agent_id: &str,
+        session_id: &str,
+        now: Timestamp,
+    ) -> Result<Option<SessionInfo>> {
+        let (owner, session) = (agent_id.to_string(), session_id.to_string());
+        let row: Option<(String, i64, i64)> = self
+            .write(move |conn| {
+                Box::pin(async move {
+                    Ok(sqlx::query_as(
+                        "UPDATE sessions SET ended_at = COALESCE(ended_at, MIN(?3, last_heartbeat_at + ?4))
+                         WHERE agent_id = ?1 AND session_id = ?2
+                         RETURNING host, since, ended_at",
+                    )
+                    .bind(&owner)
+                    .bind(&session)
+                    .bind(now.millis())
+                    .bind(lease_ttl_ms())
+                    .fetch_optional(&mut *conn)
+                    .await?)
+                })
+            })
+            .await?;
+        Ok(row.map(|(host, since, ended_at)| SessionInfo {
+            session_id: session_id.to_string(),
+            host,
+            since: ts(since),
+            lease_expires_at: ts(ended_at),
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{T0, store};
+    use super::*;
+
+    #[tokio::test]
+    async fn a_lease_lapses_without_heartbeat_and_then_anyone_may_take_it() {
+        let (store, _dir) = store().await;
+        let ttl = lease_ttl_ms();
+        let opened = store
+            .open_session("ag_1", "ses_a", "laptop", false, Timestamp(T0))
+            .await
+            .expect("stored");
+        assert!(matches!(opened, SessionOpened::Opened(_)));
+        // Within the TTL: held, renewable, refused to others.
+        let renewed = store
+            .heartbeat("ag_1", "ses_a", Timestamp(T0 + ttl - 1))
+            .await
+            .expect("ok");
+        assert!(matches!(renewed, Renewal::Renewed(_)));
+        let refused = store
+            .open_session("ag_1", "ses_b", "desktop", false, Timestamp(T0 + ttl))
+            .await
+            .expect("ok");
+        assert!(matches!(refused, SessionOpened::InUse(ref h) if h.host == "laptop"));
+        // A full TTL after the last heartbeat: lapsed.
+        let late = Timestamp(T0 + 2 * ttl);
+        assert!(store.lease("ag_1", late).await.expect("ok").is_none());
+        assert!(matches!(
+            store.heartbeat("ag_1", "ses_a", late).await.expect("ok"),
+            Renewal::Lost
+        ));
+        let taken = store
+            .open_session("ag_1", "ses_b", "desktop", false, late)
+            .await
+            .expect("ok");
+        assert!(matches!(taken, SessionOpened::Opened(_)));
+        let lease = store.lease("ag_1", late).await.expect("ok").expect("held");
+        assert_eq!(lease.session_id, "ses_b");
+    }
+}
