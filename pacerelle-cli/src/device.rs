@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use anyhow::{Result, anyhow};
 use pacerelle_client::{
-    ConversationItem, Cursor, DeviceClient, ItemKind, Level, MessageState, OpenedQuestion, QuestionKind,
-    QuestionState, Status,
+    Backoff, ConversationItem, Cursor, DeviceClient, ItemKind, Level, MessageState, OpenedQuestion,
+    QuestionKind, QuestionState, Status,
 };
 use serde::Serialize;
 
@@ -270,6 +270,8 @@ pub async fn inbox(global: &Global, args: InboxArgs) -> Result<()> {
         Ok(())
     };
     all.iter().try_for_each(emit)?;
+    let backoff = Backoff::default();
+    let mut delays = backoff.delays();
     loop {
         let page = tokio::select! {
             page = device.conversation(cursor, Duration::from_secs(30)) => page,
@@ -277,12 +279,17 @@ pub async fn inbox(global: &Global, args: InboxArgs) -> Result<()> {
         };
         match page {
             Ok(page) => {
+                delays = backoff.delays();
                 page.items.iter().try_for_each(emit)?;
                 cursor = Some(page.cursor);
             }
             Err(e) if e.is_transient() => {
-                eprintln!("relay unreachable, retrying: {e}");
-                tokio::time::sleep(Duration::from_secs(2)).await;
+                let pause = delays.next().unwrap_or(backoff.max);
+                eprintln!("relay unreachable, retrying in {:.1} s: {e}", pause.as_secs_f64());
+                tokio::select! {
+                    _ = tokio::time::sleep(pause) => {}
+                    _ = tokio::signal::ctrl_c() => return Ok(()),
+                }
             }
             Err(e) => return Err(e.into()),
         }
