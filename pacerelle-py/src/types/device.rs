@@ -1,0 +1,334 @@
+//! The device side (client `device`): credentials, the device's record, its conversation.
+
+use pacerelle_client as client;
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+
+use super::agent::PyAgentInfo;
+use super::inbox::rejected_list;
+use super::questions::PyQuestion;
+use super::{ots, ts};
+use crate::convert::{datetime, name, opt_datetime, r, ro};
+
+to_py_wrap! {
+    client::DeviceInfo => PyDeviceInfo,
+}
+
+to_py_via! {
+    client::DeviceSelf => PyDeviceSelf,
+    client::ConversationPage => PyConversationPage,
+}
+
+/// What a device keeps after joining. A secret: `repr` hides the token and key; store
+/// `to_secret_string()` where only its owner can read it.
+#[pyclass(frozen, name = "DeviceCredentials", module = "pacerelle")]
+#[derive(Debug)]
+pub(crate) struct PyDeviceCredentials {
+    pub(crate) inner: client::DeviceCredentials,
+}
+
+#[pymethods]
+impl PyDeviceCredentials {
+    /// Parses `to_secret_string()`'s `pcrdev1_…` string.
+    #[staticmethod]
+    fn from_secret_string(text: &str) -> PyResult<Self> {
+        client::DeviceCredentials::from_secret_string(text)
+            .map(|inner| PyDeviceCredentials { inner })
+            .map_err(crate::errors::to_py_err)
+    }
+
+    /// One opaque `pcrdev1_…` string holding everything.
+    fn to_secret_string(&self) -> String {
+        self.inner.to_secret_string()
+    }
+
+    /// The relay's base URL.
+    #[getter]
+    fn relay_url(&self) -> String {
+        self.inner.relay_url.clone()
+    }
+
+    /// The agent paired with.
+    #[getter]
+    fn agent_id(&self) -> String {
+        self.inner.agent_id.clone()
+    }
+
+    /// Its display name.
+    #[getter]
+    fn agent_name(&self) -> String {
+        self.inner.agent_name.clone()
+    }
+
+    /// This device's id.
+    #[getter]
+    fn device_id(&self) -> String {
+        self.inner.device_id.clone()
+    }
+
+    /// 'owner' or 'user'.
+    #[getter]
+    fn role(&self) -> &'static str {
+        self.inner.role.as_str()
+    }
+
+    fn __repr__(&self) -> String {
+        format!(
+            "DeviceCredentials(relay_url={}, agent_id={}, agent_name={}, device_id={}, role={}, …)",
+            r(&self.inner.relay_url),
+            r(&self.inner.agent_id),
+            r(&self.inner.agent_name),
+            r(&self.inner.device_id),
+            r(self.inner.role.as_str())
+        )
+    }
+}
+
+/// A paired device.
+#[pyclass(frozen, name = "DeviceInfo", module = "pacerelle")]
+#[derive(Debug)]
+pub(crate) struct PyDeviceInfo {
+    inner: client::DeviceInfo,
+}
+
+#[pymethods]
+impl PyDeviceInfo {
+    /// Its id.
+    #[getter]
+    fn device_id(&self) -> &str {
+        &self.inner.device_id
+    }
+
+    /// The name it gave when it joined.
+    #[getter]
+    fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// The label the agent side gave the pairing offer.
+    #[getter]
+    fn label(&self) -> Option<&str> {
+        self.inner.label.as_deref()
+    }
+
+    /// 'owner' or 'user'.
+    #[getter]
+    fn role(&self) -> &'static str {
+        self.inner.role.as_str()
+    }
+
+    /// When it paired.
+    #[getter]
+    fn created_at<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        datetime(py, self.inner.created_at)
+    }
+
+    /// When it was revoked, if it was.
+    #[getter]
+    fn revoked_at<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        opt_datetime(py, self.inner.revoked_at)
+    }
+
+    fn __repr__(&self) -> String {
+        let d = &self.inner;
+        format!(
+            "DeviceInfo(device_id={}, name={}, label={}, role={}, created_at={}, revoked_at={})",
+            r(&d.device_id),
+            r(&d.name),
+            ro(d.label.as_deref()),
+            r(d.role.as_str()),
+            r(&ts(d.created_at)),
+            ots(d.revoked_at)
+        )
+    }
+}
+
+/// A device and its agent, as the relay knows them.
+#[pyclass(frozen, name = "DeviceSelf", module = "pacerelle")]
+#[derive(Debug)]
+pub(crate) struct PyDeviceSelf {
+    device: Py<PyDeviceInfo>,
+    agent: Py<PyAgentInfo>,
+}
+
+impl PyDeviceSelf {
+    fn from_client(py: Python<'_>, s: client::DeviceSelf) -> PyResult<Self> {
+        Ok(PyDeviceSelf {
+            device: Py::new(py, PyDeviceInfo { inner: s.device })?,
+            agent: Py::new(py, PyAgentInfo { inner: s.agent })?,
+        })
+    }
+}
+
+#[pymethods]
+impl PyDeviceSelf {
+    /// The device.
+    #[getter]
+    fn device(&self, py: Python<'_>) -> Py<PyDeviceInfo> {
+        self.device.clone_ref(py)
+    }
+
+    /// Its agent.
+    #[getter]
+    fn agent(&self, py: Python<'_>) -> Py<PyAgentInfo> {
+        self.agent.clone_ref(py)
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!(
+            "DeviceSelf(device={}, agent={})",
+            self.device.bind(py).repr()?,
+            self.agent.bind(py).repr()?
+        ))
+    }
+}
+
+/// One item of a device's conversation, opened.
+#[pyclass(frozen, name = "ConversationItem", module = "pacerelle")]
+#[derive(Debug)]
+pub(crate) struct PyConversationItem {
+    inner: client::ConversationItem,
+    /// `inner.question` as Python sees it, built once: every read gives the same object.
+    question: Option<Py<PyQuestion>>,
+}
+
+impl PyConversationItem {
+    fn from_client(py: Python<'_>, inner: client::ConversationItem) -> PyResult<Self> {
+        let question = inner
+            .question
+            .clone()
+            .map(|q| Py::new(py, PyQuestion::from_client(py, q)?))
+            .transpose()?;
+        Ok(PyConversationItem { inner, question })
+    }
+}
+
+#[pymethods]
+impl PyConversationItem {
+    /// 'message' (a task this device sent), 'reply', 'question' or 'notification'.
+    #[getter]
+    fn kind(&self) -> String {
+        name(&self.inner.kind)
+    }
+
+    /// The message, reply, question or notification id.
+    #[getter]
+    fn id(&self) -> &str {
+        &self.inner.id
+    }
+
+    /// The text (for a question, the question).
+    #[getter]
+    fn text(&self) -> &str {
+        &self.inner.text
+    }
+
+    /// For a reply, the task it answers.
+    #[getter]
+    fn source_message_id(&self) -> Option<&str> {
+        self.inner.source_message_id.as_deref()
+    }
+
+    /// For a task: 'sent', 'delivered' or 'processed'.
+    #[getter]
+    fn state(&self) -> Option<String> {
+        self.inner.state.as_ref().map(name)
+    }
+
+    /// For a question: the question, with its state as of this read.
+    #[getter]
+    fn question(&self, py: Python<'_>) -> Option<Py<PyQuestion>> {
+        self.question.as_ref().map(|q| q.clone_ref(py))
+    }
+
+    /// For a notification, its title.
+    #[getter]
+    fn title(&self) -> Option<&str> {
+        self.inner.title.as_deref()
+    }
+
+    /// For a notification: 'info', 'warning', 'error' or 'success'.
+    #[getter]
+    fn level(&self) -> Option<String> {
+        self.inner.level.as_ref().map(name)
+    }
+
+    /// When the relay stored it.
+    #[getter]
+    fn created_at<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        datetime(py, self.inner.created_at)
+    }
+
+    /// Its position in the stream.
+    #[getter]
+    fn cursor(&self) -> String {
+        self.inner.cursor.to_string()
+    }
+
+    fn __repr__(&self) -> String {
+        let i = &self.inner;
+        format!(
+            "ConversationItem(kind={}, id={}, text={}, source_message_id={}, state={}, cursor={})",
+            r(&name(&i.kind)),
+            r(&i.id),
+            r(&i.text),
+            ro(i.source_message_id.as_deref()),
+            ro(self.state().as_deref()),
+            r(&i.cursor.to_string())
+        )
+    }
+}
+
+/// A page of a device's conversation.
+#[pyclass(frozen, name = "ConversationPage", module = "pacerelle")]
+#[derive(Debug)]
+pub(crate) struct PyConversationPage {
+    items: Py<PyList>,
+    rejected: Py<PyList>,
+    /// Where to continue.
+    #[pyo3(get)]
+    cursor: String,
+}
+
+impl PyConversationPage {
+    fn from_client(py: Python<'_>, page: client::ConversationPage) -> PyResult<Self> {
+        let items = page
+            .items
+            .into_iter()
+            .map(|i| Py::new(py, PyConversationItem::from_client(py, i)?))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(PyConversationPage {
+            items: PyList::new(py, items)?.unbind(),
+            rejected: rejected_list(py, page.rejected)?,
+            cursor: page.cursor.to_string(),
+        })
+    }
+}
+
+#[pymethods]
+impl PyConversationPage {
+    /// Oldest first.
+    #[getter]
+    fn items(&self, py: Python<'_>) -> Py<PyList> {
+        self.items.clone_ref(py)
+    }
+
+    /// Items whose envelopes did not open.
+    #[getter]
+    fn rejected(&self, py: Python<'_>) -> Py<PyList> {
+        self.rejected.clone_ref(py)
+    }
+
+    fn __len__(&self, py: Python<'_>) -> usize {
+        self.items.bind(py).len()
+    }
+
+    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
+        Ok(format!(
+            "ConversationPage(items={}, rejected={}, cursor={})",
+            self.items.bind(py).repr()?,
+            self.rejected.bind(py).repr()?,
+            r(&self.cursor)
+        ))
+    }
+}
