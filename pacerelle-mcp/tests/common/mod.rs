@@ -1,14 +1,12 @@
-//! A real relay on 127.0.0.1 with a SQLite file in a temporary folder, the real `pacerelle-mcp` binary
-//! spawned over stdio, and a real rmcp client driving it.
-#![allow(dead_code, clippy::expect_used, clippy::unwrap_used)]
+//! A real relay on 127.0.0.1 with a SQLite file in a temporary folder (from `pacerelle-test-support`), the
+//! real `pacerelle-mcp` binary spawned over stdio, and a real rmcp client driving it.
+#![allow(dead_code, unused_imports, clippy::expect_used, clippy::unwrap_used)]
 
-use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pacerelle_client::{AgentClient, DeviceClient, PairingOptions};
-use pacerelle_relay::{Config, Relay};
+use pacerelle_client::AgentClient;
 use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, ErrorCode, Implementation,
     ProgressNotificationParam, ProtocolVersion,
@@ -21,122 +19,7 @@ use tokio::process::Command;
 
 // ----- the relay -----
 
-pub struct TestRelay {
-    pub url: String,
-    pub port: u16,
-    pub dir: tempfile::TempDir,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
-}
-
-impl TestRelay {
-    pub async fn start() -> TestRelay {
-        let dir = tempfile::tempdir().expect("tempdir");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        Self::serve(dir, listener).await
-    }
-
-    /// A relay on a given port (to restart one where clients expect it).
-    pub async fn start_on(port: u16, dir: tempfile::TempDir) -> TestRelay {
-        let listener = tokio::net::TcpListener::bind(("127.0.0.1", port))
-            .await
-            .expect("bind the same port");
-        Self::serve(dir, listener).await
-    }
-
-    async fn serve(dir: tempfile::TempDir, listener: tokio::net::TcpListener) -> TestRelay {
-        let relay = Relay::open(Config {
-            database_path: dir.path().join("pacerelle.db"),
-            open_registration: true,
-            registration_secret: None,
-            public_url: None,
-        })
-        .await
-        .expect("relay opens");
-        let addr = listener.local_addr().expect("addr");
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(relay.serve(listener, async move {
-            let _ = stopped.await;
-        }));
-        TestRelay {
-            url: format!("http://{addr}"),
-            port: addr.port(),
-            dir,
-            stop: Some(stop),
-            task: Some(task),
-        }
-    }
-
-    pub fn database_files(&self) -> Vec<PathBuf> {
-        std::fs::read_dir(self.dir.path())
-            .expect("read dir")
-            .map(|e| e.expect("entry").path())
-            .filter(|p| {
-                p.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| n.starts_with("pacerelle.db"))
-            })
-            .collect()
-    }
-
-    /// Stops the relay gracefully and gives back its folder.
-    pub async fn stop(mut self) -> tempfile::TempDir {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(task) = self.task.take() {
-            task.await.expect("join").expect("serve");
-        }
-        let dir = tempfile::tempdir().expect("tempdir");
-        std::mem::replace(&mut self.dir, dir)
-    }
-
-    /// An agent with one paired device.
-    pub async fn agent_and_device(&self) -> (AgentClient, DeviceClient) {
-        let agent = AgentClient::register(&self.url, "test agent", None)
-            .await
-            .expect("register");
-        let link = agent
-            .create_pairing(PairingOptions::default())
-            .await
-            .expect("pairing");
-        let device = DeviceClient::join(&link.link, "test phone").await.expect("join");
-        (agent, device)
-    }
-}
-
-/// True when `needle` occurs in the bytes of `path` (false when the file vanished meanwhile, as SQLite's
-/// `-wal` and `-shm` files do when the database closes).
-pub fn file_contains(path: &std::path::Path, needle: &[u8]) -> bool {
-    match std::fs::read(path) {
-        Ok(bytes) => bytes.windows(needle.len()).any(|w| w == needle),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
-        Err(e) => panic!("read {}: {e}", path.display()),
-    }
-}
-
-/// Every file in `dir`.
-pub fn files_in(dir: &std::path::Path) -> Vec<PathBuf> {
-    std::fs::read_dir(dir)
-        .expect("read dir")
-        .map(|e| e.expect("entry").path())
-        .collect()
-}
-
-/// Panics if any file in `dir` holds one of `canaries` in clear.
-pub fn assert_no_plaintext(dir: &std::path::Path, canaries: &[&str]) {
-    let files = files_in(dir);
-    assert!(!files.is_empty(), "no file in {}", dir.display());
-    for file in &files {
-        for canary in canaries {
-            assert!(
-                !file_contains(file, canary.as_bytes()),
-                "{} holds {canary} in clear",
-                file.display()
-            );
-        }
-    }
-}
+pub use pacerelle_test_support::{TestRelay, assert_no_plaintext, file_contains, files_in};
 
 // ----- the MCP client -----
 

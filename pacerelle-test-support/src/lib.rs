@@ -1,0 +1,136 @@
+#![doc = include_str!("../README.md")]
+
+use std::path::{Path, PathBuf};
+
+use pacerelle_client::{AgentClient, DeviceClient, PairingOptions};
+use pacerelle_relay::{Config, Relay};
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// A real relay serving on `127.0.0.1`, its database `pacerelle.db` in `dir`.
+#[derive(Debug)]
+pub struct TestRelay {
+    pub url: String,
+    pub port: u16,
+    pub dir: tempfile::TempDir,
+    stop: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<std::io::Result<()>>>,
+}
+
+impl TestRelay {
+    /// A relay on a free port with a new temporary folder.
+    pub async fn start() -> TestRelay {
+        let dir = tempfile::tempdir().expect("tempdir");
+        Self::start_in(dir).await
+    }
+
+    /// A relay on a free port with its database in `dir` (to restart one on the folder [`TestRelay::stop`]
+    /// gave back).
+    pub async fn start_in(dir: tempfile::TempDir) -> TestRelay {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        Self::serve(dir, listener).await
+    }
+
+    /// A relay on a given port (to restart one where clients expect it).
+    pub async fn start_on(port: u16, dir: tempfile::TempDir) -> TestRelay {
+        let listener = TcpListener::bind(("127.0.0.1", port))
+            .await
+            .expect("bind the same port");
+        Self::serve(dir, listener).await
+    }
+
+    async fn serve(dir: tempfile::TempDir, listener: TcpListener) -> TestRelay {
+        let relay = Relay::open(Config {
+            database_path: dir.path().join("pacerelle.db"),
+            open_registration: true,
+            registration_secret: None,
+            public_url: None,
+        })
+        .await
+        .expect("relay opens");
+        let addr = listener.local_addr().expect("addr");
+        let (stop, stopped) = oneshot::channel::<()>();
+        let task = tokio::spawn(relay.serve(listener, async move {
+            let _ = stopped.await;
+        }));
+        TestRelay {
+            url: format!("http://{addr}"),
+            port: addr.port(),
+            dir,
+            stop: Some(stop),
+            task: Some(task),
+        }
+    }
+
+    /// The database file and its `-wal` and `-shm` companions, as they are now.
+    pub fn database_files(&self) -> Vec<PathBuf> {
+        std::fs::read_dir(self.dir.path())
+            .expect("read dir")
+            .map(|e| e.expect("entry").path())
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("pacerelle.db"))
+            })
+            .collect()
+    }
+
+    /// Stops the relay gracefully and gives back its folder.
+    pub async fn stop(mut self) -> tempfile::TempDir {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        if let Some(task) = self.task.take() {
+            task.await.expect("join").expect("serve");
+        }
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::mem::replace(&mut self.dir, dir)
+    }
+
+    /// An agent with one paired device.
+    pub async fn agent_and_device(&self) -> (AgentClient, DeviceClient) {
+        let agent = AgentClient::register(&self.url, "test agent", None)
+            .await
+            .expect("register");
+        let link = agent
+            .create_pairing(PairingOptions::default())
+            .await
+            .expect("pairing");
+        let device = DeviceClient::join(&link.link, "test phone").await.expect("join");
+        (agent, device)
+    }
+}
+
+/// True when `needle` occurs in the bytes of `path` (false when the file vanished meanwhile, as a transient
+/// journal or SQLite's `-wal` and `-shm` files do when the database closes).
+pub fn file_contains(path: &Path, needle: &[u8]) -> bool {
+    match std::fs::read(path) {
+        Ok(bytes) => bytes.windows(needle.len()).any(|w| w == needle),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
+        Err(e) => panic!("read {}: {e}", path.display()),
+    }
+}
+
+/// Every file in `dir`.
+pub fn files_in(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .expect("read dir")
+        .map(|e| e.expect("entry").path())
+        .collect()
+}
+
+/// Panics if any file in `dir` holds one of `canaries` in clear.
+pub fn assert_no_plaintext(dir: &Path, canaries: &[&str]) {
+    let files = files_in(dir);
+    assert!(!files.is_empty(), "no file in {}", dir.display());
+    for file in &files {
+        for canary in canaries {
+            assert!(
+                !file_contains(file, canary.as_bytes()),
+                "{} holds {canary} in clear",
+                file.display()
+            );
+        }
+    }
+}
