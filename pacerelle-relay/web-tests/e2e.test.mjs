@@ -283,6 +283,41 @@ test("a task typed in the app gets the echo agent's reply, shown under it", asyn
   assert.equal(await page.locator("li.task").count(), 2);
 });
 
+test("an over-long paste is refused whole, with the limit shown, and nothing is sent", async () => {
+  const tasksBefore = await page.locator("li.task").count();
+  const posts = [];
+  await page.route("**/v1/device/messages", (route) => {
+    posts.push(route.request().postData());
+    return route.continue();
+  });
+  // 200 000 characters pasted: kept whole in the box (never cut to 65 536), refused, never sent.
+  const long = `Too long ${randomBytes(6).toString("hex")} ` + "x".repeat(200000 - 22);
+  await page.locator("#task-text").fill(long);
+  const note = page.locator("#too-long");
+  await note.waitFor();
+  assert.match(await note.textContent(), /the limit is 64 KiB \(65,536 bytes\)/);
+  assert.equal((await page.locator("#task-text").inputValue()).length, long.length, "the text is never cut");
+  await page.locator("#send").click();
+  await page.locator("#toast", { hasText: "64 KiB of UTF-8 at most. Nothing was sent." }).waitFor();
+  assert.equal((await page.locator("#task-text").inputValue()).length, long.length, "the text stays for editing");
+
+  // 80 KB of multi-byte text (fewer characters than 64 Ki): counted in UTF-8 bytes, refused too.
+  await page.locator("#task-text").fill("é".repeat(40000));
+  await note.waitFor();
+  assert.match(await note.textContent(), /78\.1 KiB/);
+  await page.locator("#task-text").press("Control+Enter");
+
+  // Exactly at the limit is accepted: the note goes away.
+  await page.locator("#task-text").fill("y".repeat(64 * 1024));
+  await note.waitFor({ state: "hidden" });
+  await page.locator("#task-text").fill("");
+  await page.waitForTimeout(500);
+  await page.unroute("**/v1/device/messages");
+  assert.deepEqual(posts, [], "nothing reached the relay");
+  assert.equal(await page.locator("li.task").count(), tasksBefore);
+  assert.equal(await page.locator("li.task", { hasText: "Too long" }).count(), 0);
+});
+
 test("a yes/no question: Approve makes `pacerelle ask` exit 0", async () => {
   const child = ask(["Deploy v2.3 to production?", "--id", "qst_e2e_approve", "--details", "Tests pass — 3 migrations"]);
   const card = question("qst_e2e_approve");

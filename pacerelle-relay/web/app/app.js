@@ -47,6 +47,12 @@ function timeLeft(ms) {
   return `${Math.floor(h / 24)} days left`;
 }
 
+/** A size in bytes, in KiB as people read it: "64 KiB", "195.3 KiB". */
+function kib(bytes) {
+  const k = bytes / 1024;
+  return `${Number.isInteger(k) ? k : k.toFixed(1)} KiB`;
+}
+
 let toastTimer = null;
 function toast(text) {
   const t = $("toast");
@@ -1039,7 +1045,22 @@ function wire() {
     input.style.height = "auto";
     input.style.height = `${Math.min(input.scrollHeight, 160)}px`;
   };
-  input.addEventListener("input", grow);
+  // Never cut: a text over the limit stays whole in the box, is refused with the limit shown, and nothing is sent.
+  const tooLong = () => {
+    const bytes = c.encodeUtf8(input.value).length;
+    const note = $("too-long");
+    const over = bytes > MAX_TEXT_BYTES;
+    note.hidden = !over;
+    $("composer").classList.toggle("over", over);
+    if (over) {
+      note.textContent = `Too long to send: ${kib(bytes)} of UTF-8, the limit is ${kib(MAX_TEXT_BYTES)} (${MAX_TEXT_BYTES.toLocaleString("en")} bytes). Shorten it: nothing was sent.`;
+    }
+    return over;
+  };
+  input.addEventListener("input", () => {
+    grow();
+    tooLong();
+  });
   input.addEventListener("keydown", (event) => {
     if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
       event.preventDefault();
@@ -1050,12 +1071,13 @@ function wire() {
     event.preventDefault();
     const text = input.value;
     if (!text.trim() || !app.device) return;
-    if (c.encodeUtf8(text).length > MAX_TEXT_BYTES) {
-      toast("This task is too long (64 KiB at most).");
+    if (tooLong()) {
+      toast(`This task is too long: ${kib(MAX_TEXT_BYTES)} of UTF-8 at most. Nothing was sent.`);
       return;
     }
     input.value = "";
     grow();
+    tooLong();
     try {
       await sendTask(text);
     } catch (e) {
