@@ -87,7 +87,8 @@ pub struct Global {
 }
 
 /// The subcommand named on a command line that clap refused, found without clap: the first word that is
-/// not an option or the value of a global option.
+/// not an option or the value of a global option. The words are the command line read losslessly
+/// (`args_os`) and converted for this search only, so a non-UTF-8 argument never panics.
 fn command_word(args: &[String]) -> Option<(&str, Option<&str>)> {
     let mut words = args.iter().skip(1).filter(|a| !a.is_empty());
     let mut skip_value = false;
@@ -113,8 +114,11 @@ fn command_word(args: &[String]) -> Option<(&str, Option<&str>)> {
 }
 
 fn main() -> ExitCode {
-    let args: Vec<String> = std::env::args().collect();
-    let cli = match Cli::try_parse_from(&args) {
+    // `args_os`, not `args`: `std::env::args` panics on a non-UTF-8 argument; clap refuses one where a
+    // text value is expected (a usage error, exit 2, or 3 for `ask`) and accepts it where a path is.
+    let args_os: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    let args: Vec<String> = args_os.iter().map(|a| a.to_string_lossy().into_owned()).collect();
+    let cli = match Cli::try_parse_from(&args_os) {
         Ok(cli) => cli,
         Err(e) => {
             use clap::error::ErrorKind;
