@@ -318,6 +318,42 @@ test("an over-long paste is refused whole, with the limit shown, and nothing is 
   assert.equal(await page.locator("li.task", { hasText: "Too long" }).count(), 0);
 });
 
+test("a long message folds with “Show more” and unfolds, the agent's long reply too", async () => {
+  const lines = Array.from({ length: 80 }, (_, i) => `Step ${i + 1}: check the migration of table number ${i + 1}`);
+  const text = `${lines.join("\n")}\n${unique("Long task")}`;
+  await page.locator("#task-text").fill(text);
+  await page.locator("#send").click();
+  const task = page.locator("li.task", { hasText: "Step 80:" }).last();
+  const reply = task.locator(".reply", { hasText: "echo: Step 1:" });
+  await reply.waitFor();
+  const checks = [
+    [task.locator(":scope > .bubble"), task.locator(":scope > button.show-more")],
+    [reply.locator(".bubble"), reply.locator("button.show-more")],
+  ];
+  for (const [bubble, toggle] of checks) {
+    await bubble.scrollIntoViewIfNeeded();
+    assert.equal(await toggle.textContent(), "Show more");
+    assert.equal(await toggle.getAttribute("aria-expanded"), "false");
+    const folded = (await bubble.boundingBox()).height;
+    assert.ok(folded < 400, `folded to ${folded}px`);
+    const full = await bubble.evaluate((n) => n.scrollHeight);
+    assert.ok(full > 3 * folded, `the whole text (${full}px) is much taller than the folded one`);
+    await toggle.click();
+    assert.equal(await toggle.textContent(), "Show less");
+    assert.equal(await toggle.getAttribute("aria-expanded"), "true");
+    const unfolded = (await bubble.boundingBox()).height;
+    assert.ok(unfolded >= full - 1, `unfolded to ${unfolded}px of ${full}px`);
+    await toggle.click();
+    assert.equal(await toggle.textContent(), "Show more");
+    assert.equal((await bubble.boundingBox()).height, folded);
+  }
+  // The whole text is in the page, folded or not; short texts have no toggle.
+  assert.equal(await task.locator(":scope > .bubble").textContent(), text);
+  const short = page.locator("li.task", { hasText: "Summarise today’s changes" });
+  assert.equal(await short.locator("button.show-more").count(), 0);
+  await shot("folded");
+});
+
 test("a yes/no question: Approve makes `pacerelle ask` exit 0", async () => {
   const child = ask(["Deploy v2.3 to production?", "--id", "qst_e2e_approve", "--details", "Tests pass — 3 migrations"]);
   const card = question("qst_e2e_approve");

@@ -47,6 +47,30 @@ function timeLeft(ms) {
   return `${Math.floor(h / 24)} days left`;
 }
 
+/** A text longer than this (characters or lines) is shown folded, with "Show more". */
+const FOLD_CHARS = 1200;
+const FOLD_LINES = 16;
+
+/**
+ * `node` (holding a text) and, when the text is long, a "Show more" button that unfolds it (and "Show less"
+ * folds it again). Folding is only a view: the whole text is in the page, for search and copy.
+ */
+function foldable(node, text) {
+  const long = text.length > FOLD_CHARS || text.split("\n").length > FOLD_LINES;
+  if (!long) return [node];
+  node.classList.add("foldable", "folded");
+  const toggle = el("button", "show-more", "Show more");
+  toggle.type = "button";
+  toggle.setAttribute("aria-expanded", "false");
+  toggle.addEventListener("click", () => {
+    const folded = node.classList.toggle("folded");
+    toggle.textContent = folded ? "Show more" : "Show less";
+    toggle.setAttribute("aria-expanded", String(!folded));
+    if (folded && node.getBoundingClientRect().top < 0) node.scrollIntoView({ block: "start" });
+  });
+  return [node, toggle];
+}
+
 /** A size in bytes, in KiB as people read it: "64 KiB", "195.3 KiB". */
 function kib(bytes) {
   const k = bytes / 1024;
@@ -518,7 +542,7 @@ function addTask(id, text, state, createdAt, before) {
   const stateNode = el("span", "state");
   meta.append(time, stateNode);
   const replies = el("ol", "replies");
-  node.append(bubble, meta, replies);
+  node.append(...foldable(bubble, text), meta, replies);
   const entry = { kind: "message", node, stateNode, replies, state: null, positioned: before !== null };
   app.entries.set(id, entry);
   app.order.push({ id, before });
@@ -541,7 +565,7 @@ async function showPendingTask(outboxEntry) {
 function addReply(id, reply, createdAt) {
   const node = el("li", "reply");
   node.dataset.id = id;
-  node.append(el("div", "bubble agent", reply.text), el("div", "meta", clock(createdAt)));
+  node.append(...foldable(el("div", "bubble agent", reply.text), reply.text), el("div", "meta", clock(createdAt)));
   const task = app.entries.get(reply.sourceMessageId);
   app.entries.set(id, { kind: "reply", node });
   if (task && task.kind === "message") {
@@ -567,7 +591,7 @@ function addNotification(id, n, createdAt) {
   const head = el("div", "note-head");
   head.append(el("span", "tag", LEVELS[level]));
   if (n.title) head.append(el("strong", "note-title", n.title));
-  node.append(head, el("p", "note-text", n.text), el("div", "meta", clock(createdAt)));
+  node.append(head, ...foldable(el("p", "note-text", n.text), n.text), el("div", "meta", clock(createdAt)));
   app.entries.set(id, { kind: "notification", node });
   append(node);
 }
@@ -736,7 +760,7 @@ function renderQuestion(q) {
   const left = el("span", "time-left");
   head.append(left);
   node.append(head, el("p", "q-text", payload.question));
-  if (payload.details) node.append(el("p", "q-details", payload.details));
+  if (payload.details) node.append(...foldable(el("p", "q-details", payload.details), payload.details));
   q.leftNode = left;
 
   const answerable = state === "pending" && !q.sending;
