@@ -34,9 +34,13 @@ pub struct AskArgs {
     /// Expect a written answer.
     #[arg(long, conflicts_with = "choices")]
     text: bool,
-    /// More context, shown under the question.
+    /// More context, shown under the question (at most 65536 bytes of UTF-8).
     #[arg(long)]
     details: Option<String>,
+    /// Read the details from this file, as it is (at most 65536 bytes of UTF-8; longer is refused before
+    /// anything is sent).
+    #[arg(long, value_name = "PATH", conflicts_with = "details")]
+    details_file: Option<std::path::PathBuf>,
     /// How long the question may be answered (90, 30s, 10m, 2h, 7d; at most 7 days).
     #[arg(long, default_value = "10m", value_parser = crate::time::parse_duration)]
     expires: Duration,
@@ -120,6 +124,11 @@ fn print_outcome(global: &Global, outcome: &AnswerOutcome) -> Result<()> {
 }
 
 pub async fn ask(global: &Global, args: AskArgs) -> Result<ExitCode> {
+    let details = match (args.details, args.details_file.as_deref()) {
+        (_, Some(path)) => Some(crate::text::from_file(path)?),
+        (Some(text), None) => Some(crate::text::check("--details", text)?),
+        (None, None) => None,
+    };
     let agent = home::agent_client(global)?;
     let kind = if !args.choices.is_empty() {
         QuestionKind::Choice
@@ -133,7 +142,7 @@ pub async fn ask(global: &Global, args: AskArgs) -> Result<ExitCode> {
         kind,
         options: args.choices,
         multiple: args.multiple,
-        details: args.details,
+        details,
         expires_in: args.expires,
         question_id: args.id,
     };

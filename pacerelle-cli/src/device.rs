@@ -37,8 +37,13 @@ pub enum DeviceCommand {
 
 #[derive(Debug, clap::Args)]
 pub struct SendArgs {
-    /// The task.
-    text: String,
+    /// The task, or `-` to read it from standard input (one trailing line break dropped). At most
+    /// 65536 bytes of UTF-8 (64 KiB); longer text is refused before anything is sent.
+    #[arg(value_name = "TEXT|-", required_unless_present = "file")]
+    text: Option<String>,
+    /// Read the task from this file, as it is (at most 65536 bytes of UTF-8).
+    #[arg(long, value_name = "PATH", conflicts_with = "text")]
+    file: Option<std::path::PathBuf>,
     /// Your own message id, to retry safely (one is drawn otherwise).
     #[arg(long)]
     id: Option<String>,
@@ -112,8 +117,9 @@ pub async fn run(global: &Global, cmd: DeviceCommand) -> Result<()> {
 }
 
 pub async fn send(global: &Global, args: SendArgs) -> Result<()> {
+    let text = crate::text::argument_or_file("the task", args.text, args.file.as_deref())?;
     let device = home::device_client(global)?;
-    let stored = device.send(&args.text, args.id.as_deref()).await?;
+    let stored = device.send(&text, args.id.as_deref()).await?;
     if global.json {
         output::json(
             &serde_json::json!({ "messageId": stored.id, "createdAt": stored.created_at, "created": stored.created }),

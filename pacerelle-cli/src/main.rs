@@ -11,6 +11,7 @@ mod hook;
 mod output;
 mod secret;
 mod serve;
+mod text;
 mod time;
 mod webhook;
 
