@@ -373,13 +373,36 @@ test("a yes/no question: Deny makes `pacerelle ask` exit 1", async () => {
   await card.locator(".q-status", { hasText: "Denied" }).waitFor();
 });
 
+/** The last card of the thread lies fully in the visible part of the page: under the header and banner, above the composer. */
+async function assertLastCardVisible(what) {
+  const last = page.locator("#thread > li").last();
+  const card = await last.boundingBox();
+  const composer = await page.locator("#composer").boundingBox();
+  const banner = await page.locator("#banner").boundingBox();
+  const top = banner ? banner.y + banner.height : (await page.locator("header.top").boundingBox()).height;
+  const { width, height } = page.viewportSize();
+  assert.deepEqual([width, height], [390, 844]);
+  assert.ok(composer.y + composer.height <= height + 0.5, "the composer is at the bottom of the screen");
+  assert.ok(card.y + card.height <= composer.y + 0.5,
+    `${what}: the last card ends at ${card.y + card.height}px, under the composer from ${composer.y}px`);
+  assert.ok(card.y >= top - 0.5, `${what}: the last card starts at ${card.y}px, under the banner (to ${top}px)`);
+}
+
 test("a question left alone expires, and the app shows it expired", async () => {
-  const child = ask(["Restart the staging server?", "--id", "qst_e2e_expire", "--expires", "3s"]);
+  // Read at the bottom of the conversation, as on a phone.
+  await page.evaluate(() => window.scrollTo(0, document.documentElement.scrollHeight));
+  const child = ask(["Restart the staging server?", "--id", "qst_e2e_expire", "--expires", "3s",
+    "--details", "The deploy finished; a restart picks up the new configuration."]);
   const card = question("qst_e2e_expire");
-  await card.waitFor();
+  await card.locator("button.approve").waitFor();
+  await page.waitForTimeout(300);
+  await assertLastCardVisible("waiting");
   await card.locator(".q-status", { hasText: "Expired" }).waitFor({ timeout: 15000 });
   assert.equal(await card.locator("button").count(), 0, "an expired question is never answerable");
   assert.equal(await card.getAttribute("data-state"), "expired");
+  await page.waitForTimeout(300);
+  await assertLastCardVisible("expired");
+  await page.screenshot({ path: path.join(path.dirname(SCREENSHOT), "expired-viewport.png") });
   await shot("questions");
   assert.equal(await exitOf(child), 2, child.err);
 });

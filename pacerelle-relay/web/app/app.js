@@ -1063,7 +1063,28 @@ async function sendTask(text) {
 
 // ── wiring ────────────────────────────────────────────────────────────────────────────────────────
 
+/**
+ * The composer is fixed over the bottom of the page and grows with its text: the page keeps room for it
+ * (--composer-h: the conversation's bottom padding, and the scroll padding that `scrollIntoView` keeps
+ * clear), so no card ever ends under it.
+ */
+function keepRoomForComposer() {
+  const composer = $("composer");
+  let height = -1;
+  const update = () => {
+    const h = composer.hidden ? 0 : composer.offsetHeight;
+    if (h === height) return;
+    const stick = nearBottom();
+    height = h;
+    document.documentElement.style.setProperty("--composer-h", `${h}px`);
+    if (stick) window.scrollTo(0, document.documentElement.scrollHeight);
+  };
+  new ResizeObserver(update).observe(composer);
+  update();
+}
+
 function wire() {
+  keepRoomForComposer();
   const input = $("task-text");
   const grow = () => {
     input.style.height = "auto";
