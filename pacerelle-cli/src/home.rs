@@ -115,8 +115,14 @@ pub fn agent_client(global: &crate::Global) -> Result<AgentClient> {
     let env_token = std::env::var("PACERELLE_AGENT_TOKEN")
         .ok()
         .filter(|s| !s.is_empty());
-    let (relay, id, token) = match (env_id, env_token) {
-        (Some(id), Some(token)) => (relay_url(global, None), id, token),
+    // Where the token came from, for an error that names it.
+    let (relay, id, token, source) = match (env_id, env_token) {
+        (Some(id), Some(token)) => (
+            relay_url(global, None),
+            id,
+            token,
+            "PACERELLE_AGENT_TOKEN".to_string(),
+        ),
         (None, None) => {
             let file = global.home.read_agent()?.ok_or_else(|| {
                 anyhow!(
@@ -129,6 +135,7 @@ pub fn agent_client(global: &crate::Global) -> Result<AgentClient> {
                 relay_url(global, Some(&file.relay_url)),
                 file.agent_id,
                 file.token,
+                format!("the token in {}", global.home.agent_path().display()),
             )
         }
         _ => {
@@ -137,7 +144,7 @@ pub fn agent_client(global: &crate::Global) -> Result<AgentClient> {
             ));
         }
     };
-    let token = AgentToken::parse(&token).context("PACERELLE_AGENT_TOKEN")?;
+    let token = AgentToken::parse(&token).context(source)?;
     // The device roster's high-water mark lives beside the credentials, shared by every host of this home.
     Ok(AgentClient::new(&relay, &id, token)?.with_home(Some(&global.home.0)))
 }
@@ -149,5 +156,6 @@ pub fn device_client(global: &crate::Global) -> Result<DeviceClient> {
             "this terminal is not paired: run `pacerelle device join -` and paste a link from `pacerelle pair`"
         )
     })?;
-    Ok(DeviceClient::from_credentials(creds)?)
+    DeviceClient::from_credentials(creds)
+        .with_context(|| format!("the credentials in {}", global.home.device_path().display()))
 }

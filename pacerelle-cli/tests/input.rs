@@ -173,3 +173,47 @@ fn bad_credential_files_are_reported_by_name() {
         );
     }
 }
+
+#[test]
+fn a_malformed_token_in_agent_json_names_the_file() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let path = home.path().join("agent.json");
+    std::fs::write(
+        &path,
+        br#"{"relayUrl": "http://127.0.0.1:9", "agentId": "ag_x", "name": "x", "token": "pcr1_nope"}"#,
+    )
+    .unwrap();
+    let mut c = common::pacerelle(home.path(), "http://127.0.0.1:9");
+    c.arg("pair");
+    let out = common::run(c);
+    assert_eq!(out.status.code(), Some(1));
+    let err = common::stderr(&out);
+    assert!(err.contains(&path.display().to_string()), "{err}");
+    assert!(!err.contains("PACERELLE_AGENT_TOKEN"), "{err}");
+
+    // From the variables, the variable is named.
+    let mut c = common::pacerelle(home.path(), "http://127.0.0.1:9");
+    c.arg("pair")
+        .env("PACERELLE_AGENT_ID", "ag_x")
+        .env("PACERELLE_AGENT_TOKEN", "pcr1_nope");
+    let err = common::stderr(&common::run(c));
+    assert!(err.contains("PACERELLE_AGENT_TOKEN"), "{err}");
+}
+
+#[test]
+fn malformed_credentials_in_device_json_name_the_file() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let path = home.path().join("device.json");
+    let creds = serde_json::json!({
+        "relayUrl": "http://127.0.0.1:9", "agentId": "ag_x", "agentName": "x", "deviceId": "dv_x",
+        "role": "owner", "deviceToken": "pcr1_nope", "deviceKey": "nope"
+    });
+    std::fs::write(&path, creds.to_string()).unwrap();
+    let mut c = common::pacerelle(home.path(), "http://127.0.0.1:9");
+    c.arg("inbox");
+    let out = common::run(c);
+    assert_no_panic("inbox", &out);
+    assert_ne!(out.status.code(), Some(0));
+    let err = common::stderr(&out);
+    assert!(err.contains(&path.display().to_string()), "{err}");
+}
