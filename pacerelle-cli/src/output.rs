@@ -66,7 +66,13 @@ pub fn clock(t: Timestamp) -> String {
 
 /// How long until `t`, in words.
 pub fn until(t: Timestamp) -> String {
-    let secs = (t.millis() - Timestamp::now().millis()) / 1000;
+    remaining(t.millis() - Timestamp::now().millis())
+}
+
+/// `ms` milliseconds in words, rounded up to the second: the milliseconds a request took do not turn the
+/// `--expires 3s` the user gave into "2 s".
+fn remaining(ms: i64) -> String {
+    let secs = ms.div_euclid(1000) + i64::from(ms.rem_euclid(1000) > 0);
     if secs <= 0 {
         "expired".into()
     } else if secs < 120 {
@@ -86,4 +92,22 @@ pub fn qr(text: &str) -> Option<String> {
             .quiet_zone(true)
             .build(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::remaining;
+
+    #[test]
+    fn a_duration_reads_as_given_not_a_second_short() {
+        assert_eq!(remaining(3_000), "3 s");
+        assert_eq!(remaining(2_950), "3 s");
+        assert_eq!(remaining(2_001), "3 s");
+        assert_eq!(remaining(1), "1 s");
+        assert_eq!(remaining(0), "expired");
+        assert_eq!(remaining(-5), "expired");
+        assert_eq!(remaining(119_990), "2 min");
+        assert_eq!(remaining(599_900), "10 min");
+        assert_eq!(remaining(90_000), "90 s");
+    }
 }

@@ -1,0 +1,26 @@
+//! What the commands show people: durations as given, device names rather than ids.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod common;
+
+use std::process::Stdio;
+
+use common::{Setup, stderr};
+
+#[tokio::test]
+async fn ask_expires_3s_reads_3_s() {
+    let s = Setup::start().await;
+    let child = s
+        .agent()
+        .args(["ask", "Quick one?", "--expires", "3s"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().expect("wait"))
+        .await
+        .expect("join");
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("expires in 3 s"), "{}", stderr(&out));
+}
