@@ -276,7 +276,8 @@ pub async fn up(global: &Global, args: UpArgs) -> Result<()> {
             codex_toml(&url, agent.agent_id(), &token)
         );
         println!(
-            "Claude Desktop, Cursor (.mcp.json; Claude Desktop wants the absolute path of pacerelle-mcp):\n"
+            "Cursor (~/.cursor/mcp.json, or .cursor/mcp.json in a project) and Claude Desktop \
+             (claude_desktop_config.json, with the absolute path of pacerelle-mcp):\n"
         );
         println!("{}", serde_json::to_string_pretty(&mcp)?);
         println!("\nMore: docs/hosts/ (one page per host) and docs/hooks.md (the gate before tool calls).");

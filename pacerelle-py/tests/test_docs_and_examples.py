@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import pacerelle
-from conftest import ROOT, Paired
+from conftest import ROOT, Paired, relay_binary
 
 DOCS = [ROOT / "pacerelle-py" / "README.md", ROOT / "docs" / "python.md"]
 EXAMPLE = ROOT / "examples" / "python" / "supervised_agent.py"
@@ -176,3 +176,38 @@ def test_types_check_with_mypy(tmp_path: Path) -> None:
             cwd=tmp_path,
         )
         assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_up_names_the_files_cursor_and_claude_desktop_read(tmp_path: Path) -> None:
+    """`pacerelle up` labels the MCP configuration with the files the hosts read (Cursor: `mcp.json` in
+    `~/.cursor/` or a project's `.cursor/`, never `.mcp.json`), as docs/hosts/cursor.md does."""
+    up = subprocess.Popen(
+        [str(relay_binary()), "up", "--listen", "127.0.0.1:0", "--data", str(tmp_path / "data"),
+         "--home", str(tmp_path / "home")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: list[str] = []
+    try:
+        assert up.stdout is not None
+        deadline = time.monotonic() + 60
+        for line in up.stdout:
+            lines.append(line)
+            if line.startswith("Pairing link") or time.monotonic() > deadline:
+                break
+    finally:
+        up.send_signal(signal.SIGINT)
+        try:
+            up.wait(20)
+        except subprocess.TimeoutExpired:
+            up.kill()
+            up.wait()
+    out = "".join(lines)
+    assert "Pairing link" in out, out + (up.stderr.read() if up.stderr else "")
+    label = next(line for line in lines if "Cursor" in line)
+    assert "~/.cursor/mcp.json" in label and ".cursor/mcp.json in a project" in label, label
+    assert "(.mcp.json" not in out and " .mcp.json" not in out
+    doc = (ROOT / "docs" / "hosts" / "cursor.md").read_text(encoding="utf-8")
+    assert "`~/.cursor/mcp.json`" in doc and "`.cursor/mcp.json`" in doc
+    assert "`.mcp.json`" not in doc
