@@ -16,7 +16,8 @@ coroutines. Results are typed objects; errors are `PacerelleError` subclasses. E
 end to end by the Rust core underneath (`pacerelle._native`).
 """
 
-from __future__ import annotations
+# No `from __future__ import annotations` here: it would leave `annotations` among the package's public
+# names (tests/test_public_names.py holds them to `__all__`).
 
 from ._agent import Agent, AsyncAgent
 from ._approval import Approval

@@ -103,7 +103,14 @@ def _describe(error: BaseException) -> str:
     return "".join(traceback.format_exception(error)).rstrip()
 
 
-def _log(step: _native.RunLog) -> None:
+def _log(step: _native.RunLog, agent: Agent | AsyncAgent) -> None:
+    if step.level == logging.INFO and step.text.startswith("listening"):
+        # The one line that tells the user it works, with what it listens as and where.
+        detail = step.text[len("listening") :].strip()
+        logger.info(
+            "listening as %s on %s%s", agent.agent_id, agent.relay_url, f" {detail}" if detail else ""
+        )
+        return
     logger.log(step.level, "%s", step.text)
 
 
@@ -162,7 +169,7 @@ class SyncRunner:
             )
             while (step := run_loop.next().wait()) is not None:
                 if isinstance(step, _native.RunLog):
-                    _log(step)
+                    _log(step, self.agent)
                 else:
                     self._handle(step)
             ended = True
@@ -265,7 +272,7 @@ class AsyncRunner:
             )
             while (step := await _bridge.run(run_loop.next())) is not None:
                 if isinstance(step, _native.RunLog):
-                    _log(step)
+                    _log(step, self.agent)
                 else:
                     await self._handle(step)
             ended = True
