@@ -143,10 +143,15 @@ pub async fn run(global: &Global, cmd: AgentCommand) -> Result<()> {
                     "trusted": roster.devices.iter().filter(|d| roster.may_approve(&d.device_id)).map(|d| &d.device_id).collect::<Vec<_>>(),
                 }));
             }
+            // The names come from the device list; the roster itself holds ids only.
+            let devices = agent.devices().await.unwrap_or_default();
             println!("device roster version {}:", roster.version);
             for d in &roster.devices {
                 let word = roster_word(&roster, &d.device_id);
-                println!("  {}  {word}", d.device_id);
+                match devices.iter().find(|x| x.device_id == d.device_id) {
+                    Some(x) => println!("  {}  {}  {word}", x.name, d.device_id),
+                    None => println!("  {}  {word}", d.device_id),
+                }
             }
             Ok(())
         }

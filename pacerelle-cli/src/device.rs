@@ -109,7 +109,7 @@ pub async fn run(global: &Global, cmd: DeviceCommand) -> Result<()> {
             if global.json {
                 output::json(&info)
             } else {
-                println!("left: device {} is revoked", info.device_id);
+                println!("left: device {} ({}) is revoked", info.name, info.device_id);
                 Ok(())
             }
         }
@@ -167,7 +167,7 @@ fn question_state(q: &OpenedQuestion) -> String {
     match q.state {
         QuestionState::Pending if q.is_open() => format!("pending, {} left", output::until(q.expires_at)),
         QuestionState::Pending => "expired".into(),
-        QuestionState::Answered => match &q.answered_by {
+        QuestionState::Answered => match q.answered_by_name.as_ref().or(q.answered_by.as_ref()) {
             Some(by) => format!("answered by {by}"),
             None => "answered".into(),
         },

@@ -24,3 +24,35 @@ async fn ask_expires_3s_reads_3_s() {
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("expires in 3 s"), "{}", stderr(&out));
 }
+
+#[tokio::test]
+async fn inbox_names_the_device_that_answered() {
+    let s = Setup::start().await;
+    let child = s
+        .agent()
+        .args(["ask", "Deploy?", "--expires", "1m"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let q = common::next_question(&s.device, &[]).await;
+    s.device
+        .answer(&q.question_id, pacerelle_client::Answer::Yes)
+        .await
+        .expect("yes");
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().expect("wait"))
+        .await
+        .expect("join");
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+
+    let out = common::run({
+        let mut c = s.as_device();
+        c.arg("inbox");
+        c
+    });
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = common::stdout(&out);
+    assert!(text.contains("answered by Ana's phone"), "{text}");
+    assert!(!text.contains("answered by dv_"), "{text}");
+}
