@@ -8,6 +8,7 @@ mod audit;
 mod device;
 mod home;
 mod hook;
+mod host;
 mod output;
 mod secret;
 mod serve;

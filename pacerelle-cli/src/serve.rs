@@ -40,9 +40,9 @@ pub struct ServeArgs {
 pub struct UpArgs {
     #[command(flatten)]
     serve: ServeArgs,
-    /// Name of the local agent, if one is created.
-    #[arg(long, default_value = "local agent")]
-    name: String,
+    /// Name of the local agent, if one is created (default: this computer's name).
+    #[arg(long)]
+    name: Option<String>,
 }
 
 fn data_dir(explicit: Option<PathBuf>) -> Result<PathBuf> {
@@ -217,7 +217,8 @@ pub async fn up(global: &Global, args: UpArgs) -> Result<()> {
     let (url, database) = (started.url.clone(), started.database.clone());
     let server = tokio::spawn(started.serve());
 
-    let agent = local_agent(global, &url, &args.name).await?;
+    let name = args.name.unwrap_or_else(crate::host::default_agent_name);
+    let agent = local_agent(global, &url, &name).await?;
     let public = args.serve.public_url.clone();
     let app_url = public
         .as_deref()
