@@ -149,13 +149,15 @@ pub fn agent_client(global: &crate::Global) -> Result<AgentClient> {
     Ok(AgentClient::new(&relay, &id, token)?.with_home(Some(&global.home.0)))
 }
 
-/// The device's client, from `device.json`.
+/// The device's client, from `device.json`; `--relay`/`PACERELLE_RELAY_URL` overrides the relay stored there,
+/// as it does the agent's.
 pub fn device_client(global: &crate::Global) -> Result<DeviceClient> {
-    let creds = global.home.read_device()?.ok_or_else(|| {
+    let mut creds = global.home.read_device()?.ok_or_else(|| {
         anyhow!(
             "this terminal is not paired: run `pacerelle device join -` and paste a link from `pacerelle pair`"
         )
     })?;
+    creds.relay_url = relay_url(global, Some(&creds.relay_url));
     DeviceClient::from_credentials(creds)
         .with_context(|| format!("the credentials in {}", global.home.device_path().display()))
 }

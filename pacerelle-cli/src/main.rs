@@ -28,7 +28,7 @@ struct Cli {
     /// Print machine-readable JSON instead of text.
     #[arg(long, global = true)]
     json: bool,
-    /// The relay's base URL.
+    /// The relay's base URL; overrides the one stored with the agent's or the device's credentials.
     #[arg(long, global = true, env = "PACERELLE_RELAY_URL")]
     relay: Option<String>,
     /// Where credentials are kept (default: the user's config directory).
