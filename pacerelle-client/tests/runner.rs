@@ -10,87 +10,29 @@ use pacerelle_client::core::message::MAX_TEXT_BYTES;
 use pacerelle_client::{
     AgentClient, Backoff, Context, DeviceClient, Event, ItemKind, Message, PairingOptions, Runner,
 };
-use pacerelle_relay::{Config, Relay};
+use pacerelle_test_support::TestRelay;
 use tokio::sync::{Notify, oneshot};
 
-/// A real relay on 127.0.0.1 with a SQLite file; `restart` keeps its folder and its port.
-struct TestRelay {
-    url: String,
-    port: u16,
-    dir: Option<tempfile::TempDir>,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
+/// An agent (its roster mark in memory only) with one paired device.
+async fn agent_and_device(relay: &TestRelay) -> (AgentClient, DeviceClient) {
+    let agent = AgentClient::register(&relay.url, "runner agent", None)
+        .await
+        .expect("register")
+        .with_home(None);
+    let link = agent
+        .create_pairing(PairingOptions::default())
+        .await
+        .expect("pairing");
+    let device = DeviceClient::join(&link.link, "test phone").await.expect("join");
+    (agent, device)
 }
 
-impl TestRelay {
-    async fn start() -> TestRelay {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        Self::serve(tempfile::tempdir().expect("tempdir"), listener).await
-    }
-
-    async fn serve(dir: tempfile::TempDir, listener: tokio::net::TcpListener) -> TestRelay {
-        let relay = Relay::open(Config {
-            database_path: dir.path().join("pacerelle.db"),
-            open_registration: true,
-            registration_secret: None,
-            public_url: None,
-        })
-        .await
-        .expect("relay opens");
-        let addr = listener.local_addr().expect("addr");
-        let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(relay.serve(listener, async move {
-            let _ = stopped.await;
-        }));
-        TestRelay {
-            url: format!("http://{addr}"),
-            port: addr.port(),
-            dir: Some(dir),
-            stop: Some(stop),
-            task: Some(task),
-        }
-    }
-
-    /// Stops the relay: from now on it refuses connections.
-    async fn stop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(task) = self.task.take() {
-            task.await.expect("join").expect("serve");
-        }
-    }
-
-    /// Starts it again on the same port with the same database.
-    async fn restart(&mut self) {
-        let dir = self.dir.take().expect("folder");
-        let mut tries = 0;
-        let listener = loop {
-            match tokio::net::TcpListener::bind(("127.0.0.1", self.port)).await {
-                Ok(l) => break l,
-                Err(e) if tries < 50 => {
-                    tries += 1;
-                    eprintln!("the port is not free yet: {e}");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                Err(e) => panic!("bind the same port: {e}"),
-            }
-        };
-        *self = Self::serve(dir, listener).await;
-    }
-
-    async fn agent_and_device(&self) -> (AgentClient, DeviceClient) {
-        let agent = AgentClient::register(&self.url, "runner agent", None)
-            .await
-            .expect("register")
-            .with_home(None);
-        let link = agent
-            .create_pairing(PairingOptions::default())
-            .await
-            .expect("pairing");
-        let device = DeviceClient::join(&link.link, "test phone").await.expect("join");
-        (agent, device)
-    }
+/// Stops the relay, runs `while_down`, and starts it again on the same port with the same database.
+async fn restart(relay: TestRelay, while_down: impl Future<Output = ()>) -> TestRelay {
+    let port = relay.port;
+    let dir = relay.stop().await;
+    while_down.await;
+    TestRelay::start_on(port, dir).await
 }
 
 /// Short pauses, so that the tests do not wait on the default backoff.
@@ -143,7 +85,7 @@ type Seen = Arc<Mutex<Vec<(String, bool)>>>;
 #[tokio::test]
 async fn every_task_is_handled_across_a_relay_restart_in_the_middle_of_one() {
     let mut relay = TestRelay::start().await;
-    let (agent, device) = relay.agent_and_device().await;
+    let (agent, device) = agent_and_device(&relay).await;
     let seen: Seen = Arc::default();
     let started = Arc::new(Notify::new());
     let release = Arc::new(Notify::new());
@@ -185,17 +127,16 @@ async fn every_task_is_handled_across_a_relay_restart_in_the_middle_of_one() {
     tokio::time::timeout(Duration::from_secs(20), started.notified())
         .await
         .expect("the slow task reached the handler");
-    relay.stop().await;
-    release.notify_one();
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    relay.restart().await;
+    relay = restart(relay, async {
+        release.notify_one();
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    })
+    .await;
     wait_for_replies(&device, &sent).await;
 
     // Down again while the runner waits, longer than the client's own retries: the runner backs off and
     // listens again once the relay is back.
-    relay.stop().await;
-    tokio::time::sleep(Duration::from_secs(4)).await;
-    relay.restart().await;
+    let _relay = restart(relay, tokio::time::sleep(Duration::from_secs(4))).await; // kept up to the end
 
     for text in ["two", "three"] {
         sent.push(device.send(text, None).await.expect("send").id);
@@ -235,7 +176,7 @@ async fn every_task_is_handled_across_a_relay_restart_in_the_middle_of_one() {
 #[tokio::test]
 async fn a_failing_handler_leaves_its_task_unprocessed_for_the_next_run() {
     let relay = TestRelay::start().await;
-    let (agent, device) = relay.agent_and_device().await;
+    let (agent, device) = agent_and_device(&relay).await;
     let sent = device.send("boom", None).await.expect("send").id;
 
     let failing = |_task: Message, ctx: Context| async move {
@@ -279,7 +220,7 @@ async fn a_failing_handler_leaves_its_task_unprocessed_for_the_next_run() {
 #[tokio::test]
 async fn poison_tasks_are_set_aside_with_an_error_reply_and_later_tasks_are_handled() {
     let relay = TestRelay::start().await;
-    let (agent, device) = relay.agent_and_device().await;
+    let (agent, device) = agent_and_device(&relay).await;
     let calls: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
 
     let handler = {
@@ -339,7 +280,7 @@ async fn poison_tasks_are_set_aside_with_an_error_reply_and_later_tasks_are_hand
 #[tokio::test]
 async fn shutdown_releases_the_lease_and_a_held_lease_needs_takeover() {
     let relay = TestRelay::start().await;
-    let (agent, _device) = relay.agent_and_device().await;
+    let (agent, _device) = agent_and_device(&relay).await;
     let echo = |task: Message, _ctx: Context| async move { Ok::<_, String>(Some(task.text)) };
 
     let (stop, signal) = shutdown();

@@ -32,11 +32,21 @@ impl TestRelay {
         Self::serve(dir, listener).await
     }
 
-    /// A relay on a given port (to restart one where clients expect it).
+    /// A relay on a given port (to restart one where clients expect it). A port just released may not be
+    /// free again at once: binding is tried for up to 5 s.
     pub async fn start_on(port: u16, dir: tempfile::TempDir) -> TestRelay {
-        let listener = TcpListener::bind(("127.0.0.1", port))
-            .await
-            .expect("bind the same port");
+        let mut tries = 0;
+        let listener = loop {
+            match TcpListener::bind(("127.0.0.1", port)).await {
+                Ok(listener) => break listener,
+                Err(e) if tries < 50 => {
+                    tries += 1;
+                    eprintln!("port {port} is not free yet: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                }
+                Err(e) => panic!("bind the same port {port}: {e}"),
+            }
+        };
         Self::serve(dir, listener).await
     }
 
