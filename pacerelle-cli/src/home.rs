@@ -1,7 +1,6 @@
 //! Where credentials live: `PACERELLE_HOME` (default: the user's config directory), files only the owner
 //! can read.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow};
@@ -48,7 +47,7 @@ impl Home {
     }
 
     pub fn write_agent(&self, file: &AgentFile) -> Result<()> {
-        write_private(&self.0, &self.agent_path(), &serde_json::to_vec_pretty(file)?)
+        write_private(&self.agent_path(), &serde_json::to_vec_pretty(file)?)
     }
 
     pub fn read_device(&self) -> Result<Option<DeviceCredentials>> {
@@ -56,7 +55,7 @@ impl Home {
     }
 
     pub fn write_device(&self, creds: &DeviceCredentials) -> Result<()> {
-        write_private(&self.0, &self.device_path(), &serde_json::to_vec_pretty(creds)?)
+        write_private(&self.device_path(), &serde_json::to_vec_pretty(creds)?)
     }
 
     pub fn remove_device(&self) -> Result<()> {
@@ -75,29 +74,6 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
         Err(e) => Err(e).with_context(|| format!("cannot read {}", path.display())),
     }
-}
-
-/// Writes a file readable by its owner only (0600 in a 0700 folder), replacing it atomically.
-fn write_private(dir: &Path, path: &Path, bytes: &[u8]) -> Result<()> {
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder
-        .create(dir)
-        .with_context(|| format!("cannot create {}", dir.display()))?;
-    let tmp = path.with_extension("json.tmp");
-    let mut options = std::fs::OpenOptions::new();
-    options.write(true).create(true).truncate(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-    let mut f = options
-        .open(&tmp)
-        .with_context(|| format!("cannot write {}", tmp.display()))?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
-    std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))?;
-    Ok(())
 }
 
 /// The relay URL: `--relay`/`PACERELLE_RELAY_URL`, else the one stored with the credentials, else the default.
@@ -160,4 +136,9 @@ pub fn device_client(global: &crate::Global) -> Result<DeviceClient> {
     creds.relay_url = relay_url(global, Some(&creds.relay_url));
     DeviceClient::from_credentials(creds)
         .with_context(|| format!("the credentials in {}", global.home.device_path().display()))
+}
+
+/// Writes a credentials file readable by its owner only (0600 in a 0700 folder), replacing it atomically.
+fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
+    pacerelle_client::write_private(path, bytes).with_context(|| format!("cannot write {}", path.display()))
 }

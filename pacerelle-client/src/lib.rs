@@ -4,6 +4,7 @@ mod agent;
 mod audit;
 mod device;
 mod error;
+mod files;
 pub mod gate;
 mod http;
 mod question;
@@ -20,6 +21,7 @@ pub use device::{
     QuestionList,
 };
 pub use error::{Error, ErrorKind, Result};
+pub use files::write_private;
 pub use gate::{Conclusion, Gate, Ruling};
 pub use pacerelle_core as core;
 pub use pacerelle_core::question::{Answer, Level, QuestionKind, QuestionState};

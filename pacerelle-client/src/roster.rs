@@ -115,7 +115,7 @@ impl RosterMark {
         if mark.version < self.read_file().version {
             return;
         }
-        if let Err(e) = write_private(path, &mark) {
+        if let Err(e) = crate::files::write_private(path, &serde_json::to_vec(&mark).unwrap_or_default()) {
             tracing::warn!(path = %path.display(), error = %e, "cannot keep the device roster's version; it is kept in memory only");
         }
     }
@@ -134,31 +134,6 @@ fn roster_digest(roster: &Roster) -> String {
     pacerelle_core::b64::encode(&pacerelle_core::keys::sha256(
         &serde_json::to_vec(roster).unwrap_or_default(),
     ))
-}
-
-/// Writes the mark atomically, readable by its owner only.
-fn write_private(path: &Path, mark: &MarkFile) -> std::io::Result<()> {
-    let dir = path.parent().unwrap_or(Path::new("."));
-    let mut builder = std::fs::DirBuilder::new();
-    builder.recursive(true);
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
-    builder.create(dir)?;
-    let tmp = dir.join(format!(
-        ".{}.{}.tmp",
-        path.file_name().and_then(|n| n.to_str()).unwrap_or("mark"),
-        std::process::id()
-    ));
-    {
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create(true).truncate(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        let mut file = options.open(&tmp)?;
-        std::io::Write::write_all(&mut file, &serde_json::to_vec(mark).unwrap_or_default())?;
-        file.sync_all()?;
-    }
-    std::fs::rename(&tmp, path)
 }
 
 fn roster_error(e: RosterError) -> Error {
