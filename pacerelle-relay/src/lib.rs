@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod acme;
 mod app;
 mod at_rest;
 mod auth;
@@ -23,6 +24,10 @@ use std::time::Duration;
 
 use pacerelle_core::Timestamp;
 
+pub use acme::{
+    Acme, AcmeSettings, AcmeStatus, CertificateInfo, LETS_ENCRYPT, LETS_ENCRYPT_STAGING, check_domain,
+    renew_at,
+};
 pub use at_rest::{FILE_MODE, FOLDER_MODE, prepare_data_folder};
 pub use config::Config;
 pub use error::{Error, StoreError};

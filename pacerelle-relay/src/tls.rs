@@ -65,6 +65,24 @@ impl TlsConfig {
         })
     }
 
+    /// Served by `resolver`, which picks a certificate for each handshake ([`crate::Acme`]). Also offers the
+    /// `acme-tls/1` protocol: a connection that negotiates it (the CA validating TLS-ALPN-01) is closed after
+    /// its handshake, never handed to HTTP.
+    pub(crate) fn from_resolver(
+        resolver: Arc<dyn rustls::server::ResolvesServerCert>,
+    ) -> Result<TlsConfig, Error> {
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let mut server = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .map_err(|e| Error::Config(format!("TLS: {e}")))?
+            .with_no_client_auth()
+            .with_cert_resolver(resolver);
+        server.alpn_protocols = vec![b"http/1.1".to_vec(), crate::acme::ACME_TLS_ALPN.to_vec()];
+        Ok(TlsConfig {
+            server: Arc::new(server),
+        })
+    }
+
     /// From PEM files.
     pub fn from_pem_files(
         cert_chain: &std::path::Path,
@@ -169,7 +187,13 @@ async fn accept_loop(
         tokio::spawn(async move {
             let _permit = permit;
             match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                Ok(Ok(tls)) => {
+                Ok(Ok(mut tls)) => {
+                    if tls.get_ref().1.alpn_protocol() == Some(crate::acme::ACME_TLS_ALPN) {
+                        // A TLS-ALPN-01 validation: the handshake was the answer.
+                        tracing::debug!(%addr, "ACME TLS-ALPN-01 validation handshake");
+                        let _ = tokio::io::AsyncWriteExt::shutdown(&mut tls).await;
+                        return;
+                    }
                     let _ = ready.send((tls, addr)).await;
                 }
                 Ok(Err(e)) => tracing::debug!(%addr, error = %e, "TLS handshake failed"),
