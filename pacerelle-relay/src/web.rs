@@ -4,6 +4,9 @@
 //! Content-Security-Policy (scripts and styles from this origin only, no inline script, requests to this
 //! origin only), `nosniff`, `no-referrer` (the pairing page's fragment never leaves the page anyway), and is
 //! revalidated on each load (`no-cache` with an `ETag`), so that a relay upgrade serves the new app at once.
+//!
+//! The service worker (`/app/sw.js`, a module) is served with `Service-Worker-Allowed: /`: its scope is the whole
+//! app although its script lives under `/app/`.
 
 use axum::Router;
 use axum::extract::Path;
@@ -40,12 +43,18 @@ macro_rules! asset {
 const JS: &str = "text/javascript; charset=utf-8";
 const SVG: &str = "image/svg+xml";
 
+/// The service worker's script, the one file that may control pages outside `/app/`.
+const SERVICE_WORKER: &str = "sw.js";
+
 /// The files under `/app/`.
 const ASSETS: &[Asset] = &[
     asset!("app.js", JS),
     asset!("api.js", JS),
     asset!("crypto.js", JS),
     asset!("store.js", JS),
+    asset!("answer.js", JS),
+    asset!("push.js", JS),
+    asset!("sw.js", JS),
     asset!("style.css", "text/css; charset=utf-8"),
     asset!("manifest.webmanifest", "application/manifest+json"),
     asset!("icon.svg", SVG),
@@ -140,6 +149,9 @@ fn serve(asset: &Asset, request: &HeaderMap) -> Response {
     if let Ok(value) = HeaderValue::from_str(&etag) {
         headers.insert(header::ETAG, value);
     }
+    if asset.name == SERVICE_WORKER {
+        headers.insert("service-worker-allowed", HeaderValue::from_static("/"));
+    }
     security_headers(headers);
     response
 }
@@ -177,6 +189,9 @@ mod tests {
             ("/pair", "text/html; charset=utf-8"),
             ("/app/app.js", "text/javascript; charset=utf-8"),
             ("/app/crypto.js", "text/javascript; charset=utf-8"),
+            ("/app/answer.js", "text/javascript; charset=utf-8"),
+            ("/app/push.js", "text/javascript; charset=utf-8"),
+            ("/app/sw.js", "text/javascript; charset=utf-8"),
             ("/app/style.css", "text/css; charset=utf-8"),
             ("/app/manifest.webmanifest", "application/manifest+json"),
             ("/app/icon.svg", "image/svg+xml"),
@@ -193,6 +208,14 @@ mod tests {
             assert_eq!(header(&response, "cache-control"), "no-cache");
             assert!(header(&response, "etag").starts_with('"'), "{path}");
         }
+        assert_eq!(
+            header(&get("/app/sw.js", None).await, "service-worker-allowed"),
+            "/"
+        );
+        assert_eq!(
+            header(&get("/app/app.js", None).await, "service-worker-allowed"),
+            ""
+        );
         let missing = get("/app/nothing.js", None).await;
         assert_eq!(missing.status(), StatusCode::NOT_FOUND);
         assert_eq!(header(&missing, "x-content-type-options"), "nosniff");

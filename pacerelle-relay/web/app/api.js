@@ -17,9 +17,9 @@ export class ApiError extends Error {
 
 /**
  * One request. `token` is the device's bearer credential; `timeoutMs` ends a request that hangs (a
- * long-poll gets the wait plus a margin).
+ * long-poll gets the wait plus a margin); `empty` accepts an answer without a body (`204`).
  */
-export async function request(method, path, { body, token, timeoutMs = 20000 } = {}) {
+export async function request(method, path, { body, token, timeoutMs = 20000, empty = false } = {}) {
   const headers = { Accept: "application/json" };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   if (token) headers.Authorization = `Bearer ${token}`;
@@ -41,6 +41,7 @@ export async function request(method, path, { body, token, timeoutMs = 20000 } =
   } finally {
     clearTimeout(timer);
   }
+  if (empty && res.ok) return null; // 204: nothing to read
   let json = null;
   try {
     json = await res.json();
@@ -74,8 +75,18 @@ export function deviceApi(token) {
       request("GET", "/v1/device/questions" + (state ? `?state=${enc(state)}` : ""), { token }),
     answer: (questionId, envelope, copy) =>
       request("POST", `/v1/device/questions/${enc(questionId)}/answer`, { token, body: { envelope, copy } }),
+    /** Registers a push subscription (`PushSubscription.toJSON()`); the same endpoint again replaces its keys. */
+    registerPush: (subscription) => request("POST", "/v1/device/push", { token, body: subscription }),
+    /** Removes a push subscription; 204 also when the relay does not know it. */
+    unregisterPush: (endpoint) => request("DELETE", "/v1/device/push", { token, body: { endpoint }, empty: true }),
   };
 }
+
+/** The relay's routes without credential: its version, and the public key it signs pushes with (VAPID). */
+export const relayApi = {
+  health: () => request("GET", "/v1/health", { timeoutMs: 10000 }),
+  pushKey: () => request("GET", "/v1/push/key", { timeoutMs: 10000 }),
+};
 
 /** The pairing routes (no credential). */
 export const pairingApi = {

@@ -6,12 +6,17 @@
 
 import * as c from "./crypto.js";
 import * as store from "./store.js";
-import { ApiError, deviceApi, pairingApi } from "./api.js";
+import * as answers from "./answer.js";
+import * as push from "./push.js";
+import { ApiError, deviceApi, pairingApi, relayApi } from "./api.js";
 
 /** Longest long-poll (the relay caps at 55 s, below the usual 60 s of proxies). */
 const LONG_POLL_WAIT = 55;
-/** How often presence is read. */
+/** How often presence is read (states arrive as `update` items; an older relay's are read again at this pace). */
 const STATUS_EVERY_MS = 5000;
+/** Reconnection delays: doubled after each failure up to the cap, each one drawn at random in its upper half. */
+const RETRY_FIRST_MS = 1000;
+const RETRY_CAP_MS = 30000;
 /** Most conversation items in one answer of the relay. */
 const PAGE = 200;
 /** Largest task or text answer, in UTF-8 bytes. */
@@ -28,6 +33,50 @@ function el(tag, className, text) {
 }
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * A reconnection delay: exponential, capped, with jitter (half fixed, half random), so that phones cut off
+ * together by a relay restart do not all come back in the same second. `wake()` ends the current wait early
+ * (the network came back, or the page was shown again).
+ */
+class Backoff {
+  constructor(first = RETRY_FIRST_MS, cap = RETRY_CAP_MS) {
+    this.first = first;
+    this.cap = cap;
+    this.next = first;
+    this.wakeUp = null;
+  }
+
+  reset() {
+    this.next = this.first;
+  }
+
+  /** The delay to wait now (and doubles the next one). */
+  delay() {
+    const base = this.next;
+    this.next = Math.min(this.next * 2, this.cap);
+    return base / 2 + Math.random() * (base / 2);
+  }
+
+  wait() {
+    const ms = this.delay();
+    return new Promise((resolve) => {
+      const timer = setTimeout(done, ms);
+      const self = this;
+      function done() {
+        clearTimeout(timer);
+        if (self.wakeUp === done) self.wakeUp = null;
+        resolve();
+      }
+      this.wakeUp = done;
+    });
+  }
+
+  wake() {
+    this.reset();
+    if (this.wakeUp) this.wakeUp();
+  }
+}
 
 function clock(iso) {
   const d = new Date(iso);
@@ -86,14 +135,15 @@ function toast(text) {
   toastTimer = setTimeout(() => (t.hidden = true), 6000);
 }
 
-const SCREENS = ["loading", "insecure", "unpaired", "revoked", "pair", "conversation"];
+const SCREENS = ["loading", "insecure", "unpaired", "revoked", "pair", "conversation", "settings"];
 function showScreen(name) {
   for (const s of SCREENS) $(`screen-${s}`).hidden = s !== name;
   document.body.dataset.screen = name;
   const chat = name === "conversation";
   $("composer").hidden = !(chat && app.device && app.device.role === "owner");
-  $("menu").hidden = !chat;
-  if (!chat) $("banner").hidden = true;
+  $("open-settings").hidden = !chat;
+  if (chat) setBanner();
+  else $("banner").hidden = true;
 }
 
 // ── state ─────────────────────────────────────────────────────────────────────────────────────────
@@ -109,12 +159,19 @@ const app = {
   connected: null,
   presence: null,
   stopped: false,
-  retryDelay: 1000,
+  retry: new Backoff(), // the outbox's retries
+  reconnect: new Backoff(), // the conversation long-poll's reconnections
   retryTimer: null,
+  updates: null, // true when the relay sends `update` items (then states are never read again on a timer)
+  focus: null, // the question to show once it is in the thread (a tap on its notification)
 };
 
 function setBanner() {
   const banner = $("banner");
+  if (document.body.dataset.screen !== "conversation") {
+    banner.hidden = true;
+    return;
+  }
   let kind;
   let text;
   if (app.connected === false) {
@@ -159,6 +216,13 @@ function setConnected(connected) {
   app.connected = connected;
   setBanner();
   if (connected && wasDown) flushOutbox();
+}
+
+/** The network is back, or the page is shown again: reconnect now rather than at the end of the backoff. */
+function reconnectNow() {
+  app.reconnect.wake();
+  app.retry.reset();
+  flushOutbox();
 }
 
 // ── boot ──────────────────────────────────────────────────────────────────────────────────────────
@@ -321,18 +385,38 @@ async function startConversation(device) {
   app.api = deviceApi(device.deviceToken);
   $("agent-name").textContent = device.agentName;
   $("device-name").textContent = `${device.deviceName} · end to end encrypted`;
-  $("menu-info").textContent =
-    `Paired as “${device.deviceName}” (${device.role}) with “${device.agentName}”, device ${device.deviceId}. The key is kept in this browser only.`;
   document.title = `${device.agentName} — Pacerelle`;
-  showScreen("conversation");
+  app.focus = new URLSearchParams(location.search).get("question");
+  if (app.focus) history.replaceState(null, "", "/" + location.hash);
+  showScreen(location.hash === "#settings" ? "settings" : "conversation");
+  if (location.hash === "#settings") renderSettings();
   for (const entry of await store.listOutbox()) {
     if (entry.type === "message") await showPendingTask(entry);
     if (entry.type === "answer") app.pendingAnswers.set(entry.questionId, entry.envelope);
   }
   flushOutbox();
+  app.updates = await relaySendsUpdates();
   statusLoop();
   conversationLoop();
   setInterval(tick, 1000);
+  // Notifications on: the relay learns the subscription again (it may have lost it, or its key changed).
+  push.refresh(app.api).then((e) => {
+    if (e && isRevocation(e)) revoked();
+  });
+}
+
+/**
+ * Whether the relay writes `update` items (task processed, question closed). They came with push, so a relay
+ * that serves its push key (or says push is off) has them; one answering `no_route` is older, and states are
+ * read again every few seconds instead.
+ */
+async function relaySendsUpdates() {
+  try {
+    await relayApi.pushKey();
+    return true;
+  } catch (e) {
+    return !(e instanceof ApiError && e.code === "no_route") && !(e instanceof ApiError && e.code === "network");
+  }
 }
 
 function revoked() {
@@ -347,13 +431,12 @@ function isRevocation(e) {
 }
 
 async function conversationLoop() {
-  let backoff = 1000;
   let wait = 0; // catch up at once, then park
   while (!app.stopped) {
     try {
       const page = await app.api.conversation(app.cursor, wait);
       setConnected(true);
-      backoff = 1000;
+      app.reconnect.reset();
       let before = app.cursor;
       for (const item of page.items) {
         await ingest(item, before);
@@ -369,8 +452,8 @@ async function conversationLoop() {
         continue;
       }
       if (!(e instanceof ApiError) || e.transient) setConnected(false);
-      await sleep(backoff);
-      backoff = Math.min(backoff * 2, 15000);
+      wait = 0;
+      await app.reconnect.wait();
     }
   }
 }
@@ -382,8 +465,11 @@ async function statusLoop() {
       app.presence = status.presence;
       setConnected(true);
       setBanner();
-      await refreshTaskStates();
-      await refreshQuestions();
+      if (!app.updates) {
+        // An older relay: no `update` items, so the states of open tasks and questions are read again.
+        await refreshTaskStates();
+        await refreshQuestions();
+      }
     } catch (e) {
       if (isRevocation(e)) return revoked();
       if (!(e instanceof ApiError) || e.transient) setConnected(false);
@@ -454,6 +540,10 @@ async function ingest(item, before) {
     }
     return;
   }
+  if (item.kind === "update") {
+    applyUpdate(item);
+    return;
+  }
   const d = app.device;
   try {
     switch (item.kind) {
@@ -475,20 +565,8 @@ async function ingest(item, before) {
         break;
       }
       case "question": {
-        if (!item.question) throw new c.CryptoError("malformed");
-        const opened = await c.openJsonBytes(d.key, c.context.question(d.agentId, d.deviceId, item.id), item.envelope);
-        const payload = opened.value;
         // The kind is in clear at the relay; the sealed one must agree, and this device must be a recipient.
-        if (
-          payload.kind !== item.question.kind ||
-          typeof payload.question !== "string" ||
-          !Array.isArray(payload.recipients) ||
-          !payload.recipients.includes(d.deviceId)
-        ) {
-          throw new c.CryptoError("open");
-        }
-        // An answer names the exact question it answers: the digest of the bytes opened here.
-        const digest = await c.questionDigest(opened.plaintext);
+        const { payload, digest } = await answers.openQuestion(d, item);
         if (app.entries.has(item.id)) return;
         addQuestion(item.id, payload, digest, item.question, item.createdAt);
         break;
@@ -511,6 +589,21 @@ async function ingest(item, before) {
     node.dataset.id = item.id;
     app.entries.set(item.id, { kind: "rejected", node });
     append(node);
+  }
+}
+
+/**
+ * A state change (an `update` item): a task of this device processed, a question answered elsewhere, expired or
+ * cancelled. Unknown subjects (older than what this page read) are skipped; states only move forward.
+ */
+async function applyUpdate(item) {
+  app.updates = true;
+  if (item.subjectKind === "message") {
+    const task = app.entries.get(item.subjectId);
+    if (task && task.kind === "message") setTaskState(task, item.state);
+  } else if (item.subjectKind === "question" && item.question) {
+    const q = app.questions.get(item.subjectId);
+    if (q) await updateQuestionMeta(q, { ...item.question, state: item.question.state || item.state });
   }
 }
 
@@ -636,16 +729,13 @@ function addQuestion(id, payload, digest, meta, createdAt) {
   const given = queued ? Promise.resolve(queued) : store.loadAnswer(id);
   given.then(async (sealed) => {
     if (!sealed || q.answer) return;
-    try {
-      const d = app.device;
-      const mine = await c.openJson(d.key, c.context.answer(d.agentId, d.deviceId, id), sealed);
-      if (queued && q.meta.state === "pending") q.sending = mine.answer;
-      else q.answer = mine.answer;
-      renderQuestion(q);
-    } catch {
-      /* not shown */
-    }
+    const mine = await answers.openAnswer(app.device, id, sealed);
+    if (!mine) return;
+    if (queued && q.meta.state === "pending") q.sending = mine;
+    else q.answer = mine;
+    renderQuestion(q);
   });
+  if (app.focus === id) focusQuestion(id);
 }
 
 /** The metadata the relay states in clear about a question. */
@@ -680,45 +770,16 @@ async function updateQuestionMeta(q, meta) {
 
 /** The question's answer key (a CryptoKey), or null when it carries none. */
 async function answerKeyOf(q) {
-  if (q.answerKey === undefined) {
-    try {
-      q.answerKey = typeof q.payload.answerKey === "string" ? await c.importKey(c.b64decode(q.payload.answerKey)) : null;
-    } catch {
-      q.answerKey = null;
-    }
-  }
+  if (q.answerKey === undefined) q.answerKey = await answers.answerKey(q.payload);
   return q.answerKey;
 }
 
-const isAnswer = (a) =>
-  a !== null &&
-  typeof a === "object" &&
-  (a.type === "yes" ||
-    a.type === "no" ||
-    (a.type === "options" && Array.isArray(a.value) && a.value.every((v) => typeof v === "string")) ||
-    (a.type === "text" && typeof a.value === "string"));
-
 const sameAnswer = (a, b) => JSON.stringify(a) === JSON.stringify(b);
 
-/**
- * The answer that counts, from the copy the answering device sealed with the question's answer key (for
- * display: the agent decides from the answer sealed for it alone). Null when there is none, when it does not
- * open, or when it answers another question than the one opened here.
- */
+/** The answer that counts, from its copy (answer.js), or null. */
 async function openAnswerCopy(q) {
-  const { answeredBy, answerCopy } = q.meta;
-  if (typeof answeredBy !== "string" || typeof answerCopy !== "string") return null;
-  const key = await answerKeyOf(q);
-  if (!key) return null;
-  const d = app.device;
-  try {
-    const copy = await c.openJson(key, c.context.answerCopy(d.agentId, answeredBy, q.id), answerCopy);
-    if (copy.questionId !== q.id || !isAnswer(copy.answer)) return null;
-    if (copy.questionDigest !== undefined && copy.questionDigest !== q.digest) return null;
-    return copy.answer;
-  } catch {
-    return null;
-  }
+  await answerKeyOf(q);
+  return answers.openAnswerCopy(app.device, q, q.meta);
 }
 
 /** Reads one question again from the relay (its state, who answered, the copy of the answer that counts). */
@@ -733,21 +794,7 @@ async function rereadQuestion(q) {
   }
 }
 
-function describeAnswer(a, payload) {
-  if (!a) return "";
-  switch (a.type) {
-    case "yes":
-      return "Approved";
-    case "no":
-      return "Denied";
-    case "options":
-      return `Chosen: ${a.value.join(", ")}`;
-    case "text":
-      return `Answered: ${a.value}`;
-    default:
-      return payload.kind;
-  }
-}
+const describeAnswer = answers.describeAnswer;
 
 function renderQuestion(q) {
   const { node, payload } = q;
@@ -882,17 +929,12 @@ async function answerQuestion(q, answer) {
     renderQuestion(q);
     return;
   }
-  const d = app.device;
   q.sending = answer;
   q.error = null;
   renderQuestion(q);
-  // The answer names the exact question it answers; the agent approves it only when the digests agree.
-  const payload = { questionId: q.id, answer, answeredAt: new Date().toISOString(), questionDigest: q.digest };
-  const envelope = await c.sealJson(d.key, c.context.answer(d.agentId, d.deviceId, q.id), payload);
-  // The same answer sealed with the question's answer key, so that every recipient can show which one counts.
-  const key = await answerKeyOf(q);
-  const copy = key ? await c.sealJson(key, c.context.answerCopy(d.agentId, d.deviceId, q.id), payload) : undefined;
-  await store.putOutbox({ id: `answer:${q.id}`, type: "answer", questionId: q.id, envelope, copy, queuedAt: Date.now() });
+  // Sealed and queued as a notification's Approve / Deny does (answer.js), then sent by the outbox.
+  await answerKeyOf(q);
+  await answers.queueAnswer(app.device, q, answer);
   flushOutbox();
 }
 
@@ -923,14 +965,13 @@ async function flushOutbox() {
     for (const entry of await store.listOutbox()) {
       try {
         await sendEntry(entry);
-        app.retryDelay = 1000;
+        app.retry.reset();
       } catch (e) {
         if (isRevocation(e)) return revoked();
         if (!(e instanceof ApiError) || e.transient) {
           if (e instanceof ApiError && e.code === "network") setConnected(false);
           markRetrying(entry);
-          app.retryTimer = setTimeout(flushOutbox, app.retryDelay);
-          app.retryDelay = Math.min(app.retryDelay * 2, 15000);
+          app.retryTimer = setTimeout(flushOutbox, app.retry.delay());
           return;
         }
         await refused(entry, e);
@@ -952,21 +993,14 @@ async function sendEntry(entry) {
     const task = app.entries.get(entry.id);
     if (task && STATE_RANK[task.state] < STATE_RANK.sent) setTaskState(task, "sent");
   } else if (entry.type === "answer") {
-    const dq = await app.api.answer(entry.questionId, entry.envelope, entry.copy);
-    await store.deleteOutbox(entry.id);
+    const dq = await answers.sendAnswer(app.api, entry);
     app.pendingAnswers.delete(entry.questionId);
     const q = app.questions.get(entry.questionId);
     if (!q) {
       await store.saveAnswer(entry.questionId, entry.envelope);
       return;
     }
-    const d = app.device;
-    let sent = q.sending;
-    try {
-      sent = (await c.openJson(d.key, c.context.answer(d.agentId, d.deviceId, q.id), entry.envelope)).answer;
-    } catch {
-      /* as shown while sending */
-    }
+    const sent = (await answers.openAnswer(app.device, q.id, entry.envelope)) || q.sending;
     q.sending = null;
     await updateQuestionMeta(q, dq);
     // A retry from this device gets the answer stored first: when it is another one, this one did not count.
@@ -1024,13 +1058,7 @@ async function refused(entry, e) {
   } else if (entry.type === "answer") {
     const q = app.questions.get(entry.questionId);
     if (!q) return;
-    const d = app.device;
-    let sent = q.sending;
-    try {
-      sent = (await c.openJson(d.key, c.context.answer(d.agentId, d.deviceId, q.id), entry.envelope)).answer;
-    } catch {
-      /* as shown while sending */
-    }
+    const sent = (await answers.openAnswer(app.device, q.id, entry.envelope)) || q.sending;
     q.sending = null;
     const state = ANSWER_REFUSALS[e.code];
     if (state) {
@@ -1131,21 +1159,160 @@ function wire() {
     }
     input.focus();
   });
-  const forget = async () => {
-    if (!confirm("Unpair this browser? Its key is deleted; you will need a new pairing link.")) return;
-    if (app.api && !app.stopped) {
-      app.stopped = true;
-      await app.api.leave().catch(() => {});
-    }
-    await store.forgetDevice();
-    location.replace("/");
-  };
-  $("forget").addEventListener("click", forget);
+  wireSettings();
   $("forget-revoked").addEventListener("click", async () => {
+    await push.disable(null).catch(() => {});
     await store.forgetDevice();
     location.replace("/");
   });
-  window.addEventListener("online", () => flushOutbox());
+  window.addEventListener("online", reconnectNow);
+  document.addEventListener("visibilitychange", () => {
+    if (document.visibilityState === "visible" && app.connected === false) reconnectNow();
+  });
+  // A tap on a notification while the app is open: the worker names the question to show.
+  if ("serviceWorker" in navigator) {
+    navigator.serviceWorker.addEventListener("message", (event) => {
+      const data = event.data || {};
+      if (data.type !== "open" || !app.device) return;
+      // An answer the worker could not send is in the outbox: sent (or its refusal explained) from here.
+      flushOutbox();
+      if (document.body.dataset.screen === "settings") $("settings-back").click();
+      if (data.questionId) {
+        app.focus = data.questionId;
+        focusQuestion(data.questionId);
+      }
+    });
+  }
+}
+
+/** Scrolls to a question (opened from its notification) and marks it for a moment. */
+function focusQuestion(id) {
+  const q = app.questions.get(id);
+  if (!q) return; // shown once the conversation brings it (addQuestion)
+  app.focus = null;
+  q.node.scrollIntoView({ block: "center" });
+  q.node.classList.add("focused");
+  setTimeout(() => q.node.classList.remove("focused"), 2500);
+}
+
+// ── settings ──────────────────────────────────────────────────────────────────────────────────────
+
+const dateTime = (iso) => {
+  const d = new Date(iso);
+  return Number.isNaN(d.getTime()) ? "" : d.toLocaleString([], { dateStyle: "long", timeStyle: "short" });
+};
+
+/** Fills the settings screen: local facts at once, then what the relay says (device, version, push). */
+async function renderSettings() {
+  const d = app.device;
+  if (!d) return;
+  $("s-agent").textContent = d.agentName;
+  $("s-relay").textContent = location.host;
+  $("s-device").textContent = d.deviceName;
+  $("s-device-id").textContent = d.deviceId;
+  $("s-role").textContent = d.role === "owner" ? "Owner: sends tasks and answers questions" : "Answers questions";
+  $("s-paired").textContent = d.pairedAt ? dateTime(d.pairedAt) : "";
+  $("unpair-confirm").hidden = true;
+  $("unpair").hidden = false;
+  renderPush();
+  relayApi
+    .health()
+    .then((h) => ($("s-version").textContent = `Pacerelle ${h.version} (this relay and its web app)`))
+    .catch(() => ($("s-version").textContent = "Unknown: the relay cannot be reached"));
+  try {
+    const me = await app.api.me();
+    $("s-agent").textContent = me.agent.name;
+    $("s-device").textContent = me.device.name;
+    $("s-paired").textContent = dateTime(me.device.createdAt);
+  } catch (e) {
+    if (isRevocation(e)) revoked();
+  }
+}
+
+let pushBusy = false;
+
+async function renderPush(error) {
+  const sw = $("push-switch");
+  const st = await push.status();
+  sw.checked = st.state === "on";
+  sw.disabled = pushBusy || st.state === "unsupported" || st.state === "denied";
+  sw.closest(".switch-row").dataset.state = st.state;
+  $("push-text").textContent = pushBusy ? (sw.checked ? "Turning off…" : "Turning on…") : st.text;
+  const err = $("push-error");
+  err.hidden = !error;
+  err.textContent = error ? (error.message || String(error)) : "";
+}
+
+function wireSettings() {
+  const open = () => {
+    if (location.hash !== "#settings") history.pushState({ settings: true }, "", "#settings");
+    showScreen("settings");
+    renderSettings();
+    window.scrollTo(0, 0);
+  };
+  $("open-settings").addEventListener("click", open);
+  $("settings-back").addEventListener("click", () => {
+    if (history.state && history.state.settings) {
+      history.back();
+    } else {
+      // Opened at #settings (a reload): there is no conversation entry to go back to.
+      history.replaceState(null, "", "/");
+      showScreen("conversation");
+    }
+  });
+  window.addEventListener("popstate", () => {
+    if (!app.device || app.stopped) return;
+    if (location.hash === "#settings") open();
+    else showScreen("conversation");
+  });
+  // Turning notifications on asks for the permission: only from this tap, as browsers require.
+  $("push-switch").addEventListener("change", async (event) => {
+    const on = event.target.checked;
+    pushBusy = true;
+    await renderPush();
+    $("push-switch").checked = on;
+    let error = null;
+    try {
+      if (on) await push.enable(app.api);
+      else await push.disable(app.api);
+    } catch (e) {
+      if (isRevocation(e)) return revoked();
+      error = e;
+    }
+    pushBusy = false;
+    await renderPush(error);
+  });
+  $("unpair").addEventListener("click", () => {
+    $("unpair").hidden = true;
+    $("unpair-confirm").hidden = false;
+    $("unpair-cancel").focus();
+  });
+  $("unpair-cancel").addEventListener("click", () => {
+    $("unpair-confirm").hidden = true;
+    $("unpair").hidden = false;
+  });
+  $("unpair-yes").addEventListener("click", unpair);
+}
+
+/** Unpairs: the relay forgets this browser's push subscription and revokes the device; then everything here goes. */
+async function unpair() {
+  $("unpair-yes").disabled = true;
+  const api = app.api;
+  if (api) {
+    await push.disable(api).catch(() => {});
+    try {
+      await api.leave();
+    } catch (e) {
+      if (!isRevocation(e)) {
+        $("unpair-yes").disabled = false;
+        toast(`The relay could not be reached (${e.message}). Nothing was deleted: try again.`);
+        return;
+      }
+    }
+  }
+  app.stopped = true;
+  await store.forgetDevice();
+  location.replace("/");
 }
 
 wire();
