@@ -46,6 +46,8 @@ const dataDir = path.join(work, "relay");
 const home = path.join(work, "home");
 const children = [];
 let relayUrl;
+let agentId;
+let deviceId;
 let context;
 let page;
 const requests = [];
@@ -120,6 +122,127 @@ async function shot(name, target = page) {
 
 const question = (id) => page.locator(`li.question[data-id="${id}"]`);
 
+// ── push: what the browser's push service would hand to the service worker ─────────────────────
+
+/** Every item of the conversation, read by the page with the device's own token, as the app reads them. */
+async function deviceItems() {
+  return page.evaluate(async () => {
+    const db = await new Promise((resolve, reject) => {
+      const req = indexedDB.open("pacerelle");
+      req.onsuccess = () => resolve(req.result);
+      req.onerror = () => reject(req.error);
+    });
+    const device = await new Promise((resolve) => {
+      const req = db.transaction("kv").objectStore("kv").get("device");
+      req.onsuccess = () => resolve(req.result);
+    });
+    db.close();
+    const items = [];
+    let cursor = null;
+    for (;;) {
+      const q = new URLSearchParams({ wait: "0" });
+      if (cursor) q.set("cursor", cursor);
+      const res = await fetch(`/v1/device/conversation?${q}`, { headers: { Authorization: `Bearer ${device.deviceToken}` } });
+      const page = await res.json();
+      items.push(...page.items);
+      if (page.items.length < 200) return items;
+      cursor = page.cursor;
+    }
+  });
+}
+
+/** The conversation item `find` selects, once the relay has it. */
+async function deviceItem(find, what) {
+  for (let i = 0; i < 100; i++) {
+    const item = (await deviceItems()).find(find);
+    if (item) return item;
+    await page.waitForTimeout(200);
+  }
+  throw new Error(`no ${what} in the device's conversation`);
+}
+
+/** The payload of the relay's push for `item` (docs/push.md): what the service worker gets once decrypted. */
+const pushPayload = (item, extra = {}) => ({
+  v: 1,
+  relay: relayUrl,
+  agentId,
+  deviceId,
+  kind: item.kind,
+  id: item.id,
+  cursor: item.cursor,
+  item,
+  ...extra,
+});
+
+/** Hands a push to the app's service worker through the DevTools protocol, as the push service would. */
+async function deliverPush(payload) {
+  const cdp = await context.newCDPSession(page);
+  const origin = new URL(relayUrl).origin;
+  const registered = new Promise((resolve) => {
+    cdp.on("ServiceWorker.workerRegistrationUpdated", ({ registrations }) => {
+      const r = registrations.find((x) => !x.isDeleted && x.scopeURL === `${origin}/`);
+      if (r) resolve(r.registrationId);
+    });
+  });
+  await cdp.send("ServiceWorker.enable");
+  const registrationId = await registered;
+  await cdp.send("ServiceWorker.deliverPushMessage", { origin, registrationId, data: JSON.stringify(payload) });
+  await cdp.detach();
+}
+
+/** The notifications the app's service worker shows, with `tag` (a question's id). */
+async function notifications(tag) {
+  return page.evaluate(async (tag) => {
+    const registration = await navigator.serviceWorker.getRegistration("/");
+    const shown = await registration.getNotifications(tag ? { tag } : undefined);
+    return shown.map((n) => ({
+      title: n.title,
+      body: n.body,
+      tag: n.tag,
+      requireInteraction: n.requireInteraction,
+      actions: (n.actions || []).map((a) => [a.action, a.title]),
+      data: n.data,
+    }));
+  }, tag);
+}
+
+async function waitForNotification(tag, test, what) {
+  for (let i = 0; i < 100; i++) {
+    const shown = await notifications(tag);
+    if (test(shown)) return shown;
+    await page.waitForTimeout(100);
+  }
+  throw new Error(`${what}: ${JSON.stringify(await notifications(tag))}`);
+}
+
+/**
+ * Whether this relay writes `update` items and pushes (they came together, with `GET /v1/push/key`). The tests of
+ * what only such a relay does are skipped, with the reason, against an older one.
+ */
+async function relayHasPush() {
+  return (await fetch(`${relayUrl}/v1/push/key`)).status === 200;
+}
+const OLD_RELAY = "this relay has no push and no update items (GET /v1/push/key is not a route)";
+
+/** The app's service worker, as Playwright reaches it (DevTools protocol). */
+async function serviceWorker() {
+  const found = context.serviceWorkers().find((w) => w.url().endsWith("/app/sw.js"));
+  return found || context.waitForEvent("serviceworker", { predicate: (w) => w.url().endsWith("/app/sw.js") });
+}
+
+/**
+ * Runs what the worker runs on `notificationclick` (a test cannot click a system notification): the same function,
+ * on the notification the worker shows, with `action` ("yes", "no", or "" for a tap on its body).
+ */
+async function clickNotification(tag, action) {
+  const worker = await serviceWorker();
+  return worker.evaluate(async ([tag, action]) => {
+    const [notification] = await self.registration.getNotifications({ tag });
+    if (!notification) throw new Error(`no notification ${tag}`);
+    return self.pacerelle.handleNotificationClick(notification, action);
+  }, [tag, action]);
+}
+
 before(async () => {
   for (const file of [PACERELLE, ECHO_AGENT, CHROMIUM]) {
     assert.ok(existsSync(file), `${file} is missing (cargo build -p pacerelle-cli -p echo-agent; apt-get install chromium)`);
@@ -130,6 +253,7 @@ before(async () => {
   relayUrl = await startRelay(["--data", dataDir]);
 
   const agent = await cliJson(["agent", "create", "--name", "Ana’s laptop — Claude Code"]);
+  agentId = agent.agentId;
   start(ECHO_AGENT, ["--takeover"], {
     PACERELLE_RELAY_URL: relayUrl,
     PACERELLE_AGENT_ID: agent.agentId,
@@ -200,6 +324,7 @@ test("the app is served with a strict policy, no inline code, and is installable
 test("opening a pairing link pairs the browser", async () => {
   const pairing = await cliJson(["pair", "--name", "phone"]);
   assert.match(pairing.link, /\/pair#v1\./);
+  deviceId = pairing.deviceId;
   await page.goto(pairing.link);
   // The secret leaves the address bar at once.
   await page.locator("#pair-form").waitFor();
@@ -490,13 +615,21 @@ test("answering a question already answered on another device shows the answer t
   const joined = await asTablet(["device", "join", pairing.link, "--name", "Bob’s tablet"]);
   assert.equal(joined.code, 0, joined.err);
 
-  // The browser does not learn of the tablet's answer before its own is sent.
+  // The browser does not learn of the tablet's answer before its own is sent: neither from the question list nor
+  // from the conversation's `update` item (its long-poll is held until then).
   let hold = true;
+  let release;
+  const released = new Promise((resolve) => (release = resolve));
   const listing = (url) => url.pathname === "/v1/device/questions";
+  const conversation = (url) => url.pathname === "/v1/device/conversation";
   await page.route(listing, (route) => (hold ? route.abort("connectionreset") : route.continue()));
   const child = ask(["Ship the release notes?", "--id", "qst_e2e_closed", "--json"]);
   const card = question("qst_e2e_closed");
   await card.locator("button.deny").waitFor();
+  await page.route(conversation, async (route) => {
+    if (hold) await released;
+    await route.continue().catch(() => {});
+  });
   const yes = await asTablet(["--json", "answer", "qst_e2e_closed", "yes"]);
   assert.equal(yes.code, 0, yes.err);
   assert.equal(await exitOf(child), 0, child.err);
@@ -506,6 +639,7 @@ test("answering a question already answered on another device shows the answer t
   await card.locator("button.deny").click();
   assert.equal((await answered).status(), 409);
   hold = false;
+  release();
   await card.locator(".q-status", { hasText: "Approved — by Bob’s tablet" }).waitFor();
   assert.equal(await card.getAttribute("data-state"), "answered");
   assert.equal(await card.locator("button").count(), 0);
@@ -514,6 +648,7 @@ test("answering a question already answered on another device shows the answer t
   await page.locator("#toast", { hasText: "Already answered by Bob’s tablet: Approved" }).waitFor();
   await shot("answered-elsewhere");
   await page.unroute(listing);
+  await page.unroute(conversation);
 
   // After a reload, the same: the answer that counts, read from its copy.
   await page.reload();
@@ -535,6 +670,284 @@ test("notifications and cancelled questions are shown as such", async () => {
   assert.equal(await exitOf(child), 2, child.err);
   await card.locator(".q-status", { hasText: "Cancelled" }).waitFor({ timeout: 15000 });
   assert.equal(await card.locator("button").count(), 0);
+});
+
+test("the settings screen shows the pairing, the relay's version and notifications off", async () => {
+  await page.locator("#open-settings").click();
+  await page.locator("#screen-settings").waitFor();
+  assert.equal(new URL(page.url()).hash, "#settings");
+  assert.equal(await page.locator("#s-agent").textContent(), "Ana’s laptop — Claude Code");
+  assert.equal(await page.locator("#s-relay").textContent(), new URL(relayUrl).host);
+  assert.equal(await page.locator("#s-device").textContent(), "Ana’s phone");
+  assert.equal(await page.locator("#s-device-id").textContent(), deviceId);
+  assert.match(await page.locator("#s-role").textContent(), /Owner/);
+  const { devices } = await cliJson(["agent", "devices"]);
+  const created = new Date(devices.find((d) => d.deviceId === deviceId).createdAt);
+  const expected = created.toLocaleString("en-GB", { dateStyle: "long", timeStyle: "short", timeZone: "Europe/Paris" });
+  await page.locator("#s-paired", { hasText: expected }).waitFor();
+  const health = await (await fetch(`${relayUrl}/v1/health`)).json();
+  await page.locator("#s-version", { hasText: `Pacerelle ${health.version}` }).waitFor();
+  // Notifications: off, and the switch can be turned on (the permission is asked on the tap).
+  assert.equal(await page.locator("#push-switch").isChecked(), false);
+  assert.equal(await page.locator("#push-switch").isDisabled(), false);
+  assert.match(await page.locator("#push-text").textContent(), /only while the app is open/);
+  await shot("settings");
+  await page.screenshot({ path: path.join(path.dirname(SCREENSHOT), "settings-viewport.png") });
+  // The browser's back goes back to the conversation, as the screen's own back button does.
+  await page.goBack();
+  await page.locator("#screen-conversation").waitFor();
+  assert.ok(await page.locator("#composer").isVisible());
+});
+
+test("notifications blocked for the site: the switch says so and cannot be turned on", async () => {
+  const other = await context.newPage();
+  // What a page sees when the person blocked notifications (Chromium's headless profile cannot be told to deny).
+  await other.addInitScript(() => {
+    Object.defineProperty(Notification, "permission", { get: () => "denied" });
+  });
+  await other.goto(`${relayUrl}/#settings`);
+  await other.locator("#screen-settings").waitFor();
+  await other.locator('.switch-row[data-state="denied"]').waitFor();
+  assert.equal(await other.locator("#push-switch").isDisabled(), true);
+  assert.match(await other.locator("#push-text").textContent(), /blocked for this site/);
+  await shot("settings-denied", other);
+  // Back from a settings screen opened directly: the conversation, not the previous site.
+  await other.locator("#settings-back").click();
+  await other.locator("#screen-conversation").waitFor();
+  await other.close();
+});
+
+test("turning notifications on registers the worker and sends the subscription to the relay", async () => {
+  const origin = new URL(relayUrl).origin;
+  await context.grantPermissions(["notifications"], { origin });
+  const keyResponse = await fetch(`${relayUrl}/v1/push/key`);
+  const relayPushes = keyResponse.status === 200;
+
+  await page.locator("#open-settings").click();
+  await page.locator("#screen-settings").waitFor();
+  // With the browser's own push service: Chromium here has none it can reach (no network, no vendor keys), so the
+  // subscription is refused and the switch says why; it stays off.
+  await page.locator("#push-switch").click();
+  await page.locator("#push-error").waitFor();
+  const refusal = await page.locator("#push-error").textContent();
+  assert.match(refusal, relayPushes ? /push service refused the subscription/ : /does not send notifications/);
+  assert.equal(await page.locator("#push-switch").isChecked(), false);
+  // The worker is registered over the whole app, from /app/sw.js, as a module.
+  const registration = await page.evaluate(async () => {
+    const r = await navigator.serviceWorker.ready;
+    return { scope: r.scope, script: r.active.scriptURL, permission: Notification.permission };
+  });
+  assert.deepEqual(registration, { scope: `${origin}/`, script: `${origin}/app/sw.js`, permission: "granted" });
+  const sw = await fetch(`${relayUrl}/app/sw.js`);
+  assert.equal(sw.headers.get("service-worker-allowed"), "/");
+  assert.equal(sw.headers.get("content-type"), "text/javascript; charset=utf-8");
+
+  // A push service that accepts: the browser's subscription (a real P-256 key, a 16-byte secret) stands in for
+  // the one Chromium would get from its vendor. What the app sends the relay is checked on the way.
+  await page.evaluate(async (relayKey) => {
+    const pair = await crypto.subtle.generateKey({ name: "ECDH", namedCurve: "P-256" }, true, ["deriveBits"]);
+    const raw = new Uint8Array(await crypto.subtle.exportKey("raw", pair.publicKey));
+    const b64 = (b) => btoa(String.fromCharCode(...b)).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+    const auth = crypto.getRandomValues(new Uint8Array(16));
+    let current = null;
+    const make = (options) => ({
+      endpoint: `https://push.example.com/send/${b64(crypto.getRandomValues(new Uint8Array(12)))}`,
+      expirationTime: null,
+      options,
+      toJSON() {
+        return { endpoint: this.endpoint, expirationTime: null, keys: { p256dh: b64(raw), auth: b64(auth) } };
+      },
+      async unsubscribe() {
+        current = null;
+        return true;
+      },
+    });
+    PushManager.prototype.subscribe = async function (options) {
+      window.subscribedWith = {
+        userVisibleOnly: options.userVisibleOnly,
+        key: b64(new Uint8Array(options.applicationServerKey)),
+      };
+      current = make({ userVisibleOnly: true, applicationServerKey: options.applicationServerKey });
+      return current;
+    };
+    PushManager.prototype.getSubscription = async () => current;
+    window.expectedRelayKey = relayKey;
+  }, relayPushes ? (await keyResponse.json()).publicKey : null);
+  const posted = [];
+  await page.route("**/v1/device/push", async (route) => {
+    const request = route.request();
+    posted.push({ method: request.method(), body: JSON.parse(request.postData()), auth: request.headers().authorization });
+    if (relayPushes) {
+      const response = await route.fetch();
+      posted.at(-1).status = response.status();
+      await route.fulfill({ response });
+    } else {
+      // A relay without push (older than the app): the relay's future answer, per docs/push.md.
+      await route.fulfill({ status: request.method() === "POST" ? 201 : 204, contentType: "application/json",
+        body: request.method() === "POST" ? JSON.stringify({ endpoint: posted.at(-1).body.endpoint, createdAt: new Date().toISOString() }) : "" });
+    }
+  });
+  if (!relayPushes) {
+    await page.route("**/v1/push/key", (route) =>
+      route.fulfill({ status: 200, contentType: "application/json",
+        body: JSON.stringify({ publicKey: "BAAA" + "A".repeat(83) }) }));
+  }
+  await page.locator("#push-switch").click();
+  await page.locator('.switch-row[data-state="on"]').waitFor();
+  assert.equal(await page.locator("#push-switch").isChecked(), true);
+  assert.equal(await page.locator("#push-error").isHidden(), true);
+  assert.equal(posted.length, 1);
+  const [{ method, body, auth, status }] = posted;
+  assert.equal(method, "POST");
+  assert.match(auth, new RegExp(`^Bearer ${deviceId}\\.`));
+  assert.deepEqual(Object.keys(body).sort(), ["endpoint", "expirationTime", "keys"]);
+  assert.match(body.endpoint, /^https:\/\/push\.example\.com\/send\//);
+  assert.equal(body.expirationTime, null);
+  assert.deepEqual(Object.keys(body.keys).sort(), ["auth", "p256dh"]);
+  assert.equal(Buffer.from(body.keys.p256dh, "base64url").length, 65);
+  assert.equal(Buffer.from(body.keys.p256dh, "base64url")[0], 4);
+  assert.equal(Buffer.from(body.keys.auth, "base64url").length, 16);
+  const subscribed = await page.evaluate(() => window.subscribedWith);
+  assert.equal(subscribed.userVisibleOnly, true);
+  if (relayPushes) {
+    assert.equal(status, 201, "the relay stores the subscription");
+    assert.equal(subscribed.key, await page.evaluate(() => window.expectedRelayKey), "subscribed with the relay's key");
+  }
+  await shot("settings-on");
+
+  // Off again: the relay is told to forget the endpoint, then the browser unsubscribes.
+  await page.locator("#push-switch").click();
+  await page.locator('.switch-row[data-state="off"]').waitFor();
+  assert.equal(posted.length, 2);
+  assert.equal(posted[1].method, "DELETE");
+  assert.deepEqual(posted[1].body, { endpoint: body.endpoint });
+  if (relayPushes) assert.equal(posted[1].status, 204);
+  await page.unroute("**/v1/device/push");
+  await page.unroute("**/v1/push/key");
+  await page.locator("#settings-back").click();
+  await page.locator("#screen-conversation").waitFor();
+});
+
+test("a question pushed to the worker shows its text with Approve and Deny; Approve from the notification makes `pacerelle ask` exit 0", async () => {
+  const child = ask(["Merge the pull request #42?", "--id", "qst_push_approve", "--details", "CI green — 2 reviews"]);
+  const item = await deviceItem((i) => i.kind === "question" && i.id === "qst_push_approve", "question");
+  // The item carries only the envelope: the worker opens it with the device key from IndexedDB.
+  assert.equal(JSON.stringify(item).includes("Merge the pull request"), false);
+  await deliverPush(pushPayload(item));
+  const [shown] = await waitForNotification("qst_push_approve", (n) => n.length === 1, "the question's notification");
+  assert.equal(shown.title, "Ana’s laptop — Claude Code");
+  assert.equal(shown.body, "Merge the pull request #42?\nCI green — 2 reviews");
+  assert.equal(shown.requireInteraction, true);
+  assert.deepEqual(shown.actions, [["yes", "Approve"], ["no", "Deny"]]);
+  assert.equal(shown.data.url, "/?question=qst_push_approve");
+  assert.equal(JSON.stringify(shown.data).includes("Merge the pull request"), false, "only the sealed item is kept");
+
+  const answering = page.waitForResponse((r) => r.url().includes("/v1/device/questions/qst_push_approve/answer"));
+  const outcome = await clickNotification("qst_push_approve", "yes");
+  assert.deepEqual(outcome, { answered: "yes", ok: true });
+  assert.equal(await exitOf(child), 0, child.err);
+  // The notification now says what was sent; the app shows the answer that counts, read from its copy.
+  const [after] = await notifications("qst_push_approve");
+  assert.equal(after.body, "Approved — Merge the pull request #42?");
+  assert.deepEqual(after.actions, []);
+  await question("qst_push_approve").locator(".q-status", { hasText: "Approved — by this device" }).waitFor();
+  // The answer went out from the worker, not the page (the page saw no answer request of its own).
+  const timedOut = await Promise.race([answering.then(() => false), page.waitForTimeout(300).then(() => true)]);
+  assert.equal(timedOut, true, "the page sent no answer");
+});
+
+test("Deny from a pushed notification makes `pacerelle ask` exit 1", async () => {
+  const child = ask(["Force-push to main?", "--id", "qst_push_deny"]);
+  const item = await deviceItem((i) => i.kind === "question" && i.id === "qst_push_deny", "question");
+  await deliverPush(pushPayload(item));
+  await waitForNotification("qst_push_deny", (n) => n.length === 1 && n[0].actions.length === 2, "the question");
+  assert.deepEqual(await clickNotification("qst_push_deny", "no"), { answered: "no", ok: true });
+  assert.equal(await exitOf(child), 1, child.err);
+  assert.match((await notifications("qst_push_deny"))[0].body, /^Denied — Force-push to main\?/);
+  await question("qst_push_deny").locator(".q-status.denied", { hasText: "Denied" }).waitFor();
+});
+
+test("a push without the item (too big for a push) is read from the conversation; a choice question has no actions", async () => {
+  const child = ask(["Which branch?", "--choice", "main", "--choice", "develop", "--id", "qst_push_fetch"]);
+  const item = await deviceItem((i) => i.kind === "question" && i.id === "qst_push_fetch", "question");
+  const { item: _omitted, ...idsOnly } = pushPayload(item);
+  await deliverPush(idsOnly);
+  const [shown] = await waitForNotification("qst_push_fetch", (n) => n.length === 1, "the question, fetched");
+  assert.equal(shown.body, "Which branch?");
+  assert.deepEqual(shown.actions, [], "options open the app");
+  // A tap on the body opens the app on the question (here: the open app is told which one).
+  const tapped = await clickNotification("qst_push_fetch", "");
+  assert.deepEqual(tapped, { opened: "/?question=qst_push_fetch" });
+  assert.deepEqual(await notifications("qst_push_fetch"), []);
+  await question("qst_push_fetch").locator("button.option", { hasText: "develop" }).click();
+  assert.equal(await exitOf(child), 0, child.err);
+});
+
+test("an answer the relay refuses from the notification opens the app on the question, which says why", async () => {
+  const child = ask(["Rotate the API keys?", "--id", "qst_push_late", "--expires", "2s"]);
+  const item = await deviceItem((i) => i.kind === "question" && i.id === "qst_push_late", "question");
+  await deliverPush(pushPayload(item));
+  await waitForNotification("qst_push_late", (n) => n.length === 1, "the question");
+  assert.equal(await exitOf(child), 2, child.err);
+  // Approve, too late: the relay refuses it; the notification goes and the app is told to show the question.
+  const outcome = await clickNotification("qst_push_late", "yes");
+  assert.deepEqual(outcome, { answered: "yes", ok: false, error: "question_expired" });
+  assert.deepEqual(await notifications("qst_push_late"), []);
+  // The answer was queued under its one id: the app sends it, learns why it was refused, and says so.
+  await page.locator("#toast", { hasText: "Too late: the question expired. Your answer (Approved) was not recorded." }).waitFor();
+  await question("qst_push_late").locator(".q-status.not-recorded").waitFor();
+});
+
+test("a question closed elsewhere: the update push removes its notification", async (t) => {
+  if (!(await relayHasPush())) return t.skip(OLD_RELAY);
+  const child = ask(["Publish the blog post?", "--id", "qst_push_closed"]);
+  const item = await deviceItem((i) => i.kind === "question" && i.id === "qst_push_closed", "question");
+  await deliverPush(pushPayload(item));
+  await waitForNotification("qst_push_closed", (n) => n.length === 1, "the question");
+  const cancelled = await cli(["cancel", "qst_push_closed"]);
+  assert.equal(cancelled.code, 0, cancelled.err);
+  assert.equal(await exitOf(child), 2, child.err);
+  const update = await deviceItem(
+    (i) => i.kind === "update" && i.subjectId === "qst_push_closed" && i.state === "cancelled", "update item");
+  await deliverPush(pushPayload(update));
+  // Replaced at once by a short notice with the same tag (a push must show something), which then closes itself.
+  const [notice] = await waitForNotification("qst_push_closed", (n) => n.length === 1 && n[0].actions.length === 0, "the notice");
+  assert.equal(notice.body, "Cancelled by the agent");
+  await waitForNotification("qst_push_closed", (n) => n.length === 0, "the notification is removed");
+});
+
+test("the app shows a task processed and a question answered elsewhere as they happen, without re-reading", async (t) => {
+  if (!(await relayHasPush())) return t.skip(OLD_RELAY);
+  // Every read of the question list, or of the conversation from an older cursor, would be a re-read.
+  const rereads = [];
+  await page.route((url) => url.pathname === "/v1/device/questions", (route) => {
+    rereads.push(route.request().url());
+    return route.continue();
+  });
+  const text = unique("Count the open issues");
+  await page.locator("#task-text").fill(text);
+  await page.locator("#send").click();
+  await page.locator('li.task[data-state="processed"]', { hasText: text }).waitFor({ timeout: 20000 });
+
+  const tabletHome = path.join(work, "tablet2");
+  mkdirSync(tabletHome, { recursive: true });
+  const asTablet = async (args) => {
+    const c = start(PACERELLE, args, { PACERELLE_HOME: tabletHome, PACERELLE_RELAY_URL: relayUrl });
+    const { code } = await c.done;
+    return { code, out: c.out, err: c.err };
+  };
+  const pairing = await cliJson(["pair", "--name", "tablet"]);
+  assert.equal((await asTablet(["device", "join", pairing.link, "--name", "Bob’s tablet"])).code, 0);
+  const child = ask(["Tag the release?", "--id", "qst_e2e_elsewhere"]);
+  const card = question("qst_e2e_elsewhere");
+  await card.locator("button.approve").waitFor();
+  const yes = await asTablet(["answer", "qst_e2e_elsewhere", "yes"]);
+  assert.equal(yes.code, 0, yes.err);
+  assert.equal(await exitOf(child), 0, child.err);
+  await card.locator(".q-status", { hasText: "Approved — by Bob’s tablet" }).waitFor({ timeout: 10000 });
+  await page.unroute((url) => url.pathname === "/v1/device/questions");
+  assert.deepEqual(rereads, [], "states came as update items, not from re-reading");
+  assert.equal((await asTablet(["device", "leave"])).code, 0);
 });
 
 test("a screenshot of the conversation is saved", async () => {
@@ -580,6 +993,43 @@ test("a revoked device is told, and can no longer read or send", async () => {
   await page.locator("#screen-revoked").waitFor({ timeout: 20000 });
   await shot("revoked");
   assert.ok(await page.locator("#composer").isHidden());
+});
+
+test("unpairing from the settings revokes the device at the relay and forgets everything here", async () => {
+  const pairing = await cliJson(["pair", "--name", "phone again"]);
+  await page.goto(pairing.link);
+  await page.locator("#pair-name").fill("Ana’s second phone");
+  await page.locator("#pair-submit").click();
+  await page.locator("#screen-conversation").waitFor();
+  await page.locator("#open-settings").click();
+  await page.locator("#s-device-id", { hasText: pairing.deviceId }).waitFor();
+  // A first tap asks; Cancel keeps everything.
+  await page.locator("#unpair").click();
+  await page.locator("#unpair-confirm").waitFor();
+  await shot("settings-unpair");
+  await page.locator("#unpair-cancel").click();
+  assert.equal(await page.locator("#unpair-confirm").isHidden(), true);
+  const left = page.waitForResponse((r) => r.url().endsWith("/v1/device") && r.request().method() === "DELETE");
+  await page.locator("#unpair").click();
+  await page.locator("#unpair-yes").click();
+  assert.equal((await left).status(), 200);
+  await page.locator("#screen-unpaired").waitFor();
+  const { devices } = await cliJson(["agent", "devices"]);
+  assert.ok(devices.find((d) => d.deviceId === pairing.deviceId).revokedAt, "revoked at the relay");
+  const kept = await page.evaluate(async () => {
+    const db = await new Promise((resolve, reject) => {
+      const req = indexedDB.open("pacerelle");
+      req.onsuccess = () => resolve(req.result);
+      req.onerror = () => reject(req.error);
+    });
+    const count = (store) =>
+      new Promise((resolve) => {
+        const req = db.transaction(store).objectStore(store).count();
+        req.onsuccess = () => resolve(req.result);
+      });
+    return [await count("kv"), await count("outbox")];
+  });
+  assert.deepEqual(kept, [0, 0], "nothing of the pairing is left in the browser");
 });
 
 test("the relay's files never contain the texts typed in the browser", async () => {
