@@ -15,6 +15,7 @@ pub mod roster;
 pub mod time;
 pub mod token;
 pub mod webhook;
+pub mod webpush;
 pub mod wire;
 
 pub use cursor::Cursor;
