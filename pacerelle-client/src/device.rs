@@ -14,8 +14,8 @@ use pacerelle_core::question::{
 };
 use pacerelle_core::wire::{
     self, AnswerQuestion, ClaimPairing, Conversation, DeviceInfo, DeviceQuestion, DeviceQuestions,
-    DeviceSelf, ItemKind, MessageState, PairingClaimed, PairingOffer, QuestionMeta, SendMessage, Status,
-    Stored,
+    DeviceSelf, ItemKind, ItemState, MessageState, PairingClaimed, PairingOffer, QuestionMeta, SendMessage,
+    Status, Stored, SubjectKind,
 };
 use pacerelle_core::{Bearer, CryptoError, Cursor, Timestamp, b64, ids};
 use reqwest::Method;
@@ -93,11 +93,12 @@ impl DeviceCredentials {
 /// One item of the conversation, opened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConversationItem {
-    /// A task this device sent, a reply, a question or a notification from the agent.
+    /// A task this device sent, a reply, a question or a notification from the agent, or an update (a state
+    /// change of a task or a question: see `update`).
     pub kind: ItemKind,
-    /// The message, reply, question or notification id.
+    /// The message, reply, question, notification or update id.
     pub id: String,
-    /// The text (for a question, the question).
+    /// The text (for a question, the question; empty for an update).
     pub text: String,
     /// For a reply, the task it answers.
     pub source_message_id: Option<String>,
@@ -109,10 +110,33 @@ pub struct ConversationItem {
     pub title: Option<String>,
     /// For a notification, how much it matters.
     pub level: Option<Level>,
+    /// For an update, the state change it reports (boxed: most items are not updates).
+    pub update: Option<Box<ItemUpdate>>,
     /// When the relay stored it.
     pub created_at: Timestamp,
     /// Its position in the stream.
     pub cursor: Cursor,
+}
+
+/// A state change the relay reports in the conversation (an item of kind [`ItemKind::Update`]): a task this
+/// device sent was processed, or a question sealed for it was answered (here or on another device),
+/// cancelled or expired. The relay writes it with the change and wakes the conversation at once, so a device
+/// learns it without reading its tasks or questions again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ItemUpdate {
+    /// The task or question whose state changed.
+    pub subject_id: String,
+    /// Which of the two.
+    pub subject_kind: SubjectKind,
+    /// The state it reached: [`ItemState::Processed`] for a task; [`ItemState::Answered`],
+    /// [`ItemState::Expired`] or [`ItemState::Cancelled`] for a question.
+    pub state: ItemState,
+    /// For a question: the question as this client last read it, brought up to date (state, who answered,
+    /// the answer that counts). `None` when this client has not read the question (see
+    /// [`DeviceClient::questions`]).
+    pub question: Option<OpenedQuestion>,
+    /// For a question: its metadata as the relay reports it (in clear: kind, state, expiry, who answered).
+    pub meta: Option<QuestionMeta>,
 }
 
 /// A question as a device sees it, opened.
@@ -483,7 +507,7 @@ impl DeviceClient {
             cursor: page.cursor,
         };
         for item in page.items {
-            if item.kind == ItemKind::Unknown {
+            if item.kind == ItemKind::Unknown || Self::unknown_update(&item) {
                 // Sent by a newer relay: skipped, as the wire contract says.
                 continue;
             }
@@ -504,19 +528,36 @@ impl DeviceClient {
         Ok(out)
     }
 
+    /// An update about a subject or in a state this version does not know (from a newer relay): skipped like
+    /// an unknown kind.
+    pub(crate) fn unknown_update(item: &wire::ConversationItem) -> bool {
+        item.kind == ItemKind::Update
+            && (item.subject_kind == Some(SubjectKind::Unknown) || item.state == Some(ItemState::Unknown))
+    }
+
     fn open_item(
         &self,
         item: wire::ConversationItem,
     ) -> std::result::Result<ConversationItem, (String, CryptoError)> {
+        let update = match item.kind {
+            ItemKind::Update => Some(Box::new(
+                self.read_update(&item).map_err(|e| (item.id.clone(), e))?,
+            )),
+            _ => None,
+        };
         let mut out = ConversationItem {
             kind: item.kind,
             id: item.id,
             text: String::new(),
             source_message_id: item.source_message_id,
-            state: item.state,
+            state: item
+                .state
+                .filter(|_| item.kind == ItemKind::Message)
+                .and_then(ItemState::message_state),
             question: None,
             title: None,
             level: None,
+            update,
             created_at: item.created_at,
             cursor: item.cursor,
         };
@@ -553,12 +594,58 @@ impl DeviceClient {
                     out.level = Some(n.level);
                 })
             }
+            ItemKind::Update => Ok(()),
             _ => Err(CryptoError::Malformed),
         };
         match opened {
             Ok(()) => Ok(out),
             Err(reason) => Err((out.id, reason)),
         }
+    }
+
+    /// Reads an update item (nothing sealed: the relay states it in clear) and, for a question this client
+    /// remembers, brings the remembered question up to date so that [`DeviceClient::answer`] refuses locally
+    /// an answer that can no longer count.
+    fn read_update(&self, item: &wire::ConversationItem) -> std::result::Result<ItemUpdate, CryptoError> {
+        let (Some(subject_id), Some(subject_kind), Some(state)) =
+            (item.subject_id.clone(), item.subject_kind, item.state)
+        else {
+            return Err(CryptoError::Malformed);
+        };
+        match (subject_kind, state.question_state(), &item.question) {
+            (SubjectKind::Message, None, None) if state == ItemState::Processed => Ok(ItemUpdate {
+                subject_id,
+                subject_kind,
+                state,
+                question: None,
+                meta: None,
+            }),
+            (SubjectKind::Question, Some(closed), Some(meta)) if meta.state == closed => Ok(ItemUpdate {
+                question: self.refresh_question(&subject_id, meta),
+                subject_id,
+                subject_kind,
+                state,
+                meta: Some(meta.clone()),
+            }),
+            _ => Err(CryptoError::Malformed),
+        }
+    }
+
+    /// The remembered question `question_id` with the state `meta` reports, kept; `None` when not remembered.
+    fn refresh_question(&self, question_id: &str, meta: &QuestionMeta) -> Option<OpenedQuestion> {
+        let mut cache = self.inner.questions.lock().ok()?;
+        let q = cache.get_mut(question_id)?;
+        q.state = meta.state;
+        q.answered_by = meta.answered_by.clone();
+        q.answered_at = meta.answered_at;
+        q.answered_by_name = meta.answered_by_name.clone();
+        let key = q
+            .answer_key
+            .as_deref()
+            .and_then(b64::decode_array::<32>)
+            .map(ContentKey::from_bytes);
+        q.answer = Self::answer_copy(self.agent_id(), question_id, key, &q.digest, meta);
+        Some(q.clone())
     }
 
     fn open_question(
@@ -582,7 +669,7 @@ impl DeviceClient {
             meta.state
         };
         let digest = question_digest(&plain);
-        let answer = Self::answer_copy(self.agent_id(), question_id, &payload, &digest, meta);
+        let answer = Self::answer_copy(self.agent_id(), question_id, payload.answer_key(), &digest, meta);
         Ok(OpenedQuestion {
             question_id: question_id.to_string(),
             question: payload.question,
@@ -606,12 +693,11 @@ impl DeviceClient {
     fn answer_copy(
         agent_id: &str,
         question_id: &str,
-        payload: &QuestionPayload,
+        key: Option<ContentKey>,
         digest: &str,
         meta: &QuestionMeta,
     ) -> Option<Answer> {
-        let (Some(by), Some(copy), Some(key)) = (&meta.answered_by, &meta.answer_copy, payload.answer_key())
-        else {
+        let (Some(by), Some(copy), Some(key)) = (&meta.answered_by, &meta.answer_copy, key) else {
             return None;
         };
         let copy: AnswerPayload = open(&key, &answer_copy_aad(agent_id, by, question_id), copy).ok()?;

@@ -17,8 +17,8 @@ pub use agent::{
 };
 pub use audit::{AuditEntry, AuditFilter, CSV_COLUMNS, write_csv, write_jsonl};
 pub use device::{
-    ClosedQuestion, ConversationItem, ConversationPage, DeviceClient, DeviceCredentials, OpenedQuestion,
-    QuestionList,
+    ClosedQuestion, ConversationItem, ConversationPage, DeviceClient, DeviceCredentials, ItemUpdate,
+    OpenedQuestion, QuestionList,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use files::write_private;
@@ -26,8 +26,8 @@ pub use gate::{Conclusion, Gate, Ruling};
 pub use pacerelle_core as core;
 pub use pacerelle_core::question::{Answer, Level, QuestionKind, QuestionState};
 pub use pacerelle_core::wire::{
-    AgentInfo, DeviceInfo, DeviceSelf, ItemKind, MessageState, Presence, Processed, SessionInfo, Status,
-    Stored, WebhookEvent, WebhookInfo,
+    AgentInfo, DeviceInfo, DeviceSelf, ItemKind, ItemState, MessageState, Presence, Processed, QuestionMeta,
+    SessionInfo, Status, Stored, SubjectKind, WebhookEvent, WebhookInfo,
 };
 pub use pacerelle_core::{AgentToken, Cursor, Timestamp};
 pub use question::{AnswerOutcome, Asked, MAX_QUESTION_BYTES, QuestionRequest, answer_text};

@@ -518,28 +518,131 @@ pub enum ItemKind {
     Question,
     /// A notification from the agent (no answer expected).
     Notification,
+    /// A state change of an earlier item: a task this device sent was processed, a question sealed for it
+    /// was answered, cancelled or expired. Written by the relay, sealed by nobody: it carries no envelope.
+    Update,
     /// A kind this version does not know (sent by a newer relay); clients skip it.
     #[serde(other)]
     Unknown,
 }
 
-/// One item of a device's conversation, sealed for that device.
+/// What an [`ItemKind::Update`] is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum SubjectKind {
+    /// A task this device sent.
+    Message,
+    /// A question sealed for this device.
+    Question,
+    /// A kind this version does not know (sent by a newer relay).
+    #[serde(other)]
+    Unknown,
+}
+
+impl SubjectKind {
+    /// The name on the wire and in the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SubjectKind::Message => "message",
+            SubjectKind::Question => "question",
+            SubjectKind::Unknown => "unknown",
+        }
+    }
+}
+
+/// The `state` of a conversation item: a task's state (on a `message` item), or the state an `update` item
+/// reports (`processed` for a task; `answered`, `expired` or `cancelled` for a question).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum ItemState {
+    /// A task stored, not yet delivered to the agent.
+    Sent,
+    /// A task delivered to the agent, not yet processed.
+    Delivered,
+    /// A task marked processed by the agent.
+    Processed,
+    /// A question answered (by the device in the question's `answeredBy`).
+    Answered,
+    /// A question that reached its expiry unanswered.
+    Expired,
+    /// A question cancelled by the agent.
+    Cancelled,
+    /// A state this version does not know (sent by a newer relay).
+    #[serde(other)]
+    Unknown,
+}
+
+impl ItemState {
+    /// The name on the wire and in the database.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ItemState::Sent => "sent",
+            ItemState::Delivered => "delivered",
+            ItemState::Processed => "processed",
+            ItemState::Answered => "answered",
+            ItemState::Expired => "expired",
+            ItemState::Cancelled => "cancelled",
+            ItemState::Unknown => "unknown",
+        }
+    }
+
+    /// The task state this is, if it is one.
+    pub fn message_state(self) -> Option<MessageState> {
+        match self {
+            ItemState::Sent => Some(MessageState::Sent),
+            ItemState::Delivered => Some(MessageState::Delivered),
+            ItemState::Processed => Some(MessageState::Processed),
+            _ => None,
+        }
+    }
+
+    /// The question state this is, if it is one a question can be closed in.
+    pub fn question_state(self) -> Option<QuestionState> {
+        match self {
+            ItemState::Answered => Some(QuestionState::Answered),
+            ItemState::Expired => Some(QuestionState::Expired),
+            ItemState::Cancelled => Some(QuestionState::Cancelled),
+            _ => None,
+        }
+    }
+}
+
+impl From<MessageState> for ItemState {
+    fn from(s: MessageState) -> Self {
+        match s {
+            MessageState::Sent => ItemState::Sent,
+            MessageState::Delivered => ItemState::Delivered,
+            MessageState::Processed => ItemState::Processed,
+        }
+    }
+}
+
+/// One item of a device's conversation: sealed for that device, or (kind `update`) a state change in clear.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ConversationItem {
     /// What it is.
     pub kind: ItemKind,
-    /// Its id (message id or reply id).
+    /// Its id (message, reply, question, notification or update id).
     pub id: String,
-    /// The envelope this device opens.
+    /// The envelope this device opens; empty (and absent on the wire) for an `update`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub envelope: String,
     /// For a reply, the task it answers.
     #[serde(default)]
     pub source_message_id: Option<String>,
-    /// For a task, its state.
+    /// For a task, its state; for an update, the state its subject reached.
     #[serde(default)]
-    pub state: Option<MessageState>,
-    /// For a question, its state and expiry as of this read.
+    pub state: Option<ItemState>,
+    /// For an update, the id of the task or question whose state changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject_id: Option<String>,
+    /// For an update, what its subject is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subject_kind: Option<SubjectKind>,
+    /// For a question, and an update about a question: the question's state and expiry as of this read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub question: Option<QuestionMeta>,
     /// When the relay stored it.
@@ -839,6 +942,105 @@ mod tests {
         );
         let back: MessageBatch = serde_json::from_str(&json).expect("parses");
         assert_eq!(back, batch);
+    }
+
+    #[test]
+    fn snapshot_of_conversation_items_old_and_update() {
+        let task = ConversationItem {
+            kind: ItemKind::Message,
+            id: "msg_1".into(),
+            envelope: "AQ".into(),
+            source_message_id: None,
+            state: Some(MessageState::Delivered.into()),
+            subject_id: None,
+            subject_kind: None,
+            question: None,
+            created_at: Timestamp(0),
+            cursor: Cursor(3),
+        };
+        // The items kinds known before updates serialise as they did.
+        let json = serde_json::to_string(&task).expect("serialises");
+        assert_eq!(
+            json,
+            r#"{"kind":"message","id":"msg_1","envelope":"AQ","sourceMessageId":null,"state":"delivered","createdAt":"1970-01-01T00:00:00.000Z","cursor":"c1.AAAAAAAAAAM"}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<ConversationItem>(&json).expect("parses"),
+            task
+        );
+
+        let update = ConversationItem {
+            kind: ItemKind::Update,
+            id: "upd_1".into(),
+            envelope: String::new(),
+            source_message_id: None,
+            state: Some(ItemState::Answered),
+            subject_id: Some("qst_1".into()),
+            subject_kind: Some(SubjectKind::Question),
+            question: Some(QuestionMeta {
+                kind: QuestionKind::YesNo,
+                state: QuestionState::Answered,
+                expires_at: Timestamp(60_000),
+                answered_by: Some("dv_1".into()),
+                answered_at: Some(Timestamp(1000)),
+                answered_by_name: Some("phone".into()),
+                answer_copy: None,
+            }),
+            created_at: Timestamp(1000),
+            cursor: Cursor(4),
+        };
+        let json = serde_json::to_string(&update).expect("serialises");
+        assert_eq!(
+            json,
+            r#"{"kind":"update","id":"upd_1","sourceMessageId":null,"state":"answered","subjectId":"qst_1","subjectKind":"question","question":{"kind":"yes_no","state":"answered","expiresAt":"1970-01-01T00:01:00.000Z","answeredBy":"dv_1","answeredAt":"1970-01-01T00:00:01.000Z","answeredByName":"phone"},"createdAt":"1970-01-01T00:00:01.000Z","cursor":"c1.AAAAAAAAAAQ"}"#
+        );
+        assert_eq!(
+            serde_json::from_str::<ConversationItem>(&json).expect("parses"),
+            update
+        );
+    }
+
+    #[test]
+    fn an_item_of_an_unknown_kind_still_parses_so_that_it_can_be_skipped() {
+        // No envelope, a state and a subject kind this version does not know: the page still parses.
+        let page: Conversation = serde_json::from_str(
+            r#"{"items":[{"kind":"reaction","id":"rx_1","state":"liked","subjectKind":"reply",
+                          "createdAt":"1970-01-01T00:00:01.000Z","cursor":"c1.AAAAAAAAAAQ"}],
+                "cursor":"c1.AAAAAAAAAAQ"}"#,
+        )
+        .expect("parses");
+        let item = &page.items[0];
+        assert_eq!(item.kind, ItemKind::Unknown);
+        assert_eq!(item.state, Some(ItemState::Unknown));
+        assert_eq!(item.subject_kind, Some(SubjectKind::Unknown));
+        assert!(item.envelope.is_empty());
+    }
+
+    #[test]
+    fn item_states_name_and_map() {
+        for s in [
+            MessageState::Sent,
+            MessageState::Delivered,
+            MessageState::Processed,
+        ] {
+            let item = ItemState::from(s);
+            assert_eq!(item.message_state(), Some(s));
+            assert_eq!(
+                serde_json::to_string(&item).expect("ok"),
+                serde_json::to_string(&s).expect("ok")
+            );
+            assert_eq!(item.question_state(), None);
+        }
+        for q in [
+            QuestionState::Answered,
+            QuestionState::Expired,
+            QuestionState::Cancelled,
+        ] {
+            let item: ItemState = serde_json::from_str(&format!("\"{}\"", q.as_str())).expect("ok");
+            assert_eq!(item.question_state(), Some(q));
+            assert_eq!(item.as_str(), q.as_str());
+            assert_eq!(item.message_state(), None);
+        }
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! The expirer: writes `expired` into the database for pending questions past their expiry, and queues their
-//! `question.expired` webhook events (once each: the state change and the event share a transaction).
+//! The expirer: writes `expired` into the database for pending questions past their expiry, queues their
+//! `question.expired` webhook events and stores their `update` items (once each: the state change, the event
+//! and the item share a transaction), then wakes the agents' question waiters and the devices' conversations.
 //!
 //! Reads already show such a question as expired ([`pacerelle_core::question::QuestionRecord::state_at`]); this
 //! task makes it durable and timely for the webhook. It sleeps until the next expiry (at most
@@ -21,13 +22,21 @@ const EXPIRY_BATCH: u32 = 100;
 /// Slack after an expiry before the pass, so that the relay's clock has certainly passed it.
 const SLACK: Duration = Duration::from_millis(5);
 
-/// One pass: expires what is due, wakes the agents' question waiters and the deliverer. Returns when the next
+/// One pass: expires what is due, wakes the agents' question waiters, the devices' conversations and the
+/// deliverer. Returns when the next
 /// pending question expires.
 async fn pass(inner: &Inner) -> Result<Option<Timestamp>, crate::StoreError> {
     loop {
         let done = inner.store.expire_due(Timestamp::now(), EXPIRY_BATCH).await?;
         for agent_id in &done.agents {
             inner.wakes.publish(&Topic::Questions(agent_id.clone()), 0);
+        }
+        // Each expiry stored an `update` item for the devices the question was sealed for.
+        for update in &done.updates {
+            inner.wakes.publish(
+                &Topic::Conversation(update.agent_id.clone()),
+                update.cursor().seq(),
+            );
         }
         if done.events {
             inner.webhook_kick.notify_one();

@@ -15,6 +15,7 @@ use pacerelle_core::wire::{
 };
 
 pub(crate) use sqlite::SqliteStore as Store;
+pub(crate) use sqlite::updates::NewUpdate;
 
 /// Items returned per long-poll answer at most; the cursor then points at the last one returned.
 pub(crate) const PAGE_LIMIT: u32 = 200;
@@ -158,12 +159,21 @@ pub(crate) enum ItemPut<T> {
     UnknownDevice(String),
 }
 
-/// What a transition did besides its answer: whether the question closed in this call (waiters to wake) and
-/// whether a webhook event was queued (the deliverer to kick).
-#[derive(Debug, Default, Clone, Copy)]
+/// What a transition did besides its answer: whether the question closed in this call (waiters to wake),
+/// whether a webhook event was queued (the deliverer to kick), and the `update` item it stored (conversations
+/// to wake).
+#[derive(Debug, Default, Clone)]
 pub(crate) struct Effects {
     pub closed: bool,
     pub event: bool,
+    pub update: Option<NewUpdate>,
+}
+
+/// A task marked processed: when (the first time), and the `update` item stored if this call was the first.
+#[derive(Debug, Clone)]
+pub(crate) struct Marked {
+    pub processed_at: Timestamp,
+    pub update: Option<NewUpdate>,
 }
 
 /// Outcome of an answer or a cancel.
@@ -213,6 +223,8 @@ pub(crate) struct ExpiryPass {
     pub events: bool,
     /// Whether more questions may be due (the pass stopped at its limit).
     pub more: bool,
+    /// The `update` items stored, one per question expired (conversations to wake).
+    pub updates: Vec<NewUpdate>,
 }
 
 /// A webhook event due for an attempt, with the agent's webhook as it is now.

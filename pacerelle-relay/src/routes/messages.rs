@@ -107,7 +107,8 @@ fn batch(messages: Vec<AgentMessage>, next: Cursor, given: Option<Cursor>) -> Me
     }
 }
 
-/// `POST /v1/agent/messages/{messageId}/processed` (needs the lease if a session holds it). Idempotent.
+/// `POST /v1/agent/messages/{messageId}/processed` (needs the lease if a session holds it). Idempotent: only
+/// the first call stores the `update` item the sending device sees.
 pub(crate) async fn processed(
     State(state): State<AppState>,
     auth: AgentAuth,
@@ -115,14 +116,20 @@ pub(crate) async fn processed(
     Path(message_id): Path<String>,
 ) -> Result<Json<Processed>, AppError> {
     require_lease(&state, &auth.agent_id, &headers).await?;
-    let processed_at = state
+    let marked = state
         .store
         .mark_processed(&auth.agent_id, &message_id, Timestamp::now())
         .await?
         .ok_or_else(|| AppError::not_found("message"))?;
+    if let Some(update) = &marked.update {
+        // The sending device's conversation shows the task processed.
+        state
+            .wakes
+            .publish(&Topic::Conversation(auth.agent_id.clone()), update.cursor().seq());
+    }
     Ok(Json(Processed {
         message_id,
-        processed_at,
+        processed_at: marked.processed_at,
     }))
 }
 

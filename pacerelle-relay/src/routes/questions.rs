@@ -62,13 +62,19 @@ fn inactive(device_id: &str) -> AppError {
     ))
 }
 
-/// Wakes what a transition concerns: the agent's question waiters, the webhook deliverer.
-fn after(state: &AppState, agent_id: &str, effects: Effects) {
+/// Wakes what a transition concerns: the agent's question waiters, the webhook deliverer, and the devices'
+/// conversations when it stored an `update` item.
+fn after(state: &AppState, agent_id: &str, effects: &Effects) {
     if effects.closed {
         state.wakes.publish(&Topic::Questions(agent_id.to_string()), 0);
     }
     if effects.event {
         state.webhook_kick.notify_one();
+    }
+    if let Some(update) = &effects.update {
+        state
+            .wakes
+            .publish(&Topic::Conversation(agent_id.to_string()), update.cursor().seq());
     }
 }
 
@@ -165,7 +171,7 @@ pub(crate) async fn cancel(
         .store
         .cancel_question(&auth.agent_id, &question_id, Timestamp::now())
         .await?;
-    after(&state, &auth.agent_id, effects);
+    after(&state, &auth.agent_id, &effects);
     match outcome {
         Transition::Done(view) => Ok(Json(view)),
         Transition::Refused(refusal) => Err(AppError::refused(refusal)),
@@ -235,7 +241,7 @@ pub(crate) async fn answer(
             Timestamp::now(),
         )
         .await?;
-    after(&state, &auth.agent_id, effects);
+    after(&state, &auth.agent_id, &effects);
     match outcome {
         Transition::Done(question) => Ok(Json(question)),
         Transition::Refused(refusal) => Err(AppError::refused(refusal)),

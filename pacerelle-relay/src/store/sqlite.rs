@@ -31,6 +31,7 @@ mod roster;
 mod session;
 mod status;
 mod sweep;
+pub(crate) mod updates;
 mod webhooks;
 mod writer;
 

@@ -246,7 +246,7 @@ async fn replies_reach_the_devices_they_are_sealed_for() {
             (ItemKind::Message, "q2")
         ]
     );
-    assert_eq!(conv.items[0].state, Some(MessageState::Sent));
+    assert_eq!(conv.items[0].state, Some(MessageState::Sent.into()));
     assert_eq!(conv.items[1].source_message_id.as_deref(), Some("q1"));
     let opened = envelope::open(
         &phone.key,

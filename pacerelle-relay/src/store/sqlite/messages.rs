@@ -1,11 +1,13 @@
 //! The stream of tasks and replies: a device's tasks, their delivery to the agent and acknowledgement, the
 //! agent's replies, and what one device sees of the stream (its conversation).
 
-use pacerelle_core::wire::{AgentMessage, ConversationItem, DeviceEnvelope, ItemKind, MessageState, Stored};
+use pacerelle_core::wire::{
+    AgentMessage, ConversationItem, DeviceEnvelope, ItemKind, ItemState, MessageState, Stored, SubjectKind,
+};
 use pacerelle_core::{Cursor, Timestamp};
 
-use super::{Result, SqliteStore, cursor, questions, seq_of, ts};
-use crate::store::{Put, ReplyPut};
+use super::{Result, SqliteStore, cursor, questions, seq_of, ts, updates};
+use crate::store::{Marked, Put, ReplyPut};
 
 fn message_state(delivered_at: Option<i64>, processed_at: Option<i64>) -> MessageState {
     match (delivered_at, processed_at) {
@@ -173,13 +175,15 @@ impl SqliteStore {
         Ok((messages, cursor(next)))
     }
 
-    /// Marks a task processed (idempotent: the first time is kept). `None` when the agent has no such task.
+    /// Marks a task processed (idempotent: the first time is kept). The first time, in the same transaction,
+    /// stores the `update` item that tells the sending device ([`updates::insert_update`]). `None` when the
+    /// agent has no such task.
     pub(crate) async fn mark_processed(
         &self,
         agent_id: &str,
         message_id: &str,
         now: Timestamp,
-    ) -> Result<Option<Timestamp>> {
+    ) -> Result<Option<Marked>> {
         // Read first: repeated acknowledgements then cost no synced write.
         let known: Option<Option<i64>> = sqlx::query_scalar(
             "SELECT processed_at FROM items WHERE agent_id = ?1 AND kind = 'message' AND item_id = ?2",
@@ -190,27 +194,48 @@ impl SqliteStore {
         .await?;
         match known {
             None => return Ok(None),
-            Some(Some(at)) => return Ok(Some(ts(at))),
+            Some(Some(at)) => {
+                return Ok(Some(Marked {
+                    processed_at: ts(at),
+                    update: None,
+                }));
+            }
             Some(None) => {}
         }
         let (agent_id, message_id) = (agent_id.to_string(), message_id.to_string());
-        let at: Option<i64> = self
-            .write(move |conn| {
-                Box::pin(async move {
-                    Ok(sqlx::query_scalar(
-                        "UPDATE items SET processed_at = COALESCE(processed_at, ?3)
-                         WHERE agent_id = ?1 AND kind = 'message' AND item_id = ?2
-                         RETURNING processed_at",
-                    )
-                    .bind(&agent_id)
-                    .bind(&message_id)
-                    .bind(now.millis())
-                    .fetch_optional(&mut *conn)
-                    .await?)
-                })
+        self.write(move |conn| {
+            Box::pin(async move {
+                // Only the first acknowledgement sets it; a concurrent one finds it set and changes nothing.
+                let first: Option<i64> = sqlx::query_scalar(
+                    "UPDATE items SET processed_at = ?3
+                     WHERE agent_id = ?1 AND kind = 'message' AND item_id = ?2 AND processed_at IS NULL
+                     RETURNING seq",
+                )
+                .bind(&agent_id)
+                .bind(&message_id)
+                .bind(now.millis())
+                .fetch_optional(&mut *conn)
+                .await?;
+                let update = match first {
+                    Some(seq) => {
+                        updates::insert_update(conn, &agent_id, seq, ItemState::Processed, now).await?
+                    }
+                    None => None,
+                };
+                let at: Option<Option<i64>> = sqlx::query_scalar(
+                    "SELECT processed_at FROM items WHERE agent_id = ?1 AND kind = 'message' AND item_id = ?2",
+                )
+                .bind(&agent_id)
+                .bind(&message_id)
+                .fetch_optional(&mut *conn)
+                .await?;
+                Ok(at.flatten().map(|at| Marked {
+                    processed_at: ts(at),
+                    update,
+                }))
             })
-            .await?;
-        Ok(at.map(ts))
+        })
+        .await
     }
 
     /// Stores a reply with one envelope per device, or finds the one already stored under this id.
@@ -301,8 +326,9 @@ impl SqliteStore {
         .await
     }
 
-    /// What one device can open after `after`: the tasks it sent, and the replies, questions and notifications
-    /// sealed for it. A question carries its state as of `now`.
+    /// What one device can open after `after`: the tasks it sent, the replies, questions and notifications
+    /// sealed for it, and the updates about them (its tasks processed; the questions sealed for it answered,
+    /// cancelled or expired). A question, in its item or an update, carries its state as of `now`.
     pub(crate) async fn conversation(
         &self,
         agent_id: &str,
@@ -327,6 +353,9 @@ impl SqliteStore {
             created_at: i64,
             delivered_at: Option<i64>,
             processed_at: Option<i64>,
+            update_state: Option<String>,
+            subject_kind: Option<String>,
+            subject_id: Option<String>,
             question_kind: Option<String>,
             question_state: Option<String>,
             expires_at: Option<i64>,
@@ -335,17 +364,26 @@ impl SqliteStore {
             answered_by_name: Option<String>,
             answer_copy: Option<String>,
         }
+        // An update is about its subject `s`: the device that sent the task sees it (`i.device_id`), or every
+        // device the question was sealed for (the question's envelopes). Its question metadata is the
+        // subject's.
         let rows: Vec<Row> = sqlx::query_as(
             "SELECT i.seq, i.kind, i.item_id, COALESCE(e.envelope, i.envelope, '') AS envelope,
                     i.source_message_id, i.created_at, i.delivered_at, i.processed_at,
+                    i.update_state, s.kind AS subject_kind, s.item_id AS subject_id,
                     q.kind AS question_kind, q.state AS question_state, q.expires_at, q.answered_by, q.answered_at,
                     q.answered_by_name, q.answer_copy
              FROM items i
                   LEFT JOIN item_envelopes e ON e.item_seq = i.seq AND e.device_id = ?2
-                  LEFT JOIN questions q ON q.item_seq = i.seq
+                  LEFT JOIN items s ON s.seq = i.subject_seq
+                  LEFT JOIN questions q ON q.item_seq = COALESCE(i.subject_seq, i.seq)
              WHERE i.agent_id = ?1 AND i.seq > ?3 AND i.seq <= ?4
                AND ((i.kind = 'message' AND i.device_id = ?2)
-                    OR (i.kind IN ('reply', 'question', 'notification') AND e.envelope IS NOT NULL))
+                    OR (i.kind IN ('reply', 'question', 'notification') AND e.envelope IS NOT NULL)
+                    OR (i.kind = 'update' AND s.kind = 'message' AND i.device_id = ?2)
+                    OR (i.kind = 'update' AND s.kind = 'question'
+                        AND EXISTS (SELECT 1 FROM item_envelopes se
+                                    WHERE se.item_seq = i.subject_seq AND se.device_id = ?2)))
              ORDER BY i.seq LIMIT ?5",
         )
         .bind(agent_id)
@@ -367,14 +405,29 @@ impl SqliteStore {
                     "reply" => ItemKind::Reply,
                     "question" => ItemKind::Question,
                     "notification" => ItemKind::Notification,
+                    "update" => ItemKind::Update,
                     _ => ItemKind::Unknown,
+                };
+                let (state, subject_kind) = match kind {
+                    ItemKind::Message => (Some(message_state(r.delivered_at, r.processed_at).into()), None),
+                    ItemKind::Update => (
+                        r.update_state.as_deref().map(update_state),
+                        Some(match r.subject_kind.as_deref() {
+                            Some("message") => SubjectKind::Message,
+                            Some("question") => SubjectKind::Question,
+                            _ => SubjectKind::Unknown,
+                        }),
+                    ),
+                    _ => (None, None),
                 };
                 Ok(ConversationItem {
                     kind,
                     id: r.item_id,
                     envelope: r.envelope,
                     source_message_id: r.source_message_id,
-                    state: (kind == ItemKind::Message).then(|| message_state(r.delivered_at, r.processed_at)),
+                    state,
+                    subject_id: r.subject_id.filter(|_| kind == ItemKind::Update),
+                    subject_kind,
                     question: questions::conversation_meta(
                         r.question_kind.as_deref(),
                         r.question_state.as_deref(),
@@ -391,6 +444,17 @@ impl SqliteStore {
             })
             .collect::<Result<Vec<_>>>()?;
         Ok((items, cursor(next)))
+    }
+}
+
+/// The state an update row reports.
+fn update_state(text: &str) -> ItemState {
+    match text {
+        "processed" => ItemState::Processed,
+        "answered" => ItemState::Answered,
+        "expired" => ItemState::Expired,
+        "cancelled" => ItemState::Cancelled,
+        _ => ItemState::Unknown,
     }
 }
 

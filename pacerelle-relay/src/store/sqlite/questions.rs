@@ -8,9 +8,10 @@
 
 use pacerelle_core::Timestamp;
 use pacerelle_core::question::{QuestionKind, QuestionRecord, QuestionState, Refusal};
-use pacerelle_core::wire::{DeviceEnvelope, DeviceQuestion, QuestionMeta, QuestionView, Stored};
+use pacerelle_core::wire::{DeviceEnvelope, DeviceQuestion, ItemState, QuestionMeta, QuestionView, Stored};
 use sqlx::SqliteConnection;
 
+use super::updates::{NewUpdate, insert_update};
 use super::{Result, SqliteStore, cursor, seq_of, ts};
 use crate::error::StoreError;
 use crate::store::{Effects, ExpiryPass, ItemPut, LogPage, LogQuery, NewQuestion, StateFilter, Transition};
@@ -191,14 +192,14 @@ pub(super) async fn row_at(conn: &mut SqliteConnection, seq: i64) -> Result<Ques
     .await?)
 }
 
-/// Writes the expiry `record` reached (it must have moved from pending to expired in this transaction) and
-/// queues its event. Returns whether an event was queued.
+/// Writes the expiry `record` reached (it must have moved from pending to expired in this transaction), queues
+/// its event and stores its `update` item. Returns whether an event was queued, and the update.
 async fn store_expiry(
     conn: &mut SqliteConnection,
     row: &QuestionRow,
     record: &QuestionRecord,
     now: Timestamp,
-) -> Result<bool> {
+) -> Result<(bool, Option<NewUpdate>)> {
     let closed_at = record.closed_at.unwrap_or(record.expires_at);
     let changed = sqlx::query(
         "UPDATE questions SET state = 'expired', closed_at = ?2 WHERE item_seq = ?1 AND state = 'pending'",
@@ -209,9 +210,11 @@ async fn store_expiry(
     .await?
     .rows_affected();
     if changed == 0 {
-        return Ok(false);
+        return Ok((false, None));
     }
-    super::webhooks::queue_event(conn, &row.agent_id, row.seq, EXPIRED, now).await
+    let event = super::webhooks::queue_event(conn, &row.agent_id, row.seq, EXPIRED, now).await?;
+    let update = insert_update(conn, &row.agent_id, row.seq, ItemState::Expired, now).await?;
+    Ok((event, update))
 }
 
 /// Whether every device is an active device of this agent; the first that is not, otherwise.
@@ -350,7 +353,7 @@ impl SqliteStore {
                 let outcome = record.answer(&device_id, now);
                 if was == QuestionState::Pending && record.state == QuestionState::Expired {
                     effects.closed = true;
-                    effects.event = store_expiry(conn, &row, &record, now).await?;
+                    (effects.event, effects.update) = store_expiry(conn, &row, &record, now).await?;
                 }
                 let transition = match outcome {
                     Ok(()) => {
@@ -378,6 +381,8 @@ impl SqliteStore {
                         effects.closed = true;
                         effects.event =
                             super::webhooks::queue_event(conn, &agent_id, row.seq, ANSWERED, now).await?;
+                        effects.update =
+                            insert_update(conn, &agent_id, row.seq, ItemState::Answered, now).await?;
                         let stored = row_at(conn, row.seq).await?;
                         Transition::Done(stored.device_question(device_envelope, now)?)
                     }
@@ -414,7 +419,7 @@ impl SqliteStore {
                 let outcome = record.cancel(now);
                 if was == QuestionState::Pending && record.state == QuestionState::Expired {
                     effects.closed = true;
-                    effects.event = store_expiry(conn, &row, &record, now).await?;
+                    (effects.event, effects.update) = store_expiry(conn, &row, &record, now).await?;
                 }
                 let transition = match outcome {
                     Ok(()) if was == QuestionState::Pending => {
@@ -430,6 +435,8 @@ impl SqliteStore {
                         effects.closed = true;
                         effects.event =
                             super::webhooks::queue_event(conn, &agent_id, row.seq, CANCELLED, now).await?;
+                        effects.update =
+                            insert_update(conn, &agent_id, row.seq, ItemState::Cancelled, now).await?;
                         Transition::Done(row_at(conn, row.seq).await?.view(now)?)
                     }
                     Ok(()) => Transition::Done(row.view(now)?),
@@ -559,7 +566,9 @@ impl SqliteStore {
                     let row = row_at(conn, seq).await?;
                     let mut record = row.record()?;
                     if record.expire_if_due(now) {
-                        pass.events |= store_expiry(conn, &row, &record, now).await?;
+                        let (event, update) = store_expiry(conn, &row, &record, now).await?;
+                        pass.events |= event;
+                        pass.updates.extend(update);
                         if !pass.agents.contains(&row.agent_id) {
                             pass.agents.push(row.agent_id.clone());
                         }
@@ -915,10 +924,7 @@ mod tests {
             .map(|i| (i.id.as_str(), i.envelope.as_str()))
             .collect();
         assert_eq!(kept, [("m1", "AQID"), ("r1", "BAUG")]);
-        assert_eq!(
-            items[0].state,
-            Some(pacerelle_core::wire::MessageState::Delivered)
-        );
+        assert_eq!(items[0].state, Some(pacerelle_core::wire::ItemState::Delivered));
         assert_eq!(cursor, Cursor(2));
         let violations: Vec<(String, i64, String, i64)> = sqlx::query_as("PRAGMA foreign_key_check")
             .fetch_all(&store.read)
