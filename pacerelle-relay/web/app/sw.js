@@ -19,8 +19,14 @@ self.addEventListener("install", () => self.skipWaiting());
 self.addEventListener("activate", (event) => event.waitUntil(self.clients.claim()));
 
 self.addEventListener("push", (event) => {
-  event.waitUntil(handlePush(event.data ? event.data.text() : null));
+  event.waitUntil(handlePush(event.data ? event.data.text() : null).catch(showGeneric));
 });
+
+/** Whatever went wrong with a push, something is shown: browsers require it, and the app has the rest. */
+async function showGeneric() {
+  await show("Pacerelle", { body: "Open the app to see what is new.", tag: "pacerelle", data: { url: "/" } });
+  return { shown: "generic", tag: "pacerelle" };
+}
 
 self.addEventListener("notificationclick", (event) => {
   event.waitUntil(handleNotificationClick(event.notification, event.action));
@@ -64,8 +70,7 @@ async function handlePush(text) {
   const device = await pairing();
   if (!push || push.v !== 1 || !device || push.agentId !== device.agentId || push.deviceId !== device.deviceId) {
     // Not for the pairing kept here (an old subscription): browsers require a visible notification for each push.
-    await show("Pacerelle", { body: "Open the app to see what is new.", tag: "pacerelle", data: { url: "/" } });
-    return { shown: "generic", tag: "pacerelle" };
+    return showGeneric();
   }
   let item = push.item;
   if (!item || item.id !== push.id) {
