@@ -250,3 +250,24 @@ test("sealing and opening JSON, with a non-extractable key", async () => {
   const notJson = await c.seal(key, ctx, utf8("not json"));
   await refuses(c.openJson(key, ctx, notJson), "malformed");
 });
+
+// The e2e tests read the relay's pushes with webpush.mjs, a decryption of their own: it must agree with RFC 8291.
+test("webpush.mjs decrypts the example of RFC 8291 (appendix A)", async () => {
+  const { createECDH } = await import("node:crypto");
+  const { decryptPush } = await import("./webpush.mjs");
+  const b = (s) => Buffer.from(s, "base64url");
+  const ua = createECDH("prime256v1");
+  ua.setPrivateKey(b("q1dXpw3UpT5VOmu_cf_v6ih07Aems3njxI-JWgLcM94"));
+  assert.equal(
+    ua.getPublicKey().toString("base64url"),
+    "BCVxsr7N_eNgVRqvHtD0zTZsEc6-VV-JvLexhqUzORcxaOzi6-AYWXvTBHm4bjyPjs7Vd8pZGH6SRpkNtoIAiw4",
+  );
+  const body = b(
+    "DGv6ra1nlYgDCS1FRnbzlwAAEABBBP4z9KsN6nGRTbVYI_c7VJSPQTBtkgcy27mlmlMoZIIgDll6e3vCYLocInmYWAmS6TlzAC8wEqKK6PBru3jl7A_yl95bQpu6cVPTpK4Mqgkf1CXztLVBSt2Ks3oZwbuwXPXLWyouBWLVWGNWQexSgSxsj_Qulcy4a-fN",
+  );
+  const auth = b("BTBZMqHH6r4Tts7J_aSIgg");
+  assert.equal(decryptPush(body, ua, auth).toString("utf8"), "When I grow up, I want to be a watermelon");
+  const tampered = Buffer.from(body);
+  tampered[tampered.length - 1] ^= 1;
+  assert.throws(() => decryptPush(tampered, ua, auth));
+});

@@ -13,9 +13,13 @@ import { copyFileSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdir
 import { tmpdir } from "node:os";
 import path from "node:path";
 import { fileURLToPath } from "node:url";
-import { X509Certificate, createHash, randomBytes } from "node:crypto";
+import { X509Certificate, createECDH, createHash, randomBytes } from "node:crypto";
+import { createServer } from "node:http";
+import { execFileSync } from "node:child_process";
 
 import { chromium } from "playwright-core";
+
+import { decryptPush } from "./webpush.mjs";
 
 const ROOT = path.resolve(fileURLToPath(new URL("../..", import.meta.url)));
 const PACERELLE = process.env.PACERELLE_BIN || path.join(ROOT, "target/debug/pacerelle");
@@ -216,13 +220,71 @@ async function waitForNotification(tag, test, what) {
 }
 
 /**
- * Whether this relay writes `update` items and pushes (they came together, with `GET /v1/push/key`). The tests of
- * what only such a relay does are skipped, with the reason, against an older one.
+ * Whether this relay writes `update` items (by now, tasks of this device were processed: a relay that has them
+ * wrote some). The tests of what only such a relay does are skipped, with the reason, against an older one.
  */
-async function relayHasPush() {
-  return (await fetch(`${relayUrl}/v1/push/key`)).status === 200;
+async function relayHasUpdates() {
+  return (await deviceItems()).some((i) => i.kind === "update");
 }
-const OLD_RELAY = "this relay has no push and no update items (GET /v1/push/key is not a route)";
+const OLD_RELAY = "this relay writes no update items (docs/push.md)";
+
+/** The payload of a push the relay sent to the test's subscription (docs/push.md). */
+const openPush = (body, uaKeys, authSecret) => JSON.parse(decryptPush(body, uaKeys, authSecret).toString("utf8"));
+
+/** A push service on 127.0.0.1 standing in for the browser vendor's: it keeps what the relay posts. */
+async function startPushService() {
+  const received = [];
+  const waiters = [];
+  const server = createServer((req, res) => {
+    const chunks = [];
+    req.on("data", (c) => chunks.push(c));
+    req.on("end", () => {
+      received.push({ path: req.url, headers: req.headers, body: Buffer.concat(chunks) });
+      res.writeHead(201).end();
+      for (const w of waiters.splice(0)) w();
+    });
+  });
+  await new Promise((resolve) => server.listen(0, "127.0.0.1", resolve));
+  return {
+    url: `http://127.0.0.1:${server.address().port}`,
+    received,
+    /** The first push that `test` accepts, waiting for it. */
+    async next(test, what) {
+      const deadline = Date.now() + 20000;
+      for (;;) {
+        const found = received.find(test);
+        if (found) return found;
+        if (Date.now() > deadline) throw new Error(`no push for ${what}: ${received.length} received`);
+        await new Promise((resolve) => {
+          waiters.push(resolve);
+          setTimeout(resolve, 500);
+        });
+      }
+    },
+    close: () => new Promise((resolve) => server.close(resolve)),
+  };
+}
+
+/** Makes the page's push manager return a subscription to `endpoint` with these keys (Chromium here has no vendor). */
+async function standInSubscription(endpoint, p256dh, auth) {
+  await page.evaluate(([endpoint, p256dh, auth]) => {
+    let current = null;
+    PushManager.prototype.subscribe = async (options) => {
+      current = {
+        endpoint,
+        expirationTime: null,
+        options: { userVisibleOnly: true, applicationServerKey: options.applicationServerKey },
+        toJSON: () => ({ endpoint, expirationTime: null, keys: { p256dh, auth } }),
+        unsubscribe: async () => {
+          current = null;
+          return true;
+        },
+      };
+      return current;
+    };
+    PushManager.prototype.getSubscription = async () => current;
+  }, [endpoint, p256dh, auth]);
+}
 
 /** The app's service worker, as Playwright reaches it (DevTools protocol). */
 async function serviceWorker() {
@@ -250,7 +312,10 @@ before(async () => {
   mkdirSync(dataDir, { recursive: true });
   mkdirSync(home, { recursive: true });
 
-  relayUrl = await startRelay(["--data", dataDir]);
+  // A relay that pushes may send to the test's own push service on 127.0.0.1.
+  const help = execFileSync(PACERELLE, ["serve", "--help"], { encoding: "utf8" });
+  const pushFlag = help.includes("--allow-private-push-endpoints") ? ["--allow-private-push-endpoints"] : [];
+  relayUrl = await startRelay(["--data", dataDir, ...pushFlag]);
 
   const agent = await cliJson(["agent", "create", "--name", "Ana’s laptop — Claude Code"]);
   agentId = agent.agentId;
@@ -899,7 +964,7 @@ test("an answer the relay refuses from the notification opens the app on the que
 });
 
 test("a question closed elsewhere: the update push removes its notification", async (t) => {
-  if (!(await relayHasPush())) return t.skip(OLD_RELAY);
+  if (!(await relayHasUpdates())) return t.skip(OLD_RELAY);
   const child = ask(["Publish the blog post?", "--id", "qst_push_closed"]);
   const item = await deviceItem((i) => i.kind === "question" && i.id === "qst_push_closed", "question");
   await deliverPush(pushPayload(item));
@@ -916,11 +981,74 @@ test("a question closed elsewhere: the update push removes its notification", as
   await waitForNotification("qst_push_closed", (n) => n.length === 0, "the notification is removed");
 });
 
+test("a real push: the relay encrypts the question to the subscription, the worker shows it, Approve answers", async (t) => {
+  if ((await fetch(`${relayUrl}/v1/push/key`)).status !== 200) return t.skip("this relay does not push (no GET /v1/push/key)");
+  const service = await startPushService();
+  const keys = createECDH("prime256v1");
+  keys.generateKeys();
+  const auth = randomBytes(16);
+  const endpoint = `${service.url}/push/${randomBytes(8).toString("hex")}`;
+  await standInSubscription(endpoint, keys.getPublicKey().toString("base64url"), auth.toString("base64url"));
+  await page.locator("#open-settings").click();
+  const registered = page.waitForResponse((r) => r.url().endsWith("/v1/device/push") && r.request().method() === "POST");
+  await page.locator("#push-switch").click();
+  assert.equal((await registered).status(), 201);
+  await page.locator('.switch-row[data-state="on"]').waitFor();
+  await page.locator("#settings-back").click();
+
+  const text = `Drop the staging database ${randomBytes(4).toString("hex")}?`;
+  typed.push(text);
+  const child = ask([text, "--id", "qst_push_real"]);
+  const posted = await service.next((r) => openPush(r.body, keys, auth).id === "qst_push_real", "the question");
+  assert.equal(posted.headers["content-encoding"], "aes128gcm");
+  assert.equal(posted.headers.urgency, "high");
+  assert.match(posted.headers.authorization, /^vapid t=[\w-]+\.[\w-]+\.[\w-]+, k=[\w-]+$/);
+  assert.equal(posted.body.includes(Buffer.from(text.split(" ").pop())), false, "the push service sees ciphertext");
+  const payload = openPush(posted.body, keys, auth);
+  assert.equal(payload.kind, "question");
+  assert.equal(payload.deviceId, deviceId);
+  assert.equal(JSON.stringify(payload).includes(text), false, "the payload holds the envelope, not the text");
+  // What the browser would hand to the worker once decrypted:
+  await deliverPush(payload);
+  const [shown] = await waitForNotification("qst_push_real", (n) => n.length === 1, "the pushed question");
+  assert.equal(shown.body, text);
+  assert.deepEqual(shown.actions, [["yes", "Approve"], ["no", "Deny"]]);
+  assert.deepEqual(await clickNotification("qst_push_real", "yes"), { answered: "yes", ok: true });
+  assert.equal(await exitOf(child), 0, child.err);
+
+  // The relay then pushes the question's closing update.
+  const closing = await service.next((r) => {
+    const p = openPush(r.body, keys, auth);
+    return p.kind === "update" && p.item && p.item.subjectId === "qst_push_real";
+  }, "the closing update");
+  assert.equal(closing.headers.topic, posted.headers.topic, "the update replaces the question's push");
+  assert.equal(openPush(closing.body, keys, auth).item.state, "answered");
+
+  await page.locator("#open-settings").click();
+  const removed = page.waitForResponse((r) => r.url().endsWith("/v1/device/push") && r.request().method() === "DELETE");
+  await page.locator("#push-switch").click();
+  assert.equal((await removed).status(), 204);
+  await page.locator('.switch-row[data-state="off"]').waitFor();
+  await page.locator("#settings-back").click();
+  await service.close();
+});
+
+test("a push not for this pairing shows a plain notice (a push must show something)", async () => {
+  await deliverPush({ v: 1, relay: relayUrl, agentId, deviceId: "dv_someone_else", kind: "question", id: "qst_x", cursor: "c1.AAAAAAAAAAE" });
+  const [shown] = await waitForNotification("pacerelle", (n) => n.length === 1, "the plain notice");
+  assert.equal(shown.body, "Open the app to see what is new.");
+  assert.deepEqual(await clickNotification("pacerelle", ""), { opened: "/" });
+  assert.deepEqual(await notifications("pacerelle"), []);
+});
+
 test("the app shows a task processed and a question answered elsewhere as they happen, without re-reading", async (t) => {
-  if (!(await relayHasPush())) return t.skip(OLD_RELAY);
-  // Every read of the question list, or of the conversation from an older cursor, would be a re-read.
+  if (!(await relayHasUpdates())) return t.skip(OLD_RELAY);
+  // Any read of the question list, or of the conversation without waiting, would be a re-read on a timer.
   const rereads = [];
-  await page.route((url) => url.pathname === "/v1/device/questions", (route) => {
+  const watched = (url) =>
+    url.pathname === "/v1/device/questions" ||
+    (url.pathname === "/v1/device/conversation" && url.searchParams.get("wait") === "0");
+  await page.route(watched, (route) => {
     rereads.push(route.request().url());
     return route.continue();
   });
@@ -945,7 +1073,7 @@ test("the app shows a task processed and a question answered elsewhere as they h
   assert.equal(yes.code, 0, yes.err);
   assert.equal(await exitOf(child), 0, child.err);
   await card.locator(".q-status", { hasText: "Approved — by Bob’s tablet" }).waitFor({ timeout: 10000 });
-  await page.unroute((url) => url.pathname === "/v1/device/questions");
+  await page.unroute(watched);
   assert.deepEqual(rereads, [], "states came as update items, not from re-reading");
   assert.equal((await asTablet(["device", "leave"])).code, 0);
 });
