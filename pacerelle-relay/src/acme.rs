@@ -289,10 +289,9 @@ impl Acme {
     /// Must be called within a Tokio runtime.
     pub fn start(mut settings: AcmeSettings) -> Result<Acme, Error> {
         settings.domain = check_domain(&settings.domain)?;
-        if !(settings.directory_url.starts_with("https://") || settings.directory_url.starts_with("http://"))
-        {
+        if !settings.directory_url.starts_with("https://") {
             return Err(Error::Config(format!(
-                "--acme-directory {:?} is not a URL (https://…/directory)",
+                "--acme-directory {:?} is not an https:// URL (ACME directories are served over HTTPS)",
                 settings.directory_url
             )));
         }
