@@ -24,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use crate::agent::Rejected;
 use crate::error::{Error, Result};
 use crate::http::{Http, Req, Retry};
+use crate::push::PushSubscriptionKeys;
 
 fn open<T: serde::de::DeserializeOwned>(
     key: &ContentKey,
@@ -61,6 +62,10 @@ pub struct DeviceCredentials {
     pub device_token: String,
     /// The key shared with the agent, base64url.
     pub device_key: String,
+    /// The push subscriptions registered from this device, with their keys (absent from credentials stored
+    /// before push existed, which load with none).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub push: Vec<PushSubscriptionKeys>,
 }
 
 impl std::fmt::Debug for DeviceCredentials {
@@ -363,6 +368,8 @@ struct Inner {
     key: ContentKey,
     /// The questions as last read, to refuse answers locally that cannot count.
     questions: Mutex<HashMap<String, OpenedQuestion>>,
+    /// The push subscriptions as they are now (see [`DeviceClient::credentials_to_store`]).
+    push: Mutex<Vec<PushSubscriptionKeys>>,
 }
 
 impl DeviceClient {
@@ -404,6 +411,7 @@ impl DeviceClient {
             role: payload.role,
             device_token: claimed.device_token,
             device_key: b64::encode(&key.to_bytes()),
+            push: Vec::new(),
         };
         Ok(DeviceClient {
             inner: Arc::new(Inner {
@@ -411,6 +419,7 @@ impl DeviceClient {
                 credentials,
                 key,
                 questions: Mutex::new(HashMap::new()),
+                push: Mutex::new(Vec::new()),
             }),
         })
     }
@@ -426,12 +435,14 @@ impl DeviceClient {
             ));
         }
         let http = Http::new(&credentials.relay_url)?;
+        let push = Mutex::new(credentials.push.clone());
         Ok(DeviceClient {
             inner: Arc::new(Inner {
                 http,
                 credentials,
                 key,
                 questions: Mutex::new(HashMap::new()),
+                push,
             }),
         })
     }
@@ -920,5 +931,55 @@ impl DeviceClient {
             .http
             .send(self.req::<()>(Method::DELETE, "/v1/device"))
             .await
+    }
+}
+
+/// What the push module reads and changes of a device client.
+impl DeviceClient {
+    pub(crate) fn http(&self) -> &Http {
+        &self.inner.http
+    }
+
+    pub(crate) fn device_req<'a, B: serde::Serialize>(&'a self, method: Method, path: &'a str) -> Req<'a, B> {
+        self.req(method, path)
+    }
+
+    /// The push subscriptions as they are now.
+    pub(crate) fn push_subscriptions(&self) -> Vec<PushSubscriptionKeys> {
+        self.inner.push.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// The stored subscription for `endpoint`.
+    pub(crate) fn push_subscription(&self, endpoint: &str) -> Option<PushSubscriptionKeys> {
+        self.push_subscriptions()
+            .into_iter()
+            .find(|s| s.endpoint == endpoint)
+    }
+
+    /// Keeps a subscription, replacing the one for the same endpoint.
+    pub(crate) fn keep_push_subscription(&self, keys: PushSubscriptionKeys) {
+        if let Ok(mut subscriptions) = self.inner.push.lock() {
+            subscriptions.retain(|s| s.endpoint != keys.endpoint);
+            subscriptions.push(keys);
+        }
+    }
+
+    /// Forgets the subscription for `endpoint`.
+    pub(crate) fn forget_push_subscription(&self, endpoint: &str) {
+        if let Ok(mut subscriptions) = self.inner.push.lock() {
+            subscriptions.retain(|s| s.endpoint != endpoint);
+        }
+    }
+
+    /// Opens an item a push carried, as the conversation opens it, and remembers a question in it.
+    pub(crate) fn open_pushed_item(
+        &self,
+        item: wire::ConversationItem,
+    ) -> std::result::Result<ConversationItem, (String, CryptoError)> {
+        let opened = self.open_item(item)?;
+        if let Some(q) = &opened.question {
+            self.remember(q);
+        }
+        Ok(opened)
     }
 }

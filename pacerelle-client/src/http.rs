@@ -145,7 +145,9 @@ impl Http {
         let status = response.status();
         let bytes = response.bytes().await.map_err(network)?;
         if status.is_success() {
-            return serde_json::from_slice(&bytes).map_err(|e| Error::Api {
+            // A `204 No Content` reads as JSON `null`, which `()` accepts.
+            let bytes: &[u8] = if bytes.is_empty() { b"null" } else { &bytes };
+            return serde_json::from_slice(bytes).map_err(|e| Error::Api {
                 status: status.as_u16(),
                 code: "invalid_response".into(),
                 message: format!("the relay's answer to {} is not the expected JSON: {e}", req.path),

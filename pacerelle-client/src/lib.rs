@@ -7,6 +7,7 @@ mod error;
 mod files;
 pub mod gate;
 mod http;
+mod push;
 mod question;
 mod roster;
 mod runner;
@@ -30,6 +31,7 @@ pub use pacerelle_core::wire::{
     SessionInfo, Status, Stored, SubjectKind, WebhookEvent, WebhookInfo,
 };
 pub use pacerelle_core::{AgentToken, Cursor, Timestamp};
+pub use push::{MAX_PUSH_SUBSCRIPTIONS, PushError, PushEvent, PushKeys, PushSubscriptionKeys};
 pub use question::{AnswerOutcome, Asked, MAX_QUESTION_BYTES, QuestionRequest, answer_text};
 pub use runner::{Backoff, Context, DEFAULT_MAX_ATTEMPTS, Event, Handler, Runner};
 pub use webhook::{

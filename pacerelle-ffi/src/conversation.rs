@@ -1,4 +1,5 @@
-//! The conversation with the agent: tasks this device sent, replies, questions and notifications.
+//! The conversation with the agent: tasks this device sent, replies, questions, notifications, and updates
+//! (state changes of tasks and questions).
 
 use std::time::SystemTime;
 
@@ -42,6 +43,95 @@ pub enum ItemKind {
     Question,
     /// A notification from the agent (no answer expected): see `title` and `level`.
     Notification,
+    /// A state change of a task this device sent or of a question sealed for it: see `update`.
+    Update,
+}
+
+/// What an update is about.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, uniffi::Enum)]
+pub enum SubjectKind {
+    /// A task this device sent.
+    Message,
+    /// A question sealed for this device.
+    Question,
+}
+
+/// The state an update reports.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, uniffi::Enum)]
+pub enum UpdateState {
+    /// The agent marked the task processed.
+    Processed,
+    /// The question was answered (here or on another device): see `answeredBy`.
+    Answered,
+    /// The question expired unanswered.
+    Expired,
+    /// The agent cancelled the question.
+    Cancelled,
+}
+
+/// A state change the relay reports in the conversation, at once: a task processed, a question answered
+/// (here or elsewhere), expired or cancelled. For a question, dismiss its notification.
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct ItemUpdate {
+    /// The task or question whose state changed.
+    pub subject_id: String,
+    /// Which of the two.
+    pub subject_kind: SubjectKind,
+    /// The state it reached.
+    pub state: UpdateState,
+    /// For a question this client read earlier (in this process): the question brought up to date, with the
+    /// answer that counts. `null`/`nil` otherwise: `questions()` reads it.
+    pub question: Option<Question>,
+    /// For an answered question, the device that answered.
+    pub answered_by: Option<String>,
+    /// Its name, as the relay reports it.
+    pub answered_by_name: Option<String>,
+    /// When the relay accepted the answer.
+    pub answered_at: Option<SystemTime>,
+}
+
+impl ItemUpdate {
+    /// The update, or `None` for a subject or a state this version does not know.
+    fn from_client(u: pacerelle_client::ItemUpdate) -> Option<Self> {
+        use pacerelle_client::{ItemState as S, SubjectKind as K};
+        let subject_kind = match u.subject_kind {
+            K::Message => SubjectKind::Message,
+            K::Question => SubjectKind::Question,
+            _ => return None,
+        };
+        let state = match u.state {
+            S::Processed => UpdateState::Processed,
+            S::Answered => UpdateState::Answered,
+            S::Expired => UpdateState::Expired,
+            S::Cancelled => UpdateState::Cancelled,
+            _ => return None,
+        };
+        let meta = u.meta.as_ref();
+        Some(ItemUpdate {
+            subject_id: u.subject_id,
+            subject_kind,
+            state,
+            answered_by: meta.and_then(|m| m.answered_by.clone()),
+            answered_by_name: meta.and_then(|m| m.answered_by_name.clone()),
+            answered_at: meta.and_then(|m| m.answered_at).map(system_time),
+            question: u.question.map(Question::from),
+        })
+    }
+}
+
+impl ItemKind {
+    /// The kind, or `None` for one this version does not know.
+    pub(crate) fn from_client(kind: pacerelle_client::ItemKind) -> Option<Self> {
+        use pacerelle_client::ItemKind as K;
+        match kind {
+            K::Message => Some(ItemKind::Message),
+            K::Reply => Some(ItemKind::Reply),
+            K::Question => Some(ItemKind::Question),
+            K::Notification => Some(ItemKind::Notification),
+            K::Update => Some(ItemKind::Update),
+            _ => None,
+        }
+    }
 }
 
 /// One item of the conversation, opened on this device.
@@ -63,6 +153,8 @@ pub struct ConversationItem {
     pub title: Option<String>,
     /// For a notification, how much it matters.
     pub level: Option<Level>,
+    /// For an update, the state change it reports.
+    pub update: Option<ItemUpdate>,
     /// When the relay stored it.
     pub created_at: SystemTime,
     /// Its position in the conversation: pass it as `cursor` to read what follows. Opaque.
@@ -71,14 +163,11 @@ pub struct ConversationItem {
 
 impl ConversationItem {
     /// The item, or `None` for a kind this version does not know (the client already skips those).
-    fn from_client(item: pacerelle_client::ConversationItem) -> Option<Self> {
-        use pacerelle_client::ItemKind as K;
-        let kind = match item.kind {
-            K::Message => ItemKind::Message,
-            K::Reply => ItemKind::Reply,
-            K::Question => ItemKind::Question,
-            K::Notification => ItemKind::Notification,
-            _ => return None,
+    pub(crate) fn from_client(item: pacerelle_client::ConversationItem) -> Option<Self> {
+        let kind = ItemKind::from_client(item.kind)?;
+        let update = match item.update {
+            Some(u) => Some(ItemUpdate::from_client(*u)?),
+            None => None,
         };
         Some(ConversationItem {
             kind,
@@ -89,6 +178,7 @@ impl ConversationItem {
             question: item.question.map(Question::from),
             title: item.title,
             level: item.level,
+            update,
             created_at: system_time(item.created_at),
             cursor: item.cursor.to_string(),
         })

@@ -33,7 +33,7 @@ pub struct DeviceIdentity {
 /// `PacerelleError` (`PacerelleException` in Kotlin).
 #[derive(Debug, uniffi::Object)]
 pub struct DeviceClient {
-    inner: pacerelle_client::DeviceClient,
+    pub(crate) inner: pacerelle_client::DeviceClient,
 }
 
 #[uniffi::export(async_runtime = "tokio")]
@@ -58,10 +58,11 @@ impl DeviceClient {
         Ok(Arc::new(DeviceClient { inner }))
     }
 
-    /// The credentials to store, one opaque string (`pcrdev1_…`). A secret: it holds this device's token
-    /// and the key that opens the conversation. Keep it in the Keychain or the Keystore, never in logs.
+    /// The credentials to store, one opaque string (`pcrdev1_…`). A secret: it holds this device's token,
+    /// the key that opens the conversation and the push subscriptions' keys. Keep it in the Keychain or the
+    /// Keystore, never in logs; store it again after `registerPush` and `unregisterPush`.
     pub fn credentials(&self) -> String {
-        self.inner.credentials().to_secret_string()
+        self.inner.credentials_to_store().to_secret_string()
     }
 
     /// Who this device is (nothing secret).

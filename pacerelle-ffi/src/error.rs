@@ -73,6 +73,17 @@ pub enum PacerelleError {
         /// What is wrong.
         reason: String,
     },
+    /// A push body was refused by `openPush`: `code` is `push_not_registered` (no subscription stored: register
+    /// and store the credentials again), `push_undecryptable` (altered, or for another subscription),
+    /// `push_malformed`, `push_not_for_this_device` or `push_item_rejected` (its item did not open). Show
+    /// nothing from it; the conversation still has every item.
+    #[error("push refused ({code}): {reason}")]
+    PushRefused {
+        /// The stable code.
+        code: String,
+        /// The explanation (it never carries plaintext).
+        reason: String,
+    },
     /// Anything else: an app's listener threw, or an error this version does not know.
     #[error("internal: {reason}")]
     Internal {

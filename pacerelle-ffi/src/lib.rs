@@ -6,15 +6,18 @@ mod conversation;
 mod device;
 mod error;
 mod listener;
+mod push;
 mod question;
 mod status;
 mod time;
 
 pub use conversation::{
-    ConversationItem, ConversationPage, ItemKind, Level, MessageState, RejectedItem, SentMessage,
+    ConversationItem, ConversationPage, ItemKind, ItemUpdate, Level, MessageState, RejectedItem, SentMessage,
+    SubjectKind, UpdateState,
 };
 pub use device::{DeviceClient, DeviceIdentity};
 pub use error::{PacerelleError, Result};
 pub use listener::{ConversationListener, ListenerHandle};
+pub use push::{PushEvent, PushKeys};
 pub use question::{Answer, Question, QuestionKind, QuestionState};
 pub use status::{AgentStatus, Presence};
