@@ -1097,6 +1097,8 @@ test("a screenshot of the conversation is saved", async () => {
   await page.locator('#banner[data-presence="listening"]').waitFor({ timeout: 20000 });
   await page.locator('li.task[data-state="processed"]', { hasText: text }).waitFor({ timeout: 20000 });
   await page.evaluate(() => window.scrollTo(0, document.documentElement.scrollHeight));
+  // No message left over from an earlier case in the picture.
+  await page.locator("#toast").waitFor({ state: "hidden", timeout: 10000 });
   mkdirSync(path.dirname(SCREENSHOT), { recursive: true });
   await page.screenshot({ path: SCREENSHOT });
   assert.ok(statSync(SCREENSHOT).size > 10000);
