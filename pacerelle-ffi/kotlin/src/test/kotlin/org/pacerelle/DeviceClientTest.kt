@@ -61,6 +61,10 @@ class DeviceClientTest {
         val device = joinNewDevice("paging phone")
         val sent = device.send("page me", null)
         device.awaitItem { it.kind == ItemKind.REPLY && it.sourceMessageId == sent.messageId }
+        // The agent marks the task processed after replying: the last item is that update.
+        val processed = device.awaitItem { it.kind == ItemKind.UPDATE && it.update?.subjectId == sent.messageId }
+        assertEquals(UpdateState.PROCESSED, processed.update?.state)
+        assertEquals(SubjectKind.MESSAGE, processed.update?.subjectKind)
 
         val all = device.conversation(cursor = null)
         assertTrue(all.items.any { it.id == sent.messageId })
