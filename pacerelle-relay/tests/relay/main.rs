@@ -11,4 +11,5 @@ mod pairing;
 mod persistence;
 mod questions;
 mod registration;
+mod updates;
 mod webhooks;

@@ -1,6 +1,6 @@
 use pacerelle_core::b64;
 use pacerelle_core::wire::{
-    CheckpointList, Conversation, DeviceSelf, MessageBatch, SaveCheckpoint, SendReply, Stored,
+    CheckpointList, Conversation, DeviceSelf, ItemKind, MessageBatch, SaveCheckpoint, SendReply, Stored,
 };
 use pacerelle_relay::Config;
 
@@ -65,8 +65,22 @@ async fn everything_stored_survives_closing_and_reopening_the_database() {
         .get("/v1/device/conversation?wait=0", &phone.bearer)
         .await
         .ok();
-    let ids: Vec<&str> = conv.items.iter().map(|i| i.id.as_str()).collect();
-    assert_eq!(ids, ["p1", "p2", "p3", "r1"]);
+    // An update item (named here by its subject) says that p1 was processed.
+    let ids: Vec<(ItemKind, &str)> = conv
+        .items
+        .iter()
+        .map(|i| (i.kind, i.subject_id.as_deref().unwrap_or(&i.id)))
+        .collect();
+    assert_eq!(
+        ids,
+        [
+            (ItemKind::Message, "p1"),
+            (ItemKind::Message, "p2"),
+            (ItemKind::Message, "p3"),
+            (ItemKind::Update, "p1"),
+            (ItemKind::Reply, "r1")
+        ]
+    );
     let list: CheckpointList = relay.get("/v1/agent/checkpoints", &agent.bearer).await.ok();
     assert_eq!(list.checkpoints.len(), 1);
     // New items keep counting up from where the stream was.
