@@ -27,6 +27,14 @@ pub struct ServeArgs {
     /// The URL phones use to reach this relay, when it differs from the listening address (reverse proxy).
     #[arg(long, env = "PACERELLE_PUBLIC_URL")]
     public_url: Option<String>,
+    /// Contact for push services, sent with every Web Push (the VAPID `sub`): a mailto: or https: URL
+    /// (default: the public URL).
+    #[arg(long, env = "PACERELLE_PUSH_CONTACT", value_name = "URL")]
+    push_contact: Option<String>,
+    /// Accept push endpoints over plain http or on private, loopback or link-local addresses (tests, home
+    /// labs). Off by default: the relay would otherwise post to any address a device names.
+    #[arg(long)]
+    allow_private_push_endpoints: bool,
     /// Serve HTTPS with this certificate chain (PEM, the server's certificate first). A phone's browser runs
     /// the web app only over HTTPS. Needs --tls-key.
     #[arg(long, env = "PACERELLE_TLS_CERT", value_name = "FILE", requires = "tls_key")]
@@ -88,6 +96,9 @@ async fn start(args: &ServeArgs) -> Result<Started> {
         open_registration,
         registration_secret: args.registration_secret.clone(),
         public_url: args.public_url.clone(),
+        push_contact: args.push_contact.clone(),
+        allow_private_push_endpoints: args.allow_private_push_endpoints,
+        ..Default::default()
     })
     .await
     .with_context(|| format!("cannot open the relay's database in {}", data.display()))?;

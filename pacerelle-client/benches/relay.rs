@@ -24,6 +24,7 @@ async fn start() -> Bench {
         open_registration: true,
         registration_secret: None,
         public_url: None,
+        ..Default::default()
     })
     .await
     .expect("relay");

@@ -665,6 +665,7 @@ mod tests {
             open_registration: true,
             registration_secret: None,
             public_url: None,
+            ..Default::default()
         })
         .await
         .expect("relay");

@@ -103,6 +103,8 @@ pub mod code {
     pub const FORBIDDEN: &str = "forbidden";
     /// The device was revoked.
     pub const DEVICE_REVOKED: &str = "device_revoked";
+    /// A push endpoint that is not https, or whose host is a private, loopback or link-local address.
+    pub const PUSH_ENDPOINT_FORBIDDEN: &str = "push_endpoint_forbidden";
     /// Registration needs the relay's registration secret.
     pub const REGISTRATION_CLOSED: &str = "registration_closed";
     /// The id is already taken by another agent.

@@ -23,6 +23,7 @@ async fn serve(dir: &std::path::Path, addr: SocketAddr) -> (Served, SocketAddr) 
         open_registration: true,
         registration_secret: None,
         public_url: None,
+        ..Default::default()
     })
     .await
     .expect("relay opens");

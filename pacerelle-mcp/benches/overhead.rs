@@ -93,6 +93,7 @@ fn main() {
             open_registration: true,
             registration_secret: None,
             public_url: None,
+            ..Default::default()
         })
         .await
         .expect("relay");

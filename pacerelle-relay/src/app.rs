@@ -11,7 +11,7 @@ use tower_http::trace::TraceLayer;
 use crate::config::Config;
 use crate::presence::Activity;
 use crate::ratelimit::RateLimiter;
-use crate::routes::{agent, device, health, messages, pairing, questions, session, webhook};
+use crate::routes::{agent, device, health, messages, pairing, push, questions, session, webhook};
 use crate::store::Store;
 use crate::wake::{Shutdown, Wakes};
 use crate::webhook::WebhookSettings;
@@ -31,6 +31,8 @@ pub(crate) struct Inner {
     pub webhook_kick: Arc<tokio::sync::Notify>,
     /// Wakes the expirer (a question was created, or the relay is stopping).
     pub expiry_kick: Arc<tokio::sync::Notify>,
+    /// The relay's VAPID key (`push.key`): signs Web Push requests.
+    pub vapid: Arc<pacerelle_core::webpush::VapidKey>,
     /// The deliverer and the expirer, awaited when the relay stops.
     pub background: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
@@ -42,6 +44,7 @@ impl Inner {
         self.shutdown.trigger();
         self.webhook_kick.notify_one();
         self.expiry_kick.notify_one();
+        self.wakes.any.notify_one();
         let tasks = std::mem::take(
             &mut *self
                 .background
@@ -105,6 +108,8 @@ pub(crate) fn app(state: AppState) -> Router {
         .route("/v1/device/messages", post(messages::send))
         .route("/v1/device/conversation", get(messages::conversation))
         .route("/v1/device/status", get(device::status))
+        .route("/v1/device/push", post(push::subscribe).delete(push::unsubscribe))
+        .route("/v1/push/key", get(push::key))
         .route("/v1/device/questions", get(questions::for_device))
         .route(
             "/v1/device/questions/{question_id}/answer",

@@ -15,6 +15,14 @@ pub struct Config {
     /// The URL at which phones reach this relay, when it differs from the address it listens on (behind a
     /// reverse proxy). Pairing links are made on the agent side; the relay only reports this URL in its log.
     pub public_url: Option<String>,
+    /// The VAPID `sub` of Web Push requests: a `mailto:` or `https:` URL where push services can reach the
+    /// operator (`--push-contact`). Default: the public URL.
+    pub push_contact: Option<String>,
+    /// Whether push endpoints may be `http` or resolve to private, loopback or link-local addresses
+    /// (`--allow-private-push-endpoints`: tests and home labs). Off by default (SSRF).
+    pub allow_private_push_endpoints: bool,
+    /// How pushes are delivered (tests shorten the delays).
+    pub push: crate::push::PushSettings,
 }
 
 impl Config {
@@ -37,6 +45,9 @@ impl std::fmt::Debug for Config {
                 &self.registration_secret.as_ref().map(|_| "…"),
             )
             .field("public_url", &self.public_url)
+            .field("push_contact", &self.push_contact)
+            .field("allow_private_push_endpoints", &self.allow_private_push_endpoints)
+            .field("push", &self.push)
             .finish()
     }
 }

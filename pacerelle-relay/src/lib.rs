@@ -9,6 +9,7 @@ mod error;
 mod expiry;
 mod extract;
 mod presence;
+mod push;
 mod ratelimit;
 mod routes;
 mod store;
@@ -31,6 +32,7 @@ pub use acme::{
 pub use at_rest::{FILE_MODE, FOLDER_MODE, prepare_data_folder};
 pub use config::Config;
 pub use error::{Error, StoreError};
+pub use push::PushSettings;
 pub use tls::TlsConfig;
 pub use webhook::WebhookSettings;
 
@@ -70,7 +72,17 @@ impl Relay {
         if !config.open_registration && config.registration_secret.as_deref().is_some_and(str::is_empty) {
             return Err(Error::Config("the registration secret is empty".into()));
         }
+        if let Some(contact) = &config.push_contact
+            && !(contact.starts_with("mailto:") || contact.starts_with("https://"))
+        {
+            return Err(Error::Config(format!(
+                "the push contact must be a mailto: or https:// URL, not {contact:?}"
+            )));
+        }
         let store = Store::open(&config.database_path).await?;
+        let vapid = Arc::new(push::load_or_create_vapid(&at_rest::folder_of(
+            &config.database_path,
+        ))?);
         store.sweep(Timestamp::now()).await?;
         let inner = Arc::new(Inner {
             config,
@@ -82,6 +94,7 @@ impl Relay {
             webhooks,
             webhook_kick: Default::default(),
             expiry_kick: Default::default(),
+            vapid,
             background: Default::default(),
         });
         tokio::spawn(sweeper(Arc::downgrade(&inner)));
@@ -91,6 +104,7 @@ impl Relay {
                 Arc::downgrade(&inner),
                 inner.webhook_kick.clone(),
             )),
+            tokio::spawn(push::deliverer(Arc::downgrade(&inner))),
         ];
         *inner
             .background

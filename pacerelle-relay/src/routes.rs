@@ -5,6 +5,7 @@ pub(crate) mod device;
 pub(crate) mod health;
 pub(crate) mod messages;
 pub(crate) mod pairing;
+pub(crate) mod push;
 pub(crate) mod questions;
 pub(crate) mod session;
 pub(crate) mod webhook;

@@ -25,6 +25,9 @@ pub(crate) enum Topic {
 #[derive(Debug, Default)]
 pub(crate) struct Wakes {
     topics: Mutex<HashMap<Topic, watch::Sender<u64>>>,
+    /// Notified at every publication, whatever its topic: the push deliverer listens (a commit may have
+    /// queued pushes). Also notified when the relay stops.
+    pub(crate) any: std::sync::Arc<tokio::sync::Notify>,
 }
 
 impl Wakes {
@@ -54,6 +57,7 @@ impl Wakes {
         if let Some(tx) = self.lock().get(topic) {
             tx.send_replace(seq);
         }
+        self.any.notify_one();
     }
 
     /// Topics with a subscriber now.

@@ -59,12 +59,15 @@ impl Default for WebhookSettings {
 impl WebhookSettings {
     /// The wait before the next attempt, after `attempts` failed ones (1 or more).
     pub(crate) fn backoff(&self, attempts: u32) -> Duration {
-        let doublings = attempts.saturating_sub(1).min(31);
-        self.backoff_base
-            .checked_mul(1u32 << doublings)
-            .unwrap_or(self.backoff_max)
-            .min(self.backoff_max)
+        doubling(self.backoff_base, self.backoff_max, attempts)
     }
+}
+
+/// The wait before the next attempt of an outbox (webhooks, pushes) after `attempts` failed ones (1 or more):
+/// `base`, doubling after each further failure, at most `max`.
+pub(crate) fn doubling(base: Duration, max: Duration, attempts: u32) -> Duration {
+    let doublings = attempts.saturating_sub(1).min(31);
+    base.checked_mul(1u32 << doublings).unwrap_or(max).min(max)
 }
 
 /// The value of the signature header: `t=<unix seconds>,v1=<lowercase hex HMAC-SHA256(secret, "<t>." ‖ body)>`.

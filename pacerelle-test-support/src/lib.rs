@@ -56,6 +56,9 @@ impl TestRelay {
             open_registration: true,
             registration_secret: None,
             public_url: None,
+            // Push endpoints of tests are local push services on 127.0.0.1.
+            allow_private_push_endpoints: true,
+            ..Default::default()
         })
         .await
         .expect("relay opens");

@@ -26,6 +26,7 @@ mod checkpoints;
 mod device;
 mod messages;
 mod pairing;
+pub(crate) mod push;
 mod questions;
 mod roster;
 mod session;

@@ -54,6 +54,7 @@ impl SqliteStore {
         let row: Option<DeviceRow> = self
             .write(move |conn| {
                 Box::pin(async move {
+                    super::push::drop_device(conn, &agent_id, &device_id).await?;
                     Ok(sqlx::query_as(
                         "UPDATE devices SET revoked_at = COALESCE(revoked_at, ?3)
                          WHERE agent_id = ?1 AND device_id = ?2

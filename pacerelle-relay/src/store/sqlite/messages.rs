@@ -315,6 +315,7 @@ impl SqliteStore {
                     .execute(&mut *conn)
                     .await?;
                 }
+                super::push::enqueue(conn, &agent_id, seq, now).await?;
                 Ok(ReplyPut::Stored(Stored {
                     id: reply_id,
                     cursor: cursor(seq),

@@ -294,6 +294,7 @@ impl SqliteStore {
                 .bind(record.expires_at.millis())
                 .execute(&mut *conn)
                 .await?;
+                super::push::enqueue(conn, &agent_id, seq, now).await?;
                 let view = row_at(conn, seq).await?.view(now)?;
                 Ok(ItemPut::Stored(view, true))
             })
@@ -624,6 +625,7 @@ impl SqliteStore {
                 .fetch_one(&mut *conn)
                 .await?;
                 insert_envelopes(conn, seq, &envelopes).await?;
+                super::push::enqueue(conn, &agent_id, seq, now).await?;
                 Ok(ItemPut::Stored(
                     Stored {
                         id: notification_id,

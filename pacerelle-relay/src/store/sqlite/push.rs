@@ -1,0 +1,345 @@
+//! Web Push subscriptions and the push outbox (`docs/push.md`, migration `0006_push.sql`).
+//!
+//! [`enqueue`] is called inside the write transaction that stores an item (a question, a reply, a
+//! notification, an `update`), so the item and its pushes commit together. The deliverer ([`crate::push`])
+//! reads due rows with [`SqliteStore::due_pushes`] and records each outcome in its own committed write: a
+//! push the push service accepted is deleted, so it is never sent again.
+
+use pacerelle_core::Timestamp;
+use sqlx::SqliteConnection;
+
+use super::{Result, SqliteStore, ts};
+
+/// Subscriptions one device may hold.
+pub(crate) const MAX_PER_DEVICE: i64 = 10;
+/// TTL of reply and notification pushes.
+const TTL_NORMAL_MS: i64 = 86_400_000;
+/// TTL of the push that closes a question.
+const TTL_UPDATE_MS: i64 = 3_600_000;
+
+/// Outcome of registering a subscription.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PushPut {
+    /// A new subscription (or one moved from another device), created at this time.
+    Created(Timestamp),
+    /// This device had it already: its keys were replaced. When it was first registered.
+    Replaced(Timestamp),
+    /// The device already holds [`MAX_PER_DEVICE`] subscriptions.
+    TooMany,
+}
+
+/// A push due for an attempt, with its subscription.
+#[derive(Debug, Clone)]
+pub(crate) struct DuePush {
+    pub push_id: i64,
+    pub subscription_id: i64,
+    pub endpoint: String,
+    pub p256dh: Vec<u8>,
+    pub auth: Vec<u8>,
+    pub agent_id: String,
+    pub device_id: String,
+    pub item_seq: i64,
+    pub kind: String,
+    pub urgency: String,
+    pub topic: Option<String>,
+    pub expires_at: Timestamp,
+    pub attempts: u32,
+}
+
+/// Queues the pushes of the item at `seq` (just inserted by the caller, in the same transaction): one per
+/// subscription of each active device that the item (or, for an `update`, its question) is sealed for. A
+/// task's `update` (processed) and items of other kinds push nothing. Returns how many were queued.
+pub(crate) async fn enqueue(
+    conn: &mut SqliteConnection,
+    agent_id: &str,
+    seq: i64,
+    now: Timestamp,
+) -> Result<u64> {
+    let item: Option<(String, String, Option<i64>)> =
+        sqlx::query_as("SELECT kind, item_id, subject_seq FROM items WHERE seq = ?1 AND agent_id = ?2")
+            .bind(seq)
+            .bind(agent_id)
+            .fetch_optional(&mut *conn)
+            .await?;
+    let Some((kind, item_id, subject_seq)) = item else {
+        return Ok(0);
+    };
+    let now_ms = now.millis();
+    // (whose envelopes name the recipients, urgency, topic, expiry)
+    let (recipients_of, urgency, topic, expires_at) = match kind.as_str() {
+        "question" => {
+            let expires: Option<i64> =
+                sqlx::query_scalar("SELECT expires_at FROM questions WHERE item_seq = ?1")
+                    .bind(seq)
+                    .fetch_optional(&mut *conn)
+                    .await?;
+            let Some(expires) = expires else {
+                return Ok(0);
+            };
+            // A TTL of at least one second.
+            let expires = expires.max(now_ms.saturating_add(1000));
+            (
+                seq,
+                "high",
+                Some(pacerelle_core::webpush::topic(&item_id)),
+                expires,
+            )
+        }
+        "reply" | "notification" => (seq, "normal", None, now_ms.saturating_add(TTL_NORMAL_MS)),
+        "update" => {
+            let Some(subject_seq) = subject_seq else {
+                return Ok(0);
+            };
+            let subject: Option<(String, String)> =
+                sqlx::query_as("SELECT kind, item_id FROM items WHERE seq = ?1 AND agent_id = ?2")
+                    .bind(subject_seq)
+                    .bind(agent_id)
+                    .fetch_optional(&mut *conn)
+                    .await?;
+            match subject {
+                Some((subject_kind, question_id)) if subject_kind == "question" => (
+                    subject_seq,
+                    "high",
+                    Some(pacerelle_core::webpush::topic(&question_id)),
+                    now_ms.saturating_add(TTL_UPDATE_MS),
+                ),
+                _ => return Ok(0),
+            }
+        }
+        _ => return Ok(0),
+    };
+    let queued = sqlx::query(
+        "INSERT INTO push_outbox (subscription_id, agent_id, device_id, item_seq, kind, urgency, topic,
+                                  expires_at, created_at, next_attempt_at)
+         SELECT s.subscription_id, s.agent_id, s.device_id, ?2, ?3, ?4, ?5, ?6, ?7, ?7
+         FROM push_subscriptions s JOIN devices d ON d.device_id = s.device_id
+         WHERE s.agent_id = ?1 AND d.revoked_at IS NULL
+           AND s.device_id IN (SELECT device_id FROM item_envelopes WHERE item_seq = ?8)
+         ON CONFLICT (subscription_id, item_seq) DO NOTHING",
+    )
+    .bind(agent_id)
+    .bind(seq)
+    .bind(&kind)
+    .bind(urgency)
+    .bind(&topic)
+    .bind(expires_at)
+    .bind(now_ms)
+    .bind(recipients_of)
+    .execute(&mut *conn)
+    .await?
+    .rows_affected();
+    Ok(queued)
+}
+
+/// Deletes every subscription of a device of this agent (and their queued pushes): call it in the write that
+/// revokes it.
+pub(crate) async fn drop_device(conn: &mut SqliteConnection, agent_id: &str, device_id: &str) -> Result<()> {
+    sqlx::query("DELETE FROM push_subscriptions WHERE agent_id = ?1 AND device_id = ?2")
+        .bind(agent_id)
+        .bind(device_id)
+        .execute(&mut *conn)
+        .await?;
+    Ok(())
+}
+
+impl SqliteStore {
+    /// Registers a subscription of this device, replaces its keys if the device has it already, or moves it
+    /// from another device (whose queued pushes to it are dropped).
+    pub(crate) async fn put_push_subscription(
+        &self,
+        agent_id: &str,
+        device_id: &str,
+        endpoint: &str,
+        p256dh: &[u8],
+        auth: &[u8],
+        now: Timestamp,
+    ) -> Result<PushPut> {
+        let (agent_id, device_id, endpoint) =
+            (agent_id.to_string(), device_id.to_string(), endpoint.to_string());
+        let (p256dh, auth) = (p256dh.to_vec(), auth.to_vec());
+        self.write(move |conn| {
+            Box::pin(async move {
+                let existing: Option<(String, i64)> = sqlx::query_as(
+                    "SELECT device_id, created_at FROM push_subscriptions WHERE endpoint = ?1",
+                )
+                .bind(&endpoint)
+                .fetch_optional(&mut *conn)
+                .await?;
+                if let Some((owner, created_at)) = existing
+                    && owner == device_id
+                {
+                    sqlx::query(
+                        "UPDATE push_subscriptions SET p256dh = ?2, auth = ?3, updated_at = ?4
+                             WHERE endpoint = ?1",
+                    )
+                    .bind(&endpoint)
+                    .bind(&p256dh)
+                    .bind(&auth)
+                    .bind(now.millis())
+                    .execute(&mut *conn)
+                    .await?;
+                    return Ok(PushPut::Replaced(ts(created_at)));
+                }
+                let count: i64 = sqlx::query_scalar(
+                    "SELECT COUNT(*) FROM push_subscriptions WHERE device_id = ?1 AND endpoint <> ?2",
+                )
+                .bind(&device_id)
+                .bind(&endpoint)
+                .fetch_one(&mut *conn)
+                .await?;
+                if count >= MAX_PER_DEVICE {
+                    return Ok(PushPut::TooMany);
+                }
+                sqlx::query("DELETE FROM push_subscriptions WHERE endpoint = ?1")
+                    .bind(&endpoint)
+                    .execute(&mut *conn)
+                    .await?;
+                sqlx::query(
+                    "INSERT INTO push_subscriptions (endpoint, agent_id, device_id, p256dh, auth, created_at,
+                                                     updated_at)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
+                )
+                .bind(&endpoint)
+                .bind(&agent_id)
+                .bind(&device_id)
+                .bind(&p256dh)
+                .bind(&auth)
+                .bind(now.millis())
+                .execute(&mut *conn)
+                .await?;
+                Ok(PushPut::Created(now))
+            })
+        })
+        .await
+    }
+
+    /// Removes a subscription of this device (nothing when it has none with this endpoint).
+    pub(crate) async fn delete_push_subscription(&self, device_id: &str, endpoint: &str) -> Result<bool> {
+        let (device_id, endpoint) = (device_id.to_string(), endpoint.to_string());
+        self.write(move |conn| {
+            Box::pin(async move {
+                let done =
+                    sqlx::query("DELETE FROM push_subscriptions WHERE device_id = ?1 AND endpoint = ?2")
+                        .bind(&device_id)
+                        .bind(&endpoint)
+                        .execute(&mut *conn)
+                        .await?;
+                Ok(done.rows_affected() > 0)
+            })
+        })
+        .await
+    }
+
+    /// Up to `limit` pushes due at `now`, the oldest first.
+    pub(crate) async fn due_pushes(&self, now: Timestamp, limit: u32) -> Result<Vec<DuePush>> {
+        #[derive(sqlx::FromRow)]
+        struct Row {
+            push_id: i64,
+            subscription_id: i64,
+            endpoint: String,
+            p256dh: Vec<u8>,
+            auth: Vec<u8>,
+            agent_id: String,
+            device_id: String,
+            item_seq: i64,
+            kind: String,
+            urgency: String,
+            topic: Option<String>,
+            expires_at: i64,
+            attempts: i64,
+        }
+        let rows: Vec<Row> = sqlx::query_as(
+            "SELECT o.push_id, o.subscription_id, s.endpoint, s.p256dh, s.auth, o.agent_id, o.device_id,
+                    o.item_seq, o.kind, o.urgency, o.topic, o.expires_at, o.attempts
+             FROM push_outbox o JOIN push_subscriptions s ON s.subscription_id = o.subscription_id
+             WHERE o.next_attempt_at <= ?1
+             ORDER BY o.next_attempt_at, o.push_id LIMIT ?2",
+        )
+        .bind(now.millis())
+        .bind(i64::from(limit))
+        .fetch_all(&self.read)
+        .await?;
+        Ok(rows
+            .into_iter()
+            .map(|r| DuePush {
+                push_id: r.push_id,
+                subscription_id: r.subscription_id,
+                endpoint: r.endpoint,
+                p256dh: r.p256dh,
+                auth: r.auth,
+                agent_id: r.agent_id,
+                device_id: r.device_id,
+                item_seq: r.item_seq,
+                kind: r.kind,
+                urgency: r.urgency,
+                topic: r.topic,
+                expires_at: ts(r.expires_at),
+                attempts: u32::try_from(r.attempts).unwrap_or(u32::MAX),
+            })
+            .collect())
+    }
+
+    /// When the next push is due, if any is queued.
+    pub(crate) async fn next_push_due(&self) -> Result<Option<Timestamp>> {
+        let at: Option<i64> = sqlx::query_scalar("SELECT MIN(next_attempt_at) FROM push_outbox")
+            .fetch_one(&self.read)
+            .await?;
+        Ok(at.map(ts))
+    }
+
+    /// Removes a push from the outbox: delivered (never sent again), expired, or given up.
+    pub(crate) async fn push_done(&self, push_id: i64) -> Result<()> {
+        self.write(move |conn| {
+            Box::pin(async move {
+                sqlx::query("DELETE FROM push_outbox WHERE push_id = ?1")
+                    .bind(push_id)
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    /// Records a failed attempt; the push is tried again at `next`.
+    pub(crate) async fn push_retry(
+        &self,
+        push_id: i64,
+        status: Option<u16>,
+        error: &str,
+        next: Timestamp,
+    ) -> Result<()> {
+        let error = error.to_string();
+        self.write(move |conn| {
+            Box::pin(async move {
+                sqlx::query(
+                    "UPDATE push_outbox SET attempts = attempts + 1, last_status = ?2, last_error = ?3,
+                                            next_attempt_at = ?4
+                     WHERE push_id = ?1",
+                )
+                .bind(push_id)
+                .bind(status.map(i64::from))
+                .bind(&error)
+                .bind(next.millis())
+                .execute(&mut *conn)
+                .await?;
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    /// Deletes a subscription the push service says is gone (404, 410), with its queued pushes.
+    pub(crate) async fn push_subscription_gone(&self, subscription_id: i64) -> Result<()> {
+        self.write(move |conn| {
+            Box::pin(async move {
+                sqlx::query("DELETE FROM push_subscriptions WHERE subscription_id = ?1")
+                    .bind(subscription_id)
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(())
+            })
+        })
+        .await
+    }
+}
