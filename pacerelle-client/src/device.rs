@@ -949,19 +949,24 @@ impl DeviceClient {
         self.inner.push.lock().map(|s| s.clone()).unwrap_or_default()
     }
 
-    /// The stored subscription for `endpoint`.
-    pub(crate) fn push_subscription(&self, endpoint: &str) -> Option<PushSubscriptionKeys> {
-        self.push_subscriptions()
-            .into_iter()
-            .find(|s| s.endpoint == endpoint)
-    }
-
-    /// Keeps a subscription, replacing the one for the same endpoint.
-    pub(crate) fn keep_push_subscription(&self, keys: PushSubscriptionKeys) {
-        if let Ok(mut subscriptions) = self.inner.push.lock() {
-            subscriptions.retain(|s| s.endpoint != keys.endpoint);
-            subscriptions.push(keys);
+    /// The subscription for `endpoint`, made by `new` (given how many there are) and kept when there is none,
+    /// in one step, so that two registrations at once keep the same keys; true when it was made now.
+    pub(crate) fn push_subscription_for(
+        &self,
+        endpoint: &str,
+        new: impl FnOnce(usize) -> Result<PushSubscriptionKeys>,
+    ) -> Result<(PushSubscriptionKeys, bool)> {
+        let mut subscriptions = self
+            .inner
+            .push
+            .lock()
+            .map_err(|_| Error::InvalidInput("push subscriptions unavailable".into()))?;
+        if let Some(known) = subscriptions.iter().find(|s| s.endpoint == endpoint) {
+            return Ok((known.clone(), false));
         }
+        let made = new(subscriptions.len())?;
+        subscriptions.push(made.clone());
+        Ok((made, true))
     }
 
     /// Forgets the subscription for `endpoint`.

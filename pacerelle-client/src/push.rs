@@ -196,17 +196,15 @@ impl DeviceClient {
     pub async fn register_push(&self, endpoint: &str) -> Result<PushKeys> {
         let endpoint = endpoint.trim();
         check_endpoint(endpoint)?;
-        let keys = match self.push_subscription(endpoint) {
-            Some(known) => known,
-            None => {
-                if self.push_subscriptions().len() >= MAX_PUSH_SUBSCRIPTIONS {
-                    return Err(Error::InvalidInput(format!(
-                        "a device holds at most {MAX_PUSH_SUBSCRIPTIONS} push subscriptions: unregister one first"
-                    )));
-                }
-                new_subscription(endpoint)?
+        // Kept before the request, so that a retry after an uncertain failure sends the same keys.
+        let (keys, new) = self.push_subscription_for(endpoint, |held| {
+            if held >= MAX_PUSH_SUBSCRIPTIONS {
+                return Err(Error::InvalidInput(format!(
+                    "a device holds at most {MAX_PUSH_SUBSCRIPTIONS} push subscriptions: unregister one first"
+                )));
             }
-        };
+            new_subscription(endpoint)
+        })?;
         let body = RegisterPush {
             endpoint,
             expiration_time: None,
@@ -215,19 +213,26 @@ impl DeviceClient {
                 auth: &keys.auth,
             },
         };
-        let _: PushRegistered = self
+        let sent: Result<PushRegistered> = self
             .http()
             .send(Req {
                 body: Some(&body),
                 ..self.device_req(Method::POST, "/v1/device/push")
             })
-            .await?;
-        let public = PushKeys {
-            p256dh: keys.p256dh.clone(),
-            auth: keys.auth.clone(),
-        };
-        self.keep_push_subscription(keys);
-        Ok(public)
+            .await;
+        match sent {
+            Ok(_) => Ok(PushKeys {
+                p256dh: keys.p256dh,
+                auth: keys.auth,
+            }),
+            Err(e) => {
+                // Refused: keys the relay never took are not kept.
+                if new && !e.is_transient() {
+                    self.forget_push_subscription(endpoint);
+                }
+                Err(e)
+            }
+        }
     }
 
     /// Removes the subscription for `endpoint` at the relay (also when the relay did not know it) and
@@ -322,7 +327,7 @@ impl DeviceClient {
 
 /// A new subscription for `endpoint`: a P-256 key pair and an auth secret drawn from the system's generator.
 fn new_subscription(endpoint: &str) -> Result<PushSubscriptionKeys> {
-    let keys = SubscriptionKeys::generate().map_err(|e| Error::InvalidInput(format!("push keys: {e}")))?;
+    let keys = SubscriptionKeys::generate().map_err(|_| Error::Crypto(CryptoError::Random))?;
     Ok(PushSubscriptionKeys {
         endpoint: endpoint.to_string(),
         p256dh: b64::encode(keys.public_key()),
@@ -468,7 +473,10 @@ mod tests {
         newer["state"] = json!("archived");
         assert!(matches!(
             device.open_push(&push_json(&device, &payload(&device, &newer))),
-            Ok(PushEvent::Fetch { kind: ItemKind::Update, .. })
+            Ok(PushEvent::Fetch {
+                kind: ItemKind::Update,
+                ..
+            })
         ));
     }
 
@@ -561,6 +569,35 @@ mod tests {
         let json = b64::decode(written.trim_start_matches("pcrdev1_")).expect("b64");
         let written: serde_json::Value = serde_json::from_slice(&json).expect("json");
         assert_eq!(written, old, "written back without a push field");
+    }
+
+    #[tokio::test]
+    async fn registering_keeps_one_key_pair_per_endpoint_and_at_most_ten() {
+        let (device, _) = device();
+        // The relay of these credentials is not listening: what is decided before the request shows.
+        let known = device.push_subscriptions()[0].clone();
+        assert!(device.register_push(ENDPOINT).await.is_err());
+        assert_eq!(
+            device.push_subscriptions(),
+            [known],
+            "a known endpoint keeps its keys"
+        );
+        // A new endpoint whose registration failed for a reason worth retrying keeps its keys for the retry.
+        assert!(device.register_push("https://push.example/up/2").await.is_err());
+        let second = device.push_subscription_for("https://push.example/up/2", |_| panic!("kept"));
+        assert!(matches!(second, Ok((_, false))));
+        for n in 3..=MAX_PUSH_SUBSCRIPTIONS {
+            let endpoint = format!("https://push.example/up/{n}");
+            device
+                .push_subscription_for(&endpoint, |_| new_subscription(&endpoint))
+                .expect("kept");
+        }
+        match device.register_push("https://push.example/up/11").await {
+            Err(Error::InvalidInput(reason)) => assert!(reason.contains("at most 10"), "{reason}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(device.push_subscriptions().len(), MAX_PUSH_SUBSCRIPTIONS);
+        assert_eq!(device.credentials_to_store().push.len(), MAX_PUSH_SUBSCRIPTIONS);
     }
 
     #[test]
