@@ -6,7 +6,8 @@ import java.util.concurrent.TimeUnit
 
 /**
  * A real relay with the echo agent, started once for the whole test run: `pacerelle serve` on 127.0.0.1:0
- * with a temporary database, an agent created by `pacerelle agent create`, and `echo-agent --takeover`.
+ * with a temporary database (and `--allow-private-push-endpoints`, for the push tests), an agent created by
+ * `pacerelle agent create`, and `echo-agent --takeover`.
  * Agent-side steps (pairing links, questions, revocations) run the `pacerelle` command, as a person would.
  */
 object TestRelay {
@@ -23,7 +24,11 @@ object TestRelay {
 
     init {
         Runtime.getRuntime().addShutdownHook(Thread { stop() })
-        val serve = ProcessBuilder(pacerelle, "serve", "--listen", "127.0.0.1:0", "--json", "--data", File(dir, "data").path)
+        // Private push endpoints allowed: the push tests' push service listens on 127.0.0.1.
+        val serve = ProcessBuilder(
+            pacerelle, "serve", "--listen", "127.0.0.1:0", "--json", "--data", File(dir, "data").path,
+            "--allow-private-push-endpoints",
+        )
             .redirectError(File(dir, "relay.log"))
             .start()
         processes += serve
