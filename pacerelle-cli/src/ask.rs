@@ -108,7 +108,10 @@ fn print_outcome(global: &Global, outcome: &AnswerOutcome) -> Result<()> {
                 .as_deref()
                 .or(outcome.answered_by.as_deref())
                 .unwrap_or("?");
-            let when = outcome.answered_at.map(|t| t.to_string()).unwrap_or_default();
+            let when = outcome
+                .device_answered_at
+                .map(|t| t.to_string())
+                .unwrap_or_default();
             eprintln!("answered by {who} at {when}");
         }
         (QuestionState::Expired, _, None) => {
@@ -215,6 +218,7 @@ mod tests {
             answered_by: None,
             answered_by_name: None,
             answered_at: None,
+            device_answered_at: None,
             expires_at: Timestamp(0),
             rejected: None,
         }

@@ -583,13 +583,33 @@ impl AgentClient {
     }
 }
 
-/// The reply id for a task, derived from its id: a supervised agent that replies with it never answers a
-/// redelivered task twice (the relay stores one reply per id).
-pub fn reply_id_for(message_id: &str) -> String {
-    format!(
-        "rep_{}",
-        &b64::encode(&pacerelle_core::keys::sha256(message_id.as_bytes()))[..22]
-    )
+/// The one rule for a reply's id, derived so that sending a reply again stores it once (the relay keeps one
+/// reply per id):
+/// - `None`: the task's one final reply, derived from the task's id alone; a supervised agent ([`Runner`])
+///   that replies with it never answers a redelivered task twice, whatever its handler says the second time;
+/// - `Some(text)`: one reply among several to the task (the MCP server's `reply`), derived from the task's id
+///   and the text, so the same text sent twice is stored once and a different one is a new reply.
+///
+/// [`Runner`]: crate::Runner
+pub fn reply_id_for(message_id: &str, text: Option<&str>) -> String {
+    match text {
+        None => format!(
+            "{}_{}",
+            ids::REPLY,
+            &b64::encode(&pacerelle_core::keys::sha256(message_id.as_bytes()))[..22]
+        ),
+        Some(text) => {
+            let mut input = Vec::with_capacity(message_id.len() + 1 + text.len());
+            input.extend_from_slice(message_id.as_bytes());
+            input.push(0);
+            input.extend_from_slice(text.as_bytes());
+            format!(
+                "{}_{}",
+                ids::REPLY,
+                &b64::encode(&pacerelle_core::keys::sha256(&input))[..26]
+            )
+        }
+    }
 }
 
 /// Refuses empty text and text over [`pacerelle_core::message::MAX_TEXT_BYTES`].
@@ -624,6 +644,27 @@ async fn heartbeat_loop(inner: std::sync::Weak<Inner>, session_id: String) {
                 return;
             }
             Err(e) => tracing::debug!(error = %e, "heartbeat failed; will try again"),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_reply_id_rule_final_and_per_text() {
+        let last = reply_id_for("msg_1", None);
+        assert_eq!(last, reply_id_for("msg_1", None));
+        assert_ne!(last, reply_id_for("msg_2", None));
+        let a = reply_id_for("msg_1", Some("done"));
+        assert_eq!(a, reply_id_for("msg_1", Some("done")));
+        assert_ne!(a, reply_id_for("msg_1", Some("done!")));
+        assert_ne!(a, reply_id_for("msg_2", Some("done")));
+        assert_ne!(a, last);
+        for id in [&a, &last] {
+            ids::validate("reply id", id).expect("valid id");
+            assert!(id.starts_with("rep_"));
         }
     }
 }

@@ -60,8 +60,11 @@ pub struct AuditEntry {
     pub answered_by: Option<String>,
     /// That device's name.
     pub answered_by_name: Option<String>,
-    /// When the person answered (device clock).
+    /// When the relay accepted the answer (the relay's clock), beside a device whose answer opened.
     pub answered_at: Option<Timestamp>,
+    /// When the person answered, by the answering device's clock, as sealed in its answer.
+    #[serde(default)]
+    pub device_answered_at: Option<Timestamp>,
     /// When the question expires or expired.
     pub expires_at: Timestamp,
     /// When it was asked.
@@ -99,7 +102,7 @@ pub fn write_jsonl<W: Write>(entries: &[AuditEntry], mut writer: W) -> Result<us
 }
 
 /// The columns of [`write_csv`], in order.
-pub const CSV_COLUMNS: [&str; 15] = [
+pub const CSV_COLUMNS: [&str; 16] = [
     "questionId",
     "kind",
     "state",
@@ -115,6 +118,7 @@ pub const CSV_COLUMNS: [&str; 15] = [
     "createdAt",
     "closedAt",
     "rejected",
+    "deviceAnsweredAt",
 ];
 
 /// Writes entries as CSV with a header row ([`CSV_COLUMNS`]); options are joined by ` | `, times are
@@ -141,6 +145,7 @@ pub fn write_csv<W: Write>(entries: &[AuditEntry], writer: W) -> Result<usize> {
             e.created_at.to_rfc3339(),
             time(e.closed_at),
             e.rejected.clone().unwrap_or_default(),
+            time(e.device_answered_at),
         ])
         .map_err(csv_error)?;
     }
@@ -166,6 +171,7 @@ impl AgentClient {
             answered_by: None,
             answered_by_name: None,
             answered_at: None,
+            device_answered_at: None,
             expires_at: view.expires_at,
             created_at: view.created_at,
             closed_at: view.closed_at,
@@ -195,12 +201,11 @@ impl AgentClient {
         entry.state = verdict.state;
         entry.approved = verdict.approved;
         entry.answer = verdict.answer.as_ref().map(answer_text);
-        entry.answered_by_name = match (&verdict.answered_by, &view.answered_by) {
-            (Some(a), Some(b)) if a == b => view.answered_by_name.clone(),
-            _ => None,
-        };
+        let opened = matches!((&verdict.answered_by, &view.answered_by), (Some(a), Some(b)) if a == b);
+        entry.answered_by_name = view.answered_by_name.clone().filter(|_| opened);
+        entry.answered_at = view.answered_at.filter(|_| opened);
         entry.answered_by = verdict.answered_by;
-        entry.answered_at = verdict.answered_at;
+        entry.device_answered_at = verdict.answered_at;
         entry.rejected = verdict.rejected.map(str::to_string);
         entry
     }
@@ -294,6 +299,7 @@ mod tests {
             answered_by: Some("dv_1".into()),
             answered_by_name: Some("Ana's phone".into()),
             answered_at: Some(Timestamp(1_000)),
+            device_answered_at: Some(Timestamp(999)),
             expires_at: Timestamp(2_000),
             created_at: Timestamp(500),
             closed_at: Some(Timestamp(1_001)),
@@ -337,5 +343,13 @@ mod tests {
         assert_eq!(&row[2], "answered");
         assert_eq!(&row[3], "true");
         assert_eq!(&row[11], "1970-01-01T00:00:02.000Z");
+        assert_eq!(
+            &row[10], "1970-01-01T00:00:01.000Z",
+            "answeredAt: the relay's clock"
+        );
+        assert_eq!(
+            &row[15], "1970-01-01T00:00:00.999Z",
+            "deviceAnsweredAt: the phone's clock"
+        );
     }
 }

@@ -138,6 +138,15 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
+    /// Worth trying again after a pause: the relay is unreachable, restarting, busy or failing inside. The
+    /// one rule of the loops that wait out an outage (the [`Runner`](crate::Runner), the MCP server's waits).
+    pub fn worth_retrying(self) -> bool {
+        matches!(
+            self,
+            ErrorKind::Unavailable | ErrorKind::RateLimited | ErrorKind::Internal
+        )
+    }
+
     /// The kind of a relay error code (and of the codes the client raises itself).
     pub fn of_code(code: &str) -> ErrorKind {
         use pacerelle_core::wire::code as c;

@@ -196,7 +196,7 @@ impl Ruling {
         let reason = match conclusion {
             Conclusion::Approved => {
                 let when = outcome
-                    .answered_at
+                    .device_answered_at
                     .map(|t| format!(" at {t}"))
                     .unwrap_or_default();
                 format!("approved on the phone by {who}{when}")
@@ -507,6 +507,7 @@ mod tests {
             answered_by: answer.as_ref().map(|_| "dv_1".into()),
             answered_by_name: answer.as_ref().map(|_| "phone".into()),
             answered_at: None,
+            device_answered_at: None,
             answer,
             expires_at: Timestamp(0),
             rejected: None,

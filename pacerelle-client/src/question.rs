@@ -22,12 +22,16 @@ use serde::{Deserialize, Serialize};
 use crate::agent::{AgentClient, check_text};
 use crate::error::{Error, Result};
 use crate::http::Req;
+use crate::runner::Backoff;
 
 /// Most bytes of a question's text plus its details (the sealed copies must fit in one request).
 pub const MAX_QUESTION_BYTES: usize = pacerelle_core::message::MAX_TEXT_BYTES;
-/// Pause after the relay could not be reached during a wait, doubled up to [`MAX_RETRY_PAUSE`].
-const FIRST_RETRY_PAUSE: Duration = Duration::from_millis(500);
-const MAX_RETRY_PAUSE: Duration = Duration::from_secs(5);
+/// The pauses while the relay cannot be reached during a wait: the client's one [`Backoff`], from 500 ms
+/// doubling up to 5 s (with its jitter).
+const WAIT_BACKOFF: Backoff = Backoff {
+    first: Duration::from_millis(500),
+    max: Duration::from_secs(5),
+};
 
 /// A question to ask the owner.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -51,6 +55,58 @@ pub struct QuestionRequest {
 }
 
 impl QuestionRequest {
+    /// Checks the request as `ask_user` will, with messages to show as they are (every adapter does): the
+    /// text and details, the options of a choice (2 to 20, not blank, distinct) and only of a choice, the
+    /// expiry (1 s to 7 days), the id, and the size.
+    pub fn check(&self) -> Result<()> {
+        check_text("a question", &self.question)?;
+        if let Some(details) = self.details.as_deref().filter(|d| !d.trim().is_empty()) {
+            check_text("a question's details", details)?;
+        }
+        let invalid = |text: String| Err(Error::InvalidInput(text));
+        match self.kind {
+            QuestionKind::Choice => {
+                let n = self.options.len();
+                if !(2..=question::MAX_OPTIONS).contains(&n) {
+                    return invalid(format!(
+                        "a choice question needs 2 to {} options (got {n})",
+                        question::MAX_OPTIONS
+                    ));
+                }
+                if self.options.iter().any(|o| o.trim().is_empty()) {
+                    return invalid("options must not be blank".into());
+                }
+                let mut seen = std::collections::HashSet::new();
+                if let Some(twice) = self.options.iter().find(|o| !seen.insert(o.as_str())) {
+                    return invalid(format!("options must be distinct ({twice:?} is given twice)"));
+                }
+            }
+            QuestionKind::YesNo | QuestionKind::Text => {
+                let kind = self.kind.as_str();
+                if !self.options.is_empty() {
+                    return invalid(format!("options are only for kind \"choice\", not \"{kind}\""));
+                }
+                if self.multiple {
+                    return invalid(format!("multiple is only for kind \"choice\", not \"{kind}\""));
+                }
+            }
+        }
+        if self.expires_in < Duration::from_secs(1)
+            || self.expires_in > Duration::from_secs(question::MAX_EXPIRES_SECONDS)
+        {
+            return invalid("a question expires between 1 second and 7 days from now".into());
+        }
+        if let Some(id) = &self.question_id {
+            ids::validate("question id", id)?;
+        }
+        let size = self.question.len() + self.details.as_deref().map_or(0, str::len);
+        let options: usize = self.options.iter().map(String::len).sum();
+        if size + options > MAX_QUESTION_BYTES {
+            return invalid("a question with its details and options is at most 64 KiB of text".into());
+        }
+        Ok(())
+    }
+
     /// A yes/no question expiring in 10 minutes.
     pub fn yes_no(question: impl Into<String>) -> Self {
         QuestionRequest {
@@ -137,8 +193,12 @@ pub struct AnswerOutcome {
     pub answered_by: Option<String>,
     /// That device's name, as the relay reports it.
     pub answered_by_name: Option<String>,
-    /// When the person answered (by the device's clock).
+    /// When the relay accepted the answer (the relay's clock, as the phone and the relay API show it), beside
+    /// a device whose answer opened.
     pub answered_at: Option<Timestamp>,
+    /// When the person answered, by the answering device's clock, as sealed in its answer.
+    #[serde(default)]
+    pub device_answered_at: Option<Timestamp>,
     /// When the question expires.
     pub expires_at: Timestamp,
     /// Why an answer the relay reported was not accepted: the question is not approved, whatever it says.
@@ -223,19 +283,17 @@ impl AgentClient {
             Roster::empty(&self.inner.agent_id)
         };
         let verdict = self.judge(view, &own, |device| roster.may_approve(device));
-        // The name is metadata in clear: shown only beside a device whose answer opened.
-        let answered_by_name = match (&verdict.answered_by, &view.answered_by) {
-            (Some(a), Some(b)) if a == b => view.answered_by_name.clone(),
-            _ => None,
-        };
+        // The name and the relay's time are metadata in clear: shown only beside a device whose answer opened.
+        let opened = matches!((&verdict.answered_by, &view.answered_by), (Some(a), Some(b)) if a == b);
         Ok(AnswerOutcome {
             question_id: view.question_id.clone(),
             state: verdict.state,
             approved: verdict.approved,
             answer: verdict.answer,
             answered_by: verdict.answered_by,
-            answered_by_name,
-            answered_at: verdict.answered_at,
+            answered_by_name: view.answered_by_name.clone().filter(|_| opened),
+            answered_at: view.answered_at.filter(|_| opened),
+            device_answered_at: verdict.answered_at,
             expires_at: own.payload.expires_at,
             rejected: verdict.rejected.map(str::to_string),
         })
@@ -258,28 +316,11 @@ impl AgentClient {
     /// Fails with code `no_device` when no owner device is paired, and with [`Error::InvalidInput`] for a
     /// malformed question.
     pub async fn ask_user(&self, request: QuestionRequest) -> Result<Asked> {
-        let question_id = match &request.question_id {
-            Some(id) => {
-                ids::validate("question id", id)?;
-                id.clone()
-            }
-            None => ids::generate(ids::QUESTION),
-        };
-        if request.expires_in < Duration::from_secs(1)
-            || request.expires_in > Duration::from_secs(question::MAX_EXPIRES_SECONDS)
-        {
-            return Err(Error::InvalidInput(
-                "a question expires between 1 second and 7 days from now".into(),
-            ));
-        }
-        check_text("a question", &request.question)?;
-        let size = request.question.len() + request.details.as_deref().map_or(0, str::len);
-        let options: usize = request.options.iter().map(String::len).sum();
-        if size + options > MAX_QUESTION_BYTES {
-            return Err(Error::InvalidInput(
-                "a question with its details and options is at most 64 KiB of text".into(),
-            ));
-        }
+        request.check()?;
+        let question_id = request
+            .question_id
+            .clone()
+            .unwrap_or_else(|| ids::generate(ids::QUESTION));
         let expires_at = Timestamp::now().plus_millis(request.expires_in.as_millis() as i64);
         let mut payload = QuestionPayload {
             question: request.question,
@@ -408,7 +449,7 @@ impl AgentClient {
         asked: &Asked,
         deadline: tokio::time::Instant,
     ) -> Result<AnswerOutcome> {
-        let mut pause = FIRST_RETRY_PAUSE;
+        let mut pauses = WAIT_BACKOFF.delays();
         let mut last: Option<AnswerOutcome> = None;
         loop {
             let to_expiry = Duration::from_millis(
@@ -422,7 +463,7 @@ impl AgentClient {
                 .await
             {
                 Ok(outcome) => {
-                    pause = FIRST_RETRY_PAUSE;
+                    pauses = WAIT_BACKOFF.delays();
                     // Past the expiry the verdict is `expired` (final) unless an answer in time opened.
                     if outcome.is_final() || tokio::time::Instant::now() >= deadline {
                         return Ok(outcome);
@@ -445,8 +486,8 @@ impl AgentClient {
                             _ => Err(e),
                         };
                     }
+                    let pause = pauses.next().unwrap_or(WAIT_BACKOFF.max);
                     tokio::time::sleep(pause.min(wait).max(Duration::from_millis(50))).await;
-                    pause = (pause * 2).min(MAX_RETRY_PAUSE);
                 }
                 Err(e) => return Err(e),
             }
@@ -542,6 +583,7 @@ mod tests {
             answered_by: None,
             answered_by_name: None,
             answered_at: None,
+            device_answered_at: None,
             expires_at: Timestamp(0),
             rejected: Some("x".into()),
         };

@@ -51,6 +51,35 @@ impl Default for Backoff {
 }
 
 impl Backoff {
+    /// Runs `call` until it succeeds, fails in a way no retry fixes, or the next pause would end after
+    /// `deadline`, pausing by these delays while `again` says the error is worth another try (the runner's
+    /// rule: [`ErrorKind::worth_retrying`]). Returns the last result. For waits bounded by a caller's time,
+    /// such as the MCP server's `wait_for_messages` across a relay restart.
+    pub async fn retry_until<T, E, F, Fut>(
+        &self,
+        deadline: tokio::time::Instant,
+        mut call: F,
+        again: impl Fn(&E) -> bool,
+    ) -> std::result::Result<T, E>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = std::result::Result<T, E>>,
+    {
+        let mut delays = self.delays();
+        loop {
+            match call().await {
+                Err(e) if again(&e) => {
+                    let pause = delays.next().unwrap_or(self.max);
+                    if tokio::time::Instant::now() + pause >= deadline {
+                        return Err(e);
+                    }
+                    tokio::time::sleep(pause).await;
+                }
+                other => return other,
+            }
+        }
+    }
+
     /// An endless sequence of pauses; start a new one after a success.
     pub fn delays(&self) -> impl Iterator<Item = Duration> + Send + use<> {
         let first = self.first.min(self.max);
@@ -593,7 +622,7 @@ impl Runner {
         let Some(text) = reply.filter(|t| !t.trim().is_empty()) else {
             return Ok(());
         };
-        let reply_id = reply_id_for(message_id);
+        let reply_id = reply_id_for(message_id, None);
         match self
             .settle(stop, || self.agent.reply(message_id, &text, Some(&reply_id)))
             .await
@@ -617,7 +646,7 @@ impl Runner {
         stop: &CancellationToken,
     ) -> std::result::Result<(), Halt> {
         let text = format!("Sorry, this task could not be handled and was set aside: {reason}.");
-        let reply_id = reply_id_for(message_id);
+        let reply_id = reply_id_for(message_id, None);
         let unreplied = match self
             .settle(stop, || self.agent.reply(message_id, &text, Some(&reply_id)))
             .await
@@ -696,10 +725,7 @@ async fn until<T>(stop: &CancellationToken, future: impl Future<Output = T>) -> 
 
 /// Worth trying again later: the relay is unreachable, restarting, busy or failing inside.
 fn retryable(e: &Error) -> bool {
-    matches!(
-        e.kind(),
-        ErrorKind::Unavailable | ErrorKind::RateLimited | ErrorKind::Internal
-    )
+    e.kind().worth_retrying()
 }
 
 /// No retry can fix it, for any task: the loop ends with it.

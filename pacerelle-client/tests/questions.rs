@@ -80,8 +80,11 @@ async fn a_yes_from_the_device_is_approved_with_its_author_and_time() {
         Some(device.credentials().device_id.as_str())
     );
     assert_eq!(outcome.answered_by_name.as_deref(), Some("test phone"));
-    let at = outcome.answered_at.expect("answered at");
+    // Two clocks, two names: the relay's acceptance and the phone's own time, sealed in the answer.
+    let at = outcome.answered_at.expect("answered at (relay)");
     assert!(at >= before && at < outcome.expires_at);
+    let device_at = outcome.device_answered_at.expect("answered at (device)");
+    assert!(device_at >= before && device_at <= at);
     assert!(outcome.rejected.is_none());
 
     // Reading it again gives the same verdict; answering again from another state is refused.

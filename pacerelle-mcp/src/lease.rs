@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use pacerelle_client::core::wire::{LeaseHolder, code};
-use pacerelle_client::{AgentClient, Error, SessionInfo};
+use pacerelle_client::core::wire::LeaseHolder;
+use pacerelle_client::{AgentClient, Error, ErrorKind, SessionInfo};
 use schemars::JsonSchema;
 use serde::Serialize;
 
@@ -93,7 +93,7 @@ impl Lease {
                 state.refused_by = None;
                 Ok(())
             }
-            Err(e) if e.code() == Some(code::AGENT_IN_USE) => {
+            Err(e) if e.kind() == ErrorKind::AgentInUse => {
                 let holder = holder_of(&e);
                 tracing::warn!(holder = %holder.host, "another session holds the agent's lease");
                 state.refused_by = Some(holder.clone());
@@ -161,6 +161,7 @@ pub fn holder_of(e: &Error) -> Holder {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pacerelle_client::core::wire::code;
 
     #[test]
     fn holder_from_details() {

@@ -111,17 +111,7 @@ async fn listening_flow(era: Era) {
     assert_eq!(checkpoints["checkpoints"], json!([]));
 
     // A wait without cursor is parked; the phone sees the assistant listening; a task sent meanwhile arrives.
-    let waiting = {
-        let client = server.client.clone();
-        tokio::spawn(async move {
-            client
-                .call_tool(
-                    rmcp::model::CallToolRequestParams::new("wait_for_messages")
-                        .with_arguments(json!({"timeoutSeconds": 30}).as_object().unwrap().clone()),
-                )
-                .await
-        })
-    };
+    let waiting = server.spawn_call("wait_for_messages", json!({"timeoutSeconds": 30}));
     let listening = eventually(Duration::from_secs(10), || async {
         device
             .status()

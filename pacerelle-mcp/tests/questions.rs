@@ -126,6 +126,7 @@ async fn ask_and_wait(era: Era) {
             "answeredBy",
             "answeredByName",
             "answeredAt",
+            "deviceAnsweredAt",
         ] {
             assert!(properties.get(field).is_some(), "{name} lacks {field}: {out}");
         }

@@ -260,7 +260,8 @@ async fn relay_down_gives_a_tool_error_and_the_next_call_after_it_is_back_succee
         common::text(&status)
     );
     for (tool, arguments) in [
-        ("wait_for_messages", json!({"timeoutSeconds": 20})),
+        // The wait goes on with backoff for its 2 s, then says the relay is unreachable.
+        ("wait_for_messages", json!({"timeoutSeconds": 2})),
         ("get_checkpoints", json!({})),
         ("reply", json!({"sourceMessageId": "msg_1", "text": "hi"})),
     ] {
@@ -282,12 +283,42 @@ async fn relay_down_gives_a_tool_error_and_the_next_call_after_it_is_back_succee
     // It goes away in the middle of the session, and comes back again.
     let dir = relay.stop().await;
     let text = server
-        .tool_error("wait_for_messages", json!({"timeoutSeconds": 20}))
+        .tool_error("wait_for_messages", json!({"timeoutSeconds": 2}))
         .await;
     assert!(text.contains("unreachable"), "{text}");
     let _relay = TestRelay::start_on(port, dir).await;
     let sent = device.send("after the outage", None).await.expect("send");
     let inbox = server.ok("wait_for_messages", json!({"timeoutSeconds": 5})).await;
+    assert_eq!(inbox["messages"][0]["messageId"], sent.id.as_str());
+    server.ok("mark_processed", json!({"messageId": sent.id})).await;
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_wait_outlives_a_relay_restart_on_the_clients_backoff_and_returns_the_task() {
+    let relay = TestRelay::start().await;
+    let port = relay.port;
+    let (agent, device) = relay.agent_and_device().await;
+    let server = spawn(&agent, &relay.url, &[], Era::Modern).await;
+    server.ok("wait_for_messages", json!({"timeoutSeconds": 0})).await;
+
+    // A wait is parked when the relay goes down; it comes back on the same port a moment later.
+    let waiting = server.spawn_call("wait_for_messages", json!({"timeoutSeconds": 30}));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let dir = relay.stop().await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    if waiting.is_finished() {
+        let ended = waiting.await.expect("joined");
+        panic!("the wait ended while the relay was down: {ended:?}");
+    }
+    let _relay = TestRelay::start_on(port, dir).await;
+    let sent = device.send("after the restart", None).await.expect("send");
+
+    // The same call returns the task sent after the restart: no tool error for the person's outage.
+    let result = waiting.await.expect("joined").expect("the call");
+    assert_ne!(result.is_error, Some(true), "{}", common::text(&result));
+    let inbox = result.structured_content.expect("structured");
+    assert_eq!(inbox["status"], "messages", "{inbox}");
     assert_eq!(inbox["messages"][0]["messageId"], sent.id.as_str());
     server.ok("mark_processed", json!({"messageId": sent.id})).await;
     server.stop().await;

@@ -118,8 +118,9 @@ impl AgentClient {
 
     /// The reply id the run loop uses for a task (derived from its id).
     #[staticmethod]
-    fn reply_id_for(message_id: &str) -> String {
-        pacerelle_client::reply_id_for(message_id)
+    #[pyo3(signature = (message_id, text = None))]
+    fn reply_id_for(message_id: &str, text: Option<&str>) -> String {
+        pacerelle_client::reply_id_for(message_id, text)
     }
 
     #[getter]

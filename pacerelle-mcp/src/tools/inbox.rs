@@ -2,18 +2,16 @@
 //!
 //! Waiting and marking processed consume the inbox and need the agent's lease; replying does not.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use pacerelle_client::core::keys::sha256;
-use pacerelle_client::core::wire::code;
-use pacerelle_client::core::{b64, ids};
-use pacerelle_client::{Cursor, Error, Inbox};
+use pacerelle_client::{Backoff, Cursor, Error, ErrorKind, Inbox, reply_id_for};
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::model::{CallToolResult, RequestMetaObject};
 use rmcp::{Peer, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::lease::{LeaseError, holder_of};
@@ -143,17 +141,18 @@ enum Consume {
     Relay(Error),
 }
 
-/// A reply id derived from the task and the text, so that sending the same reply twice stores it once.
-pub fn derived_reply_id(source_message_id: &str, text: &str) -> String {
-    let mut input = Vec::with_capacity(source_message_id.len() + 1 + text.len());
-    input.extend_from_slice(source_message_id.as_bytes());
-    input.push(0);
-    input.extend_from_slice(text.as_bytes());
-    format!("{}_{}", ids::REPLY, &b64::encode(&sha256(&input))[..26])
+impl Consume {
+    /// The relay was unreachable, restarting or busy: worth waiting out (the runner's rule).
+    fn worth_retrying(&self) -> bool {
+        match self {
+            Consume::Relay(e) | Consume::Lease(LeaseError::Relay(e)) => e.kind().worth_retrying(),
+            Consume::Lease(LeaseError::InUse(_)) => false,
+        }
+    }
 }
 
 fn lease_trouble(e: &Error) -> bool {
-    matches!(e.code(), Some(code::LEASE_LOST | code::AGENT_IN_USE))
+    matches!(e.kind(), ErrorKind::LeaseLost | ErrorKind::AgentInUse)
 }
 
 /// Runs a call that consumes the inbox: takes the lease first; if the relay says this server's lease was
@@ -170,13 +169,38 @@ where
         match call().await {
             Err(e) if lease_trouble(&e) => {
                 state.lease.lost().await;
-                if retried || e.code() == Some(code::AGENT_IN_USE) {
+                if retried || e.kind() == ErrorKind::AgentInUse {
                     return Err(Consume::Lease(LeaseError::InUse(holder_of(&e))));
                 }
                 retried = true;
             }
             other => return other.map_err(Consume::Relay),
         }
+    }
+}
+
+/// One `wait_for_messages` call: waits for the caller's whole time, across a relay restart. While the relay
+/// is unreachable the wait goes on with the client's one backoff (the runner's rule of what is worth
+/// retrying); a relay that stops ends its parked waits early with nothing, so the wait resumes from the
+/// returned cursor for what is left. Each attempt waits only for what is left of the caller's time.
+async fn wait_within(state: &State, mut cursor: Option<Cursor>, total: Duration) -> Result<Inbox, Consume> {
+    let started = Instant::now();
+    let backoff = Backoff::default();
+    let left = move || total.saturating_sub(started.elapsed());
+    loop {
+        let inbox = backoff
+            .retry_until(
+                started + total,
+                || consume(state, || state.client.wait_for_messages(cursor, left())),
+                Consume::worth_retrying,
+            )
+            .await?;
+        let early = left() > backoff.max;
+        if !early || !inbox.messages.is_empty() || !inbox.rejected.is_empty() {
+            return Ok(inbox);
+        }
+        cursor = Some(inbox.cursor);
+        tokio::time::sleep(backoff.first).await;
     }
 }
 
@@ -302,13 +326,14 @@ impl PacerelleServer {
             .get_progress_token()
             .map(|token| Progress::new(peer, token, total, "Listening for tasks from the phone"));
         let state = &self.state;
-        let started = Instant::now();
-        let work = consume(state, || {
-            // A retry after a lost lease waits only for what is left of the caller's time.
-            let left = total.saturating_sub(started.elapsed());
-            state.client.wait_for_messages(cursor, left)
-        });
-        match park(work, total + ANSWER_GRACE, &ct, progress).await {
+        match park(
+            wait_within(state, cursor, total),
+            total + ANSWER_GRACE,
+            &ct,
+            progress,
+        )
+        .await
+        {
             Parked::Done(Ok(inbox)) => {
                 let result = wait_result(inbox);
                 let next = wait_next_step(&result, timeout);
@@ -353,7 +378,7 @@ impl PacerelleServer {
                 check_id("reply id", &id)?;
                 id
             }
-            None => derived_reply_id(&args.source_message_id, &args.text),
+            None => reply_id_for(&args.source_message_id, Some(&args.text)),
         };
         let state = &self.state;
         match state
@@ -383,12 +408,12 @@ impl PacerelleServer {
                     next,
                 )
             }
-            Err(e) if e.code() == Some(code::NOT_FOUND) => failure(format!(
+            Err(e) if e.kind() == ErrorKind::NotFound => failure(format!(
                 "No task \"{}\" for this agent: reply with the messageId of a task returned by \
                  wait_for_messages.",
                 args.source_message_id
             )),
-            Err(e) if e.code() == Some(code::ID_CONFLICT) => failure(format!(
+            Err(e) if e.kind() == ErrorKind::IdConflict => failure(format!(
                 "replyId \"{reply_id}\" is already used by another reply: omit replyId or choose another one."
             )),
             Err(e) => relay_failure(&state.relay_url, e),
@@ -424,7 +449,7 @@ impl PacerelleServer {
                 "Task marked processed: it will not be delivered again. Keep listening: call \
                  wait_for_messages with your latest cursor.",
             ),
-            Err(Consume::Relay(e)) if e.code() == Some(code::NOT_FOUND) => failure(format!(
+            Err(Consume::Relay(e)) if e.kind() == ErrorKind::NotFound => failure(format!(
                 "No task \"{}\" for this agent: use the messageId of a task returned by wait_for_messages.",
                 args.message_id
             )),
@@ -436,16 +461,6 @@ impl PacerelleServer {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn derived_reply_ids_are_stable_valid_and_distinct() {
-        let a = derived_reply_id("msg_1", "done");
-        assert_eq!(a, derived_reply_id("msg_1", "done"));
-        assert_ne!(a, derived_reply_id("msg_1", "done!"));
-        assert_ne!(a, derived_reply_id("msg_2", "done"));
-        ids::validate("reply id", &a).expect("valid id");
-        assert!(a.starts_with("rep_"));
-    }
 
     #[test]
     fn next_steps_name_the_cursor() {

@@ -12,10 +12,10 @@
 use std::time::Duration;
 
 use pacerelle_client::core::ids;
-use pacerelle_client::core::question::{DEFAULT_EXPIRES_SECONDS, MAX_EXPIRES_SECONDS, MAX_OPTIONS};
+use pacerelle_client::core::question::{DEFAULT_EXPIRES_SECONDS, MAX_EXPIRES_SECONDS};
 use pacerelle_client::core::wire::code;
 use pacerelle_client::{
-    Answer, AnswerOutcome, Conclusion, Level, QuestionKind, QuestionRequest, QuestionState,
+    Answer, AnswerOutcome, Conclusion, Error, ErrorKind, Level, QuestionKind, QuestionRequest, QuestionState,
 };
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::tool::schema_for_output;
@@ -240,9 +240,11 @@ pub struct AnswerResult {
     pub answered_by: Option<String>,
     /// That device's name, as the relay reports it (for wording only); null without an answer that opened.
     pub answered_by_name: Option<String>,
-    /// When the person answered (RFC 3339), by the answering device's clock, as sealed in its answer (not
-    /// the relay's acceptance time).
+    /// When the relay accepted the answer (RFC 3339, the relay's clock, as the phone shows it); null without
+    /// an answer that opened.
     pub answered_at: Option<String>,
+    /// When the person answered (RFC 3339), by the answering device's clock, as sealed in its answer.
+    pub device_answered_at: Option<String>,
     /// When the question expires (RFC 3339). Null only when the relay did not answer in time.
     pub expires_at: Option<String>,
     /// Set when the relay reported an answer that could not be authenticated (why): not approved, whatever
@@ -262,6 +264,7 @@ impl From<&AnswerOutcome> for AnswerResult {
             answered_by: o.answered_by.clone(),
             answered_by_name: o.answered_by_name.clone(),
             answered_at: o.answered_at.map(|t| t.to_string()),
+            device_answered_at: o.device_answered_at.map(|t| t.to_string()),
             expires_at: Some(o.expires_at.to_string()),
             rejected: o.rejected.clone(),
         }
@@ -297,45 +300,6 @@ fn invalid(text: impl Into<String>) -> McpError {
 /// a failure can name the id to retry with).
 pub fn question_request(args: AskArgs) -> Result<QuestionRequest, McpError> {
     check_text("question", &args.question)?;
-    let options = args.options.unwrap_or_default();
-    let multiple = args.multiple.unwrap_or(false);
-    match args.kind {
-        KindArg::Choice => {
-            if options.len() < 2 || options.len() > MAX_OPTIONS {
-                return Err(invalid(format!(
-                    "a choice question needs 2 to {MAX_OPTIONS} options (got {})",
-                    options.len()
-                )));
-            }
-            if options.iter().any(|o| o.trim().is_empty()) {
-                return Err(invalid("options must not be blank"));
-            }
-            let mut seen = std::collections::HashSet::new();
-            if let Some(twice) = options.iter().find(|o| !seen.insert(o.as_str())) {
-                return Err(invalid(format!(
-                    "options must be distinct ({twice:?} is given twice)"
-                )));
-            }
-        }
-        KindArg::YesNo | KindArg::Text => {
-            let kind = QuestionKind::from(args.kind).as_str();
-            if !options.is_empty() {
-                return Err(invalid(format!(
-                    "options are only for kind \"choice\", not \"{kind}\""
-                )));
-            }
-            if multiple {
-                return Err(invalid(format!(
-                    "multiple is only for kind \"choice\", not \"{kind}\""
-                )));
-            }
-        }
-    }
-    if let Some(details) = &args.details
-        && !details.trim().is_empty()
-    {
-        check_text("details", details)?;
-    }
     let expires = expires_in(args.expires_in_seconds)?;
     let question_id = match args.question_id {
         Some(id) => {
@@ -344,15 +308,21 @@ pub fn question_request(args: AskArgs) -> Result<QuestionRequest, McpError> {
         }
         None => ids::generate(ids::QUESTION),
     };
-    Ok(QuestionRequest {
+    let request = QuestionRequest {
         question: args.question,
         kind: args.kind.into(),
-        options,
-        multiple,
+        options: args.options.unwrap_or_default(),
+        multiple: args.multiple.unwrap_or(false),
         details: args.details,
         expires_in: expires,
         question_id: Some(question_id),
-    })
+    };
+    // The client's checks, with its messages as they are.
+    request.check().map_err(|e| match e {
+        Error::InvalidInput(message) => invalid(message),
+        other => invalid(other.to_string()),
+    })?;
+    Ok(request)
 }
 
 /// The sentence every path that is not an approval ends with.
@@ -496,8 +466,8 @@ impl PacerelleServer {
                     next,
                 )
             }
-            Err(e) if e.code() == Some(code::NO_DEVICE) => failure(no_device_text("a question")),
-            Err(e) if e.code() == Some(code::QUESTION_ID_CONFLICT) => failure(format!(
+            Err(e) if e.kind() == ErrorKind::NoDevice => failure(no_device_text("a question")),
+            Err(e) if e.kind() == ErrorKind::QuestionIdConflict => failure(format!(
                 "questionId \"{question_id}\" already names a different question, so this one was NOT asked and \
                  nothing is approved. One id carries one question: call ask_user again without questionId (or \
                  with a new one). The same question under the same id resumes it."
@@ -521,7 +491,7 @@ impl PacerelleServer {
         description = "Wait for the person's answer to a question asked with ask_user. Returns within \
                        timeoutSeconds (default 30, at most 55) with state pending, answered, expired or \
                        cancelled, conclusion, approved, answer (\"yes\"/\"no\", the chosen options, or \
-                       the text), answeredBy (the device id), answeredByName and answeredAt. pending: call again with the same questionId. expired or \
+                       the text), answeredBy (the device id), answeredByName, answeredAt (the relay's clock) and deviceAnsweredAt (the phone's). pending: call again with the same questionId. expired or \
                        cancelled: treat it as a no and do not act. answered with approved false (a no): do \
                        not act. Proceed only when approved is true. An answer that could not be \
                        authenticated is never approved.",
@@ -555,7 +525,7 @@ impl PacerelleServer {
                 let next = answer_next_step(&result, outcome.answer.as_ref());
                 output(&result, next)
             }
-            Parked::Done(Err(e)) if e.code() == Some(code::NOT_FOUND) => unknown_question(&args.question_id),
+            Parked::Done(Err(e)) if e.kind() == ErrorKind::NotFound => unknown_question(&args.question_id),
             Parked::Done(Err(e)) => not_approved(relay_failure(&state.relay_url, e), &args.question_id),
             Parked::Deadline => {
                 // The relay did not answer in time: nothing was read, so nothing is approved.
@@ -568,6 +538,7 @@ impl PacerelleServer {
                     answered_by: None,
                     answered_by_name: None,
                     answered_at: None,
+                    device_answered_at: None,
                     expires_at: None,
                     rejected: None,
                 };
@@ -613,7 +584,7 @@ impl PacerelleServer {
                 },
                 "Notification sent to the person's phone. It expects no answer: carry on.",
             ),
-            Err(e) if e.code() == Some(code::NO_DEVICE) => failure(no_device_text("a notification")),
+            Err(e) if e.kind() == ErrorKind::NoDevice => failure(no_device_text("a notification")),
             Err(e) => relay_failure(&state.relay_url, e),
         }
     }
@@ -650,7 +621,7 @@ impl PacerelleServer {
                 };
                 output(&result, next)
             }
-            Err(e) if e.code() == Some(code::NOT_FOUND) => unknown_question(id),
+            Err(e) if e.kind() == ErrorKind::NotFound => unknown_question(id),
             Err(e) if e.code() == Some(code::QUESTION_ANSWERED) => failure(format!(
                 "Too late to cancel: question \"{id}\" is already answered. Call wait_for_answer with \
                  questionId \"{id}\" to read the answer; act on it only if approved is true."
@@ -764,6 +735,7 @@ mod tests {
             answered_by: answer.as_ref().map(|_| "dv_1".into()),
             answered_by_name: answer.as_ref().map(|_| "phone".into()),
             answered_at: answer.as_ref().map(|_| Timestamp(1_000)),
+            device_answered_at: answer.as_ref().map(|_| Timestamp(999)),
             answer,
             expires_at: Timestamp(2_000),
             rejected: None,

@@ -121,6 +121,24 @@ impl Server {
             .await
     }
 
+    /// Starts a call in the background (a wait to park while something else happens).
+    pub fn spawn_call(
+        &self,
+        name: &'static str,
+        args: Value,
+    ) -> tokio::task::JoinHandle<Result<CallToolResult, ServiceError>> {
+        let client = self.client.clone();
+        let args = match args {
+            Value::Object(map) => map,
+            other => panic!("arguments must be an object, not {other}"),
+        };
+        tokio::spawn(async move {
+            client
+                .call_tool(CallToolRequestParams::new(name).with_arguments(args))
+                .await
+        })
+    }
+
     /// Calls a tool that must succeed and returns its structured content.
     pub async fn ok(&self, name: &'static str, args: Value) -> Value {
         let result = self.call(name, args).await;

@@ -79,10 +79,16 @@ impl PyAuditEntry {
         self.inner.answered_by_name.as_deref()
     }
 
-    /// When the person answered (device clock).
+    /// When the relay accepted the answer (the relay's clock).
     #[getter]
     fn answered_at<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         opt_datetime(py, self.inner.answered_at)
+    }
+
+    /// When the person answered, by the answering device's clock (sealed in its answer).
+    #[getter]
+    fn device_answered_at<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        opt_datetime(py, self.inner.device_answered_at)
     }
 
     /// When the question expires or expired.

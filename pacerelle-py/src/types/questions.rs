@@ -111,10 +111,16 @@ impl PyAnswerOutcome {
         self.inner.answered_by_name.as_deref()
     }
 
-    /// When the person answered (by the device's clock).
+    /// When the relay accepted the answer (the relay's clock).
     #[getter]
     fn answered_at<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         opt_datetime(py, self.inner.answered_at)
+    }
+
+    /// When the person answered, by the answering device's clock (sealed in its answer).
+    #[getter]
+    fn device_answered_at<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
+        opt_datetime(py, self.inner.device_answered_at)
     }
 
     /// When the question expires.
@@ -139,7 +145,7 @@ impl PyAnswerOutcome {
         let o = &self.inner;
         format!(
             "AnswerOutcome(question_id={}, state={}, approved={}, answer={}, answered_by={}, \
-             answered_by_name={}, answered_at={}, expires_at={}, rejected={})",
+             answered_by_name={}, answered_at={}, device_answered_at={}, expires_at={}, rejected={})",
             r(&o.question_id),
             r(o.state.as_str()),
             b(o.approved),
@@ -147,6 +153,7 @@ impl PyAnswerOutcome {
             ro(o.answered_by.as_deref()),
             ro(o.answered_by_name.as_deref()),
             ots(o.answered_at),
+            ots(o.device_answered_at),
             r(&ts(o.expires_at)),
             ro(o.rejected.as_deref())
         )
