@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result, anyhow};
 use pacerelle_client::{AgentClient, AgentToken, PairingOptions};
-use pacerelle_relay::{Config, Relay, TlsConfig};
+use pacerelle_relay::{Acme, AcmeSettings, AcmeStatus, Config, Relay, TlsConfig};
 
 use crate::Global;
 use crate::home::AgentFile;
@@ -13,9 +13,9 @@ use crate::output;
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
-    /// Address to listen on.
-    #[arg(long, env = "PACERELLE_LISTEN", default_value = "127.0.0.1:8787")]
-    listen: SocketAddr,
+    /// Address to listen on [default: 127.0.0.1:8787; with --domain 0.0.0.0:443].
+    #[arg(long, env = "PACERELLE_LISTEN")]
+    listen: Option<SocketAddr>,
     /// Folder of the relay's database and webhook key, for the relay alone: kept 0700, its files 0600
     /// (default: the user's data directory).
     #[arg(long, env = "PACERELLE_DATA")]
@@ -42,6 +42,45 @@ pub struct ServeArgs {
     /// The private key of --tls-cert (PEM).
     #[arg(long, env = "PACERELLE_TLS_KEY", value_name = "FILE", requires = "tls_cert")]
     tls_key: Option<PathBuf>,
+    /// Serve HTTPS for this domain with a certificate obtained and renewed automatically (ACME, Let's
+    /// Encrypt by default; using it accepts the CA's terms). The domain must point at this computer and
+    /// port 443 must reach the relay. Certificates are kept in the data folder's acme/.
+    #[arg(
+        long,
+        env = "PACERELLE_DOMAIN",
+        value_name = "NAME",
+        conflicts_with = "tls_cert"
+    )]
+    domain: Option<String>,
+    /// The ACME directory of the CA [default: Let's Encrypt].
+    #[arg(
+        long,
+        env = "PACERELLE_ACME_DIRECTORY",
+        value_name = "URL",
+        requires = "domain",
+        conflicts_with = "acme_staging"
+    )]
+    acme_directory: Option<String>,
+    /// Let's Encrypt's staging directory: for trying --domain out (higher rate limits; browsers do not
+    /// trust its certificates).
+    #[arg(long, requires = "domain")]
+    acme_staging: bool,
+    /// Contact for the CA's notices about the certificate (mailto:you@example.com). Optional.
+    #[arg(
+        long,
+        env = "PACERELLE_ACME_CONTACT",
+        value_name = "mailto:…",
+        requires = "domain"
+    )]
+    acme_contact: Option<String>,
+    /// Trust this root certificate (PEM) for the ACME directory's own HTTPS: a test CA such as pebble.
+    #[arg(
+        long,
+        env = "PACERELLE_ACME_CA_FILE",
+        value_name = "FILE",
+        requires = "domain"
+    )]
+    acme_ca_file: Option<PathBuf>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -51,6 +90,42 @@ pub struct UpArgs {
     /// Name of the local agent, if one is created (default: this computer's name).
     #[arg(long)]
     name: Option<String>,
+}
+
+impl ServeArgs {
+    /// The address to listen on: --listen, else 0.0.0.0:443 with --domain, else 127.0.0.1:8787.
+    fn listen(&self) -> SocketAddr {
+        match (self.listen, &self.domain) {
+            (Some(addr), _) => addr,
+            (None, Some(_)) => SocketAddr::from(([0, 0, 0, 0], 443)),
+            (None, None) => SocketAddr::from(([127, 0, 0, 1], 8787)),
+        }
+    }
+
+    /// The ACME settings of --domain and its options, if --domain is given.
+    fn acme(&self, data: &std::path::Path) -> Option<AcmeSettings> {
+        let domain = self.domain.as_ref()?;
+        let mut settings = AcmeSettings::new(domain, data);
+        if self.acme_staging {
+            settings.directory_url = pacerelle_relay::LETS_ENCRYPT_STAGING.to_string();
+        }
+        if let Some(url) = &self.acme_directory {
+            settings.directory_url = url.clone();
+        }
+        settings.contact = self
+            .acme_contact
+            .iter()
+            .map(|c| {
+                if c.contains(':') {
+                    c.clone()
+                } else {
+                    format!("mailto:{c}")
+                }
+            })
+            .collect();
+        settings.ca_file = self.acme_ca_file.clone();
+        Some(settings)
+    }
 }
 
 fn data_dir(explicit: Option<PathBuf>) -> Result<PathBuf> {
@@ -69,10 +144,13 @@ struct Started {
     url: String,
     database: PathBuf,
     tls: Option<TlsConfig>,
+    /// The certificates of --domain; renewals stop when it is dropped.
+    acme: Option<Acme>,
 }
 
 impl Started {
     async fn serve(self) -> std::io::Result<()> {
+        let _renewals = self.acme;
         match self.tls {
             Some(tls) => self.relay.serve_tls(self.listener, tls, shutdown_signal()).await,
             None => self.relay.serve(self.listener, shutdown_signal()).await,
@@ -80,8 +158,8 @@ impl Started {
     }
 }
 
-/// Opens the relay and binds its socket.
-async fn start(args: &ServeArgs) -> Result<Started> {
+/// Opens the relay and binds its socket. `registration_secret`: the one agents must present, if any.
+async fn start(args: &ServeArgs, registration_secret: Option<String>) -> Result<Started> {
     // The certificate is checked before anything else starts.
     let tls = match (&args.tls_cert, &args.tls_key) {
         (Some(cert), Some(key)) => Some(TlsConfig::from_pem_files(cert, key)?),
@@ -90,11 +168,19 @@ async fn start(args: &ServeArgs) -> Result<Started> {
     let data = data_dir(args.data.clone())?;
     // 0700, tightened if looser: the database and the webhook key are for this user alone.
     pacerelle_relay::prepare_data_folder(&data)?;
-    let open_registration = args.registration_secret.is_none() && args.listen.ip().is_loopback();
+    let listen = args.listen();
+    // A stored certificate still valid is served at once; otherwise one is ordered in the background.
+    let acme = args.acme(&data).map(Acme::start).transpose()?;
+    let tls = match (tls, &acme) {
+        (Some(tls), _) => Some(tls),
+        (None, Some(acme)) => Some(acme.tls_config()?),
+        (None, None) => None,
+    };
+    let open_registration = registration_secret.is_none() && listen.ip().is_loopback();
     let relay = Relay::open(Config {
         database_path: data.join("pacerelle.db"),
         open_registration,
-        registration_secret: args.registration_secret.clone(),
+        registration_secret: registration_secret.clone(),
         public_url: args.public_url.clone(),
         push_contact: args.push_contact.clone(),
         allow_private_push_endpoints: args.allow_private_push_endpoints,
@@ -102,11 +188,15 @@ async fn start(args: &ServeArgs) -> Result<Started> {
     })
     .await
     .with_context(|| format!("cannot open the relay's database in {}", data.display()))?;
-    let listener = tokio::net::TcpListener::bind(args.listen)
+    let listener = tokio::net::TcpListener::bind(listen)
         .await
-        .with_context(|| format!("cannot listen on {} (is another relay running?)", args.listen))?;
+        .map_err(|e| listen_error(listen, e))?;
     let local = listener.local_addr()?;
     let url = match (&tls, &args.public_url) {
+        // The name the certificate is for, on the HTTPS port (443 reaches this listener).
+        (Some(_), None) if acme.is_some() => {
+            format!("https://{}", acme.as_ref().map(Acme::domain).unwrap_or_default())
+        }
         // Over HTTPS, clients must use a name the certificate covers: the public URL when there is one.
         (Some(_), Some(public)) => public.trim_end_matches('/').to_string(),
         (Some(_), None) if local.ip().is_loopback() || local.ip().is_unspecified() => {
@@ -127,7 +217,7 @@ async fn start(args: &ServeArgs) -> Result<Started> {
         }
     };
     tracing::info!(%url, database = %data.join("pacerelle.db").display(), open_registration, "relay ready");
-    if !open_registration && args.registration_secret.is_none() {
+    if !open_registration && registration_secret.is_none() {
         eprintln!(
             "note: registration is closed (not on loopback and no PACERELLE_REGISTRATION_SECRET): no agent can be created"
         );
@@ -138,7 +228,71 @@ async fn start(args: &ServeArgs) -> Result<Started> {
         url,
         database: data.join("pacerelle.db"),
         tls,
+        acme,
     })
+}
+
+/// Why the relay cannot listen on `addr`, with what to do.
+fn listen_error(addr: SocketAddr, e: std::io::Error) -> anyhow::Error {
+    let hint = match e.kind() {
+        std::io::ErrorKind::PermissionDenied if addr.port() < 1024 => format!(
+            ": port {} needs more rights — run as root, or give the program the right once with \
+             `sudo setcap cap_net_bind_service=+ep \"$(command -v pacerelle)\"`, or listen on a high port \
+             (--listen 0.0.0.0:8443) with the router or the firewall forwarding 443 to it",
+            addr.port()
+        ),
+        std::io::ErrorKind::AddrInUse => {
+            " (another program listens there: another relay, or a web server on 443?)".to_string()
+        }
+        _ => String::new(),
+    };
+    anyhow!("cannot listen on {addr}: {e}{hint}")
+}
+
+/// Tells, on standard error, how the certificate of --domain is doing: obtained, renewed, failed and retried.
+fn report_certificates(acme: &Acme) {
+    let mut status = acme.status();
+    let domain = acme.domain().to_string();
+    tokio::spawn(async move {
+        loop {
+            let now = status.borrow_and_update().clone();
+            match now {
+                AcmeStatus::Obtaining => eprintln!("obtaining a certificate for {domain}…"),
+                AcmeStatus::Ready(info) => eprintln!(
+                    "certificate for {domain} in service, valid until {}",
+                    pacerelle_core::time::Timestamp(info.not_after * 1000).to_rfc3339()
+                ),
+                AcmeStatus::Failed {
+                    message,
+                    retry_in,
+                    serving,
+                } => eprintln!(
+                    "warning: could not obtain a certificate for {domain}: {message}. Trying again in {} s{}.",
+                    retry_in.as_secs(),
+                    if serving.is_some() {
+                        "; the current certificate stays in service"
+                    } else {
+                        ""
+                    }
+                ),
+            }
+            if status.changed().await.is_err() {
+                return;
+            }
+        }
+    });
+}
+
+/// Waits until the certificate of --domain is served.
+async fn wait_for_certificate(status: &mut tokio::sync::watch::Receiver<AcmeStatus>) -> Result<()> {
+    loop {
+        if matches!(*status.borrow_and_update(), AcmeStatus::Ready(_)) {
+            return Ok(());
+        }
+        if status.changed().await.is_err() {
+            return Err(anyhow!("the certificate renewal stopped"));
+        }
+    }
 }
 
 /// What to tell about reaching the web app from a phone at `base` (the pairing link's relay URL), if
@@ -171,18 +325,34 @@ fn phone_note(base: &str) -> Option<String> {
     }
 }
 
-/// The `claude mcp add` line for this agent (docs/hosts/claude-code.md).
-fn claude_code_command(url: &str, agent_id: &str, token: &str) -> String {
+/// The `claude mcp add` line for this agent (docs/hosts/claude-code.md); `mcp` is the program to run.
+fn claude_code_command(url: &str, agent_id: &str, token: &str, mcp: &str) -> String {
     format!(
         "claude mcp add pacerelle --scope user -e PACERELLE_AGENT_ID={agent_id} \
-         -e PACERELLE_AGENT_TOKEN={token} -e PACERELLE_RELAY_URL={url} -- pacerelle-mcp"
+         -e PACERELLE_AGENT_TOKEN={token} -e PACERELLE_RELAY_URL={url} -- {}",
+        shell_word(mcp)
     )
 }
 
+/// `word` for a POSIX shell: as it is when it has nothing special, else in single quotes.
+fn shell_word(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/._-+:@%,=".contains(c));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
 /// The Codex `config.toml` entry for this agent (docs/hosts/codex.md): long waits need `tool_timeout_sec`.
-fn codex_toml(url: &str, agent_id: &str, token: &str) -> String {
+fn codex_toml(url: &str, agent_id: &str, token: &str, mcp: &str) -> String {
+    // A TOML basic string, escaped like JSON's.
+    let command = serde_json::Value::from(mcp).to_string();
     format!(
-        "[mcp_servers.pacerelle]\ncommand = \"pacerelle-mcp\"\nargs = []\nstartup_timeout_sec = 20\n\
+        "[mcp_servers.pacerelle]\ncommand = {command}\nargs = []\nstartup_timeout_sec = 20\n\
          tool_timeout_sec = 120\n\n[mcp_servers.pacerelle.env]\nPACERELLE_AGENT_ID = \"{agent_id}\"\n\
          PACERELLE_AGENT_TOKEN = \"{token}\"\nPACERELLE_RELAY_URL = \"{url}\"\n"
     )
@@ -207,7 +377,10 @@ async fn shutdown_signal() {
 }
 
 pub async fn serve(global: &Global, args: ServeArgs) -> Result<()> {
-    let started = start(&args).await?;
+    let started = start(&args, args.registration_secret.clone()).await?;
+    if let Some(acme) = &started.acme {
+        report_certificates(acme);
+    }
     let url = started.url.clone();
     if global.json {
         output::json(&serde_json::json!({ "relayUrl": url }))?;
@@ -224,12 +397,33 @@ pub async fn serve(global: &Global, args: ServeArgs) -> Result<()> {
 }
 
 pub async fn up(global: &Global, args: UpArgs) -> Result<()> {
-    let started = start(&args.serve).await?;
+    // Off loopback (--domain, --listen 0.0.0.0:…) registration is closed without a secret: `up` then makes
+    // one for this run, to register its own agent.
+    let secret = args.serve.registration_secret.clone().or_else(|| {
+        (!args.serve.listen().ip().is_loopback())
+            .then(|| pacerelle_core::b64::encode(&pacerelle_core::keys::random_array::<32>()))
+    });
+    let started = start(&args.serve, secret.clone()).await?;
     let (url, database) = (started.url.clone(), started.database.clone());
-    let server = tokio::spawn(started.serve());
+    let acme_status = started.acme.as_ref().map(|acme| {
+        report_certificates(acme);
+        acme.status()
+    });
+    let mut server = tokio::spawn(started.serve());
+    if let Some(mut status) = acme_status {
+        // The agent below reaches the relay at https://DOMAIN: wait for the certificate (failures are told
+        // as they come, and retried).
+        tokio::select! {
+            ready = wait_for_certificate(&mut status) => ready?,
+            stopped = &mut server => {
+                stopped.context("the relay task failed")?.context("the relay stopped")?;
+                return Ok(());
+            }
+        }
+    }
 
     let name = args.name.unwrap_or_else(crate::host::default_agent_name);
-    let agent = local_agent(global, &url, &name).await?;
+    let agent = local_agent(global, &url, &name, secret.as_deref()).await?;
     let public = args.serve.public_url.clone();
     let app_url = public
         .as_deref()
@@ -244,9 +438,14 @@ pub async fn up(global: &Global, args: UpArgs) -> Result<()> {
         })
         .await?;
     let token = agent.token().expose();
+    // The absolute path: Claude Desktop, Cursor and Codex start it without the shell's PATH.
+    let mcp_path = crate::host::find_program("pacerelle-mcp");
+    let mcp_command = mcp_path
+        .as_ref()
+        .map_or_else(|| "pacerelle-mcp".to_string(), |p| p.display().to_string());
     let mcp = serde_json::json!({
         "mcpServers": { "pacerelle": {
-            "command": "pacerelle-mcp",
+            "command": mcp_command,
             "env": {
                 "PACERELLE_RELAY_URL": url,
                 "PACERELLE_AGENT_ID": agent.agent_id(),
@@ -264,8 +463,9 @@ pub async fn up(global: &Global, args: UpArgs) -> Result<()> {
             "appUrl": app_url,
             "phoneReady": app_url.starts_with("https://"),
             "mcpConfig": mcp,
-            "claudeCode": claude_code_command(&url, agent.agent_id(), &token),
-            "codexToml": codex_toml(&url, agent.agent_id(), &token),
+            "mcpCommand": mcp_path.as_ref().map(|p| p.display().to_string()),
+            "claudeCode": claude_code_command(&url, agent.agent_id(), &token, &mcp_command),
+            "codexToml": codex_toml(&url, agent.agent_id(), &token, &mcp_command),
         }))?;
     } else {
         println!("Pacerelle relay running at {url} — Ctrl-C to stop");
@@ -281,17 +481,24 @@ pub async fn up(global: &Global, args: UpArgs) -> Result<()> {
         println!("  export PACERELLE_AGENT_TOKEN={token}");
         println!(
             "\nClaude Code:\n\n  {}",
-            claude_code_command(&url, agent.agent_id(), &token)
+            claude_code_command(&url, agent.agent_id(), &token, &mcp_command)
         );
         println!(
             "\nCodex (~/.codex/config.toml):\n\n{}",
-            codex_toml(&url, agent.agent_id(), &token)
+            codex_toml(&url, agent.agent_id(), &token, &mcp_command)
         );
         println!(
             "Cursor (~/.cursor/mcp.json, or .cursor/mcp.json in a project) and Claude Desktop \
-             (claude_desktop_config.json, with the absolute path of pacerelle-mcp):\n"
+             (claude_desktop_config.json):\n"
         );
         println!("{}", serde_json::to_string_pretty(&mcp)?);
+        if mcp_path.is_none() {
+            println!(
+                "\nNote: pacerelle-mcp was found neither beside this pacerelle nor on PATH. Build it with \
+                 `cargo build --release --locked -p pacerelle-mcp` (it lands beside pacerelle in \
+                 target/release/), run `up` again, and the configurations above name its absolute path."
+            );
+        }
         println!("\nMore: docs/hosts/ (one page per host) and docs/hooks.md (the gate before tool calls).");
         println!(
             "\nPairing link (valid {}, single use):\n\n  {}\n",
@@ -319,7 +526,7 @@ pub async fn up(global: &Global, args: UpArgs) -> Result<()> {
 }
 
 /// Reuses the agent in `agent.json` when it is registered on this relay; otherwise registers a new one.
-async fn local_agent(global: &Global, url: &str, name: &str) -> Result<AgentClient> {
+async fn local_agent(global: &Global, url: &str, name: &str, secret: Option<&str>) -> Result<AgentClient> {
     if let Some(file) = global.home.read_agent()?
         && file.relay_url == url
     {
@@ -334,7 +541,7 @@ async fn local_agent(global: &Global, url: &str, name: &str) -> Result<AgentClie
             Err(e) => return Err(e.into()),
         }
     }
-    let agent = AgentClient::register(url, name, None)
+    let agent = AgentClient::register(url, name, secret)
         .await?
         .with_home(Some(&global.home.0));
     global.home.write_agent(&AgentFile {

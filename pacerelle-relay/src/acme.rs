@@ -532,6 +532,8 @@ async fn obtain(
 }
 
 async fn load_or_create_account(settings: &AcmeSettings) -> Result<Account, String> {
+    // The CA's HTTPS client takes the process-wide provider: ring, as everywhere in the relay.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let builder = || match &settings.ca_file {
         Some(ca) => {
             Account::builder_with_root(ca).map_err(|e| format!("--acme-ca-file {}: {e}", ca.display()))
@@ -608,10 +610,26 @@ fn plain_words(e: &instant_acme::Error, settings: &AcmeSettings) -> String {
         }
         instant_acme::Error::Timeout(_) => "the CA did not answer in time".to_string(),
         other => format!(
-            "cannot reach the ACME CA at {}: {other} — check the network, or --acme-directory",
-            settings.directory_url
+            "cannot reach the ACME CA at {}: {} — check the network, or --acme-directory",
+            settings.directory_url,
+            with_causes(other)
         ),
     }
+}
+
+/// An error and its causes, `: `-separated ("client error (Connect): invalid peer certificate: …").
+fn with_causes(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        cause = c.source();
+    }
+    text
 }
 
 /// The TLS-ALPN-01 certificate (RFC 8737): self-signed, for `domain`, with the `acmeIdentifier`
