@@ -173,6 +173,35 @@ class PushTest {
     }
 
     @Test
+    fun `a question too large for a push says where to fetch it`() = runBlocking<Unit> {
+        PushReceiver().use { receiver ->
+            val phone = joinNewDevice("fetching phone")
+            phone.registerPush(receiver.endpoint("large"))
+            val text = unique("Apply this migration?")
+            val details = "ALTER TABLE items ADD COLUMN note TEXT; -- ".repeat(120)
+            val ask = TestRelay.ask(text, "--details", details, "--expires", "2m")
+            try {
+                val push = checkNotNull(receiver.next("large")) { "the relay pushed the large question" }
+                assertTrue(push.body.size <= 4096)
+                val fetch = phone.openPush(push.body) as? PushEvent.Fetch ?: error("expected a Fetch event")
+                assertEquals(ItemKind.QUESTION, fetch.kind)
+                // The conversation after `fetchFrom` starts with the item, opened as usual.
+                val first = phone.conversation(fetch.fetchFrom).items.first()
+                assertEquals(fetch.id, first.id)
+                assertEquals(fetch.cursor, first.cursor)
+                assertEquals(text, first.text)
+                assertEquals(details, first.question?.details)
+                // Denied from there: the agent's ask ends with a no.
+                phone.answer(fetch.id, Answer.No)
+                assertTrue(ask.waitFor(60, TimeUnit.SECONDS), "pacerelle ask finished")
+                assertEquals(1, ask.exitValue())
+            } finally {
+                ask.destroy()
+            }
+        }
+    }
+
+    @Test
     fun `an endpoint refused keeps no keys`() = runBlocking<Unit> {
         val phone = joinNewDevice("refused endpoint")
         val before = phone.credentials()
