@@ -2,6 +2,7 @@
 //! relay's and the CLI's tests with `#[path]`).
 #![allow(dead_code)]
 
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -83,7 +84,13 @@ pub struct Pebble {
 impl Pebble {
     pub async fn start(dir: &Path, tls_port: u16, validity_s: u64) -> Option<Pebble> {
         let (Some(pebble), Some(challtestsrv)) = (on_path("pebble"), on_path("pebble-challtestsrv")) else {
-            eprintln!(
+            assert!(
+                std::env::var_os("PACERELLE_REQUIRE_PEBBLE").is_none(),
+                "PACERELLE_REQUIRE_PEBBLE is set but pebble and pebble-challtestsrv are not on PATH"
+            );
+            // Straight to the standard error, not through the test harness's capture: seen in every run.
+            let _ = writeln!(
+                std::io::stderr(),
                 "SKIPPED: pebble and pebble-challtestsrv are not on PATH (.ci/run installs them: go install \
                  github.com/letsencrypt/pebble/v2/cmd/pebble@v2.10.3 …/pebble-challtestsrv@v2.10.3)"
             );
