@@ -37,7 +37,7 @@ def handle(message: pacerelle.Message, ctx: pacerelle.RunContext) -> str:
         try:
             result = deploy(env)
         except pacerelle.NotApproved as e:
-            result = f"not deployed to {env}: {e.reason}"
+            result = f"not deployed to {env}: {e.conclusion}"
         ctx.save_checkpoint(f"handled deploy to {env}: {result}", "wait for the next task")
         return result
     if text == "notes":

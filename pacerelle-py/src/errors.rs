@@ -43,8 +43,9 @@ create_exception!(
     pacerelle,
     NotApproved,
     PacerelleError,
-    "The owner did not approve: `reason` is 'denied', 'expired', 'cancelled', 'relay_unavailable' or \
-     'rejected' (an answer that did not authenticate); `outcome` is the AnswerOutcome when there is one."
+    "The owner did not approve: `conclusion` is the gate's word ('denied', 'expired', 'cancelled', \
+     'relay_unavailable', 'rejected', 'pending' or 'answered'), `reason` the gate's sentence saying why, \
+     `outcome` the AnswerOutcome when there is one."
 );
 create_exception!(
     pacerelle,
@@ -130,6 +131,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     in_use.setattr("host", py.None())?;
     in_use.setattr("since", py.None())?;
     let refused = py.get_type::<NotApproved>();
+    refused.setattr("conclusion", py.None())?;
     refused.setattr("reason", py.None())?;
     refused.setattr("outcome", py.None())?;
     let closed = py.get_type::<QuestionClosed>();

@@ -57,7 +57,7 @@ def test_no_raises_denied_and_never_runs(paired: Paired) -> None:
     with pytest.raises(pacerelle.NotApproved) as caught:
         deploy("prod")
     assert "deploy(env='prod')" in phone.join().question
-    assert caught.value.reason == "denied"
+    assert caught.value.conclusion == "denied"
     assert caught.value.outcome is not None
     assert caught.value.outcome.state == "answered"
     assert caught.value.outcome.answer is False
@@ -75,7 +75,7 @@ def test_expiry_raises_expired(paired: Paired) -> None:
 
     with pytest.raises(pacerelle.NotApproved) as caught:
         act()
-    assert caught.value.reason == "expired"
+    assert caught.value.conclusion == "expired"
     assert caught.value.outcome is not None and caught.value.outcome.state == "expired"
     assert ran == []
 
@@ -85,7 +85,7 @@ def test_our_own_time_limit_withdraws_the_question(paired: Paired) -> None:
     with pytest.raises(pacerelle.NotApproved) as caught:
         with agent.approval("Quick?", expires_in=600, timeout=1):
             raise AssertionError("must not run")
-    assert caught.value.reason == "cancelled"  # as the answer log records it
+    assert caught.value.conclusion == "cancelled"  # as the answer log records it
     outcome = caught.value.outcome
     assert outcome is not None and not outcome.approved
     # A late yes approves nothing: the question was withdrawn.
@@ -107,7 +107,7 @@ def test_cancel_raises_cancelled(paired: Paired) -> None:
         with agent.approval("Shall I?"):
             ran.append(1)
     canceller.join()
-    assert caught.value.reason == "cancelled"
+    assert caught.value.conclusion == "cancelled"
     assert ran == []
 
 
@@ -132,7 +132,7 @@ def test_an_unreachable_relay_is_not_a_yes(relay: Relay, paired: Paired) -> None
     relay.stop()
     with pytest.raises(pacerelle.NotApproved) as caught:
         act()
-    assert caught.value.reason == "relay_unavailable"
+    assert caught.value.conclusion == "relay_unavailable"
     assert isinstance(caught.value.__cause__, pacerelle.RelayUnavailable)
     assert ran == []
 
@@ -170,7 +170,7 @@ def test_a_policy_file_decides_first(tmp_path: Path, paired: Paired) -> None:
     assert read_file("/etc/hosts") == "content"  # allowed without asking
     with pytest.raises(pacerelle.NotApproved) as caught:
         run_shell("rm -rf /")
-    assert caught.value.reason == "denied"
+    assert caught.value.conclusion == "denied"
     assert "no recursive deletes" in str(caught.value)
     phone = answer_next(device, True)
     run_shell("ls")  # no rule matches: the default asks
@@ -262,7 +262,8 @@ def test_the_gate_table(scenario: dict[str, Any], relay: Relay, paired: Paired, 
         act(str(tmp_path / "project" / touches) if touches else None)
         conclusion = "approved" if phone != "none" else "allowed"
     except pacerelle.NotApproved as e:
-        conclusion = str(e.reason)
+        conclusion = str(e.conclusion)
+        assert e.reason and " " in e.reason, e.reason  # the gate's sentence, beside its word
         assert ran == []
     if background is not None:
         background.join()

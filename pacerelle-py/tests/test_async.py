@@ -73,7 +73,7 @@ def test_the_async_flow_in_one_event_loop(paired: Paired) -> None:
         with pytest.raises(pacerelle.NotApproved) as caught:
             await publish("v2")
         await phone
-        assert caught.value.reason == "denied"
+        assert caught.value.conclusion == "denied"
         assert ran == ["v1"]
 
         phone = asyncio.ensure_future(answer_all(device, {"Merge?": True}))

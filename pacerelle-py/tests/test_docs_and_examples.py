@@ -141,7 +141,7 @@ def sync_usage(agent: pacerelle.Agent, device: pacerelle.Device) -> None:
     except pacerelle.AgentInUse as e:
         print(e.host, e.since, e.code)
     except pacerelle.NotApproved as e:
-        print(e.reason, e.outcome)
+        print(e.conclusion, e.reason.upper() if e.reason else None, e.outcome)
 
 
 async def async_usage(agent: pacerelle.AsyncAgent) -> None:

@@ -1,8 +1,8 @@
 """`Agent` (blocking) and `AsyncAgent` (asyncio): the agent side of Pacerelle.
 
-Both are thin: each method is one call of the native client (`pacerelle._native.AgentClient`, over the Rust
-pacerelle-client), run with the GIL released (`Agent`) or awaited without blocking the event loop
-(`AsyncAgent`).
+The API is written once (`_AgentApi`): each method returns one call of the native client
+(`pacerelle._native.AgentClient`, over the Rust pacerelle-client), and `_twin` runs it with the GIL released
+(`Agent`) or awaits it without blocking the event loop (`AsyncAgent`).
 """
 
 from __future__ import annotations
@@ -12,7 +12,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, overload
 
-from . import _approval, _bridge, _config, _native
+from . import _approval, _bridge, _config, _native, _runner
+from ._twin import Awaiting, Blocking, call
 from ._native import (
     AgentInfo,
     AnswerOutcome,
@@ -137,15 +138,15 @@ class _Base:
         tool: str | None = None,
     ) -> Any:
         """Decorator: asks the owner before each call and runs the function only on an authenticated yes;
-        otherwise raises `NotApproved` (reason 'denied', 'expired', 'cancelled', 'relay_unavailable',
-        'rejected', 'pending' or 'answered': the gate's conclusion, the same as the CLI hook's and the MCP
-        tools') and the function never runs.
+        otherwise raises `NotApproved` (`conclusion` 'denied', 'expired', 'cancelled', 'relay_unavailable',
+        'rejected', 'pending' or 'answered': the gate's word, the same as the CLI hook's and the MCP tools';
+        `reason`: the gate's sentence) and the function never runs.
 
         `question` is a text with `{argument}` placeholders filled from the call; `describe`, a function
         of the call's arguments that returns the text; by default the question names the function and its
         arguments. With a `policy` (a `Policy` or the path of a TOML policy file), the policy decides
         first by `tool` (default: the function's name) with the call's arguments as input: 'allow' runs
-        without asking, 'deny' raises `NotApproved('denied')`, 'ask' asks. Works on plain and `async def`
+        without asking, 'deny' raises `NotApproved` (conclusion 'denied'), 'ask' asks. Works on plain and `async def`
         functions, and bare: `@agent.require_approval`.
         """
         options = dict(details=details, expires_in=expires_in, timeout=timeout, policy=policy, tool=tool)
@@ -190,7 +191,180 @@ def _kwargs_question(
     }
 
 
-class Agent(_Base):
+class _AgentApi(_Base):
+    """The agent's calls, once: blocking in `Agent`, coroutines in `AsyncAgent`."""
+
+    # -- the inbox -------------------------------------------------------------------------------------
+
+    @call
+    def open_session(self, *, takeover: bool = False) -> _native.Call[SessionInfo]:
+        """Takes the agent's lease: only this process consumes the inbox from now on (a heartbeat keeps it).
+        Raises `AgentInUse` (with `.host` and `.since`) when another session holds it, unless `takeover`."""
+        return self._client.open_session(self.host, takeover)
+
+    @call
+    def heartbeat(self) -> _native.Call[SessionInfo]:
+        """Renews the lease now (it is also renewed every 10 s in the background)."""
+        return self._client.heartbeat()
+
+    @call
+    def close_session(self) -> _native.Call[None]:
+        """Releases the lease."""
+        return self._client.close_session()
+
+    @call
+    def wait_for_messages(self, cursor: str | None = None, timeout: float = 30.0) -> _native.Call[Inbox]:
+        """Waits for tasks. Without a cursor: every task not yet processed (those delivered before come
+        again, `redelivered`); with one: tasks after it. Parks up to `timeout` seconds (at most 55)."""
+        return self._client.wait_for_messages(cursor, timeout)
+
+    @call
+    def reply(self, source_message_id: str, text: str, *, reply_id: str | None = None) -> _native.Call[Stored]:
+        """Replies to a task, sealed for each paired device. Idempotent by `reply_id`."""
+        return self._client.reply(source_message_id, text, reply_id)
+
+    @call
+    def mark_processed(self, message_id: str) -> _native.Call[Processed]:
+        """Marks a task processed: the acknowledgement. Idempotent and final."""
+        return self._client.mark_processed(message_id)
+
+    @call
+    def save_checkpoint(
+        self, summary: str, next_action: str, message_ids: Sequence[str] = ()
+    ) -> _native.Call[Checkpoint]:
+        """Saves a checkpoint (what was done, what comes next), sealed with the agent's own key."""
+        return self._client.save_checkpoint(summary, next_action, list(message_ids))
+
+    @call
+    def get_checkpoints(self, limit: int = 10) -> _native.Call[list[Checkpoint]]:
+        """The latest checkpoints, latest first."""
+        return self._client.get_checkpoints(limit)
+
+    @call
+    def status(self) -> _native.Call[Status]:
+        """Presence and counts, as the phone sees them."""
+        return self._client.status()
+
+    # -- questions -------------------------------------------------------------------------------------
+
+    @call
+    def ask_user(
+        self,
+        question: str,
+        *,
+        kind: Kind | None = None,
+        options: Sequence[str] | None = None,
+        multiple: bool = False,
+        details: str | None = None,
+        expires_in: float = 600.0,
+        question_id: str | None = None,
+    ) -> _native.Call[Asked]:
+        """Asks the owner a question and returns at once. `kind` defaults to 'choice' when `options` are
+        given, else 'yes_no'. Raises `NoDevice` when no phone is paired. `question_id` names one question for
+        good: the same question under it resumes it (with its answer, if any); a different one raises
+        `QuestionIdConflict`."""
+        kw = _kwargs_question(kind, options, multiple, details, expires_in, question_id)
+        return self._client.ask_user(question, **kw)
+
+    @call
+    def wait_for_answer(self, question: str | Asked, timeout: float | None = 30.0) -> _native.Call[AnswerOutcome]:
+        """Waits until the outcome is final or `timeout` seconds pass (then the pending outcome is
+        returned); `timeout=None` waits until the question expires. Only `.approved` means yes."""
+        return self._client.wait_for_answer(question, timeout)
+
+    @call
+    def ask(
+        self,
+        question: str,
+        *,
+        kind: Kind | None = None,
+        options: Sequence[str] | None = None,
+        multiple: bool = False,
+        details: str | None = None,
+        expires_in: float = 600.0,
+        question_id: str | None = None,
+        timeout: float | None = None,
+    ) -> _native.Call[AnswerOutcome]:
+        """Asks and waits for the answer (until the question expires, or `timeout`)."""
+        kw = _kwargs_question(kind, options, multiple, details, expires_in, question_id)
+        return self._client.ask(question, timeout=timeout, **kw)
+
+    @call
+    def notify(self, text: str, *, title: str | None = None, level: Level = "info") -> _native.Call[Stored]:
+        """Sends a notification to the paired devices (no answer expected)."""
+        return self._client.notify(text, title, level)
+
+    @call
+    def cancel_question(self, question_id: str) -> _native.Call[AnswerOutcome]:
+        """Withdraws a pending question. Raises `QuestionClosed` when it is already answered or expired."""
+        return self._client.cancel_question(question_id)
+
+    @call
+    def answer_log(
+        self,
+        *,
+        state: State | None = None,
+        since: Time | None = None,
+        until: Time | None = None,
+        limit: int | None = None,
+        search: str | None = None,
+    ) -> _native.Call[list[AuditEntry]]:
+        """The answer log, newest first, opened and judged here (expired, cancelled and denied stay distinct)."""
+        return self._client.answer_log(state=state, since=since, until=until, limit=limit, search=search)
+
+    # -- webhooks --------------------------------------------------------------------------------------
+
+    @call
+    def set_webhook(self, url: str, secret: str) -> _native.Call[WebhookInfo]:
+        """The relay will POST question events (answered, expired, cancelled) to `url`, signed with `secret`."""
+        return self._client.set_webhook(url, secret)
+
+    @call
+    def webhook(self) -> _native.Call[WebhookInfo]:
+        """The agent's webhook."""
+        return self._client.webhook()
+
+    @call
+    def clear_webhook(self) -> _native.Call[WebhookInfo]:
+        """Removes the agent's webhook."""
+        return self._client.clear_webhook()
+
+    @call
+    def webhook_deliveries(self, limit: int = 20) -> _native.Call[list[Delivery]]:
+        """The latest webhook deliveries, newest first."""
+        return self._client.webhook_deliveries(limit)
+
+    # -- administration --------------------------------------------------------------------------------
+
+    @call
+    def info(self) -> _native.Call[AgentInfo]:
+        """The agent as the relay knows it."""
+        return self._client.info()
+
+    @call
+    def create_pairing(
+        self,
+        *,
+        label: str | None = None,
+        ttl: float = 600.0,
+        role: Literal["owner", "user"] = "owner",
+        public_url: str | None = None,
+    ) -> _native.Call[PairingLink]:
+        """A single-use pairing link (show it as a link or QR code): whoever opens it first becomes a device."""
+        return self._client.create_pairing(label, ttl, role, public_url)
+
+    @call
+    def devices(self) -> _native.Call[list[DeviceInfo]]:
+        """Every device ever paired, revoked ones included."""
+        return self._client.devices()
+
+    @call
+    def revoke_device(self, device_id: str) -> _native.Call[DeviceInfo]:
+        """Revokes a device: its credential stops working at once."""
+        return self._client.revoke_device(device_id)
+
+
+class Agent(_AgentApi, Blocking):
     """The agent side, blocking. Each call releases the GIL while it waits; Ctrl-C interrupts it.
 
     ```python
@@ -211,152 +385,6 @@ class Agent(_Base):
         """An `Agent` sharing another agent's native client (and so its session)."""
         return cls._wrap(agent._client, agent.host)
 
-    # -- the inbox -------------------------------------------------------------------------------------
-
-    def open_session(self, *, takeover: bool = False) -> SessionInfo:
-        """Takes the agent's lease: only this process consumes the inbox from now on (a heartbeat keeps it).
-        Raises `AgentInUse` (with `.host` and `.since`) when another session holds it, unless `takeover`."""
-        return self._client.open_session(self.host, takeover).wait()
-
-    def heartbeat(self) -> SessionInfo:
-        """Renews the lease now (it is also renewed every 10 s in the background)."""
-        return self._client.heartbeat().wait()
-
-    def close_session(self) -> None:
-        """Releases the lease."""
-        self._client.close_session().wait()
-
-    def wait_for_messages(self, cursor: str | None = None, timeout: float = 30.0) -> Inbox:
-        """Waits for tasks. Without a cursor: every task not yet processed (those delivered before come
-        again, `redelivered`); with one: tasks after it. Parks up to `timeout` seconds (at most 55)."""
-        return self._client.wait_for_messages(cursor, timeout).wait()
-
-    def reply(self, source_message_id: str, text: str, *, reply_id: str | None = None) -> Stored:
-        """Replies to a task, sealed for each paired device. Idempotent by `reply_id`."""
-        return self._client.reply(source_message_id, text, reply_id).wait()
-
-    def mark_processed(self, message_id: str) -> Processed:
-        """Marks a task processed: the acknowledgement. Idempotent and final."""
-        return self._client.mark_processed(message_id).wait()
-
-    def save_checkpoint(self, summary: str, next_action: str, message_ids: Sequence[str] = ()) -> Checkpoint:
-        """Saves a checkpoint (what was done, what comes next), sealed with the agent's own key."""
-        return self._client.save_checkpoint(summary, next_action, list(message_ids)).wait()
-
-    def get_checkpoints(self, limit: int = 10) -> list[Checkpoint]:
-        """The latest checkpoints, latest first."""
-        return self._client.get_checkpoints(limit).wait()
-
-    def status(self) -> Status:
-        """Presence and counts, as the phone sees them."""
-        return self._client.status().wait()
-
-    # -- questions -------------------------------------------------------------------------------------
-
-    def ask_user(
-        self,
-        question: str,
-        *,
-        kind: Kind | None = None,
-        options: Sequence[str] | None = None,
-        multiple: bool = False,
-        details: str | None = None,
-        expires_in: float = 600.0,
-        question_id: str | None = None,
-    ) -> Asked:
-        """Asks the owner a question and returns at once. `kind` defaults to 'choice' when `options` are
-        given, else 'yes_no'. Raises `NoDevice` when no phone is paired. `question_id` names one question for
-        good: the same question under it resumes it (with its answer, if any); a different one raises
-        `QuestionIdConflict`."""
-        kw = _kwargs_question(kind, options, multiple, details, expires_in, question_id)
-        return self._client.ask_user(question, **kw).wait()
-
-    def wait_for_answer(self, question: str | Asked, timeout: float | None = 30.0) -> AnswerOutcome:
-        """Waits until the outcome is final or `timeout` seconds pass (then the pending outcome is
-        returned); `timeout=None` waits until the question expires. Only `.approved` means yes."""
-        return self._client.wait_for_answer(question, timeout).wait()
-
-    def ask(
-        self,
-        question: str,
-        *,
-        kind: Kind | None = None,
-        options: Sequence[str] | None = None,
-        multiple: bool = False,
-        details: str | None = None,
-        expires_in: float = 600.0,
-        question_id: str | None = None,
-        timeout: float | None = None,
-    ) -> AnswerOutcome:
-        """Asks and waits for the answer (until the question expires, or `timeout`)."""
-        kw = _kwargs_question(kind, options, multiple, details, expires_in, question_id)
-        return self._client.ask(question, timeout=timeout, **kw).wait()
-
-    def notify(self, text: str, *, title: str | None = None, level: Level = "info") -> Stored:
-        """Sends a notification to the paired devices (no answer expected)."""
-        return self._client.notify(text, title, level).wait()
-
-    def cancel_question(self, question_id: str) -> AnswerOutcome:
-        """Withdraws a pending question. Raises `QuestionClosed` when it is already answered or expired."""
-        return self._client.cancel_question(question_id).wait()
-
-    def answer_log(
-        self,
-        *,
-        state: State | None = None,
-        since: Time | None = None,
-        until: Time | None = None,
-        limit: int | None = None,
-        search: str | None = None,
-    ) -> list[AuditEntry]:
-        """The answer log, newest first, opened and judged here (expired, cancelled and denied stay distinct)."""
-        return self._client.answer_log(state=state, since=since, until=until, limit=limit, search=search).wait()
-
-    # -- webhooks --------------------------------------------------------------------------------------
-
-    def set_webhook(self, url: str, secret: str) -> WebhookInfo:
-        """The relay will POST question events (answered, expired, cancelled) to `url`, signed with `secret`."""
-        return self._client.set_webhook(url, secret).wait()
-
-    def webhook(self) -> WebhookInfo:
-        """The agent's webhook."""
-        return self._client.webhook().wait()
-
-    def clear_webhook(self) -> WebhookInfo:
-        """Removes the agent's webhook."""
-        return self._client.clear_webhook().wait()
-
-    def webhook_deliveries(self, limit: int = 20) -> list[Delivery]:
-        """The latest webhook deliveries, newest first."""
-        return self._client.webhook_deliveries(limit).wait()
-
-    # -- administration --------------------------------------------------------------------------------
-
-    def info(self) -> AgentInfo:
-        """The agent as the relay knows it."""
-        return self._client.info().wait()
-
-    def create_pairing(
-        self,
-        *,
-        label: str | None = None,
-        ttl: float = 600.0,
-        role: Literal["owner", "user"] = "owner",
-        public_url: str | None = None,
-    ) -> PairingLink:
-        """A single-use pairing link (show it as a link or QR code): whoever opens it first becomes a device."""
-        return self._client.create_pairing(label, ttl, role, public_url).wait()
-
-    def devices(self) -> list[DeviceInfo]:
-        """Every device ever paired, revoked ones included."""
-        return self._client.devices().wait()
-
-    def revoke_device(self, device_id: str) -> DeviceInfo:
-        """Revokes a device: its credential stops working at once."""
-        return self._client.revoke_device(device_id).wait()
-
-    # -- the supervised loop ---------------------------------------------------------------------------
-
     def run(
         self,
         handler: Callable[[_native.Message], Any] | Callable[[_native.Message, RunContext], Any],
@@ -376,17 +404,9 @@ class Agent(_Base):
         `pacerelle` logger. Survives relay restarts with backoff; returns on SIGINT/SIGTERM (in the main
         thread) or `stop()`. Raises `AgentInUse` if another session holds the lease and `takeover` is
         false."""
-        from ._runner import SyncRunner
-
-        SyncRunner(
-            self,
-            handler,
-            takeover=takeover,
-            timeout=timeout,
-            max_backoff=max_backoff,
-            handle_signals=handle_signals,
-            max_attempts=max_attempts,
-        ).run()
+        loop = _runner.Loop(self, handler, _runner.RunContext, takeover, timeout, max_backoff, max_attempts)
+        with _runner.signals(loop, handle_signals):
+            _runner.drive(loop.flow())
 
     def __enter__(self) -> Agent:
         return self
@@ -400,7 +420,7 @@ class Agent(_Base):
             pass
 
 
-class AsyncAgent(_Base):
+class AsyncAgent(_AgentApi, Awaiting):
     """The agent side for asyncio: the same methods as `Agent`, as coroutines. Several calls may be in
     flight at once in one event loop; cancelling a task abandons its call at once."""
 
@@ -417,114 +437,6 @@ class AsyncAgent(_Base):
         """An `AsyncAgent` sharing another agent's native client (and so its session)."""
         return cls._wrap(agent._client, agent.host)
 
-    async def open_session(self, *, takeover: bool = False) -> SessionInfo:
-        return await _bridge.run(self._client.open_session(self.host, takeover))
-
-    async def heartbeat(self) -> SessionInfo:
-        return await _bridge.run(self._client.heartbeat())
-
-    async def close_session(self) -> None:
-        await _bridge.run(self._client.close_session())
-
-    async def wait_for_messages(self, cursor: str | None = None, timeout: float = 30.0) -> Inbox:
-        return await _bridge.run(self._client.wait_for_messages(cursor, timeout))
-
-    async def reply(self, source_message_id: str, text: str, *, reply_id: str | None = None) -> Stored:
-        return await _bridge.run(self._client.reply(source_message_id, text, reply_id))
-
-    async def mark_processed(self, message_id: str) -> Processed:
-        return await _bridge.run(self._client.mark_processed(message_id))
-
-    async def save_checkpoint(self, summary: str, next_action: str, message_ids: Sequence[str] = ()) -> Checkpoint:
-        return await _bridge.run(self._client.save_checkpoint(summary, next_action, list(message_ids)))
-
-    async def get_checkpoints(self, limit: int = 10) -> list[Checkpoint]:
-        return await _bridge.run(self._client.get_checkpoints(limit))
-
-    async def status(self) -> Status:
-        return await _bridge.run(self._client.status())
-
-    async def ask_user(
-        self,
-        question: str,
-        *,
-        kind: Kind | None = None,
-        options: Sequence[str] | None = None,
-        multiple: bool = False,
-        details: str | None = None,
-        expires_in: float = 600.0,
-        question_id: str | None = None,
-    ) -> Asked:
-        kw = _kwargs_question(kind, options, multiple, details, expires_in, question_id)
-        return await _bridge.run(self._client.ask_user(question, **kw))
-
-    async def wait_for_answer(self, question: str | Asked, timeout: float | None = 30.0) -> AnswerOutcome:
-        return await _bridge.run(self._client.wait_for_answer(question, timeout))
-
-    async def ask(
-        self,
-        question: str,
-        *,
-        kind: Kind | None = None,
-        options: Sequence[str] | None = None,
-        multiple: bool = False,
-        details: str | None = None,
-        expires_in: float = 600.0,
-        question_id: str | None = None,
-        timeout: float | None = None,
-    ) -> AnswerOutcome:
-        kw = _kwargs_question(kind, options, multiple, details, expires_in, question_id)
-        return await _bridge.run(self._client.ask(question, timeout=timeout, **kw))
-
-    async def notify(self, text: str, *, title: str | None = None, level: Level = "info") -> Stored:
-        return await _bridge.run(self._client.notify(text, title, level))
-
-    async def cancel_question(self, question_id: str) -> AnswerOutcome:
-        return await _bridge.run(self._client.cancel_question(question_id))
-
-    async def answer_log(
-        self,
-        *,
-        state: State | None = None,
-        since: Time | None = None,
-        until: Time | None = None,
-        limit: int | None = None,
-        search: str | None = None,
-    ) -> list[AuditEntry]:
-        call = self._client.answer_log(state=state, since=since, until=until, limit=limit, search=search)
-        return await _bridge.run(call)
-
-    async def set_webhook(self, url: str, secret: str) -> WebhookInfo:
-        return await _bridge.run(self._client.set_webhook(url, secret))
-
-    async def webhook(self) -> WebhookInfo:
-        return await _bridge.run(self._client.webhook())
-
-    async def clear_webhook(self) -> WebhookInfo:
-        return await _bridge.run(self._client.clear_webhook())
-
-    async def webhook_deliveries(self, limit: int = 20) -> list[Delivery]:
-        return await _bridge.run(self._client.webhook_deliveries(limit))
-
-    async def info(self) -> AgentInfo:
-        return await _bridge.run(self._client.info())
-
-    async def create_pairing(
-        self,
-        *,
-        label: str | None = None,
-        ttl: float = 600.0,
-        role: Literal["owner", "user"] = "owner",
-        public_url: str | None = None,
-    ) -> PairingLink:
-        return await _bridge.run(self._client.create_pairing(label, ttl, role, public_url))
-
-    async def devices(self) -> list[DeviceInfo]:
-        return await _bridge.run(self._client.devices())
-
-    async def revoke_device(self, device_id: str) -> DeviceInfo:
-        return await _bridge.run(self._client.revoke_device(device_id))
-
     async def run(
         self,
         handler: Callable[[_native.Message], Any] | Callable[[_native.Message, AsyncRunContext], Any],
@@ -537,17 +449,9 @@ class AsyncAgent(_Base):
     ) -> None:
         """The supervised loop of `Agent.run`, in this event loop. A coroutine function handler is awaited;
         a plain function runs on the event loop's thread (keep it short, or make it `async`)."""
-        from ._runner import AsyncRunner
-
-        await AsyncRunner(
-            self,
-            handler,
-            takeover=takeover,
-            timeout=timeout,
-            max_backoff=max_backoff,
-            handle_signals=handle_signals,
-            max_attempts=max_attempts,
-        ).run()
+        loop = _runner.Loop(self, handler, _runner.AsyncRunContext, takeover, timeout, max_backoff, max_attempts)
+        with _runner.signals_async(loop, handle_signals):
+            await _runner.drive_async(loop.flow())
 
     async def __aenter__(self) -> AsyncAgent:
         return self

@@ -4,7 +4,8 @@ The gate itself is the Rust one (`pacerelle_client::gate`, through `AgentClient.
 gate's own files, asking within the time limit, withdrawing a question still open when it ends (or when the
 wait is interrupted), and one conclusion. This module maps that conclusion to Python: no answer is a no — a
 question that is denied, expires, is cancelled, cannot be trusted, or cannot be asked because the relay is
-unreachable raises `NotApproved` with that conclusion as its `reason`, and the function never runs.
+unreachable raises `NotApproved` with that conclusion (the word) and the gate's reason (the sentence), and the
+function never runs.
 """
 
 from __future__ import annotations
@@ -28,12 +29,15 @@ QuestionText = Union[str, Callable[..., str]]
 PolicyLike = Union[_native.Policy, str, "os.PathLike[str]", None]
 
 
-Reason = Literal["denied", "expired", "cancelled", "relay_unavailable", "rejected", "pending", "answered"]
+Conclusion = Literal["denied", "expired", "cancelled", "relay_unavailable", "rejected", "pending", "answered"]
 
 
-def not_approved(reason: Reason, message: str, outcome: _native.AnswerOutcome | None = None) -> _native.NotApproved:
-    """A `NotApproved` with its `reason` and `outcome` set."""
-    err = _native.NotApproved(message)
+def not_approved(
+    conclusion: Conclusion, reason: str, outcome: _native.AnswerOutcome | None = None
+) -> _native.NotApproved:
+    """A `NotApproved` with its `conclusion` (the word), `reason` (the sentence) and `outcome` set."""
+    err = _native.NotApproved(f"not approved: {reason}")
+    err.conclusion = conclusion
     err.reason = reason
     err.outcome = outcome
     return err
@@ -52,7 +56,7 @@ def conclude(ruling: _native.Ruling) -> _native.AnswerOutcome | None:
         return ruling.outcome
     if ruling.conclusion == "error" and ruling.error is not None:
         raise ruling.error
-    err = not_approved(cast(Reason, ruling.conclusion), f"not approved: {ruling.reason}", ruling.outcome)
+    err = not_approved(cast(Conclusion, ruling.conclusion), ruling.reason, ruling.outcome)
     if ruling.error is not None:
         raise err from ruling.error
     raise err

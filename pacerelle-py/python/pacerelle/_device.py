@@ -1,4 +1,6 @@
-"""`Device` and `AsyncDevice`: the phone's side, for tests, bots and terminals that play the phone."""
+"""`Device` and `AsyncDevice`: the phone's side, for tests, bots and terminals that play the phone.
+
+Written once (`_DeviceApi`); `_twin` makes the calls blocking in `Device` and coroutines in `AsyncDevice`."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ from collections.abc import Sequence
 from typing import Literal, TypeVar, Union
 
 from . import _bridge, _native
+from ._twin import Awaiting, Blocking, Flow, call, flow
 from ._native import (
     ConversationItem,
     ConversationPage,
@@ -64,7 +67,88 @@ class _Base:
         return f"{type(self).__name__}(agent_id={self.agent_id!r}, device_id={self.device_id!r})"
 
 
-class Device(_Base):
+class _DeviceApi(_Base):
+    """The device's calls, once: blocking in `Device`, coroutines in `AsyncDevice`."""
+
+    @call
+    def send(self, text: str, *, message_id: str | None = None) -> _native.Call[Stored]:
+        """Sends a task to the agent. Idempotent by `message_id`."""
+        return self._client.send(text, message_id)
+
+    @call
+    def conversation(self, cursor: str | None = None, timeout: float = 0.0) -> _native.Call[ConversationPage]:
+        """The conversation after `cursor` (from the start when None), parking up to `timeout` seconds
+        when there is nothing new."""
+        return self._client.conversation(cursor, timeout)
+
+    @call
+    def questions(self, state: State | None = None) -> _native.Call[QuestionList]:
+        """The questions addressed to this device, oldest first."""
+        return self._client.questions(state)
+
+    @call
+    def answer(self, question_id: str, answer: AnswerValue) -> _native.Call[Question]:
+        """Answers a question: True/False (yes/no), a list of options (choice) or a str (text)."""
+        return self._client.answer(question_id, _answer_arg(answer))
+
+    @call
+    def approve(self, question_id: str) -> _native.Call[Question]:
+        """Answers yes."""
+        return self._client.answer(question_id, True)
+
+    @call
+    def deny(self, question_id: str) -> _native.Call[Question]:
+        """Answers no."""
+        return self._client.answer(question_id, False)
+
+    @call
+    def status(self) -> _native.Call[Status]:
+        """The agent's presence and counts."""
+        return self._client.status()
+
+    @call
+    def info(self) -> _native.Call[DeviceSelf]:
+        """This device and its agent, as the relay knows them."""
+        return self._client.info()
+
+    @call
+    def leave(self) -> _native.Call[DeviceInfo]:
+        """Leaves: this device's credential stops working."""
+        return self._client.leave()
+
+    @flow
+    def wait_for_reply(self, message_id: str, timeout: float = 30.0) -> Flow[ConversationItem]:
+        """Follows the conversation until the agent replies to `message_id`; raises TimeoutError."""
+        deadline = time.monotonic() + timeout
+        cursor: str | None = None
+        while True:
+            remaining = deadline - time.monotonic()
+            page: ConversationPage = yield self._client.conversation(cursor, max(0.0, min(remaining, _MAX_WAIT)))
+            for item in page.items:
+                if item.kind == "reply" and item.source_message_id == message_id:
+                    return item
+            cursor = page.cursor
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"no reply to {message_id} within {timeout} s")
+
+    @flow
+    def wait_for_question(self, timeout: float = 30.0) -> Flow[Question]:
+        """Waits until a question is open for this device and returns the oldest; raises TimeoutError."""
+        deadline = time.monotonic() + timeout
+        cursor: str | None = None
+        while True:
+            pending: QuestionList = yield self._client.questions("pending")
+            open_now = [q for q in pending.questions if q.is_open]
+            if open_now:
+                return open_now[0]
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"no open question within {timeout} s")
+            page: ConversationPage = yield self._client.conversation(cursor, min(remaining, _MAX_WAIT))
+            cursor = page.cursor
+
+
+class Device(_DeviceApi, Blocking):
     """A device, blocking: join an agent by its pairing link, send tasks, read the conversation, answer."""
 
     @classmethod
@@ -72,128 +156,11 @@ class Device(_Base):
         """Pairs with an agent by opening its link (its secret never leaves this process)."""
         return cls._wrap(_native.DeviceClient.join(link, name).wait())
 
-    def send(self, text: str, *, message_id: str | None = None) -> Stored:
-        """Sends a task to the agent. Idempotent by `message_id`."""
-        return self._client.send(text, message_id).wait()
 
-    def conversation(self, cursor: str | None = None, timeout: float = 0.0) -> ConversationPage:
-        """The conversation after `cursor` (from the start when None), parking up to `timeout` seconds
-        when there is nothing new."""
-        return self._client.conversation(cursor, timeout).wait()
-
-    def questions(self, state: State | None = None) -> QuestionList:
-        """The questions addressed to this device, oldest first."""
-        return self._client.questions(state).wait()
-
-    def answer(self, question_id: str, answer: AnswerValue) -> Question:
-        """Answers a question: True/False (yes/no), a list of options (choice) or a str (text)."""
-        return self._client.answer(question_id, _answer_arg(answer)).wait()
-
-    def approve(self, question_id: str) -> Question:
-        """Answers yes."""
-        return self.answer(question_id, True)
-
-    def deny(self, question_id: str) -> Question:
-        """Answers no."""
-        return self.answer(question_id, False)
-
-    def status(self) -> Status:
-        """The agent's presence and counts."""
-        return self._client.status().wait()
-
-    def info(self) -> DeviceSelf:
-        """This device and its agent, as the relay knows them."""
-        return self._client.info().wait()
-
-    def leave(self) -> DeviceInfo:
-        """Leaves: this device's credential stops working."""
-        return self._client.leave().wait()
-
-    def wait_for_reply(self, message_id: str, timeout: float = 30.0) -> ConversationItem:
-        """Follows the conversation until the agent replies to `message_id`; raises TimeoutError."""
-        deadline = time.monotonic() + timeout
-        cursor: str | None = None
-        while True:
-            remaining = deadline - time.monotonic()
-            page = self.conversation(cursor, max(0.0, min(remaining, _MAX_WAIT)))
-            for item in page.items:
-                if item.kind == "reply" and item.source_message_id == message_id:
-                    return item
-            cursor = page.cursor
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"no reply to {message_id} within {timeout} s")
-
-    def wait_for_question(self, timeout: float = 30.0) -> Question:
-        """Waits until a question is open for this device and returns the oldest; raises TimeoutError."""
-        deadline = time.monotonic() + timeout
-        cursor: str | None = None
-        while True:
-            open_now = [q for q in self.questions("pending").questions if q.is_open]
-            if open_now:
-                return open_now[0]
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError(f"no open question within {timeout} s")
-            page = self.conversation(cursor, min(remaining, _MAX_WAIT))
-            cursor = page.cursor
-
-
-class AsyncDevice(_Base):
+class AsyncDevice(_DeviceApi, Awaiting):
     """A device for asyncio: the methods of `Device`, as coroutines."""
 
     @classmethod
     async def join(cls, link: str, name: str) -> AsyncDevice:
+        """Pairs with an agent by opening its link (its secret never leaves this process)."""
         return cls._wrap(await _bridge.run(_native.DeviceClient.join(link, name)))
-
-    async def send(self, text: str, *, message_id: str | None = None) -> Stored:
-        return await _bridge.run(self._client.send(text, message_id))
-
-    async def conversation(self, cursor: str | None = None, timeout: float = 0.0) -> ConversationPage:
-        return await _bridge.run(self._client.conversation(cursor, timeout))
-
-    async def questions(self, state: State | None = None) -> QuestionList:
-        return await _bridge.run(self._client.questions(state))
-
-    async def answer(self, question_id: str, answer: AnswerValue) -> Question:
-        return await _bridge.run(self._client.answer(question_id, _answer_arg(answer)))
-
-    async def approve(self, question_id: str) -> Question:
-        return await self.answer(question_id, True)
-
-    async def deny(self, question_id: str) -> Question:
-        return await self.answer(question_id, False)
-
-    async def status(self) -> Status:
-        return await _bridge.run(self._client.status())
-
-    async def info(self) -> DeviceSelf:
-        return await _bridge.run(self._client.info())
-
-    async def leave(self) -> DeviceInfo:
-        return await _bridge.run(self._client.leave())
-
-    async def wait_for_reply(self, message_id: str, timeout: float = 30.0) -> ConversationItem:
-        deadline = time.monotonic() + timeout
-        cursor: str | None = None
-        while True:
-            remaining = deadline - time.monotonic()
-            page = await self.conversation(cursor, max(0.0, min(remaining, _MAX_WAIT)))
-            for item in page.items:
-                if item.kind == "reply" and item.source_message_id == message_id:
-                    return item
-            cursor = page.cursor
-            if time.monotonic() >= deadline:
-                raise TimeoutError(f"no reply to {message_id} within {timeout} s")
-
-    async def wait_for_question(self, timeout: float = 30.0) -> Question:
-        deadline = time.monotonic() + timeout
-        cursor: str | None = None
-        while True:
-            open_now = [q for q in (await self.questions("pending")).questions if q.is_open]
-            if open_now:
-                return open_now[0]
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError(f"no open question within {timeout} s")
-            page = await self.conversation(cursor, min(remaining, _MAX_WAIT))
-            cursor = page.cursor

@@ -38,7 +38,10 @@ class AgentInUse(PacerelleError):
 class LeaseLost(PacerelleError): ...
 
 class NotApproved(PacerelleError):
-    reason: Literal["denied", "expired", "cancelled", "relay_unavailable", "rejected", "pending", "answered"] | None
+    conclusion: Literal["denied", "expired", "cancelled", "relay_unavailable", "rejected", "pending", "answered"] | None
+    """The gate's word (`Ruling.conclusion`)."""
+    reason: str | None
+    """The gate's sentence saying why (`Ruling.reason`)."""
     outcome: AnswerOutcome | None
 
 class CryptoError(PacerelleError): ...
@@ -305,7 +308,11 @@ class AnswerOutcome:
     @property
     def answered_by_name(self) -> str | None: ...
     @property
-    def answered_at(self) -> datetime | None: ...
+    def answered_at(self) -> datetime | None:
+        """When the relay accepted the answer (the relay's clock)."""
+    @property
+    def device_answered_at(self) -> datetime | None:
+        """When the person answered, by the answering device's clock (sealed in its answer)."""
     @property
     def expires_at(self) -> datetime: ...
     @property
@@ -336,7 +343,11 @@ class AuditEntry:
     @property
     def answered_by_name(self) -> str | None: ...
     @property
-    def answered_at(self) -> datetime | None: ...
+    def answered_at(self) -> datetime | None:
+        """When the relay accepted the answer (the relay's clock)."""
+    @property
+    def device_answered_at(self) -> datetime | None:
+        """When the person answered, by the answering device's clock."""
     @property
     def expires_at(self) -> datetime: ...
     @property
@@ -535,7 +546,7 @@ class AgentClient:
     @staticmethod
     def register(relay_url: str, name: str, registration_secret: str | None = None) -> Call[AgentClient]: ...
     @staticmethod
-    def reply_id_for(message_id: str) -> str: ...
+    def reply_id_for(message_id: str, text: str | None = None) -> str: ...
     def run_loop(
         self,
         host: str,

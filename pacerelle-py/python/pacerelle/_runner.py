@@ -4,21 +4,24 @@ The loop itself runs in Rust: the lease, the waits, the backoff across relay res
 reply id derived from the task, marking a task processed only after its handler returned, and setting aside a
 task that keeps failing (or whose reply cannot be sent) with an error reply. This module only calls the
 Python handler for each task the loop hands over (`RunTask`), logs the loop's lines (`RunLog`) to the
-`pacerelle` logger, and turns SIGINT/SIGTERM into a stop.
+`pacerelle` logger, and turns SIGINT/SIGTERM into a stop. It is written once, as a flow (`_twin`): `Agent.run`
+drives it blocking, `AsyncAgent.run` in the running event loop; only the signal handling differs.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import logging
 import signal
 import threading
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from . import _bridge, _native
+from . import _native
+from ._twin import Awaiting, Blocking, Flow, call, drive, drive_async
 
 if TYPE_CHECKING:
     from ._agent import Agent, AsyncAgent
@@ -52,50 +55,44 @@ def _reply_text(message: _native.Message, result: Any) -> str | None:
     return None
 
 
-class RunContext:
+class _Context:
+    """What a handler gets as its second argument: the agent and the task at hand (written once)."""
+
+    agent: Any
+
+    def __init__(self, agent: Any, message: _native.Message) -> None:
+        self.agent = agent
+        self.message = message
+        self.logger = logger
+
+    @call
+    def save_checkpoint(
+        self, summary: str, next_action: str, message_ids: Sequence[str] | None = None
+    ) -> _native.Call[_native.Checkpoint]:
+        """Saves a checkpoint about this task (or about `message_ids`)."""
+        ids = [self.message.message_id] if message_ids is None else list(message_ids)
+        return self.agent.native.save_checkpoint(summary, next_action, ids)  # type: ignore[no-any-return]
+
+    @call
+    def reply(self, text: str) -> _native.Call[_native.Stored]:
+        """Sends an intermediate reply to this task (the handler's return value is the final one)."""
+        return self.agent.native.reply(self.message.message_id, text, None)  # type: ignore[no-any-return]
+
+    def stop(self) -> None:
+        """Stops the loop once this task is done."""
+        self.agent.stop()
+
+
+class RunContext(_Context, Blocking):
     """What a handler gets as its second argument in `Agent.run`: the agent and the task at hand."""
 
-    def __init__(self, agent: Agent, message: _native.Message) -> None:
-        self.agent = agent
-        self.message = message
-        self.logger = logger
-
-    def save_checkpoint(self, summary: str, next_action: str, message_ids: Sequence[str] | None = None) -> _native.Checkpoint:
-        """Saves a checkpoint about this task (or about `message_ids`)."""
-        ids = [self.message.message_id] if message_ids is None else list(message_ids)
-        return self.agent.save_checkpoint(summary, next_action, ids)
-
-    def reply(self, text: str) -> _native.Stored:
-        """Sends an intermediate reply to this task (the handler's return value is the final one)."""
-        return self.agent.reply(self.message.message_id, text)
-
-    def stop(self) -> None:
-        """Stops the loop once this task is done."""
-        self.agent.stop()
+    agent: Agent
 
 
-class AsyncRunContext:
+class AsyncRunContext(_Context, Awaiting):
     """What a handler gets as its second argument in `AsyncAgent.run`."""
 
-    def __init__(self, agent: AsyncAgent, message: _native.Message) -> None:
-        self.agent = agent
-        self.message = message
-        self.logger = logger
-
-    async def save_checkpoint(
-        self, summary: str, next_action: str, message_ids: Sequence[str] | None = None
-    ) -> _native.Checkpoint:
-        """Saves a checkpoint about this task (or about `message_ids`)."""
-        ids = [self.message.message_id] if message_ids is None else list(message_ids)
-        return await self.agent.save_checkpoint(summary, next_action, ids)
-
-    async def reply(self, text: str) -> _native.Stored:
-        """Sends an intermediate reply to this task."""
-        return await self.agent.reply(self.message.message_id, text)
-
-    def stop(self) -> None:
-        """Stops the loop once this task is done."""
-        self.agent.stop()
+    agent: AsyncAgent
 
 
 def _describe(error: BaseException) -> str:
@@ -114,187 +111,84 @@ def _log(step: _native.RunLog, agent: Agent | AsyncAgent) -> None:
     logger.log(step.level, "%s", step.text)
 
 
-class SyncRunner:
+class Loop:
+    """One run of the loop for `Agent.run` or `AsyncAgent.run`."""
+
     def __init__(
         self,
-        agent: Agent,
+        agent: Agent | AsyncAgent,
         handler: Callable[..., Any],
-        *,
+        context: type[_Context],
         takeover: bool,
         timeout: float,
         max_backoff: float,
-        handle_signals: bool,
         max_attempts: int = DEFAULT_MAX_ATTEMPTS,
     ) -> None:
         self.agent = agent
-        self.native = agent.native
         self.handler = handler
+        self.context = context
         self.with_context = _wants_context(handler)
         self.takeover = takeover
         self.timeout = timeout
         self.max_backoff = max_backoff
         self.max_attempts = max_attempts
-        self.handle_signals = handle_signals
         self._token = _native.CancelToken()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._signals = 0
+        self.signals = 0
 
     def stop(self) -> None:
+        """Stops the loop after the current task (callable from any thread)."""
         self._token.cancel()
 
-    def _on_signal(self, signum: int, frame: Any) -> None:
-        self._signals += 1
-        if self._signals > 1 and signum == signal.SIGINT:
-            raise KeyboardInterrupt
-        logger.info("received %s; stopping after the current task", signal.Signals(signum).name)
-        self.stop()
-
-    def run(self) -> None:
-        if self.agent._runner is not None:
+    def flow(self) -> Flow[None]:
+        """Hands each task to the handler until the loop ends. On an interruption (KeyboardInterrupt, a
+        cancelled task) the loop is stopped and followed to its end, which releases the lease, before the
+        interruption goes on: a process that exits on Ctrl-C does not leave the lease held."""
+        agent = self.agent
+        if agent._runner is not None:
             raise RuntimeError("this agent is already running a loop")
-        previous: dict[int, Any] = {}
-        if self.handle_signals and threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                previous[sig] = signal.signal(sig, self._on_signal)
-        self.agent._runner = self
+        agent._runner = self
         ended = False
+        run_loop: _native.RunLoop | None = None
         try:
-            run_loop = self.native.run_loop(
-                self.agent.host,
+            run_loop = agent.native.run_loop(
+                agent.host,
                 self._token,
                 takeover=self.takeover,
                 timeout=self.timeout,
                 max_backoff=self.max_backoff,
                 max_attempts=self.max_attempts,
             )
-            while (step := run_loop.next().wait()) is not None:
+            while (step := (yield run_loop.next())) is not None:
                 if isinstance(step, _native.RunLog):
-                    _log(step, self.agent)
+                    _log(step, agent)
                 else:
-                    self._handle(step)
+                    yield from self._handle(step)
             ended = True
         finally:
-            self.agent._runner = None
-            for signum, old in previous.items():
-                signal.signal(signum, old)
-            if self._loop is not None:
-                self._loop.close()
-            if not ended:
-                # Interrupted (KeyboardInterrupt…): the loop stops in the background; release the lease now.
-                self._token.cancel()
-                try:
-                    self.native.close_session().wait()
-                except _native.PacerelleError as e:
-                    logger.debug("could not release the lease: %s", e)
-
-    def _call_handler(self, message: _native.Message) -> Any:
-        args: tuple[Any, ...] = (message, RunContext(self.agent, message)) if self.with_context else (message,)
-        result = self.handler(*args)
-        if inspect.isawaitable(result):
-            if self._loop is None:
-                self._loop = asyncio.new_event_loop()
-            result = self._loop.run_until_complete(result)
-        return result
-
-    def _handle(self, task: _native.RunTask) -> None:
-        message = task.message
-        logger.debug("task %s%s", message.message_id, " (redelivered)" if message.redelivered else "")
-        try:
-            result = self._call_handler(message)
-        except Exception as e:
-            task.fail(_describe(e))
-            return
-        except BaseException:
-            task.fail("the handler was interrupted")
-            raise
-        task.done(_reply_text(message, result))
-
-
-class AsyncRunner:
-    def __init__(
-        self,
-        agent: AsyncAgent,
-        handler: Callable[..., Any],
-        *,
-        takeover: bool,
-        timeout: float,
-        max_backoff: float,
-        handle_signals: bool,
-        max_attempts: int = DEFAULT_MAX_ATTEMPTS,
-    ) -> None:
-        self.agent = agent
-        self.native = agent.native
-        self.handler = handler
-        self.with_context = _wants_context(handler)
-        self.takeover = takeover
-        self.timeout = timeout
-        self.max_backoff = max_backoff
-        self.max_attempts = max_attempts
-        self.handle_signals = handle_signals
-        self._token = _native.CancelToken()
-        self._loop = asyncio.get_running_loop()
-        self._signals = 0
-
-    def stop(self) -> None:
-        # Callable from any thread.
-        self._token.cancel()
-
-    def _on_signal(self, sig: signal.Signals) -> None:
-        self._signals += 1
-        if self._signals > 1 and sig == signal.SIGINT:
-            for task in asyncio.all_tasks(self._loop):
-                task.cancel()
-            return
-        logger.info("received %s; stopping after the current task", sig.name)
-        self.stop()
-
-    async def run(self) -> None:
-        if self.agent._runner is not None:
-            raise RuntimeError("this agent is already running a loop")
-        installed: list[signal.Signals] = []
-        if self.handle_signals and threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                try:
-                    self._loop.add_signal_handler(sig, self._on_signal, sig)
-                    installed.append(sig)
-                except (NotImplementedError, RuntimeError):
-                    pass
-        self.agent._runner = self
-        ended = False
-        try:
-            run_loop = self.native.run_loop(
-                self.agent.host,
-                self._token,
-                takeover=self.takeover,
-                timeout=self.timeout,
-                max_backoff=self.max_backoff,
-                max_attempts=self.max_attempts,
-            )
-            while (step := await _bridge.run(run_loop.next())) is not None:
-                if isinstance(step, _native.RunLog):
-                    _log(step, self.agent)
-                else:
-                    await self._handle(step)
-            ended = True
-        finally:
-            self.agent._runner = None
-            for sig in installed:
-                self._loop.remove_signal_handler(sig)
+            agent._runner = None
             if not ended:
                 self._token.cancel()
                 try:
-                    await _bridge.run(self.native.close_session())
+                    if run_loop is None:
+                        yield agent.native.close_session()
+                    else:
+                        # The loop stops before any other task and releases the lease as it ends.
+                        while (step := (yield run_loop.next())) is not None:
+                            if isinstance(step, _native.RunLog):
+                                _log(step, agent)
+                            else:
+                                step.fail("the loop is stopping")
                 except _native.PacerelleError as e:
                     logger.debug("could not release the lease: %s", e)
 
-    async def _handle(self, task: _native.RunTask) -> None:
+    def _handle(self, task: _native.RunTask) -> Flow[None]:
         message = task.message
         logger.debug("task %s%s", message.message_id, " (redelivered)" if message.redelivered else "")
-        args: tuple[Any, ...] = (message, AsyncRunContext(self.agent, message)) if self.with_context else (message,)
+        args: tuple[Any, ...] = (message, self.context(self.agent, message)) if self.with_context else (message,)
         try:
             result = self.handler(*args)
             if inspect.isawaitable(result):
-                result = await result
+                result = yield result
         except Exception as e:
             task.fail(_describe(e))
             return
@@ -302,3 +196,65 @@ class AsyncRunner:
             task.fail("the handler was interrupted")
             raise
         task.done(_reply_text(message, result))
+
+    def on_signal(self, sig: signal.Signals) -> bool:
+        """Counts a signal: the first stops the loop after the current task; True for a second SIGINT,
+        which interrupts it."""
+        self.signals += 1
+        if self.signals > 1 and sig == signal.SIGINT:
+            return True
+        logger.info("received %s; stopping after the current task", sig.name)
+        self.stop()
+        return False
+
+
+def _in_main_thread() -> bool:
+    return threading.current_thread() is threading.main_thread()
+
+
+@contextlib.contextmanager
+def signals(loop: Loop, enabled: bool) -> Iterator[None]:
+    """`Agent.run`: SIGINT/SIGTERM stop the loop; a second SIGINT raises KeyboardInterrupt (which interrupts a
+    wait or the handler)."""
+
+    def handle(signum: int, frame: Any) -> None:
+        if loop.on_signal(signal.Signals(signum)):
+            raise KeyboardInterrupt
+
+    previous: dict[int, Any] = {}
+    if enabled and _in_main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            previous[sig] = signal.signal(sig, handle)
+    try:
+        yield
+    finally:
+        for signum, old in previous.items():
+            signal.signal(signum, old)
+
+
+@contextlib.contextmanager
+def signals_async(loop: Loop, enabled: bool) -> Iterator[None]:
+    """`AsyncAgent.run`: SIGINT/SIGTERM stop the loop; a second SIGINT cancels the event loop's tasks."""
+    events = asyncio.get_running_loop()
+
+    def handle(sig: signal.Signals) -> None:
+        if loop.on_signal(sig):
+            for task in asyncio.all_tasks(events):
+                task.cancel()
+
+    installed: list[signal.Signals] = []
+    if enabled and _in_main_thread():
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                events.add_signal_handler(sig, handle, sig)
+                installed.append(sig)
+            except (NotImplementedError, RuntimeError):
+                pass
+    try:
+        yield
+    finally:
+        for sig in installed:
+            events.remove_signal_handler(sig)
+
+
+__all__ = ["AsyncRunContext", "Loop", "RunContext", "drive", "drive_async", "signals", "signals_async"]
