@@ -145,6 +145,13 @@ struct ItemOut<'a> {
     title: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     level: Option<Level>,
+    /// For an update (shown by `inbox --follow` only): what changed.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    subject_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    subject_kind: Option<pacerelle_client::SubjectKind>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    subject_state: Option<pacerelle_client::ItemState>,
     time: pacerelle_client::Timestamp,
 }
 
@@ -158,6 +165,9 @@ fn item_out(i: &ConversationItem) -> ItemOut<'_> {
         question: i.question.as_ref(),
         title: i.title.as_deref(),
         level: i.level,
+        subject_id: i.update.as_ref().map(|u| u.subject_id.as_str()),
+        subject_kind: i.update.as_ref().map(|u| u.subject_kind),
+        subject_state: i.update.as_ref().map(|u| u.state),
         time: i.created_at,
     }
 }
@@ -230,6 +240,22 @@ fn print_item(i: &ConversationItem) {
                 None => println!("{when}  agent  [{}] ! {level}: {}", i.id, i.text),
             }
         }
+        (ItemKind::Update, _) => {
+            if let Some(u) = &i.update {
+                let by = u
+                    .meta
+                    .as_ref()
+                    .and_then(|m| m.answered_by_name.as_ref().or(m.answered_by.as_ref()))
+                    .filter(|_| u.state == pacerelle_client::ItemState::Answered)
+                    .map(|by| format!(" by {by}"))
+                    .unwrap_or_default();
+                println!(
+                    "{when}  relay  [{}] is now {}{by}",
+                    u.subject_id,
+                    u.state.as_str()
+                );
+            }
+        }
         _ => {
             let source = i.source_message_id.as_deref().unwrap_or("?");
             println!("{when}  agent  [{}] ↳ {}  {}", i.id, source, i.text);
@@ -252,7 +278,9 @@ pub async fn inbox(global: &Global, args: InboxArgs) -> Result<()> {
         }
         let empty = page.items.is_empty();
         cursor = Some(page.cursor);
-        all.extend(page.items);
+        // The listing shows each task and question in its state now: the updates that led there are only
+        // followed (`--follow`).
+        all.extend(page.items.into_iter().filter(|i| i.kind != ItemKind::Update));
         if empty {
             break;
         }

@@ -33,12 +33,17 @@ async fn a_task_is_answered_and_the_reply_names_its_source() {
     agent.mark_processed(&task.message_id).await.expect("processed");
 
     let page = device.conversation(None, NO_WAIT).await.expect("conversation");
-    assert_eq!(page.items.len(), 2, "{:?}", page.items);
+    assert_eq!(page.items.len(), 3, "{:?}", page.items);
     assert_eq!(page.items[0].kind, ItemKind::Message);
     assert_eq!(page.items[0].state, Some(MessageState::Processed));
     assert_eq!(page.items[1].kind, ItemKind::Reply);
     assert_eq!(page.items[1].text, "done");
     assert_eq!(page.items[1].source_message_id.as_deref(), Some(sent.id.as_str()));
+    // Then the update that says the task was processed.
+    assert_eq!(page.items[2].kind, ItemKind::Update);
+    let update = page.items[2].update.as_deref().expect("an update");
+    assert_eq!(update.subject_id, sent.id);
+    assert_eq!(update.state, pacerelle_client::ItemState::Processed);
 }
 
 #[tokio::test]
