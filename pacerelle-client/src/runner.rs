@@ -21,9 +21,9 @@ use pacerelle_core::wire::code;
 use pacerelle_core::{CryptoError, Cursor};
 use tokio_util::sync::CancellationToken;
 
-use crate::Stored;
 use crate::agent::{AgentClient, Checkpoint, Inbox, Message, reply_id_for};
 use crate::error::{Error, ErrorKind, Result};
+use crate::{SessionInfo, Stored};
 
 /// How many times a task's handler may fail before the task is set aside.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
@@ -90,6 +90,63 @@ impl Backoff {
             .with_jitter()
             .without_max_times()
             .build()
+    }
+}
+
+/// The lease as a long-lived listener holds it, with the one takeover policy of the [`Runner`] and the MCP
+/// server: only the first successful take may take the lease over from a live holder (when asked); a take
+/// after the lease was lost never does, so two listeners cannot take it back and forth.
+#[derive(Debug)]
+pub struct Lease {
+    agent: AgentClient,
+    host: String,
+    takeover: bool,
+    session: Option<SessionInfo>,
+}
+
+impl Lease {
+    /// A lease not yet taken, for `agent`, named `host` to other sessions.
+    pub fn new(agent: AgentClient, host: impl Into<String>, takeover: bool) -> Self {
+        Lease {
+            agent,
+            host: host.into(),
+            takeover,
+            session: None,
+        }
+    }
+
+    /// The name this listener shows to other sessions.
+    pub fn host(&self) -> &str {
+        &self.host
+    }
+
+    /// The session holding the lease, when this listener holds it.
+    pub fn session(&self) -> Option<&SessionInfo> {
+        self.session.as_ref()
+    }
+
+    /// Takes the lease unless held; `Some` with the session when it was taken now. Fails with the relay's
+    /// error (`agent_in_use` names the holder in its details).
+    pub async fn ensure(&mut self) -> Result<Option<&SessionInfo>> {
+        if self.session.is_some() {
+            return Ok(None);
+        }
+        let info = self.agent.open_session(&self.host, self.takeover).await?;
+        self.takeover = false;
+        Ok(Some(&*self.session.insert(info)))
+    }
+
+    /// Notes that the relay said the lease is no longer held; true when it was.
+    pub fn lost(&mut self) -> bool {
+        self.session.take().is_some()
+    }
+
+    /// Releases the lease if held.
+    pub async fn release(&mut self) -> Result<()> {
+        if self.session.take().is_some() {
+            self.agent.close_session().await?;
+        }
+        Ok(())
     }
 }
 
@@ -464,26 +521,21 @@ impl Runner {
     async fn serve<H: Handler>(&self, handler: &H, stop: &CancellationToken) -> Result<()> {
         let mut unreachable = self.backoff.delays();
         let mut retries = self.backoff.delays();
-        let mut session = false;
-        let mut first = true;
+        let mut lease = Lease::new(self.agent.clone(), self.host.clone(), self.takeover);
         let mut cursor: Option<Cursor> = None;
         let mut attempts: HashMap<String, u32> = HashMap::new();
         loop {
             if stop.is_cancelled() {
                 return Ok(());
             }
-            let pause = if !session {
-                let takeover = self.takeover && first;
-                match until(stop, self.agent.open_session(&self.host, takeover)).await {
+            let pause = if lease.session().is_none() {
+                match until(stop, lease.ensure()).await {
                     None => return Ok(()),
                     Some(Ok(info)) => {
-                        first = false;
-                        session = true;
+                        let session_id = info.map(|i| i.session_id.clone()).unwrap_or_default();
                         // From the start: tasks delivered before and not processed come again.
                         cursor = None;
-                        self.emit(Event::Listening {
-                            session_id: info.session_id,
-                        });
+                        self.emit(Event::Listening { session_id });
                         continue;
                     }
                     Some(Err(e)) if retryable(&e) => self.unreachable(&e, &mut unreachable),
@@ -507,7 +559,7 @@ impl Runner {
                             Err(Halt::Stop) => return Ok(()),
                             Err(Halt::LeaseLost) => {
                                 self.emit(Event::LeaseLost);
-                                session = false;
+                                lease.lost();
                                 unreachable.next().unwrap_or(self.backoff.max)
                             }
                             Err(Halt::Fatal(e)) => return Err(e),
@@ -515,7 +567,7 @@ impl Runner {
                     }
                     Some(Err(e)) if e.kind() == ErrorKind::LeaseLost => {
                         self.emit(Event::LeaseLost);
-                        session = false;
+                        lease.lost();
                         unreachable.next().unwrap_or(self.backoff.max)
                     }
                     Some(Err(e)) if retryable(&e) => {

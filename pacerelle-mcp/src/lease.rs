@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use pacerelle_client::core::wire::LeaseHolder;
-use pacerelle_client::{AgentClient, Error, ErrorKind, SessionInfo};
+use pacerelle_client::{AgentClient, Error, ErrorKind};
 use schemars::JsonSchema;
 use serde::Serialize;
 
@@ -46,15 +46,14 @@ pub struct LeaseView {
 
 #[derive(Debug)]
 struct State {
-    session: Option<SessionInfo>,
-    takeover: bool,
+    lease: pacerelle_client::Lease,
     refused_by: Option<Holder>,
 }
 
-/// The agent's lease as this server holds it (or not).
+/// The agent's lease as this server holds it (or not): the client's [`pacerelle_client::Lease`] (its one
+/// takeover policy, shared with the runner) and who refused it last, for `get_status`.
 #[derive(Debug)]
 pub struct Lease {
-    client: AgentClient,
     host: String,
     state: tokio::sync::Mutex<State>,
 }
@@ -64,13 +63,11 @@ impl Lease {
     /// takes (after this server lost the lease) never do, so two servers cannot take it back and forth.
     pub fn new(client: AgentClient, host: String, takeover: bool) -> Self {
         Lease {
-            client,
-            host,
             state: tokio::sync::Mutex::new(State {
-                session: None,
-                takeover,
+                lease: pacerelle_client::Lease::new(client, host.clone(), takeover),
                 refused_by: None,
             }),
+            host,
         }
     }
 
@@ -82,17 +79,13 @@ impl Lease {
     /// Takes the lease unless this server already holds it.
     pub async fn ensure(&self) -> Result<(), LeaseError> {
         let mut state = self.state.lock().await;
-        if state.session.is_some() {
-            return Ok(());
-        }
-        match self.client.open_session(&self.host, state.takeover).await {
-            Ok(info) => {
-                tracing::info!(host = %self.host, takeover = state.takeover, "took the agent's lease");
-                state.session = Some(info);
-                state.takeover = false;
+        match state.lease.ensure().await {
+            Ok(Some(_)) => {
+                tracing::info!(host = %self.host, "took the agent's lease");
                 state.refused_by = None;
                 Ok(())
             }
+            Ok(None) => Ok(()),
             Err(e) if e.kind() == ErrorKind::AgentInUse => {
                 let holder = holder_of(&e);
                 tracing::warn!(holder = %holder.host, "another session holds the agent's lease");
@@ -105,8 +98,7 @@ impl Lease {
 
     /// Notes that the relay said this server no longer holds the lease.
     pub async fn lost(&self) {
-        let mut state = self.state.lock().await;
-        if state.session.take().is_some() {
+        if self.state.lock().await.lease.lost() {
             tracing::warn!("the agent's lease was lost (expired or taken over)");
         }
     }
@@ -114,11 +106,12 @@ impl Lease {
     /// What `get_status` shows.
     pub async fn view(&self) -> LeaseView {
         let state = self.state.lock().await;
+        let session = state.lease.session();
         LeaseView {
-            held: state.session.is_some(),
+            held: session.is_some(),
             host: self.host.clone(),
-            since: state.session.as_ref().map(|s| s.since.to_string()),
-            holder: if state.session.is_some() {
+            since: session.map(|s| s.since.to_string()),
+            holder: if session.is_some() {
                 None
             } else {
                 state.refused_by.clone()
@@ -129,10 +122,10 @@ impl Lease {
     /// Releases the lease if held (on exit).
     pub async fn release(&self) {
         let mut state = self.state.lock().await;
-        if state.session.take().is_none() {
+        if state.lease.session().is_none() {
             return;
         }
-        match tokio::time::timeout(RELEASE_TIMEOUT, self.client.close_session()).await {
+        match tokio::time::timeout(RELEASE_TIMEOUT, state.lease.release()).await {
             Ok(Ok(())) => tracing::info!("released the agent's lease"),
             Ok(Err(e)) => tracing::warn!(error = %e, "could not release the lease; it lapses within 30 s"),
             Err(_) => tracing::warn!("releasing the lease timed out; it lapses within 30 s"),
