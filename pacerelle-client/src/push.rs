@@ -48,14 +48,23 @@ impl std::fmt::Debug for PushSubscriptionKeys {
     }
 }
 
-/// The public half of a subscription's keys, as a push service or a distributor asks for them.
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// The public half of a subscription's keys, as a push service or a distributor asks for them. `Debug`
+/// hides the auth secret.
+#[derive(Clone, PartialEq, Eq)]
 pub struct PushKeys {
     /// The subscription's public key, base64url (65 bytes, uncompressed P-256).
     pub p256dh: String,
     /// The auth secret, base64url (16 bytes). Secret: whoever has it and the endpoint can send pushes that
     /// decrypt; it never leaves the device but to the relay.
     pub auth: String,
+}
+
+impl std::fmt::Debug for PushKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PushKeys")
+            .field("p256dh", &self.p256dh)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What a push carried, opened on this device.

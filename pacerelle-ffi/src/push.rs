@@ -6,13 +6,21 @@ use crate::device::DeviceClient;
 use crate::error::{PacerelleError, Result};
 
 /// The public keys of a push subscription, base64url: what a push service or a UnifiedPush distributor may
-/// ask for. `auth` is a secret shared with the relay: never log it.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+/// ask for. `auth` is a secret shared with the relay: never log it (`Debug` hides it).
+#[derive(Clone, PartialEq, Eq, uniffi::Record)]
 pub struct PushKeys {
     /// The subscription's public key (65 bytes, uncompressed P-256).
     pub p256dh: String,
     /// The auth secret (16 bytes).
     pub auth: String,
+}
+
+impl std::fmt::Debug for PushKeys {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PushKeys")
+            .field("p256dh", &self.p256dh)
+            .finish_non_exhaustive()
+    }
 }
 
 impl From<pacerelle_client::PushKeys> for PushKeys {
