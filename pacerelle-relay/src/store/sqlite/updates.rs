@@ -6,11 +6,11 @@
 //! one item per (subject, state): a retried acknowledgement or answer adds nothing. The caller wakes the
 //! agent's conversations after the commit.
 
-use pacerelle_core::wire::{ItemState, SubjectKind};
+use pacerelle_core::wire::{ConversationItem, ItemKind, ItemState, SubjectKind};
 use pacerelle_core::{Cursor, Timestamp, ids};
 use sqlx::SqliteConnection;
 
-use super::{Result, cursor};
+use super::{Result, cursor, questions};
 
 /// Prefix of update ids.
 const UPDATE: &str = "upd";
@@ -35,6 +35,9 @@ pub(crate) struct NewUpdate {
     pub recipients: Vec<String>,
     /// When it was stored.
     pub created_at: Timestamp,
+    /// The item exactly as `GET /v1/device/conversation` returns it to each of `recipients` (an update
+    /// carries no envelope, so it is the same for all of them), as of `created_at`.
+    pub item: ConversationItem,
 }
 
 impl NewUpdate {
@@ -107,6 +110,48 @@ pub(crate) async fn insert_update(
             .await?
         }
     };
+    // The question's metadata as it now stands (the caller wrote the state change before this).
+    type Meta = (
+        String,
+        String,
+        i64,
+        Option<String>,
+        Option<i64>,
+        Option<String>,
+        Option<String>,
+    );
+    let meta: Option<Meta> = sqlx::query_as(
+        "SELECT kind, state, expires_at, answered_by, answered_at, answered_by_name, answer_copy
+         FROM questions WHERE item_seq = ?1",
+    )
+    .bind(subject_seq)
+    .fetch_optional(&mut *conn)
+    .await?;
+    let question = match meta.filter(|_| subject_kind == SubjectKind::Question) {
+        Some((kind, q_state, expires_at, by, at, by_name, copy)) => questions::conversation_meta(
+            Some(&kind),
+            Some(&q_state),
+            Some(expires_at),
+            by,
+            at,
+            by_name,
+            copy,
+            now,
+        )?,
+        None => None,
+    };
+    let item = ConversationItem {
+        kind: ItemKind::Update,
+        id: id.clone(),
+        envelope: String::new(),
+        source_message_id: None,
+        state: Some(state),
+        subject_id: Some(subject_id.clone()),
+        subject_kind: Some(subject_kind),
+        question,
+        created_at: now,
+        cursor: cursor(seq),
+    };
     Ok(Some(NewUpdate {
         agent_id: agent_id.to_string(),
         seq,
@@ -116,6 +161,7 @@ pub(crate) async fn insert_update(
         state,
         recipients,
         created_at: now,
+        item,
     }))
 }
 
@@ -176,6 +222,12 @@ mod tests {
             insert(&store, seq, ItemState::Processed).await.is_none(),
             "a second update for the same subject and state is not stored"
         );
+        // The item a push would carry is the one the conversation returns.
+        let (items, _) = store
+            .conversation("ag_1", "dv_1", task.cursor, 10, Timestamp(T0 + 1))
+            .await
+            .expect("reads");
+        assert_eq!(items, std::slice::from_ref(&first.item));
         let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM items WHERE kind = 'update'")
             .fetch_one(&store.read)
             .await
@@ -312,7 +364,9 @@ mod tests {
             .await
             .expect("writes");
         assert!(matches!(cancel, crate::store::Transition::Done(_)));
-        assert_eq!(effects.update.map(|u| u.state), Some(ItemState::Cancelled));
+        let cancelled = effects.update.expect("an update");
+        assert_eq!(cancelled.state, ItemState::Cancelled);
+        assert_eq!(cancelled.recipients, ["dv_1"]);
         let (items, _) = store
             .conversation("ag_1", "dv_1", Cursor(5), 50, Timestamp(30))
             .await
@@ -325,6 +379,13 @@ mod tests {
                 (Some("m1"), Some(ItemState::Processed)),
                 (Some("q2"), Some(ItemState::Cancelled))
             ]
+        );
+        // What a push would carry is what the conversation returns, question metadata included.
+        assert_eq!(items[0], update.item);
+        assert_eq!(items[1], cancelled.item);
+        assert_eq!(
+            cancelled.item.question.as_ref().map(|m| m.state),
+            Some(pacerelle_core::question::QuestionState::Cancelled)
         );
         store
             .put_notification(
