@@ -33,6 +33,9 @@ use crate::store::sqlite::push::DuePush;
 pub const KEY_FILE: &str = "push.key";
 /// Lifetime of a VAPID JWT (RFC 8292 allows at most 24 hours).
 const JWT_LIFETIME_SECS: i64 = 12 * 3600;
+/// A cached VAPID JWT is replaced when it has less than this left (a push service may check `exp` against
+/// a clock somewhat ahead of ours).
+const JWT_RENEW_BEFORE_SECS: i64 = 3600;
 /// Version of the push payload.
 const PAYLOAD_VERSION: u32 = 1;
 
@@ -333,11 +336,40 @@ struct Sender {
     contact: String,
     relay: String,
     allow_private: bool,
+    settings: PushSettings,
+    /// The signed `Authorization` value per push service origin, with its `exp`: one ES256 signature per
+    /// origin every few hours rather than one per push.
+    tokens: Arc<std::sync::Mutex<std::collections::HashMap<String, (i64, String)>>>,
 }
 
-async fn attempt(sender: Sender, push: DuePush) -> (DuePush, Outcome) {
+impl Sender {
+    /// The `Authorization` header for `audience` (an origin): a cached token while it has more than
+    /// [`JWT_RENEW_BEFORE_SECS`] to live, else a new one (`exp` = now + [`JWT_LIFETIME_SECS`]).
+    fn authorization(&self, audience: &str, now_secs: i64) -> Option<String> {
+        let mut tokens = self.tokens.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some((exp, value)) = tokens.get(audience)
+            && exp - now_secs > JWT_RENEW_BEFORE_SECS
+        {
+            return Some(value.clone());
+        }
+        let exp = now_secs + JWT_LIFETIME_SECS;
+        let value = self.vapid.authorization(audience, exp, &self.contact).ok()?;
+        if tokens.len() > 1024 {
+            tokens.clear();
+        }
+        tokens.insert(audience.to_string(), (exp, value.clone()));
+        Some(value)
+    }
+}
+
+/// Sends one push and records the outcome (in its own write, which group commit batches with those of the
+/// other attempts). Returns the push and its subscription, free again.
+async fn attempt(sender: Sender, push: DuePush) -> (i64, i64) {
     let outcome = send(&sender, &push).await;
-    (push, outcome)
+    if let Err(e) = record(&sender, &push, outcome).await {
+        tracing::warn!(error = %e, "cannot record a push attempt");
+    }
+    (push.push_id, push.subscription_id)
 }
 
 async fn send(sender: &Sender, push: &DuePush) -> Outcome {
@@ -368,8 +400,7 @@ async fn send(sender: &Sender, push: &DuePush) -> Outcome {
         .div_euclid(1000)
         .max(1);
     let audience = url.origin().ascii_serialization();
-    let exp = now.millis().div_euclid(1000) + JWT_LIFETIME_SECS;
-    let Ok(authorization) = sender.vapid.authorization(&audience, exp, &sender.contact) else {
+    let Some(authorization) = sender.authorization(&audience, now.millis().div_euclid(1000)) else {
         return retry(None, "cannot sign the VAPID token".into());
     };
     let mut request = sender
@@ -412,12 +443,13 @@ fn literal_ip(url: &reqwest::Url) -> Option<IpAddr> {
 }
 
 /// Records an attempt's outcome.
-async fn record(inner: &Inner, push: &DuePush, outcome: Outcome) -> Result<(), crate::StoreError> {
+async fn record(sender: &Sender, push: &DuePush, outcome: Outcome) -> Result<(), crate::StoreError> {
+    let store = &sender.store;
     match outcome {
-        Outcome::Done => inner.store.push_done(push.push_id).await,
+        Outcome::Done => store.push_done(push.push_id).await,
         Outcome::Gone(status) => {
             tracing::info!(status, device = %push.device_id, "the push service says the subscription is gone; removed");
-            inner.store.push_subscription_gone(push.subscription_id).await
+            store.push_subscription_gone(push.subscription_id).await
         }
         Outcome::Retry {
             status,
@@ -426,18 +458,17 @@ async fn record(inner: &Inner, push: &DuePush, outcome: Outcome) -> Result<(), c
         } => {
             let now = Timestamp::now();
             let attempts = push.attempts.saturating_add(1);
-            let wait = inner
-                .config
-                .push
+            let wait = sender
+                .settings
                 .backoff(attempts)
                 .max(retry_after.unwrap_or_default());
             let next = now.plus_millis(i64::try_from(wait.as_millis()).unwrap_or(i64::MAX));
             if next.millis() > push.expires_at.millis() {
                 tracing::warn!(device = %push.device_id, attempts, %error, "push dropped: its TTL ends before the next attempt");
-                return inner.store.push_done(push.push_id).await;
+                return store.push_done(push.push_id).await;
             }
             tracing::debug!(device = %push.device_id, attempts, %error, "push attempt failed");
-            inner.store.push_retry(push.push_id, status, &error, next).await
+            store.push_retry(push.push_id, status, &error, next).await
         }
     }
 }
@@ -469,9 +500,11 @@ pub(crate) async fn deliverer(relay: Weak<Inner>) {
                 .unwrap_or_else(|| "mailto:push@pacerelle.invalid".to_string()),
             relay: relay_url.trim_end_matches('/').to_string(),
             allow_private,
+            settings: inner.config.push.clone(),
+            tokens: Default::default(),
         }
     };
-    let mut in_flight: tokio::task::JoinSet<(DuePush, Outcome)> = tokio::task::JoinSet::new();
+    let mut in_flight: tokio::task::JoinSet<(i64, i64)> = tokio::task::JoinSet::new();
     // The pushes and the subscriptions with an attempt in flight.
     let mut pushes: HashSet<i64> = HashSet::new();
     let mut subscriptions: HashSet<i64> = HashSet::new();
@@ -481,14 +514,8 @@ pub(crate) async fn deliverer(relay: Weak<Inner>) {
                 return;
             };
             if inner.shutdown.is_triggered() {
-                // Let the attempts in flight finish and record them, so none is sent again.
-                while let Some(done) = in_flight.join_next().await {
-                    if let Ok((push, outcome)) = done
-                        && let Err(e) = record(&inner, &push, outcome).await
-                    {
-                        tracing::warn!(error = %e, "cannot record a push attempt");
-                    }
-                }
+                // Let the attempts in flight finish and record their outcome, so none is sent again.
+                while in_flight.join_next().await.is_some() {}
                 return;
             }
             let settings = &inner.config.push;
@@ -539,20 +566,23 @@ pub(crate) async fn deliverer(relay: Weak<Inner>) {
         };
         tokio::select! {
             Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
-                let Some(inner) = relay.upgrade() else { return; };
-                match done {
-                    Ok((push, outcome)) => {
-                        pushes.remove(&push.push_id);
-                        subscriptions.remove(&push.subscription_id);
-                        if let Err(e) = record(&inner, &push, outcome).await {
-                            tracing::warn!(error = %e, "cannot record a push attempt");
+                // This one and any other that ended meanwhile: their slots are free again.
+                let mut next = Some(done);
+                while let Some(done) = next {
+                    match done {
+                        Ok((push_id, subscription_id)) => {
+                            pushes.remove(&push_id);
+                            subscriptions.remove(&subscription_id);
+                        }
+                        Err(e) => {
+                            tracing::error!(error = %e, "a push attempt panicked");
+                            if in_flight.is_empty() {
+                                pushes.clear();
+                                subscriptions.clear();
+                            }
                         }
                     }
-                    Err(e) => {
-                        tracing::error!(error = %e, "a push attempt panicked");
-                        pushes.clear();
-                        subscriptions.clear();
-                    }
+                    next = in_flight.try_join_next();
                 }
             }
             () = kick.notified() => {}

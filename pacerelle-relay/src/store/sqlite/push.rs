@@ -343,3 +343,129 @@ impl SqliteStore {
         .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use pacerelle_core::question::QuestionKind;
+    use pacerelle_core::wire::DeviceEnvelope;
+
+    use super::super::tests::{T0, store};
+    use super::*;
+    use crate::store::NewQuestion;
+
+    async fn outbox(store: &SqliteStore) -> Vec<(String, String, String, Option<String>, i64)> {
+        sqlx::query_as(
+            "SELECT device_id, kind, urgency, topic, expires_at FROM push_outbox ORDER BY device_id, push_id",
+        )
+        .fetch_all(&store.read)
+        .await
+        .expect("reads")
+    }
+
+    fn envelopes(devices: &[&str]) -> Vec<DeviceEnvelope> {
+        devices
+            .iter()
+            .map(|d| DeviceEnvelope {
+                device_id: d.to_string(),
+                envelope: "AQID".into(),
+            })
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn items_queue_one_push_per_subscription_of_their_active_recipients_and_revocation_drops_them() {
+        let (store, _dir) = store().await;
+        store
+            .write(|conn| {
+                Box::pin(async move {
+                    sqlx::query(
+                        "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
+                         VALUES ('dv_1', 'ag_1', 'phone', 'owner', x'00', 1), ('dv_2', 'ag_1', 'tablet', 'owner', x'00', 1),
+                                ('dv_3', 'ag_1', 'laptop', 'owner', x'00', 1)",
+                    )
+                    .execute(&mut *conn)
+                    .await?;
+                    Ok(())
+                })
+            })
+            .await
+            .expect("devices");
+        let now = Timestamp(T0);
+        for (device, endpoint) in [("dv_1", "a"), ("dv_1", "b"), ("dv_2", "c")] {
+            let put = store
+                .put_push_subscription("ag_1", device, endpoint, &[4; 65], &[0; 16], now)
+                .await
+                .expect("stored");
+            assert_eq!(put, PushPut::Created(now));
+        }
+        // dv_3 has none; the question is sealed for dv_1 and dv_3 only.
+        let q = NewQuestion {
+            question_id: "q1",
+            kind: QuestionKind::YesNo,
+            expires_at: Timestamp(T0 + 60_000),
+            self_envelope: "SELF",
+            envelopes: &envelopes(&["dv_1", "dv_3"]),
+        };
+        store.put_question("ag_1", &q, now).await.expect("asked");
+        let topic = pacerelle_core::webpush::topic("q1");
+        assert_eq!(
+            outbox(&store).await,
+            [
+                (
+                    "dv_1".into(),
+                    "question".into(),
+                    "high".into(),
+                    Some(topic.clone()),
+                    T0 + 60_000
+                ),
+                (
+                    "dv_1".into(),
+                    "question".into(),
+                    "high".into(),
+                    Some(topic.clone()),
+                    T0 + 60_000
+                ),
+            ]
+        );
+        // The same question again (a retry) queues nothing more.
+        store.put_question("ag_1", &q, now).await.expect("again");
+        assert_eq!(outbox(&store).await.len(), 2);
+
+        store
+            .put_notification("ag_1", "n1", &envelopes(&["dv_1", "dv_2"]), now)
+            .await
+            .expect("notified");
+        let rows = outbox(&store).await;
+        assert_eq!(rows.len(), 5);
+        assert!(rows.iter().any(|r| r.0 == "dv_2"
+            && r.1 == "notification"
+            && r.2 == "normal"
+            && r.3.is_none()
+            && r.4 == T0 + TTL_NORMAL_MS));
+
+        // A task processed pushes nothing.
+        store
+            .put_message("ag_1", "dv_2", "m1", "AQID", now)
+            .await
+            .expect("sent");
+        store.mark_processed("ag_1", "m1", now).await.expect("processed");
+        assert_eq!(outbox(&store).await.len(), 5);
+
+        // Revoking dv_1 drops its subscriptions and their pushes; a subscription moved to dv_2 drops dv_1's.
+        store
+            .put_push_subscription("ag_1", "dv_2", "b", &[4; 65], &[0; 16], now)
+            .await
+            .expect("moved");
+        store.revoke_device("ag_1", "dv_1", now).await.expect("revoked");
+        let rows = outbox(&store).await;
+        assert!(rows.iter().all(|r| r.0 == "dv_2"), "{rows:?}");
+        assert_eq!(rows.len(), 1);
+        let left: Vec<String> =
+            sqlx::query_scalar("SELECT endpoint FROM push_subscriptions ORDER BY endpoint")
+                .fetch_all(&store.read)
+                .await
+                .expect("reads");
+        assert_eq!(left, ["b", "c"]);
+        store.close().await;
+    }
+}
