@@ -42,12 +42,16 @@ fn fast_push() -> PushSettings {
 }
 
 async fn serve(dir: &std::path::Path, port: u16, allow_private: bool) -> Served {
+    serve_with(dir, port, allow_private, fast_push()).await
+}
+
+async fn serve_with(dir: &std::path::Path, port: u16, allow_private: bool, push: PushSettings) -> Served {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let relay = Relay::open(Config {
         open_registration: true,
         push_contact: Some(CONTACT.into()),
         allow_private_push_endpoints: allow_private,
-        push: fast_push(),
+        push,
         ..Config::new(dir.join("pacerelle.db"))
     })
     .await
@@ -133,26 +137,35 @@ impl PushService {
         };
         let addr = listener.local_addr().unwrap();
         let shared = state.clone();
-        let app = axum::Router::new().route(
-            "/push/{id}",
-            axum::routing::post(move |headers: HeaderMap, body: Bytes| {
-                let state = shared.clone();
-                async move {
-                    state.received.lock().unwrap().push(Received {
-                        headers,
-                        body: body.to_vec(),
-                        at: Instant::now(),
-                    });
-                    let (status, retry_after) =
-                        state.answers.lock().unwrap().pop_front().unwrap_or((201, None));
-                    let mut headers = HeaderMap::new();
-                    if let Some(r) = retry_after {
-                        headers.insert("retry-after", r.parse().unwrap());
+        let app = axum::Router::new()
+            // A push service that never answers.
+            .route(
+                "/hang/{id}",
+                axum::routing::post(|| async {
+                    tokio::time::sleep(Duration::from_secs(3600)).await;
+                    StatusCode::CREATED
+                }),
+            )
+            .route(
+                "/push/{id}",
+                axum::routing::post(move |headers: HeaderMap, body: Bytes| {
+                    let state = shared.clone();
+                    async move {
+                        state.received.lock().unwrap().push(Received {
+                            headers,
+                            body: body.to_vec(),
+                            at: Instant::now(),
+                        });
+                        let (status, retry_after) =
+                            state.answers.lock().unwrap().pop_front().unwrap_or((201, None));
+                        let mut headers = HeaderMap::new();
+                        if let Some(r) = retry_after {
+                            headers.insert("retry-after", r.parse().unwrap());
+                        }
+                        (StatusCode::from_u16(status).unwrap(), headers)
                     }
-                    (StatusCode::from_u16(status).unwrap(), headers)
-                }
-            }),
-        );
+                }),
+            );
         let (stop, stopped) = oneshot::channel::<()>();
         tokio::spawn(async move {
             axum::serve(listener, app)
@@ -684,4 +697,34 @@ async fn a_device_holds_at_most_ten_subscriptions_and_an_endpoint_moves_between_
     assert_eq!(deleted.status(), 204);
     assert_eq!(subscriptions_in(dir.path()).await, 9);
     relay.stop().await;
+}
+
+#[tokio::test]
+async fn a_push_service_that_never_answers_delays_no_other() {
+    let dir = tempfile::tempdir().unwrap();
+    // Attempts may take a minute: delivered one after the other, the fast service would wait that long.
+    let settings = PushSettings {
+        timeout: Duration::from_secs(60),
+        ..fast_push()
+    };
+    let relay = serve_with(dir.path(), 0, true, settings).await;
+    let service = PushService::start().await;
+    let (agent, device) = agent_and_device(&relay.url).await;
+    let (slow, fast) = (subscription(), subscription());
+    let hang = format!("http://{}/hang/1", service.addr);
+    assert_eq!(register(&relay.url, &device, &hang, &slow).await.status(), 201);
+    for i in 0..3 {
+        ask(&agent, &format!("question {i}?")).await;
+    }
+    assert_eq!(
+        register(&relay.url, &device, &service.endpoint("fast"), &fast)
+            .await
+            .status(),
+        201
+    );
+    let question_id = ask(&agent, "after them?").await;
+    // Well within the minute the hanging attempt may take.
+    let got = service.wait_for(1).await;
+    let payload: serde_json::Value = serde_json::from_slice(&decrypt(&fast, &got[0].body)).unwrap();
+    assert_eq!(payload["id"], question_id.as_str());
 }
