@@ -169,13 +169,11 @@ async fn start(args: &ServeArgs, registration_secret: Option<String>) -> Result<
     // 0700, tightened if looser: the database and the webhook key are for this user alone.
     pacerelle_relay::prepare_data_folder(&data)?;
     let listen = args.listen();
-    // A stored certificate still valid is served at once; otherwise one is ordered in the background.
-    let acme = args.acme(&data).map(Acme::start).transpose()?;
-    let tls = match (tls, &acme) {
-        (Some(tls), _) => Some(tls),
-        (None, Some(acme)) => Some(acme.tls_config()?),
-        (None, None) => None,
-    };
+    let acme_settings = args.acme(&data);
+    if let Some(settings) = &acme_settings {
+        // Refused before anything starts: a URL or an address instead of a name, a directory not in https.
+        settings.check()?;
+    }
     let open_registration = registration_secret.is_none() && listen.ip().is_loopback();
     let relay = Relay::open(Config {
         database_path: data.join("pacerelle.db"),
@@ -192,6 +190,14 @@ async fn start(args: &ServeArgs, registration_secret: Option<String>) -> Result<
         .await
         .map_err(|e| listen_error(listen, e))?;
     let local = listener.local_addr()?;
+    // Once the socket is bound, so the CA's validation finds the listener. A stored certificate still valid
+    // is served at once; otherwise one is ordered in the background.
+    let acme = acme_settings.map(Acme::start).transpose()?;
+    let tls = match (tls, &acme) {
+        (Some(tls), _) => Some(tls),
+        (None, Some(acme)) => Some(acme.tls_config()?),
+        (None, None) => None,
+    };
     let url = match (&tls, &args.public_url) {
         // The name the certificate is for, on the HTTPS port (443 reaches this listener).
         (Some(_), None) if acme.is_some() => {

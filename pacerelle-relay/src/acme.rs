@@ -112,6 +112,26 @@ impl AcmeSettings {
         self.data_folder.join("acme").join(name)
     }
 
+    /// Checks the domain, the directory URL and the CA file, without touching anything.
+    pub fn check(&self) -> Result<(), Error> {
+        check_domain(&self.domain)?;
+        if !self.directory_url.starts_with("https://") {
+            return Err(Error::Config(format!(
+                "--acme-directory {:?} is not an https:// URL (ACME directories are served over HTTPS)",
+                self.directory_url
+            )));
+        }
+        if let Some(ca) = &self.ca_file
+            && !ca.is_file()
+        {
+            return Err(Error::Config(format!(
+                "--acme-ca-file {}: no such file",
+                ca.display()
+            )));
+        }
+        Ok(())
+    }
+
     /// The stored certificate chain.
     pub fn cert_path(&self) -> PathBuf {
         self.folder().join(format!("{}.crt.pem", self.domain))
@@ -288,21 +308,8 @@ impl Acme {
     ///
     /// Must be called within a Tokio runtime.
     pub fn start(mut settings: AcmeSettings) -> Result<Acme, Error> {
+        settings.check()?;
         settings.domain = check_domain(&settings.domain)?;
-        if !settings.directory_url.starts_with("https://") {
-            return Err(Error::Config(format!(
-                "--acme-directory {:?} is not an https:// URL (ACME directories are served over HTTPS)",
-                settings.directory_url
-            )));
-        }
-        if let Some(ca) = &settings.ca_file
-            && !ca.is_file()
-        {
-            return Err(Error::Config(format!(
-                "--acme-ca-file {}: no such file",
-                ca.display()
-            )));
-        }
         let folder = settings.folder();
         create_folder(&folder)?;
         tighten(&folder, crate::FOLDER_MODE)?;
