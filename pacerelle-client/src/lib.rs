@@ -33,7 +33,7 @@ pub use pacerelle_core::wire::{
 pub use pacerelle_core::{AgentToken, Cursor, Timestamp};
 pub use push::{MAX_PUSH_SUBSCRIPTIONS, PushError, PushEvent, PushKeys, PushSubscriptionKeys};
 pub use question::{AnswerOutcome, Asked, MAX_QUESTION_BYTES, QuestionRequest, answer_text};
-pub use runner::{Backoff, Context, DEFAULT_MAX_ATTEMPTS, Event, Handler, Lease, Runner};
+pub use runner::{Backoff, Context, DEFAULT_MAX_ATTEMPTS, Event, Handler, Lease, Runner, shutdown_signal};
 pub use webhook::{
     DEFAULT_TOLERANCE, Delivery, EVENT_ID_HEADER, SIGNATURE_HEADER, WebhookError, sign_webhook,
     verify_webhook,

@@ -766,6 +766,31 @@ enum Failure {
     Again(Error),
 }
 
+/// Resolves on Ctrl-C (SIGINT) or SIGTERM: the shutdown a long-running listener (a [`Runner`], the MCP
+/// server) is usually given. Where a signal cannot be watched, that one never comes.
+pub async fn shutdown_signal() {
+    let interrupt = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => {}
+        () = terminate => {}
+    }
+}
+
 /// Awaits `future` unless `stop` comes first (then `None`, and the future is dropped).
 async fn until<T>(stop: &CancellationToken, future: impl Future<Output = T>) -> Option<T> {
     tokio::select! {

@@ -41,29 +41,8 @@ fn take_lease_early(state: &Arc<State>) {
     });
 }
 
-/// Resolves on SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
-    let interrupt = async {
-        if tokio::signal::ctrl_c().await.is_err() {
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        _ = interrupt => {}
-        _ = terminate => {}
-    }
-}
+/// Resolves on SIGINT or SIGTERM (the client's one watch of them).
+pub use pacerelle_client::shutdown_signal;
 
 /// Serves MCP over stdin/stdout until stdin closes or a signal arrives, then releases the lease.
 pub async fn serve_stdio(state: Arc<State>) -> anyhow::Result<()> {

@@ -8,7 +8,7 @@
 //! ```
 
 use anyhow::{Context as _, Result};
-use pacerelle_client::{AgentClient, AgentToken, Context, Message, Runner};
+use pacerelle_client::{AgentClient, AgentToken, Context, ErrorKind, Message, Runner, shutdown_signal};
 
 #[tokio::main]
 async fn main() -> Result<()> {
@@ -31,9 +31,9 @@ async fn main() -> Result<()> {
     let run = Runner::new(agent)
         .host("echo-agent")
         .takeover(takeover)
-        .run(echo, shutdown());
+        .run(echo, shutdown_signal());
     match run.await {
-        Err(e) if e.code() == Some("agent_in_use") => {
+        Err(e) if e.kind() == ErrorKind::AgentInUse => {
             Err(anyhow::Error::new(e).context("start with --takeover to take the lease"))
         }
         other => Ok(other?),
@@ -44,13 +44,4 @@ async fn echo(task: Message, ctx: Context) -> Result<Option<String>> {
     ctx.save_checkpoint(&format!("answered {}", task.message_id), "wait for the next task")
         .await?;
     Ok(Some(format!("echo: {}", task.text)))
-}
-
-/// Ctrl-C or SIGTERM.
-async fn shutdown() {
-    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-        Ok(s) => s,
-        Err(_) => return std::future::pending().await,
-    };
-    tokio::select! { _ = tokio::signal::ctrl_c() => {}, _ = term.recv() => {} }
 }
