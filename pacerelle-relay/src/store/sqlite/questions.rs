@@ -789,9 +789,22 @@ mod tests {
         let pass = store.expire_due(Timestamp(T0 + 1500), 10).await.expect("ok");
         assert_eq!(pass.agents, ["ag_1"]);
         assert!(pass.events && !pass.more);
+        let expired: Vec<(&str, ItemState, &[String])> = pass
+            .updates
+            .iter()
+            .map(|u| (u.subject_id.as_str(), u.state, u.recipients.as_slice()))
+            .collect();
+        assert_eq!(
+            expired,
+            [(
+                "q1",
+                ItemState::Expired,
+                &["dv_1".to_string(), "dv_2".to_string()][..]
+            )]
+        );
         assert_eq!(stored_state(&store, "q1").await, "expired");
         let again = store.expire_due(Timestamp(T0 + 2000), 10).await.expect("ok");
-        assert!(again.agents.is_empty() && !again.events);
+        assert!(again.agents.is_empty() && !again.events && again.updates.is_empty());
         assert_eq!(store.next_expiry().await.expect("ok"), None);
 
         // Later writes are refused and queue nothing.
@@ -829,6 +842,11 @@ mod tests {
             .expect("ok");
         assert!(matches!(answer, Transition::Refused(Refusal::Expired)));
         assert!(effects.closed && effects.event);
+        assert_eq!(
+            effects.update.map(|u| (u.subject_id, u.state)),
+            Some(("q2".to_string(), ItemState::Expired)),
+            "the write that meets the expiry stores its update"
+        );
         assert_eq!(stored_state(&store, "q2").await, "expired");
         assert!(
             store
@@ -860,7 +878,7 @@ mod tests {
             .await
             .expect("ok");
         assert!(matches!(second, Transition::Refused(Refusal::AlreadyAnswered)));
-        assert!(!effects.closed && !effects.event);
+        assert!(!effects.closed && !effects.event && effects.update.is_none());
         let (retry, effects) = store
             .answer_question("ag_1", "dv_1", "q3", "CCCC", None, Timestamp(T0 + 12))
             .await
