@@ -4,10 +4,10 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow};
-use pacerelle_client::{AgentClient, AgentToken, DeviceClient, DeviceCredentials};
+use pacerelle_client::{AgentClient, AgentCredentials, DeviceClient, DeviceCredentials};
 use serde::{Deserialize, Serialize};
 
-const AGENT_FILE: &str = "agent.json";
+const AGENT_FILE: &str = AgentCredentials::FILE;
 const DEVICE_FILE: &str = "device.json";
 
 /// The credentials folder.
@@ -85,44 +85,20 @@ pub fn relay_url(global: &crate::Global, stored: Option<&str>) -> String {
         .unwrap_or_else(|| pacerelle_client::DEFAULT_RELAY_URL.to_string())
 }
 
-/// The agent's client: `PACERELLE_AGENT_ID` and `PACERELLE_AGENT_TOKEN`, else `agent.json`.
+/// The agent's client: `PACERELLE_AGENT_ID` and `PACERELLE_AGENT_TOKEN`, else `agent.json` (the client's one
+/// rule, [`AgentCredentials::find`]); `--relay`/`PACERELLE_RELAY_URL` overrides the stored relay.
 pub fn agent_client(global: &crate::Global) -> Result<AgentClient> {
-    let env_id = std::env::var("PACERELLE_AGENT_ID").ok().filter(|s| !s.is_empty());
-    let env_token = std::env::var("PACERELLE_AGENT_TOKEN")
-        .ok()
-        .filter(|s| !s.is_empty());
-    // Where the token came from, for an error that names it.
-    let (relay, id, token, source) = match (env_id, env_token) {
-        (Some(id), Some(token)) => (
-            relay_url(global, None),
-            id,
-            token,
-            "PACERELLE_AGENT_TOKEN".to_string(),
-        ),
-        (None, None) => {
-            let file = global.home.read_agent()?.ok_or_else(|| {
-                anyhow!(
-                    "no agent credentials: set PACERELLE_AGENT_ID and PACERELLE_AGENT_TOKEN, \
-                     or run `pacerelle agent create --name NAME` (writes {})",
-                    global.home.agent_path().display()
-                )
-            })?;
-            (
-                relay_url(global, Some(&file.relay_url)),
-                file.agent_id,
-                file.token,
-                format!("the token in {}", global.home.agent_path().display()),
-            )
-        }
-        _ => {
-            return Err(anyhow!(
-                "set both PACERELLE_AGENT_ID and PACERELLE_AGENT_TOKEN, or neither"
-            ));
-        }
+    let var = |name: &str| match name {
+        "PACERELLE_RELAY_URL" => global.relay.clone(),
+        _ => std::env::var(name).ok(),
     };
-    let token = AgentToken::parse(&token).context(source)?;
+    let found = AgentCredentials::find(var, Some(&global.home.0)).map_err(|e| match e {
+        pacerelle_client::Error::InvalidInput(message) => anyhow!(message),
+        other => other.into(),
+    })?;
+    let relay = relay_url(global, found.relay_url.as_deref());
     // The device roster's high-water mark lives beside the credentials, shared by every host of this home.
-    Ok(AgentClient::new(&relay, &id, token)?.with_home(Some(&global.home.0)))
+    Ok(AgentClient::new(&relay, &found.agent_id, found.token)?.with_home(Some(&global.home.0)))
 }
 
 /// The device's client, from `device.json`; `--relay`/`PACERELLE_RELAY_URL` overrides the relay stored there,

@@ -14,6 +14,7 @@ use pacerelle_core::wire::{
 };
 use pacerelle_core::{AgentToken, Bearer, CryptoError, Cursor, Timestamp, b64, ids};
 use reqwest::Method;
+use serde::Deserialize;
 
 use crate::error::{Error, Result};
 use crate::http::{Http, Req, Retry};
@@ -583,6 +584,91 @@ impl AgentClient {
     }
 }
 
+/// An agent's credentials, found as the CLI and the wheel find them: `PACERELLE_AGENT_ID` and
+/// `PACERELLE_AGENT_TOKEN` (both or neither), else `agent.json` in the credentials folder, the file
+/// `pacerelle agent create` writes. The relay is `PACERELLE_RELAY_URL` when set, else the file's, else `None`
+/// (the caller's default).
+#[derive(Debug, Clone)]
+pub struct AgentCredentials {
+    /// The relay's URL, when given.
+    pub relay_url: Option<String>,
+    /// The agent's id.
+    pub agent_id: String,
+    /// Its token.
+    pub token: AgentToken,
+}
+
+impl AgentCredentials {
+    /// The credentials file's name in the credentials folder.
+    pub const FILE: &'static str = "agent.json";
+
+    /// Finds them through `var` (the environment, or what stands for it) and in `home` (`None`:
+    /// `PACERELLE_HOME` through `var`, else the user's config folder + `pacerelle`). The errors say what to
+    /// set or run, and name the file or variable a malformed token came from.
+    pub fn find(var: impl Fn(&str) -> Option<String>, home: Option<&std::path::Path>) -> Result<Self> {
+        let var = |name: &str| var(name).filter(|v| !v.trim().is_empty());
+        let relay_url = var("PACERELLE_RELAY_URL");
+        let token = |text: &str, source: &str| {
+            AgentToken::parse(text.trim()).map_err(|e| Error::InvalidInput(format!("{source}: {e}")))
+        };
+        match (var("PACERELLE_AGENT_ID"), var("PACERELLE_AGENT_TOKEN")) {
+            (Some(agent_id), Some(text)) => Ok(AgentCredentials {
+                relay_url,
+                agent_id: agent_id.trim().to_string(),
+                token: token(&text, "PACERELLE_AGENT_TOKEN")?,
+            }),
+            (None, None) => {
+                let home = match home {
+                    Some(home) => home.to_path_buf(),
+                    None => var("PACERELLE_HOME")
+                        .map(std::path::PathBuf::from)
+                        .or_else(|| dirs::config_dir().map(|d| d.join("pacerelle")))
+                        .ok_or_else(|| {
+                            Error::InvalidInput(
+                                "no config directory on this system: set PACERELLE_HOME".into(),
+                            )
+                        })?,
+                };
+                let path = home.join(Self::FILE);
+                let bytes = match std::fs::read(&path) {
+                    Ok(bytes) => bytes,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                        return Err(Error::InvalidInput(format!(
+                            "no agent credentials: set PACERELLE_AGENT_ID and PACERELLE_AGENT_TOKEN, or run \
+                             `pacerelle agent create --name NAME` (writes {})",
+                            path.display()
+                        )));
+                    }
+                    Err(e) => {
+                        return Err(Error::InvalidInput(format!(
+                            "cannot read {}: {e}",
+                            path.display()
+                        )));
+                    }
+                };
+                #[derive(Deserialize)]
+                #[serde(rename_all = "camelCase")]
+                struct File {
+                    relay_url: Option<String>,
+                    agent_id: String,
+                    token: String,
+                }
+                let file: File = serde_json::from_slice(&bytes).map_err(|e| {
+                    Error::InvalidInput(format!("{} is not valid ({e}); fix or remove it", path.display()))
+                })?;
+                Ok(AgentCredentials {
+                    relay_url: relay_url.or(file.relay_url),
+                    agent_id: file.agent_id,
+                    token: token(&file.token, &format!("the token in {}", path.display()))?,
+                })
+            }
+            _ => Err(Error::InvalidInput(
+                "set both PACERELLE_AGENT_ID and PACERELLE_AGENT_TOKEN, or neither".into(),
+            )),
+        }
+    }
+}
+
 /// The one rule for a reply's id, derived so that sending a reply again stores it once (the relay keeps one
 /// reply per id):
 /// - `None`: the task's one final reply, derived from the task's id alone; a supervised agent ([`Runner`])
@@ -651,6 +737,55 @@ async fn heartbeat_loop(inner: std::sync::Weak<Inner>, session_id: String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> + use<> {
+        let map: std::collections::HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |name| map.get(name).cloned()
+    }
+
+    #[test]
+    fn credentials_from_the_environment_else_the_file_with_errors_that_say_what_to_do() {
+        let dir = tempfile::tempdir().expect("dir");
+        let token = AgentToken::generate().expose();
+        let env = vars(&[("PACERELLE_AGENT_ID", "ag_1"), ("PACERELLE_AGENT_TOKEN", &token)]);
+        let found = AgentCredentials::find(env, Some(dir.path())).expect("from the environment");
+        assert_eq!((found.agent_id.as_str(), found.relay_url), ("ag_1", None));
+
+        let missing = AgentCredentials::find(vars(&[]), Some(dir.path())).expect_err("nothing");
+        assert!(missing.to_string().contains("no agent credentials"), "{missing}");
+        let half = AgentCredentials::find(vars(&[("PACERELLE_AGENT_ID", "ag_1")]), Some(dir.path()));
+        assert!(half.expect_err("half").to_string().contains("both"));
+        let bad = vars(&[
+            ("PACERELLE_AGENT_ID", "ag_1"),
+            ("PACERELLE_AGENT_TOKEN", "pcr1_nope"),
+        ]);
+        let bad = AgentCredentials::find(bad, Some(dir.path())).expect_err("malformed");
+        assert!(bad.to_string().contains("PACERELLE_AGENT_TOKEN"), "{bad}");
+
+        let file = dir.path().join(AgentCredentials::FILE);
+        std::fs::write(
+            &file,
+            format!(r#"{{"relayUrl":"http://relay:1","agentId":"ag_2","name":"n","token":"{token}"}}"#),
+        )
+        .expect("write");
+        let home = vars(&[("PACERELLE_HOME", dir.path().to_str().expect("utf-8"))]);
+        let found = AgentCredentials::find(home, None).expect("from the file");
+        assert_eq!(found.agent_id, "ag_2");
+        assert_eq!(found.relay_url.as_deref(), Some("http://relay:1"));
+        let over = vars(&[("PACERELLE_RELAY_URL", "http://other:2")]);
+        let found = AgentCredentials::find(over, Some(dir.path())).expect("from the file");
+        assert_eq!(
+            found.relay_url.as_deref(),
+            Some("http://other:2"),
+            "the variable wins"
+        );
+        std::fs::write(&file, r#"{"agentId":"ag_2","token":"pcr1_nope"}"#).expect("write");
+        let bad = AgentCredentials::find(vars(&[]), Some(dir.path())).expect_err("malformed");
+        assert!(bad.to_string().contains(&file.display().to_string()), "{bad}");
+    }
 
     #[test]
     fn one_reply_id_rule_final_and_per_text() {

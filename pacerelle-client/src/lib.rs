@@ -14,7 +14,8 @@ mod runner;
 mod webhook;
 
 pub use agent::{
-    AgentClient, Checkpoint, Inbox, Message, PairingLink, PairingOptions, Rejected, reply_id_for,
+    AgentClient, AgentCredentials, Checkpoint, Inbox, Message, PairingLink, PairingOptions, Rejected,
+    reply_id_for,
 };
 pub use audit::{AuditEntry, AuditFilter, CSV_COLUMNS, write_csv, write_jsonl};
 pub use device::{

@@ -80,6 +80,21 @@ impl AgentClient {
             .map_err(to_py_err)
     }
 
+    /// `(relay URL, agent id, token)` as the client's one rule finds them (`AgentCredentials::find`):
+    /// `PACERELLE_AGENT_ID`/`PACERELLE_AGENT_TOKEN` in `environ`, else `agent.json` in `PACERELLE_HOME` (or
+    /// the user's config folder); the relay is `PACERELLE_RELAY_URL`, else the file's, else the default.
+    #[staticmethod]
+    fn find_credentials(
+        environ: std::collections::HashMap<String, String>,
+    ) -> PyResult<(String, String, String)> {
+        let found = pacerelle_client::AgentCredentials::find(|name| environ.get(name).cloned(), None)
+            .map_err(to_py_err)?;
+        let relay = found
+            .relay_url
+            .unwrap_or_else(|| pacerelle_client::DEFAULT_RELAY_URL.to_string());
+        Ok((relay, found.agent_id, found.token.expose()))
+    }
+
     /// Creates a new agent on the relay (its id and token are drawn here). Returns a Call of AgentClient.
     #[staticmethod]
     #[pyo3(signature = (relay_url, name, registration_secret = None))]

@@ -547,6 +547,9 @@ class AgentClient:
     def register(relay_url: str, name: str, registration_secret: str | None = None) -> Call[AgentClient]: ...
     @staticmethod
     def reply_id_for(message_id: str, text: str | None = None) -> str: ...
+    @staticmethod
+    def find_credentials(environ: Mapping[str, str]) -> tuple[str, str, str]:
+        """(relay URL, agent id, token) from the variables, else agent.json (the client's one rule)."""
     def run_loop(
         self,
         host: str,
