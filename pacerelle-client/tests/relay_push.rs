@@ -408,6 +408,11 @@ async fn a_question_is_pushed_encrypted_and_signed_and_its_envelope_opens_with_t
     let payload: serde_json::Value = serde_json::from_str(&text).unwrap();
     let creds = device.credentials();
     assert_eq!(payload["v"], 1);
+    assert_eq!(
+        payload["relay"],
+        relay.url.as_str(),
+        "without a public URL, the address it serves on"
+    );
     assert_eq!(payload["kind"], "question");
     assert_eq!(payload["id"], question_id.as_str());
     assert_eq!(payload["agentId"], creds.agent_id.as_str());

@@ -31,6 +31,9 @@ pub(crate) struct Inner {
     pub webhook_kick: Arc<tokio::sync::Notify>,
     /// Wakes the expirer (a question was created, or the relay is stopping).
     pub expiry_kick: Arc<tokio::sync::Notify>,
+    /// The relay's base URL as pushes name it: the public URL, or else `http://<address>` once
+    /// [`crate::Relay::serve`] knows where it listens.
+    pub relay_url: Arc<std::sync::OnceLock<String>>,
     /// The relay's VAPID key (`push.key`): signs Web Push requests.
     pub vapid: Arc<pacerelle_core::webpush::VapidKey>,
     /// The deliverer and the expirer, awaited when the relay stops.

@@ -84,6 +84,10 @@ impl Relay {
             &config.database_path,
         ))?);
         store.sweep(Timestamp::now()).await?;
+        let relay_url = Arc::new(match &config.public_url {
+            Some(url) => std::sync::OnceLock::from(url.trim_end_matches('/').to_string()),
+            None => std::sync::OnceLock::new(),
+        });
         let inner = Arc::new(Inner {
             config,
             store,
@@ -94,6 +98,7 @@ impl Relay {
             webhooks,
             webhook_kick: Default::default(),
             expiry_kick: Default::default(),
+            relay_url,
             vapid,
             background: Default::default(),
         });
@@ -135,6 +140,8 @@ impl Relay {
             inner.expiry_kick.notify_one();
         };
         if let Ok(addr) = listener.local_addr() {
+            // Pushes name the relay by its public URL, or else by this address.
+            let _ = self.inner.relay_url.set(format!("http://{addr}"));
             let public_url = self.inner.config.public_url.as_deref().unwrap_or("-");
             tracing::info!(%addr, public_url, "relay listening");
         }

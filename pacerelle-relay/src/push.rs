@@ -334,7 +334,8 @@ struct Sender {
     client: reqwest::Client,
     vapid: Arc<VapidKey>,
     contact: String,
-    relay: String,
+    /// The relay's public URL (`--public-url`), or else the address it serves on once known.
+    relay: Arc<std::sync::OnceLock<String>>,
     allow_private: bool,
     settings: PushSettings,
     /// The signed `Authorization` value per push service origin, with its `exp`: one ES256 signature per
@@ -385,7 +386,8 @@ async fn send(sender: &Sender, push: &DuePush) -> Outcome {
     if !sender.allow_private && literal_ip(&url).is_some_and(|ip| !is_public(ip)) {
         return retry(None, "the endpoint is a non-public address".into());
     }
-    let body = match body(&sender.store, &sender.relay, push).await {
+    let relay = sender.relay.get().map(String::as_str).unwrap_or_default();
+    let body = match body(&sender.store, relay, push).await {
         Ok(Some(body)) => body,
         Ok(None) => return Outcome::Done,
         Err(e) => return retry(None, e),
@@ -487,7 +489,6 @@ pub(crate) async fn deliverer(relay: Weak<Inner>) {
                 return;
             }
         };
-        let relay_url = inner.config.public_url.clone().unwrap_or_default();
         Sender {
             store: inner.store.clone(),
             client,
@@ -498,7 +499,7 @@ pub(crate) async fn deliverer(relay: Weak<Inner>) {
                 .clone()
                 .or_else(|| inner.config.public_url.clone())
                 .unwrap_or_else(|| "mailto:push@pacerelle.invalid".to_string()),
-            relay: relay_url.trim_end_matches('/').to_string(),
+            relay: inner.relay_url.clone(),
             allow_private,
             settings: inner.config.push.clone(),
             tokens: Default::default(),
