@@ -428,7 +428,7 @@ async fn renewals(shared: Arc<Shared>, settings: AcmeSettings, status: watch::Se
                 let _ = status.send(AcmeStatus::Ready(info));
             }
             Err(message) => {
-                // A new account next time: the stored one may be the problem.
+                // The account is read again next time (a new one is made if the CA no longer knows it).
                 account = None;
                 let retry_in = delays.next().unwrap_or(settings.retry_max);
                 let serving = shared.info();
