@@ -733,3 +733,38 @@ async fn a_push_service_that_never_answers_delays_no_other() {
     let payload: serde_json::Value = serde_json::from_slice(&decrypt(&fast, &got[0].body)).unwrap();
     assert_eq!(payload["id"], question_id.as_str());
 }
+
+#[tokio::test]
+async fn a_push_past_its_ttl_is_dropped_unsent_and_the_closing_update_still_goes() {
+    let dir = tempfile::tempdir().unwrap();
+    let relay = serve(dir.path(), 0, true).await;
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let (agent, device) = agent_and_device(&relay.url).await;
+    let sub = subscription();
+    let endpoint = format!("http://127.0.0.1:{port}/push/late");
+    assert_eq!(register(&relay.url, &device, &endpoint, &sub).await.status(), 201);
+    let question_id = agent
+        .ask_user(QuestionRequest::yes_no("quick?").expires_in(Duration::from_secs(2)))
+        .await
+        .expect("asked")
+        .question_id;
+    // The push service is unreachable until the question has expired.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let service = PushService::start_on(port, Arc::default()).await;
+    let got = service.wait_for(1).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let kinds: Vec<serde_json::Value> = service
+        .received()
+        .iter()
+        .map(|r| serde_json::from_slice::<serde_json::Value>(&decrypt(&sub, &r.body)).unwrap())
+        .collect();
+    assert_eq!(kinds.len(), 1, "only the update: {kinds:?}");
+    assert_eq!(kinds[0]["kind"], "update");
+    assert_eq!(kinds[0]["item"]["subjectId"], question_id.as_str());
+    assert_eq!(kinds[0]["item"]["state"], "expired");
+    assert_eq!(got[0].headers["topic"].to_str().unwrap(), topic(&question_id));
+    relay.stop().await;
+}
