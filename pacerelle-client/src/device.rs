@@ -499,7 +499,10 @@ impl DeviceClient {
     /// nothing new.
     pub async fn conversation(&self, cursor: Option<Cursor>, wait: Duration) -> Result<ConversationPage> {
         let wait = wait.min(Duration::from_secs(wire::MAX_WAIT_SECONDS));
-        let mut query = vec![("wait", wait.as_secs().to_string())];
+        let mut query = vec![
+            ("wait", wait.as_secs().to_string()),
+            ("updates", "true".to_owned()),
+        ];
         if let Some(c) = cursor {
             query.push(("cursor", c.to_string()));
         }

@@ -917,6 +917,10 @@ pub struct WaitQuery {
     /// Seconds to park when nothing is there, 0 to 55.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub wait: Option<u64>,
+    /// Conversation only: `true` to receive `update` items. A client that does not ask (one built before
+    /// updates existed, whose item type requires an envelope and knows only task states) never sees them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub updates: Option<bool>,
 }
 
 #[cfg(test)]

@@ -274,7 +274,7 @@ struct Payload<'a> {
 async fn body(store: &Store, relay: &str, push: &DuePush) -> Result<Option<Vec<u8>>, String> {
     let after = Cursor(u64::try_from(push.item_seq.saturating_sub(1)).unwrap_or(0));
     let (items, _) = store
-        .conversation(&push.agent_id, &push.device_id, after, 1, Timestamp::now())
+        .conversation(&push.agent_id, &push.device_id, after, 1, true, Timestamp::now())
         .await
         .map_err(|e| format!("cannot read the item: {e}"))?;
     let Some(item) = items

@@ -221,6 +221,7 @@ pub(crate) async fn conversation(
     let wait = wait_of(&q);
     let given = cursor_of(&state, &q).await?;
     let after = given.unwrap_or(Cursor::START);
+    let updates = q.updates.unwrap_or(false);
 
     let mut sub = state.wakes.subscribe(Topic::Conversation(auth.agent_id.clone()));
     let (items, cursor) = state
@@ -230,6 +231,7 @@ pub(crate) async fn conversation(
             &auth.device_id,
             after,
             PAGE_LIMIT,
+            updates,
             Timestamp::now(),
         )
         .await?;
@@ -250,6 +252,7 @@ pub(crate) async fn conversation(
             &auth.device_id,
             after,
             PAGE_LIMIT,
+            updates,
             Timestamp::now(),
         )
         .await?;

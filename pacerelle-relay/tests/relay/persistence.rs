@@ -62,7 +62,7 @@ async fn everything_stored_survives_closing_and_reopening_the_database() {
     assert_eq!(ids_of(&again), ["p2", "p3"]);
     assert!(again.messages.iter().all(|m| m.redelivered));
     let conv: Conversation = relay
-        .get("/v1/device/conversation?wait=0", &phone.bearer)
+        .get("/v1/device/conversation?updates=true&wait=0", &phone.bearer)
         .await
         .ok();
     // An update item (named here by its subject) says that p1 was processed.

@@ -24,7 +24,7 @@ async fn conversation(relay: &TestRelay, device: &Device, cursor: Option<Cursor>
 }
 
 async fn raw_conversation(relay: &TestRelay, device: &Device, cursor: Option<Cursor>, wait: u64) -> Reply {
-    let mut path = format!("/v1/device/conversation?wait={wait}");
+    let mut path = format!("/v1/device/conversation?updates=true&wait={wait}");
     if let Some(c) = cursor {
         path.push_str(&format!("&cursor={c}"));
     }
@@ -288,8 +288,8 @@ async fn updates_keep_a_strict_cursor_order_among_other_items_and_survive_a_rest
         let page: Conversation = relay
             .get(
                 &match cursor {
-                    Some(c) => format!("/v1/device/conversation?wait=0&cursor={c}"),
-                    None => "/v1/device/conversation?wait=0".to_string(),
+                    Some(c) => format!("/v1/device/conversation?updates=true&wait=0&cursor={c}"),
+                    None => "/v1/device/conversation?updates=true&wait=0".to_string(),
                 },
                 &phone.bearer,
             )
@@ -319,4 +319,42 @@ async fn updates_keep_a_strict_cursor_order_among_other_items_and_survive_a_rest
     processed(&relay, &agent, "m1").await;
     answer(&relay, &tablet, "q1", Answer::No).await.ok::<Value>();
     assert_eq!(conversation(&relay, &phone, None, 0).await.items, before.items);
+}
+
+/// A client that does not ask for updates — one built before they existed, whose item type requires an
+/// envelope and knows only task states — reads the same conversation as before: no `update` item, every item
+/// with an envelope, task states only.
+#[tokio::test]
+async fn a_client_that_does_not_ask_for_updates_never_sees_one() {
+    let relay = start().await;
+    let agent = register(&relay).await;
+    let phone = pair(&relay, &agent).await;
+    send_task(&relay, &phone, "m1", "buy milk").await;
+    processed(&relay, &agent, "m1").await;
+    ask(&relay, &agent, "q1", &[&phone], 60_000).await;
+    cancel(&relay, &agent, "q1").await.ok::<Value>();
+
+    // The new view has both updates…
+    let new = conversation(&relay, &phone, None, 0).await;
+    assert_eq!(updates(&new.items).len(), 2, "{:?}", new.items);
+    // …the old one none, and each of its items reads with the item type of before.
+    for path in [
+        "/v1/device/conversation?wait=0",
+        "/v1/device/conversation?updates=false&wait=0",
+    ] {
+        let raw: Value = relay.get(path, &phone.bearer).await.ok();
+        let items = raw["items"].as_array().expect("items");
+        assert_eq!(items.len(), 2, "{raw}");
+        for item in items {
+            assert_ne!(item["kind"], "update", "{item}");
+            assert!(item["envelope"].as_str().is_some_and(|e| !e.is_empty()), "{item}");
+            assert!(
+                item["state"].is_null()
+                    || ["sent", "delivered", "processed"].contains(&item["state"].as_str().unwrap()),
+                "{item}"
+            );
+        }
+        // Its cursor still moves to the head, so it does not read the same updates over and over.
+        assert_eq!(raw["cursor"].as_str(), Some(new.cursor.to_string().as_str()));
+    }
 }

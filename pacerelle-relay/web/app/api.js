@@ -67,7 +67,7 @@ export function deviceApi(token) {
     status: () => request("GET", "/v1/device/status", { token, timeoutMs: 10000 }),
     send: (messageId, envelope) => request("POST", "/v1/device/messages", { token, body: { messageId, envelope } }),
     conversation: (cursor, wait) => {
-      const q = new URLSearchParams({ wait: String(wait) });
+      const q = new URLSearchParams({ wait: String(wait), updates: "true" });
       if (cursor) q.set("cursor", cursor);
       return request("GET", `/v1/device/conversation?${q}`, { token, timeoutMs: (wait + 15) * 1000 });
     },

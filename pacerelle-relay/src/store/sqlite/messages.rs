@@ -336,6 +336,7 @@ impl SqliteStore {
         device_id: &str,
         after: Cursor,
         limit: u32,
+        updates: bool,
         now: Timestamp,
     ) -> Result<(Vec<ConversationItem>, Cursor)> {
         let after = seq_of(after);
@@ -378,7 +379,7 @@ impl SqliteStore {
                   LEFT JOIN item_envelopes e ON e.item_seq = i.seq AND e.device_id = ?2
                   LEFT JOIN items s ON s.seq = i.subject_seq
                   LEFT JOIN questions q ON q.item_seq = COALESCE(i.subject_seq, i.seq)
-             WHERE i.agent_id = ?1 AND i.seq > ?3 AND i.seq <= ?4
+             WHERE i.agent_id = ?1 AND i.seq > ?3 AND i.seq <= ?4 AND (?6 OR i.kind <> 'update')
                AND ((i.kind = 'message' AND i.device_id = ?2)
                     OR (i.kind IN ('reply', 'question', 'notification') AND e.envelope IS NOT NULL)
                     OR (i.kind = 'update' AND s.kind = 'message' AND i.device_id = ?2)
@@ -392,6 +393,7 @@ impl SqliteStore {
         .bind(after)
         .bind(head)
         .bind(i64::from(limit))
+        .bind(updates)
         .fetch_all(&self.read)
         .await?;
         let next = match rows.last() {

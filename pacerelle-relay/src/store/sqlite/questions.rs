@@ -936,7 +936,7 @@ mod tests {
 
         let store = SqliteStore::open(&path).await.expect("migrates");
         let (items, cursor) = store
-            .conversation("ag_1", "dv_1", Cursor::START, 10, Timestamp(10))
+            .conversation("ag_1", "dv_1", Cursor::START, 10, true, Timestamp(10))
             .await
             .expect("reads");
         let kept: Vec<(&str, &str)> = items

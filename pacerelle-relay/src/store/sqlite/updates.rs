@@ -224,7 +224,7 @@ mod tests {
         );
         // The item a push would carry is the one the conversation returns.
         let (items, _) = store
-            .conversation("ag_1", "dv_1", task.cursor, 10, Timestamp(T0 + 1))
+            .conversation("ag_1", "dv_1", task.cursor, 10, true, Timestamp(T0 + 1))
             .await
             .expect("reads");
         assert_eq!(items, std::slice::from_ref(&first.item));
@@ -287,7 +287,7 @@ mod tests {
 
         let store = SqliteStore::open(&path).await.expect("migrates");
         let (items, cursor) = store
-            .conversation("ag_1", "dv_1", Cursor::START, 50, Timestamp(10))
+            .conversation("ag_1", "dv_1", Cursor::START, 50, true, Timestamp(10))
             .await
             .expect("reads");
         let kept: Vec<(ItemKind, &str, &str)> = items
@@ -368,7 +368,7 @@ mod tests {
         assert_eq!(cancelled.state, ItemState::Cancelled);
         assert_eq!(cancelled.recipients, ["dv_1"]);
         let (items, _) = store
-            .conversation("ag_1", "dv_1", Cursor(5), 50, Timestamp(30))
+            .conversation("ag_1", "dv_1", Cursor(5), 50, true, Timestamp(30))
             .await
             .expect("reads");
         let states: Vec<(Option<&str>, Option<ItemState>)> =
