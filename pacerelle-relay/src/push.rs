@@ -591,3 +591,94 @@ pub(crate) async fn deliverer(relay: Weak<Inner>) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_vapid_key_is_created_0600_once_and_read_back_the_same() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let first = load_or_create_vapid(dir.path()).expect("created");
+        let again = load_or_create_vapid(dir.path()).expect("read");
+        assert_eq!(first.public_key(), again.public_key());
+        assert_eq!(first.public_key().len(), 65);
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let path = dir.path().join(KEY_FILE);
+            let mode = std::fs::metadata(&path).expect("exists").permissions().mode() & 0o7777;
+            assert_eq!(mode, 0o600);
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o644)).expect("chmod");
+            load_or_create_vapid(dir.path()).expect("tightened");
+            let mode = std::fs::metadata(&path).expect("exists").permissions().mode() & 0o7777;
+            assert_eq!(mode, 0o600);
+        }
+        std::fs::write(dir.path().join(KEY_FILE), "not a key\n").expect("written");
+        let e = load_or_create_vapid(dir.path()).expect_err("refused, never replaced");
+        assert!(e.to_string().contains("push key"), "{e}");
+    }
+
+    #[test]
+    fn only_public_addresses_are_push_services() {
+        for public in ["142.250.185.10", "2a00:1450:4001:82b::200a", "1.1.1.1"] {
+            assert!(is_public(public.parse().expect("an address")), "{public}");
+        }
+        for private in [
+            "127.0.0.1",
+            "10.0.0.1",
+            "172.16.5.4",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "255.255.255.255",
+            "224.0.0.1",
+            "192.0.2.1",
+            "240.0.0.1",
+            "::1",
+            "::",
+            "fd00::1",
+            "fe80::1",
+            "ff02::1",
+            "::ffff:10.0.0.1",
+            "::ffff:127.0.0.1",
+            "64:ff9b::a00:1",
+            "2001:db8::1",
+        ] {
+            assert!(!is_public(private.parse().expect("an address")), "{private}");
+        }
+    }
+
+    #[tokio::test]
+    async fn endpoints_are_checked_by_scheme_and_address() {
+        assert!(check_endpoint("https://1.1.1.1/push/x", false).await.is_ok());
+        for forbidden in [
+            "http://1.1.1.1/x",
+            "https://10.0.0.1/x",
+            "https://[::1]/x",
+            "https://localhost/x",
+        ] {
+            assert!(
+                matches!(check_endpoint(forbidden, false).await, Err(Some(_))),
+                "{forbidden}"
+            );
+        }
+        for malformed in [
+            "push",
+            "ftp://a.example/x",
+            "https://user:pw@a.example/x",
+            "https:///x",
+        ] {
+            assert!(
+                matches!(check_endpoint(malformed, false).await, Err(None)),
+                "{malformed}"
+            );
+        }
+        assert!(check_endpoint("http://127.0.0.1:9/x", true).await.is_ok());
+        assert!(matches!(
+            check_endpoint("ftp://127.0.0.1/x", true).await,
+            Err(None)
+        ));
+    }
+}
