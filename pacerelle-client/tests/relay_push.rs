@@ -768,3 +768,52 @@ async fn a_push_past_its_ttl_is_dropped_unsent_and_the_closing_update_still_goes
     assert_eq!(got[0].headers["topic"].to_str().unwrap(), topic(&question_id));
     relay.stop().await;
 }
+
+#[tokio::test]
+async fn an_item_too_large_for_a_push_is_left_out_and_named_by_its_cursor() {
+    let dir = tempfile::tempdir().unwrap();
+    let relay = serve(dir.path(), 0, true).await;
+    let service = PushService::start().await;
+    let (agent, device) = agent_and_device(&relay.url).await;
+    let sub = subscription();
+    assert_eq!(
+        register(&relay.url, &device, &service.endpoint("big"), &sub)
+            .await
+            .status(),
+        201
+    );
+    let details = "a long diff line\n".repeat(400);
+    let question_id = agent
+        .ask_user(
+            QuestionRequest::yes_no("apply this patch?")
+                .with_details(details)
+                .expires_in(Duration::from_secs(600)),
+        )
+        .await
+        .expect("asked")
+        .question_id;
+    let got = service.wait_for(1).await;
+    assert!(got[0].body.len() <= 4096);
+    let payload: serde_json::Value = serde_json::from_slice(&decrypt(&sub, &got[0].body)).unwrap();
+    assert_eq!(payload["kind"], "question");
+    assert_eq!(payload["id"], question_id.as_str());
+    assert!(payload.get("item").is_none(), "left out: {payload}");
+    // The conversation read from just before the cursor starts with that question.
+    let page = reqwest::Client::new()
+        .get(format!("{}/v1/device/conversation", relay.url))
+        .bearer_auth(&device.credentials().device_token)
+        .send()
+        .await
+        .unwrap()
+        .json::<serde_json::Value>()
+        .await
+        .unwrap();
+    let item = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["cursor"] == payload["cursor"])
+        .expect("the cursor names the item");
+    assert_eq!(item["id"], question_id.as_str());
+    relay.stop().await;
+}
