@@ -54,6 +54,7 @@ const ASSETS: &[Asset] = &[
     asset!("store.js", JS),
     asset!("answer.js", JS),
     asset!("push.js", JS),
+    asset!("backoff.js", JS),
     asset!("sw.js", JS),
     asset!("style.css", "text/css; charset=utf-8"),
     asset!("manifest.webmanifest", "application/manifest+json"),

@@ -9,14 +9,12 @@ import * as store from "./store.js";
 import * as answers from "./answer.js";
 import * as push from "./push.js";
 import { ApiError, deviceApi, pairingApi, relayApi } from "./api.js";
+import { Backoff } from "./backoff.js";
 
 /** Longest long-poll (the relay caps at 55 s, below the usual 60 s of proxies). */
 const LONG_POLL_WAIT = 55;
 /** How often presence is read (states arrive as `update` items; an older relay's are read again at this pace). */
 const STATUS_EVERY_MS = 5000;
-/** Reconnection delays: doubled after each failure up to the cap, each one drawn at random in its upper half. */
-const RETRY_FIRST_MS = 1000;
-const RETRY_CAP_MS = 30000;
 /** Most conversation items in one answer of the relay. */
 const PAGE = 200;
 /** Largest task or text answer, in UTF-8 bytes. */
@@ -33,50 +31,6 @@ function el(tag, className, text) {
 }
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/**
- * A reconnection delay: exponential, capped, with jitter (half fixed, half random), so that phones cut off
- * together by a relay restart do not all come back in the same second. `wake()` ends the current wait early
- * (the network came back, or the page was shown again).
- */
-class Backoff {
-  constructor(first = RETRY_FIRST_MS, cap = RETRY_CAP_MS) {
-    this.first = first;
-    this.cap = cap;
-    this.next = first;
-    this.wakeUp = null;
-  }
-
-  reset() {
-    this.next = this.first;
-  }
-
-  /** The delay to wait now (and doubles the next one). */
-  delay() {
-    const base = this.next;
-    this.next = Math.min(this.next * 2, this.cap);
-    return base / 2 + Math.random() * (base / 2);
-  }
-
-  wait() {
-    const ms = this.delay();
-    return new Promise((resolve) => {
-      const timer = setTimeout(done, ms);
-      const self = this;
-      function done() {
-        clearTimeout(timer);
-        if (self.wakeUp === done) self.wakeUp = null;
-        resolve();
-      }
-      this.wakeUp = done;
-    });
-  }
-
-  wake() {
-    this.reset();
-    if (this.wakeUp) this.wakeUp();
-  }
-}
 
 function clock(iso) {
   const d = new Date(iso);

@@ -79,6 +79,32 @@ const sameKey = (subscription, key) => {
   return current ? c.bytesEqual(new Uint8Array(current), key) : true;
 };
 
+/** How long the browser's push service may take to give a subscription before the switch says it did not. */
+const SUBSCRIBE_TIMEOUT_MS = 15000;
+
+/**
+ * Subscribes with the relay's key. A browser that cannot reach its push service may neither succeed nor fail: after
+ * a while the switch says so, and a subscription that arrives later is dropped (nothing would register it).
+ */
+async function subscribe(registration, key) {
+  const pending = registration.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: key });
+  let timer;
+  const late = new Promise((resolve) => (timer = setTimeout(() => resolve(null), SUBSCRIBE_TIMEOUT_MS)));
+  let subscription;
+  try {
+    subscription = await Promise.race([pending, late]);
+  } catch (e) {
+    throw new Error(`The browser’s push service refused the subscription (${e && e.message ? e.message : e}).`);
+  } finally {
+    clearTimeout(timer);
+  }
+  if (!subscription) {
+    pending.then((s) => s.unsubscribe()).catch(() => {});
+    throw new Error("The browser’s push service did not answer: check the connection, then try again.");
+  }
+  return subscription;
+}
+
 /**
  * Turns notifications on: asks for the permission (call it from a tap: browsers ask only after a gesture),
  * subscribes with the relay's key and registers the subscription with the relay (`POST /v1/device/push`).
@@ -100,13 +126,7 @@ export async function enable(api) {
     await subscription.unsubscribe();
     subscription = null;
   }
-  if (!subscription) {
-    try {
-      subscription = await registration.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: key });
-    } catch (e) {
-      throw new Error(`The browser’s push service refused the subscription (${e && e.message ? e.message : e}).`);
-    }
-  }
+  if (!subscription) subscription = await subscribe(registration, key);
   try {
     await api.registerPush(subscription.toJSON());
   } catch (e) {
@@ -147,7 +167,7 @@ export async function refresh(api) {
     const key = await relayKey();
     if (!sameKey(subscription, key)) {
       await subscription.unsubscribe();
-      subscription = await registration.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: key });
+      subscription = await subscribe(registration, key);
     }
     await api.registerPush(subscription.toJSON());
     return null;
