@@ -1,5 +1,6 @@
 // The web app's crypto module (web/app/crypto.js) against the known-answer vectors of the Rust core
-// (pacerelle-core/tests/vectors/, docs/crypto.md §8). Run: node --test crypto.test.mjs
+// (pacerelle-core/tests/vectors/, docs/crypto.md §8), and the app's other modules that run in node (its backoff,
+// the tests' own Web Push decryption). Run: node --test crypto.test.mjs
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
@@ -270,4 +271,28 @@ test("webpush.mjs decrypts the example of RFC 8291 (appendix A)", async () => {
   const tampered = Buffer.from(body);
   tampered[tampered.length - 1] ^= 1;
   assert.throws(() => decryptPush(tampered, ua, auth));
+});
+
+test("the app's reconnection backoff doubles to its cap, with jitter, and starts again when woken", async () => {
+  const { Backoff, RETRY_FIRST_MS, RETRY_CAP_MS } = await import("../web/app/backoff.js");
+  const b = new Backoff();
+  const steps = [];
+  for (let i = 0; i < 8; i++) steps.push(b.delay());
+  const bases = [1000, 2000, 4000, 8000, 16000, 30000, 30000, 30000];
+  assert.equal(RETRY_FIRST_MS, bases[0]);
+  assert.equal(RETRY_CAP_MS, 30000);
+  steps.forEach((ms, i) => assert.ok(ms >= bases[i] / 2 && ms <= bases[i], `step ${i}: ${ms} ms in [${bases[i] / 2}, ${bases[i]}]`));
+  // Jitter: many draws of one step are spread over its upper half, not one value.
+  const draws = new Set(Array.from({ length: 50 }, () => new Backoff(1000).delay()));
+  assert.ok(draws.size > 40, `${draws.size} distinct delays`);
+  // wake() ends a wait at once and starts again from the first delay.
+  const slow = new Backoff(60000, 60000);
+  const started = Date.now();
+  const waiting = slow.wait();
+  slow.wake();
+  await waiting;
+  assert.ok(Date.now() - started < 1000);
+  assert.equal(slow.next, 60000);
+  b.reset();
+  assert.ok(b.delay() <= 1000);
 });

@@ -190,6 +190,8 @@ async function deliverPush(payload) {
   });
   await cdp.send("ServiceWorker.enable");
   const registrationId = await registered;
+  // Running, as when the push service wakes it (delivery to a worker being stopped can be lost in headless runs).
+  await cdp.send("ServiceWorker.startWorker", { scopeURL: `${origin}/` });
   await cdp.send("ServiceWorker.deliverPushMessage", { origin, registrationId, data: JSON.stringify(payload) });
   await cdp.detach();
 }
@@ -211,7 +213,7 @@ async function notifications(tag) {
 }
 
 async function waitForNotification(tag, test, what) {
-  for (let i = 0; i < 100; i++) {
+  for (let i = 0; i < 200; i++) {
     const shown = await notifications(tag);
     if (test(shown)) return shown;
     await page.waitForTimeout(100);
@@ -797,11 +799,11 @@ test("turning notifications on registers the worker and sends the subscription t
   await page.locator("#open-settings").click();
   await page.locator("#screen-settings").waitFor();
   // With the browser's own push service: Chromium here has none it can reach (no network, no vendor keys), so the
-  // subscription is refused and the switch says why; it stays off.
+  // subscription is refused or never comes, and the switch says why; it stays off.
   await page.locator("#push-switch").click();
-  await page.locator("#push-error").waitFor();
+  await page.locator("#push-error").waitFor({ timeout: 30000 });
   const refusal = await page.locator("#push-error").textContent();
-  assert.match(refusal, relayPushes ? /push service refused the subscription/ : /does not send notifications/);
+  assert.match(refusal, relayPushes ? /push service (refused the subscription|did not answer)/ : /does not send notifications/);
   assert.equal(await page.locator("#push-switch").isChecked(), false);
   // The worker is registered over the whole app, from /app/sw.js, as a module.
   const registration = await page.evaluate(async () => {
@@ -913,7 +915,9 @@ test("a question pushed to the worker shows its text with Approve and Deny; Appr
   assert.equal(shown.data.url, "/?question=qst_push_approve");
   assert.equal(JSON.stringify(shown.data).includes("Merge the pull request"), false, "only the sealed item is kept");
 
-  const answering = page.waitForResponse((r) => r.url().includes("/v1/device/questions/qst_push_approve/answer"));
+  const fromPage = [];
+  const watch = (r) => r.url().includes("/v1/device/questions/qst_push_approve/answer") && fromPage.push(r.url());
+  page.on("request", watch);
   const outcome = await clickNotification("qst_push_approve", "yes");
   assert.deepEqual(outcome, { answered: "yes", ok: true });
   assert.equal(await exitOf(child), 0, child.err);
@@ -922,9 +926,9 @@ test("a question pushed to the worker shows its text with Approve and Deny; Appr
   assert.equal(after.body, "Approved — Merge the pull request #42?");
   assert.deepEqual(after.actions, []);
   await question("qst_push_approve").locator(".q-status", { hasText: "Approved — by this device" }).waitFor();
-  // The answer went out from the worker, not the page (the page saw no answer request of its own).
-  const timedOut = await Promise.race([answering.then(() => false), page.waitForTimeout(300).then(() => true)]);
-  assert.equal(timedOut, true, "the page sent no answer");
+  // The answer went out from the worker, not the page (the page made no answer request of its own).
+  page.off("request", watch);
+  assert.deepEqual(fromPage, [], "the page sent no answer");
 });
 
 test("Deny from a pushed notification makes `pacerelle ask` exit 1", async () => {
