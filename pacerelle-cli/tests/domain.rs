@@ -224,3 +224,42 @@ fn up_names_the_absolute_path_of_pacerelle_mcp_beside_it() {
         "pacerelle-mcp"
     );
 }
+
+#[test]
+fn up_domain_waits_for_the_certificate_and_says_why_there_is_none() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let home = dir.path().join("home");
+    let log = dir.path().join("up.log");
+    let out = dir.path().join("up.out");
+    // A CA that is not there.
+    let nowhere = format!("https://127.0.0.1:{}/dir", pebble::free_port());
+    let child = Command::new(env!("CARGO_BIN_EXE_pacerelle"))
+        .args([
+            "up",
+            "--domain",
+            DOMAIN,
+            "--listen",
+            "127.0.0.1:0",
+            "--acme-directory",
+            &nowhere,
+        ])
+        .arg("--data")
+        .arg(dir.path().join("data"))
+        .env("PACERELLE_HOME", &home)
+        .env("PACERELLE_LOG", "error")
+        .env_remove("PACERELLE_RELAY_URL")
+        .stdin(Stdio::null())
+        .stdout(std::fs::File::create(&out).expect("out"))
+        .stderr(std::fs::File::create(&log).expect("log"))
+        .spawn()
+        .expect("spawn");
+    let _up = common::Proc(child);
+    let said = wait_for_line(&log, "could not obtain a certificate", Duration::from_secs(20));
+    assert!(said.contains("cannot reach the ACME CA"), "{said}");
+    assert!(said.contains("Trying again in"), "{said}");
+    // Still waiting: no agent, no pairing link before there is a certificate.
+    std::thread::sleep(Duration::from_millis(500));
+    let printed = std::fs::read_to_string(&out).unwrap_or_default();
+    assert!(!printed.contains("Pairing link"), "{printed}");
+    assert!(!home.join("agent.json").exists());
+}
