@@ -144,7 +144,7 @@ async function deviceItems() {
     const items = [];
     let cursor = null;
     for (;;) {
-      const q = new URLSearchParams({ wait: "0" });
+      const q = new URLSearchParams({ wait: "0", updates: "true" });
       if (cursor) q.set("cursor", cursor);
       const res = await fetch(`/v1/device/conversation?${q}`, { headers: { Authorization: `Bearer ${device.deviceToken}` } });
       const page = await res.json();
@@ -959,7 +959,8 @@ test("a push without the item (too big for a push) is read from the conversation
 });
 
 test("an answer the relay refuses from the notification opens the app on the question, which says why", async () => {
-  const child = ask(["Rotate the API keys?", "--id", "qst_push_late", "--expires", "2s"]);
+  // Long enough to be shown before it expires (the worker shows no question already past its expiry).
+  const child = ask(["Rotate the API keys?", "--id", "qst_push_late", "--expires", "6s"]);
   const item = await deviceItem((i) => i.kind === "question" && i.id === "qst_push_late", "question");
   await deliverPush(pushPayload(item));
   await waitForNotification("qst_push_late", (n) => n.length === 1, "the question");
