@@ -64,7 +64,8 @@ fn the_data_folder_is_0700_and_its_files_0600_under_umask_022() {
     let log = tmp.path().join("serve.log");
     let (relay, url) = serve_under_umask_022(&data, &log);
 
-    // Store something of every kind the relay keeps: an agent, a pairing offer, a webhook secret.
+    // Store something of every kind the relay keeps: an agent, a pairing offer, a webhook secret (the push key
+    // is made at the first start).
     let agent_home = tempfile::tempdir().expect("tempdir");
     let agent = |args: &[&str]| {
         let mut c = pacerelle(agent_home.path(), &url);
@@ -87,6 +88,7 @@ fn the_data_folder_is_0700_and_its_files_0600_under_umask_022() {
             "pacerelle.db",
             "pacerelle.db-shm",
             "pacerelle.db-wal",
+            "push.key",
             "webhook.key",
         ]
         .map(|name| (name.to_string(), m))
@@ -112,7 +114,7 @@ fn the_data_folder_is_0700_and_its_files_0600_under_umask_022() {
     assert_eq!(files(&data), expected(0o600));
     let said = std::fs::read_to_string(&log).expect("the log");
     assert!(
-        said.contains("permissions restricted") && said.contains("webhook.key"),
+        said.contains("permissions restricted") && said.contains("webhook.key") && said.contains("push.key"),
         "{said}"
     );
     drop(relay);
