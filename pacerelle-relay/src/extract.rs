@@ -38,9 +38,11 @@ where
                 AppError::invalid_json("the body could not be read")
             }
         })?;
-        serde_json::from_slice(&bytes)
-            .map(Json)
-            .map_err(|e| AppError::invalid_json(describe(&e)))
+        let mut de = serde_json::Deserializer::from_slice(&bytes);
+        let value = serde_path_to_error::deserialize(&mut de)
+            .map_err(|e| AppError::invalid_json(describe(Some(e.path()), e.inner())))?;
+        de.end().map_err(|e| AppError::invalid_json(describe(None, &e)))?;
+        Ok(Json(value))
     }
 }
 
@@ -50,14 +52,20 @@ impl<T: serde::Serialize> IntoResponse for Json<T> {
     }
 }
 
-/// Explains a JSON error without quoting the body's strings (they may be envelopes or secrets).
-fn describe(e: &serde_json::Error) -> String {
+/// Explains a JSON error by the field path and the expected shape, quoting nothing of the body: its strings
+/// may be envelopes or secrets, and an error text is logged and shown.
+fn describe(path: Option<&serde_path_to_error::Path>, e: &serde_json::Error) -> String {
     use serde_json::error::Category;
     match e.classify() {
-        Category::Data => format!(
-            "the body does not have the expected fields: {}",
-            redact(&e.to_string())
-        ),
+        Category::Data => {
+            let at = path.map(field_path).unwrap_or_default();
+            let what = shape(&e.to_string());
+            if at.is_empty() {
+                format!("the body does not have the expected fields: {what}")
+            } else {
+                format!("the body does not have the expected fields: at {at}: {what}")
+            }
+        }
         Category::Syntax | Category::Eof | Category::Io => format!(
             "the body is not valid JSON (line {}, column {})",
             e.line(),
@@ -66,20 +74,82 @@ fn describe(e: &serde_json::Error) -> String {
     }
 }
 
-/// Replaces every double-quoted part of a message by `"…"`.
+/// A field path such as `envelopes[0].deviceId`. Names come from the request's field names, so only plain
+/// identifiers are written out; any other name reads `…`.
+fn field_path(path: &serde_path_to_error::Path) -> String {
+    use serde_path_to_error::Segment;
+    let mut out = String::new();
+    for segment in path.iter() {
+        match segment {
+            Segment::Seq { index } => out.push_str(&format!("[{index}]")),
+            Segment::Map { key } | Segment::Enum { variant: key } => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                let plain = !key.is_empty()
+                    && key.len() <= 64
+                    && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+                out.push_str(if plain { key } else { "…" });
+            }
+            Segment::Unknown => out.push_str(".?"),
+        }
+    }
+    out
+}
+
+/// What a serde error says of the expected shape, without the value that was sent. serde's messages put the
+/// received value first (`invalid type: string "…", expected …`, ``unknown variant `…`, expected one of …``)
+/// and the expectation — written by the relay's types — last, so only that last part is kept. A message of
+/// another form is kept only when it quotes nothing.
+fn shape(message: &str) -> String {
+    // serde_json appends the position; the path says where instead.
+    let message = match message.rfind(" at line ") {
+        Some(i) => &message[..i],
+        None => message,
+    };
+    let expected = || message.rfind(", expected ").map(|i| &message[i + 2..]);
+    let kept = if message.starts_with("missing field `") || message.starts_with("duplicate field `") {
+        // The field named is one of the request type's own.
+        Some(message.to_string())
+    } else if let Some(prefix) = [
+        ("invalid type", "invalid type: "),
+        ("invalid value", "invalid value: "),
+        ("invalid length", "invalid length "),
+        ("unknown value", "unknown variant `"),
+        ("unknown field", "unknown field `"),
+    ]
+    .iter()
+    .find(|(_, start)| message.starts_with(start))
+    {
+        Some(match expected() {
+            Some(rest) => format!("{}, {rest}", prefix.0),
+            None => prefix.0.to_string(),
+        })
+    } else if !message.contains(['"', '`', '\'']) {
+        Some(message.to_string())
+    } else {
+        None
+    };
+    kept.unwrap_or_else(|| "a value does not have the expected shape".to_string())
+}
+
+/// Replaces every double-quoted or backquoted part of a message (the query string's or the path's values) by `…`.
 fn redact(message: &str) -> String {
     let mut out = String::with_capacity(message.len());
-    let mut quoted = false;
+    let mut open: Option<char> = None;
     for c in message.chars() {
-        if c == '"' {
-            if quoted {
-                out.push_str("…\"");
-            } else {
-                out.push('"');
+        match open {
+            Some(q) if c == q => {
+                out.push('…');
+                out.push(c);
+                open = None;
             }
-            quoted = !quoted;
-        } else if !quoted {
-            out.push(c);
+            Some(_) => {}
+            None if c == '"' || c == '`' => {
+                out.push(c);
+                open = Some(c);
+            }
+            None => out.push(c),
         }
     }
     out
@@ -101,7 +171,11 @@ where
             .await
             .map(|q| Query(q.0))
             .map_err(|rejection| {
-                AppError::invalid_input(format!("bad query string: {}", redact(&rejection.body_text())))
+                let text = rejection.body_text();
+                let message = text
+                    .strip_prefix("Failed to deserialize query string: ")
+                    .unwrap_or(&text);
+                AppError::invalid_input(format!("bad query string: {}", shape(message)))
             })
     }
 }
@@ -131,26 +205,106 @@ where
 mod tests {
     use super::*;
 
-    #[test]
-    fn redaction_hides_quoted_values() {
-        assert_eq!(
-            redact(r#"invalid type: string "s3cret", expected u64 at line 1 column 9"#),
-            r#"invalid type: string "…", expected u64 at line 1 column 9"#
-        );
-        assert_eq!(redact("missing field `name`"), "missing field `name`");
+    #[derive(serde::Deserialize, Debug)]
+    #[allow(dead_code)]
+    #[serde(rename_all = "camelCase")]
+    struct Envelope {
+        device_id: String,
+        kind: Kind,
+    }
+
+    #[derive(serde::Deserialize, Debug)]
+    #[serde(rename_all = "snake_case")]
+    enum Kind {
+        YesNo,
+        Text,
+    }
+
+    #[derive(serde::Deserialize, Debug)]
+    #[allow(dead_code)]
+    struct Body {
+        n: u64,
+        envelopes: Vec<Envelope>,
+    }
+
+    fn error_of(body: &str) -> String {
+        let mut de = serde_json::Deserializer::from_str(body);
+        match serde_path_to_error::deserialize::<_, Body>(&mut de) {
+            Err(e) => describe(Some(e.path()), e.inner()),
+            Ok(_) => match de.end() {
+                Err(e) => describe(None, &e),
+                Ok(()) => panic!("{body} was accepted"),
+            },
+        }
     }
 
     #[test]
-    fn data_errors_do_not_echo_strings() {
-        #[derive(serde::Deserialize, Debug)]
-        #[allow(dead_code)]
-        struct T {
-            n: u64,
+    fn errors_name_the_field_and_the_expected_shape_and_quote_nothing_sent() {
+        let secret = "s3cret";
+        for (body, says) in [
+            (
+                format!(r#"{{"n": "{secret}", "envelopes": []}}"#),
+                "at n: invalid type, expected u64",
+            ),
+            (
+                format!(r#"{{"n": 1, "envelopes": [{{"deviceId": "d", "kind": "{secret}"}}]}}"#),
+                "at envelopes[0].kind: unknown value, expected `yes_no` or `text`",
+            ),
+            (
+                // Backticks and escaped quotes in the value cannot break out of the redaction.
+                format!(
+                    r#"{{"n": 1, "envelopes": [{{"deviceId": "d", "kind": "a`, expected {secret}\" `x"}}]}}"#
+                ),
+                "at envelopes[0].kind: unknown value, expected `yes_no` or `text`",
+            ),
+            (
+                format!(r#"{{"n": 1, "envelopes": [{{"deviceId": ["{secret}"], "kind": "text"}}]}}"#),
+                "at envelopes[0].deviceId: invalid type, expected a string",
+            ),
+            (r#"{"n": 1}"#.to_string(), "missing field `envelopes`"),
+            (
+                r#"{"n": 1, "envelopes": [{"deviceId": "d"}]}"#.to_string(),
+                "at envelopes[0]: missing field `kind`",
+            ),
+            (
+                format!(r#"{{"n": -1, "envelopes": [], "{secret}": 1}}"#),
+                "at n: invalid value, expected u64",
+            ),
+        ] {
+            let text = error_of(&body);
+            assert!(!text.contains(secret), "{body} → {text}");
+            assert!(text.contains(says), "{body} → {text}, not {says}");
         }
-        let e = serde_json::from_str::<T>(r#"{"n": "top secret"}"#).expect_err("wrong type");
-        let text = describe(&e);
-        assert!(!text.contains("top secret"), "{text}");
-        let e = serde_json::from_str::<T>("{nope").expect_err("not JSON");
-        assert!(describe(&e).contains("not valid JSON"));
+        let text = error_of(&format!(r#"{{"n": 1, "envelopes": []}} "{secret}""#));
+        assert!(
+            text.contains("not valid JSON") && !text.contains(secret),
+            "{text}"
+        );
+        assert!(error_of("{nope").contains("not valid JSON"));
+    }
+
+    #[test]
+    fn a_message_of_an_unknown_form_is_kept_only_when_it_quotes_nothing() {
+        assert_eq!(shape("malformed cursor at line 1 column 9"), "malformed cursor");
+        assert_eq!(
+            shape(r#"odd "s3cret" thing"#),
+            "a value does not have the expected shape"
+        );
+        assert_eq!(
+            shape("odd `s3cret` thing"),
+            "a value does not have the expected shape"
+        );
+    }
+
+    #[test]
+    fn redaction_hides_double_and_back_quoted_values() {
+        assert_eq!(
+            redact(r#"invalid type: string "s3cret", expected u64"#),
+            r#"invalid type: string "…", expected u64"#
+        );
+        assert_eq!(
+            redact("Failed to deserialize query string: unknown variant `s3cret`, expected `all`"),
+            "Failed to deserialize query string: unknown variant `…`, expected `…`"
+        );
     }
 }

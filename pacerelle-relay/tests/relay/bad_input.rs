@@ -43,6 +43,41 @@ async fn bad_input_gets_a_stable_code_and_loses_nothing() {
         .await
         .error(StatusCode::BAD_REQUEST, code::INVALID_JSON);
     assert!(!echoed.error.contains("very-secret-text"));
+    // Nor through serde's backquoted values, escaped quotes or a value shaped like the message around it; it
+    // names the field and the expected shape instead.
+    for body in [
+        r#"{"questionId":"q1","kind":"very-secret-kind","envelopes":[],"selfEnvelope":"AQ","expiresAt":"2030-01-01T00:00:00Z"}"#,
+        r#"{"questionId":"q1","kind":"a`, expected very-secret\" `x","envelopes":[],"selfEnvelope":"AQ","expiresAt":"2030-01-01T00:00:00Z"}"#,
+        r#"{"questionId":["very-secret"]}"#,
+    ] {
+        let refused = relay
+            .request(
+                Method::POST,
+                "/v1/agent/questions",
+                Some(&agent.bearer),
+                &[],
+                Some(body.as_bytes().to_vec()),
+            )
+            .await
+            .error(StatusCode::BAD_REQUEST, code::INVALID_JSON);
+        assert!(
+            !refused.error.contains("very-secret"),
+            "{body} → {}",
+            refused.error
+        );
+        assert!(refused.error.contains("expected"), "{}", refused.error);
+    }
+    let refused = relay
+        .request(
+            Method::GET,
+            "/v1/device/conversation?wait=very-secret",
+            Some(&phone.bearer),
+            &[],
+            None,
+        )
+        .await
+        .error(StatusCode::BAD_REQUEST, code::INVALID_INPUT);
+    assert!(!refused.error.contains("very-secret"), "{}", refused.error);
 
     // Too large.
     let huge = SendMessage {
