@@ -314,3 +314,65 @@ async fn shutdown_releases_the_lease_and_a_held_lease_needs_takeover() {
         .expect("the lease was released: no takeover needed");
     other.close_session().await.expect("close");
 }
+
+/// Two supervised copies of one agent, both started with takeover (the echo agent's `--takeover` run twice):
+/// the later one takes the lease, the displaced one does not take it back — its run ends with `agent_in_use`
+/// instead of a tug of war — and the lease then stays with one session.
+#[tokio::test]
+async fn two_runners_with_takeover_settle_on_one_holder() {
+    let relay = TestRelay::start().await;
+    let (agent, _device) = agent_and_device(&relay).await;
+    let echo = |task: Message, _ctx: Context| async move { Ok::<_, String>(Some(task.text)) };
+    let copy = || {
+        AgentClient::new(&relay.url, agent.agent_id(), agent.token().clone())
+            .expect("client")
+            .with_home(None)
+    };
+    let (first, second) = (copy(), copy());
+    let (stop_first, signal_first) = shutdown();
+    let (stop_second, signal_second) = shutdown();
+    let one = tokio::spawn(quick(&first).host("first").takeover(true).run(echo, signal_first));
+    let two = tokio::spawn(
+        quick(&second)
+            .host("second")
+            .takeover(true)
+            .run(echo, signal_second),
+    );
+
+    // Within 5 s one of them holds the lease…
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let holder = loop {
+        if let Some(h) = agent.status().await.expect("status").session {
+            break h;
+        }
+        assert!(Instant::now() < deadline, "no copy took the lease within 5 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let holder = agent.status().await.expect("status").session.unwrap_or(holder);
+    let same =
+        |h: &pacerelle_client::core::wire::LeaseHolder| h.host == holder.host && h.since == holder.since;
+    // …keeps it, and the other gives up (at the latest when its parked wait ends) instead of taking it back.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while !(one.is_finished() || two.is_finished()) {
+        let now = agent.status().await.expect("status").session.expect("still held");
+        assert!(same(&now), "the lease changed hands: {holder:?} then {now:?}");
+        assert!(Instant::now() < deadline, "the displaced copy never gave up");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (ended, running, stop_running, _stop_ended) = if one.is_finished() {
+        (one, two, stop_second, stop_first)
+    } else {
+        (two, one, stop_first, stop_second)
+    };
+    let ended = ended.await.expect("join").expect_err("the displaced copy ends");
+    assert_eq!(ended.code(), Some("agent_in_use"), "{ended}");
+    for _ in 0..20 {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = agent.status().await.expect("status").session.expect("still held");
+        assert!(same(&now), "the lease changed hands: {holder:?} then {now:?}");
+    }
+    assert!(!running.is_finished(), "the holder keeps running");
+    stop_running.send(()).expect("stop");
+    running.await.expect("join").expect("run");
+}
