@@ -35,6 +35,16 @@ pub struct ServeArgs {
     /// labs). Off by default: the relay would otherwise post to any address a device names.
     #[arg(long)]
     allow_private_push_endpoints: bool,
+    /// A reverse proxy in front of the relay (an address or CIDR, repeatable): the rate limits then count the
+    /// client it names in `Forwarded` or `X-Forwarded-For` instead of the proxy's address. Those headers are
+    /// ignored from any other peer, since a client can write them.
+    #[arg(
+        long = "trusted-proxy",
+        env = "PACERELLE_TRUSTED_PROXIES",
+        value_name = "CIDR",
+        value_delimiter = ','
+    )]
+    trusted_proxies: Vec<pacerelle_relay::Cidr>,
     /// Serve HTTPS with this certificate chain (PEM, the server's certificate first). A phone's browser runs
     /// the web app only over HTTPS. Needs --tls-key.
     #[arg(long, env = "PACERELLE_TLS_CERT", value_name = "FILE", requires = "tls_key")]
@@ -182,6 +192,7 @@ async fn start(args: &ServeArgs, registration_secret: Option<String>) -> Result<
         public_url: args.public_url.clone(),
         push_contact: args.push_contact.clone(),
         allow_private_push_endpoints: args.allow_private_push_endpoints,
+        trusted_proxies: args.trusted_proxies.clone(),
         ..Default::default()
     })
     .await

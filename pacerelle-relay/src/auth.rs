@@ -40,7 +40,23 @@ fn revoked() -> AppError {
     )
 }
 
-async fn authenticate(headers: &HeaderMap, state: &AppState) -> Result<Principal, AppError> {
+/// Authenticates the request's bearer. An address that sent too many credentials that are missing, malformed
+/// or not recognised is refused (`rate_limited`) before its credential is looked at, until its bucket refills.
+async fn authenticate(parts: &Parts, state: &AppState) -> Result<Principal, AppError> {
+    let ip = client_ip(parts, state);
+    if ip.is_some_and(|ip| state.limiter.exhausted(Limit::FailedAuth, ip)) {
+        return Err(AppError::rate_limited());
+    }
+    let result = check_bearer(&parts.headers, state).await;
+    if let (Err(e), Some(ip)) = (&result, ip)
+        && e.status() == StatusCode::UNAUTHORIZED
+    {
+        state.limiter.allow(Limit::FailedAuth, ip);
+    }
+    result
+}
+
+async fn check_bearer(headers: &HeaderMap, state: &AppState) -> Result<Principal, AppError> {
     let value = headers.get(AUTHORIZATION).ok_or_else(|| {
         AppError::unauthorized("missing credential: send Authorization: Bearer <id>.<secret>")
     })?;
@@ -71,7 +87,7 @@ impl FromRequestParts<AppState> for AgentAuth {
     type Rejection = AppError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, AppError> {
-        match authenticate(&parts.headers, state).await? {
+        match authenticate(parts, state).await? {
             Principal::Agent { agent_id, .. } => Ok(AgentAuth { agent_id }),
             Principal::Device { .. } => Err(AppError::forbidden(
                 "a device credential cannot use /v1/agent routes; use the agent's credential",
@@ -84,7 +100,7 @@ impl FromRequestParts<AppState> for DeviceAuth {
     type Rejection = AppError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, AppError> {
-        match authenticate(&parts.headers, state).await? {
+        match authenticate(parts, state).await? {
             Principal::Device {
                 agent_id, device_id, ..
             } => Ok(DeviceAuth { agent_id, device_id }),
@@ -105,13 +121,22 @@ impl DeviceAuth {
     }
 }
 
-fn rate_limit(parts: &Parts, state: &AppState, limit: Limit) -> Result<(), AppError> {
-    let ip = parts
+/// The address the rate limits count a request for: its peer, or the client a trusted proxy names. None
+/// without a socket address (the router driven in-process): there is nobody to limit.
+fn client_ip(parts: &Parts, state: &AppState) -> Option<std::net::IpAddr> {
+    let peer = parts
         .extensions
         .get::<ConnectInfo<SocketAddr>>()
-        .map(|ConnectInfo(addr)| addr.ip());
-    // Without a socket address (the router driven in-process) there is nobody to limit.
-    match ip {
+        .map(|ConnectInfo(addr)| addr.ip())?;
+    Some(crate::ratelimit::client_ip(
+        &state.config.trusted_proxies,
+        peer,
+        &parts.headers,
+    ))
+}
+
+fn rate_limit(parts: &Parts, state: &AppState, limit: Limit) -> Result<(), AppError> {
+    match client_ip(parts, state) {
         Some(ip) if !state.limiter.allow(limit, ip) => Err(AppError::rate_limited()),
         _ => Ok(()),
     }

@@ -23,6 +23,9 @@ pub struct Config {
     pub allow_private_push_endpoints: bool,
     /// How pushes are delivered (tests shorten the delays).
     pub push: crate::push::PushSettings,
+    /// Reverse proxies whose forwarding headers (`Forwarded`, `X-Forwarded-For`) name the client that the rate
+    /// limits count (`--trusted-proxy`). Empty: every request counts for its peer address.
+    pub trusted_proxies: Vec<crate::Cidr>,
 }
 
 impl Config {
@@ -48,6 +51,7 @@ impl std::fmt::Debug for Config {
             .field("push_contact", &self.push_contact)
             .field("allow_private_push_endpoints", &self.allow_private_push_endpoints)
             .field("push", &self.push)
+            .field("trusted_proxies", &self.trusted_proxies)
             .finish()
     }
 }

@@ -111,6 +111,11 @@ impl AppError {
         }
     }
 
+    /// Its HTTP status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
     /// Adds the `details` field.
     pub fn with_details(mut self, details: serde_json::Value) -> Self {
         self.details = Some(details);

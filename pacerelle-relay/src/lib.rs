@@ -33,6 +33,7 @@ pub use at_rest::{FILE_MODE, FOLDER_MODE, prepare_data_folder};
 pub use config::Config;
 pub use error::{Error, StoreError};
 pub use push::PushSettings;
+pub use ratelimit::Cidr;
 pub use tls::TlsConfig;
 pub use webhook::WebhookSettings;
 

@@ -184,3 +184,101 @@ async fn one_agent_never_sees_or_touches_another_agents_items() {
     assert_eq!(crate::common::ids_of(&batch), ["b-task"]);
     assert!(!batch.messages[0].redelivered);
 }
+
+/// A wrong credential from `client`, through a proxy on loopback that names it in `X-Forwarded-For`.
+async fn wrong_from(relay: &crate::common::TestRelay, agent_id: &str, client: &str) -> StatusCode {
+    relay
+        .request(
+            Method::GET,
+            "/v1/agent",
+            Some(&format!("{agent_id}.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA")),
+            &[("x-forwarded-for", client)],
+            None,
+        )
+        .await
+        .status
+}
+
+#[tokio::test]
+async fn wrong_credentials_are_throttled_per_client_behind_a_trusted_proxy() {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let config = pacerelle_relay::Config {
+        open_registration: true,
+        trusted_proxies: vec!["127.0.0.1".parse().expect("a network")],
+        ..pacerelle_relay::Config::new(crate::common::db_path(&dir))
+    };
+    let relay = crate::common::start_with(config, dir).await;
+    let agent = register(&relay).await;
+
+    // 1 000 wrong credentials from one client: after its burst, refused without a look at the credential.
+    let mut refused = 0;
+    for _ in 0..1000 {
+        match wrong_from(&relay, &agent.id, "203.0.113.7").await {
+            StatusCode::UNAUTHORIZED => {}
+            StatusCode::TOO_MANY_REQUESTS => refused += 1,
+            other => panic!("{other}"),
+        }
+    }
+    assert!(refused >= 970, "{refused} of 1000 throttled");
+    // That client is refused even with the right credential until its bucket refills…
+    relay
+        .request(
+            Method::GET,
+            "/v1/agent",
+            Some(&agent.bearer),
+            &[("x-forwarded-for", "203.0.113.7")],
+            None,
+        )
+        .await
+        .error(StatusCode::TOO_MANY_REQUESTS, code::RATE_LIMITED);
+    // …while another client behind the same proxy is not: each real client has its own bucket.
+    let other = relay
+        .request(
+            Method::GET,
+            "/v1/agent",
+            Some(&agent.bearer),
+            &[("x-forwarded-for", "203.0.113.8")],
+            None,
+        )
+        .await;
+    assert_eq!(other.status, StatusCode::OK, "{}", other.body);
+    assert_eq!(
+        wrong_from(&relay, &agent.id, "203.0.113.8").await,
+        StatusCode::UNAUTHORIZED
+    );
+    // A client cannot escape by writing the header itself: the proxy appends the address it saw, and the
+    // right-most untrusted hop counts.
+    assert_eq!(
+        wrong_from(&relay, &agent.id, "198.51.100.1, 203.0.113.7").await,
+        StatusCode::TOO_MANY_REQUESTS
+    );
+}
+
+#[tokio::test]
+async fn forwarding_headers_from_an_untrusted_peer_are_ignored() {
+    // No trusted proxy: every request counts for its peer, loopback here, whose bucket is large; a header
+    // naming other clients changes nothing.
+    let relay = start().await;
+    let agent = register(&relay).await;
+    for i in 0..60 {
+        let client = format!("203.0.113.{}", i % 2);
+        let status = relay
+            .request(
+                Method::GET,
+                "/v1/agent",
+                Some(&format!(
+                    "{}.AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+                    agent.id
+                )),
+                &[("x-forwarded-for", &client)],
+                None,
+            )
+            .await
+            .status;
+        assert_eq!(status, StatusCode::UNAUTHORIZED);
+    }
+    relay
+        .get("/v1/agent", &agent.bearer)
+        .await
+        .ok::<serde_json::Value>();
+}
