@@ -212,13 +212,29 @@ async function notifications(tag) {
   }, tag);
 }
 
-async function waitForNotification(tag, test, what) {
-  for (let i = 0; i < 200; i++) {
+async function waitForNotification(tag, test, what, tries = 200) {
+  for (let i = 0; i < tries; i++) {
     const shown = await notifications(tag);
     if (test(shown)) return shown;
     await page.waitForTimeout(100);
   }
-  throw new Error(`${what}: ${JSON.stringify(await notifications(tag))}`);
+  throw new Error(`${what}: ${JSON.stringify(await notifications(tag))} (all shown: ${JSON.stringify(await notifications())})`);
+}
+
+/**
+ * Delivers a push and waits for what it shows. A push handed to a worker that headless Chromium is still starting
+ * (or stopping) can be dropped before its handler runs; the push service would deliver again, so does this, up to
+ * three times. Showing a notification under the same tag replaces it, so a repeat shows nothing twice.
+ */
+async function pushShown(payload, tag, test, what) {
+  for (let attempt = 1; ; attempt++) {
+    await deliverPush(payload);
+    try {
+      return await waitForNotification(tag, test, what, attempt < 3 ? 50 : 200);
+    } catch (e) {
+      if (attempt >= 3) throw e;
+    }
+  }
 }
 
 /**
@@ -906,8 +922,7 @@ test("a question pushed to the worker shows its text with Approve and Deny; Appr
   const item = await deviceItem((i) => i.kind === "question" && i.id === "qst_push_approve", "question");
   // The item carries only the envelope: the worker opens it with the device key from IndexedDB.
   assert.equal(JSON.stringify(item).includes("Merge the pull request"), false);
-  await deliverPush(pushPayload(item));
-  const [shown] = await waitForNotification("qst_push_approve", (n) => n.length === 1, "the question's notification");
+  const [shown] = await pushShown(pushPayload(item), "qst_push_approve", (n) => n.length === 1, "the question's notification");
   assert.equal(shown.title, "Ana’s laptop — Claude Code");
   assert.equal(shown.body, "Merge the pull request #42?\nCI green — 2 reviews");
   assert.equal(shown.requireInteraction, true);
@@ -934,8 +949,7 @@ test("a question pushed to the worker shows its text with Approve and Deny; Appr
 test("Deny from a pushed notification makes `pacerelle ask` exit 1", async () => {
   const child = ask(["Force-push to main?", "--id", "qst_push_deny"]);
   const item = await deviceItem((i) => i.kind === "question" && i.id === "qst_push_deny", "question");
-  await deliverPush(pushPayload(item));
-  await waitForNotification("qst_push_deny", (n) => n.length === 1 && n[0].actions.length === 2, "the question");
+  await pushShown(pushPayload(item), "qst_push_deny", (n) => n.length === 1 && n[0].actions.length === 2, "the question");
   assert.deepEqual(await clickNotification("qst_push_deny", "no"), { answered: "no", ok: true });
   assert.equal(await exitOf(child), 1, child.err);
   assert.match((await notifications("qst_push_deny"))[0].body, /^Denied — Force-push to main\?/);
@@ -946,8 +960,7 @@ test("a push without the item (too big for a push) is read from the conversation
   const child = ask(["Which branch?", "--choice", "main", "--choice", "develop", "--id", "qst_push_fetch"]);
   const item = await deviceItem((i) => i.kind === "question" && i.id === "qst_push_fetch", "question");
   const { item: _omitted, ...idsOnly } = pushPayload(item);
-  await deliverPush(idsOnly);
-  const [shown] = await waitForNotification("qst_push_fetch", (n) => n.length === 1, "the question, fetched");
+  const [shown] = await pushShown(idsOnly, "qst_push_fetch", (n) => n.length === 1, "the question, fetched");
   assert.equal(shown.body, "Which branch?");
   assert.deepEqual(shown.actions, [], "options open the app");
   // A tap on the body opens the app on the question (here: the open app is told which one).
@@ -962,8 +975,7 @@ test("an answer the relay refuses from the notification opens the app on the que
   // Long enough to be shown before it expires (the worker shows no question already past its expiry).
   const child = ask(["Rotate the API keys?", "--id", "qst_push_late", "--expires", "6s"]);
   const item = await deviceItem((i) => i.kind === "question" && i.id === "qst_push_late", "question");
-  await deliverPush(pushPayload(item));
-  await waitForNotification("qst_push_late", (n) => n.length === 1, "the question");
+  await pushShown(pushPayload(item), "qst_push_late", (n) => n.length === 1, "the question");
   assert.equal(await exitOf(child), 2, child.err);
   // Approve, too late: the relay refuses it; the notification goes and the app is told to show the question.
   const outcome = await clickNotification("qst_push_late", "yes");
@@ -978,16 +990,14 @@ test("a question closed elsewhere: the update push removes its notification", as
   if (!(await relayHasUpdates())) return t.skip(OLD_RELAY);
   const child = ask(["Publish the blog post?", "--id", "qst_push_closed"]);
   const item = await deviceItem((i) => i.kind === "question" && i.id === "qst_push_closed", "question");
-  await deliverPush(pushPayload(item));
-  await waitForNotification("qst_push_closed", (n) => n.length === 1, "the question");
+  await pushShown(pushPayload(item), "qst_push_closed", (n) => n.length === 1, "the question");
   const cancelled = await cli(["cancel", "qst_push_closed"]);
   assert.equal(cancelled.code, 0, cancelled.err);
   assert.equal(await exitOf(child), 2, child.err);
   const update = await deviceItem(
     (i) => i.kind === "update" && i.subjectId === "qst_push_closed" && i.state === "cancelled", "update item");
-  await deliverPush(pushPayload(update));
   // Replaced at once by a short notice with the same tag (a push must show something), which then closes itself.
-  const [notice] = await waitForNotification("qst_push_closed", (n) => n.length === 1 && n[0].actions.length === 0, "the notice");
+  const [notice] = await pushShown(pushPayload(update), "qst_push_closed", (n) => n.length === 1 && n[0].actions.length === 0, "the notice");
   assert.equal(notice.body, "Cancelled by the agent");
   await waitForNotification("qst_push_closed", (n) => n.length === 0, "the notification is removed");
 });
@@ -1020,8 +1030,7 @@ test("a real push: the relay encrypts the question to the subscription, the work
   assert.equal(payload.deviceId, deviceId);
   assert.equal(JSON.stringify(payload).includes(text), false, "the payload holds the envelope, not the text");
   // What the browser would hand to the worker once decrypted:
-  await deliverPush(payload);
-  const [shown] = await waitForNotification("qst_push_real", (n) => n.length === 1, "the pushed question");
+  const [shown] = await pushShown(payload, "qst_push_real", (n) => n.length === 1, "the pushed question");
   assert.equal(shown.body, text);
   assert.deepEqual(shown.actions, [["yes", "Approve"], ["no", "Deny"]]);
   assert.deepEqual(await clickNotification("qst_push_real", "yes"), { answered: "yes", ok: true });
@@ -1045,8 +1054,7 @@ test("a real push: the relay encrypts the question to the subscription, the work
 });
 
 test("a push not for this pairing shows a plain notice (a push must show something)", async () => {
-  await deliverPush({ v: 1, relay: relayUrl, agentId, deviceId: "dv_someone_else", kind: "question", id: "qst_x", cursor: "c1.AAAAAAAAAAE" });
-  const [shown] = await waitForNotification("pacerelle", (n) => n.length === 1, "the plain notice");
+  const [shown] = await pushShown({ v: 1, relay: relayUrl, agentId, deviceId: "dv_someone_else", kind: "question", id: "qst_x", cursor: "c1.AAAAAAAAAAE" }, "pacerelle", (n) => n.length === 1, "the plain notice");
   assert.equal(shown.body, "Open the app to see what is new.");
   assert.deepEqual(await clickNotification("pacerelle", ""), { opened: "/" });
   assert.deepEqual(await notifications("pacerelle"), []);
