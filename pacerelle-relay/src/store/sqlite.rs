@@ -173,6 +173,25 @@ mod tests {
 
     pub(super) const T0: i64 = 1_800_000_000_000;
 
+    /// A database file at `path` with the schema of migration `version` only, as an earlier relay left it: for
+    /// the tests that open it with today's store and check what the later migrations do to its rows.
+    pub(super) async fn database_at(path: &std::path::Path, version: i64) -> sqlx::SqlitePool {
+        use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(
+                SqliteConnectOptions::new()
+                    .filename(path)
+                    .create_if_missing(true)
+                    .foreign_keys(true)
+                    .journal_mode(SqliteJournalMode::Wal),
+            )
+            .await
+            .expect("opens");
+        MIGRATOR.run_to(version, &pool).await.expect("migrated");
+        pool
+    }
+
     /// A store in a temporary folder with one agent, `ag_1`.
     pub(super) async fn store() -> (SqliteStore, tempfile::TempDir) {
         let dir = tempfile::tempdir().expect("a temporary directory");

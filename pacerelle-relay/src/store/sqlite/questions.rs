@@ -678,7 +678,6 @@ mod tests {
     use super::*;
     use crate::store::Registered;
     use pacerelle_core::Cursor;
-    use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 
     const T0: i64 = 1_800_000_000_000;
 
@@ -905,18 +904,7 @@ mod tests {
     async fn migrating_a_version_1_database_keeps_items_envelopes_and_the_sequence() {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let path = dir.path().join("v1.db");
-        let pool = SqlitePoolOptions::new()
-            .max_connections(1)
-            .connect_with(
-                SqliteConnectOptions::new()
-                    .filename(&path)
-                    .create_if_missing(true)
-                    .foreign_keys(true)
-                    .journal_mode(SqliteJournalMode::Wal),
-            )
-            .await
-            .expect("opens");
-        super::super::MIGRATOR.run_to(1, &pool).await.expect("version 1");
+        let pool = super::super::tests::database_at(&path, 1).await;
         for sql in [
             "INSERT INTO agents (agent_id, name, auth_hash, created_at) VALUES ('ag_1', 'laptop', x'01', 1)",
             "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)

@@ -168,7 +168,6 @@ pub(crate) async fn insert_update(
 #[cfg(test)]
 mod tests {
     use pacerelle_core::wire::{DeviceEnvelope, ItemKind};
-    use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 
     use super::super::SqliteStore;
     use super::super::tests::{T0, store};
@@ -239,18 +238,7 @@ mod tests {
     async fn migrating_a_version_4_database_keeps_every_row_and_admits_updates() {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let path = dir.path().join("v4.db");
-        let pool = SqlitePoolOptions::new()
-            .max_connections(1)
-            .connect_with(
-                SqliteConnectOptions::new()
-                    .filename(&path)
-                    .create_if_missing(true)
-                    .foreign_keys(true)
-                    .journal_mode(SqliteJournalMode::Wal),
-            )
-            .await
-            .expect("opens");
-        super::super::MIGRATOR.run_to(4, &pool).await.expect("version 4");
+        let pool = super::super::tests::database_at(&path, 4).await;
         for sql in [
             "INSERT INTO agents (agent_id, name, auth_hash, created_at) VALUES ('ag_1', 'laptop', x'01', 1)",
             "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)

@@ -381,7 +381,6 @@ impl SqliteStore {
 
 #[cfg(test)]
 mod tests {
-    use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqlitePoolOptions};
 
     use super::*;
 
@@ -406,18 +405,7 @@ mod tests {
     async fn a_secret_stored_in_clear_by_version_2_is_sealed_at_start_and_gone_from_the_file() {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let path = dir.path().join("v2.db");
-        let pool = SqlitePoolOptions::new()
-            .max_connections(1)
-            .connect_with(
-                SqliteConnectOptions::new()
-                    .filename(&path)
-                    .create_if_missing(true)
-                    .foreign_keys(true)
-                    .journal_mode(SqliteJournalMode::Wal),
-            )
-            .await
-            .expect("opens");
-        super::super::MIGRATOR.run_to(2, &pool).await.expect("version 2");
+        let pool = super::super::tests::database_at(&path, 2).await;
         for sql in [
             "INSERT INTO agents (agent_id, name, auth_hash, created_at) VALUES ('ag_1', 'laptop', x'01', 1)",
             "INSERT INTO agents (agent_id, name, auth_hash, created_at) VALUES ('ag_2', 'server', x'02', 1)",
