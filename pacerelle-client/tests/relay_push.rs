@@ -16,7 +16,6 @@ use pacerelle_client::core::{envelope, keys::ContentKey};
 use pacerelle_client::{AgentClient, Answer, DeviceClient, PairingOptions, QuestionRequest, QuestionState};
 use pacerelle_relay::{Config, PushSettings, Relay};
 use ring::rand::SecureRandom;
-use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 
 const CONTACT: &str = "mailto:ops@example.org";
@@ -56,18 +55,7 @@ async fn serve_with(dir: &std::path::Path, port: u16, allow_private: bool, push:
     })
     .await
     .expect("the relay opens");
-    let mut tries = 0;
-    let listener = loop {
-        match TcpListener::bind(("127.0.0.1", port)).await {
-            Ok(l) => break l,
-            Err(e) if tries < 50 => {
-                tries += 1;
-                let _ = e;
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
-            Err(e) => panic!("bind {port}: {e}"),
-        }
-    };
+    let listener = pacerelle_test_support::bind_on(port).await;
     let addr = listener.local_addr().unwrap();
     let (stop, stopped) = oneshot::channel::<()>();
     let task = tokio::spawn(relay.serve(listener, async move {
@@ -124,17 +112,7 @@ struct PushService {
 
 impl PushService {
     async fn start_on(port: u16, state: Arc<ServiceState>) -> PushService {
-        let mut tries = 0;
-        let listener = loop {
-            match TcpListener::bind(("127.0.0.1", port)).await {
-                Ok(l) => break l,
-                Err(_) if tries < 50 => {
-                    tries += 1;
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                Err(e) => panic!("bind {port}: {e}"),
-            }
-        };
+        let listener = pacerelle_test_support::bind_on(port).await;
         let addr = listener.local_addr().unwrap();
         let shared = state.clone();
         let app = axum::Router::new()

@@ -8,6 +8,23 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+/// A listener on `127.0.0.1:port` (`0`: any free port). A port just released may not be free again at once:
+/// binding is tried for up to 5 s.
+pub async fn bind_on(port: u16) -> TcpListener {
+    let mut tries = 0;
+    loop {
+        match TcpListener::bind(("127.0.0.1", port)).await {
+            Ok(listener) => return listener,
+            Err(e) if tries < 50 => {
+                tries += 1;
+                eprintln!("port {port} is not free yet: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+            Err(e) => panic!("bind the same port {port}: {e}"),
+        }
+    }
+}
+
 /// A real relay serving on `127.0.0.1`, its database `pacerelle.db` in `dir`.
 #[derive(Debug)]
 pub struct TestRelay {
@@ -35,19 +52,7 @@ impl TestRelay {
     /// A relay on a given port (to restart one where clients expect it). A port just released may not be
     /// free again at once: binding is tried for up to 5 s.
     pub async fn start_on(port: u16, dir: tempfile::TempDir) -> TestRelay {
-        let mut tries = 0;
-        let listener = loop {
-            match TcpListener::bind(("127.0.0.1", port)).await {
-                Ok(listener) => break listener,
-                Err(e) if tries < 50 => {
-                    tries += 1;
-                    eprintln!("port {port} is not free yet: {e}");
-                    tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-                }
-                Err(e) => panic!("bind the same port {port}: {e}"),
-            }
-        };
-        Self::serve(dir, listener).await
+        Self::serve(dir, bind_on(port).await).await
     }
 
     async fn serve(dir: tempfile::TempDir, listener: TcpListener) -> TestRelay {
