@@ -2,6 +2,7 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
 use pacerelle_client::{AgentClient, AgentToken, PairingOptions};
@@ -91,6 +92,27 @@ pub struct ServeArgs {
         requires = "domain"
     )]
     acme_ca_file: Option<PathBuf>,
+    /// Seconds a connection may take to send a complete request head; slower ones are closed.
+    #[arg(long, env = "PACERELLE_HEADER_TIMEOUT", value_name = "SECONDS", default_value_t = 10)]
+    header_timeout: u64,
+    /// Seconds a request's body may take to arrive after its head (answered 408 beyond).
+    #[arg(long, env = "PACERELLE_BODY_TIMEOUT", value_name = "SECONDS", default_value_t = 30)]
+    body_timeout: u64,
+    /// Seconds a kept-alive connection may stay open with no request in progress.
+    #[arg(long, env = "PACERELLE_IDLE_TIMEOUT", value_name = "SECONDS", default_value_t = 60)]
+    idle_timeout: u64,
+    /// Connections open at once at most; more are refused [default: from the file limit].
+    #[arg(long, env = "PACERELLE_MAX_CONNECTIONS", value_name = "N")]
+    max_connections: Option<usize>,
+    /// Tasks one agent may have waiting (sent, not yet processed); more are refused with quota_exceeded.
+    #[arg(long, env = "PACERELLE_MAX_PENDING_TASKS", value_name = "N", default_value_t = 10_000)]
+    max_pending_tasks: u32,
+    /// Questions one agent may have open at once; more are refused with quota_exceeded.
+    #[arg(long, env = "PACERELLE_MAX_OPEN_QUESTIONS", value_name = "N", default_value_t = 1_000)]
+    max_open_questions: u32,
+    /// Webhook events one agent may have waiting for delivery; beyond it the oldest are dropped.
+    #[arg(long, env = "PACERELLE_MAX_PENDING_EVENTS", value_name = "N", default_value_t = 1_000)]
+    max_pending_events: u32,
 }
 
 #[derive(Debug, clap::Args)]
@@ -193,6 +215,17 @@ async fn start(args: &ServeArgs, registration_secret: Option<String>) -> Result<
         push_contact: args.push_contact.clone(),
         allow_private_push_endpoints: args.allow_private_push_endpoints,
         trusted_proxies: args.trusted_proxies.clone(),
+        connections: pacerelle_relay::Connections {
+            header_timeout: Duration::from_secs(args.header_timeout),
+            body_timeout: Duration::from_secs(args.body_timeout),
+            idle_timeout: Duration::from_secs(args.idle_timeout),
+            max_connections: args.max_connections,
+        },
+        quotas: pacerelle_relay::Quotas {
+            max_pending_tasks: args.max_pending_tasks,
+            max_open_questions: args.max_open_questions,
+            max_pending_events: args.max_pending_events,
+        },
         ..Default::default()
     })
     .await

@@ -147,6 +147,11 @@ pub mod code {
     pub const ROSTER_INVALID: &str = "roster_invalid";
     /// Too many requests of this kind from this address.
     pub const RATE_LIMITED: &str = "rate_limited";
+    /// The agent holds as much as the relay allows of this kind (tasks waiting, open questions): nothing was
+    /// stored; retry once some are processed, answered or cancelled. HTTP 429.
+    pub const QUOTA_EXCEEDED: &str = "quota_exceeded";
+    /// The request's body did not arrive within the relay's body timeout. HTTP 408; the connection is closed.
+    pub const REQUEST_TIMEOUT: &str = "request_timeout";
     /// Something failed inside the relay; details are in its log.
     pub const INTERNAL: &str = "internal";
     /// The relay's storage is unavailable.

@@ -1,6 +1,7 @@
 //! The relay's configuration.
 
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// How to run a relay. Built by `pacerelle serve` from its flags and environment.
 #[derive(Clone, Default)]
@@ -26,6 +27,64 @@ pub struct Config {
     /// Reverse proxies whose forwarding headers (`Forwarded`, `X-Forwarded-For`) name the client that the rate
     /// limits count (`--trusted-proxy`). Empty: every request counts for its peer address.
     pub trusted_proxies: Vec<crate::Cidr>,
+    /// Timeouts and the cap on open connections, the same for HTTP and HTTPS (`docs/self-hosting.md`).
+    pub connections: Connections,
+    /// What one agent may hold at once (`docs/relay-api.md`, `quota_exceeded`).
+    pub quotas: Quotas,
+}
+
+/// How the relay treats connections: what a client that connects and then sends nothing, or sends slowly,
+/// can hold. Parked long-polls are requests being answered, not idle connections: they keep their 55 s.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Connections {
+    /// A connection that has not sent a complete request head (line and headers) this long after it opened,
+    /// or after its previous response, is closed (`--header-timeout`). Default 10 s.
+    pub header_timeout: Duration,
+    /// A request whose body has not fully arrived this long after its head is answered `408` and its
+    /// connection closed (`--body-timeout`). Default 30 s.
+    pub body_timeout: Duration,
+    /// A kept-alive connection with no request in progress is closed after this long (`--idle-timeout`).
+    /// Default 60 s.
+    pub idle_timeout: Duration,
+    /// Connections open at once at most (`--max-connections`); beyond it a new connection is refused at once
+    /// (closed, or answered `503 unavailable` when that is cheap). `None`: derived from the process's file
+    /// limit at start, leaving room for the database and outgoing deliveries.
+    pub max_connections: Option<usize>,
+}
+
+impl Default for Connections {
+    fn default() -> Self {
+        Connections {
+            header_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(60),
+            max_connections: None,
+        }
+    }
+}
+
+/// What one agent may hold at once. A write that would pass a cap is refused with `quota_exceeded` (HTTP 429)
+/// and stores nothing; what is already stored stays.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Quotas {
+    /// Tasks sent to the agent and not yet marked processed (`--max-pending-tasks`). Default 10 000.
+    pub max_pending_tasks: u32,
+    /// The agent's questions still open: neither answered, cancelled nor expired (`--max-open-questions`).
+    /// Default 1 000.
+    pub max_open_questions: u32,
+    /// Webhook events of the agent waiting for delivery (`--max-pending-events`); beyond it the oldest pending
+    /// events are failed as `dropped` so the newest get through. Default 1 000.
+    pub max_pending_events: u32,
+}
+
+impl Default for Quotas {
+    fn default() -> Self {
+        Quotas {
+            max_pending_tasks: 10_000,
+            max_open_questions: 1_000,
+            max_pending_events: 1_000,
+        }
+    }
 }
 
 impl Config {
@@ -52,6 +111,8 @@ impl std::fmt::Debug for Config {
             .field("allow_private_push_endpoints", &self.allow_private_push_endpoints)
             .field("push", &self.push)
             .field("trusted_proxies", &self.trusted_proxies)
+            .field("connections", &self.connections)
+            .field("quotas", &self.quotas)
             .finish()
     }
 }

@@ -30,7 +30,7 @@ pub use acme::{
     renew_at,
 };
 pub use at_rest::{FILE_MODE, FOLDER_MODE, prepare_data_folder};
-pub use config::Config;
+pub use config::{Config, Connections, Quotas};
 pub use error::{Error, StoreError};
 pub use push::PushSettings;
 pub use ratelimit::Cidr;

@@ -22,6 +22,8 @@ tasks:
   test [--only STEP]... [--skip STEP]...   run the test suites (STEP may be a comma-separated list)
   test --list                              list the steps
   bench [ARGS]...                          cargo bench -p pacerelle-client --bench relay [-- ARGS]
+  fuzz [--time 10m] [ARGS]...              run the fuzz targets (release) for that long
+  soak [--minutes N] [ARGS]...             senders, a supervised agent and random SIGKILLs, then a check
 ";
 
 /// One test suite.
@@ -273,6 +275,18 @@ fn try_main() -> Result<ExitCode> {
                 cmd.push("--");
                 cmd.extend(args[1..].iter().map(String::as_str).filter(|a| *a != "--"));
             }
+            run(&root, "cargo", &cmd)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Some("fuzz") => {
+            let mut cmd = vec!["run", "--release", "-p", "pacerelle-fuzz", "--"];
+            cmd.extend(args[1..].iter().map(String::as_str));
+            run(&root, "cargo", &cmd)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Some("soak") => {
+            let mut cmd = vec!["run", "--release", "-p", "pacerelle-soak", "--"];
+            cmd.extend(args[1..].iter().map(String::as_str));
             run(&root, "cargo", &cmd)?;
             Ok(ExitCode::SUCCESS)
         }
