@@ -21,7 +21,7 @@ pub(crate) use sqlite::updates::NewUpdate;
 pub(crate) const PAGE_LIMIT: u32 = 200;
 
 /// The owner of a bearer credential, as stored.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) enum Principal {
     /// An agent; `hash` is `SHA-256(auth secret)`.
     Agent { agent_id: String, hash: Vec<u8> },
@@ -231,6 +231,8 @@ pub(crate) struct ExpiryPass {
 #[derive(Debug)]
 pub(crate) struct DueEvent {
     pub event_id: String,
+    /// The agent: the deliverer has one attempt in flight per agent at most.
+    pub agent_id: String,
     pub body: String,
     pub attempts: u32,
     pub created_at: Timestamp,

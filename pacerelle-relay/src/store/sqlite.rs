@@ -26,6 +26,7 @@ mod checkpoints;
 mod device;
 mod messages;
 mod pairing;
+mod principals;
 pub(crate) mod push;
 mod questions;
 mod roster;
@@ -61,6 +62,8 @@ pub(crate) struct SqliteStore {
     writer: Arc<writer::Writer>,
     /// Seals the webhook secrets stored and opens them for the deliverer ([`webhooks`]).
     key: Arc<WebhookKey>,
+    /// The principals found recently ([`principals`]): credentials from memory.
+    principals: Arc<principals::Principals>,
 }
 
 fn ts(ms: i64) -> Timestamp {
@@ -139,6 +142,7 @@ impl SqliteStore {
             read,
             writer,
             key,
+            principals: Default::default(),
         })
     }
 

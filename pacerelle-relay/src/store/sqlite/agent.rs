@@ -3,6 +3,7 @@
 use pacerelle_core::wire::AgentInfo;
 use pacerelle_core::{Timestamp, keys};
 
+use super::principals::Cached;
 use super::{Result, SqliteStore, ts};
 use crate::store::{Principal, Registered};
 
@@ -75,9 +76,21 @@ impl SqliteStore {
         }))
     }
 
-    /// The agent or device named `id`. Agent ids and device ids never collide: registration and pairing
-    /// refuse an id that the other already uses.
+    /// The agent or device named `id`, from memory when it was found before ([`super::principals`]). Agent
+    /// ids and device ids never collide: registration and pairing refuse an id that the other already uses.
     pub(crate) async fn principal(&self, id: &str) -> Result<Option<Principal>> {
+        let generation = match self.principals.get(id) {
+            Cached::Hit(principal) => return Ok(Some(principal)),
+            Cached::Miss { generation } => generation,
+        };
+        let found = self.read_principal(id).await?;
+        if let Some(principal) = &found {
+            self.principals.keep(id, principal, generation);
+        }
+        Ok(found)
+    }
+
+    async fn read_principal(&self, id: &str) -> Result<Option<Principal>> {
         let agent: Option<Vec<u8>> = sqlx::query_scalar("SELECT auth_hash FROM agents WHERE agent_id = ?1")
             .bind(id)
             .fetch_optional(&self.read)

@@ -50,8 +50,9 @@ impl SqliteStore {
         device_id: &str,
         now: Timestamp,
     ) -> Result<Option<DeviceInfo>> {
+        let changed = device_id.to_string();
         let (agent_id, device_id) = (agent_id.to_string(), device_id.to_string());
-        let row: Option<DeviceRow> = self
+        let written: Result<Option<DeviceRow>> = self
             .write(move |conn| {
                 Box::pin(async move {
                     super::push::drop_device(conn, &agent_id, &device_id).await?;
@@ -67,7 +68,9 @@ impl SqliteStore {
                     .await?)
                 })
             })
-            .await?;
-        row.map(device_info).transpose()
+            .await;
+        // Committed (or, after a failed commit, perhaps): the next request of this device reads the database.
+        self.principals.changed(&changed);
+        written?.map(device_info).transpose()
     }
 }
