@@ -85,6 +85,9 @@ impl Relay {
             &config.database_path,
         ))?);
         store.sweep(Timestamp::now()).await?;
+        store
+            .set_max_pending_events(config.quotas.max_pending_events)
+            .await?;
         let relay_url = Arc::new(match &config.public_url {
             Some(url) => std::sync::OnceLock::from(url.trim_end_matches('/').to_string()),
             None => std::sync::OnceLock::new(),

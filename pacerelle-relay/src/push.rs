@@ -9,11 +9,11 @@
 //! the backoff, whichever is longer); anything else after the backoff; a push past its TTL is dropped.
 //!
 //! Attempts run beside each other (at most [`PushSettings::concurrency`], one per subscription at a time, each
-//! bounded by [`PushSettings::timeout`]), so one slow push service delays no other. Endpoints must be `https`
+//! bounded by [`PushSettings::timeout`]), so one slow push service delays no other: the loop is the webhook
+//! deliverer's ([`crate::webhook::deliver`]). Endpoints must be `https`
 //! and resolve only to public addresses, checked at registration and again at each connection (the HTTP
 //! client resolves names through [`PublicOnly`]), unless the relay runs with `--allow-private-push-endpoints`.
 
-use std::collections::HashSet;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::sync::{Arc, Weak};
@@ -25,9 +25,10 @@ use serde::Serialize;
 
 use crate::app::Inner;
 use crate::at_rest::{FILE_MODE, files_error, tighten};
-use crate::error::Error;
+use crate::error::{Error, StoreError};
 use crate::store::Store;
 use crate::store::sqlite::push::DuePush;
+use crate::webhook::{Outbox, Pace, deliver};
 
 /// The VAPID key file's name, in the database's folder.
 pub const KEY_FILE: &str = "push.key";
@@ -363,14 +364,32 @@ impl Sender {
     }
 }
 
-/// Sends one push and records the outcome (in its own write, which group commit batches with those of the
-/// other attempts). Returns the push and its subscription, free again.
-async fn attempt(sender: Sender, push: DuePush) -> (i64, i64) {
-    let outcome = send(&sender, &push).await;
-    if let Err(e) = record(&sender, &push, outcome).await {
-        tracing::warn!(error = %e, "cannot record a push attempt");
+impl Outbox for Sender {
+    type Item = DuePush;
+    type Key = i64;
+    const NAME: &'static str = "push";
+
+    fn key(push: &DuePush) -> i64 {
+        push.subscription_id
     }
-    (push.push_id, push.subscription_id)
+
+    async fn due(&self, now: Timestamp, busy: &[i64], limit: u32) -> Result<Vec<DuePush>, StoreError> {
+        self.store.due_pushes(now, busy, limit).await
+    }
+
+    async fn next_due(&self, busy: &[i64]) -> Result<Option<Timestamp>, StoreError> {
+        self.store.next_push_due(busy).await
+    }
+
+    /// Sends one push and records the outcome (in its own write, which group commit batches with those of the
+    /// other attempts). A push past its TTL is dropped unsent.
+    async fn attempt(self, push: DuePush) -> Result<(), StoreError> {
+        if push.expires_at.millis() < Timestamp::now().millis() {
+            return self.store.push_done(push.push_id).await;
+        }
+        let outcome = send(&self, &push).await;
+        record(&self, &push, outcome).await
+    }
 }
 
 async fn send(sender: &Sender, push: &DuePush) -> Outcome {
@@ -445,7 +464,7 @@ fn literal_ip(url: &reqwest::Url) -> Option<IpAddr> {
 }
 
 /// Records an attempt's outcome.
-async fn record(sender: &Sender, push: &DuePush, outcome: Outcome) -> Result<(), crate::StoreError> {
+async fn record(sender: &Sender, push: &DuePush, outcome: Outcome) -> Result<(), StoreError> {
     let store = &sender.store;
     match outcome {
         Outcome::Done => store.push_done(push.push_id).await,
@@ -477,7 +496,7 @@ async fn record(sender: &Sender, push: &DuePush, outcome: Outcome) -> Result<(),
 
 /// The deliverer task: runs until the relay shuts down or is dropped.
 pub(crate) async fn deliverer(relay: Weak<Inner>) {
-    let sender = {
+    let (sender, pace, kick) = {
         let Some(inner) = relay.upgrade() else {
             return;
         };
@@ -489,7 +508,7 @@ pub(crate) async fn deliverer(relay: Weak<Inner>) {
                 return;
             }
         };
-        Sender {
+        let sender = Sender {
             store: inner.store.clone(),
             client,
             vapid: inner.vapid.clone(),
@@ -503,93 +522,14 @@ pub(crate) async fn deliverer(relay: Weak<Inner>) {
             allow_private,
             settings: inner.config.push.clone(),
             tokens: Default::default(),
-        }
+        };
+        let pace = Pace {
+            concurrency: inner.config.push.concurrency,
+            poll_every: inner.config.push.poll_every,
+        };
+        (sender, pace, inner.wakes.any.clone())
     };
-    let mut in_flight: tokio::task::JoinSet<(i64, i64)> = tokio::task::JoinSet::new();
-    // The pushes and the subscriptions with an attempt in flight.
-    let mut pushes: HashSet<i64> = HashSet::new();
-    let mut subscriptions: HashSet<i64> = HashSet::new();
-    loop {
-        let (wait, kick) = {
-            let Some(inner) = relay.upgrade() else {
-                return;
-            };
-            if inner.shutdown.is_triggered() {
-                // Let the attempts in flight finish and record their outcome, so none is sent again.
-                while in_flight.join_next().await.is_some() {}
-                return;
-            }
-            let settings = &inner.config.push;
-            let concurrency = settings.concurrency.max(1);
-            let free = concurrency.saturating_sub(in_flight.len());
-            if free > 0 {
-                let limit = u32::try_from(free + pushes.len()).unwrap_or(u32::MAX);
-                match inner.store.due_pushes(Timestamp::now(), limit).await {
-                    Ok(due) => {
-                        for push in due {
-                            if in_flight.len() >= concurrency {
-                                break;
-                            }
-                            if pushes.contains(&push.push_id) || subscriptions.contains(&push.subscription_id)
-                            {
-                                continue;
-                            }
-                            if push.expires_at.millis() < Timestamp::now().millis() {
-                                if let Err(e) = inner.store.push_done(push.push_id).await {
-                                    tracing::warn!(error = %e, "cannot drop an expired push");
-                                }
-                                continue;
-                            }
-                            pushes.insert(push.push_id);
-                            subscriptions.insert(push.subscription_id);
-                            in_flight.spawn(attempt(sender.clone(), push));
-                        }
-                    }
-                    Err(e) => tracing::warn!(error = %e, "cannot read the due pushes"),
-                }
-            }
-            let next = inner.store.next_push_due().await.ok().flatten();
-            let now = Timestamp::now();
-            let wait = match next {
-                Some(at) => Duration::from_millis(
-                    u64::try_from(at.millis().saturating_sub(now.millis())).unwrap_or(0),
-                )
-                .min(settings.poll_every),
-                None => settings.poll_every,
-            };
-            (wait, inner.wakes.any.clone())
-        };
-        // Due pushes already in flight would make the wait zero: wait for an attempt to end instead.
-        let wait = if wait.is_zero() && !in_flight.is_empty() {
-            Duration::from_millis(50).max(wait)
-        } else {
-            wait
-        };
-        tokio::select! {
-            Some(done) = in_flight.join_next(), if !in_flight.is_empty() => {
-                // This one and any other that ended meanwhile: their slots are free again.
-                let mut next = Some(done);
-                while let Some(done) = next {
-                    match done {
-                        Ok((push_id, subscription_id)) => {
-                            pushes.remove(&push_id);
-                            subscriptions.remove(&subscription_id);
-                        }
-                        Err(e) => {
-                            tracing::error!(error = %e, "a push attempt panicked");
-                            if in_flight.is_empty() {
-                                pushes.clear();
-                                subscriptions.clear();
-                            }
-                        }
-                    }
-                    next = in_flight.try_join_next();
-                }
-            }
-            () = kick.notified() => {}
-            () = tokio::time::sleep(wait) => {}
-        }
-    }
+    deliver(relay, sender, pace, kick).await;
 }
 
 #[cfg(test)]

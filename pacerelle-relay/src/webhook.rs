@@ -1,11 +1,17 @@
 //! The webhook deliverer: sends the events of the outbox (`docs/webhooks.md`, `docs/adr/0002-webhook-outbox.md`).
 //!
-//! Events are queued in the database in the same transaction as the question's state change. This task reads
-//! the due ones, POSTs each to its agent's webhook as it is at that moment, signed with its secret, and
-//! records the outcome in a committed write: a 2xx marks the event delivered (it is never sent again, across
-//! restarts too); anything else schedules another attempt with exponential backoff, until the event is given
-//! up as `failed`. It wakes when an event is queued and polls every few seconds.
+//! Events are queued in the database in the same transaction as the question's state change (an agent's
+//! oldest pending events beyond `--max-pending-events` are dropped then). This task reads the due ones, POSTs
+//! each to its agent's webhook as it is at that moment, signed with its secret, and records the outcome in a
+//! committed write: a 2xx marks the event delivered (it is never sent again, across restarts too); anything
+//! else schedules another attempt with exponential backoff, until the event is given up as `failed`. It wakes
+//! when an event is queued and polls every few seconds.
+//!
+//! Delivery is fair ([`deliver`], which the push deliverer shares): attempts run beside each other, at most
+//! [`WebhookSettings::concurrency`] and one per agent at a time, so an agent's events go out one after the
+//! other in order and one agent's slow or silent receiver delays no other agent's events.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -14,11 +20,9 @@ use pacerelle_core::wire::{EVENT_ID_HEADER, SIGNATURE_HEADER};
 use tokio::sync::Notify;
 
 use crate::app::Inner;
-use crate::store::DueEvent;
+use crate::error::StoreError;
 use crate::store::sqlite::Target;
-
-/// Events attempted together at most.
-const BATCH: u32 = 16;
+use crate::store::{DueEvent, Store};
 /// The delivery log's error for an event whose webhook secret does not open.
 const UNREADABLE: &str = "the webhook secret does not open with this relay's webhook.key (lost or replaced): set \
                           the webhook again";
@@ -39,11 +43,13 @@ pub struct WebhookSettings {
     pub give_up_after: Duration,
     /// How often the deliverer looks for due events when nothing wakes it.
     pub poll_every: Duration,
+    /// Attempts in flight at most, each to a different agent's webhook (an agent has one in flight at most).
+    pub concurrency: usize,
 }
 
 impl Default for WebhookSettings {
     /// 10 s per attempt; retries after 1 s, 2 s, 4 s … at most every 10 minutes; given up after 24 hours or
-    /// 150 attempts (about 24 hours at that pace); a poll every 5 s.
+    /// 150 attempts (about 24 hours at that pace); a poll every 5 s; 32 attempts in flight.
     fn default() -> Self {
         WebhookSettings {
             timeout: Duration::from_secs(10),
@@ -52,6 +58,7 @@ impl Default for WebhookSettings {
             max_attempts: 150,
             give_up_after: Duration::from_secs(24 * 3600),
             poll_every: Duration::from_secs(5),
+            concurrency: 32,
         }
     }
 }
@@ -94,23 +101,19 @@ fn client(settings: &WebhookSettings) -> Result<reqwest::Client, reqwest::Error>
 /// The outcome of one attempt: the status of a 2xx answer, or the status (if any) and what went wrong.
 type Attempt = Result<u16, (Option<u16>, String)>;
 
-async fn attempt(
-    client: reqwest::Client,
-    event: DueEvent,
-    url: String,
-    secret: String,
-) -> (DueEvent, Attempt) {
+/// POSTs the event, signed with `secret`, to `url`.
+async fn send(client: &reqwest::Client, event: &DueEvent, url: &str, secret: &str) -> Attempt {
     let t = Timestamp::now().millis().div_euclid(1000);
-    let signature = signature(&secret, t, event.body.as_bytes());
+    let signature = signature(secret, t, event.body.as_bytes());
     let sent = client
-        .post(&url)
+        .post(url)
         .header(reqwest::header::CONTENT_TYPE, "application/json")
         .header(EVENT_ID_HEADER, &event.event_id)
         .header(SIGNATURE_HEADER, signature)
         .body(event.body.clone())
         .send()
         .await;
-    let outcome = match sent {
+    match sent {
         Ok(resp) if resp.status().is_success() => Ok(resp.status().as_u16()),
         Ok(resp) => {
             let status = resp.status();
@@ -122,120 +125,245 @@ async fn attempt(
         Err(e) if e.is_timeout() => Err((None, "no answer within the time limit".to_string())),
         Err(e) if e.is_connect() => Err((None, format!("cannot connect: {}", e.without_url()))),
         Err(e) => Err((None, format!("request failed: {}", e.without_url()))),
-    };
-    (event, outcome)
+    }
 }
 
-/// Records an attempt's outcome. A failed attempt is tried again after the backoff, unless the event is too
-/// old or was tried too often.
-async fn record(inner: &Inner, event: &DueEvent, outcome: Attempt) -> Result<(), crate::StoreError> {
-    let now = Timestamp::now();
-    match outcome {
-        Ok(status) => {
-            tracing::debug!(event = %event.event_id, status, "webhook event delivered");
-            inner.store.event_delivered(&event.event_id, status, now).await
-        }
-        Err((status, error)) => {
-            let settings = &inner.webhooks;
-            let attempts = event.attempts.saturating_add(1);
-            let too_old =
-                now.millis().saturating_sub(event.created_at.millis()) >= millis(settings.give_up_after);
-            let next = (attempts < settings.max_attempts && !too_old)
-                .then(|| now.plus_millis(millis(settings.backoff(attempts))));
-            if next.is_none() {
-                tracing::warn!(event = %event.event_id, attempts, %error, "webhook event given up");
-            } else {
-                tracing::debug!(event = %event.event_id, attempts, %error, "webhook attempt failed");
+/// What the webhook deliverer needs besides the relay: the store, the HTTP client and the settings.
+#[derive(Clone)]
+struct Webhooks {
+    store: Store,
+    client: reqwest::Client,
+    settings: WebhookSettings,
+}
+
+impl Webhooks {
+    /// Records an attempt's outcome. A failed attempt is tried again after the backoff, unless the event is
+    /// too old or was tried too often.
+    async fn record(&self, event: &DueEvent, outcome: Attempt) -> Result<(), StoreError> {
+        let now = Timestamp::now();
+        match outcome {
+            Ok(status) => {
+                tracing::debug!(event = %event.event_id, status, "webhook event delivered");
+                self.store.event_delivered(&event.event_id, status, now).await
             }
-            inner
-                .store
-                .event_attempt_failed(&event.event_id, status, &error, next)
-                .await
+            Err((status, error)) => {
+                let settings = &self.settings;
+                let attempts = event.attempts.saturating_add(1);
+                let too_old =
+                    now.millis().saturating_sub(event.created_at.millis()) >= millis(settings.give_up_after);
+                let next = (attempts < settings.max_attempts && !too_old)
+                    .then(|| now.plus_millis(millis(settings.backoff(attempts))));
+                if next.is_none() {
+                    tracing::warn!(event = %event.event_id, attempts, %error, "webhook event given up");
+                } else {
+                    tracing::debug!(event = %event.event_id, attempts, %error, "webhook attempt failed");
+                }
+                self.store
+                    .event_attempt_failed(&event.event_id, status, &error, next)
+                    .await
+            }
         }
     }
 }
 
-/// Attempts every due event (a batch at a time, in parallel within a batch). Returns when the next event is
-/// due, or none when none is pending; an error ends the round (the next poll retries).
-async fn round(inner: &Inner, client: &reqwest::Client) -> Result<Option<Timestamp>, crate::StoreError> {
-    loop {
-        let due = inner.store.due_events(Timestamp::now(), BATCH).await?;
-        let full = due.len() >= BATCH as usize;
-        let mut attempts = tokio::task::JoinSet::new();
-        for event in due {
-            match event.target.clone() {
-                Target::Webhook { url, secret } => {
-                    attempts.spawn(attempt(client.clone(), event, url, secret));
-                }
-                Target::Removed => {
-                    // The webhook was removed after the event was read; nowhere to send it.
-                    inner
-                        .store
-                        .event_attempt_failed(&event.event_id, None, "the webhook was removed", None)
-                        .await?;
-                }
-                Target::Unreadable => {
-                    // Nothing can sign it; tried again with the usual backoff, so a webhook set again in time
-                    // still gets it.
-                    record(inner, &event, Err((None, UNREADABLE.to_string()))).await?;
-                }
+impl Outbox for Webhooks {
+    type Item = DueEvent;
+    type Key = String;
+    const NAME: &'static str = "webhook";
+
+    fn key(event: &DueEvent) -> String {
+        event.agent_id.clone()
+    }
+
+    async fn due(&self, now: Timestamp, busy: &[String], limit: u32) -> Result<Vec<DueEvent>, StoreError> {
+        self.store.due_events(now, busy, limit).await
+    }
+
+    async fn next_due(&self, busy: &[String]) -> Result<Option<Timestamp>, StoreError> {
+        self.store.next_event_due(busy).await
+    }
+
+    async fn attempt(self, event: DueEvent) -> Result<(), StoreError> {
+        match event.target.clone() {
+            Target::Webhook { url, secret } => {
+                let outcome = send(&self.client, &event, &url, &secret).await;
+                self.record(&event, outcome).await
             }
-        }
-        while let Some(done) = attempts.join_next().await {
-            match done {
-                Ok((event, outcome)) => record(inner, &event, outcome).await?,
-                Err(e) => tracing::error!(error = %e, "a webhook attempt panicked"),
+            // The webhook was removed after the event was read; nowhere to send it.
+            Target::Removed => {
+                self.store
+                    .event_attempt_failed(&event.event_id, None, "the webhook was removed", None)
+                    .await
             }
-        }
-        if !full {
-            return inner.store.next_event_due().await;
+            // Nothing can sign it; tried again with the usual backoff, so a webhook set again in time still
+            // gets it.
+            Target::Unreadable => self.record(&event, Err((None, UNREADABLE.to_string()))).await,
         }
     }
 }
 
 /// The deliverer task: runs until the relay shuts down or is dropped.
 pub(crate) async fn deliverer(relay: Weak<Inner>, kick: Arc<Notify>) {
-    let (client, poll_every) = {
+    let (webhooks, pace) = {
         let Some(inner) = relay.upgrade() else {
             return;
         };
-        match client(&inner.webhooks) {
-            Ok(client) => (client, inner.webhooks.poll_every),
+        let client = match client(&inner.webhooks) {
+            Ok(client) => client,
             Err(e) => {
                 tracing::error!(error = %e, "cannot build the webhook HTTP client; webhooks are not delivered");
                 return;
             }
-        }
+        };
+        let pace = Pace {
+            concurrency: inner.webhooks.concurrency,
+            poll_every: inner.webhooks.poll_every,
+        };
+        let webhooks = Webhooks {
+            store: inner.store.clone(),
+            client,
+            settings: inner.webhooks.clone(),
+        };
+        (webhooks, pace)
     };
+    deliver(relay, webhooks, pace, kick).await;
+}
+
+// ------------------------------------------------------------------------- fair delivery, shared with pushes
+
+/// An outbox that [`deliver`] drains fairly: webhook events, at most one attempt in flight per agent, and Web
+/// Push messages ([`crate::push`]), at most one per subscription.
+pub(crate) trait Outbox: Clone + Send + Sync + 'static {
+    /// What one attempt sends.
+    type Item: Send + 'static;
+    /// Who has one attempt in flight at most: an agent (webhooks), a subscription (pushes).
+    type Key: Eq + Clone + Send + Sync + 'static;
+    /// The outbox's name in the log.
+    const NAME: &'static str;
+
+    /// The item's key.
+    fn key(item: &Self::Item) -> Self::Key;
+
+    /// Up to `limit` items due at `now`, the most overdue first: at most one per key (its item due first) and
+    /// none whose key is in `busy`.
+    fn due(
+        &self,
+        now: Timestamp,
+        busy: &[Self::Key],
+        limit: u32,
+    ) -> impl Future<Output = Result<Vec<Self::Item>, StoreError>> + Send;
+
+    /// When the next item of a key not in `busy` is due, if any is queued.
+    fn next_due(
+        &self,
+        busy: &[Self::Key],
+    ) -> impl Future<Output = Result<Option<Timestamp>, StoreError>> + Send;
+
+    /// Sends the item (each step bounded by the client's timeouts) and records the outcome in a committed
+    /// write. An error means the outcome could not be recorded.
+    fn attempt(self, item: Self::Item) -> impl Future<Output = Result<(), StoreError>> + Send + 'static;
+}
+
+/// How [`deliver`] paces itself.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Pace {
+    /// Attempts in flight at most (each of a different key).
+    pub concurrency: usize,
+    /// How often it looks for due items when nothing wakes it.
+    pub poll_every: Duration,
+}
+
+/// Drains `outbox` until the relay shuts down or is dropped. Attempts run beside each other, at most
+/// `pace.concurrency` and one per key at a time; an attempt that ends frees its slot at once, and the next
+/// due item of a key not in flight starts then, without waiting for the others. A key with a backlog takes
+/// one slot, never more, so one slow receiver delays no other. Wakes when `kick` is notified (an item was
+/// queued), when an attempt ends, when the next item is due, or every `pace.poll_every`. At shutdown it lets
+/// the attempts in flight finish and record their outcome, so none is sent again.
+pub(crate) async fn deliver<O: Outbox>(relay: Weak<Inner>, outbox: O, pace: Pace, kick: Arc<Notify>) {
+    let concurrency = pace.concurrency.max(1);
+    let mut in_flight: tokio::task::JoinSet<()> = tokio::task::JoinSet::new();
+    // The key of each attempt in flight, by its task.
+    let mut busy: HashMap<tokio::task::Id, O::Key> = HashMap::new();
     loop {
-        let next = {
+        {
             let Some(inner) = relay.upgrade() else {
                 return;
             };
             if inner.shutdown.is_triggered() {
+                while in_flight.join_next().await.is_some() {}
                 return;
             }
-            match round(&inner, &client).await {
-                Ok(next) => next,
-                Err(e) => {
-                    tracing::warn!(error = %e, "webhook delivery round failed");
-                    None
+        }
+        let free = concurrency.saturating_sub(in_flight.len());
+        if free > 0 {
+            let keys: Vec<O::Key> = busy.values().cloned().collect();
+            let limit = u32::try_from(free).unwrap_or(u32::MAX);
+            match outbox.due(Timestamp::now(), &keys, limit).await {
+                Ok(due) => {
+                    for item in due {
+                        let key = O::key(&item);
+                        if in_flight.len() >= concurrency || busy.values().any(|k| *k == key) {
+                            continue;
+                        }
+                        let attempt = outbox.clone().attempt(item);
+                        let handle = in_flight.spawn(async move {
+                            if let Err(e) = attempt.await {
+                                tracing::warn!(error = %e, outbox = O::NAME, "cannot record an attempt");
+                                // Not at once again: the key stays busy for a poll interval.
+                                tokio::time::sleep(pace.poll_every).await;
+                            }
+                        });
+                        busy.insert(handle.id(), key);
+                    }
                 }
+                Err(e) => tracing::warn!(error = %e, outbox = O::NAME, "cannot read the due items"),
             }
-        };
-        let now = Timestamp::now();
+        }
+        let keys: Vec<O::Key> = busy.values().cloned().collect();
+        let next = outbox.next_due(&keys).await.unwrap_or_else(|e| {
+            tracing::warn!(error = %e, outbox = O::NAME, "cannot read when the next item is due");
+            None
+        });
         let wait = match next {
-            Some(at) => {
-                Duration::from_millis(u64::try_from(at.millis().saturating_sub(now.millis())).unwrap_or(0))
-                    .min(poll_every)
-            }
-            None => poll_every,
+            Some(at) => until(at).min(pace.poll_every),
+            None => pace.poll_every,
+        };
+        // Due now but not started: every slot is taken (an attempt that ends wakes the loop), or the items
+        // came due meanwhile (look again shortly).
+        let wait = match (wait.is_zero(), in_flight.len() >= concurrency) {
+            (true, true) => pace.poll_every,
+            (true, false) => RECHECK,
+            (false, _) => wait,
         };
         tokio::select! {
+            Some(done) = in_flight.join_next_with_id(), if !in_flight.is_empty() => {
+                // This one and any other that ended meanwhile: their slots and keys are free again.
+                let mut done = Some(done);
+                while let Some(ended) = done {
+                    let id = match ended {
+                        Ok((id, ())) => id,
+                        Err(e) => {
+                            tracing::error!(error = %e, outbox = O::NAME, "an attempt panicked");
+                            e.id()
+                        }
+                    };
+                    busy.remove(&id);
+                    done = in_flight.try_join_next_with_id();
+                }
+            }
             () = kick.notified() => {}
             () = tokio::time::sleep(wait) => {}
         }
     }
+}
+
+/// The wait of [`deliver`] when items are due but were not started although slots are free.
+const RECHECK: Duration = Duration::from_millis(50);
+
+/// The time from now until `at` (zero when past).
+fn until(at: Timestamp) -> Duration {
+    let ms = at.millis().saturating_sub(Timestamp::now().millis());
+    Duration::from_millis(u64::try_from(ms).unwrap_or(0))
 }
 
 #[cfg(test)]

@@ -230,8 +230,10 @@ impl SqliteStore {
         .await
     }
 
-    /// Up to `limit` pushes due at `now`, the oldest first.
-    pub(crate) async fn due_pushes(&self, now: Timestamp, limit: u32) -> Result<Vec<DuePush>> {
+    /// Up to `limit` pushes due at `now`, the oldest first: at most one per subscription (its push due first),
+    /// and none of the subscriptions in `busy` (those with an attempt in flight), so one subscription's
+    /// backlog never fills the deliverer's slots.
+    pub(crate) async fn due_pushes(&self, now: Timestamp, busy: &[i64], limit: u32) -> Result<Vec<DuePush>> {
         #[derive(sqlx::FromRow)]
         struct Row {
             push_id: i64,
@@ -253,10 +255,15 @@ impl SqliteStore {
                     o.item_seq, o.kind, o.urgency, o.topic, o.expires_at, o.attempts
              FROM push_outbox o JOIN push_subscriptions s ON s.subscription_id = o.subscription_id
              WHERE o.next_attempt_at <= ?1
+               AND o.subscription_id NOT IN (SELECT value FROM json_each(?3))
+               AND NOT EXISTS (SELECT 1 FROM push_outbox p
+                               WHERE p.subscription_id = o.subscription_id
+                                 AND (p.next_attempt_at, p.push_id) < (o.next_attempt_at, o.push_id))
              ORDER BY o.next_attempt_at, o.push_id LIMIT ?2",
         )
         .bind(now.millis())
         .bind(i64::from(limit))
+        .bind(super::webhooks::json_keys(busy)?)
         .fetch_all(&self.read)
         .await?;
         Ok(rows
@@ -279,11 +286,16 @@ impl SqliteStore {
             .collect())
     }
 
-    /// When the next push is due, if any is queued.
-    pub(crate) async fn next_push_due(&self) -> Result<Option<Timestamp>> {
-        let at: Option<i64> = sqlx::query_scalar("SELECT MIN(next_attempt_at) FROM push_outbox")
-            .fetch_one(&self.read)
-            .await?;
+    /// When the next push of a subscription not in `busy` is due, if any is queued.
+    pub(crate) async fn next_push_due(&self, busy: &[i64]) -> Result<Option<Timestamp>> {
+        let at: Option<i64> = sqlx::query_scalar(
+            "SELECT next_attempt_at FROM push_outbox
+             WHERE subscription_id NOT IN (SELECT value FROM json_each(?1))
+             ORDER BY next_attempt_at LIMIT 1",
+        )
+        .bind(super::webhooks::json_keys(busy)?)
+        .fetch_optional(&self.read)
+        .await?;
         Ok(at.map(ts))
     }
 

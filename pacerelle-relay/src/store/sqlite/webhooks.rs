@@ -1,8 +1,10 @@
 //! Webhooks and their outbox (`docs/adr/0002-webhook-outbox.md`).
 //!
 //! An event is queued by [`queue_event`] inside the transaction that changes the question's state, so the
-//! two commit or roll back together. The deliverer then reads due events, and records each attempt's outcome
-//! in its own committed write.
+//! two commit or roll back together; in that transaction too, the agent's oldest pending events beyond the
+//! outbox cap (`--max-pending-events`, stored by [`SqliteStore::set_max_pending_events`]) are dropped. The
+//! deliverer then reads due events, the oldest of each agent not already in flight, and records each
+//! attempt's outcome in its own committed write.
 //!
 //! Secrets are stored sealed with the relay's webhook key (`sealed_secret`), never in clear: [`SqliteStore::
 //! set_webhook`] seals, [`SqliteStore::due_events`] opens, and [`seal_clear_secrets`] seals at start what an
@@ -94,9 +96,55 @@ pub(super) async fn seal_clear_secrets(pool: &SqlitePool, key: &WebhookKey) -> R
 /// Prefix of event ids.
 const EVENT: &str = "evt";
 
+/// How the delivery log's error of an event dropped because its agent's outbox was full begins.
+pub(crate) const DROPPED: &str = "dropped:";
+
+/// The busy keys as the JSON array that `json_each` reads in the due queries.
+pub(super) fn json_keys<K: serde::Serialize>(keys: &[K]) -> Result<String> {
+    serde_json::to_string(keys).map_err(|e| StoreError::Internal(sqlx::Error::Encode(Box::new(e))))
+}
+
+/// Fails the agent's oldest pending events beyond the outbox cap (the row of `webhook_outbox_cap`), as
+/// `failed` with an error beginning [`DROPPED`]. Runs in the transaction that queued an event, so the cap holds
+/// at every commit. Returns how many were dropped.
+async fn drop_beyond_cap(conn: &mut SqliteConnection, agent_id: &str) -> Result<u64> {
+    let (pending, cap): (i64, Option<i64>) = sqlx::query_as(
+        "SELECT (SELECT COUNT(*) FROM webhook_events WHERE agent_id = ?1 AND state = 'pending'),
+                (SELECT max_pending FROM webhook_outbox_cap)",
+    )
+    .bind(agent_id)
+    .fetch_one(&mut *conn)
+    .await?;
+    let Some(cap) = cap else {
+        return Ok(0);
+    };
+    let excess = pending.saturating_sub(cap);
+    if excess <= 0 {
+        return Ok(0);
+    }
+    let error = format!(
+        "{DROPPED} the agent's outbox is full ({cap} pending events at most, the relay's --max-pending-events): \
+         the oldest are dropped so the newest get through"
+    );
+    let dropped = sqlx::query(
+        "UPDATE webhook_events SET state = 'failed', next_attempt_at = NULL, last_error = ?3
+         WHERE event_id IN (SELECT event_id FROM webhook_events WHERE agent_id = ?1 AND state = 'pending'
+                            ORDER BY created_at, rowid LIMIT ?2)",
+    )
+    .bind(agent_id)
+    .bind(excess)
+    .bind(&error)
+    .execute(&mut *conn)
+    .await?
+    .rows_affected();
+    tracing::warn!(agent = %agent_id, dropped, cap, "webhook outbox full: the oldest pending events dropped");
+    Ok(dropped)
+}
+
 /// Queues a `event_type` event for the question at `seq` if the agent has a webhook now. The body is the
 /// question as it stands in this transaction, frozen: every attempt sends the same bytes. At most one event
-/// of each type per question. Returns whether an event was queued.
+/// of each type per question. When the agent then has more pending events than the outbox cap, the oldest
+/// are dropped ([`drop_beyond_cap`]), in this transaction too. Returns whether an event was queued.
 pub(super) async fn queue_event(
     conn: &mut SqliteConnection,
     agent_id: &str,
@@ -136,6 +184,9 @@ pub(super) async fn queue_event(
     .execute(&mut *conn)
     .await?
     .rows_affected();
+    if queued == 1 {
+        drop_beyond_cap(conn, agent_id).await?;
+    }
     Ok(queued == 1)
 }
 
@@ -270,8 +321,14 @@ impl SqliteStore {
     }
 
     /// Pending events whose next attempt is due, the most overdue first, with their agent's webhook now (its
-    /// secret opened).
-    pub(crate) async fn due_events(&self, now: Timestamp, limit: u32) -> Result<Vec<DueEvent>> {
+    /// secret opened): at most one per agent (its pending event due first), and none of the agents in `busy`
+    /// (those with an attempt in flight), so one agent's backlog never fills the deliverer's slots.
+    pub(crate) async fn due_events(
+        &self,
+        now: Timestamp,
+        busy: &[String],
+        limit: u32,
+    ) -> Result<Vec<DueEvent>> {
         type Row = (
             String,
             String,
@@ -286,10 +343,15 @@ impl SqliteStore {
             "SELECT e.event_id, e.agent_id, e.body, e.attempts, e.created_at, w.url, w.sealed_secret, w.secret
              FROM webhook_events e LEFT JOIN webhooks w ON w.agent_id = e.agent_id
              WHERE e.state = 'pending' AND e.next_attempt_at <= ?1
+               AND e.agent_id NOT IN (SELECT value FROM json_each(?3))
+               AND NOT EXISTS (SELECT 1 FROM webhook_events o
+                               WHERE o.agent_id = e.agent_id AND o.state = 'pending'
+                                 AND (o.next_attempt_at, o.rowid) < (e.next_attempt_at, e.rowid))
              ORDER BY e.next_attempt_at, e.rowid LIMIT ?2",
         )
         .bind(now.millis())
         .bind(i64::from(limit))
+        .bind(json_keys(busy)?)
         .fetch_all(&self.read)
         .await?;
         Ok(rows
@@ -308,6 +370,7 @@ impl SqliteStore {
                     };
                     DueEvent {
                         event_id,
+                        agent_id,
                         body,
                         attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
                         created_at: ts(created_at),
@@ -318,16 +381,37 @@ impl SqliteStore {
             .collect())
     }
 
-    /// When the next pending event is due.
-    pub(crate) async fn next_event_due(&self) -> Result<Option<Timestamp>> {
-        let at: Option<i64> =
-            sqlx::query_scalar("SELECT MIN(next_attempt_at) FROM webhook_events WHERE state = 'pending'")
-                .fetch_one(&self.read)
-                .await?;
+    /// When the next pending event of an agent not in `busy` is due.
+    pub(crate) async fn next_event_due(&self, busy: &[String]) -> Result<Option<Timestamp>> {
+        let at: Option<i64> = sqlx::query_scalar(
+            "SELECT next_attempt_at FROM webhook_events
+             WHERE state = 'pending' AND agent_id NOT IN (SELECT value FROM json_each(?1))
+             ORDER BY next_attempt_at LIMIT 1",
+        )
+        .bind(json_keys(busy)?)
+        .fetch_optional(&self.read)
+        .await?;
         Ok(at.map(ts))
     }
 
-    /// Records a delivery (a 2xx answer): the event is never sent again.
+    /// Sets the outbox cap: the most events one agent may have pending (at least 1). Called when the relay
+    /// opens, before it serves; the next event queued for an agent above the cap drops its oldest.
+    pub(crate) async fn set_max_pending_events(&self, cap: u32) -> Result<()> {
+        let cap = i64::from(cap.max(1));
+        self.write(move |conn| {
+            Box::pin(async move {
+                sqlx::query("UPDATE webhook_outbox_cap SET max_pending = ?1")
+                    .bind(cap)
+                    .execute(&mut *conn)
+                    .await?;
+                Ok(())
+            })
+        })
+        .await
+    }
+
+    /// Records a delivery (a 2xx answer): the event is never sent again. An event dropped from a full outbox
+    /// while its attempt was in flight is recorded as delivered too: the receiver has it.
     pub(crate) async fn event_delivered(&self, event_id: &str, status: u16, now: Timestamp) -> Result<()> {
         let event_id = event_id.to_string();
         self.write(move |conn| {
@@ -336,11 +420,13 @@ impl SqliteStore {
                     "UPDATE webhook_events
                      SET state = 'delivered', attempts = attempts + 1, last_status = ?2, last_error = NULL,
                          delivered_at = ?3, next_attempt_at = NULL
-                     WHERE event_id = ?1 AND state = 'pending'",
+                     WHERE event_id = ?1
+                       AND (state = 'pending' OR (state = 'failed' AND substr(last_error, 1, length(?4)) = ?4))",
                 )
                 .bind(&event_id)
                 .bind(i64::from(status))
                 .bind(now.millis())
+                .bind(DROPPED)
                 .execute(&mut *conn)
                 .await?;
                 Ok(())
@@ -448,7 +534,7 @@ mod tests {
         assert_eq!(store.key.open("ag_2", &sealed), None, "bound to its agent");
 
         // The deliverer gets it opened.
-        let due = store.due_events(Timestamp(5), 10).await.expect("due");
+        let due = store.due_events(Timestamp(5), &[], 10).await.expect("due");
         assert_eq!(due.len(), 1);
         assert!(
             matches!(&due[0].target, Target::Webhook { url, secret } if url == "http://127.0.0.1:9/hook" && secret == SECRET)
@@ -466,7 +552,7 @@ mod tests {
             .expect("replaced");
         let now = file_bytes(&path);
         assert!(!contains(&now, NEW) && !contains(&now, SECRET));
-        let due = store.due_events(Timestamp(7), 10).await.expect("due");
+        let due = store.due_events(Timestamp(7), &[], 10).await.expect("due");
         assert!(matches!(&due[0].target, Target::Webhook { secret, .. } if secret == NEW));
         store.close().await;
     }
@@ -512,7 +598,7 @@ mod tests {
 
         std::fs::remove_file(dir.path().join(crate::at_rest::key::FILE_NAME)).expect("key lost");
         let store = SqliteStore::open(&path).await.expect("opens with a new key");
-        let due = store.due_events(Timestamp(5), 10).await.expect("due");
+        let due = store.due_events(Timestamp(5), &[], 10).await.expect("due");
         assert!(matches!(due[0].target, Target::Unreadable));
         store
             .set_webhook(
@@ -523,7 +609,7 @@ mod tests {
             )
             .await
             .expect("set again");
-        let due = store.due_events(Timestamp(7), 10).await.expect("due");
+        let due = store.due_events(Timestamp(7), &[], 10).await.expect("due");
         assert!(
             matches!(&due[0].target, Target::Webhook { secret, .. } if secret == "whsec_set_again_0123456")
         );
