@@ -9,10 +9,16 @@
 //! whose peer is in one of those networks is counted for the client the proxy names (`Forwarded: for=`, else
 //! `X-Forwarded-For`), read from the right and skipping trusted hops; those headers are ignored from anyone
 //! else, since a client can write them.
+//!
+//! Failed authentications are counted per address, not per claimed principal. A secret is 32 random bytes:
+//! guessing one is out of reach at any rate, so a per-principal bucket would protect nothing, while it would
+//! let anyone who knows an agent's or a device's id (an agent's id is in its pairing links) lock it out by
+//! sending wrong secrets in its name.
 
 use std::collections::HashMap;
 use std::net::IpAddr;
 use std::str::FromStr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -56,6 +62,9 @@ struct Bucket {
 #[derive(Debug, Default)]
 pub(crate) struct RateLimiter {
     buckets: Mutex<HashMap<(Limit, IpAddr), Bucket>>,
+    /// How many buckets exist, updated under the lock: while none does, [`RateLimiter::exhausted`] (asked on
+    /// every authenticated request) answers without taking the lock.
+    tracked: AtomicUsize,
 }
 
 fn rate_for(ip: IpAddr) -> Rate {
@@ -81,9 +90,12 @@ impl RateLimiter {
     fn allow_at(&self, limit: Limit, ip: IpAddr, now: Instant) -> bool {
         let rate = rate_for(ip);
         let mut buckets = self.lock();
-        let bucket = buckets.entry((limit, ip)).or_insert(Bucket {
-            tokens: rate.burst,
-            at: now,
+        let bucket = buckets.entry((limit, ip)).or_insert_with(|| {
+            self.tracked.fetch_add(1, Ordering::Relaxed);
+            Bucket {
+                tokens: rate.burst,
+                at: now,
+            }
         });
         let elapsed = now.saturating_duration_since(bucket.at).as_secs_f64();
         bucket.tokens = (bucket.tokens + elapsed * rate.per_minute / 60.0).min(rate.burst);
@@ -98,6 +110,10 @@ impl RateLimiter {
 
     /// Whether this address's bucket is empty now (takes nothing).
     pub(crate) fn exhausted(&self, limit: Limit, ip: IpAddr) -> bool {
+        if self.tracked.load(Ordering::Relaxed) == 0 {
+            // Nobody was limited lately. A bucket being created at this instant is seen by the next request.
+            return false;
+        }
         let now = Instant::now();
         let rate = rate_for(ip);
         self.lock().get(&(limit, ip)).is_some_and(|b| {
@@ -109,11 +125,13 @@ impl RateLimiter {
     /// Drops buckets that have refilled completely (they behave like new ones).
     pub(crate) fn forget_full(&self) {
         let now = Instant::now();
-        self.lock().retain(|(_, ip), b| {
+        let mut buckets = self.lock();
+        buckets.retain(|(_, ip), b| {
             let rate = rate_for(*ip);
             let elapsed = now.saturating_duration_since(b.at).as_secs_f64();
             b.tokens + elapsed * rate.per_minute / 60.0 < rate.burst
         });
+        self.tracked.store(buckets.len(), Ordering::Relaxed);
     }
 }
 
@@ -308,6 +326,13 @@ mod tests {
             assert!(limiter.allow(Limit::FailedAuth, ip));
         }
         assert!(limiter.exhausted(Limit::FailedAuth, ip));
+        // Full buckets are forgotten; the count that spares the lock follows.
+        limiter.forget_full();
+        assert_eq!(limiter.tracked.load(Ordering::Relaxed), 1);
+        let other: IpAddr = "203.0.113.10".parse().expect("an address");
+        assert!(limiter.allow(Limit::FailedAuth, other));
+        limiter.forget_full();
+        assert_eq!(limiter.tracked.load(Ordering::Relaxed), 2);
     }
 
     #[test]
