@@ -22,7 +22,7 @@ tasks:
   test [--only STEP]... [--skip STEP]...   run the test suites (STEP may be a comma-separated list)
   test --list                              list the steps
   bench [ARGS]...                          cargo bench -p pacerelle-client --bench relay [-- ARGS]
-  fuzz [--time 10m] [ARGS]...              run the fuzz targets (release) for that long
+  fuzz [--time 10m] [--target NAME]...     run the fuzz targets (release), the time split between them
   soak [--minutes N] [ARGS]...             senders, a supervised agent and random SIGKILLs, then a check
 ";
 
