@@ -1,10 +1,10 @@
 //! Webhooks against a real local HTTP receiver (axum on 127.0.0.1) that records what it gets and can answer
-//! 500 or be stopped.
+//! 500 or be stopped, and a silent one (a TCP listener that accepts and never answers).
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU16, Ordering};
+use std::sync::atomic::{AtomicU16, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use axum::extract::State;
@@ -15,13 +15,15 @@ use pacerelle_core::wire::{
     DeliveryLog, DeviceQuestion, EVENT_ID_HEADER, QuestionView, SIGNATURE_HEADER, SetWebhook, WebhookEvent,
     WebhookInfo,
 };
-use pacerelle_relay::WebhookSettings;
+use pacerelle_relay::{Config, Quotas, WebhookSettings};
 use reqwest::Method;
+use tokio::io::AsyncReadExt;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::common::{
     Agent, TestRelay, answer, ask, db_path, eventually, fast_webhooks, pair, register, start_in,
+    start_with_settings,
 };
 
 const SECRET: &str = "whsec_test_0123456789abcdef";
@@ -33,6 +35,8 @@ struct Received {
     signature: String,
     content_type: String,
     body: Vec<u8>,
+    /// When it arrived.
+    at: Instant,
 }
 
 type Log = Arc<Mutex<Vec<Received>>>;
@@ -63,6 +67,7 @@ async fn record(
         signature: header(SIGNATURE_HEADER),
         content_type: header("content-type"),
         body: body.to_vec(),
+        at: Instant::now(),
     });
     let status = AxumStatus::from_u16(status.load(Ordering::SeqCst)).expect("a status");
     // No keep-alive: a stopped receiver is really unreachable.
@@ -598,5 +603,217 @@ async fn without_its_webhook_key_the_relay_cannot_sign_until_the_webhook_is_set_
     let got = receiver.received();
     assert_eq!(got.len(), 1);
     verify(&got[0], SECRET).expect("signed with the secret set again");
+    receiver.stop().await;
+}
+
+/// A receiver that accepts connections, reads what is sent and never answers; it counts the connections it
+/// holds open.
+struct Silent {
+    addr: SocketAddr,
+    accepted: Arc<AtomicUsize>,
+    most_open: Arc<AtomicUsize>,
+    task: JoinHandle<()>,
+}
+
+impl Silent {
+    async fn start() -> Silent {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+            .await
+            .expect("the silent receiver's port");
+        let addr = listener.local_addr().expect("bound");
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let open = Arc::new(AtomicUsize::new(0));
+        let most_open = Arc::new(AtomicUsize::new(0));
+        let (a, o, m) = (accepted.clone(), open.clone(), most_open.clone());
+        let task = tokio::spawn(async move {
+            while let Ok((mut socket, _)) = listener.accept().await {
+                a.fetch_add(1, Ordering::SeqCst);
+                let now_open = o.fetch_add(1, Ordering::SeqCst) + 1;
+                m.fetch_max(now_open, Ordering::SeqCst);
+                let o = o.clone();
+                tokio::spawn(async move {
+                    // Read until the relay gives up and closes; never write a byte.
+                    let mut buf = [0u8; 4096];
+                    while matches!(socket.read(&mut buf).await, Ok(n) if n > 0) {}
+                    o.fetch_sub(1, Ordering::SeqCst);
+                });
+            }
+        });
+        Silent {
+            addr,
+            accepted,
+            most_open,
+            task,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://{}/hook", self.addr)
+    }
+}
+
+impl Drop for Silent {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+async fn deliveries_up_to(relay: &TestRelay, agent: &Agent, limit: u32) -> DeliveryLog {
+    relay
+        .get(
+            &format!("/v1/agent/webhook/deliveries?limit={limit}"),
+            &agent.bearer,
+        )
+        .await
+        .ok()
+}
+
+#[tokio::test]
+async fn a_receiver_that_never_answers_delays_no_other_agents_events() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let timeout = Duration::from_secs(2);
+    let relay = start_in(
+        dir,
+        WebhookSettings {
+            timeout,
+            ..fast_webhooks()
+        },
+    )
+    .await;
+    let (a, b) = (register(&relay).await, register(&relay).await);
+    let (phone_a, phone_b) = (pair(&relay, &a).await, pair(&relay, &b).await);
+    let silent = Silent::start().await;
+    let mut receiver = Receiver::start().await;
+    set_webhook(&relay, &b, &silent.url()).await;
+    set_webhook(&relay, &a, &receiver.url()).await;
+
+    // B: 48 events for a receiver that accepts and never answers.
+    const BACKLOG: usize = 48;
+    for i in 0..BACKLOG {
+        ask(&relay, &b, &format!("b{i}"), &[&phone_b], 600_000).await;
+    }
+    for i in 0..BACKLOG {
+        cancel(&relay, &b, &format!("b{i}")).await;
+    }
+    eventually(30, "an attempt hanging at B's receiver", || async {
+        (silent.accepted.load(Ordering::SeqCst) >= 1).then_some(())
+    })
+    .await;
+
+    // A: three events, queued while B's receiver hangs.
+    for id in ["a1", "a2", "a3"] {
+        ask(&relay, &a, id, &[&phone_a], 600_000).await;
+    }
+    let queued = Instant::now();
+    for id in ["a1", "a2", "a3"] {
+        cancel(&relay, &a, id).await;
+    }
+    let got = eventually(30, "A's three events", || async {
+        let got = receiver.received();
+        (got.len() >= 3).then_some(got)
+    })
+    .await;
+    let waited = got[2].at.duration_since(queued);
+    println!("A's three events arrived {waited:?} after the first was queued, B's receiver hanging");
+    assert!(
+        waited < timeout,
+        "A's events took {waited:?}, more than one attempt time ({timeout:?})"
+    );
+    // One at a time per agent: A's events arrive in the order they were queued.
+    let order: Vec<String> = got
+        .iter()
+        .map(|r| verify(r, SECRET).expect("valid").question.question_id)
+        .collect();
+    assert_eq!(order, ["a1", "a2", "a3"]);
+
+    // Meanwhile B's backlog is still there, and its receiver never had more than one request open.
+    let log = deliveries_up_to(&relay, &b, 200).await;
+    let pending = log.deliveries.iter().filter(|d| d.state == "pending").count();
+    assert!(
+        pending >= BACKLOG - 1,
+        "B still has its backlog ({pending} pending)"
+    );
+    assert!(log.deliveries.iter().all(|d| d.state != "delivered"));
+    assert_eq!(
+        silent.most_open.load(Ordering::SeqCst),
+        1,
+        "one attempt in flight per agent"
+    );
+    receiver.stop().await;
+}
+
+#[tokio::test]
+async fn a_full_outbox_drops_the_oldest_events_and_delivers_the_newest() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let config = Config {
+        open_registration: true,
+        quotas: Quotas {
+            max_pending_events: 5,
+            ..Quotas::default()
+        },
+        ..Config::new(db_path(&dir))
+    };
+    let relay = start_with_settings(config, dir, fast_webhooks()).await;
+    let agent = register(&relay).await;
+    let phone = pair(&relay, &agent).await;
+    let mut receiver = Receiver::start().await;
+    receiver.answer_with(500);
+    set_webhook(&relay, &agent, &receiver.url()).await;
+
+    let ids: Vec<String> = (1..=8).map(|i| format!("q{i}")).collect();
+    for id in &ids {
+        ask(&relay, &agent, id, &[&phone], 600_000).await;
+    }
+    for id in &ids {
+        cancel(&relay, &agent, id).await;
+    }
+    let log = deliveries(&relay, &agent).await;
+    assert_eq!(log.deliveries.len(), 8);
+    let state_of = |log: &DeliveryLog, id: &str| {
+        log.deliveries
+            .iter()
+            .find(|d| d.question_id == id)
+            .cloned()
+            .expect("logged")
+    };
+    for id in &ids[..3] {
+        let d = state_of(&log, id);
+        assert_eq!(d.state, "failed", "{id} is dropped: {d:?}");
+        assert!(d.next_attempt_at.is_none() && d.delivered_at.is_none());
+        let error = d.last_error.expect("an error");
+        assert!(
+            error.starts_with("dropped:") && error.contains("outbox is full") && error.contains('5'),
+            "{error}"
+        );
+    }
+    for id in &ids[3..] {
+        assert_eq!(state_of(&log, id).state, "pending", "{id}");
+    }
+
+    // The receiver comes back: the five kept are delivered, the three dropped never.
+    delivery_where(&relay, &agent, "q8", "a failed attempt", |d| d.attempts >= 1).await;
+    receiver.answer_with(200);
+    for id in &ids[3..] {
+        delivery_where(&relay, &agent, id, "the delivery", |d| d.state == "delivered").await;
+    }
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let log = deliveries(&relay, &agent).await;
+    for id in &ids[..3] {
+        let d = state_of(&log, id);
+        assert_eq!(d.state, "failed", "{id}");
+        assert!(d.last_error.is_some_and(|e| e.starts_with("dropped:")));
+    }
+    let delivered: Vec<String> = receiver
+        .received()
+        .iter()
+        .filter_map(|r| {
+            let event = verify(r, SECRET).expect("valid");
+            let d = state_of(&log, &event.question.question_id);
+            (d.state == "delivered").then_some(event.question.question_id)
+        })
+        .collect();
+    for id in &ids[3..] {
+        assert!(delivered.contains(id), "{id} reached the receiver");
+    }
     receiver.stop().await;
 }

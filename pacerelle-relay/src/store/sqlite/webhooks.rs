@@ -615,4 +615,177 @@ mod tests {
         );
         store.close().await;
     }
+
+    /// Agents `ag_1` and `ag_2` with a webhook and cancelled questions `q1`… whose events `queue` queues
+    /// through [`queue_event`], as the question's transaction does.
+    async fn two_agents() -> (SqliteStore, tempfile::TempDir) {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let store = SqliteStore::open(&dir.path().join("cap.db"))
+            .await
+            .expect("opens");
+        for (agent, hash) in [("ag_1", [1; 32]), ("ag_2", [2; 32])] {
+            store
+                .register_agent(agent, agent, &hash, Timestamp(1))
+                .await
+                .expect("registered");
+            store
+                .set_webhook(
+                    agent,
+                    "http://127.0.0.1:9/hook",
+                    "whsec_0123456789abcdef",
+                    Timestamp(2),
+                )
+                .await
+                .expect("set");
+        }
+        (store, dir)
+    }
+
+    async fn queue(store: &SqliteStore, agent: &'static str, question: &str, at: i64) -> bool {
+        let question = question.to_string();
+        store
+            .write(move |conn| {
+                Box::pin(async move {
+                    let seq = sqlx::query(
+                        "INSERT INTO items (agent_id, kind, item_id, envelope, created_at)
+                         VALUES (?1, 'question', ?2, 'AA', ?3)",
+                    )
+                    .bind(agent)
+                    .bind(&question)
+                    .bind(at)
+                    .execute(&mut *conn)
+                    .await?
+                    .last_insert_rowid();
+                    sqlx::query(
+                        "INSERT INTO questions (item_seq, agent_id, kind, state, expires_at, closed_at)
+                         VALUES (?1, ?2, 'yes_no', 'cancelled', ?3, ?3)",
+                    )
+                    .bind(seq)
+                    .bind(agent)
+                    .bind(at + 1_000)
+                    .execute(&mut *conn)
+                    .await?;
+                    queue_event(conn, agent, seq, "question.cancelled", Timestamp(at)).await
+                })
+            })
+            .await
+            .expect("queued")
+    }
+
+    #[tokio::test]
+    async fn the_oldest_pending_events_beyond_the_cap_are_dropped_in_the_queueing_transaction() {
+        let (store, _dir) = two_agents().await;
+        store.set_max_pending_events(3).await.expect("cap");
+        for i in 1..=5 {
+            assert!(queue(&store, "ag_1", &format!("q{i}"), 10 + i).await);
+        }
+        queue(&store, "ag_2", "other", 20).await;
+        let log = store.deliveries("ag_1", 10).await.expect("log");
+        let states: Vec<(&str, &str)> = log
+            .iter()
+            .map(|d| (d.question_id.as_str(), d.state.as_str()))
+            .collect();
+        assert_eq!(
+            states,
+            [
+                ("q5", "pending"),
+                ("q4", "pending"),
+                ("q3", "pending"),
+                ("q2", "failed"),
+                ("q1", "failed"),
+            ]
+        );
+        let dropped = &log[4];
+        assert!(dropped.next_attempt_at.is_none());
+        assert!(
+            dropped
+                .last_error
+                .as_deref()
+                .is_some_and(|e| e.starts_with(DROPPED) && e.contains("(3 pending events at most")),
+            "{dropped:?}"
+        );
+        // The other agent's outbox is its own.
+        assert_eq!(
+            store.deliveries("ag_2", 10).await.expect("log")[0].state,
+            "pending"
+        );
+
+        // A dropped event whose attempt was under way and is answered 2xx is delivered; a given-up one is not.
+        store
+            .event_delivered(&dropped.event_id, 200, Timestamp(30))
+            .await
+            .expect("recorded");
+        store
+            .event_attempt_failed(
+                &log[0].event_id,
+                Some(500),
+                "the receiver answered HTTP 500",
+                None,
+            )
+            .await
+            .expect("given up");
+        store
+            .event_delivered(&log[0].event_id, 200, Timestamp(31))
+            .await
+            .expect("recorded");
+        let after = store.deliveries("ag_1", 10).await.expect("log");
+        assert_eq!(after[4].state, "delivered");
+        assert!(after[4].last_error.is_none());
+        assert_eq!(after[0].state, "failed");
+
+        // A lower cap at the next start drops the excess with the next event queued.
+        store.set_max_pending_events(1).await.expect("cap");
+        queue(&store, "ag_1", "q6", 40).await;
+        let pending: Vec<String> = store
+            .deliveries("ag_1", 10)
+            .await
+            .expect("log")
+            .into_iter()
+            .filter(|d| d.state == "pending")
+            .map(|d| d.question_id)
+            .collect();
+        assert_eq!(pending, ["q6"]);
+        store.close().await;
+    }
+
+    #[tokio::test]
+    async fn the_due_read_gives_one_event_per_agent_and_skips_the_busy_ones() {
+        let (store, _dir) = two_agents().await;
+        for i in 1..=4 {
+            queue(&store, "ag_1", &format!("a{i}"), 10 + i).await;
+        }
+        queue(&store, "ag_2", "b1", 20).await;
+        let now = Timestamp(100);
+        let ids = |due: Vec<DueEvent>| -> Vec<String> { due.into_iter().map(|e| e.agent_id).collect() };
+        // ag_1's backlog takes one place: ag_2's event comes with it even with a limit of 2.
+        let due = store.due_events(now, &[], 2).await.expect("due");
+        assert_eq!(
+            due[0].body,
+            store_body(&store, "a1").await,
+            "the agent's oldest first"
+        );
+        assert_eq!(ids(due), ["ag_1", "ag_2"]);
+        let busy = ["ag_1".to_string()];
+        assert_eq!(
+            ids(store.due_events(now, &busy, 10).await.expect("due")),
+            ["ag_2"]
+        );
+        assert_eq!(
+            store.next_event_due(&busy).await.expect("next"),
+            Some(Timestamp(20)),
+            "the next due of an agent not in flight"
+        );
+        let both = ["ag_1".to_string(), "ag_2".to_string()];
+        assert!(store.due_events(now, &both, 10).await.expect("due").is_empty());
+        assert_eq!(store.next_event_due(&both).await.expect("next"), None);
+        store.close().await;
+    }
+
+    async fn store_body(store: &SqliteStore, question: &str) -> String {
+        sqlx::query_scalar("SELECT body FROM webhook_events WHERE question_id = ?1")
+            .bind(question)
+            .fetch_one(&store.read)
+            .await
+            .expect("the event")
+    }
 }
