@@ -224,6 +224,21 @@ impl AppError {
         )
     }
 
+    /// 429 `quota_exceeded`: the agent holds as much of something as the relay allows. The message names the
+    /// limit and what frees room (`what_frees`), never anything from the request; `details` carries the
+    /// quota's name (the serve flag that sets it, without its dashes) and the limit.
+    pub fn quota_exceeded(quota: &'static str, limit: u32, held: &str, what_frees: &str) -> Self {
+        Self::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            code::QUOTA_EXCEEDED,
+            format!(
+                "this agent already has {limit} {held}, the most this relay allows ({quota}); nothing was \
+                 stored: {what_frees}"
+            ),
+        )
+        .with_details(serde_json::json!({ "quota": quota, "limit": limit }))
+    }
+
     /// 500 `internal`; the cause is logged, not returned.
     pub fn internal(cause: &dyn std::fmt::Display) -> Self {
         tracing::error!(error = %cause, "internal error");
@@ -276,6 +291,24 @@ mod tests {
             StoreError::from(sqlx::Error::RowNotFound),
             StoreError::Internal(_)
         ));
+    }
+
+    #[test]
+    fn quota_exceeded_is_429_and_names_the_limit() {
+        let e = AppError::quota_exceeded(
+            "max_pending_tasks",
+            5,
+            "tasks not yet processed",
+            "send again once the agent has processed some",
+        );
+        assert_eq!(e.status, StatusCode::TOO_MANY_REQUESTS);
+        assert_eq!(e.code, code::QUOTA_EXCEEDED);
+        assert!(e.message.contains("5 tasks not yet processed"), "{}", e.message);
+        assert!(e.message.contains("max_pending_tasks"));
+        assert_eq!(
+            e.details,
+            Some(serde_json::json!({"quota": "max_pending_tasks", "limit": 5}))
+        );
     }
 
     #[test]

@@ -94,6 +94,8 @@ pub(crate) enum Put {
     Stored(Stored),
     /// The id is taken by a different item; the text says how.
     Conflict(&'static str),
+    /// A new task would pass the agent's quota of tasks not yet processed; nothing was stored.
+    QuotaExceeded,
 }
 
 /// Outcome of storing a reply.
@@ -157,6 +159,16 @@ pub(crate) enum ItemPut<T> {
     Stored(T, bool),
     /// This device id is not an active device of this agent.
     UnknownDevice(String),
+}
+
+/// Outcome of storing a question: that of any item, or a refusal by the agent's quota of open questions
+/// (notifications hold nothing open and have no such quota).
+#[derive(Debug)]
+pub(crate) enum QuestionPut {
+    /// Stored, already stored, or refused for a device (boxed: a question view is large, the refusal empty).
+    Item(Box<ItemPut<QuestionView>>),
+    /// A new question would pass the agent's quota of open questions; nothing was stored.
+    QuotaExceeded,
 }
 
 /// What a transition did besides its answer: whether the question closed in this call (waiters to wake),

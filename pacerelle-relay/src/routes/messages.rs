@@ -181,7 +181,9 @@ pub(crate) async fn reply(
     }
 }
 
-/// `POST /v1/device/messages`: a task; idempotent by `messageId` (a retry may carry a re-sealed envelope).
+/// `POST /v1/device/messages`: a task; idempotent by `messageId` (a retry may carry a re-sealed envelope). A
+/// new task beyond the agent's quota of tasks not yet processed is refused `quota_exceeded`; a retry of a
+/// stored one is answered as always.
 pub(crate) async fn send(
     State(state): State<AppState>,
     auth: DeviceAuth,
@@ -196,6 +198,7 @@ pub(crate) async fn send(
             &auth.device_id,
             &body.message_id,
             &body.envelope,
+            state.config.quotas.max_pending_tasks,
             Timestamp::now(),
         )
         .await?;
@@ -209,6 +212,12 @@ pub(crate) async fn send(
             Ok(stored(item.created, item))
         }
         Put::Conflict(why) => Err(AppError::id_conflict(why)),
+        Put::QuotaExceeded => Err(AppError::quota_exceeded(
+            "max_pending_tasks",
+            state.config.quotas.max_pending_tasks,
+            "tasks not yet processed",
+            "send again once the agent has processed some",
+        )),
     }
 }
 

@@ -24,7 +24,7 @@ use crate::app::AppState;
 use crate::auth::{AgentAuth, DeviceAuth};
 use crate::error::AppError;
 use crate::extract::{Json, Path, Query};
-use crate::store::{Effects, ItemPut, LogQuery, NewQuestion, StateFilter, Transition};
+use crate::store::{Effects, ItemPut, LogQuery, NewQuestion, QuestionPut, StateFilter, Transition};
 use crate::wake::Topic;
 
 /// Clock skew tolerated on the far end of `expiresAt` (the agent's clock may run ahead of the relay's).
@@ -78,7 +78,8 @@ fn after(state: &AppState, agent_id: &str, effects: &Effects) {
     }
 }
 
-/// `POST /v1/agent/questions`: idempotent by `questionId` (the same id again returns the stored question).
+/// `POST /v1/agent/questions`: idempotent by `questionId` (the same id again returns the stored question). A
+/// new question beyond the agent's quota of open questions is refused `quota_exceeded`.
 pub(crate) async fn create(
     State(state): State<AppState>,
     auth: AgentAuth,
@@ -110,7 +111,23 @@ pub(crate) async fn create(
         self_envelope: &body.self_envelope,
         envelopes: &body.envelopes,
     };
-    match state.store.put_question(&auth.agent_id, &question, now).await? {
+    let max_open = state.config.quotas.max_open_questions;
+    let item = match state
+        .store
+        .put_question(&auth.agent_id, &question, max_open, now)
+        .await?
+    {
+        QuestionPut::Item(item) => *item,
+        QuestionPut::QuotaExceeded => {
+            return Err(AppError::quota_exceeded(
+                "max_open_questions",
+                max_open,
+                "open questions",
+                "ask again once some are answered, cancelled or expired",
+            ));
+        }
+    };
+    match item {
         ItemPut::Stored(view, created) => {
             if created {
                 state

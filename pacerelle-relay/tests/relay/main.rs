@@ -10,6 +10,7 @@ mod messages;
 mod pairing;
 mod persistence;
 mod questions;
+mod quotas;
 mod registration;
 mod updates;
 mod webhooks;

@@ -5,6 +5,7 @@ use pacerelle_core::wire::{
     AgentMessage, ConversationItem, DeviceEnvelope, ItemKind, ItemState, MessageState, Stored, SubjectKind,
 };
 use pacerelle_core::{Cursor, Timestamp};
+use sqlx::SqliteConnection;
 
 use super::{Result, SqliteStore, cursor, questions, seq_of, ts, updates};
 use crate::store::{Marked, Put, ReplyPut};
@@ -17,6 +18,20 @@ fn message_state(delivered_at: Option<i64>, processed_at: Option<i64>) -> Messag
     }
 }
 
+/// The agent's tasks not yet processed, counted up to `cap` at most: the partial index `items_unprocessed`
+/// answers it alone, reading at most `cap` entries.
+async fn pending_tasks(conn: &mut SqliteConnection, agent_id: &str, cap: u32) -> Result<i64> {
+    Ok(sqlx::query_scalar(
+        "SELECT COUNT(*) FROM (SELECT 1 FROM items INDEXED BY items_unprocessed
+                               WHERE agent_id = ?1 AND kind = 'message' AND processed_at IS NULL
+                               LIMIT ?2)",
+    )
+    .bind(agent_id)
+    .bind(i64::from(cap))
+    .fetch_one(conn)
+    .await?)
+}
+
 impl SqliteStore {
     /// The greatest sequence number ever given to any item (0 when there is none): no valid cursor is beyond.
     pub(crate) async fn global_head(&self) -> Result<Cursor> {
@@ -26,13 +41,17 @@ impl SqliteStore {
         Ok(cursor(seq))
     }
 
-    /// Stores a task sent by a device, or finds the one already stored under this id.
+    /// Stores a task sent by a device, or finds the one already stored under this id. A new task is refused
+    /// ([`Put::QuotaExceeded`], nothing stored) when the agent already has `max_pending` tasks not yet
+    /// processed: the count runs in the storing transaction, so concurrent sends never pass the cap, and reads
+    /// at most `max_pending` entries of the partial index `items_unprocessed`, however many tasks are stored.
     pub(crate) async fn put_message(
         &self,
         agent_id: &str,
         device_id: &str,
         message_id: &str,
         envelope: &str,
+        max_pending: u32,
         now: Timestamp,
     ) -> Result<Put> {
         let agent_id = agent_id.to_string();
@@ -59,6 +78,9 @@ impl SqliteStore {
                         created_at: ts(created_at),
                         created: false,
                     }));
+                }
+                if pending_tasks(conn, &agent_id, max_pending).await? >= i64::from(max_pending) {
+                    return Ok(Put::QuotaExceeded);
                 }
                 let seq: i64 = sqlx::query_scalar(
                     "INSERT INTO items (agent_id, kind, item_id, device_id, envelope, created_at)

@@ -418,7 +418,10 @@ mod tests {
             self_envelope: "SELF",
             envelopes: &envelopes(&["dv_1", "dv_3"]),
         };
-        store.put_question("ag_1", &q, now).await.expect("asked");
+        store
+            .put_question("ag_1", &q, u32::MAX, now)
+            .await
+            .expect("asked");
         let topic = pacerelle_core::webpush::topic("q1");
         assert_eq!(
             outbox(&store).await,
@@ -440,7 +443,10 @@ mod tests {
             ]
         );
         // The same question again (a retry) queues nothing more.
-        store.put_question("ag_1", &q, now).await.expect("again");
+        store
+            .put_question("ag_1", &q, u32::MAX, now)
+            .await
+            .expect("again");
         assert_eq!(outbox(&store).await.len(), 2);
 
         store
@@ -457,7 +463,7 @@ mod tests {
 
         // A task processed pushes nothing.
         store
-            .put_message("ag_1", "dv_2", "m1", "AQID", now)
+            .put_message("ag_1", "dv_2", "m1", "AQID", u32::MAX, now)
             .await
             .expect("sent");
         store.mark_processed("ag_1", "m1", now).await.expect("processed");

@@ -14,7 +14,9 @@ use sqlx::SqliteConnection;
 use super::updates::{NewUpdate, insert_update};
 use super::{Result, SqliteStore, cursor, seq_of, ts};
 use crate::error::StoreError;
-use crate::store::{Effects, ExpiryPass, ItemPut, LogPage, LogQuery, NewQuestion, StateFilter, Transition};
+use crate::store::{
+    Effects, ExpiryPass, ItemPut, LogPage, LogQuery, NewQuestion, QuestionPut, StateFilter, Transition,
+};
 
 /// Event types of the webhook outbox.
 pub(super) const ANSWERED: &str = "question.answered";
@@ -238,6 +240,26 @@ async fn inactive_device(
     Ok(None)
 }
 
+/// The agent's open questions at `now` (pending, expiry still ahead), counted up to `cap` at most through the
+/// index `questions_open_by_agent`, which holds only pending questions.
+async fn open_questions(
+    conn: &mut SqliteConnection,
+    agent_id: &str,
+    cap: u32,
+    now: Timestamp,
+) -> Result<i64> {
+    Ok(sqlx::query_scalar(
+        "SELECT COUNT(*) FROM (SELECT 1 FROM questions INDEXED BY questions_open_by_agent
+                               WHERE agent_id = ?1 AND state = 'pending' AND expires_at > ?2
+                               LIMIT ?3)",
+    )
+    .bind(agent_id)
+    .bind(now.millis())
+    .bind(i64::from(cap))
+    .fetch_one(conn)
+    .await?)
+}
+
 async fn insert_envelopes(conn: &mut SqliteConnection, seq: i64, envelopes: &[DeviceEnvelope]) -> Result<()> {
     for e in envelopes {
         sqlx::query("INSERT INTO item_envelopes (item_seq, device_id, envelope) VALUES (?1, ?2, ?3)")
@@ -251,13 +273,17 @@ async fn insert_envelopes(conn: &mut SqliteConnection, seq: i64, envelopes: &[De
 }
 
 impl SqliteStore {
-    /// Stores a question sealed for each device, or finds the one already stored under this id.
+    /// Stores a question sealed for each device, or finds the one already stored under this id. A new
+    /// question is refused ([`ItemPut::QuotaExceeded`], nothing stored) when the agent already has `max_open`
+    /// open questions (pending and not yet past their expiry): the count runs in the storing transaction and
+    /// reads at most `max_open` entries of the index of pending questions (migration 0009).
     pub(crate) async fn put_question(
         &self,
         agent_id: &str,
         q: &NewQuestion<'_>,
+        max_open: u32,
         now: Timestamp,
-    ) -> Result<ItemPut<QuestionView>> {
+    ) -> Result<QuestionPut> {
         let agent_id = agent_id.to_string();
         let question_id = q.question_id.to_string();
         let self_envelope = q.self_envelope.to_string();
@@ -266,10 +292,16 @@ impl SqliteStore {
         self.write(move |conn| {
             Box::pin(async move {
                 if let Some(row) = row_of(conn, &agent_id, &question_id).await? {
-                    return Ok(ItemPut::Stored(row.view(now)?, false));
+                    return Ok(QuestionPut::Item(Box::new(ItemPut::Stored(
+                        row.view(now)?,
+                        false,
+                    ))));
                 }
                 if let Some(device_id) = inactive_device(conn, &agent_id, &envelopes).await? {
-                    return Ok(ItemPut::UnknownDevice(device_id));
+                    return Ok(QuestionPut::Item(Box::new(ItemPut::UnknownDevice(device_id))));
+                }
+                if open_questions(conn, &agent_id, max_open, now).await? >= i64::from(max_open) {
+                    return Ok(QuestionPut::QuotaExceeded);
                 }
                 let seq: i64 = sqlx::query_scalar(
                     "INSERT INTO items (agent_id, kind, item_id, envelope, created_at)
@@ -296,7 +328,7 @@ impl SqliteStore {
                 .await?;
                 super::push::enqueue(conn, &agent_id, seq, now).await?;
                 let view = row_at(conn, seq).await?.view(now)?;
-                Ok(ItemPut::Stored(view, true))
+                Ok(QuestionPut::Item(Box::new(ItemPut::Stored(view, true))))
             })
         })
         .await
@@ -735,8 +767,11 @@ mod tests {
             self_envelope: "AAAA",
             envelopes: &envelopes,
         };
-        let put = store.put_question("ag_1", &q, Timestamp(T0)).await.expect("ok");
-        assert!(matches!(put, ItemPut::Stored(_, true)));
+        let put = store
+            .put_question("ag_1", &q, u32::MAX, Timestamp(T0))
+            .await
+            .expect("ok");
+        assert!(matches!(put, QuestionPut::Item(item) if matches!(*item, ItemPut::Stored(_, true))));
     }
 
     async fn events(store: &SqliteStore) -> Vec<(String, String)> {

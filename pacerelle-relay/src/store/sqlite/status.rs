@@ -92,14 +92,21 @@ mod tests {
         agrees(&store).await;
         for i in 0..6 {
             store
-                .put_message("ag_1", "dv_1", &format!("m{i}"), "AQ", Timestamp(T0 + i))
+                .put_message(
+                    "ag_1",
+                    "dv_1",
+                    &format!("m{i}"),
+                    "AQ",
+                    u32::MAX,
+                    Timestamp(T0 + i),
+                )
                 .await
                 .expect("stored");
             agrees(&store).await;
         }
         // The same id again stores nothing and counts nothing.
         store
-            .put_message("ag_1", "dv_1", "m0", "AQ", Timestamp(T0 + 9))
+            .put_message("ag_1", "dv_1", "m0", "AQ", u32::MAX, Timestamp(T0 + 9))
             .await
             .expect("found");
         agrees(&store).await;

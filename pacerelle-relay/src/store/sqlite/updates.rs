@@ -200,7 +200,7 @@ mod tests {
             .await
             .expect("a device");
         let put = store
-            .put_message("ag_1", "dv_1", "m1", "AQID", Timestamp(T0))
+            .put_message("ag_1", "dv_1", "m1", "AQID", u32::MAX, Timestamp(T0))
             .await
             .expect("stored");
         let crate::store::Put::Stored(task) = put else {

@@ -441,7 +441,7 @@ mod tests {
         let (store, device, id) = (store.clone(), device.to_string(), id.to_string());
         tokio::spawn(async move {
             store
-                .put_message("ag_1", &device, &id, "AQID", Timestamp(T0))
+                .put_message("ag_1", &device, &id, "AQID", u32::MAX, Timestamp(T0))
                 .await
         })
     }
@@ -483,6 +483,7 @@ mod tests {
         match put.expect("no storage error") {
             Put::Stored(stored) => stored,
             Put::Conflict(why) => panic!("a conflict: {why}"),
+            Put::QuotaExceeded => panic!("refused by a quota"),
         }
     }
 
