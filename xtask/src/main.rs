@@ -5,6 +5,8 @@
 //!   step does not stop the run: the summary at the end shows every step, and the exit status is non-zero
 //!   if any failed.
 //! - `cargo xtask bench` runs the relay benchmark.
+//! - `cargo xtask soak --minutes N` runs the soak (`pacerelle-soak`, release build) for that long; the `soak`
+//!   step of `cargo xtask test` runs it for a minute on the debug build.
 //!
 //! Only std and anyhow, so that it builds in seconds and reads top to bottom.
 
@@ -23,7 +25,8 @@ tasks:
   test --list                              list the steps
   bench [ARGS]...                          cargo bench -p pacerelle-client --bench relay [-- ARGS]
   fuzz [--time 10m] [--target NAME]...     run the fuzz targets (release), the time split between them
-  soak [--minutes N] [ARGS]...             senders, a supervised agent and random SIGKILLs, then a check
+  soak [--minutes N] [ARGS]...             senders, a supervised agent and random SIGKILLs (release
+                                           build), then a check; --seconds N for a short one
 ";
 
 /// One test suite.
@@ -43,6 +46,7 @@ const STEPS: &[Step] = &[
     Step { name: "layers", needs: None, run: layers },
     Step { name: "clippy", needs: None, run: clippy },
     Step { name: "test", needs: None, run: test },
+    Step { name: "soak", needs: Some("pacerelle-soak"), run: soak },
     Step { name: "py", needs: Some("pacerelle-py"), run: py },
     Step { name: "kotlin", needs: Some("pacerelle-ffi/kotlin"), run: kotlin },
     Step { name: "web", needs: Some("pacerelle-relay/web-tests"), run: web },
@@ -108,6 +112,28 @@ fn clippy(root: &Path) -> Result<()> {
 
 fn test(root: &Path) -> Result<()> {
     run(root, "cargo", &["test", "--workspace"])
+}
+
+/// The short soak on the debug build (artefacts shared with the `test` step): a minute of random SIGKILLs of
+/// the relay and the supervised agent under concurrent senders, then the check that every acknowledged task
+/// was handled once and replied to once (`docs/testing.md`).
+fn soak(root: &Path) -> Result<()> {
+    soak_run(root, "debug", &["--seconds", "60"])
+}
+
+/// Builds `pacerelle` and `pacerelle-soak` in `profile` (`debug` or `release`), then runs the soak binary
+/// with `args`; it finds `pacerelle` beside itself.
+fn soak_run(root: &Path, profile: &str, args: &[&str]) -> Result<()> {
+    let mut build = vec!["build", "-p", "pacerelle-cli", "-p", "pacerelle-soak"];
+    if profile == "release" {
+        build.push("--release");
+    }
+    run(root, "cargo", &build)?;
+    let soak = root
+        .join("target")
+        .join(profile)
+        .join(format!("pacerelle-soak{}", std::env::consts::EXE_SUFFIX));
+    run(root, &soak, args)
 }
 
 /// The wheel, built and installed for real into a fresh venv under `target/`, then tested by pytest against
@@ -285,9 +311,8 @@ fn try_main() -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Some("soak") => {
-            let mut cmd = vec!["run", "--release", "-p", "pacerelle-soak", "--"];
-            cmd.extend(args[1..].iter().map(String::as_str));
-            run(&root, "cargo", &cmd)?;
+            let args: Vec<&str> = args[1..].iter().map(String::as_str).collect();
+            soak_run(&root, "release", &args)?;
             Ok(ExitCode::SUCCESS)
         }
         Some("help" | "-h" | "--help") => {
