@@ -45,6 +45,10 @@ pub struct AgentArgs {
     /// Seed of the handler's pauses.
     #[arg(long, default_value_t = 1)]
     pub seed: u64,
+    /// Start without reading the records back: a handler that is not idempotent across restarts, to see
+    /// the checker catch it.
+    #[arg(long)]
+    pub forgetful: bool,
 }
 
 /// The reply the handler gives to a task.
@@ -90,7 +94,11 @@ pub async fn run(args: AgentArgs) -> Result<()> {
     let journal = Journal {
         records: records::open_append(&records_path)?,
         invocations: records::open_append(&args.dir.join(records::INVOCATIONS))?,
-        recorded: records::recorded_ids(&records_path)?,
+        recorded: if args.forgetful {
+            HashSet::new()
+        } else {
+            records::recorded_ids(&records_path)?
+        },
         rng: Rng::new(args.seed),
     };
     let journal = Arc::new(Mutex::new(journal));

@@ -74,6 +74,10 @@ struct SoakArgs {
     /// The `pacerelle` binary [default: beside this program].
     #[arg(long)]
     pacerelle: Option<PathBuf>,
+    /// Run the agent with a handler that forgets its records at every start (not idempotent): the check
+    /// must then fail with tasks recorded more than once.
+    #[arg(long)]
+    forgetful_agent: bool,
     /// Keep the work folder (relay data, logs, the handler's records); it is kept anyway on a violation.
     #[arg(long)]
     keep: bool,
@@ -192,7 +196,7 @@ async fn soak(args: SoakArgs) -> Result<ExitCode> {
         let link = agent.create_pairing(PairingOptions::default()).await?;
         devices.push(DeviceClient::join(&link.link, &format!("soak sender {i}")).await?);
     }
-    let agent_args = vec![
+    let mut agent_args = vec![
         "agent".to_string(),
         "--relay".into(),
         url.clone(),
@@ -201,6 +205,9 @@ async fn soak(args: SoakArgs) -> Result<ExitCode> {
         "--dir".into(),
         dir.display().to_string(),
     ];
+    if args.forgetful_agent {
+        agent_args.push("--forgetful".into());
+    }
     let mut runner = Proc::agent(
         &soak_exe,
         agent_args,
@@ -341,7 +348,7 @@ async fn soak(args: SoakArgs) -> Result<ExitCode> {
     println!("  agent ended by itself:     {}", runner.exits);
     println!("  handler invocations:       {}", report.invocations);
     println!("  redelivered invocations:   {}", report.redelivered);
-    println!("  repeated (already recorded): {}", report.repeated);
+    println!("  repeated (a task seen before): {}", report.repeated);
     println!("  tasks recorded:            {}", report.recorded);
     if let Some((p50, p99, max)) = report.latency_ms {
         println!("  latency send→handled (ms): median {p50}, p99 {p99}, max {max}");
