@@ -70,6 +70,8 @@ pub(crate) type AppState = Arc<Inner>;
 pub(crate) fn app(state: AppState) -> Router {
     Router::new()
         .route("/v1/health", get(health::health))
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz))
         .route("/v1/agents", post(agent::register))
         .route("/v1/agent", get(agent::me))
         .route("/v1/agent/pairings", post(pairing::create))

@@ -161,6 +161,17 @@ impl SqliteStore {
         self.writer.write(f, ACQUIRE_TIMEOUT).await
     }
 
+    /// Whether the database answers a read and holds every migration this relay knows (`GET /readyz`).
+    /// `Ok(false)` when it lags behind this relay's schema (a database replaced under a running relay).
+    pub(crate) async fn ready(&self) -> Result<bool> {
+        let newest = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
+        let applied: Option<i64> =
+            sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations WHERE success = 1")
+                .fetch_one(&self.read)
+                .await?;
+        Ok(applied.unwrap_or(0) >= newest)
+    }
+
     /// Stops taking writes, lets the writer commit those already queued, then closes both pools, waiting for
     /// connections in use to be returned.
     pub(crate) async fn close(&self) {

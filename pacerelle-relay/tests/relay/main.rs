@@ -9,6 +9,7 @@ mod lease;
 mod messages;
 mod pairing;
 mod persistence;
+mod probes;
 mod questions;
 mod quotas;
 mod registration;

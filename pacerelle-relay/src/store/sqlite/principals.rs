@@ -45,7 +45,9 @@ impl Principals {
     }
 
     fn write(&self) -> RwLockWriteGuard<'_, State> {
-        self.state.write().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     /// The principal named `id` if it is in memory.
