@@ -83,11 +83,16 @@ impl Error {
         }
     }
 
-    /// True when the same call may succeed later: the relay was unreachable, overloaded or restarting.
+    /// True when the same call may succeed later: the relay was unreachable, overloaded or restarting, or
+    /// the request's body reached it too slowly. Not `quota_exceeded` (also HTTP 429): that one lasts until
+    /// the agent has processed, answered or cancelled something, so retrying at once only repeats it.
     pub fn is_transient(&self) -> bool {
         match self {
             Error::Network { .. } => true,
-            Error::Api { status, .. } => matches!(status, 429 | 502 | 503 | 504),
+            Error::Api { status, code, .. } => {
+                ErrorKind::of_code(code) != ErrorKind::QuotaExceeded
+                    && matches!(status, 408 | 429 | 502 | 503 | 504)
+            }
             _ => false,
         }
     }
@@ -98,10 +103,16 @@ impl Error {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum ErrorKind {
-    /// The relay could not be reached, or is overloaded, restarting or its storage unavailable: try later.
+    /// The relay could not be reached, or is overloaded, restarting or its storage unavailable, or the
+    /// request's body reached it too slowly (`request_timeout`): try later.
     Unavailable,
     /// Too many requests of this kind: try in a minute.
     RateLimited,
+    /// The agent holds as much as the relay allows (`quota_exceeded`): tasks not yet processed, or open
+    /// questions; nothing was stored. Not worth retrying at once: room comes back only when the agent
+    /// processes tasks, or questions are answered, cancelled or expire. The details name the quota and its
+    /// limit.
+    QuotaExceeded,
     /// A credential was refused (`unauthorized`, `forbidden`, `registration_closed`).
     Unauthorized,
     /// This device was revoked (`device_revoked`).
@@ -169,7 +180,8 @@ impl ErrorKind {
             c::ROSTER_ROLLBACK | c::ROSTER_INVALID => ErrorKind::Roster,
             c::ROSTER_CONFLICT => ErrorKind::RosterConflict,
             c::RATE_LIMITED => ErrorKind::RateLimited,
-            c::UNAVAILABLE => ErrorKind::Unavailable,
+            c::QUOTA_EXCEEDED => ErrorKind::QuotaExceeded,
+            c::UNAVAILABLE | c::REQUEST_TIMEOUT => ErrorKind::Unavailable,
             _ => ErrorKind::Internal,
         }
     }
@@ -220,5 +232,17 @@ mod tests {
         assert_eq!(Error::Crypto(CryptoError::Open).kind(), ErrorKind::Crypto);
         // A rolled-back roster is not a relay outage: waits must not retry it.
         assert!(!api(409, code::ROSTER_ROLLBACK).is_transient());
+        // A quota lasts until the agent catches up: 429 like rate_limited, but neither transient nor worth
+        // retrying at once.
+        let quota = api(429, code::QUOTA_EXCEEDED);
+        assert_eq!(quota.kind(), ErrorKind::QuotaExceeded);
+        assert!(!quota.is_transient());
+        assert!(!quota.kind().worth_retrying());
+        assert!(api(429, code::RATE_LIMITED).is_transient());
+        // A body that reached the relay too slowly: send it again.
+        let slow = api(408, code::REQUEST_TIMEOUT);
+        assert_eq!(slow.kind(), ErrorKind::Unavailable);
+        assert!(slow.is_transient());
+        assert!(slow.kind().worth_retrying());
     }
 }

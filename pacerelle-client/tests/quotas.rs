@@ -1,0 +1,99 @@
+//! The relay's per-agent quotas as the client reports them: `ErrorKind::QuotaExceeded`, neither transient nor
+//! worth retrying at once, with the quota and its limit in the details.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use pacerelle_client::{AgentClient, DeviceClient, Error, ErrorKind, PairingOptions, QuestionRequest};
+use pacerelle_relay::{Config, Quotas, Relay};
+use tokio::sync::oneshot;
+
+/// A relay on 127.0.0.1:0 allowing 2 tasks not yet processed and 1 open question per agent.
+async fn small_relay(dir: &std::path::Path) -> (String, oneshot::Sender<()>) {
+    let relay = Relay::open(Config {
+        open_registration: true,
+        quotas: Quotas {
+            max_pending_tasks: 2,
+            max_open_questions: 1,
+            ..Quotas::default()
+        },
+        ..Config::new(dir.join("pacerelle.db"))
+    })
+    .await
+    .expect("the relay opens");
+    let listener = pacerelle_test_support::bind_on(0).await;
+    let addr = listener.local_addr().unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    tokio::spawn(relay.serve(listener, async move {
+        let _ = stopped.await;
+    }));
+    (format!("http://{addr}"), stop)
+}
+
+async fn agent_and_device(url: &str) -> (AgentClient, DeviceClient) {
+    let agent = AgentClient::register(url, "quota agent", None)
+        .await
+        .expect("register");
+    let link = agent
+        .create_pairing(PairingOptions::default())
+        .await
+        .expect("pairing");
+    let device = DeviceClient::join(&link.link, "quota phone").await.expect("join");
+    (agent, device)
+}
+
+#[track_caller]
+fn assert_quota(e: &Error, quota: &str, limit: u64) {
+    assert_eq!(e.kind(), ErrorKind::QuotaExceeded, "{e}");
+    assert_eq!(e.code(), Some("quota_exceeded"));
+    assert!(!e.is_transient(), "a quota is not an outage: {e}");
+    assert!(!e.kind().worth_retrying());
+    let Error::Api { status, details, .. } = e else {
+        panic!("an API error: {e}");
+    };
+    assert_eq!(*status, 429);
+    let details = details.as_deref().expect("details");
+    assert_eq!(details["quota"], quota);
+    assert_eq!(details["limit"], limit);
+}
+
+#[tokio::test]
+async fn a_send_beyond_the_pending_quota_is_quota_exceeded_until_the_agent_processes_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let (url, _stop) = small_relay(dir.path()).await;
+    let (agent, device) = agent_and_device(&url).await;
+
+    let first = device.send("one", None).await.expect("first");
+    device.send("two", None).await.expect("second");
+    let e = device.send("three", None).await.expect_err("over the quota");
+    assert_quota(&e, "max_pending_tasks", 2);
+    // The message names the limit, never the task.
+    assert!(!e.to_string().contains("three"), "{e}");
+
+    agent.mark_processed(&first.id).await.expect("processed");
+    device.send("three", None).await.expect("room again");
+}
+
+#[tokio::test]
+async fn a_question_beyond_the_open_quota_is_quota_exceeded_until_one_is_cancelled() {
+    let dir = tempfile::tempdir().unwrap();
+    let (url, _stop) = small_relay(dir.path()).await;
+    let (agent, _device) = agent_and_device(&url).await;
+
+    let asked = agent
+        .ask_user(QuestionRequest::yes_no("deploy?"))
+        .await
+        .expect("first question");
+    let e = agent
+        .ask_user(QuestionRequest::yes_no("and roll back?"))
+        .await
+        .expect_err("over the quota");
+    assert_quota(&e, "max_open_questions", 1);
+
+    agent
+        .cancel_question(&asked.question_id)
+        .await
+        .expect("cancelled");
+    agent
+        .ask_user(QuestionRequest::yes_no("and roll back?"))
+        .await
+        .expect("room again");
+}
