@@ -124,6 +124,11 @@ pub fn relay_failure(relay_url: &str, e: Error) -> Result<CallToolResult, McpErr
             ErrorKind::RateLimited => failure(format!(
                 "The relay is rate limiting this agent ({message}). Wait a little and try again."
             )),
+            ErrorKind::QuotaExceeded => failure(format!(
+                "The relay refused this ({c}): {message}. Nothing was stored, and calling again now is \
+                 refused the same way. Room comes back as the person answers: wait for the answers already \
+                 asked for (wait_for_answer), or cancel the questions no longer needed (cancel_question)."
+            )),
             ErrorKind::Roster => failure(format!(
                 "The agent's device roster from the relay cannot be trusted ({c}): {message}. No device is \
                  trusted meanwhile, so nothing can be approved; tell the person."
@@ -201,6 +206,23 @@ mod tests {
         assert_eq!(result.is_error, Some(true));
         let text = format!("{:?}", result.content);
         assert!(text.contains("unreachable"), "{text}");
+    }
+
+    #[test]
+    fn a_quota_is_a_tool_error_with_its_code_and_not_a_retry() {
+        let e = Error::Api {
+            status: 429,
+            code: code::QUOTA_EXCEEDED.into(),
+            message: "this agent already has 3 open questions, the most this relay allows".into(),
+            details: None,
+        };
+        let result = relay_failure("http://127.0.0.1:9", e).expect("a tool error, not a protocol error");
+        assert_eq!(result.is_error, Some(true));
+        let text = format!("{:?}", result.content);
+        assert!(text.contains("quota_exceeded"), "{text}");
+        assert!(text.contains("3 open questions"), "{text}");
+        assert!(text.contains("cancel_question"), "{text}");
+        assert!(!text.contains("Try again in a minute"), "{text}");
     }
 
     #[test]
