@@ -23,7 +23,7 @@ pub enum PacerelleError {
         reason: String,
     },
     /// The relay refused the request with a stable code (`pairing_expired`, `pairing_claimed`, `id_conflict`,
-    /// `rate_limited`…; see `docs/relay-api.md`). Statuses 429, 502, 503 and 504 are worth retrying.
+    /// `rate_limited`…; see `docs/relay-api.md`). Statuses 408, 429, 502, 503 and 504 are worth retrying.
     #[error("{reason} ({code}, HTTP {status})")]
     Relay {
         /// The HTTP status.
@@ -58,6 +58,14 @@ pub enum PacerelleError {
         answered_at: Option<SystemTime>,
         /// True when the answer that counts is this device's own, given earlier.
         by_this_device: bool,
+    },
+    /// The agent already holds as much as its relay allows (`quota_exceeded`): for a send, as many tasks not
+    /// yet processed as the relay keeps for it. Nothing was stored. Sending again at once is refused the same
+    /// way: show `reason` (it names the limit) and let the person send again once the agent has caught up.
+    #[error("quota exceeded: {reason}")]
+    QuotaExceeded {
+        /// The relay's explanation: the limit, and what frees room.
+        reason: String,
     },
     /// This device is not paired (any more): it left, was revoked, or its credentials are unknown to the relay.
     /// Forget the stored credentials and pair again.
@@ -111,6 +119,7 @@ impl From<pacerelle_client::Error> for PacerelleError {
                 ErrorKind::DeviceRevoked | ErrorKind::Unauthorized => {
                     PacerelleError::NotPaired { reason: message }
                 }
+                ErrorKind::QuotaExceeded => PacerelleError::QuotaExceeded { reason: message },
                 ErrorKind::QuestionClosed => {
                     let state = match code.as_str() {
                         code::QUESTION_EXPIRED => QuestionState::Expired,
@@ -217,6 +226,14 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+        match api(429, "quota_exceeded").into() {
+            PacerelleError::QuotaExceeded { reason } => assert_eq!(reason, "m"),
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            api(429, "rate_limited").into(),
+            PacerelleError::Relay { status: 429, .. }
+        ));
         assert!(matches!(
             Error::InvalidInput("x".into()).into(),
             PacerelleError::InvalidInput { .. }
