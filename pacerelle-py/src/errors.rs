@@ -88,6 +88,15 @@ create_exception!(
 );
 create_exception!(
     pacerelle,
+    QuotaExceeded,
+    PacerelleError,
+    "The agent holds as much as the relay allows (`quota_exceeded`): tasks not yet processed, or open \
+     questions. Nothing was stored, and `transient` is False: the same call succeeds only once the agent has \
+     processed tasks, or questions were answered, cancelled or expired. `details` names the quota and its \
+     limit."
+);
+create_exception!(
+    pacerelle,
     PairingError,
     PacerelleError,
     "The pairing link expired, was already used, or its proof does not match."
@@ -103,7 +112,7 @@ create_exception!(
 /// Adds the exceptions to the module, with their attributes' defaults on the classes.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
-    let all: [(&str, Bound<'_, PyType>); 14] = [
+    let all: [(&str, Bound<'_, PyType>); 15] = [
         ("PacerelleError", py.get_type::<PacerelleError>()),
         ("RelayUnavailable", py.get_type::<RelayUnavailable>()),
         ("AuthError", py.get_type::<AuthError>()),
@@ -116,6 +125,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         ("NotFound", py.get_type::<NotFound>()),
         ("QuestionClosed", py.get_type::<QuestionClosed>()),
         ("NoDevice", py.get_type::<NoDevice>()),
+        ("QuotaExceeded", py.get_type::<QuotaExceeded>()),
         ("PairingError", py.get_type::<PairingError>()),
         ("WebhookError", py.get_type::<WebhookError>()),
     ];
@@ -166,6 +176,7 @@ fn build(py: Python<'_>, e: &Error) -> PyResult<PyErr> {
                 ErrorKind::NotFound => py.get_type::<NotFound>(),
                 ErrorKind::QuestionClosed => py.get_type::<QuestionClosed>(),
                 ErrorKind::NoDevice => py.get_type::<NoDevice>(),
+                ErrorKind::QuotaExceeded => py.get_type::<QuotaExceeded>(),
                 ErrorKind::QuestionIdConflict => py.get_type::<QuestionIdConflict>(),
                 ErrorKind::Pairing => py.get_type::<PairingError>(),
                 ErrorKind::InvalidInput | ErrorKind::IdConflict => py.get_type::<InvalidInput>(),

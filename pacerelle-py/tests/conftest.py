@@ -38,9 +38,10 @@ def relay_binary() -> Path:
 class Relay:
     """A `pacerelle serve` process; `restart()` keeps its port and database."""
 
-    def __init__(self, data: Path, home: Path) -> None:
+    def __init__(self, data: Path, home: Path, args: tuple[str, ...] = ()) -> None:
         self.data = data
         self.home = home
+        self.args = args  # more `serve` options
         self.url = ""
         self.port = 0
         self.proc: subprocess.Popen[str] | None = None
@@ -50,7 +51,10 @@ class Relay:
         for var in ("PACERELLE_RELAY_URL", "PACERELLE_AGENT_ID", "PACERELLE_AGENT_TOKEN"):
             env.pop(var, None)
         self.proc = subprocess.Popen(
-            [str(relay_binary()), "serve", "--json", "--listen", f"127.0.0.1:{self.port}", "--data", str(self.data)],
+            [
+                str(relay_binary()), "serve", "--json", "--listen", f"127.0.0.1:{self.port}",
+                "--data", str(self.data), *self.args,
+            ],
             stdout=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
             text=True,

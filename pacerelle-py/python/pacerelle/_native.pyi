@@ -55,6 +55,12 @@ class QuestionClosed(PacerelleError):
     answered_by_name: str | None
 
 class NoDevice(PacerelleError): ...
+
+class QuotaExceeded(PacerelleError):
+    """`quota_exceeded`: the agent holds as many tasks not yet processed, or open questions, as the relay allows.
+    Nothing was stored; not transient: retry once tasks are processed or questions answered, cancelled or expired.
+    `details` is `{"quota": "max_pending_tasks" | "max_open_questions", "limit": int}`."""
+
 class PairingError(PacerelleError): ...
 
 class WebhookError(PacerelleError):
