@@ -9,8 +9,13 @@ export class ApiError extends Error {
     this.code = code;
   }
 
-  /** True when the same request may succeed later: the relay was unreachable, overloaded or failing. */
+  /**
+   * True when the same request may succeed later: the relay was unreachable, overloaded or failing. Not
+   * `quota_exceeded` (also 429): the agent has as many tasks waiting as its relay allows, which lasts until it
+   * catches up, so the task is refused for good and the person told why (the relay's message says).
+   */
   get transient() {
+    if (this.code === "quota_exceeded") return false;
     return this.code === "network" || this.status === 408 || this.status === 429 || this.status >= 500;
   }
 }
