@@ -16,7 +16,7 @@ mod records;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, Result, bail};
@@ -62,6 +62,10 @@ struct SoakArgs {
     /// The longest pause of a sender between two tasks, in ms (each pause is drawn from 0 to this).
     #[arg(long, default_value_t = 400)]
     send_pause_ms: u64,
+    /// The senders pause while the agent has more tasks than this waiting or in progress, so that the
+    /// backlog, the latency and the drain stay bounded however fast this machine handles tasks.
+    #[arg(long, default_value_t = 300)]
+    max_backlog: u64,
     /// The shortest time between two kills, in ms.
     #[arg(long, default_value_t = 500)]
     kill_min_ms: u64,
@@ -218,7 +222,12 @@ async fn soak(args: SoakArgs) -> Result<ExitCode> {
     let mut rng = Rng::new(seed);
     start_agent(&mut runner, &mut rng)?;
 
-    let stop = Arc::new(AtomicBool::new(false));
+    let pace = Arc::new(Pace {
+        stop: AtomicBool::new(false),
+        backlog: AtomicU64::new(0),
+        max_backlog: args.max_backlog,
+    });
+    let watcher = tokio::spawn(watch_backlog(agent.clone(), pace.clone()));
     let senders: Vec<_> = devices
         .iter()
         .enumerate()
@@ -229,7 +238,7 @@ async fn soak(args: SoakArgs) -> Result<ExitCode> {
                 i,
                 rng,
                 args.send_pause_ms,
-                stop.clone(),
+                pace.clone(),
             ))
         })
         .collect();
@@ -284,7 +293,8 @@ async fn soak(args: SoakArgs) -> Result<ExitCode> {
         "soak: chaos over after {:.1} s; stopping the senders",
         started.elapsed().as_secs_f64()
     );
-    stop.store(true, Ordering::Relaxed);
+    pace.stop.store(true, Ordering::Relaxed);
+    watcher.abort();
     let mut sent = Vec::new();
     for handle in senders {
         sent.extend(handle.await.context("a sender panicked")?);
@@ -395,17 +405,43 @@ fn free_port() -> Result<u16> {
     Ok(listener.local_addr()?.port())
 }
 
-/// One sender: sends tasks with random pauses until `stop`, and returns every task it tried.
+/// What the senders share: when to stop, and the agent's backlog as last read.
+#[derive(Debug)]
+struct Pace {
+    stop: AtomicBool,
+    /// Tasks stored and not yet processed, as the agent's status last said.
+    backlog: AtomicU64,
+    /// The senders pause while the backlog is larger.
+    max_backlog: u64,
+}
+
+/// Reads the agent's backlog from its status every 250 ms (keeping the last figure while the relay is down).
+async fn watch_backlog(agent: AgentClient, pace: Arc<Pace>) {
+    while !pace.stop.load(Ordering::Relaxed) {
+        if let Ok(status) = agent.status().await {
+            let backlog = status.messages.waiting + status.messages.in_progress;
+            pace.backlog.store(backlog, Ordering::Relaxed);
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// One sender: sends tasks with random pauses until told to stop, pausing while the agent's backlog is
+/// over its bound, and returns every task it tried.
 async fn send_tasks(
     device: DeviceClient,
     index: usize,
     mut rng: Rng,
     pause_ms: u64,
-    stop: Arc<AtomicBool>,
+    pace: Arc<Pace>,
 ) -> Vec<Sent> {
     let mut sent = Vec::new();
     let mut n = 0u64;
-    while !stop.load(Ordering::Relaxed) {
+    while !pace.stop.load(Ordering::Relaxed) {
+        if pace.backlog.load(Ordering::Relaxed) > pace.max_backlog {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        }
         n += 1;
         let message_id = ids::generate(ids::MESSAGE);
         let sent_ms = now_ms();
