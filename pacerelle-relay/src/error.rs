@@ -232,7 +232,7 @@ impl AppError {
             StatusCode::TOO_MANY_REQUESTS,
             code::QUOTA_EXCEEDED,
             format!(
-                "this agent already has {limit} {held}, the most this relay allows ({quota}); nothing was \
+                "the agent already has as many {held} as this relay allows ({quota}: {limit}); nothing was \
                  stored: {what_frees}"
             ),
         )
@@ -303,8 +303,11 @@ mod tests {
         );
         assert_eq!(e.status, StatusCode::TOO_MANY_REQUESTS);
         assert_eq!(e.code, code::QUOTA_EXCEEDED);
-        assert!(e.message.contains("5 tasks not yet processed"), "{}", e.message);
-        assert!(e.message.contains("max_pending_tasks"));
+        assert_eq!(
+            e.message,
+            "the agent already has as many tasks not yet processed as this relay allows (max_pending_tasks: \
+             5); nothing was stored: send again once the agent has processed some"
+        );
         assert_eq!(
             e.details,
             Some(serde_json::json!({"quota": "max_pending_tasks", "limit": 5}))
