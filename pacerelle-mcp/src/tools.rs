@@ -213,14 +213,16 @@ mod tests {
         let e = Error::Api {
             status: 429,
             code: code::QUOTA_EXCEEDED.into(),
-            message: "this agent already has 3 open questions, the most this relay allows".into(),
+            message:
+                "the agent already has as many open questions as this relay allows (max_open_questions: 3)"
+                    .into(),
             details: None,
         };
         let result = relay_failure("http://127.0.0.1:9", e).expect("a tool error, not a protocol error");
         assert_eq!(result.is_error, Some(true));
         let text = format!("{:?}", result.content);
         assert!(text.contains("quota_exceeded"), "{text}");
-        assert!(text.contains("3 open questions"), "{text}");
+        assert!(text.contains("max_open_questions: 3"), "{text}");
         assert!(text.contains("cancel_question"), "{text}");
         assert!(!text.contains("Try again in a minute"), "{text}");
     }
