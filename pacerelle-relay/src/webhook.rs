@@ -8,8 +8,9 @@
 //! when an event is queued and polls every few seconds.
 //!
 //! Delivery is fair ([`deliver`], which the push deliverer shares): attempts run beside each other, at most
-//! [`WebhookSettings::concurrency`] and one per agent at a time, so an agent's events go out one after the
-//! other in order and one agent's slow or silent receiver delays no other agent's events.
+//! [`WebhookSettings::concurrency`] and one per agent at a time, so an agent's events are first attempted one
+//! after the other in the order they were created, and one agent's slow or silent receiver delays no other
+//! agent's events.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -23,6 +24,7 @@ use crate::app::Inner;
 use crate::error::StoreError;
 use crate::store::sqlite::Target;
 use crate::store::{DueEvent, Store};
+
 /// The delivery log's error for an event whose webhook secret does not open.
 const UNREADABLE: &str = "the webhook secret does not open with this relay's webhook.key (lost or replaced): set \
                           the webhook again";
@@ -244,7 +246,7 @@ pub(crate) trait Outbox: Clone + Send + Sync + 'static {
     /// The item's key.
     fn key(item: &Self::Item) -> Self::Key;
 
-    /// Up to `limit` items due at `now`, the most overdue first: at most one per key (its item due first) and
+    /// Up to `limit` items due at `now`, the most overdue first (so a key's first item is the one due first),
     /// none whose key is in `busy`.
     fn due(
         &self,
@@ -276,7 +278,8 @@ pub(crate) struct Pace {
 /// Drains `outbox` until the relay shuts down or is dropped. Attempts run beside each other, at most
 /// `pace.concurrency` and one per key at a time; an attempt that ends frees its slot at once, and the next
 /// due item of a key not in flight starts then, without waiting for the others. A key with a backlog takes
-/// one slot, never more, so one slow receiver delays no other. Wakes when `kick` is notified (an item was
+/// one slot, never more, and its rows are left out of the reads while it is in flight, so one slow receiver
+/// delays no other. Wakes when `kick` is notified (an item was
 /// queued), when an attempt ends, when the next item is due, or every `pace.poll_every`. At shutdown it lets
 /// the attempts in flight finish and record their outcome, so none is sent again.
 pub(crate) async fn deliver<O: Outbox>(relay: Weak<Inner>, outbox: O, pace: Pace, kick: Arc<Notify>) {
@@ -294,46 +297,58 @@ pub(crate) async fn deliver<O: Outbox>(relay: Weak<Inner>, outbox: O, pace: Pace
                 return;
             }
         }
-        let free = concurrency.saturating_sub(in_flight.len());
-        if free > 0 {
+        // Fill the free slots. Rows come the most overdue first, so a key's first row is its item due first;
+        // when one key's rows filled a read, read again without the keys just started.
+        let mut reads = 0;
+        while in_flight.len() < concurrency && reads <= concurrency {
+            reads += 1;
+            let free = concurrency - in_flight.len();
             let keys: Vec<O::Key> = busy.values().cloned().collect();
             let limit = u32::try_from(free).unwrap_or(u32::MAX);
-            match outbox.due(Timestamp::now(), &keys, limit).await {
-                Ok(due) => {
-                    for item in due {
-                        let key = O::key(&item);
-                        if in_flight.len() >= concurrency || busy.values().any(|k| *k == key) {
-                            continue;
-                        }
-                        let attempt = outbox.clone().attempt(item);
-                        let handle = in_flight.spawn(async move {
-                            if let Err(e) = attempt.await {
-                                tracing::warn!(error = %e, outbox = O::NAME, "cannot record an attempt");
-                                // Not at once again: the key stays busy for a poll interval.
-                                tokio::time::sleep(pace.poll_every).await;
-                            }
-                        });
-                        busy.insert(handle.id(), key);
-                    }
+            let due = match outbox.due(Timestamp::now(), &keys, limit).await {
+                Ok(due) => due,
+                Err(e) => {
+                    tracing::warn!(error = %e, outbox = O::NAME, "cannot read the due items");
+                    break;
                 }
-                Err(e) => tracing::warn!(error = %e, outbox = O::NAME, "cannot read the due items"),
+            };
+            let (read, mut skipped) = (due.len(), false);
+            for item in due {
+                let key = O::key(&item);
+                if in_flight.len() >= concurrency || busy.values().any(|k| *k == key) {
+                    skipped = true;
+                    continue;
+                }
+                let attempt = outbox.clone().attempt(item);
+                let handle = in_flight.spawn(async move {
+                    if let Err(e) = attempt.await {
+                        tracing::warn!(error = %e, outbox = O::NAME, "cannot record an attempt");
+                        // The item is still due: not at once again. The key stays busy a while (short, so
+                        // a shutdown still waits for it).
+                        tokio::time::sleep(pace.poll_every.min(AFTER_UNRECORDED)).await;
+                    }
+                });
+                busy.insert(handle.id(), key);
+            }
+            if !(skipped && read >= free) {
+                break;
             }
         }
-        let keys: Vec<O::Key> = busy.values().cloned().collect();
-        let next = outbox.next_due(&keys).await.unwrap_or_else(|e| {
-            tracing::warn!(error = %e, outbox = O::NAME, "cannot read when the next item is due");
-            None
-        });
-        let wait = match next {
-            Some(at) => until(at).min(pace.poll_every),
-            None => pace.poll_every,
-        };
-        // Due now but not started: every slot is taken (an attempt that ends wakes the loop), or the items
-        // came due meanwhile (look again shortly).
-        let wait = match (wait.is_zero(), in_flight.len() >= concurrency) {
-            (true, true) => pace.poll_every,
-            (true, false) => RECHECK,
-            (false, _) => wait,
+        let wait = if in_flight.len() >= concurrency {
+            // Every slot is taken: an attempt that ends wakes the loop.
+            pace.poll_every
+        } else {
+            let keys: Vec<O::Key> = busy.values().cloned().collect();
+            let next = outbox.next_due(&keys).await.unwrap_or_else(|e| {
+                tracing::warn!(error = %e, outbox = O::NAME, "cannot read when the next item is due");
+                None
+            });
+            match next {
+                // Due now but not started (it came due meanwhile, or the read failed): look again shortly.
+                Some(at) if until(at).is_zero() => RECHECK,
+                Some(at) => until(at).min(pace.poll_every),
+                None => pace.poll_every,
+            }
         };
         tokio::select! {
             Some(done) = in_flight.join_next_with_id(), if !in_flight.is_empty() => {
@@ -356,6 +371,9 @@ pub(crate) async fn deliver<O: Outbox>(relay: Weak<Inner>, outbox: O, pace: Pace
         }
     }
 }
+
+/// How long a key stays busy after an attempt whose outcome could not be recorded.
+const AFTER_UNRECORDED: Duration = Duration::from_secs(1);
 
 /// The wait of [`deliver`] when items are due but were not started although slots are free.
 const RECHECK: Duration = Duration::from_millis(50);

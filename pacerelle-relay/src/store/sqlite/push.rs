@@ -230,9 +230,8 @@ impl SqliteStore {
         .await
     }
 
-    /// Up to `limit` pushes due at `now`, the oldest first: at most one per subscription (its push due first),
-    /// and none of the subscriptions in `busy` (those with an attempt in flight), so one subscription's
-    /// backlog never fills the deliverer's slots.
+    /// Up to `limit` pushes due at `now`, the oldest first, none of the subscriptions in `busy` (those with an
+    /// attempt in flight), so a subscription's backlog in flight never fills the read.
     pub(crate) async fn due_pushes(&self, now: Timestamp, busy: &[i64], limit: u32) -> Result<Vec<DuePush>> {
         #[derive(sqlx::FromRow)]
         struct Row {
@@ -256,9 +255,6 @@ impl SqliteStore {
              FROM push_outbox o JOIN push_subscriptions s ON s.subscription_id = o.subscription_id
              WHERE o.next_attempt_at <= ?1
                AND o.subscription_id NOT IN (SELECT value FROM json_each(?3))
-               AND NOT EXISTS (SELECT 1 FROM push_outbox p
-                               WHERE p.subscription_id = o.subscription_id
-                                 AND (p.next_attempt_at, p.push_id) < (o.next_attempt_at, o.push_id))
              ORDER BY o.next_attempt_at, o.push_id LIMIT ?2",
         )
         .bind(now.millis())
