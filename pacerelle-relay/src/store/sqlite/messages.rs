@@ -18,16 +18,14 @@ fn message_state(delivered_at: Option<i64>, processed_at: Option<i64>) -> Messag
     }
 }
 
-/// The agent's tasks not yet processed, counted up to `cap` at most: the partial index `items_unprocessed`
-/// answers it alone, reading at most `cap` entries.
-async fn pending_tasks(conn: &mut SqliteConnection, agent_id: &str, cap: u32) -> Result<i64> {
+/// The agent's tasks not yet processed: stored minus processed, both counted by triggers in the transactions
+/// that store and mark them (migrations 0007 and 0010), so the count costs one row read however many tasks
+/// there are.
+async fn pending_tasks(conn: &mut SqliteConnection, agent_id: &str) -> Result<i64> {
     Ok(sqlx::query_scalar(
-        "SELECT COUNT(*) FROM (SELECT 1 FROM items INDEXED BY items_unprocessed
-                               WHERE agent_id = ?1 AND kind = 'message' AND processed_at IS NULL
-                               LIMIT ?2)",
+        "SELECT COALESCE((SELECT messages - processed FROM agent_counts WHERE agent_id = ?1), 0)",
     )
     .bind(agent_id)
-    .bind(i64::from(cap))
     .fetch_one(conn)
     .await?)
 }
@@ -44,7 +42,7 @@ impl SqliteStore {
     /// Stores a task sent by a device, or finds the one already stored under this id. A new task is refused
     /// ([`Put::QuotaExceeded`], nothing stored) when the agent already has `max_pending` tasks not yet
     /// processed: the count runs in the storing transaction, so concurrent sends never pass the cap, and reads
-    /// at most `max_pending` entries of the partial index `items_unprocessed`, however many tasks are stored.
+    /// one row of counters (`agent_counts`), however many tasks are stored.
     pub(crate) async fn put_message(
         &self,
         agent_id: &str,
@@ -79,7 +77,7 @@ impl SqliteStore {
                         created: false,
                     }));
                 }
-                if pending_tasks(conn, &agent_id, max_pending).await? >= i64::from(max_pending) {
+                if pending_tasks(conn, &agent_id).await? >= i64::from(max_pending) {
                     return Ok(Put::QuotaExceeded);
                 }
                 let seq: i64 = sqlx::query_scalar(
@@ -485,8 +483,119 @@ fn update_state(text: &str) -> ItemState {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{T0, store};
+    use super::super::tests::{T0, database_at, store};
     use super::*;
+
+    /// The agent's tasks not yet processed, as the quota reads them (the counters) and by scanning them all.
+    async fn pending_both_ways(store: &SqliteStore, agent_id: &'static str) -> (i64, i64) {
+        let counted = store
+            .write(move |conn| Box::pin(async move { pending_tasks(conn, agent_id).await }))
+            .await
+            .expect("counted");
+        let scanned: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM items WHERE agent_id = ?1 AND kind = 'message' AND processed_at IS NULL",
+        )
+        .bind(agent_id)
+        .fetch_one(&store.read)
+        .await
+        .expect("scanned");
+        (counted, scanned)
+    }
+
+    async fn device(store: &SqliteStore, agent_id: &'static str, device_id: &'static str) {
+        store
+            .write(move |conn| {
+                Box::pin(async move {
+                    sqlx::query(
+                        "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
+                         VALUES (?1, ?2, 'phone', 'owner', x'00', 1)",
+                    )
+                    .bind(device_id)
+                    .bind(agent_id)
+                    .execute(&mut *conn)
+                    .await?;
+                    Ok(())
+                })
+            })
+            .await
+            .expect("a device");
+    }
+
+    #[tokio::test]
+    async fn the_pending_count_agrees_with_a_scan_and_the_cap_refuses_only_new_tasks() {
+        let (store, _dir) = store().await;
+        store
+            .register_agent("ag_2", "other", &[2; 32], Timestamp(T0))
+            .await
+            .expect("ok");
+        device(&store, "ag_1", "dv_1").await;
+        device(&store, "ag_2", "dv_2").await;
+        assert_eq!(pending_both_ways(&store, "ag_1").await, (0, 0));
+        for i in 0..3 {
+            let put = store
+                .put_message("ag_1", "dv_1", &format!("m{i}"), "AQ", 3, Timestamp(T0 + i))
+                .await
+                .expect("stored");
+            assert!(matches!(put, Put::Stored(Stored { created: true, .. })));
+        }
+        store
+            .put_message("ag_2", "dv_2", "m0", "AQ", 3, Timestamp(T0))
+            .await
+            .expect("another agent's task");
+        assert_eq!(pending_both_ways(&store, "ag_1").await, (3, 3));
+        assert_eq!(pending_both_ways(&store, "ag_2").await, (1, 1));
+        let refused = store
+            .put_message("ag_1", "dv_1", "m3", "AQ", 3, Timestamp(T0 + 3))
+            .await
+            .expect("no storage error");
+        assert!(matches!(refused, Put::QuotaExceeded));
+        // A retry of a stored task is found, not refused.
+        let again = store
+            .put_message("ag_1", "dv_1", "m1", "AQ", 3, Timestamp(T0 + 4))
+            .await
+            .expect("found");
+        assert!(matches!(again, Put::Stored(Stored { created: false, .. })));
+        // Marking twice counts once.
+        for _ in 0..2 {
+            store
+                .mark_processed("ag_1", "m1", Timestamp(T0 + 5))
+                .await
+                .expect("processed");
+        }
+        assert_eq!(pending_both_ways(&store, "ag_1").await, (2, 2));
+        assert_eq!(pending_both_ways(&store, "ag_2").await, (1, 1));
+        let put = store
+            .put_message("ag_1", "dv_1", "m3", "AQ", 3, Timestamp(T0 + 6))
+            .await
+            .expect("room again");
+        assert!(matches!(put, Put::Stored(Stored { created: true, .. })));
+        assert_eq!(pending_both_ways(&store, "ag_1").await, (3, 3));
+    }
+
+    #[tokio::test]
+    async fn migration_0010_counts_the_tasks_already_processed() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("t.db");
+        let pool = database_at(&path, 9).await;
+        for statement in [
+            "INSERT INTO agents (agent_id, name, auth_hash, created_at) VALUES ('ag_1', 'a', x'01', 1)",
+            "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
+             VALUES ('dv_1', 'ag_1', 'phone', 'owner', x'00', 1)",
+            "INSERT INTO items (agent_id, kind, item_id, device_id, envelope, created_at, processed_at)
+             VALUES ('ag_1', 'message', 'm1', 'dv_1', 'AQ', 1, 5), ('ag_1', 'message', 'm2', 'dv_1', 'AQ', 2, 6),
+                    ('ag_1', 'message', 'm3', 'dv_1', 'AQ', 3, NULL)",
+        ] {
+            sqlx::query(statement).execute(&pool).await.expect("a row");
+        }
+        pool.close().await;
+        let store = SqliteStore::open(&path).await.expect("migrated");
+        assert_eq!(pending_both_ways(&store, "ag_1").await, (1, 1));
+        store
+            .mark_processed("ag_1", "m3", Timestamp(T0))
+            .await
+            .expect("processed");
+        assert_eq!(pending_both_ways(&store, "ag_1").await, (0, 0));
+    }
 
     #[tokio::test]
     async fn sequence_numbers_only_grow_across_agents_and_kinds() {
