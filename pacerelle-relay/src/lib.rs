@@ -5,6 +5,7 @@ mod app;
 mod at_rest;
 mod auth;
 mod config;
+mod conn;
 mod error;
 mod expiry;
 mod extract;
@@ -19,7 +20,6 @@ mod web;
 mod webhook;
 
 use std::future::Future;
-use std::net::SocketAddr;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
@@ -129,9 +129,29 @@ impl Relay {
 
     /// Serves on `listener` until `shutdown` resolves, then ends parked waits at once and waits for the
     /// requests in flight to finish, and for a webhook attempt in flight to be recorded.
+    ///
+    /// Connections get the timeouts and the cap of [`Config::connections`] ([`Connections`]). At start the
+    /// process's soft limit on open files is raised to its hard limit where the system allows (the cap, when
+    /// not configured, is derived from it), and the resulting cap is logged.
     pub async fn serve(
         self,
         listener: tokio::net::TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        if let Ok(addr) = listener.local_addr() {
+            // Pushes name the relay by its public URL, or else by this address.
+            let _ = self.inner.relay_url.set(format!("http://{addr}"));
+            let public_url = self.inner.config.public_url.as_deref().unwrap_or("-");
+            tracing::info!(%addr, public_url, "relay listening");
+        }
+        self.serve_with(listener, None, shutdown).await
+    }
+
+    /// Serves over plain HTTP, or over TLS with `tls`; the rest of [`Relay::serve`] and [`Relay::serve_tls`].
+    async fn serve_with(
+        self,
+        listener: tokio::net::TcpListener,
+        tls: Option<tokio_rustls::TlsAcceptor>,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
         let inner = self.inner.clone();
@@ -143,20 +163,16 @@ impl Relay {
             inner.webhook_kick.notify_one();
             inner.expiry_kick.notify_one();
         };
-        if let Ok(addr) = listener.local_addr() {
-            // Pushes name the relay by its public URL, or else by this address.
-            let _ = self.inner.relay_url.set(format!("http://{addr}"));
-            let public_url = self.inner.config.public_url.as_deref().unwrap_or("-");
-            tracing::info!(%addr, public_url, "relay listening");
-        }
-        axum::serve(
+        let served = conn::serve(
             listener,
-            self.router().into_make_service_with_connect_info::<SocketAddr>(),
+            tls,
+            self.router(),
+            &self.inner.config.connections,
+            signal,
         )
-        .with_graceful_shutdown(signal)
-        .await?;
+        .await;
         self.inner.stop_background().await;
-        Ok(())
+        served
     }
 
     /// Ends parked waits and closes the database. Requests that arrive afterwards fail with `unavailable`.

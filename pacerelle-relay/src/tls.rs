@@ -8,11 +8,9 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::serve::{Listener, ListenerExt};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, mpsc};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 
@@ -21,7 +19,7 @@ use crate::{Error, Relay};
 /// A TLS handshake that has not finished by then is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Most handshakes in progress at once; more connections wait to be accepted.
-const MAX_HANDSHAKES: usize = 256;
+pub(crate) const MAX_HANDSHAKES: usize = 256;
 
 /// A certificate chain and its private key, checked and ready to serve.
 #[derive(Clone)]
@@ -101,121 +99,45 @@ impl TlsConfig {
 
 impl Relay {
     /// [`Relay::serve`] over HTTPS: TLS handshakes run beside each other (a slow client holds up no one)
-    /// and connections that fail their handshake are dropped. Shuts down like [`Relay::serve`].
+    /// and connections that fail their handshake are dropped. Connections have the same timeouts and cap as
+    /// over HTTP (a connection in its handshake counts toward the cap). Shuts down like [`Relay::serve`].
     pub async fn serve_tls(
         self,
         listener: TcpListener,
         tls: TlsConfig,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
-        let inner = self.inner.clone();
-        let signal = async move {
-            shutdown.await;
-            tracing::info!("relay shutting down");
-            inner.shutdown.trigger();
-            inner.webhook_kick.notify_one();
-            inner.expiry_kick.notify_one();
-        };
         let addr = listener.local_addr()?;
         let public_url = self.inner.config.public_url.as_deref().unwrap_or("-");
         tracing::info!(%addr, public_url, "relay listening (HTTPS)");
-        let listener = TlsListener::new(listener, TlsAcceptor::from(tls.server));
-        // `tap_io` gives the connections a `ConnectInfo<SocketAddr>`, used by the rate limits.
-        axum::serve(
-            listener.tap_io(|_| {}),
-            self.router().into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .with_graceful_shutdown(signal)
-        .await?;
-        self.inner.stop_background().await;
-        Ok(())
+        self.serve_with(listener, Some(TlsAcceptor::from(tls.server)), shutdown)
+            .await
     }
 }
 
-/// Accepts TCP connections and hands over those whose TLS handshake succeeded.
-struct TlsListener {
-    local: SocketAddr,
-    ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
-    acceptor_task: tokio::task::JoinHandle<()>,
-}
-
-impl TlsListener {
-    fn new(tcp: TcpListener, acceptor: TlsAcceptor) -> TlsListener {
-        let local = tcp
-            .local_addr()
-            .unwrap_or_else(|_| SocketAddr::from(([0, 0, 0, 0], 0)));
-        let (tx, ready) = mpsc::channel(64);
-        let acceptor_task = tokio::spawn(accept_loop(tcp, acceptor, tx));
-        TlsListener {
-            local,
-            ready,
-            acceptor_task,
-        }
-    }
-}
-
-impl Drop for TlsListener {
-    fn drop(&mut self) {
-        self.acceptor_task.abort();
-    }
-}
-
-async fn accept_loop(
-    tcp: TcpListener,
-    acceptor: TlsAcceptor,
-    ready: mpsc::Sender<(TlsStream<TcpStream>, SocketAddr)>,
-) {
-    let handshakes = Arc::new(Semaphore::new(MAX_HANDSHAKES));
-    loop {
-        let Ok(permit) = handshakes.clone().acquire_owned().await else {
-            return;
-        };
-        let (stream, addr) = tokio::select! {
-            _ = ready.closed() => return,
-            accepted = tcp.accept() => match accepted {
-                Ok(pair) => pair,
-                Err(e) => {
-                    // As axum does for plain TCP: out of file descriptors and the like pass; wait a little.
-                    tracing::debug!(error = %e, "accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
-            },
-        };
-        let acceptor = acceptor.clone();
-        let ready = ready.clone();
-        tokio::spawn(async move {
-            let _permit = permit;
-            match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                Ok(Ok(mut tls)) => {
-                    if tls.get_ref().1.alpn_protocol() == Some(crate::acme::ACME_TLS_ALPN) {
-                        // A TLS-ALPN-01 validation: the handshake was the answer.
-                        tracing::debug!(%addr, "ACME TLS-ALPN-01 validation handshake");
-                        let _ = tokio::io::AsyncWriteExt::shutdown(&mut tls).await;
-                        return;
-                    }
-                    let _ = ready.send((tls, addr)).await;
-                }
-                Ok(Err(e)) => tracing::debug!(%addr, error = %e, "TLS handshake failed"),
-                Err(_) => tracing::debug!(%addr, "TLS handshake timed out"),
+/// The TLS handshake of a new connection, within [`HANDSHAKE_TIMEOUT`]. `None` when it fails or times out,
+/// and for an ACME TLS-ALPN-01 validation, whose handshake was the whole answer.
+pub(crate) async fn handshake(
+    acceptor: &TlsAcceptor,
+    stream: TcpStream,
+    addr: SocketAddr,
+) -> Option<TlsStream<TcpStream>> {
+    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+        Ok(Ok(mut tls)) => {
+            if tls.get_ref().1.alpn_protocol() == Some(crate::acme::ACME_TLS_ALPN) {
+                tracing::debug!(%addr, "ACME TLS-ALPN-01 validation handshake");
+                let _ = tokio::io::AsyncWriteExt::shutdown(&mut tls).await;
+                return None;
             }
-        });
-    }
-}
-
-impl Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        match self.ready.recv().await {
-            Some(pair) => pair,
-            // The accept loop ended (it only does when this listener is dropped): nothing more comes.
-            None => std::future::pending().await,
+            Some(tls)
         }
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        Ok(self.local)
+        Ok(Err(e)) => {
+            tracing::debug!(%addr, error = %e, "TLS handshake failed");
+            None
+        }
+        Err(_) => {
+            tracing::debug!(%addr, "TLS handshake timed out");
+            None
+        }
     }
 }
