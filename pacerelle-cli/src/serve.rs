@@ -101,7 +101,9 @@ pub struct ServeArgs {
     /// Seconds a kept-alive connection may stay open with no request in progress.
     #[arg(long, env = "PACERELLE_IDLE_TIMEOUT", value_name = "SECONDS", default_value_t = 60)]
     idle_timeout: u64,
-    /// Connections open at once at most; more are refused [default: from the file limit].
+    /// Connections open at once at most (TLS handshakes included). Beyond it a new connection replaces the
+    /// one longest without a request in progress, or is refused when all are busy [default: the file limit
+    /// less 128, at most 65 536].
     #[arg(long, env = "PACERELLE_MAX_CONNECTIONS", value_name = "N")]
     max_connections: Option<usize>,
     /// Tasks one agent may have waiting (sent, not yet processed); more are refused with quota_exceeded.
