@@ -3,6 +3,11 @@
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
+/// `0000-01-01T00:00:00.000Z`, the earliest time RFC 3339 text can hold.
+const FIRST_WRITABLE: i64 = -62_167_219_200_000;
+/// `9999-12-31T23:59:59.999Z`, the latest.
+const LAST_WRITABLE: i64 = 253_402_300_799_999;
+
 /// A point in time with millisecond precision.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct Timestamp(pub i64);
@@ -34,10 +39,15 @@ impl Timestamp {
         dt.format(&fmt).unwrap_or_default()
     }
 
-    /// Parses RFC 3339 text (any offset; sub-millisecond digits are dropped).
+    /// Parses RFC 3339 text (any offset; sub-millisecond digits are dropped). A time whose UTC year is not
+    /// 0000 to 9999 is refused: [`Timestamp::to_rfc3339`] could not write it back (an offset can move
+    /// `9999-12-31T23:59:59-01:00` into the year 10000).
     pub fn parse(text: &str) -> Option<Self> {
         let dt = OffsetDateTime::parse(text, &Rfc3339).ok()?;
-        Some(Timestamp((dt.unix_timestamp_nanos() / 1_000_000) as i64))
+        let millis = (dt.unix_timestamp_nanos() / 1_000_000) as i64;
+        (FIRST_WRITABLE..=LAST_WRITABLE)
+            .contains(&millis)
+            .then_some(Timestamp(millis))
     }
 }
 
@@ -71,5 +81,17 @@ mod tests {
         assert_eq!(Timestamp::parse(&t.to_rfc3339()), Some(t));
         assert_eq!(Timestamp::parse("2026-12-01T00:57:14.123+01:00"), Some(t));
         assert_eq!(Timestamp::parse("yesterday"), None);
+    }
+
+    /// Found by `pacerelle-fuzz` (regressions/wire): an offset that moves a time out of years 0000–9999
+    /// was accepted, and the time was then written as 1970 (or as text no parser accepts).
+    #[test]
+    fn times_outside_years_0000_to_9999_in_utc_are_refused() {
+        assert_eq!(Timestamp::parse("9999-12-31T23:59:59.999-23:59"), None);
+        assert_eq!(Timestamp::parse("0000-01-01T00:00:00+23:59"), None);
+        for text in ["9999-12-31T23:59:59.999Z", "0000-01-01T00:00:00.000Z"] {
+            let t = Timestamp::parse(text).expect("the edges parse");
+            assert_eq!(t.to_rfc3339(), text);
+        }
     }
 }
