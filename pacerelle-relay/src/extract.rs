@@ -58,7 +58,9 @@ fn describe(path: Option<&serde_path_to_error::Path>, e: &serde_json::Error) -> 
     use serde_json::error::Category;
     match e.classify() {
         Category::Data => {
-            let at = path.map(field_path).unwrap_or_default();
+            // An unknown field's path ends with the name sent: the path stops at its parent instead.
+            let unknown = e.to_string().starts_with("unknown field `");
+            let at = path.map(|p| field_path(p, unknown)).unwrap_or_default();
             let what = shape(&e.to_string());
             if at.is_empty() {
                 format!("the body does not have the expected fields: {what}")
@@ -75,11 +77,14 @@ fn describe(path: Option<&serde_path_to_error::Path>, e: &serde_json::Error) -> 
 }
 
 /// A field path such as `envelopes[0].deviceId`. Names come from the request's field names, so only plain
-/// identifiers are written out; any other name reads `…`.
-fn field_path(path: &serde_path_to_error::Path) -> String {
+/// identifiers are written out; any other name reads `…`. `drop_last` leaves out the last segment: the
+/// name of an unknown field, which the request chose.
+fn field_path(path: &serde_path_to_error::Path, drop_last: bool) -> String {
     use serde_path_to_error::Segment;
     let mut out = String::new();
-    for segment in path.iter() {
+    let segments: Vec<&Segment> = path.iter().collect();
+    let keep = segments.len() - usize::from(drop_last && !segments.is_empty());
+    for segment in &segments[..keep] {
         match segment {
             Segment::Seq { index } => out.push_str(&format!("[{index}]")),
             Segment::Map { key } | Segment::Enum { variant: key } => {
@@ -207,7 +212,7 @@ mod tests {
 
     #[derive(serde::Deserialize, Debug)]
     #[allow(dead_code)]
-    #[serde(rename_all = "camelCase")]
+    #[serde(rename_all = "camelCase", deny_unknown_fields)]
     struct Envelope {
         device_id: String,
         kind: Kind,
@@ -269,6 +274,11 @@ mod tests {
             (
                 format!(r#"{{"n": -1, "envelopes": [], "{secret}": 1}}"#),
                 "at n: invalid value, expected u64",
+            ),
+            (
+                // Found by pacerelle-fuzz (regressions/relay): an unknown field's name was the path's end.
+                format!(r#"{{"n": 1, "envelopes": [{{"deviceId": "d", "kind": "text", "{secret}": 1}}]}}"#),
+                "at envelopes[0]: unknown field, expected `deviceId` or `kind`",
             ),
         ] {
             let text = error_of(&body);

@@ -109,8 +109,7 @@ pub(crate) async fn put_roster(
             StatusCode::CONFLICT,
             code::ROSTER_CONFLICT,
             format!(
-                "the roster is at version {current}, not {}: read it again and retry",
-                body.previous_version
+                "the roster is at version {current}, not at the previous version given: read it again and retry"
             ),
         )
         .with_details(serde_json::json!({ "version": current }))),

@@ -146,10 +146,9 @@ pub(crate) async fn reply(
         check_id("device id", &e.device_id)?;
         check_envelope("envelope", &e.envelope)?;
         if !seen.insert(e.device_id.as_str()) {
-            return Err(AppError::invalid_input(format!(
-                "two envelopes for device {}",
-                e.device_id
-            )));
+            return Err(AppError::invalid_input(
+                "two envelopes for one device: send one per device",
+            ));
         }
     }
     let outcome = state
@@ -176,7 +175,11 @@ pub(crate) async fn reply(
         )),
         ReplyPut::NoSource => Err(AppError::not_found("message")),
         ReplyPut::UnknownDevice(device_id) => Err(AppError::invalid_input(format!(
-            "device {device_id} is not paired with this agent"
+            "envelopes[{}].deviceId is not a device paired with this agent",
+            body.envelopes
+                .iter()
+                .position(|e| e.device_id == device_id)
+                .unwrap_or_default()
         ))),
     }
 }

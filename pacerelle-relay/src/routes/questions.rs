@@ -47,18 +47,23 @@ fn check_recipients(envelopes: &[DeviceEnvelope]) -> Result<(), AppError> {
         check_id("device id", &e.device_id)?;
         check_envelope("envelope", &e.envelope)?;
         if !seen.insert(e.device_id.as_str()) {
-            return Err(AppError::invalid_input(format!(
-                "two envelopes for device {}",
-                e.device_id
-            )));
+            return Err(AppError::invalid_input(
+                "two envelopes for one device: send one per device",
+            ));
         }
     }
     Ok(())
 }
 
-fn inactive(device_id: &str) -> AppError {
+/// An envelope for a device that is not an active device of the agent, named by its place in `envelopes`:
+/// errors quote nothing of the request, not even an id.
+fn inactive(envelopes: &[DeviceEnvelope], device_id: &str) -> AppError {
     AppError::invalid_input(format!(
-        "device {device_id} is not an active device of this agent"
+        "envelopes[{}].deviceId is not an active device of this agent",
+        envelopes
+            .iter()
+            .position(|e| e.device_id == device_id)
+            .unwrap_or_default()
     ))
 }
 
@@ -138,7 +143,7 @@ pub(crate) async fn create(
             }
             Ok(stored(created, view))
         }
-        ItemPut::UnknownDevice(device_id) => Err(inactive(&device_id)),
+        ItemPut::UnknownDevice(device_id) => Err(inactive(&body.envelopes, &device_id)),
     }
 }
 
@@ -358,6 +363,6 @@ pub(crate) async fn notify(
             }
             Ok(stored(created, item))
         }
-        ItemPut::UnknownDevice(device_id) => Err(inactive(&device_id)),
+        ItemPut::UnknownDevice(device_id) => Err(inactive(&body.envelopes, &device_id)),
     }
 }
