@@ -34,21 +34,26 @@ pub struct Config {
 }
 
 /// How the relay treats connections: what a client that connects and then sends nothing, or sends slowly,
-/// can hold. Parked long-polls are requests being answered, not idle connections: they keep their 55 s.
+/// can hold. The same over HTTP and HTTPS. Parked long-polls are requests being answered, not idle
+/// connections: they keep their 55 s.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Connections {
-    /// A connection that has not sent a complete request head (line and headers) this long after it opened,
-    /// or after its previous response, is closed (`--header-timeout`). Default 10 s.
+    /// A connection that has not sent a complete request head (line and headers) this long after it opened
+    /// (after the TLS handshake, over HTTPS), or after the first byte of a next request on a kept-alive
+    /// connection, is closed without an answer (`--header-timeout`). Default 10 s.
     pub header_timeout: Duration,
-    /// A request whose body has not fully arrived this long after its head is answered `408` and its
-    /// connection closed (`--body-timeout`). Default 30 s.
+    /// A request whose body has not fully arrived this long after its head is answered `408
+    /// request_timeout` and its connection closed (`--body-timeout`). Default 30 s.
     pub body_timeout: Duration,
-    /// A kept-alive connection with no request in progress is closed after this long (`--idle-timeout`).
-    /// Default 60 s.
+    /// A kept-alive connection with no request in progress (between a response and the first byte of the
+    /// next request) is closed after this long (`--idle-timeout`). Default 60 s.
     pub idle_timeout: Duration,
-    /// Connections open at once at most (`--max-connections`); beyond it a new connection is refused at once
-    /// (closed, or answered `503 unavailable` when that is cheap). `None`: derived from the process's file
-    /// limit at start, leaving room for the database and outgoing deliveries.
+    /// Connections open at once at most, TLS handshakes included (`--max-connections`). Beyond it a new
+    /// connection takes the place of the one that has gone longest without a request in progress, which is
+    /// closed; when every connection has a request in progress, the new one is refused (closed at once; over
+    /// plain HTTP after a `503 unavailable` written without reading). `None`: the process's soft file limit
+    /// (raised to the hard limit at start) less 128, within 32..=65 536. `Some(0)` is refused by
+    /// [`crate::Relay::serve`].
     pub max_connections: Option<usize>,
 }
 
