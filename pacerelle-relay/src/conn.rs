@@ -8,7 +8,9 @@
 //!   `header_timeout`;
 //! - **busy**: a request is being answered (its body read, a long-poll parked, its response written): no
 //!   limit here, apart from the body's `body_timeout` (a body not arrived by then is answered `408
-//!   request_timeout` and the connection closed);
+//!   request_timeout` and the connection closed). A response is not timed while written: a client that
+//!   does not read a large answer holds its connection busy (the relay's answers are small; long-polls
+//!   need a credential);
 //! - **idle**: a kept-alive connection between a response and the first byte of its next request: at most
 //!   `idle_timeout`.
 //!
@@ -284,7 +286,13 @@ impl Table {
             }
         }
         let (_, conn) = oldest?;
-        *lock(&conn.phase) = Phase::Closing;
+        let mut phase = lock(&conn.phase);
+        // A request may have begun since the scan read its phase: then it stays.
+        if matches!(*phase, Phase::Busy(_) | Phase::Closing) {
+            return None;
+        }
+        *phase = Phase::Closing;
+        drop(phase);
         Some(conn.clone())
     }
 }
