@@ -93,13 +93,28 @@ pub struct ServeArgs {
     )]
     acme_ca_file: Option<PathBuf>,
     /// Seconds a connection may take to send a complete request head; slower ones are closed.
-    #[arg(long, env = "PACERELLE_HEADER_TIMEOUT", value_name = "SECONDS", default_value_t = 10)]
+    #[arg(
+        long,
+        env = "PACERELLE_HEADER_TIMEOUT",
+        value_name = "SECONDS",
+        default_value_t = 10
+    )]
     header_timeout: u64,
     /// Seconds a request's body may take to arrive after its head (answered 408 beyond).
-    #[arg(long, env = "PACERELLE_BODY_TIMEOUT", value_name = "SECONDS", default_value_t = 30)]
+    #[arg(
+        long,
+        env = "PACERELLE_BODY_TIMEOUT",
+        value_name = "SECONDS",
+        default_value_t = 30
+    )]
     body_timeout: u64,
     /// Seconds a kept-alive connection may stay open with no request in progress.
-    #[arg(long, env = "PACERELLE_IDLE_TIMEOUT", value_name = "SECONDS", default_value_t = 60)]
+    #[arg(
+        long,
+        env = "PACERELLE_IDLE_TIMEOUT",
+        value_name = "SECONDS",
+        default_value_t = 60
+    )]
     idle_timeout: u64,
     /// Connections open at once at most (TLS handshakes included). Beyond it a new connection replaces the
     /// one longest without a request in progress, or is refused when all are busy [default: the file limit
@@ -107,13 +122,28 @@ pub struct ServeArgs {
     #[arg(long, env = "PACERELLE_MAX_CONNECTIONS", value_name = "N")]
     max_connections: Option<usize>,
     /// Tasks one agent may have waiting (sent, not yet processed); more are refused with quota_exceeded.
-    #[arg(long, env = "PACERELLE_MAX_PENDING_TASKS", value_name = "N", default_value_t = 10_000)]
+    #[arg(
+        long,
+        env = "PACERELLE_MAX_PENDING_TASKS",
+        value_name = "N",
+        default_value_t = 10_000
+    )]
     max_pending_tasks: u32,
     /// Questions one agent may have open at once; more are refused with quota_exceeded.
-    #[arg(long, env = "PACERELLE_MAX_OPEN_QUESTIONS", value_name = "N", default_value_t = 1_000)]
+    #[arg(
+        long,
+        env = "PACERELLE_MAX_OPEN_QUESTIONS",
+        value_name = "N",
+        default_value_t = 1_000
+    )]
     max_open_questions: u32,
     /// Webhook events one agent may have waiting for delivery; beyond it the oldest are dropped.
-    #[arg(long, env = "PACERELLE_MAX_PENDING_EVENTS", value_name = "N", default_value_t = 1_000)]
+    #[arg(
+        long,
+        env = "PACERELLE_MAX_PENDING_EVENTS",
+        value_name = "N",
+        default_value_t = 1_000
+    )]
     max_pending_events: u32,
 }
 
