@@ -5,34 +5,9 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader};
 use std::path::Path;
-use std::process::{Command, Stdio};
 
-use common::{Proc, pacerelle, run, stderr};
-
-/// `pacerelle serve` on 127.0.0.1:0 with its database in `data` and these extra options.
-fn serve_with(data: &Path, extra: &[&str]) -> (Proc, String) {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_pacerelle"))
-        .args(["serve", "--json", "--listen", "127.0.0.1:0", "--data"])
-        .arg(data)
-        .args(extra)
-        .env("PACERELLE_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .spawn()
-        .expect("spawn");
-    let mut reader = BufReader::new(child.stdout.take().expect("stdout"));
-    let mut text = String::new();
-    while !text.trim_end().ends_with('}') {
-        assert!(
-            reader.read_line(&mut text).expect("read") > 0,
-            "serve exited: {text}"
-        );
-    }
-    let v: serde_json::Value = serde_json::from_str(&text).expect("json");
-    (Proc(child), v["relayUrl"].as_str().expect("url").to_string())
-}
+use common::{pacerelle, run, serve_with, stderr};
 
 #[test]
 fn a_send_beyond_the_quota_fails_with_a_line_naming_quota_exceeded() {

@@ -63,9 +63,15 @@ pub fn stderr(o: &Output) -> String {
 
 /// `pacerelle serve` on 127.0.0.1:0 with its database in `data`.
 pub fn serve(data: &Path) -> (Proc, String) {
+    serve_with(data, &[])
+}
+
+/// [`serve`] with more options.
+pub fn serve_with(data: &Path, extra: &[&str]) -> (Proc, String) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_pacerelle"))
         .args(["serve", "--json", "--listen", "127.0.0.1:0", "--data"])
         .arg(data)
+        .args(extra)
         .env("PACERELLE_LOG", "warn")
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
