@@ -2,42 +2,20 @@
 //! worth retrying at once, with the quota and its limit in the details.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use pacerelle_client::{AgentClient, DeviceClient, Error, ErrorKind, PairingOptions, QuestionRequest};
-use pacerelle_relay::{Config, Quotas, Relay};
-use tokio::sync::oneshot;
+use pacerelle_client::{Error, ErrorKind, QuestionRequest};
+use pacerelle_relay::Quotas;
+use pacerelle_test_support::TestRelay;
 
 /// A relay on 127.0.0.1:0 allowing 2 tasks not yet processed and 1 open question per agent.
-async fn small_relay(dir: &std::path::Path) -> (String, oneshot::Sender<()>) {
-    let relay = Relay::open(Config {
-        open_registration: true,
-        quotas: Quotas {
+async fn small_relay() -> TestRelay {
+    TestRelay::start_with(|config| {
+        config.quotas = Quotas {
             max_pending_tasks: 2,
             max_open_questions: 1,
             ..Quotas::default()
-        },
-        ..Config::new(dir.join("pacerelle.db"))
+        };
     })
     .await
-    .expect("the relay opens");
-    let listener = pacerelle_test_support::bind_on(0).await;
-    let addr = listener.local_addr().unwrap();
-    let (stop, stopped) = oneshot::channel::<()>();
-    tokio::spawn(relay.serve(listener, async move {
-        let _ = stopped.await;
-    }));
-    (format!("http://{addr}"), stop)
-}
-
-async fn agent_and_device(url: &str) -> (AgentClient, DeviceClient) {
-    let agent = AgentClient::register(url, "quota agent", None)
-        .await
-        .expect("register");
-    let link = agent
-        .create_pairing(PairingOptions::default())
-        .await
-        .expect("pairing");
-    let device = DeviceClient::join(&link.link, "quota phone").await.expect("join");
-    (agent, device)
 }
 
 #[track_caller]
@@ -57,9 +35,8 @@ fn assert_quota(e: &Error, quota: &str, limit: u64) {
 
 #[tokio::test]
 async fn a_send_beyond_the_pending_quota_is_quota_exceeded_until_the_agent_processes_one() {
-    let dir = tempfile::tempdir().unwrap();
-    let (url, _stop) = small_relay(dir.path()).await;
-    let (agent, device) = agent_and_device(&url).await;
+    let relay = small_relay().await;
+    let (agent, device) = relay.agent_and_device().await;
 
     let first = device.send("one", None).await.expect("first");
     device.send("two", None).await.expect("second");
@@ -74,9 +51,8 @@ async fn a_send_beyond_the_pending_quota_is_quota_exceeded_until_the_agent_proce
 
 #[tokio::test]
 async fn a_question_beyond_the_open_quota_is_quota_exceeded_until_one_is_cancelled() {
-    let dir = tempfile::tempdir().unwrap();
-    let (url, _stop) = small_relay(dir.path()).await;
-    let (agent, _device) = agent_and_device(&url).await;
+    let relay = small_relay().await;
+    let (agent, _device) = relay.agent_and_device().await;
 
     let asked = agent
         .ask_user(QuestionRequest::yes_no("deploy?"))

@@ -46,17 +46,29 @@ impl TestRelay {
     /// gave back).
     pub async fn start_in(dir: tempfile::TempDir) -> TestRelay {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        Self::serve(dir, listener).await
+        Self::serve(dir, listener, |_| {}).await
+    }
+
+    /// A relay on a free port with a new temporary folder, its configuration changed by `configure` first
+    /// (quotas, limits…).
+    pub async fn start_with(configure: impl FnOnce(&mut Config)) -> TestRelay {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        Self::serve(dir, listener, configure).await
     }
 
     /// A relay on a given port (to restart one where clients expect it). A port just released may not be
     /// free again at once: binding is tried for up to 5 s.
     pub async fn start_on(port: u16, dir: tempfile::TempDir) -> TestRelay {
-        Self::serve(dir, bind_on(port).await).await
+        Self::serve(dir, bind_on(port).await, |_| {}).await
     }
 
-    async fn serve(dir: tempfile::TempDir, listener: TcpListener) -> TestRelay {
-        let relay = Relay::open(Config {
+    async fn serve(
+        dir: tempfile::TempDir,
+        listener: TcpListener,
+        configure: impl FnOnce(&mut Config),
+    ) -> TestRelay {
+        let mut config = Config {
             database_path: dir.path().join("pacerelle.db"),
             open_registration: true,
             registration_secret: None,
@@ -64,9 +76,9 @@ impl TestRelay {
             // Push endpoints of tests are local push services on 127.0.0.1.
             allow_private_push_endpoints: true,
             ..Default::default()
-        })
-        .await
-        .expect("relay opens");
+        };
+        configure(&mut config);
+        let relay = Relay::open(config).await.expect("relay opens");
         let addr = listener.local_addr().expect("addr");
         let (stop, stopped) = oneshot::channel::<()>();
         let task = tokio::spawn(relay.serve(listener, async move {

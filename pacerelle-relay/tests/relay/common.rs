@@ -23,6 +23,19 @@ use tempfile::TempDir;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+/// `POST /v1/agent/messages/{id}/processed`, which must succeed.
+pub async fn processed(relay: &TestRelay, agent: &Agent, id: &str) -> pacerelle_core::wire::Processed {
+    relay
+        .call(
+            Method::POST,
+            &format!("/v1/agent/messages/{id}/processed"),
+            Some(&agent.bearer),
+            None,
+        )
+        .await
+        .ok()
+}
+
 /// A relay serving on a loopback port.
 pub struct TestRelay {
     pub base: String,

@@ -2,27 +2,16 @@ use std::time::Duration;
 
 use pacerelle_core::message::{ReplyPayload, reply_aad};
 use pacerelle_core::wire::{
-    CheckpointList, Conversation, DeviceEnvelope, ItemKind, MessageBatch, MessageState, Presence, Processed,
+    CheckpointList, Conversation, DeviceEnvelope, ItemKind, MessageBatch, MessageState, Presence,
     SaveCheckpoint, SendReply, Status, Stored, code,
 };
 use pacerelle_core::{Cursor, b64, envelope};
 use reqwest::{Method, StatusCode};
 
 use crate::common::{
-    Agent, Device, TestRelay, ids_of, pair, register, send_task, send_task_reply, start, wait_messages,
+    Agent, Device, TestRelay, ids_of, pair, processed, register, send_task, send_task_reply, start,
+    wait_messages,
 };
-
-async fn processed(relay: &TestRelay, agent: &Agent, id: &str) -> Processed {
-    relay
-        .call(
-            Method::POST,
-            &format!("/v1/agent/messages/{id}/processed"),
-            Some(&agent.bearer),
-            None,
-        )
-        .await
-        .ok()
-}
 
 fn sealed_reply(agent: &Agent, device: &Device, reply_id: &str, source: &str, text: &str) -> DeviceEnvelope {
     let payload = serde_json::to_vec(&ReplyPayload {

@@ -4,16 +4,16 @@
 
 use pacerelle_core::question::{Answer, Level, NotificationPayload, QuestionState, notification_aad};
 use pacerelle_core::wire::{
-    Conversation, DeviceEnvelope, MessageBatch, Processed, QuestionView, SendMessage, SendNotification,
-    Status, Stored, code,
+    Conversation, DeviceEnvelope, MessageBatch, QuestionView, SendMessage, SendNotification, Status, Stored,
+    code,
 };
 use pacerelle_core::{Cursor, envelope};
 use pacerelle_relay::{Config, Quotas};
 use reqwest::{Method, StatusCode};
 
 use crate::common::{
-    Agent, Device, Reply, TestRelay, answer, ask, db_path, eventually, pair, register, seal_question,
-    seal_task, send_task, send_task_reply, start_with, wait_messages, yes_no,
+    Agent, Device, Reply, TestRelay, answer, ask, db_path, eventually, pair, processed, register,
+    seal_question, seal_task, send_task, send_task_reply, start_with, wait_messages, yes_no,
 };
 
 const MAX_TASKS: u32 = 5;
@@ -58,18 +58,6 @@ async fn conversation_ids(relay: &TestRelay, device: &Device) -> Vec<String> {
         .await
         .ok();
     conversation.items.into_iter().map(|i| i.id).collect()
-}
-
-async fn processed(relay: &TestRelay, agent: &Agent, id: &str) -> Processed {
-    relay
-        .call(
-            Method::POST,
-            &format!("/v1/agent/messages/{id}/processed"),
-            Some(&agent.bearer),
-            None,
-        )
-        .await
-        .ok()
 }
 
 /// The ids of the tasks the agent is handed (all not yet processed).

@@ -11,8 +11,8 @@ use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
 use crate::common::{
-    Agent, Device, Reply, TestRelay, answer, ask, db_path, pair, register, send_task, start, start_with,
-    wait_messages,
+    Agent, Device, Reply, TestRelay, answer, ask, db_path, pair, processed, register, send_task, start,
+    start_with, wait_messages,
 };
 
 /// Far longer than a wake-up takes, far shorter than the 55 s the long-polls below park for: a call that
@@ -65,18 +65,6 @@ fn updates(items: &[ConversationItem]) -> Vec<(&str, ItemState)> {
         .collect()
 }
 
-async fn processed(relay: &TestRelay, agent: &Agent, message_id: &str) {
-    relay
-        .call(
-            Method::POST,
-            &format!("/v1/agent/messages/{message_id}/processed"),
-            Some(&agent.bearer),
-            None,
-        )
-        .await
-        .ok::<Value>();
-}
-
 async fn cancel(relay: &TestRelay, agent: &Agent, question_id: &str) -> Reply {
     relay
         .call(
@@ -119,7 +107,7 @@ async fn a_processed_task_wakes_its_sender_once_and_no_one_else_sees_it() {
     assert!(updates(&conversation(&relay, &phone, None, 0).await.items).is_empty());
 
     let tablet_head = head(&relay, &tablet).await;
-    let (woken, ()) = parked_until(&relay, &phone, sent.cursor, processed(&relay, &agent, "m1")).await;
+    let (woken, _) = parked_until(&relay, &phone, sent.cursor, processed(&relay, &agent, "m1")).await;
     assert_eq!(updates(&woken.items), [("m1", ItemState::Processed)]);
     let update = &woken.items[0];
     assert_eq!(update.subject_kind, Some(SubjectKind::Message));
