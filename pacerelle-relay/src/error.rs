@@ -53,40 +53,70 @@ pub enum Error {
 }
 
 /// A failure of the storage layer (the conflicts a caller can cause are returned as values, not as errors).
+///
+/// It keeps the backend's error as its source without naming the backend's type, so that the routes, and any
+/// other backend, do not depend on one database library.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The database is busy, full, or its file cannot be written: retrying later may work.
     #[error("storage unavailable: {0}")]
-    Unavailable(#[source] sqlx::Error),
+    Unavailable(#[source] BoxError),
     /// Anything else: a bug or a corrupt database.
     #[error("storage failure: {0}")]
-    Internal(#[source] sqlx::Error),
+    Internal(#[source] BoxError),
+}
+
+/// A backend's error, kept as the source of a [`StoreError`].
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+impl StoreError {
+    /// An internal failure described by `what` (a bug, or a row the code cannot read).
+    pub(crate) fn internal(what: impl Into<String>) -> Self {
+        StoreError::Internal(what.into().into())
+    }
+
+    /// An unavailable store described by `what` (closed, or too busy to take the write in time).
+    pub(crate) fn unavailable(what: impl Into<String>) -> Self {
+        StoreError::Unavailable(what.into().into())
+    }
+}
+
+/// SQLite primary result codes that mean "not now" rather than "never": busy, locked, out of memory, read-only,
+/// I/O error, disk full, cannot open.
+fn sqlite_transient(primary: i64) -> bool {
+    matches!(primary, 5 | 6 | 7 | 8 | 10 | 13 | 14)
 }
 
 impl From<sqlx::Error> for StoreError {
     fn from(e: sqlx::Error) -> Self {
-        // SQLite primary result codes that mean "not now" rather than "never".
-        const BUSY: i64 = 5;
-        const LOCKED: i64 = 6;
-        const NOMEM: i64 = 7;
-        const READONLY: i64 = 8;
-        const IOERR: i64 = 10;
-        const FULL: i64 = 13;
-        const CANTOPEN: i64 = 14;
-        match &e {
-            sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => {
-                StoreError::Unavailable(e)
+        let transient = match &e {
+            sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => true,
+            sqlx::Error::Database(db) => db
+                .code()
+                .and_then(|c| c.parse::<i64>().ok())
+                .is_some_and(|c| sqlite_transient(c & 0xff)),
+            _ => false,
+        };
+        if transient {
+            StoreError::Unavailable(Box::new(e))
+        } else {
+            StoreError::Internal(Box::new(e))
+        }
+    }
+}
+
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        let transient = match &e {
+            rusqlite::Error::SqliteFailure(failure, _) => {
+                sqlite_transient(i64::from(failure.extended_code & 0xff))
             }
-            sqlx::Error::Database(db) => {
-                let primary = db.code().and_then(|c| c.parse::<i64>().ok()).map(|c| c & 0xff);
-                match primary {
-                    Some(BUSY | LOCKED | NOMEM | READONLY | IOERR | FULL | CANTOPEN) => {
-                        StoreError::Unavailable(e)
-                    }
-                    _ => StoreError::Internal(e),
-                }
-            }
-            _ => StoreError::Internal(e),
+            _ => false,
+        };
+        if transient {
+            StoreError::Unavailable(Box::new(e))
+        } else {
+            StoreError::Internal(Box::new(e))
         }
     }
 }

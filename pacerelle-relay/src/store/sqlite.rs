@@ -1,9 +1,10 @@
-//! The SQLite backend (sqlx): WAL journal, `synchronous = FULL`, one writer connection, a small read pool.
+//! The SQLite backend: WAL journal, `synchronous = FULL`, one writer connection, a small read pool.
 //!
-//! Every write goes through [`SqliteStore::write`]: one writer task owns the single write connection and runs
-//! the writes waiting for it in one transaction with one synced commit (group commit, [`writer`]), so they
-//! queue in the relay instead of meeting `SQLITE_BUSY` and share the cost of the `fsync`. Reads use up to
-//! [`READERS`] read-only connections, which WAL lets run beside the writer.
+//! Every write goes through [`SqliteStore::write`]: one writer thread owns the write connection (`rusqlite`,
+//! plain calls with cached prepared statements) and runs the writes waiting for it in one transaction with one
+//! synced commit (group commit, [`writer`]), so they queue in the relay instead of meeting `SQLITE_BUSY` and
+//! share the cost of the `fsync`. Reads use up to [`READERS`] read-only sqlx connections, which WAL lets run
+//! beside the writer; sqlx also runs the migrations when the store opens.
 //! `docs/adr/0001-sqlite-durability.md` explains why every commit is synced and how batching keeps that.
 
 use std::path::Path;
@@ -36,10 +37,12 @@ mod sweep;
 pub(crate) mod updates;
 mod webhooks;
 mod writer;
+mod writer_sqlx;
 
 pub(crate) use roster::RosterPut;
 pub(crate) use webhooks::Target;
-pub(crate) use writer::BoxFuture;
+pub(crate) use writer::WriterCounts;
+pub(crate) use writer_sqlx::BoxFuture;
 
 type Result<T, E = StoreError> = std::result::Result<T, E>;
 
@@ -55,11 +58,11 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!();
 /// The SQLite store. Cheap to clone (pools and the writer are reference-counted).
 #[derive(Debug, Clone)]
 pub(crate) struct SqliteStore {
-    /// The single write connection; only the writer task uses it once the store is open (and tests, for
-    /// fixtures).
+    /// The sqlx write connection: migrations, and the writes not yet moved to [`writer`].
     write: SqlitePool,
     read: SqlitePool,
     writer: Arc<writer::Writer>,
+    old_writer: Arc<writer_sqlx::Writer>,
     /// Seals the webhook secrets stored and opens them for the deliverer ([`webhooks`]).
     key: Arc<WebhookKey>,
     /// The principals found recently ([`principals`]): credentials from memory.
@@ -82,8 +85,8 @@ fn role(text: &str) -> Result<Role> {
     match text {
         "owner" => Ok(Role::Owner),
         "user" => Ok(Role::User),
-        other => Err(StoreError::Internal(sqlx::Error::Decode(
-            format!("unknown role {other:?} in the database").into(),
+        other => Err(StoreError::internal(format!(
+            "unknown role {other:?} in the database"
         ))),
     }
 }
@@ -134,13 +137,15 @@ impl SqliteStore {
             .connect_with(base.read_only(true))
             .await
             .map_err(open_err)?;
-        let writer = writer::Writer::start(write.clone(), max_batch_work)
-            .map_err(|e| StoreError::Unavailable(sqlx::Error::Io(e)))?;
-        let writer = Arc::new(writer);
+        let old_writer = writer_sqlx::Writer::start(write.clone(), max_batch_work)
+            .map_err(|e| StoreError::Unavailable(Box::new(e)))?;
+        let old_writer = Arc::new(old_writer);
+        let writer = Arc::new(writer::Writer::start(path, BUSY_TIMEOUT, max_batch_work)?);
         Ok(SqliteStore {
             write,
             read,
             writer,
+            old_writer,
             key,
             principals: Default::default(),
         })
@@ -149,16 +154,45 @@ impl SqliteStore {
     /// Runs `f` in a write transaction and returns its result once that transaction is committed — synced to
     /// disk — or its error.
     ///
-    /// `f` runs on the writer task, inside a `BEGIN IMMEDIATE` transaction that it may share with other
+    /// `f` runs on the writer thread, inside a `BEGIN IMMEDIATE` transaction that it may share with other
+    /// writes (group commit, [`writer`]): in a savepoint of its own, after the writes queued before it, whose
+    /// changes it sees. It must not commit or roll back, and should take its statements from the connection's
+    /// cache (`prepare_cached`). When `f` fails, its changes are rolled back and its error returned; when the
+    /// shared commit fails, every write of the batch gets the error.
+    pub(crate) async fn write<T, F>(&self, f: F) -> Result<T>
+    where
+        F: FnOnce(&rusqlite::Connection) -> Result<T> + Send + 'static,
+        T: Send + 'static,
+    {
+        self.writer.write(f, ACQUIRE_TIMEOUT).await
+    }
+
+    /// Queues a write that nobody waits for: it rides in the next batch (bookkeeping that must not add a synced
+    /// commit to a request's latency). A failure is only logged; `false` when it could not be queued.
+    pub(crate) fn write_detached<F>(&self, f: F) -> bool
+    where
+        F: FnOnce(&rusqlite::Connection) -> Result<()> + Send + 'static,
+    {
+        self.writer.write_detached(f)
+    }
+
+    /// What the writer has done since the store opened.
+    pub(crate) fn writer_counts(&self) -> Arc<WriterCounts> {
+        self.writer.counts().clone()
+    }
+
+    /// The write path of the writes not yet moved to [`SqliteStore::write`] (sqlx, async closures).
+    ///
+    /// `f` runs on the old writer task, inside a `BEGIN IMMEDIATE` transaction that it may share with other
     /// writes (group commit, [`writer`]): in a savepoint of its own, after the writes queued before it, whose
     /// changes it sees. It must not commit or roll back. When `f` fails, its changes are rolled back and its
     /// error returned; when the shared commit fails, every write of the batch gets the error.
-    pub(crate) async fn write<T, F>(&self, f: F) -> Result<T>
+    pub(crate) async fn write_async<T, F>(&self, f: F) -> Result<T>
     where
         F: for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, Result<T>> + Send + 'static,
         T: Send + 'static,
     {
-        self.writer.write(f, ACQUIRE_TIMEOUT).await
+        self.old_writer.write(f, ACQUIRE_TIMEOUT).await
     }
 
     /// Whether the database answers a read and holds every migration this relay knows (`GET /readyz`).
@@ -176,6 +210,7 @@ impl SqliteStore {
     /// connections in use to be returned.
     pub(crate) async fn close(&self) {
         self.writer.close().await;
+        self.old_writer.close().await;
         self.read.close().await;
         self.write.close().await;
     }
@@ -225,18 +260,10 @@ mod tests {
         // Asked of the write connection itself, through the writer.
         let (mode, sync, fk): (String, i64, i64) = store
             .write(|conn| {
-                Box::pin(async move {
-                    let mode = sqlx::query_scalar("PRAGMA journal_mode")
-                        .fetch_one(&mut *conn)
-                        .await?;
-                    let sync = sqlx::query_scalar("PRAGMA synchronous")
-                        .fetch_one(&mut *conn)
-                        .await?;
-                    let fk = sqlx::query_scalar("PRAGMA foreign_keys")
-                        .fetch_one(&mut *conn)
-                        .await?;
-                    Ok((mode, sync, fk))
-                })
+                let mode = conn.query_row("PRAGMA journal_mode", [], |r| r.get(0))?;
+                let sync = conn.query_row("PRAGMA synchronous", [], |r| r.get(0))?;
+                let fk = conn.query_row("PRAGMA foreign_keys", [], |r| r.get(0))?;
+                Ok((mode, sync, fk))
             })
             .await
             .expect("pragmas");

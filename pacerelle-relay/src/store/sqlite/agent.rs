@@ -17,7 +17,7 @@ impl SqliteStore {
         now: Timestamp,
     ) -> Result<Registered> {
         let (agent_id, name, auth_hash) = (agent_id.to_string(), name.to_string(), *auth_hash);
-        self.write(move |conn| {
+        self.write_async(move |conn| {
             Box::pin(async move {
                 let existing: Option<(String, Vec<u8>, i64)> =
                     sqlx::query_as("SELECT name, auth_hash, created_at FROM agents WHERE agent_id = ?1")

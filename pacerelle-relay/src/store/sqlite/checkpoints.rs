@@ -17,7 +17,7 @@ impl SqliteStore {
         let agent_id = agent_id.to_string();
         let checkpoint_id = checkpoint_id.to_string();
         let envelope = envelope.to_string();
-        self.write(move |conn| {
+        self.write_async(move |conn| {
             Box::pin(async move {
                 let existing: Option<(i64, i64)> = sqlx::query_as(
                     "SELECT seq, created_at FROM items

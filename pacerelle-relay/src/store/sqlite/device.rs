@@ -53,7 +53,7 @@ impl SqliteStore {
         let changed = device_id.to_string();
         let (agent_id, device_id) = (agent_id.to_string(), device_id.to_string());
         let written: Result<Option<DeviceRow>> = self
-            .write(move |conn| {
+            .write_async(move |conn| {
                 Box::pin(async move {
                     super::push::drop_device(conn, &agent_id, &device_id).await?;
                     Ok(sqlx::query_as(

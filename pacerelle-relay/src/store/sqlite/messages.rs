@@ -56,7 +56,7 @@ impl SqliteStore {
         let device_id = device_id.to_string();
         let message_id = message_id.to_string();
         let envelope = envelope.to_string();
-        self.write(move |conn| {
+        self.write_async(move |conn| {
             Box::pin(async move {
                 let existing: Option<(i64, Option<String>, i64)> = sqlx::query_as(
                     "SELECT seq, device_id, created_at FROM items
@@ -135,7 +135,7 @@ impl SqliteStore {
         type Row = (i64, String, String, String, String, i64, Option<i64>);
         let agent_id = agent_id.to_string();
         let (rows, next) = self
-            .write(move |conn| {
+            .write_async(move |conn| {
                 Box::pin(async move {
                     let head: i64 =
                         sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM items WHERE agent_id = ?1")
@@ -223,7 +223,7 @@ impl SqliteStore {
             Some(None) => {}
         }
         let (agent_id, message_id) = (agent_id.to_string(), message_id.to_string());
-        self.write(move |conn| {
+        self.write_async(move |conn| {
             Box::pin(async move {
                 // Only the first acknowledgement sets it; a concurrent one finds it set and changes nothing.
                 let first: Option<i64> = sqlx::query_scalar(
@@ -271,7 +271,7 @@ impl SqliteStore {
         let reply_id = reply_id.to_string();
         let source_message_id = source_message_id.to_string();
         let envelopes = envelopes.to_vec();
-        self.write(move |conn| {
+        self.write_async(move |conn| {
             Box::pin(async move {
                 let existing: Option<(i64, Option<String>, i64)> = sqlx::query_as(
                     "SELECT seq, source_message_id, created_at FROM items
@@ -489,7 +489,7 @@ mod tests {
     /// The agent's tasks not yet processed, as the quota reads them (the counters) and by scanning them all.
     async fn pending_both_ways(store: &SqliteStore, agent_id: &'static str) -> (i64, i64) {
         let counted = store
-            .write(move |conn| Box::pin(async move { pending_tasks(conn, agent_id).await }))
+            .write_async(move |conn| Box::pin(async move { pending_tasks(conn, agent_id).await }))
             .await
             .expect("counted");
         let scanned: i64 = sqlx::query_scalar(
@@ -504,7 +504,7 @@ mod tests {
 
     async fn device(store: &SqliteStore, agent_id: &'static str, device_id: &'static str) {
         store
-            .write(move |conn| {
+            .write_async(move |conn| {
                 Box::pin(async move {
                     sqlx::query(
                         "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)

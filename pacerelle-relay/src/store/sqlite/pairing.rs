@@ -14,7 +14,7 @@ impl SqliteStore {
         let label = p.label.map(str::to_string);
         let offer = p.offer.to_string();
         let (role, claim_hash, expires_at, now) = (p.role, p.claim_hash, p.expires_at, p.now);
-        self.write(move |conn| {
+        self.write_async(move |conn| {
             Box::pin(async move {
                 let existing: Option<(String, String, i64, Option<i64>)> = sqlx::query_as(
                     "SELECT agent_id, device_id, expires_at, claimed_at FROM pairings WHERE pairing_id = ?1",
@@ -101,7 +101,7 @@ impl SqliteStore {
         now: Timestamp,
     ) -> Result<Claim> {
         let (pairing_id, proof_hash, name) = (pairing_id.to_string(), *proof_hash, name.to_string());
-        self.write(move |conn| {
+        self.write_async(move |conn| {
             Box::pin(async move {
                 type Row = (String, String, Option<String>, String, Vec<u8>, i64, Option<i64>);
                 let row: Option<Row> = sqlx::query_as(

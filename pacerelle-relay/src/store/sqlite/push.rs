@@ -157,7 +157,7 @@ impl SqliteStore {
         let (agent_id, device_id, endpoint) =
             (agent_id.to_string(), device_id.to_string(), endpoint.to_string());
         let (p256dh, auth) = (p256dh.to_vec(), auth.to_vec());
-        self.write(move |conn| {
+        self.write_async(move |conn| {
             Box::pin(async move {
                 let existing: Option<(String, i64)> = sqlx::query_as(
                     "SELECT device_id, created_at FROM push_subscriptions WHERE endpoint = ?1",
@@ -216,7 +216,7 @@ impl SqliteStore {
     /// Removes a subscription of this device (nothing when it has none with this endpoint).
     pub(crate) async fn delete_push_subscription(&self, device_id: &str, endpoint: &str) -> Result<bool> {
         let (device_id, endpoint) = (device_id.to_string(), endpoint.to_string());
-        self.write(move |conn| {
+        self.write_async(move |conn| {
             Box::pin(async move {
                 let done =
                     sqlx::query("DELETE FROM push_subscriptions WHERE device_id = ?1 AND endpoint = ?2")
@@ -297,7 +297,7 @@ impl SqliteStore {
 
     /// Removes a push from the outbox: delivered (never sent again), expired, or given up.
     pub(crate) async fn push_done(&self, push_id: i64) -> Result<()> {
-        self.write(move |conn| {
+        self.write_async(move |conn| {
             Box::pin(async move {
                 sqlx::query("DELETE FROM push_outbox WHERE push_id = ?1")
                     .bind(push_id)
@@ -318,7 +318,7 @@ impl SqliteStore {
         next: Timestamp,
     ) -> Result<()> {
         let error = error.to_string();
-        self.write(move |conn| {
+        self.write_async(move |conn| {
             Box::pin(async move {
                 sqlx::query(
                     "UPDATE push_outbox SET attempts = attempts + 1, last_status = ?2, last_error = ?3,
@@ -339,7 +339,7 @@ impl SqliteStore {
 
     /// Deletes a subscription the push service says is gone (404, 410), with its queued pushes.
     pub(crate) async fn push_subscription_gone(&self, subscription_id: i64) -> Result<()> {
-        self.write(move |conn| {
+        self.write_async(move |conn| {
             Box::pin(async move {
                 sqlx::query("DELETE FROM push_subscriptions WHERE subscription_id = ?1")
                     .bind(subscription_id)
@@ -384,7 +384,7 @@ mod tests {
     async fn items_queue_one_push_per_subscription_of_their_active_recipients_and_revocation_drops_them() {
         let (store, _dir) = store().await;
         store
-            .write(|conn| {
+            .write_async(|conn| {
                 Box::pin(async move {
                     sqlx::query(
                         "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)

@@ -47,7 +47,7 @@ macro_rules! effective_state {
 }
 
 fn corrupt(what: String) -> StoreError {
-    StoreError::Internal(sqlx::Error::Decode(what.into()))
+    StoreError::internal(what)
 }
 
 fn kind_of(text: &str) -> Result<QuestionKind> {
@@ -289,7 +289,7 @@ impl SqliteStore {
         let self_envelope = q.self_envelope.to_string();
         let envelopes = q.envelopes.to_vec();
         let (kind, expires_at) = (q.kind, q.expires_at);
-        self.write(move |conn| {
+        self.write_async(move |conn| {
             Box::pin(async move {
                 if let Some(row) = row_of(conn, &agent_id, &question_id).await? {
                     return Ok(QuestionPut::Item(Box::new(ItemPut::Stored(
@@ -365,7 +365,7 @@ impl SqliteStore {
         let answer_envelope = answer_envelope.to_string();
         let answer_copy = answer_copy.map(str::to_string);
         // A refusal writes nothing: its savepoint is released empty, as the transaction used to be dropped.
-        self.write(move |conn| {
+        self.write_async(move |conn| {
             Box::pin(async move {
                 let mut effects = Effects::default();
                 let Some(row) = row_of(conn, &agent_id, &question_id).await? else {
@@ -441,7 +441,7 @@ impl SqliteStore {
     ) -> Result<(Transition<QuestionView>, Effects)> {
         let (agent_id, question_id) = (agent_id.to_string(), question_id.to_string());
         // A refusal or a second cancel writes nothing: its savepoint is released empty.
-        self.write(move |conn| {
+        self.write_async(move |conn| {
             Box::pin(async move {
                 let mut effects = Effects::default();
                 let Some(row) = row_of(conn, &agent_id, &question_id).await? else {
@@ -584,7 +584,7 @@ impl SqliteStore {
         if !due {
             return Ok(pass);
         }
-        self.write(move |conn| {
+        self.write_async(move |conn| {
             Box::pin(async move {
                 let seqs: Vec<i64> = sqlx::query_scalar(
                     "SELECT item_seq FROM questions WHERE state = 'pending' AND expires_at <= ?1
@@ -623,7 +623,7 @@ impl SqliteStore {
     ) -> Result<ItemPut<Stored>> {
         let (agent_id, notification_id) = (agent_id.to_string(), notification_id.to_string());
         let envelopes = envelopes.to_vec();
-        self.write(move |conn| {
+        self.write_async(move |conn| {
             Box::pin(async move {
                 let existing: Option<(i64, i64)> = sqlx::query_as(
                     "SELECT seq, created_at FROM items
@@ -722,7 +722,7 @@ mod tests {
             .expect("stored");
         assert!(matches!(registered, Registered::Created(_)));
         store
-            .write(|conn| {
+            .write_async(|conn| {
                 Box::pin(async move {
                     sqlx::query(
                         "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)

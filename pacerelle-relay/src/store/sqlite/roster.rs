@@ -52,7 +52,7 @@ impl SqliteStore {
             i64::try_from(previous).unwrap_or(i64::MAX),
             i64::try_from(version).unwrap_or(i64::MAX),
         );
-        self.write(move |conn| {
+        self.write_async(move |conn| {
             Box::pin(async move {
                 let current: i64 = sqlx::query_scalar(
                     "SELECT COALESCE((SELECT version FROM rosters WHERE agent_id = ?1), 0)",

@@ -49,7 +49,7 @@ impl SqliteStore {
         now: Timestamp,
     ) -> Result<SessionOpened> {
         let (agent_id, session_id, host) = (agent_id.to_string(), session_id.to_string(), host.to_string());
-        self.write(move |conn| {
+        self.write_async(move |conn| {
             Box::pin(async move {
                 let open: Option<(String, String, i64, i64)> = sqlx::query_as(
                     "SELECT session_id, host, since, last_heartbeat_at FROM sessions
@@ -122,7 +122,7 @@ impl SqliteStore {
         }
         let (owner, session) = (agent_id.to_string(), session_id.to_string());
         let renewed = self
-            .write(move |conn| {
+            .write_async(move |conn| {
                 Box::pin(async move {
                     Ok(sqlx::query(
                         "UPDATE sessions SET last_heartbeat_at = ?3
@@ -159,7 +159,7 @@ impl SqliteStore {
     ) -> Result<Option<SessionInfo>> {
         let (owner, session) = (agent_id.to_string(), session_id.to_string());
         let row: Option<(String, i64, i64)> = self
-            .write(move |conn| {
+            .write_async(move |conn| {
                 Box::pin(async move {
                     Ok(sqlx::query_as(
                         "UPDATE sessions SET ended_at = COALESCE(ended_at, MIN(?3, last_heartbeat_at + ?4))

@@ -76,7 +76,7 @@ mod tests {
     async fn the_counted_status_agrees_with_a_full_scan_as_tasks_move() {
         let (store, _dir) = store().await;
         store
-            .write(|conn| {
+            .write_async(|conn| {
                 Box::pin(async move {
                     sqlx::query(
                         "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
@@ -111,7 +111,7 @@ mod tests {
             .expect("found");
         agrees(&store).await;
         store
-            .write(|conn| {
+            .write_async(|conn| {
                 Box::pin(async move {
                     sqlx::query(
                         "UPDATE items SET delivered_at = 2000 + seq WHERE agent_id = 'ag_1' AND item_id IN ('m1', 'm2', 'm3')",

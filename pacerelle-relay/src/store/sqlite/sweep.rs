@@ -12,7 +12,7 @@ impl SqliteStore {
     /// Drops the ciphertext of expired offers, forgets old tombstones, ends sessions whose lease lapsed.
     pub(crate) async fn sweep(&self, now: Timestamp) -> Result<()> {
         let now = now.millis();
-        self.write(move |conn| {
+        self.write_async(move |conn| {
             Box::pin(async move {
                 sqlx::query(
                     "UPDATE pairings SET offer = NULL

@@ -175,7 +175,7 @@ mod tests {
 
     async fn insert(store: &SqliteStore, seq: i64, state: ItemState) -> Option<NewUpdate> {
         store
-            .write(move |conn| {
+            .write_async(move |conn| {
                 Box::pin(async move { insert_update(conn, "ag_1", seq, state, Timestamp(T0)).await })
             })
             .await
@@ -186,7 +186,7 @@ mod tests {
     async fn one_update_per_subject_and_state_and_only_those_that_make_sense() {
         let (store, _dir) = store().await;
         store
-            .write(|conn| {
+            .write_async(|conn| {
                 Box::pin(async move {
                     sqlx::query(
                         "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)

@@ -32,9 +32,7 @@ pub(crate) enum Target {
 }
 
 fn seal_error() -> StoreError {
-    StoreError::Internal(sqlx::Error::Encode(
-        "cannot seal the webhook secret (system random generator)".into(),
-    ))
+    StoreError::internal("cannot seal the webhook secret (system random generator)")
 }
 
 /// At start, on the write connection, before the readers and the writer exist: seals every secret stored in
@@ -101,7 +99,7 @@ pub(crate) const DROPPED: &str = "dropped:";
 
 /// The busy keys as the JSON array that `json_each` reads in the due queries.
 pub(super) fn json_keys<K: serde::Serialize>(keys: &[K]) -> Result<String> {
-    serde_json::to_string(keys).map_err(|e| StoreError::Internal(sqlx::Error::Encode(Box::new(e))))
+    serde_json::to_string(keys).map_err(|e| StoreError::Internal(Box::new(e)))
 }
 
 /// Fails the agent's oldest pending events beyond the outbox cap (the row of `webhook_outbox_cap`), as
@@ -168,7 +166,7 @@ pub(super) async fn queue_event(
         question,
     };
     let body =
-        serde_json::to_string(&event).map_err(|e| StoreError::Internal(sqlx::Error::Encode(Box::new(e))))?;
+        serde_json::to_string(&event).map_err(|e| StoreError::Internal(Box::new(e)))?;
     let queued = sqlx::query(
         "INSERT OR IGNORE INTO webhook_events
              (event_id, agent_id, event_type, question_seq, question_id, body, state, created_at, next_attempt_at)
@@ -242,7 +240,7 @@ impl SqliteStore {
     ) -> Result<WebhookInfo> {
         let sealed = self.key.seal(agent_id, secret).map_err(|_| seal_error())?;
         let (agent_id, stored_url) = (agent_id.to_string(), url.to_string());
-        self.write(move |conn| {
+        self.write_async(move |conn| {
             Box::pin(async move {
                 sqlx::query(
                     "INSERT INTO webhooks (agent_id, url, sealed_secret, updated_at) VALUES (?1, ?2, ?3, ?4)
@@ -282,7 +280,7 @@ impl SqliteStore {
     /// Removes the agent's webhook; its events still pending are failed (they have nowhere to go).
     pub(crate) async fn delete_webhook(&self, agent_id: &str) -> Result<WebhookInfo> {
         let agent_id = agent_id.to_string();
-        self.write(move |conn| {
+        self.write_async(move |conn| {
             Box::pin(async move {
                 sqlx::query("DELETE FROM webhooks WHERE agent_id = ?1")
                     .bind(&agent_id)
@@ -395,7 +393,7 @@ impl SqliteStore {
     /// opens, before it serves; the next event queued for an agent above the cap drops its oldest.
     pub(crate) async fn set_max_pending_events(&self, cap: u32) -> Result<()> {
         let cap = i64::from(cap.max(1));
-        self.write(move |conn| {
+        self.write_async(move |conn| {
             Box::pin(async move {
                 sqlx::query("UPDATE webhook_outbox_cap SET max_pending = ?1")
                     .bind(cap)
@@ -411,7 +409,7 @@ impl SqliteStore {
     /// while its attempt was in flight is recorded as delivered too: the receiver has it.
     pub(crate) async fn event_delivered(&self, event_id: &str, status: u16, now: Timestamp) -> Result<()> {
         let event_id = event_id.to_string();
-        self.write(move |conn| {
+        self.write_async(move |conn| {
             Box::pin(async move {
                 sqlx::query(
                     "UPDATE webhook_events
@@ -441,7 +439,7 @@ impl SqliteStore {
         next: Option<Timestamp>,
     ) -> Result<()> {
         let (event_id, error) = (event_id.to_string(), error.to_string());
-        self.write(move |conn| {
+        self.write_async(move |conn| {
             Box::pin(async move {
                 sqlx::query(
                     "UPDATE webhook_events
@@ -573,7 +571,7 @@ mod tests {
             .await
             .expect("set");
         store
-            .write(|conn| {
+            .write_async(|conn| {
                 Box::pin(async move {
                     for sql in [
                         "INSERT INTO items (agent_id, kind, item_id, envelope, created_at)
@@ -641,7 +639,7 @@ mod tests {
     async fn queue(store: &SqliteStore, agent: &'static str, question: &str, at: i64) -> bool {
         let question = question.to_string();
         store
-            .write(move |conn| {
+            .write_async(move |conn| {
                 Box::pin(async move {
                     let seq = sqlx::query(
                         "INSERT INTO items (agent_id, kind, item_id, envelope, created_at)

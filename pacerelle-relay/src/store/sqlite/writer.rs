@@ -1,48 +1,50 @@
-//! Group commit: every write transaction goes through one writer task, which runs the writes waiting for it
-//! in one transaction and syncs once for all of them.
+//! Group commit in one thread: every write transaction runs on the writer's own SQLite connection, in a thread
+//! of its own, and the writes waiting for it share one transaction and one synced commit.
+//!
+//! A write is a plain closure over a [`rusqlite::Connection`]: its statements are calls on that connection,
+//! with prepared statements cached on it (`prepare_cached`), so a write costs no hop between threads and no
+//! task wake-up until it is answered.
 //!
 //! The writer takes the first waiting write, opens `BEGIN IMMEDIATE` and runs it. Then, while writes are
 //! **already** waiting (it never waits to fill a batch, so a lone write pays nothing extra), it runs each in
 //! its own `SAVEPOINT`, released when the write succeeds and rolled back when it fails, so that one write's
-//! failure undoes only itself — until [`MAX_BATCH`] writes or [`MAX_BATCH_WORK`] of work. Then `COMMIT`: one
-//! `fsync` of the WAL for the whole batch (`synchronous = FULL`). Only then is each write answered, so an
-//! acknowledgement still means "on disk" (ADR 0001). When the commit fails, every write of the batch gets the
-//! error; none of them is on disk.
+//! failure undoes only itself — until [`MAX_BATCH`] writes. The batch thus grows with the queue: under load,
+//! as many writes as arrived while the last commit was syncing. [`MAX_BATCH_WORK`] is a backstop for writes
+//! that are each slow (large envelopes), not a cut that ordinary writes reach. Then `COMMIT`: one `fsync` of
+//! the WAL for the whole batch (`synchronous = FULL`). Only then is each write answered, so an acknowledgement
+//! still means "on disk" (ADR 0001). When the commit fails, every write of the batch gets the error; none of
+//! them is on disk.
 //!
 //! Writes run one after the other on one connection, so each one sees what the writes before it in the same
 //! batch did, exactly as if they had been committed one by one: outcomes such as "already stored" stay true.
 
-use std::future::Future;
 use std::panic::AssertUnwindSafe;
-use std::pin::Pin;
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
-use sqlx::pool::PoolConnection;
-use sqlx::{Sqlite, SqliteConnection, SqlitePool};
+use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{mpsc, oneshot};
 
 use super::Result;
 use crate::error::StoreError;
 
-/// A boxed future that may borrow for `'a` (the writer's connection).
-pub(crate) type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
 /// At most this many writes share one commit.
-pub(super) const MAX_BATCH: usize = 256;
-/// No write joins a batch that has already run this long: the first write of a batch waits for the others'
-/// work before its commit, so this bounds what batching adds to its latency.
-pub(super) const MAX_BATCH_WORK: Duration = Duration::from_millis(4);
+pub(super) const MAX_BATCH: usize = 1024;
+/// No write joins a batch that has already run this long. Ordinary writes take tens of microseconds, so a
+/// full batch stays far below it; it bounds what a run of slow writes adds to the first one's latency.
+pub(super) const MAX_BATCH_WORK: Duration = Duration::from_millis(50);
 /// Writes queued for the writer at most; more callers wait for room (and give up after the acquire timeout).
 const QUEUE: usize = 4096;
+/// Prepared statements kept on the writer's connection.
+const STATEMENT_CACHE: usize = 128;
 
 /// One write as the writer sees it: its closure, type-erased, and the channel of its caller.
 trait Write: Send {
     /// Runs the write on `conn` (once). Its result is kept for [`Write::answer`]; returned here is only whether
     /// it succeeded, with a copy of its error when it did not.
-    fn run<'a>(&'a mut self, conn: &'a mut SqliteConnection) -> BoxFuture<'a, Result<()>>;
+    fn run(&mut self, conn: &Connection) -> Result<()>;
 
     /// Answers the caller once the batch's fate is known: its own error if it failed (or never ran because
     /// the batch could not start), else the batch's error if the commit failed, else its result.
@@ -52,27 +54,26 @@ trait Write: Send {
 struct Pending<T, F> {
     f: Option<F>,
     result: Option<Result<T>>,
-    reply: oneshot::Sender<Result<T>>,
+    reply: Option<oneshot::Sender<Result<T>>>,
 }
 
 impl<T, F> Write for Pending<T, F>
 where
-    F: for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, Result<T>> + Send + 'static,
+    F: FnOnce(&Connection) -> Result<T> + Send + 'static,
     T: Send + 'static,
 {
-    fn run<'a>(&'a mut self, conn: &'a mut SqliteConnection) -> BoxFuture<'a, Result<()>> {
-        Box::pin(async move {
-            let Some(f) = self.f.take() else {
-                return Err(internal("a write ran twice"));
-            };
-            let result = f(conn).await;
-            let ran = match &result {
-                Ok(_) => Ok(()),
-                Err(e) => Err(copy(e)),
-            };
-            self.result = Some(result);
-            ran
-        })
+    fn run(&mut self, conn: &Connection) -> Result<()> {
+        let Some(f) = self.f.take() else {
+            return Err(StoreError::internal("a write ran twice"));
+        };
+        let result = std::panic::catch_unwind(AssertUnwindSafe(|| f(conn)))
+            .unwrap_or_else(|_| Err(StoreError::internal("a write panicked")));
+        let ran = match &result {
+            Ok(_) => Ok(()),
+            Err(e) => Err(copy(e)),
+        };
+        self.result = Some(result);
+        ran
     }
 
     fn answer(self: Box<Self>, batch: Result<()>) {
@@ -80,122 +81,142 @@ where
             (Some(Err(e)), _) => Err(e),
             (Some(Ok(value)), Ok(())) => Ok(value),
             (Some(Ok(_)), Err(e)) => Err(e),
-            // It never ran (the transaction could not start), or it panicked.
+            // It never ran (the transaction could not start).
             (None, Err(e)) => Err(e),
-            (None, Ok(())) => Err(internal("the write did not complete")),
+            (None, Ok(())) => Err(StoreError::internal("the write did not complete")),
         };
-        // The caller may have gone (its request was dropped): nobody to tell.
-        let _ = self.reply.send(answer);
+        match (self.reply, answer) {
+            // The caller may have gone (its request was dropped): nobody to tell.
+            (Some(reply), answer) => {
+                let _ = reply.send(answer);
+            }
+            // A detached write: nobody waits, the failure is only logged.
+            (None, Err(e)) => tracing::warn!(error = %e, "a detached write failed"),
+            (None, Ok(_)) => {}
+        }
     }
 }
 
-/// A copy of a storage error for another write of the same batch (`sqlx::Error` is not `Clone`); it keeps the
+/// A copy of a storage error for another write of the same batch (the sources are not `Clone`); it keeps the
 /// kind (unavailable or internal) and the message.
 fn copy(e: &StoreError) -> StoreError {
     match e {
-        StoreError::Unavailable(cause) => {
-            StoreError::Unavailable(sqlx::Error::Io(std::io::Error::other(cause.to_string())))
-        }
-        StoreError::Internal(cause) => StoreError::Internal(sqlx::Error::Protocol(cause.to_string())),
+        StoreError::Unavailable(cause) => StoreError::unavailable(cause.to_string()),
+        StoreError::Internal(cause) => StoreError::internal(cause.to_string()),
     }
 }
 
-fn internal(what: &str) -> StoreError {
-    StoreError::Internal(sqlx::Error::Protocol(what.to_string()))
-}
-
 fn closed() -> StoreError {
-    StoreError::Unavailable(sqlx::Error::PoolClosed)
+    StoreError::unavailable("the store is closed")
 }
 
-/// The handle on the writer task, shared by every clone of the store.
+/// What the writer has done since the relay started, for `GET /metrics` and the tests.
+#[derive(Debug, Default)]
+pub(crate) struct WriterCounts {
+    /// Transactions committed (one synced commit each; a batch whose writes all failed commits nothing).
+    pub commits: AtomicU64,
+    /// Writes run, whatever their outcome.
+    pub writes: AtomicU64,
+}
+
+/// The handle on the writer thread, shared by every clone of the store.
 #[derive(Debug)]
 pub(super) struct Writer {
     /// `None` once the store is closing: new writes are refused, queued ones still run.
     queue: Mutex<Option<mpsc::Sender<Box<dyn Write>>>>,
     /// Fires when the writer's thread has finished.
     stopped: Mutex<Option<oneshot::Receiver<()>>>,
-    /// Transactions committed (a batch that wrote nothing commits too), for tests.
-    #[cfg(test)]
-    commits: Arc<AtomicU64>,
+    counts: Arc<WriterCounts>,
 }
 
 impl Writer {
-    /// Starts the writer task on `pool` (the single write connection); no write joins a batch that has run
-    /// for `max_work` ([`MAX_BATCH_WORK`] but in tests).
-    ///
-    /// The task runs on a thread of its own, in a single-threaded runtime. Every write is several round trips
-    /// to SQLite's connection thread, and each answer wakes the writer from outside the relay's runtime: there
-    /// it would wait in the runtime's shared queue behind the request handlers — under load, most of a
-    /// write's time. On its own thread it runs as soon as it is woken.
-    pub(super) fn start(pool: SqlitePool, max_work: Duration) -> std::io::Result<Writer> {
+    /// Opens the write connection on the database at `path` (already created and migrated, in WAL mode) and
+    /// starts the writer thread; no write joins a batch that has run for `max_work` ([`MAX_BATCH_WORK`] but in
+    /// tests).
+    pub(super) fn start(path: &Path, busy_timeout: Duration, max_work: Duration) -> Result<Writer> {
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.busy_timeout(busy_timeout)?;
+        // `synchronous = FULL`: every commit syncs the WAL (ADR 0001). The journal mode is the file's, WAL.
+        conn.execute_batch("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON;")?;
+        conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
         let (tx, rx) = mpsc::channel(QUEUE);
-        let commits = Arc::new(AtomicU64::new(0));
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
+        let counts = Arc::new(WriterCounts::default());
         let (stopped_tx, stopped) = oneshot::channel();
-        let task = writer(pool, rx, max_work, commits.clone());
+        let thread_counts = counts.clone();
         std::thread::Builder::new()
             .name("pacerelle-writer".into())
             .spawn(move || {
-                runtime.block_on(task);
-                // Tasks the pool spawned here (a connection going back) end with the runtime.
-                drop(runtime);
+                writer(conn, rx, max_work, &thread_counts);
                 let _ = stopped_tx.send(());
-            })?;
+            })
+            .map_err(|e| StoreError::Unavailable(Box::new(e)))?;
         Ok(Writer {
             queue: Mutex::new(Some(tx)),
             stopped: Mutex::new(Some(stopped)),
-            #[cfg(test)]
-            commits,
+            counts,
         })
     }
 
-    /// Transactions committed so far.
-    #[cfg(test)]
-    pub(super) fn commits(&self) -> u64 {
-        self.commits.load(Ordering::SeqCst)
+    /// What the writer has done so far.
+    pub(super) fn counts(&self) -> &Arc<WriterCounts> {
+        &self.counts
     }
 
     /// Writes waiting in the queue now.
     #[cfg(test)]
     pub(super) fn queued(&self) -> usize {
+        self.sender()
+            .map_or(0, |q| q.max_capacity() - q.capacity())
+    }
+
+    fn sender(&self) -> Result<mpsc::Sender<Box<dyn Write>>> {
         self.queue
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .as_ref()
-            .map_or(0, |q| q.max_capacity() - q.capacity())
+            .clone()
+            .ok_or_else(closed)
     }
 
     /// Queues a write and waits until its batch is committed (or it failed).
     pub(super) async fn write<T, F>(&self, f: F, acquire_timeout: Duration) -> Result<T>
     where
-        F: for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, Result<T>> + Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
         T: Send + 'static,
     {
         let (reply, answer) = oneshot::channel();
         let write: Box<dyn Write> = Box::new(Pending {
             f: Some(f),
             result: None,
-            reply,
+            reply: Some(reply),
         });
-        let queue = self
-            .queue
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .clone()
-            .ok_or_else(closed)?;
+        let queue = self.sender()?;
         match tokio::time::timeout(acquire_timeout, queue.send(write)).await {
             Ok(Ok(())) => {}
             Ok(Err(_)) => return Err(closed()),
-            Err(_) => return Err(StoreError::Unavailable(sqlx::Error::PoolTimedOut)),
+            Err(_) => return Err(StoreError::unavailable("the writer is too busy")),
         }
         drop(queue);
         // The writer answers every write it received; only a writer that died drops one unanswered.
         answer
             .await
-            .unwrap_or_else(|_| Err(internal("the writer stopped before answering")))
+            .unwrap_or_else(|_| Err(StoreError::internal("the writer stopped before answering")))
+    }
+
+    /// Queues a write that nobody waits for: it rides in the next batch, and a failure is only logged.
+    /// `false` when it could not be queued (the store is closing, or the queue is full).
+    pub(super) fn write_detached<F>(&self, f: F) -> bool
+    where
+        F: FnOnce(&Connection) -> Result<()> + Send + 'static,
+    {
+        let write: Box<dyn Write> = Box::new(Pending {
+            f: Some(f),
+            result: None,
+            reply: None,
+        });
+        self.sender().is_ok_and(|q| q.try_send(write).is_ok())
     }
 
     /// Refuses new writes, lets the writer finish those already queued, and waits for it to stop.
@@ -219,22 +240,24 @@ impl Writer {
     }
 }
 
-/// The writer task: one batch after another, until every sender is gone (the store was closed or dropped)
-/// and the queue is empty.
-async fn writer(
-    pool: SqlitePool,
+/// The writer thread: one batch after another, until every sender is gone (the store was closed or dropped)
+/// and the queue is empty. The connection closes when it returns.
+fn writer(
+    conn: Connection,
     mut queue: mpsc::Receiver<Box<dyn Write>>,
     max_work: Duration,
-    commits: Arc<AtomicU64>,
+    counts: &WriterCounts,
 ) {
-    let mut conn = Connection { pool, held: None };
     let mut batch: Vec<Box<dyn Write>> = Vec::with_capacity(MAX_BATCH);
-    while let Some(first) = queue.recv().await {
+    while let Some(first) = queue.blocking_recv() {
         batch.push(first);
-        let outcome = run_batch(&mut conn, &mut queue, &mut batch, max_work).await;
+        let outcome = run_batch(&conn, &mut queue, &mut batch, max_work);
+        counts
+            .writes
+            .fetch_add(u64::try_from(batch.len()).unwrap_or(u64::MAX), Ordering::Relaxed);
         match &outcome {
             Ok(true) => {
-                commits.fetch_add(1, Ordering::Relaxed);
+                counts.commits.fetch_add(1, Ordering::Relaxed);
             }
             Ok(false) => {}
             Err(e) => tracing::warn!(error = %e, writes = batch.len(), "a write batch failed"),
@@ -244,152 +267,80 @@ async fn writer(
             write.answer(failure.as_ref().map_or(Ok(()), |e| Err(copy(e))));
         }
     }
-    conn.release().await;
 }
 
-/// The write connection, kept by the writer between batches (taking it from the pool and giving it back for
-/// every batch would cost a task and a round trip to SQLite's thread each time).
-struct Connection {
-    pool: SqlitePool,
-    held: Option<PoolConnection<Sqlite>>,
-}
-
-impl Connection {
-    async fn get(&mut self) -> Result<&mut PoolConnection<Sqlite>> {
-        let conn = match self.held.take() {
-            Some(conn) => conn,
-            None => self.pool.acquire().await?,
-        };
-        Ok(self.held.insert(conn))
-    }
-
-    /// Closes the connection (its state is unknown); the next batch takes a fresh one from the pool.
-    fn discard(&mut self) {
-        if let Some(mut conn) = self.held.take() {
-            conn.close_on_drop();
-        }
-    }
-
-    /// Gives the connection back to the pool, which can then close.
-    async fn release(&mut self) {
-        if let Some(conn) = self.held.take()
-            && let Err(e) = conn.close().await
-        {
-            tracing::warn!(error = %e, "the write connection did not close cleanly");
-        }
-    }
+/// Runs a statement without parameters or rows, from the connection's cache of prepared statements.
+fn exec(conn: &Connection, sql: &str) -> Result<()> {
+    conn.prepare_cached(sql)?.execute([])?;
+    Ok(())
 }
 
 /// Runs `batch[0]` and the writes waiting behind it in one transaction, pushing each one it takes onto
 /// `batch`, and commits. `Ok(true)` when the transaction committed, `Ok(false)` when the lone first write
 /// failed and was rolled back; each write's own failure is kept in the write.
-async fn run_batch(
-    connection: &mut Connection,
+fn run_batch(
+    conn: &Connection,
     queue: &mut mpsc::Receiver<Box<dyn Write>>,
     batch: &mut Vec<Box<dyn Write>>,
     max_work: Duration,
 ) -> Result<bool> {
-    let conn = connection.get().await?;
     // `BEGIN IMMEDIATE` takes the write lock at once, so a write that reads before it writes never fails to
-    // upgrade its lock (another process may share the file).
-    if let Err(e) = sqlx::query("BEGIN IMMEDIATE").execute(&mut **conn).await {
-        // Busy (another process holds the file), or the connection is in a state it should never be in:
-        // the next batch starts on a fresh connection either way.
-        connection.discard();
-        return Err(e.into());
-    }
+    // upgrade its lock (another process may share the file). Busy: the batch fails, the next one tries again.
+    exec(conn, "BEGIN IMMEDIATE")?;
     let started = Instant::now();
     // The first write needs no savepoint: if it fails, the transaction holds nothing else to keep.
     let Some(first) = batch.first_mut() else {
         return Ok(false);
     };
-    if run_guarded(first.as_mut(), conn).await.is_err() {
-        if !rollback(conn).await {
-            connection.discard();
-        }
+    if first.run(conn).is_err() {
+        rollback(conn);
         return Ok(false);
     }
-    // Each further write runs in savepoint `w`; releasing one and opening the next is one round trip, and
-    // COMMIT releases the last one.
     let mut in_savepoint = false;
     while batch.len() < MAX_BATCH && started.elapsed() < max_work {
         let Ok(mut write) = queue.try_recv() else {
             break;
         };
         let step = if in_savepoint {
-            "RELEASE w; SAVEPOINT w"
+            exec(conn, "RELEASE w").and_then(|()| exec(conn, "SAVEPOINT w"))
         } else {
-            "SAVEPOINT w"
+            exec(conn, "SAVEPOINT w")
         };
-        if let Err(e) = sqlx::raw_sql(step).execute(&mut **conn).await {
+        if let Err(e) = step {
             batch.push(write);
-            return Err(abort(connection, e.into()).await);
+            rollback(conn);
+            return Err(e);
         }
         in_savepoint = true;
-        let ran = run_guarded(write.as_mut(), conn).await;
+        let ran = write.run(conn);
         batch.push(write);
         if let Err(own) = ran {
             // Undo this write only; its savepoint, now empty, is released with the next step.
-            if let Err(e) = sqlx::query("ROLLBACK TO w").execute(&mut **conn).await {
+            if let Err(e) = exec(conn, "ROLLBACK TO w") {
                 // Some failures (disk full, I/O error) make SQLite roll back the whole transaction,
                 // savepoints included: the writes before this one are gone too, and the batch fails with
                 // the cause.
                 tracing::debug!(error = %e, "no savepoint to roll back to");
-                return Err(abort(connection, own).await);
+                rollback(conn);
+                return Err(own);
             }
         }
     }
-    if let Err(e) = sqlx::query("COMMIT").execute(&mut **conn).await {
+    if let Err(e) = exec(conn, "COMMIT") {
         // A failed commit may leave the transaction open (a deferred constraint, busy): end it.
-        return Err(abort(connection, e.into()).await);
+        rollback(conn);
+        return Err(e);
     }
     Ok(true)
 }
 
-/// Rolls back the batch's transaction after `cause`, and returns `cause`.
-async fn abort(connection: &mut Connection, cause: StoreError) -> StoreError {
-    if let Some(conn) = connection.held.as_mut()
-        && !rollback(conn).await
+/// Ends a transaction that will not commit (SQLite may already have rolled it back: then there is nothing to
+/// do, and nothing to say).
+fn rollback(conn: &Connection) {
+    if !conn.is_autocommit()
+        && let Err(e) = exec(conn, "ROLLBACK")
     {
-        connection.discard();
-    }
-    cause
-}
-
-/// Runs one write, turning a panic into its failure (the writer must outlive any write).
-async fn run_guarded(write: &mut dyn Write, conn: &mut PoolConnection<Sqlite>) -> Result<()> {
-    CatchUnwind(write.run(conn))
-        .await
-        .unwrap_or_else(|_| Err(internal("a write panicked")))
-}
-
-/// Ends a transaction that will not commit. `false` when even that failed: the connection's state is then
-/// unknown.
-async fn rollback(conn: &mut PoolConnection<Sqlite>) -> bool {
-    match sqlx::query("ROLLBACK").execute(&mut **conn).await {
-        Ok(_) => true,
-        // SQLite already rolled it back.
-        Err(e) if e.to_string().contains("no transaction is active") => true,
-        Err(e) => {
-            tracing::warn!(error = %e, "the writer could not end a transaction; reopening its connection");
-            false
-        }
-    }
-}
-
-/// A future that turns a panic while polling into `Err` (like `futures::FutureExt::catch_unwind`).
-struct CatchUnwind<'a, T>(BoxFuture<'a, T>);
-
-impl<T> Future for CatchUnwind<'_, T> {
-    type Output = std::thread::Result<T>;
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let inner = self.0.as_mut();
-        match std::panic::catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
-            Ok(Poll::Pending) => Poll::Pending,
-            Ok(Poll::Ready(value)) => Poll::Ready(Ok(value)),
-            Err(panic) => Poll::Ready(Err(panic)),
-        }
+        tracing::warn!(error = %e, "the writer could not end a transaction");
     }
 }
 
@@ -418,22 +369,22 @@ mod tests {
         if matches!(registered, Registered::Created(_)) {
             store
                 .write(|conn| {
-                    Box::pin(async move {
-                        sqlx::query(
-                            "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
-                             VALUES ('dv_1', 'ag_1', 'phone', 'owner', x'00', ?1),
-                                    ('dv_2', 'ag_1', 'tablet', 'owner', x'00', ?1)",
-                        )
-                        .bind(T0)
-                        .execute(&mut *conn)
-                        .await?;
-                        Ok(())
-                    })
+                    conn.execute(
+                        "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
+                         VALUES ('dv_1', 'ag_1', 'phone', 'owner', x'00', ?1),
+                                ('dv_2', 'ag_1', 'tablet', 'owner', x'00', ?1)",
+                        [T0],
+                    )?;
+                    Ok(())
                 })
                 .await
                 .expect("devices");
         }
         store
+    }
+
+    fn commits(store: &SqliteStore) -> u64 {
+        store.writer.counts().commits.load(Ordering::SeqCst)
     }
 
     /// Sends a task in a task of its own.
@@ -449,7 +400,7 @@ mod tests {
     /// A write of its own, in a task of its own.
     fn spawn_write<T, F>(store: &SqliteStore, f: F) -> JoinHandle<Result<T>>
     where
-        F: for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, Result<T>> + Send + 'static,
+        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
         T: Send + 'static,
     {
         let store = store.clone();
@@ -458,15 +409,13 @@ mod tests {
 
     /// Keeps the writer busy inside a transaction until the returned sender fires (or is dropped), so that
     /// the writes queued meanwhile all wait together; they then join the holder's batch.
-    async fn hold(store: &SqliteStore) -> (oneshot::Sender<()>, JoinHandle<Result<()>>) {
-        let (release, held) = oneshot::channel::<()>();
+    async fn hold(store: &SqliteStore) -> (std::sync::mpsc::Sender<()>, JoinHandle<Result<()>>) {
+        let (release, held) = std::sync::mpsc::channel::<()>();
         let (running, started) = oneshot::channel::<()>();
         let holder = spawn_write(store, move |_conn| {
-            Box::pin(async move {
-                let _ = running.send(());
-                let _ = held.await;
-                Ok(())
-            })
+            let _ = running.send(());
+            let _ = held.recv();
+            Ok(())
         });
         started.await.expect("the writer runs the holder");
         (release, holder)
@@ -494,12 +443,21 @@ mod tests {
             .expect("reads")
     }
 
+    fn insert_doomed(conn: &Connection, id: &str) -> Result<()> {
+        conn.execute(
+            "INSERT INTO items (agent_id, kind, item_id, device_id, envelope, created_at)
+             VALUES ('ag_1', 'message', ?1, 'dv_1', 'AQID', 1)",
+            [id],
+        )?;
+        Ok(())
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn concurrent_writes_are_all_acknowledged_and_all_on_disk_after_reopening() {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let path = dir.path().join("w.db");
         let store = open(&path, MAX_BATCH_WORK).await;
-        let before = store.writer.commits();
+        let before = commits(&store);
         let n = 300;
         let sends: Vec<_> = (0..n)
             .map(|i| send(&store, if i % 2 == 0 { "dv_1" } else { "dv_2" }, &format!("m{i}")))
@@ -513,7 +471,7 @@ mod tests {
         cursors.sort();
         cursors.dedup();
         assert_eq!(cursors.len(), n, "every task has a sequence number of its own");
-        let commits = store.writer.commits() - before;
+        let commits = commits(&store) - before;
         assert!(commits >= 1 && commits <= n as u64);
         store.close().await;
 
@@ -530,7 +488,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let store = open(&dir.path().join("w.db"), PATIENT).await;
         let (release, holder) = hold(&store).await;
-        let before = store.writer.commits();
+        let before = commits(&store);
         let sends: Vec<_> = (0..10).map(|i| send(&store, "dv_1", &format!("m{i}"))).collect();
         queued(&store, 10).await;
         release.send(()).expect("the holder waits");
@@ -538,11 +496,7 @@ mod tests {
         for send in sends {
             assert!(stored(send.await.expect("joins")).created);
         }
-        assert_eq!(
-            store.writer.commits(),
-            before + 1,
-            "one commit for the eleven writes"
-        );
+        assert_eq!(commits(&store), before + 1, "one commit for the eleven writes");
         assert_eq!(message_ids(&store).await.len(), 10);
     }
 
@@ -551,7 +505,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let store = open(&dir.path().join("w.db"), PATIENT).await;
         let (release, holder) = hold(&store).await;
-        let before = store.writer.commits();
+        let before = commits(&store);
         let first = send(&store, "dv_1", "m1");
         queued(&store, 1).await;
         let again = send(&store, "dv_1", "m1");
@@ -571,7 +525,7 @@ mod tests {
             other.await.expect("joins").expect("no storage error"),
             Put::Conflict(_)
         ));
-        assert_eq!(store.writer.commits(), before + 1, "all in one batch");
+        assert_eq!(commits(&store), before + 1, "all in one batch");
         assert_eq!(message_ids(&store).await, ["m1"]);
     }
 
@@ -581,38 +535,22 @@ mod tests {
         let path = dir.path().join("w.db");
         let store = open(&path, PATIENT).await;
         let (release, holder) = hold(&store).await;
-        let before = store.writer.commits();
+        let before = commits(&store);
         let a = send(&store, "dv_1", "a");
         queued(&store, 1).await;
         // Stores a task, then fails: the task must not stay.
         let failing = spawn_write(&store, |conn| {
-            Box::pin(async move {
-                sqlx::query(
-                    "INSERT INTO items (agent_id, kind, item_id, device_id, envelope, created_at)
-                     VALUES ('ag_1', 'message', 'doomed', 'dv_1', 'AQID', 1)",
-                )
-                .execute(&mut *conn)
-                .await?;
-                sqlx::query("INSERT INTO no_such_table VALUES (1)")
-                    .execute(&mut *conn)
-                    .await?;
-                Ok(())
-            })
+            insert_doomed(conn, "doomed")?;
+            conn.execute("INSERT INTO no_such_table VALUES (1)", [])?;
+            Ok(())
         });
         queued(&store, 2).await;
         let panicking = spawn_write(&store, |conn| {
-            Box::pin(async move {
-                sqlx::query(
-                    "INSERT INTO items (agent_id, kind, item_id, device_id, envelope, created_at)
-                     VALUES ('ag_1', 'message', 'doomed too', 'dv_1', 'AQID', 1)",
-                )
-                .execute(&mut *conn)
-                .await?;
-                if std::hint::black_box(true) {
-                    panic!("a bug in a write");
-                }
-                Ok(())
-            })
+            insert_doomed(conn, "doomed too")?;
+            if std::hint::black_box(true) {
+                panic!("a bug in a write");
+            }
+            Ok(())
         });
         queued(&store, 3).await;
         let b = send(&store, "dv_2", "b");
@@ -630,7 +568,7 @@ mod tests {
             panicking.await.expect("joins"),
             Err(StoreError::Internal(_))
         ));
-        assert_eq!(store.writer.commits(), before + 1, "all in one batch");
+        assert_eq!(commits(&store), before + 1, "all in one batch");
         store.close().await;
 
         let store = open(&path, PATIENT).await;
@@ -641,25 +579,16 @@ mod tests {
     async fn a_failing_first_write_is_rolled_back_and_the_writes_behind_it_go_on() {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let store = open(&dir.path().join("w.db"), PATIENT).await;
-        let before = store.writer.commits();
+        let before = commits(&store);
         // The first write of a batch runs without a savepoint: its failure rolls back the transaction.
-        let (release, held) = oneshot::channel::<()>();
+        let (release, held) = std::sync::mpsc::channel::<()>();
         let (running, started) = oneshot::channel::<()>();
         let first = spawn_write(&store, move |conn| {
-            Box::pin(async move {
-                sqlx::query(
-                    "INSERT INTO items (agent_id, kind, item_id, device_id, envelope, created_at)
-                     VALUES ('ag_1', 'message', 'doomed', 'dv_1', 'AQID', 1)",
-                )
-                .execute(&mut *conn)
-                .await?;
-                let _ = running.send(());
-                let _ = held.await;
-                sqlx::query("INSERT INTO no_such_table VALUES (1)")
-                    .execute(&mut *conn)
-                    .await?;
-                Ok(())
-            })
+            insert_doomed(conn, "doomed")?;
+            let _ = running.send(());
+            let _ = held.recv();
+            conn.execute("INSERT INTO no_such_table VALUES (1)", [])?;
+            Ok(())
         });
         started.await.expect("the writer runs the first write");
         let a = send(&store, "dv_1", "a");
@@ -672,7 +601,7 @@ mod tests {
         ));
         assert!(stored(a.await.expect("joins")).created);
         assert!(stored(b.await.expect("joins")).created);
-        assert_eq!(store.writer.commits(), before + 1, "a and b in the next batch");
+        assert_eq!(commits(&store), before + 1, "a and b in the next batch");
         assert_eq!(message_ids(&store).await, ["a", "b"]);
     }
 
@@ -682,23 +611,18 @@ mod tests {
         let path = dir.path().join("w.db");
         let store = open(&path, PATIENT).await;
         let (release, holder) = hold(&store).await;
-        let before = store.writer.commits();
+        let before = commits(&store);
         let a = send(&store, "dv_1", "a");
         queued(&store, 1).await;
         // A foreign key checked only at COMMIT: the commit of the whole batch fails.
         let breaking = spawn_write(&store, |conn| {
-            Box::pin(async move {
-                sqlx::query("PRAGMA defer_foreign_keys = ON")
-                    .execute(&mut *conn)
-                    .await?;
-                sqlx::query(
-                    "INSERT INTO items (agent_id, kind, item_id, envelope, created_at)
-                     VALUES ('no such agent', 'checkpoint', 'c', 'AA', 1)",
-                )
-                .execute(&mut *conn)
-                .await?;
-                Ok(())
-            })
+            conn.execute_batch("PRAGMA defer_foreign_keys = ON")?;
+            conn.execute(
+                "INSERT INTO items (agent_id, kind, item_id, envelope, created_at)
+                 VALUES ('no such agent', 'checkpoint', 'c', 'AA', 1)",
+                [],
+            )?;
+            Ok(())
         });
         queued(&store, 2).await;
         let b = send(&store, "dv_2", "b");
@@ -709,7 +633,7 @@ mod tests {
         assert!(a.await.expect("joins").is_err(), "not acknowledged: not on disk");
         assert!(breaking.await.expect("joins").is_err());
         assert!(b.await.expect("joins").is_err());
-        assert_eq!(store.writer.commits(), before);
+        assert_eq!(commits(&store), before);
         assert!(message_ids(&store).await.is_empty());
 
         // The writer goes on with a clean transaction.
@@ -717,6 +641,26 @@ mod tests {
         store.close().await;
         let store = open(&path, PATIENT).await;
         assert_eq!(message_ids(&store).await, ["c"]);
+    }
+
+    #[tokio::test]
+    async fn a_detached_write_rides_in_the_next_batch() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("w.db");
+        let store = open(&path, PATIENT).await;
+        let (release, holder) = hold(&store).await;
+        let before = commits(&store);
+        assert!(store.writer.write_detached(|conn| insert_doomed(conn, "detached")));
+        queued(&store, 1).await;
+        let a = send(&store, "dv_1", "a");
+        queued(&store, 2).await;
+        release.send(()).expect("the holder waits");
+        holder.await.expect("joins").expect("the holder's write");
+        assert!(stored(a.await.expect("joins")).created);
+        assert_eq!(commits(&store), before + 1, "one commit for the three writes");
+        store.close().await;
+        let store = open(&path, PATIENT).await;
+        assert_eq!(message_ids(&store).await, ["detached", "a"]);
     }
 
     #[tokio::test]
@@ -732,19 +676,14 @@ mod tests {
             let store = store.clone();
             tokio::spawn(async move { store.close().await })
         };
-        while store
-            .writer
-            .queue
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .is_some()
-        {
+        while store.writer.sender().is_ok() {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         assert!(matches!(
             send(&store, "dv_1", "late").await.expect("joins"),
             Err(StoreError::Unavailable(_))
         ));
+        assert!(!store.writer.write_detached(|conn| insert_doomed(conn, "late too")));
         release.send(()).expect("the holder waits");
         holder.await.expect("joins").expect("the holder's write");
         assert!(stored(a.await.expect("joins")).created);
