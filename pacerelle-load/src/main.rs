@@ -1,5 +1,295 @@
-//! `pacerelle-load`: a load generator in its own process (skeleton; see `cargo xtask bench --load`).
+//! `pacerelle-load`: a load generator in its own process (issue 15, `cargo xtask bench --load`).
+//!
+//! It starts a release relay alone (`pacerelle serve`, a child process with its database in a temporary
+//! folder), and drives it over loopback from this process:
+//!
+//! 1. **floor**: the disk's synced-write time in that same folder (4 KiB appended and `fdatasync`ed, many
+//!    times), measured first and again at the end, so that every other figure can be read against it;
+//! 2. **latency**: open-loop sends at fixed rates (100/s, 500/s, 2 000/s by default) to agents that each keep
+//!    a wait parked; per task, the time from the send's start to the return of the wait that carried it;
+//! 3. **throughput**: 1, 16, 64 and 256 concurrent senders; acknowledged (durably stored) tasks per second,
+//!    the relay's synced commits per task from `GET /metrics` when it has them, and who used the CPU;
+//! 4. **parked**: `--parked N` agents each with one parked wait; the relay's resident memory per wait.
+//!
+//! Tasks are sealed ahead of each phase with the real device keys (pairing goes through `pacerelle-client`)
+//! and sent by a plain HTTP/1.1 driver, so that the load process spends its CPU on little more than the
+//! sockets; the agents' side is the real client, which opens every task it receives. The relay is killed at
+//! the end, on an error and on Ctrl-C. Everything is printed as one table at the end.
 
-fn main() {
-    println!("pacerelle-load: not built yet");
+mod floor;
+mod http;
+mod latency;
+mod parked;
+mod relay;
+mod report;
+mod saturation;
+mod setup;
+mod stats;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::{Context as _, Result, bail};
+use clap::{Parser, ValueEnum};
+
+use crate::relay::Relay;
+use crate::report::Report;
+
+/// Command line.
+#[derive(Debug, Parser)]
+#[command(
+    name = "pacerelle-load",
+    about = "Drive a release relay in its own process and print its figures"
+)]
+struct Args {
+    /// The relay binary [default: `pacerelle` beside this program].
+    #[arg(long, value_name = "PATH")]
+    relay_bin: Option<PathBuf>,
+    /// Make every phase small (seconds), for a smoke run.
+    #[arg(long)]
+    quick: bool,
+    /// Run only these phases (comma-separated) [default: all].
+    #[arg(long, value_delimiter = ',', value_name = "PHASE")]
+    only: Vec<Phase>,
+    /// Parked waits to hold at once [default: 10000; 500 with --quick].
+    #[arg(long, value_name = "N")]
+    parked: Option<usize>,
+    /// Rates of the latency phase, tasks per second (comma-separated).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "100,500,2000",
+        value_name = "RATES"
+    )]
+    rates: Vec<u32>,
+    /// Seconds each rate runs [default: 10; 1 with --quick].
+    #[arg(long, value_name = "SECONDS")]
+    seconds: Option<f64>,
+    /// Concurrent senders of the throughput phase (comma-separated).
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "1,16,64,256",
+        value_name = "COUNTS"
+    )]
+    senders: Vec<usize>,
+    /// Tasks sent at each sender count [default: 40000, and 5000 per sender below 8 senders; 300 per sender,
+    /// at most 3000, with --quick].
+    #[arg(long, value_name = "N")]
+    tasks: Option<usize>,
+    /// Synced writes of each floor measurement [default: 2000; 200 with --quick].
+    #[arg(long, value_name = "N")]
+    floor_writes: Option<usize>,
+}
+
+/// A phase of the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Phase {
+    /// The disk's synced-write floor.
+    Floor,
+    /// Send → parked wait at fixed rates.
+    Latency,
+    /// Durable tasks per second at several sender counts.
+    Throughput,
+    /// Memory of parked waits.
+    Parked,
+}
+
+/// Agents of the latency and throughput phases, and devices paired with each.
+const AGENTS: usize = 8;
+const DEVICES_PER_AGENT: usize = 8;
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("pacerelle-load: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let outcome = runtime.block_on(async {
+        tokio::select! {
+            outcome = run(args) => outcome,
+            _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
+        }
+    });
+    // Dropping the run (on Ctrl-C too) has killed the relay and removed the work folder.
+    match outcome {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("pacerelle-load: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(args: Args) -> Result<()> {
+    let wants = |p: Phase| args.only.is_empty() || args.only.contains(&p);
+    let quick = args.quick;
+    let parked_n = args.parked.unwrap_or(if quick { 500 } else { 10_000 });
+    let seconds = args.seconds.unwrap_or(if quick { 1.0 } else { 10.0 });
+    let floor_writes = args.floor_writes.unwrap_or(if quick { 200 } else { 2000 });
+    if args.senders.contains(&0) || args.rates.contains(&0) || seconds <= 0.0 {
+        bail!("--senders, --rates and --seconds must be positive");
+    }
+
+    let bin = match &args.relay_bin {
+        Some(path) => path.clone(),
+        None => std::env::current_exe()
+            .context("cannot find this program's path")?
+            .with_file_name(format!("pacerelle{}", std::env::consts::EXE_SUFFIX)),
+    };
+    let needs_relay = wants(Phase::Latency) || wants(Phase::Throughput) || wants(Phase::Parked);
+    if needs_relay && !bin.is_file() {
+        bail!(
+            "no relay binary at {} (cargo build --release -p pacerelle-cli, or give --relay-bin)",
+            bin.display()
+        );
+    }
+
+    let mut report = Report::new(quick);
+    // Every parked wait is a connection here and one at the relay, which inherits this limit.
+    if wants(Phase::Parked) {
+        let need = parked_n as u64 + 4096;
+        let got = raise_file_limit(need);
+        if got < need {
+            bail!("--parked {parked_n} needs {need} open files; this process may open {got}");
+        }
+        report.note(format!("open-file limit of this process and the relay: {got}"));
+    }
+
+    let work = tempfile::Builder::new().prefix("pacerelle-load-").tempdir()?;
+    println!(
+        "pacerelle-load: work folder {} ({}); relay {}",
+        work.path().display(),
+        if quick { "quick run" } else { "full run" },
+        bin.display()
+    );
+
+    if wants(Phase::Floor) {
+        let f = floor::measure_async(work.path(), floor_writes).await?;
+        println!(
+            "floor: {} synced 4 KiB writes, p50 {:.3} ms, mean {:.3} ms",
+            f.count,
+            floor::ms(f.p50),
+            floor::ms(f.mean)
+        );
+        report.floor_start = Some(f);
+    }
+
+    if needs_relay {
+        let flags = vec![
+            // Senders here outrun any agent: no quota refusal may cut a phase short.
+            "--max-pending-tasks".to_string(),
+            u32::MAX.to_string(),
+            // Above the relay's derived cap when --parked is large.
+            "--max-connections".into(),
+            (parked_n + 2048).to_string(),
+        ];
+        let mut relay = Relay::start(&bin, work.path(), &flags).await?;
+        report.relay_flags = relay.flags.clone();
+        println!("relay: pid {} on {}", relay.pid, relay.addr);
+        let outcome = phases(&args, &mut relay, &mut report, seconds, parked_n).await;
+        let tail = relay.log_tail();
+        relay.stop().await?;
+        if let Err(e) = outcome {
+            bail!("{e:#}\nthe relay's last lines:\n{tail}");
+        }
+    }
+
+    if wants(Phase::Floor) {
+        report.floor_end = Some(floor::measure_async(work.path(), floor_writes).await?);
+    }
+    report.print();
+    Ok(())
+}
+
+/// The phases that need the relay.
+async fn phases(
+    args: &Args,
+    relay: &mut Relay,
+    report: &mut Report,
+    seconds: f64,
+    parked_n: usize,
+) -> Result<()> {
+    let wants = |p: Phase| args.only.is_empty() || args.only.contains(&p);
+    if wants(Phase::Latency) || wants(Phase::Throughput) {
+        let url = format!("http://{}", relay.addr);
+        let pairs = setup::pair(&url, AGENTS, DEVICES_PER_AGENT).await?;
+        println!("paired {AGENTS} agents with {DEVICES_PER_AGENT} devices each");
+        if wants(Phase::Latency) {
+            let cursors = latency::Cursors::at_head(&pairs).await?;
+            for &rate in &args.rates {
+                let r = latency::run(relay, &pairs, &cursors, rate, seconds).await?;
+                println!(
+                    "latency at {rate}/s: {} sent, {} received, p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms{}",
+                    r.sent,
+                    r.received,
+                    floor::ms(r.delivered.p50),
+                    floor::ms(r.delivered.p99),
+                    floor::ms(r.delivered.max),
+                    if r.kept_rate() {
+                        String::new()
+                    } else {
+                        format!(" — this process did not keep the rate ({:.0}/s)", r.achieved)
+                    }
+                );
+                report.latency.push(r);
+                relay.check_alive()?;
+            }
+        }
+        if wants(Phase::Throughput) {
+            let devices = setup::interleaved(&pairs);
+            for &senders in &args.senders {
+                let tasks = args.tasks.unwrap_or(if args.quick {
+                    (300 * senders).min(3000)
+                } else if senders < 8 {
+                    5000 * senders
+                } else {
+                    40_000
+                });
+                let r = saturation::run(relay, &devices, senders, tasks, &format!("sat{senders}")).await?;
+                println!(
+                    "throughput with {senders} senders: {} tasks in {:.2} s, {:.0} tasks/s",
+                    r.tasks,
+                    r.elapsed.as_secs_f64(),
+                    r.per_second()
+                );
+                report.throughput.push(r);
+                relay.check_alive()?;
+            }
+        }
+    }
+    if wants(Phase::Parked) {
+        let r = parked::run(relay, parked_n).await?;
+        println!(
+            "parked: {} waits parked in {:.1} s ({} agents registered in {:.1} s), relay RSS {} → {} KiB",
+            r.parked,
+            r.parking.as_secs_f64(),
+            r.waits,
+            r.registering.as_secs_f64(),
+            r.rss_kib.1,
+            r.rss_kib.2
+        );
+        report.parked = Some(r);
+        relay.check_alive()?;
+    }
+    Ok(())
+}
+
+/// Raises this process's file limit (soft and hard: as root the hard one can grow) to `need` if it is lower;
+/// returns the soft limit it ends with. Children (the relay) inherit it.
+fn raise_file_limit(need: u64) -> u64 {
+    use rlimit::Resource;
+    let Ok((soft, hard)) = rlimit::getrlimit(Resource::NOFILE) else {
+        return 0;
+    };
+    if soft >= need {
+        return soft;
+    }
+    if rlimit::setrlimit(Resource::NOFILE, need, need.max(hard)).is_ok() {
+        return need;
+    }
+    rlimit::increase_nofile_limit(need).unwrap_or(soft)
 }

@@ -4,7 +4,8 @@
 //!   (`.ci/run`). A step whose project folder does not exist yet is skipped with a line saying so. A failed
 //!   step does not stop the run: the summary at the end shows every step, and the exit status is non-zero
 //!   if any failed.
-//! - `cargo xtask bench` runs the relay benchmark.
+//! - `cargo xtask bench` runs the relay benchmark; `cargo xtask bench --load [ARGS]` builds `pacerelle` and
+//!   `pacerelle-load` in release and runs the load generator, the relay alone in its own process.
 //! - `cargo xtask soak --minutes N` runs the soak (`pacerelle-soak`, release build) for that long; the `soak`
 //!   step of `cargo xtask test` runs it for a minute on the debug build.
 //!
@@ -24,6 +25,8 @@ tasks:
   test [--only STEP]... [--skip STEP]...   run the test suites (STEP may be a comma-separated list)
   test --list                              list the steps
   bench [ARGS]...                          cargo bench -p pacerelle-client --bench relay [-- ARGS]
+  bench --load [ARGS]...                   the load generator against a release relay in its own process
+                                           (target/release/pacerelle-load ARGS; --help for its ARGS)
   fuzz [--time 10m] [--target NAME]...     run the fuzz targets (release), the time split between them
   soak [--minutes N] [ARGS]...             senders, a supervised agent and random SIGKILLs (release
                                            build), then a check; --seconds N for a short one
@@ -295,6 +298,30 @@ fn try_main() -> Result<ExitCode> {
     let root = workspace_root();
     match args.first().map(String::as_str) {
         Some("test") => test_all(&root, &args[1..]),
+        Some("bench") if args.get(1).is_some_and(|a| a == "--load") => {
+            run(
+                &root,
+                "cargo",
+                &[
+                    "build",
+                    "--release",
+                    "-p",
+                    "pacerelle-cli",
+                    "-p",
+                    "pacerelle-load",
+                ],
+            )?;
+            let load = root
+                .join("target/release")
+                .join(format!("pacerelle-load{}", std::env::consts::EXE_SUFFIX));
+            let args: Vec<&str> = args[2..]
+                .iter()
+                .map(String::as_str)
+                .filter(|a| *a != "--")
+                .collect();
+            run(&root, &load, &args)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Some("bench") => {
             let mut cmd = vec!["bench", "-p", "pacerelle-client", "--bench", "relay"];
             if args.len() > 1 {

@@ -1,0 +1,240 @@
+//! The relay under load: `pacerelle serve` started as a child process with its data in the work folder, its
+//! readiness, its CPU time and memory read from `/proc`, and its store counters from `GET /metrics`.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{Context as _, Result, bail};
+use tokio::process::{Child, Command};
+use tokio::time::Instant;
+
+use crate::http;
+
+/// How long the relay may take to answer `GET /readyz` after it was started.
+const START: Duration = Duration::from_secs(20);
+
+/// Clock ticks per second of `/proc/PID/stat` (`getconf CLK_TCK`; 100 on every Linux this runs on).
+const CLK_TCK: f64 = 100.0;
+
+/// A running relay. Dropping it kills the process (SIGKILL); [`Relay::stop`] does the same and waits for it.
+#[derive(Debug)]
+pub struct Relay {
+    child: Child,
+    /// Its process id, for `/proc`.
+    pub pid: u32,
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// The flags it was started with after `serve`, for the report.
+    pub flags: Vec<String>,
+    log: PathBuf,
+}
+
+/// The store counters of `GET /metrics`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct StoreCounters {
+    /// `pacerelle_store_commits_total`: synced commits.
+    pub commits: f64,
+    /// `pacerelle_store_writes_total`: writes (stores, marks) inside them.
+    pub writes: f64,
+}
+
+impl Relay {
+    /// Starts `bin serve` on a free loopback port with its data under `dir`, and waits until `/readyz`
+    /// answers 200. `extra`: more flags for `serve`.
+    pub async fn start(bin: &Path, dir: &Path, extra: &[String]) -> Result<Relay> {
+        let port = free_port()?;
+        let addr = SocketAddr::from(([127, 0, 0, 1], port));
+        let (data, home) = (dir.join("data"), dir.join("home"));
+        std::fs::create_dir_all(&home)?;
+        let mut flags = vec![
+            "--listen".to_string(),
+            addr.to_string(),
+            "--data".into(),
+            data.display().to_string(),
+        ];
+        flags.extend_from_slice(extra);
+        let log = dir.join("relay.log");
+        let out = std::fs::File::create(&log).with_context(|| format!("cannot create {}", log.display()))?;
+        let child = Command::new(bin)
+            .arg("serve")
+            .args(&flags)
+            .env("PACERELLE_HOME", &home)
+            .env_remove("PACERELLE_REGISTRATION_SECRET")
+            .stdin(Stdio::null())
+            .stdout(out.try_clone()?)
+            .stderr(out)
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("cannot start the relay ({})", bin.display()))?;
+        let pid = child.id().context("the relay ended at once")?;
+        let mut relay = Relay {
+            child,
+            pid,
+            addr,
+            flags,
+            log,
+        };
+        relay.wait_ready().await?;
+        Ok(relay)
+    }
+
+    async fn wait_ready(&mut self) -> Result<()> {
+        let deadline = Instant::now() + START;
+        let probe = http::request("GET", "/readyz", None, None);
+        loop {
+            if let Ok(answer) = http::once(self.addr, &probe).await
+                && answer.status == 200
+            {
+                return Ok(());
+            }
+            if let Some(status) = self.child.try_wait()? {
+                bail!("the relay ended ({status}):\n{}", self.log_tail());
+            }
+            if Instant::now() >= deadline {
+                bail!(
+                    "the relay did not answer /readyz within {START:?}:\n{}",
+                    self.log_tail()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// The last lines of its output, for an error message.
+    pub fn log_tail(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(20)..].join("\n")
+    }
+
+    /// Fails when the relay has ended.
+    pub fn check_alive(&mut self) -> Result<()> {
+        if let Some(status) = self.child.try_wait()? {
+            bail!("the relay ended ({status}):\n{}", self.log_tail());
+        }
+        Ok(())
+    }
+
+    /// Kills it and waits until it is gone.
+    pub async fn stop(mut self) -> Result<()> {
+        self.child.kill().await.context("cannot kill the relay")
+    }
+
+    /// Its CPU time so far (user + system).
+    pub fn cpu(&self) -> Result<Duration> {
+        cpu_of(&format!("/proc/{}/stat", self.pid))
+    }
+
+    /// Its resident memory (`VmRSS`), in KiB.
+    pub fn rss_kib(&self) -> Result<u64> {
+        rss_of(&format!("/proc/{}/status", self.pid))
+    }
+
+    /// Its store counters, or `None` when it has no `/metrics` (404) or they are not among them.
+    pub async fn store_counters(&self) -> Option<StoreCounters> {
+        let answer = http::once(self.addr, &http::request("GET", "/metrics", None, None))
+            .await
+            .ok()?;
+        if answer.status != 200 {
+            return None;
+        }
+        parse_counters(&answer.text())
+    }
+}
+
+/// This process's CPU time so far.
+pub fn own_cpu() -> Result<Duration> {
+    cpu_of("/proc/self/stat")
+}
+
+/// This process's resident memory, in KiB.
+pub fn own_rss_kib() -> Result<u64> {
+    rss_of("/proc/self/status")
+}
+
+fn cpu_of(path: &str) -> Result<Duration> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {path}"))?;
+    // The command name (field 2) may hold spaces: count fields after its closing parenthesis.
+    let after = text
+        .rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .context("malformed stat")?;
+    let fields: Vec<&str> = after.split_whitespace().collect();
+    // Fields 14 and 15 (utime, stime) are the 12th and 13th after the name.
+    let ticks = |i: usize| -> Result<f64> {
+        Ok(fields
+            .get(i)
+            .context("short stat")?
+            .parse::<u64>()
+            .context("malformed stat")? as f64)
+    };
+    Ok(Duration::from_secs_f64((ticks(11)? + ticks(12)?) / CLK_TCK))
+}
+
+fn rss_of(path: &str) -> Result<u64> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {path}"))?;
+    text.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .context("no VmRSS")
+}
+
+/// Reads the two store counters from Prometheus text (summing over labels, if any).
+pub fn parse_counters(text: &str) -> Option<StoreCounters> {
+    let sum = |name: &str| -> Option<f64> {
+        let mut found = None;
+        for line in text.lines().filter(|l| !l.starts_with('#')) {
+            let Some((key, value)) = line.rsplit_once(' ') else {
+                continue;
+            };
+            let metric = key.split('{').next().unwrap_or(key).trim();
+            if metric == name
+                && let Ok(v) = value.trim().parse::<f64>()
+            {
+                found = Some(found.unwrap_or(0.0) + v);
+            }
+        }
+        found
+    };
+    Some(StoreCounters {
+        commits: sum("pacerelle_store_commits_total")?,
+        writes: sum("pacerelle_store_writes_total")?,
+    })
+}
+
+/// A port free now on 127.0.0.1 (the relay is started with it; nothing else here binds ports).
+fn free_port() -> Result<u16> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+    Ok(listener.local_addr()?.port())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_are_read_from_prometheus_text_and_missing_ones_give_none() {
+        let text = "# HELP pacerelle_store_commits_total Synced commits.\n\
+                    # TYPE pacerelle_store_commits_total counter\n\
+                    pacerelle_store_commits_total 12\n\
+                    pacerelle_store_writes_total{kind=\"task\"} 30\n\
+                    pacerelle_store_writes_total{kind=\"mark\"} 6\n";
+        assert_eq!(
+            parse_counters(text),
+            Some(StoreCounters {
+                commits: 12.0,
+                writes: 36.0
+            })
+        );
+        assert_eq!(parse_counters("pacerelle_store_commits_total 1\n"), None);
+    }
+
+    #[test]
+    fn own_cpu_and_memory_are_read() -> Result<()> {
+        assert!(own_rss_kib()? > 0);
+        own_cpu()?;
+        Ok(())
+    }
+}
