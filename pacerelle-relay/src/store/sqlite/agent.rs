@@ -2,6 +2,7 @@
 
 use pacerelle_core::wire::AgentInfo;
 use pacerelle_core::{Timestamp, keys};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use super::principals::Cached;
 use super::{Result, SqliteStore, ts};
@@ -17,48 +18,39 @@ impl SqliteStore {
         now: Timestamp,
     ) -> Result<Registered> {
         let (agent_id, name, auth_hash) = (agent_id.to_string(), name.to_string(), *auth_hash);
-        self.write_async(move |conn| {
-            Box::pin(async move {
-                let existing: Option<(String, Vec<u8>, i64)> =
-                    sqlx::query_as("SELECT name, auth_hash, created_at FROM agents WHERE agent_id = ?1")
-                        .bind(&agent_id)
-                        .fetch_optional(&mut *conn)
-                        .await?;
-                if let Some((stored_name, stored_hash, created_at)) = existing {
-                    if keys::constant_time_eq(&stored_hash, &auth_hash) {
-                        return Ok(Registered::Again(AgentInfo {
-                            agent_id,
-                            name: stored_name,
-                            created_at: ts(created_at),
-                        }));
-                    }
-                    return Ok(Registered::Exists);
+        self.write(move |conn: &Connection| {
+            let existing: Option<(String, Vec<u8>, i64)> = conn
+                .prepare_cached("SELECT name, auth_hash, created_at FROM agents WHERE agent_id = ?1")?
+                .query_row(params![agent_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .optional()?;
+            if let Some((stored_name, stored_hash, created_at)) = existing {
+                if keys::constant_time_eq(&stored_hash, &auth_hash) {
+                    return Ok(Registered::Again(AgentInfo {
+                        agent_id,
+                        name: stored_name,
+                        created_at: ts(created_at),
+                    }));
                 }
-                let taken: bool = sqlx::query_scalar(
+                return Ok(Registered::Exists);
+            }
+            let taken: bool = conn
+                .prepare_cached(
                     "SELECT EXISTS (SELECT 1 FROM devices WHERE device_id = ?1)
                          OR EXISTS (SELECT 1 FROM pairings WHERE device_id = ?1)",
-                )
-                .bind(&agent_id)
-                .fetch_one(&mut *conn)
-                .await?;
-                if taken {
-                    return Ok(Registered::Exists);
-                }
-                sqlx::query(
-                    "INSERT INTO agents (agent_id, name, auth_hash, created_at) VALUES (?1, ?2, ?3, ?4)",
-                )
-                .bind(&agent_id)
-                .bind(&name)
-                .bind(&auth_hash[..])
-                .bind(now.millis())
-                .execute(&mut *conn)
-                .await?;
-                Ok(Registered::Created(AgentInfo {
-                    agent_id,
-                    name,
-                    created_at: now,
-                }))
-            })
+                )?
+                .query_row(params![agent_id], |r| r.get(0))?;
+            if taken {
+                return Ok(Registered::Exists);
+            }
+            conn.prepare_cached(
+                "INSERT INTO agents (agent_id, name, auth_hash, created_at) VALUES (?1, ?2, ?3, ?4)",
+            )?
+            .execute(params![agent_id, name, &auth_hash[..], now.millis()])?;
+            Ok(Registered::Created(AgentInfo {
+                agent_id,
+                name,
+                created_at: now,
+            }))
         })
         .await
     }
