@@ -91,12 +91,17 @@ impl Conn {
 
     /// Writes `request` and reads its answer.
     pub async fn send(&mut self, request: &[u8]) -> Result<Response> {
-        self.stream.write_all(request).await?;
+        self.write(request).await?;
         self.read_response().await
     }
 
+    /// Writes `request` (read its answer with [`Conn::read_response`]).
+    pub async fn write(&mut self, request: &[u8]) -> Result<()> {
+        Ok(self.stream.write_all(request).await?)
+    }
+
     /// Reads one answer: its head, then `Content-Length` bytes of body.
-    async fn read_response(&mut self) -> Result<Response> {
+    pub async fn read_response(&mut self) -> Result<Response> {
         loop {
             if let Some(end) = find(&self.buf, b"\r\n\r\n") {
                 let head =

@@ -151,10 +151,13 @@ async fn run(args: Args) -> Result<()> {
     let mut report = Report::new(quick);
     // Every parked wait is a connection here and one at the relay, which inherits this limit.
     if wants(Phase::Parked) {
-        let need = parked_n as u64 + 4096;
+        let need = parked_n as u64 + 512;
         let got = raise_file_limit(need);
         if got < need {
-            bail!("--parked {parked_n} needs {need} open files; this process may open {got}");
+            bail!(
+                "--parked {parked_n} needs {need} open files here and at the relay; this process may open {got} \
+                 (the hard limit, `ulimit -Hn`, can be raised only by a process with CAP_SYS_RESOURCE)"
+            );
         }
         report.note(format!("open-file limit of this process and the relay: {got}"));
     }
@@ -185,7 +188,7 @@ async fn run(args: Args) -> Result<()> {
             u32::MAX.to_string(),
             // Above the relay's derived cap when --parked is large.
             "--max-connections".into(),
-            (parked_n + 2048).to_string(),
+            (parked_n + 1024).to_string(),
         ];
         let mut relay = Relay::start(&bin, work.path(), &flags).await?;
         report.relay_flags = relay.flags.clone();

@@ -11,7 +11,6 @@ use std::time::Duration;
 use anyhow::{Context as _, Result, bail};
 use pacerelle_client::AgentToken;
 use pacerelle_client::core::{b64, ids};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
@@ -37,7 +36,7 @@ pub struct ParkedResult {
     pub waits: usize,
     /// Waits written and not answered when memory was read.
     pub parked: usize,
-    /// Waits answered before memory was read (they should all still be parked).
+    /// Waits answered (after their 55 s, then parked again at once) before memory was read.
     pub answered_early: usize,
     /// Time to register the agents.
     pub registering: Duration,
@@ -66,70 +65,105 @@ pub async fn run(relay: &Relay, n: usize) -> Result<ParkedResult> {
     let rss_registered = relay.rss_kib()?;
 
     let written = Arc::new(AtomicUsize::new(0));
+    let in_flight = Arc::new(AtomicUsize::new(0));
     let answered = Arc::new(AtomicUsize::new(0));
     let failed = Arc::new(AtomicUsize::new(0));
     let gate = Arc::new(Semaphore::new(PARKING));
     let mut waits = JoinSet::new();
     let start = Instant::now();
     for (i, bearer) in bearers.into_iter().enumerate() {
-        let (written, answered, failed, gate) =
-            (written.clone(), answered.clone(), failed.clone(), gate.clone());
-        let addr = relay.addr;
-        waits.spawn(async move {
-            let source = http::loopback_source(2, i / WAITS_PER_SOURCE);
-            let request = http::request("GET", "/v1/agent/messages?wait=55", Some(&bearer), None);
-            drop(bearer);
-            let stream = {
-                let Ok(_permit) = gate.acquire().await else {
-                    return;
-                };
-                match http::connect(addr, Some(source)).await {
-                    Ok(mut stream) => match stream.write_all(&request).await {
-                        Ok(()) => Some(stream),
-                        Err(_) => None,
-                    },
-                    Err(e) => {
-                        if failed.fetch_add(1, Ordering::Relaxed) == 0 {
-                            eprintln!("load: a parked wait could not connect: {e}");
-                        }
-                        None
-                    }
-                }
-            };
-            written.fetch_add(1, Ordering::SeqCst);
-            drop(request);
-            let Some(mut stream) = stream else {
-                return;
-            };
-            let mut byte = [0u8; 1];
-            // Any byte, or the end: the wait was answered (or closed) before it was meant to.
-            let _ = stream.read(&mut byte).await;
-            answered.fetch_add(1, Ordering::SeqCst);
-        });
+        let counters = (
+            written.clone(),
+            in_flight.clone(),
+            answered.clone(),
+            failed.clone(),
+        );
+        let (gate, addr) = (gate.clone(), relay.addr);
+        waits.spawn(park(addr, i, bearer, gate, counters));
     }
-    while written.load(Ordering::SeqCst) < n {
+    while written.load(Ordering::SeqCst) + failed.load(Ordering::SeqCst) < n {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let parking = start.elapsed();
     settle(relay).await?;
     let rss_parked = relay.rss_kib()?;
+    let parked = in_flight.load(Ordering::SeqCst);
     let load_rss_kib = relay::own_rss_kib()?;
     let answered_early = answered.load(Ordering::SeqCst);
     let failed = failed.load(Ordering::SeqCst);
-    if parking > Duration::from_secs(50) {
-        eprintln!("load: parking took {parking:?}: the first waits may have ended (they park 55 s)");
+    if failed > 0 {
+        eprintln!("load: {failed} parked waits could not be opened");
     }
     waits.abort_all();
     while waits.join_next().await.is_some() {}
     Ok(ParkedResult {
         waits: n,
-        parked: n - answered_early - failed,
+        parked,
         answered_early,
         registering,
         parking,
         rss_kib: (rss_start, rss_registered, rss_parked),
         load_rss_kib,
     })
+}
+
+/// The counters of the parking tasks: waits written once at least, in flight now, answered, failed to open.
+type Counters = (
+    Arc<AtomicUsize>,
+    Arc<AtomicUsize>,
+    Arc<AtomicUsize>,
+    Arc<AtomicUsize>,
+);
+
+/// Agent `i`'s wait, on a connection of its own from a source address shared by [`WAITS_PER_SOURCE`] waits,
+/// opened under `gate`; parked again on the same connection each time it is answered, until aborted.
+async fn park(addr: SocketAddr, i: usize, bearer: String, gate: Arc<Semaphore>, counters: Counters) {
+    let (written, in_flight, answered, failed) = counters;
+    let request = http::request("GET", "/v1/agent/messages?wait=55", Some(&bearer), None);
+    drop(bearer);
+    let opened = {
+        let Ok(_permit) = gate.acquire().await else {
+            return;
+        };
+        match Conn::open(addr, Some(http::loopback_source(2, i / WAITS_PER_SOURCE))).await {
+            Ok(mut conn) => conn.write(&request).await.map(|()| conn),
+            Err(e) => Err(e),
+        }
+    };
+    let mut conn = match opened {
+        Ok(conn) => conn,
+        Err(e) => {
+            if failed.fetch_add(1, Ordering::SeqCst) == 0 {
+                eprintln!("load: a parked wait could not be opened: {e:#}");
+            }
+            return;
+        }
+    };
+    in_flight.fetch_add(1, Ordering::SeqCst);
+    written.fetch_add(1, Ordering::SeqCst);
+    loop {
+        let answer = conn.read_response().await;
+        in_flight.fetch_sub(1, Ordering::SeqCst);
+        answered.fetch_add(1, Ordering::SeqCst);
+        match answer {
+            Ok(answer) if answer.status == 200 => {}
+            Ok(answer) => {
+                if failed.fetch_add(1, Ordering::SeqCst) == 0 {
+                    eprintln!(
+                        "load: a parked wait answered {}: {}",
+                        answer.status,
+                        answer.text()
+                    );
+                }
+                return;
+            }
+            Err(_) => return,
+        }
+        if conn.write(&request).await.is_err() {
+            return;
+        }
+        in_flight.fetch_add(1, Ordering::SeqCst);
+    }
 }
 
 /// Registers `n` agents over raw HTTP, `PER_SOURCE` from each loopback source address, `REGISTRARS` at once;
