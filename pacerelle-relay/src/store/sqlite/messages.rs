@@ -238,7 +238,7 @@ impl SqliteStore {
                 .await?;
                 let update = match first {
                     Some(seq) => {
-                        updates::insert_update(conn, &agent_id, seq, ItemState::Processed, now).await?
+                        updates::insert_update_async(conn, &agent_id, seq, ItemState::Processed, now).await?
                     }
                     None => None,
                 };
@@ -335,7 +335,7 @@ impl SqliteStore {
                     .execute(&mut *conn)
                     .await?;
                 }
-                super::push::enqueue(conn, &agent_id, seq, now).await?;
+                super::push::enqueue_async(conn, &agent_id, seq, now).await?;
                 Ok(ReplyPut::Stored(Stored {
                     id: reply_id,
                     cursor: cursor(seq),

@@ -6,6 +6,7 @@
 //! push the push service accepted is deleted, so it is never sent again.
 
 use pacerelle_core::Timestamp;
+use rusqlite::{Connection, OptionalExtension, params};
 use sqlx::SqliteConnection;
 
 use super::{Result, SqliteStore, ts};
@@ -49,7 +50,81 @@ pub(crate) struct DuePush {
 /// Queues the pushes of the item at `seq` (just inserted by the caller, in the same transaction): one per
 /// subscription of each active device that the item (or, for an `update`, its question) is sealed for. A
 /// task's `update` (processed) and items of other kinds push nothing. Returns how many were queued.
-pub(crate) async fn enqueue(
+pub(crate) fn enqueue(conn: &Connection, agent_id: &str, seq: i64, now: Timestamp) -> Result<u64> {
+    let item: Option<(String, String, Option<i64>)> = conn
+        .prepare_cached("SELECT kind, item_id, subject_seq FROM items WHERE seq = ?1 AND agent_id = ?2")?
+        .query_row(params![seq, agent_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .optional()?;
+    let Some((kind, item_id, subject_seq)) = item else {
+        return Ok(0);
+    };
+    let now_ms = now.millis();
+    // (whose envelopes name the recipients, urgency, topic, expiry)
+    let (recipients_of, urgency, topic, expires_at) = match kind.as_str() {
+        "question" => {
+            let expires: Option<i64> = conn
+                .prepare_cached("SELECT expires_at FROM questions WHERE item_seq = ?1")?
+                .query_row([seq], |r| r.get(0))
+                .optional()?;
+            let Some(expires) = expires else {
+                return Ok(0);
+            };
+            // A TTL of at least one second.
+            let expires = expires.max(now_ms.saturating_add(1000));
+            (
+                seq,
+                "high",
+                Some(pacerelle_core::webpush::topic(&item_id)),
+                expires,
+            )
+        }
+        "reply" | "notification" => (seq, "normal", None, now_ms.saturating_add(TTL_NORMAL_MS)),
+        "update" => {
+            let Some(subject_seq) = subject_seq else {
+                return Ok(0);
+            };
+            let subject: Option<(String, String)> = conn
+                .prepare_cached("SELECT kind, item_id FROM items WHERE seq = ?1 AND agent_id = ?2")?
+                .query_row(params![subject_seq, agent_id], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()?;
+            match subject {
+                Some((subject_kind, question_id)) if subject_kind == "question" => (
+                    subject_seq,
+                    "high",
+                    Some(pacerelle_core::webpush::topic(&question_id)),
+                    now_ms.saturating_add(TTL_UPDATE_MS),
+                ),
+                _ => return Ok(0),
+            }
+        }
+        _ => return Ok(0),
+    };
+    let queued = conn
+        .prepare_cached(
+            "INSERT INTO push_outbox (subscription_id, agent_id, device_id, item_seq, kind, urgency, topic,
+                                  expires_at, created_at, next_attempt_at)
+         SELECT s.subscription_id, s.agent_id, s.device_id, ?2, ?3, ?4, ?5, ?6, ?7, ?7
+         FROM push_subscriptions s JOIN devices d ON d.device_id = s.device_id
+         WHERE s.agent_id = ?1 AND d.revoked_at IS NULL
+           AND s.device_id IN (SELECT device_id FROM item_envelopes WHERE item_seq = ?8)
+         ON CONFLICT (subscription_id, item_seq) DO NOTHING",
+        )?
+        .execute(params![
+            agent_id,
+            seq,
+            kind,
+            urgency,
+            topic,
+            expires_at,
+            now_ms,
+            recipients_of
+        ])?;
+    Ok(u64::try_from(queued).unwrap_or(u64::MAX))
+}
+
+/// [`enqueue`] on an sqlx connection, for the writes of `messages.rs` not yet moved to the rusqlite writer
+/// (removed once they are).
+pub(crate) async fn enqueue_async(
     conn: &mut SqliteConnection,
     agent_id: &str,
     seq: i64,

@@ -11,7 +11,7 @@ use pacerelle_core::question::{QuestionKind, QuestionRecord, QuestionState, Refu
 use pacerelle_core::wire::{DeviceEnvelope, DeviceQuestion, ItemState, QuestionMeta, QuestionView, Stored};
 use sqlx::SqliteConnection;
 
-use super::updates::{NewUpdate, insert_update};
+use super::updates::{NewUpdate, insert_update_async};
 use super::{Result, SqliteStore, cursor, seq_of, ts};
 use crate::error::StoreError;
 use crate::store::{
@@ -215,7 +215,7 @@ async fn store_expiry(
         return Ok((false, None));
     }
     let event = super::webhooks::queue_event(conn, &row.agent_id, row.seq, EXPIRED, now).await?;
-    let update = insert_update(conn, &row.agent_id, row.seq, ItemState::Expired, now).await?;
+    let update = insert_update_async(conn, &row.agent_id, row.seq, ItemState::Expired, now).await?;
     Ok((event, update))
 }
 
@@ -326,7 +326,7 @@ impl SqliteStore {
                 .bind(record.expires_at.millis())
                 .execute(&mut *conn)
                 .await?;
-                super::push::enqueue(conn, &agent_id, seq, now).await?;
+                super::push::enqueue_async(conn, &agent_id, seq, now).await?;
                 let view = row_at(conn, seq).await?.view(now)?;
                 Ok(QuestionPut::Item(Box::new(ItemPut::Stored(view, true))))
             })
@@ -415,7 +415,7 @@ impl SqliteStore {
                         effects.event =
                             super::webhooks::queue_event(conn, &agent_id, row.seq, ANSWERED, now).await?;
                         effects.update =
-                            insert_update(conn, &agent_id, row.seq, ItemState::Answered, now).await?;
+                            insert_update_async(conn, &agent_id, row.seq, ItemState::Answered, now).await?;
                         let stored = row_at(conn, row.seq).await?;
                         Transition::Done(stored.device_question(device_envelope, now)?)
                     }
@@ -469,7 +469,7 @@ impl SqliteStore {
                         effects.event =
                             super::webhooks::queue_event(conn, &agent_id, row.seq, CANCELLED, now).await?;
                         effects.update =
-                            insert_update(conn, &agent_id, row.seq, ItemState::Cancelled, now).await?;
+                            insert_update_async(conn, &agent_id, row.seq, ItemState::Cancelled, now).await?;
                         Transition::Done(row_at(conn, row.seq).await?.view(now)?)
                     }
                     Ok(()) => Transition::Done(row.view(now)?),
@@ -657,7 +657,7 @@ impl SqliteStore {
                 .fetch_one(&mut *conn)
                 .await?;
                 insert_envelopes(conn, seq, &envelopes).await?;
-                super::push::enqueue(conn, &agent_id, seq, now).await?;
+                super::push::enqueue_async(conn, &agent_id, seq, now).await?;
                 Ok(ItemPut::Stored(
                     Stored {
                         id: notification_id,

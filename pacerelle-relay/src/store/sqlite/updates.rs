@@ -8,6 +8,7 @@
 
 use pacerelle_core::wire::{ConversationItem, ItemKind, ItemState, SubjectKind};
 use pacerelle_core::{Cursor, Timestamp, ids};
+use rusqlite::{Connection, OptionalExtension, params};
 use sqlx::SqliteConnection;
 
 use super::{Result, cursor, questions};
@@ -51,7 +52,127 @@ impl NewUpdate {
 /// reached `state`, unless one was already stored for that subject and state. Call it inside the write that
 /// changes the state. Returns the new item, or `None` when it existed already (or the subject is not a task
 /// or a question of this agent, or the state not one it can reach).
-pub(crate) async fn insert_update(
+pub(crate) fn insert_update(
+    conn: &Connection,
+    agent_id: &str,
+    subject_seq: i64,
+    state: ItemState,
+    now: Timestamp,
+) -> Result<Option<NewUpdate>> {
+    let subject: Option<(String, String, Option<String>)> = conn
+        .prepare_cached("SELECT kind, item_id, device_id FROM items WHERE seq = ?1 AND agent_id = ?2")?
+        .query_row(params![subject_seq, agent_id], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+        })
+        .optional()?;
+    let Some((kind, subject_id, sender)) = subject else {
+        return Ok(None);
+    };
+    let (subject_kind, device_id) = match (kind.as_str(), state) {
+        ("message", ItemState::Processed) => (SubjectKind::Message, sender),
+        ("question", ItemState::Answered | ItemState::Expired | ItemState::Cancelled) => {
+            (SubjectKind::Question, None)
+        }
+        _ => return Ok(None),
+    };
+    let id = ids::generate(UPDATE);
+    let seq: Option<i64> = conn
+        .prepare_cached(
+            "INSERT INTO items (agent_id, kind, item_id, device_id, created_at, subject_seq, update_state)
+         VALUES (?1, 'update', ?2, ?3, ?4, ?5, ?6)
+         ON CONFLICT (subject_seq, update_state) WHERE kind = 'update' DO NOTHING
+         RETURNING seq",
+        )?
+        .query_row(
+            params![agent_id, id, device_id, now.millis(), subject_seq, state.as_str()],
+            |r| r.get(0),
+        )
+        .optional()?;
+    let Some(seq) = seq else {
+        return Ok(None);
+    };
+    super::push::enqueue(conn, agent_id, seq, now)?;
+    let recipients: Vec<String> = match &device_id {
+        Some(sender) => conn
+            .prepare_cached("SELECT device_id FROM devices WHERE device_id = ?1 AND revoked_at IS NULL")?
+            .query_map([sender], |r| r.get(0))?
+            .collect::<Result<_, _>>()?,
+        None => conn
+            .prepare_cached(
+                "SELECT e.device_id FROM item_envelopes e JOIN devices d ON d.device_id = e.device_id
+             WHERE e.item_seq = ?1 AND d.revoked_at IS NULL ORDER BY e.device_id",
+            )?
+            .query_map([subject_seq], |r| r.get(0))?
+            .collect::<Result<_, _>>()?,
+    };
+    // The question's metadata as it now stands (the caller wrote the state change before this).
+    type Meta = (
+        String,
+        String,
+        i64,
+        Option<String>,
+        Option<i64>,
+        Option<String>,
+        Option<String>,
+    );
+    let meta: Option<Meta> = conn
+        .prepare_cached(
+            "SELECT kind, state, expires_at, answered_by, answered_at, answered_by_name, answer_copy
+         FROM questions WHERE item_seq = ?1",
+        )?
+        .query_row([subject_seq], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+                r.get(6)?,
+            ))
+        })
+        .optional()?;
+    let question = match meta.filter(|_| subject_kind == SubjectKind::Question) {
+        Some((kind, q_state, expires_at, by, at, by_name, copy)) => questions::conversation_meta(
+            Some(&kind),
+            Some(&q_state),
+            Some(expires_at),
+            by,
+            at,
+            by_name,
+            copy,
+            now,
+        )?,
+        None => None,
+    };
+    let item = ConversationItem {
+        kind: ItemKind::Update,
+        id: id.clone(),
+        envelope: String::new(),
+        source_message_id: None,
+        state: Some(state),
+        subject_id: Some(subject_id.clone()),
+        subject_kind: Some(subject_kind),
+        question,
+        created_at: now,
+        cursor: cursor(seq),
+    };
+    Ok(Some(NewUpdate {
+        agent_id: agent_id.to_string(),
+        seq,
+        id,
+        subject_id,
+        subject_kind,
+        state,
+        recipients,
+        created_at: now,
+        item,
+    }))
+}
+
+/// [`insert_update`] on an sqlx connection, for the writes of `messages.rs` not yet moved to the rusqlite
+/// writer (removed once they are).
+pub(crate) async fn insert_update_async(
     conn: &mut SqliteConnection,
     agent_id: &str,
     subject_seq: i64,
@@ -92,7 +213,7 @@ pub(crate) async fn insert_update(
     let Some(seq) = seq else {
         return Ok(None);
     };
-    super::push::enqueue(conn, agent_id, seq, now).await?;
+    super::push::enqueue_async(conn, agent_id, seq, now).await?;
     let recipients: Vec<String> = match &device_id {
         Some(sender) => {
             sqlx::query_scalar("SELECT device_id FROM devices WHERE device_id = ?1 AND revoked_at IS NULL")
@@ -175,9 +296,7 @@ mod tests {
 
     async fn insert(store: &SqliteStore, seq: i64, state: ItemState) -> Option<NewUpdate> {
         store
-            .write_async(move |conn| {
-                Box::pin(async move { insert_update(conn, "ag_1", seq, state, Timestamp(T0)).await })
-            })
+            .write(move |conn| insert_update(conn, "ag_1", seq, state, Timestamp(T0)))
             .await
             .expect("writes")
     }
@@ -186,16 +305,13 @@ mod tests {
     async fn one_update_per_subject_and_state_and_only_those_that_make_sense() {
         let (store, _dir) = store().await;
         store
-            .write_async(|conn| {
-                Box::pin(async move {
-                    sqlx::query(
-                        "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
-                         VALUES ('dv_1', 'ag_1', 'phone', 'owner', x'00', 1)",
-                    )
-                    .execute(&mut *conn)
-                    .await?;
-                    Ok(())
-                })
+            .write(|conn| {
+                conn.execute(
+                    "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
+                     VALUES ('dv_1', 'ag_1', 'phone', 'owner', x'00', 1)",
+                    [],
+                )?;
+                Ok(())
             })
             .await
             .expect("a device");
