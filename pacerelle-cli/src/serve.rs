@@ -145,6 +145,10 @@ pub struct ServeArgs {
         default_value_t = 1_000
     )]
     max_pending_events: u32,
+    /// Answer `GET /metrics` (Prometheus text: commits, writes per commit…). Off by default: the figures tell how
+    /// busy the relay is to whoever reaches it; put it behind your proxy's access rules.
+    #[arg(long, env = "PACERELLE_METRICS")]
+    metrics: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -258,6 +262,7 @@ async fn start(args: &ServeArgs, registration_secret: Option<String>) -> Result<
             max_open_questions: args.max_open_questions,
             max_pending_events: args.max_pending_events,
         },
+        metrics: args.metrics,
         ..Default::default()
     })
     .await

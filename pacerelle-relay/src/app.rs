@@ -21,6 +21,8 @@ use crate::webhook::WebhookSettings;
 pub(crate) struct Inner {
     pub config: Config,
     pub store: Store,
+    /// `GET /metrics` (when the configuration turns it on).
+    pub metrics: crate::metrics::Metrics,
     pub wakes: Wakes,
     pub activity: Activity,
     pub limiter: RateLimiter,
@@ -72,6 +74,7 @@ pub(crate) fn app(state: AppState) -> Router {
         .route("/v1/health", get(health::health))
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz))
+        .route("/metrics", get(crate::metrics::metrics))
         .route("/v1/agents", post(agent::register))
         .route("/v1/agent", get(agent::me))
         .route("/v1/agent/pairings", post(pairing::create))

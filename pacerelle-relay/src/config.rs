@@ -31,6 +31,9 @@ pub struct Config {
     pub connections: Connections,
     /// What one agent may hold at once (`docs/relay-api.md`, `quota_exceeded`).
     pub quotas: Quotas,
+    /// Whether `GET /metrics` answers (`--metrics`). Off by default: the figures tell how busy the relay is, and
+    /// whoever reaches the relay could read them.
+    pub metrics: bool,
 }
 
 /// How the relay treats connections: what a client that connects and then sends nothing, or sends slowly,
@@ -118,6 +121,7 @@ impl std::fmt::Debug for Config {
             .field("trusted_proxies", &self.trusted_proxies)
             .field("connections", &self.connections)
             .field("quotas", &self.quotas)
+            .field("metrics", &self.metrics)
             .finish()
     }
 }

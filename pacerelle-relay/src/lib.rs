@@ -9,6 +9,7 @@ mod conn;
 mod error;
 mod expiry;
 mod extract;
+mod metrics;
 mod presence;
 mod push;
 mod ratelimit;
@@ -92,8 +93,10 @@ impl Relay {
             Some(url) => std::sync::OnceLock::from(url.trim_end_matches('/').to_string()),
             None => std::sync::OnceLock::new(),
         });
+        let metrics = metrics::Metrics::new(&store);
         let inner = Arc::new(Inner {
             config,
+            metrics,
             store,
             wakes: Default::default(),
             activity: Default::default(),

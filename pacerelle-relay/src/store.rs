@@ -15,6 +15,7 @@ use pacerelle_core::wire::{
 };
 
 pub(crate) use sqlite::SqliteStore as Store;
+pub(crate) use sqlite::WriterCounts;
 pub(crate) use sqlite::updates::NewUpdate;
 
 /// Items returned per long-poll answer at most; the cursor then points at the last one returned.
@@ -250,6 +251,21 @@ pub(crate) struct DueEvent {
     pub created_at: Timestamp,
     /// Where it goes, as the agent's webhook is now.
     pub target: sqlite::Target,
+}
+
+/// One step of the agent's long-poll, read in one snapshot ([`Store::wait_read`]).
+#[derive(Debug)]
+pub(crate) struct WaitRead {
+    /// The session holding the agent's lease now, if any.
+    pub lease: Option<Lease>,
+    /// Whether the caller's session is the lease's or one this agent has had (`false` without a session).
+    pub session_known: bool,
+    /// The greatest sequence number given to any item: no cursor this relay issued is beyond it.
+    pub global_head: pacerelle_core::Cursor,
+    /// The agent's tasks not yet processed after the cursor, oldest first.
+    pub messages: Vec<pacerelle_core::wire::AgentMessage>,
+    /// The cursor to continue from.
+    pub next: pacerelle_core::Cursor,
 }
 
 /// The lease time-to-live in milliseconds.

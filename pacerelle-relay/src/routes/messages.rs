@@ -15,13 +15,13 @@ use pacerelle_core::wire::{
 };
 use pacerelle_core::{Cursor, Timestamp};
 
-use super::session::require_lease;
+use super::session::{lease_verdict, require_lease, session_of};
 use super::{check_envelope, check_id, stored};
 use crate::app::AppState;
 use crate::auth::{AgentAuth, DeviceAuth};
 use crate::error::AppError;
 use crate::extract::{Json, Path, Query};
-use crate::store::{PAGE_LIMIT, Put, ReplyPut};
+use crate::store::{PAGE_LIMIT, Put, ReplyPut, WaitRead};
 use crate::wake::{Subscription, Topic};
 
 /// Wait when the query gives none, in seconds.
@@ -58,6 +58,10 @@ pub(crate) async fn park(state: &AppState, sub: &mut Subscription<'_>, wait: Dur
 }
 
 /// `GET /v1/agent/messages?cursor=&wait=` (needs the lease if a session holds it).
+///
+/// Each step (before parking, and after) is one read of the store ([`Store::wait_read`]: lease, head and tasks
+/// in one snapshot); the `delivered` mark of the tasks handed out rides in the writer's next batch, so the answer
+/// never waits for a synced write of its own.
 pub(crate) async fn wait(
     State(state): State<AppState>,
     auth: AgentAuth,
@@ -65,31 +69,49 @@ pub(crate) async fn wait(
     Query(q): Query<WaitQuery>,
 ) -> Result<Json<MessageBatch>, AppError> {
     let wait = wait_of(&q);
-    let given = cursor_of(&state, &q).await?;
+    let given = match q.cursor.as_deref().filter(|t| !t.is_empty()) {
+        Some(text) => Some(Cursor::parse(text).map_err(|_| AppError::bad_cursor())?),
+        None => None,
+    };
     let agent_id = auth.agent_id;
-    require_lease(&state, &agent_id, &headers).await?;
-    let mut activity = state.activity.begin_wait(&agent_id);
+    let session = session_of(&headers);
     let after = given.unwrap_or(Cursor::START);
-
     let mut sub = state.wakes.subscribe(Topic::Inbox(agent_id.clone()));
-    let (messages, cursor) = state
-        .store
-        .deliver(&agent_id, after, PAGE_LIMIT, Timestamp::now())
-        .await?;
-    if !messages.is_empty() || wait.is_zero() || state.shutdown.is_triggered() {
-        return Ok(Json(batch(messages, cursor, given)));
+    let read = step(&state, &agent_id, session, after).await?;
+    if given.is_some_and(|given| given > read.global_head) {
+        return Err(AppError::bad_cursor());
+    }
+    let mut activity = state.activity.begin_wait(&agent_id);
+    if !read.messages.is_empty() || wait.is_zero() || state.shutdown.is_triggered() {
+        return Ok(Json(handed(&state, &agent_id, after, read, given)));
     }
 
     activity.park();
     park(&state, &mut sub, wait).await;
     drop(sub);
-    // The lease may have changed hands while this wait was parked.
-    require_lease(&state, &agent_id, &headers).await?;
-    let (messages, cursor) = state
+    // The lease may have changed hands while this wait was parked: the step reads it again.
+    let read = step(&state, &agent_id, session, after).await?;
+    Ok(Json(handed(&state, &agent_id, after, read, given)))
+}
+
+/// One read of the wait, refused unless the caller may consume the inbox ([`lease_verdict`]).
+async fn step(state: &AppState, agent_id: &str, session: Option<&str>, after: Cursor) -> Result<WaitRead, AppError> {
+    let read = state
         .store
-        .deliver(&agent_id, after, PAGE_LIMIT, Timestamp::now())
+        .wait_read(agent_id, session, after, PAGE_LIMIT, Timestamp::now())
         .await?;
-    Ok(Json(batch(messages, cursor, given)))
+    lease_verdict(read.lease.as_ref(), session, read.session_known)?;
+    Ok(read)
+}
+
+/// The answer to a wait; queues the `delivered` mark of the tasks it hands out.
+fn handed(state: &AppState, agent_id: &str, after: Cursor, read: WaitRead, given: Option<Cursor>) -> MessageBatch {
+    if let Some(last) = read.messages.last() {
+        state
+            .store
+            .mark_delivered(agent_id, after, last.cursor, Timestamp::now());
+    }
+    batch(read.messages, read.next, given)
 }
 
 /// An empty answer keeps the caller's cursor (DESIGN §5); without one it is the stream's head.

@@ -10,7 +10,7 @@ use crate::app::AppState;
 use crate::auth::AgentAuth;
 use crate::error::AppError;
 use crate::extract::{Json, Path};
-use crate::store::{Renewal, SessionOpened};
+use crate::store::{Lease, Renewal, SessionOpened};
 use crate::wake::Topic;
 
 /// Refuses a request that consumes the inbox unless it may.
@@ -25,15 +25,29 @@ pub(crate) async fn require_lease(
     headers: &HeaderMap,
 ) -> Result<(), AppError> {
     let lease = state.store.lease(agent_id, Timestamp::now()).await?;
-    let session = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok());
-    if let (Some(lease), Some(session)) = (&lease, session)
+    let session = session_of(headers);
+    let known = match (&lease, session) {
+        (Some(lease), Some(session)) if lease.session_id == session => true,
+        (_, Some(session)) => state.store.session_known(agent_id, session).await?,
+        (_, None) => false,
+    };
+    lease_verdict(lease.as_ref(), session, known)
+}
+
+/// The session header of a request, if any.
+pub(crate) fn session_of(headers: &HeaderMap) -> Option<&str> {
+    headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok())
+}
+
+/// [`require_lease`]'s rule on facts already read: the lease now, the caller's session, and whether that
+/// session is known to this agent.
+pub(crate) fn lease_verdict(lease: Option<&Lease>, session: Option<&str>, known: bool) -> Result<(), AppError> {
+    if let (Some(lease), Some(session)) = (lease, session)
         && lease.session_id == session
     {
         return Ok(());
     }
-    if let Some(session) = session
-        && state.store.session_known(agent_id, session).await?
-    {
+    if session.is_some() && known {
         return Err(AppError::lease_lost());
     }
     match lease {

@@ -25,11 +25,13 @@ use crate::error::{Error, StoreError};
 mod agent;
 mod checkpoints;
 mod device;
+mod lease;
 mod messages;
 mod pairing;
 mod principals;
 pub(crate) mod push;
 mod questions;
+mod reader;
 mod roster;
 mod session;
 mod status;
@@ -62,9 +64,13 @@ pub(crate) struct SqliteStore {
     write: SqlitePool,
     read: SqlitePool,
     writer: Arc<writer::Writer>,
+    /// Reads that run several statements in one snapshot, in-thread ([`reader`]).
+    readers: Arc<reader::Readers>,
     old_writer: Arc<writer_sqlx::Writer>,
     /// Seals the webhook secrets stored and opens them for the deliverer ([`webhooks`]).
     key: Arc<WebhookKey>,
+    /// Delivered marks queued and not yet committed, per agent ([`messages`]).
+    marks: Arc<messages::PendingMarks>,
     /// The principals found recently ([`principals`]): credentials from memory.
     principals: Arc<principals::Principals>,
 }
@@ -141,12 +147,20 @@ impl SqliteStore {
             .map_err(|e| StoreError::Unavailable(Box::new(e)))?;
         let old_writer = Arc::new(old_writer);
         let writer = Arc::new(writer::Writer::start(path, BUSY_TIMEOUT, max_batch_work)?);
+        let readers = Arc::new(reader::Readers::new(
+            path,
+            READERS as usize,
+            BUSY_TIMEOUT,
+            ACQUIRE_TIMEOUT,
+        ));
         Ok(SqliteStore {
             write,
             read,
             writer,
+            readers,
             old_writer,
             key,
+            marks: Default::default(),
             principals: Default::default(),
         })
     }
@@ -167,13 +181,14 @@ impl SqliteStore {
         self.writer.write(f, ACQUIRE_TIMEOUT).await
     }
 
-    /// Queues a write that nobody waits for: it rides in the next batch (bookkeeping that must not add a synced
-    /// commit to a request's latency). A failure is only logged; `false` when it could not be queued.
-    pub(crate) fn write_detached<F>(&self, f: F) -> bool
+    /// Runs `f` on a read-only connection, in one read transaction (one snapshot), on a blocking thread: for
+    /// reads of several statements that must agree with each other.
+    pub(crate) async fn read_now<T, F>(&self, f: F) -> Result<T>
     where
-        F: FnOnce(&rusqlite::Connection) -> Result<()> + Send + 'static,
+        F: FnOnce(&rusqlite::Connection) -> Result<T> + Send + 'static,
+        T: Send + 'static,
     {
-        self.writer.write_detached(f)
+        self.readers.read(f).await
     }
 
     /// What the writer has done since the store opened.
@@ -211,6 +226,7 @@ impl SqliteStore {
     pub(crate) async fn close(&self) {
         self.writer.close().await;
         self.old_writer.close().await;
+        self.readers.close();
         self.read.close().await;
         self.write.close().await;
     }

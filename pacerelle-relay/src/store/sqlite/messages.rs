@@ -5,10 +5,10 @@ use pacerelle_core::wire::{
     AgentMessage, ConversationItem, DeviceEnvelope, ItemKind, ItemState, MessageState, Stored, SubjectKind,
 };
 use pacerelle_core::{Cursor, Timestamp};
-use sqlx::SqliteConnection;
+use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{Result, SqliteStore, cursor, questions, seq_of, ts, updates};
-use crate::store::{Marked, Put, ReplyPut};
+use super::{Result, SqliteStore, cursor, lease as session, questions, seq_of, ts, updates};
+use crate::store::{Marked, Put, ReplyPut, WaitRead};
 
 fn message_state(delivered_at: Option<i64>, processed_at: Option<i64>) -> MessageState {
     match (delivered_at, processed_at) {
@@ -21,13 +21,43 @@ fn message_state(delivered_at: Option<i64>, processed_at: Option<i64>) -> Messag
 /// The agent's tasks not yet processed: stored minus processed, both counted by triggers in the transactions
 /// that store and mark them (migrations 0007 and 0010), so the count costs one row read however many tasks
 /// there are.
-async fn pending_tasks(conn: &mut SqliteConnection, agent_id: &str) -> Result<i64> {
-    Ok(sqlx::query_scalar(
-        "SELECT COALESCE((SELECT messages - processed FROM agent_counts WHERE agent_id = ?1), 0)",
-    )
-    .bind(agent_id)
-    .fetch_one(conn)
-    .await?)
+fn pending_tasks(conn: &Connection, agent_id: &str) -> Result<i64> {
+    Ok(conn
+        .prepare_cached("SELECT COALESCE((SELECT messages - processed FROM agent_counts WHERE agent_id = ?1), 0)")?
+        .query_row([agent_id], |r| r.get(0))?)
+}
+
+/// Delivered marks queued and not yet committed: per agent, how many, and the highest sequence number they
+/// cover.
+#[derive(Debug, Default)]
+pub(super) struct PendingMarks(std::sync::Mutex<std::collections::HashMap<String, (usize, i64)>>);
+
+impl PendingMarks {
+    fn add(&self, agent_id: &str, through: i64) {
+        let mut marks = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let entry = marks.entry(agent_id.to_string()).or_insert((0, through));
+        entry.0 += 1;
+        entry.1 = entry.1.max(through);
+    }
+
+    fn done(&self, agent_id: &str) {
+        let mut marks = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(entry) = marks.get_mut(agent_id) {
+            entry.0 = entry.0.saturating_sub(1);
+            if entry.0 == 0 {
+                marks.remove(agent_id);
+            }
+        }
+    }
+
+    /// Whether a mark not yet committed covers a task after `after`.
+    fn pending_beyond(&self, agent_id: &str, after: i64) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(agent_id)
+            .is_some_and(|(_, through)| *through > after)
+    }
 }
 
 impl SqliteStore {
@@ -56,143 +86,145 @@ impl SqliteStore {
         let device_id = device_id.to_string();
         let message_id = message_id.to_string();
         let envelope = envelope.to_string();
-        self.write_async(move |conn| {
-            Box::pin(async move {
-                let existing: Option<(i64, Option<String>, i64)> = sqlx::query_as(
+        self.write(move |conn| {
+            let existing: Option<(i64, Option<String>, i64)> = conn
+                .prepare_cached(
                     "SELECT seq, device_id, created_at FROM items
                      WHERE agent_id = ?1 AND kind = 'message' AND item_id = ?2",
-                )
-                .bind(&agent_id)
-                .bind(&message_id)
-                .fetch_optional(&mut *conn)
-                .await?;
-                if let Some((seq, sender, created_at)) = existing {
-                    if sender.as_deref() != Some(device_id.as_str()) {
-                        return Ok(Put::Conflict("this message id was used by another device"));
-                    }
-                    return Ok(Put::Stored(Stored {
-                        id: message_id,
-                        cursor: cursor(seq),
-                        created_at: ts(created_at),
-                        created: false,
-                    }));
+                )?
+                .query_row(params![agent_id, message_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .optional()?;
+            if let Some((seq, sender, created_at)) = existing {
+                if sender.as_deref() != Some(device_id.as_str()) {
+                    return Ok(Put::Conflict("this message id was used by another device"));
                 }
-                if pending_tasks(conn, &agent_id).await? >= i64::from(max_pending) {
-                    return Ok(Put::QuotaExceeded);
-                }
-                let seq: i64 = sqlx::query_scalar(
-                    "INSERT INTO items (agent_id, kind, item_id, device_id, envelope, created_at)
-                     VALUES (?1, 'message', ?2, ?3, ?4, ?5) RETURNING seq",
-                )
-                .bind(&agent_id)
-                .bind(&message_id)
-                .bind(&device_id)
-                .bind(&envelope)
-                .bind(now.millis())
-                .fetch_one(&mut *conn)
-                .await?;
-                Ok(Put::Stored(Stored {
+                return Ok(Put::Stored(Stored {
                     id: message_id,
                     cursor: cursor(seq),
-                    created_at: now,
-                    created: true,
-                }))
+                    created_at: ts(created_at),
+                    created: false,
+                }));
+            }
+            if pending_tasks(conn, &agent_id)? >= i64::from(max_pending) {
+                return Ok(Put::QuotaExceeded);
+            }
+            let seq: i64 = conn
+                .prepare_cached(
+                    "INSERT INTO items (agent_id, kind, item_id, device_id, envelope, created_at)
+                     VALUES (?1, 'message', ?2, ?3, ?4, ?5) RETURNING seq",
+                )?
+                .query_row(
+                    params![agent_id, message_id, device_id, envelope, now.millis()],
+                    |r| r.get(0),
+                )?;
+            Ok(Put::Stored(Stored {
+                id: message_id,
+                cursor: cursor(seq),
+                created_at: now,
+                created: true,
+            }))
+        })
+        .await
+    }
+
+    /// One step of the agent's long-poll, read in one snapshot on one read connection: the lease and the
+    /// caller's session, the relay's head (to check the caller's cursor), and the agent's tasks not yet
+    /// processed after `after` (oldest first, at most `limit`) with the cursor to continue from.
+    ///
+    /// Nothing is written here. The `delivered` bookkeeping of the tasks returned is [`SqliteStore::mark_delivered`],
+    /// which rides in the writer's next batch: the wait answers after the task's one synced write (its insert),
+    /// not after a second one (ADR 0001, point 6).
+    pub(crate) async fn wait_read(
+        &self,
+        agent_id: &str,
+        session_id: Option<&str>,
+        after: Cursor,
+        limit: u32,
+        now: Timestamp,
+    ) -> Result<WaitRead> {
+        let (agent_id, session_id) = (agent_id.to_string(), session_id.map(str::to_string));
+        // A delivered mark not yet committed for tasks this read may return again: let it commit first, so that
+        // their `redelivered` flag is exact (an agent that restarts at once). Not on the hot path: an agent that
+        // goes on from its cursor reads beyond every mark it caused.
+        if self.marks.pending_beyond(&agent_id, seq_of(after)) {
+            self.write(|_| Ok(())).await?;
+        }
+        self.read_now(move |conn| {
+            let after = seq_of(after);
+            let lease = session::lease_on(conn, &agent_id, now)?;
+            let session_known = match (&lease, &session_id) {
+                (Some(lease), Some(session)) if lease.session_id == *session => true,
+                (_, Some(session)) => session::session_known_on(conn, &agent_id, session)?,
+                (_, None) => false,
+            };
+            let global_head: i64 = conn
+                .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM items")?
+                .query_row([], |r| r.get(0))?;
+            let head: i64 = conn
+                .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM items WHERE agent_id = ?1")?
+                .query_row([&agent_id], |r| r.get(0))?;
+            let messages = conn
+                .prepare_cached(
+                    "SELECT i.seq, i.item_id, COALESCE(i.device_id, ''), COALESCE(d.name, ''),
+                            COALESCE(i.envelope, ''), i.created_at, i.delivered_at
+                     FROM items i LEFT JOIN devices d ON d.device_id = i.device_id
+                     WHERE i.agent_id = ?1 AND i.kind = 'message' AND i.processed_at IS NULL AND i.seq > ?2
+                     ORDER BY i.seq LIMIT ?3",
+                )?
+                .query_map(params![agent_id, after, i64::from(limit)], |r| {
+                    Ok(AgentMessage {
+                        cursor: cursor(r.get(0)?),
+                        message_id: r.get(1)?,
+                        from: r.get(2)?,
+                        from_name: r.get(3)?,
+                        envelope: r.get(4)?,
+                        sent_at: ts(r.get(5)?),
+                        redelivered: r.get::<_, Option<i64>>(6)?.is_some(),
+                    })
+                })?
+                .collect::<Result<Vec<_>, _>>()?;
+            let next = match messages.last() {
+                Some(last) if messages.len() >= limit as usize => last.cursor,
+                _ => cursor(head.max(after)),
+            };
+            Ok(WaitRead {
+                lease,
+                session_known,
+                global_head: cursor(global_head),
+                messages,
+                next,
             })
         })
         .await
     }
 
-    /// Whether tasks not yet processed exist after `after`, and the agent's head; one consistent read.
-    async fn pending_after(&self, agent_id: &str, after: i64) -> Result<(bool, i64)> {
-        let (pending, head): (bool, i64) = sqlx::query_as(
-            "SELECT EXISTS (SELECT 1 FROM items
-                            WHERE agent_id = ?1 AND kind = 'message' AND processed_at IS NULL AND seq > ?2),
-                    (SELECT COALESCE(MAX(seq), 0) FROM items WHERE agent_id = ?1)",
-        )
-        .bind(agent_id)
-        .bind(after)
-        .fetch_one(&self.read)
-        .await?;
-        Ok((pending, head))
-    }
-
-    /// Hands the agent its tasks not yet processed after `after` (oldest first, at most `limit`), marking
-    /// them delivered; `redelivered` is true for those delivered before. Returns the tasks and the cursor to
-    /// continue from.
-    pub(crate) async fn deliver(
-        &self,
-        agent_id: &str,
-        after: Cursor,
-        limit: u32,
-        now: Timestamp,
-    ) -> Result<(Vec<AgentMessage>, Cursor)> {
-        let after = seq_of(after);
-        // Most polls find nothing: answer those from a reader without touching the writer.
-        let (pending, head) = self.pending_after(agent_id, after).await?;
-        if !pending {
-            return Ok((Vec::new(), cursor(head.max(after))));
-        }
-        type Row = (i64, String, String, String, String, i64, Option<i64>);
+    /// Records that the agent was handed its tasks after `after` up to `through` (those not yet marked), so that
+    /// a later delivery of them says `redelivered`. Nobody waits for it: it rides in the writer's next batch
+    /// (the caller answers without a second synced write). A power cut before that commit loses only the mark —
+    /// the tasks stay stored and unprocessed, and their next delivery lacks the `redelivered` flag.
+    pub(crate) fn mark_delivered(&self, agent_id: &str, after: Cursor, through: Cursor, now: Timestamp) {
+        let (after, through) = (seq_of(after), seq_of(through));
         let agent_id = agent_id.to_string();
-        let (rows, next) = self
-            .write_async(move |conn| {
-                Box::pin(async move {
-                    let head: i64 =
-                        sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM items WHERE agent_id = ?1")
-                            .bind(&agent_id)
-                            .fetch_one(&mut *conn)
-                            .await?;
-                    let rows: Vec<Row> = sqlx::query_as(
-                        "SELECT i.seq, i.item_id, COALESCE(i.device_id, ''), COALESCE(d.name, ''),
-                                COALESCE(i.envelope, ''), i.created_at, i.delivered_at
-                         FROM items i LEFT JOIN devices d ON d.device_id = i.device_id
-                         WHERE i.agent_id = ?1 AND i.kind = 'message' AND i.processed_at IS NULL
-                           AND i.seq > ?2 AND i.seq <= ?3
-                         ORDER BY i.seq LIMIT ?4",
-                    )
-                    .bind(&agent_id)
-                    .bind(after)
-                    .bind(head)
-                    .bind(i64::from(limit))
-                    .fetch_all(&mut *conn)
-                    .await?;
-                    let full = rows.len() >= limit as usize;
-                    let next = match rows.last() {
-                        Some(last) if full => last.0,
-                        _ => head.max(after),
-                    };
-                    if let Some(last) = rows.last() {
-                        sqlx::query(
-                            "UPDATE items SET delivered_at = ?2
-                             WHERE agent_id = ?1 AND kind = 'message' AND processed_at IS NULL
-                               AND delivered_at IS NULL AND seq > ?3 AND seq <= ?4",
-                        )
-                        .bind(&agent_id)
-                        .bind(now.millis())
-                        .bind(after)
-                        .bind(last.0)
-                        .execute(&mut *conn)
-                        .await?;
-                    }
-                    Ok((rows, next))
+        self.marks.add(&agent_id, through);
+        let store = self.clone();
+        tokio::spawn(async move {
+            let id = agent_id.clone();
+            let marked = store
+                .write(move |conn| {
+                    conn.prepare_cached(
+                        "UPDATE items SET delivered_at = ?2
+                         WHERE agent_id = ?1 AND kind = 'message' AND processed_at IS NULL
+                           AND delivered_at IS NULL AND seq > ?3 AND seq <= ?4",
+                    )?
+                    .execute(params![id, now.millis(), after, through])?;
+                    Ok(())
                 })
-            })
-            .await?;
-        let messages = rows
-            .into_iter()
-            .map(
-                |(seq, message_id, from, from_name, envelope, created_at, delivered_at)| AgentMessage {
-                    message_id,
-                    from,
-                    from_name,
-                    envelope,
-                    sent_at: ts(created_at),
-                    redelivered: delivered_at.is_some(),
-                    cursor: cursor(seq),
-                },
-            )
-            .collect();
-        Ok((messages, cursor(next)))
+                .await;
+            if let Err(e) = marked {
+                tracing::warn!(error = %e, "a delivered mark was not stored");
+            }
+            store.marks.done(&agent_id);
+        });
     }
 
     /// Marks a task processed (idempotent: the first time is kept). The first time, in the same transaction,
@@ -223,37 +255,30 @@ impl SqliteStore {
             Some(None) => {}
         }
         let (agent_id, message_id) = (agent_id.to_string(), message_id.to_string());
-        self.write_async(move |conn| {
-            Box::pin(async move {
-                // Only the first acknowledgement sets it; a concurrent one finds it set and changes nothing.
-                let first: Option<i64> = sqlx::query_scalar(
+        self.write(move |conn| {
+            // Only the first acknowledgement sets it; a concurrent one finds it set and changes nothing.
+            let first: Option<i64> = conn
+                .prepare_cached(
                     "UPDATE items SET processed_at = ?3
                      WHERE agent_id = ?1 AND kind = 'message' AND item_id = ?2 AND processed_at IS NULL
                      RETURNING seq",
-                )
-                .bind(&agent_id)
-                .bind(&message_id)
-                .bind(now.millis())
-                .fetch_optional(&mut *conn)
-                .await?;
-                let update = match first {
-                    Some(seq) => {
-                        updates::insert_update_async(conn, &agent_id, seq, ItemState::Processed, now).await?
-                    }
-                    None => None,
-                };
-                let at: Option<Option<i64>> = sqlx::query_scalar(
+                )?
+                .query_row(params![agent_id, message_id, now.millis()], |r| r.get(0))
+                .optional()?;
+            let update = match first {
+                Some(seq) => updates::insert_update(conn, &agent_id, seq, ItemState::Processed, now)?,
+                None => None,
+            };
+            let at: Option<Option<i64>> = conn
+                .prepare_cached(
                     "SELECT processed_at FROM items WHERE agent_id = ?1 AND kind = 'message' AND item_id = ?2",
-                )
-                .bind(&agent_id)
-                .bind(&message_id)
-                .fetch_optional(&mut *conn)
-                .await?;
-                Ok(at.flatten().map(|at| Marked {
-                    processed_at: ts(at),
-                    update,
-                }))
-            })
+                )?
+                .query_row(params![agent_id, message_id], |r| r.get(0))
+                .optional()?;
+            Ok(at.flatten().map(|at| Marked {
+                processed_at: ts(at),
+                update,
+            }))
         })
         .await
     }
@@ -271,78 +296,61 @@ impl SqliteStore {
         let reply_id = reply_id.to_string();
         let source_message_id = source_message_id.to_string();
         let envelopes = envelopes.to_vec();
-        self.write_async(move |conn| {
-            Box::pin(async move {
-                let existing: Option<(i64, Option<String>, i64)> = sqlx::query_as(
+        self.write(move |conn| {
+            let existing: Option<(i64, Option<String>, i64)> = conn
+                .prepare_cached(
                     "SELECT seq, source_message_id, created_at FROM items
                      WHERE agent_id = ?1 AND kind = 'reply' AND item_id = ?2",
-                )
-                .bind(&agent_id)
-                .bind(&reply_id)
-                .fetch_optional(&mut *conn)
-                .await?;
-                if let Some((seq, source, created_at)) = existing {
-                    if source.as_deref() != Some(source_message_id.as_str()) {
-                        return Ok(ReplyPut::Conflict);
-                    }
-                    return Ok(ReplyPut::Stored(Stored {
-                        id: reply_id,
-                        cursor: cursor(seq),
-                        created_at: ts(created_at),
-                        created: false,
-                    }));
+                )?
+                .query_row(params![agent_id, reply_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .optional()?;
+            if let Some((seq, source, created_at)) = existing {
+                if source.as_deref() != Some(source_message_id.as_str()) {
+                    return Ok(ReplyPut::Conflict);
                 }
-                let source_known: bool = sqlx::query_scalar(
-                    "SELECT EXISTS (SELECT 1 FROM items
-                                    WHERE agent_id = ?1 AND kind = 'message' AND item_id = ?2)",
-                )
-                .bind(&agent_id)
-                .bind(&source_message_id)
-                .fetch_one(&mut *conn)
-                .await?;
-                if !source_known {
-                    return Ok(ReplyPut::NoSource);
-                }
-                for e in &envelopes {
-                    let known: bool = sqlx::query_scalar(
-                        "SELECT EXISTS (SELECT 1 FROM devices WHERE agent_id = ?1 AND device_id = ?2)",
-                    )
-                    .bind(&agent_id)
-                    .bind(&e.device_id)
-                    .fetch_one(&mut *conn)
-                    .await?;
-                    if !known {
-                        return Ok(ReplyPut::UnknownDevice(e.device_id.clone()));
-                    }
-                }
-                let seq: i64 = sqlx::query_scalar(
-                    "INSERT INTO items (agent_id, kind, item_id, source_message_id, created_at)
-                     VALUES (?1, 'reply', ?2, ?3, ?4) RETURNING seq",
-                )
-                .bind(&agent_id)
-                .bind(&reply_id)
-                .bind(&source_message_id)
-                .bind(now.millis())
-                .fetch_one(&mut *conn)
-                .await?;
-                for e in &envelopes {
-                    sqlx::query(
-                        "INSERT INTO item_envelopes (item_seq, device_id, envelope) VALUES (?1, ?2, ?3)",
-                    )
-                    .bind(seq)
-                    .bind(&e.device_id)
-                    .bind(&e.envelope)
-                    .execute(&mut *conn)
-                    .await?;
-                }
-                super::push::enqueue_async(conn, &agent_id, seq, now).await?;
-                Ok(ReplyPut::Stored(Stored {
+                return Ok(ReplyPut::Stored(Stored {
                     id: reply_id,
                     cursor: cursor(seq),
-                    created_at: now,
-                    created: true,
-                }))
-            })
+                    created_at: ts(created_at),
+                    created: false,
+                }));
+            }
+            let source_known: bool = conn
+                .prepare_cached(
+                    "SELECT EXISTS (SELECT 1 FROM items
+                                    WHERE agent_id = ?1 AND kind = 'message' AND item_id = ?2)",
+                )?
+                .query_row(params![agent_id, source_message_id], |r| r.get(0))?;
+            if !source_known {
+                return Ok(ReplyPut::NoSource);
+            }
+            for e in &envelopes {
+                let known: bool = conn
+                    .prepare_cached(
+                        "SELECT EXISTS (SELECT 1 FROM devices WHERE agent_id = ?1 AND device_id = ?2)",
+                    )?
+                    .query_row(params![agent_id, e.device_id], |r| r.get(0))?;
+                if !known {
+                    return Ok(ReplyPut::UnknownDevice(e.device_id.clone()));
+                }
+            }
+            let seq: i64 = conn
+                .prepare_cached(
+                    "INSERT INTO items (agent_id, kind, item_id, source_message_id, created_at)
+                     VALUES (?1, 'reply', ?2, ?3, ?4) RETURNING seq",
+                )?
+                .query_row(params![agent_id, reply_id, source_message_id, now.millis()], |r| r.get(0))?;
+            for e in &envelopes {
+                conn.prepare_cached("INSERT INTO item_envelopes (item_seq, device_id, envelope) VALUES (?1, ?2, ?3)")?
+                    .execute(params![seq, e.device_id, e.envelope])?;
+            }
+            super::push::enqueue(conn, &agent_id, seq, now)?;
+            Ok(ReplyPut::Stored(Stored {
+                id: reply_id,
+                cursor: cursor(seq),
+                created_at: now,
+                created: true,
+            }))
         })
         .await
     }
@@ -489,7 +497,7 @@ mod tests {
     /// The agent's tasks not yet processed, as the quota reads them (the counters) and by scanning them all.
     async fn pending_both_ways(store: &SqliteStore, agent_id: &'static str) -> (i64, i64) {
         let counted = store
-            .write_async(move |conn| Box::pin(async move { pending_tasks(conn, agent_id).await }))
+            .write(move |conn| pending_tasks(conn, agent_id))
             .await
             .expect("counted");
         let scanned: i64 = sqlx::query_scalar(
@@ -504,18 +512,13 @@ mod tests {
 
     async fn device(store: &SqliteStore, agent_id: &'static str, device_id: &'static str) {
         store
-            .write_async(move |conn| {
-                Box::pin(async move {
-                    sqlx::query(
-                        "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
-                         VALUES (?1, ?2, 'phone', 'owner', x'00', 1)",
-                    )
-                    .bind(device_id)
-                    .bind(agent_id)
-                    .execute(&mut *conn)
-                    .await?;
-                    Ok(())
-                })
+            .write(move |conn| {
+                conn.execute(
+                    "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
+                     VALUES (?1, ?2, 'phone', 'owner', x'00', 1)",
+                    [device_id, agent_id],
+                )?;
+                Ok(())
             })
             .await
             .expect("a device");

@@ -20,10 +20,11 @@
 
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{mpsc, oneshot};
 
@@ -54,7 +55,7 @@ trait Write: Send {
 struct Pending<T, F> {
     f: Option<F>,
     result: Option<Result<T>>,
-    reply: Option<oneshot::Sender<Result<T>>>,
+    reply: oneshot::Sender<Result<T>>,
 }
 
 impl<T, F> Write for Pending<T, F>
@@ -85,15 +86,8 @@ where
             (None, Err(e)) => Err(e),
             (None, Ok(())) => Err(StoreError::internal("the write did not complete")),
         };
-        match (self.reply, answer) {
-            // The caller may have gone (its request was dropped): nobody to tell.
-            (Some(reply), answer) => {
-                let _ = reply.send(answer);
-            }
-            // A detached write: nobody waits, the failure is only logged.
-            (None, Err(e)) => tracing::warn!(error = %e, "a detached write failed"),
-            (None, Ok(_)) => {}
-        }
+        // The caller may have gone (its request was dropped): nobody to tell.
+        let _ = self.reply.send(answer);
     }
 }
 
@@ -111,12 +105,25 @@ fn closed() -> StoreError {
 }
 
 /// What the writer has done since the relay started, for `GET /metrics` and the tests.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct WriterCounts {
     /// Transactions committed (one synced commit each; a batch whose writes all failed commits nothing).
-    pub commits: AtomicU64,
+    pub commits: Counter,
     /// Writes run, whatever their outcome.
-    pub writes: AtomicU64,
+    pub writes: Counter,
+    /// Writes per batch.
+    pub batch: Histogram,
+}
+
+impl Default for WriterCounts {
+    fn default() -> Self {
+        WriterCounts {
+            commits: Counter::default(),
+            writes: Counter::default(),
+            // 1, 2, 4 … 1024: up to MAX_BATCH.
+            batch: Histogram::new(exponential_buckets(1.0, 2.0, 11)),
+        }
+    }
 }
 
 /// The handle on the writer thread, shared by every clone of the store.
@@ -190,7 +197,7 @@ impl Writer {
         let write: Box<dyn Write> = Box::new(Pending {
             f: Some(f),
             result: None,
-            reply: Some(reply),
+            reply,
         });
         let queue = self.sender()?;
         match tokio::time::timeout(acquire_timeout, queue.send(write)).await {
@@ -203,20 +210,6 @@ impl Writer {
         answer
             .await
             .unwrap_or_else(|_| Err(StoreError::internal("the writer stopped before answering")))
-    }
-
-    /// Queues a write that nobody waits for: it rides in the next batch, and a failure is only logged.
-    /// `false` when it could not be queued (the store is closing, or the queue is full).
-    pub(super) fn write_detached<F>(&self, f: F) -> bool
-    where
-        F: FnOnce(&Connection) -> Result<()> + Send + 'static,
-    {
-        let write: Box<dyn Write> = Box::new(Pending {
-            f: Some(f),
-            result: None,
-            reply: None,
-        });
-        self.sender().is_ok_and(|q| q.try_send(write).is_ok())
     }
 
     /// Refuses new writes, lets the writer finish those already queued, and waits for it to stop.
@@ -254,10 +247,11 @@ fn writer(
         let outcome = run_batch(&conn, &mut queue, &mut batch, max_work);
         counts
             .writes
-            .fetch_add(u64::try_from(batch.len()).unwrap_or(u64::MAX), Ordering::Relaxed);
+            .inc_by(u64::try_from(batch.len()).unwrap_or(u64::MAX));
+        counts.batch.observe(batch.len() as f64);
         match &outcome {
             Ok(true) => {
-                counts.commits.fetch_add(1, Ordering::Relaxed);
+                counts.commits.inc();
             }
             Ok(false) => {}
             Err(e) => tracing::warn!(error = %e, writes = batch.len(), "a write batch failed"),
@@ -384,7 +378,7 @@ mod tests {
     }
 
     fn commits(store: &SqliteStore) -> u64 {
-        store.writer.counts().commits.load(Ordering::SeqCst)
+        store.writer.counts().commits.get()
     }
 
     /// Sends a task in a task of its own.
@@ -644,26 +638,6 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_detached_write_rides_in_the_next_batch() {
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let path = dir.path().join("w.db");
-        let store = open(&path, PATIENT).await;
-        let (release, holder) = hold(&store).await;
-        let before = commits(&store);
-        assert!(store.writer.write_detached(|conn| insert_doomed(conn, "detached")));
-        queued(&store, 1).await;
-        let a = send(&store, "dv_1", "a");
-        queued(&store, 2).await;
-        release.send(()).expect("the holder waits");
-        holder.await.expect("joins").expect("the holder's write");
-        assert!(stored(a.await.expect("joins")).created);
-        assert_eq!(commits(&store), before + 1, "one commit for the three writes");
-        store.close().await;
-        let store = open(&path, PATIENT).await;
-        assert_eq!(message_ids(&store).await, ["detached", "a"]);
-    }
-
-    #[tokio::test]
     async fn closing_finishes_the_queued_writes_and_refuses_new_ones() {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let path = dir.path().join("w.db");
@@ -683,7 +657,6 @@ mod tests {
             send(&store, "dv_1", "late").await.expect("joins"),
             Err(StoreError::Unavailable(_))
         ));
-        assert!(!store.writer.write_detached(|conn| insert_doomed(conn, "late too")));
         release.send(()).expect("the holder waits");
         holder.await.expect("joins").expect("the holder's write");
         assert!(stored(a.await.expect("joins")).created);
