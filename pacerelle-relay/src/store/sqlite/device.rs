@@ -2,6 +2,7 @@
 
 use pacerelle_core::Timestamp;
 use pacerelle_core::wire::DeviceInfo;
+use rusqlite::{OptionalExtension, params};
 
 use super::{Result, SqliteStore, role, ts};
 
@@ -53,20 +54,18 @@ impl SqliteStore {
         let changed = device_id.to_string();
         let (agent_id, device_id) = (agent_id.to_string(), device_id.to_string());
         let written: Result<Option<DeviceRow>> = self
-            .write_async(move |conn| {
-                Box::pin(async move {
-                    super::push::drop_device(conn, &agent_id, &device_id).await?;
-                    Ok(sqlx::query_as(
+            .write(move |conn| {
+                super::push::drop_device(conn, &agent_id, &device_id)?;
+                Ok(conn
+                    .prepare_cached(
                         "UPDATE devices SET revoked_at = COALESCE(revoked_at, ?3)
                          WHERE agent_id = ?1 AND device_id = ?2
                          RETURNING device_id, name, label, role, created_at, revoked_at",
-                    )
-                    .bind(&agent_id)
-                    .bind(&device_id)
-                    .bind(now.millis())
-                    .fetch_optional(&mut *conn)
-                    .await?)
-                })
+                    )?
+                    .query_row(params![agent_id, device_id, now.millis()], |r| {
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+                    })
+                    .optional()?)
             })
             .await;
         // Committed (or, after a failed commit, perhaps): the next request of this device reads the database.

@@ -208,12 +208,9 @@ pub(crate) async fn enqueue_async(
 
 /// Deletes every subscription of a device of this agent (and their queued pushes): call it in the write that
 /// revokes it.
-pub(crate) async fn drop_device(conn: &mut SqliteConnection, agent_id: &str, device_id: &str) -> Result<()> {
-    sqlx::query("DELETE FROM push_subscriptions WHERE agent_id = ?1 AND device_id = ?2")
-        .bind(agent_id)
-        .bind(device_id)
-        .execute(&mut *conn)
-        .await?;
+pub(crate) fn drop_device(conn: &Connection, agent_id: &str, device_id: &str) -> Result<()> {
+    conn.prepare_cached("DELETE FROM push_subscriptions WHERE agent_id = ?1 AND device_id = ?2")?
+        .execute(params![agent_id, device_id])?;
     Ok(())
 }
 
@@ -232,58 +229,38 @@ impl SqliteStore {
         let (agent_id, device_id, endpoint) =
             (agent_id.to_string(), device_id.to_string(), endpoint.to_string());
         let (p256dh, auth) = (p256dh.to_vec(), auth.to_vec());
-        self.write_async(move |conn| {
-            Box::pin(async move {
-                let existing: Option<(String, i64)> = sqlx::query_as(
-                    "SELECT device_id, created_at FROM push_subscriptions WHERE endpoint = ?1",
-                )
-                .bind(&endpoint)
-                .fetch_optional(&mut *conn)
-                .await?;
-                if let Some((owner, created_at)) = existing
-                    && owner == device_id
-                {
-                    sqlx::query(
-                        "UPDATE push_subscriptions SET p256dh = ?2, auth = ?3, updated_at = ?4
+        self.write(move |conn| {
+            let existing: Option<(String, i64)> = conn
+                .prepare_cached("SELECT device_id, created_at FROM push_subscriptions WHERE endpoint = ?1")?
+                .query_row([&endpoint], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()?;
+            if let Some((owner, created_at)) = existing
+                && owner == device_id
+            {
+                conn.prepare_cached(
+                    "UPDATE push_subscriptions SET p256dh = ?2, auth = ?3, updated_at = ?4
                              WHERE endpoint = ?1",
-                    )
-                    .bind(&endpoint)
-                    .bind(&p256dh)
-                    .bind(&auth)
-                    .bind(now.millis())
-                    .execute(&mut *conn)
-                    .await?;
-                    return Ok(PushPut::Replaced(ts(created_at)));
-                }
-                let count: i64 = sqlx::query_scalar(
+                )?
+                .execute(params![endpoint, p256dh, auth, now.millis()])?;
+                return Ok(PushPut::Replaced(ts(created_at)));
+            }
+            let count: i64 = conn
+                .prepare_cached(
                     "SELECT COUNT(*) FROM push_subscriptions WHERE device_id = ?1 AND endpoint <> ?2",
-                )
-                .bind(&device_id)
-                .bind(&endpoint)
-                .fetch_one(&mut *conn)
-                .await?;
-                if count >= MAX_PER_DEVICE {
-                    return Ok(PushPut::TooMany);
-                }
-                sqlx::query("DELETE FROM push_subscriptions WHERE endpoint = ?1")
-                    .bind(&endpoint)
-                    .execute(&mut *conn)
-                    .await?;
-                sqlx::query(
-                    "INSERT INTO push_subscriptions (endpoint, agent_id, device_id, p256dh, auth, created_at,
+                )?
+                .query_row(params![device_id, endpoint], |r| r.get(0))?;
+            if count >= MAX_PER_DEVICE {
+                return Ok(PushPut::TooMany);
+            }
+            conn.prepare_cached("DELETE FROM push_subscriptions WHERE endpoint = ?1")?
+                .execute([&endpoint])?;
+            conn.prepare_cached(
+                "INSERT INTO push_subscriptions (endpoint, agent_id, device_id, p256dh, auth, created_at,
                                                      updated_at)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
-                )
-                .bind(&endpoint)
-                .bind(&agent_id)
-                .bind(&device_id)
-                .bind(&p256dh)
-                .bind(&auth)
-                .bind(now.millis())
-                .execute(&mut *conn)
-                .await?;
-                Ok(PushPut::Created(now))
-            })
+            )?
+            .execute(params![endpoint, agent_id, device_id, p256dh, auth, now.millis()])?;
+            Ok(PushPut::Created(now))
         })
         .await
     }
@@ -291,16 +268,11 @@ impl SqliteStore {
     /// Removes a subscription of this device (nothing when it has none with this endpoint).
     pub(crate) async fn delete_push_subscription(&self, device_id: &str, endpoint: &str) -> Result<bool> {
         let (device_id, endpoint) = (device_id.to_string(), endpoint.to_string());
-        self.write_async(move |conn| {
-            Box::pin(async move {
-                let done =
-                    sqlx::query("DELETE FROM push_subscriptions WHERE device_id = ?1 AND endpoint = ?2")
-                        .bind(&device_id)
-                        .bind(&endpoint)
-                        .execute(&mut *conn)
-                        .await?;
-                Ok(done.rows_affected() > 0)
-            })
+        self.write(move |conn| {
+            let done = conn
+                .prepare_cached("DELETE FROM push_subscriptions WHERE device_id = ?1 AND endpoint = ?2")?
+                .execute(params![device_id, endpoint])?;
+            Ok(done > 0)
         })
         .await
     }
@@ -372,14 +344,10 @@ impl SqliteStore {
 
     /// Removes a push from the outbox: delivered (never sent again), expired, or given up.
     pub(crate) async fn push_done(&self, push_id: i64) -> Result<()> {
-        self.write_async(move |conn| {
-            Box::pin(async move {
-                sqlx::query("DELETE FROM push_outbox WHERE push_id = ?1")
-                    .bind(push_id)
-                    .execute(&mut *conn)
-                    .await?;
-                Ok(())
-            })
+        self.write(move |conn| {
+            conn.prepare_cached("DELETE FROM push_outbox WHERE push_id = ?1")?
+                .execute([push_id])?;
+            Ok(())
         })
         .await
     }
@@ -393,35 +361,24 @@ impl SqliteStore {
         next: Timestamp,
     ) -> Result<()> {
         let error = error.to_string();
-        self.write_async(move |conn| {
-            Box::pin(async move {
-                sqlx::query(
-                    "UPDATE push_outbox SET attempts = attempts + 1, last_status = ?2, last_error = ?3,
+        self.write(move |conn| {
+            conn.prepare_cached(
+                "UPDATE push_outbox SET attempts = attempts + 1, last_status = ?2, last_error = ?3,
                                             next_attempt_at = ?4
                      WHERE push_id = ?1",
-                )
-                .bind(push_id)
-                .bind(status.map(i64::from))
-                .bind(&error)
-                .bind(next.millis())
-                .execute(&mut *conn)
-                .await?;
-                Ok(())
-            })
+            )?
+            .execute(params![push_id, status.map(i64::from), error, next.millis()])?;
+            Ok(())
         })
         .await
     }
 
     /// Deletes a subscription the push service says is gone (404, 410), with its queued pushes.
     pub(crate) async fn push_subscription_gone(&self, subscription_id: i64) -> Result<()> {
-        self.write_async(move |conn| {
-            Box::pin(async move {
-                sqlx::query("DELETE FROM push_subscriptions WHERE subscription_id = ?1")
-                    .bind(subscription_id)
-                    .execute(&mut *conn)
-                    .await?;
-                Ok(())
-            })
+        self.write(move |conn| {
+            conn.prepare_cached("DELETE FROM push_subscriptions WHERE subscription_id = ?1")?
+                .execute([subscription_id])?;
+            Ok(())
         })
         .await
     }
@@ -459,17 +416,14 @@ mod tests {
     async fn items_queue_one_push_per_subscription_of_their_active_recipients_and_revocation_drops_them() {
         let (store, _dir) = store().await;
         store
-            .write_async(|conn| {
-                Box::pin(async move {
-                    sqlx::query(
-                        "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
-                         VALUES ('dv_1', 'ag_1', 'phone', 'owner', x'00', 1), ('dv_2', 'ag_1', 'tablet', 'owner', x'00', 1),
-                                ('dv_3', 'ag_1', 'laptop', 'owner', x'00', 1)",
-                    )
-                    .execute(&mut *conn)
-                    .await?;
-                    Ok(())
-                })
+            .write(|conn| {
+                conn.execute(
+                    "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
+                     VALUES ('dv_1', 'ag_1', 'phone', 'owner', x'00', 1), ('dv_2', 'ag_1', 'tablet', 'owner', x'00', 1),
+                            ('dv_3', 'ag_1', 'laptop', 'owner', x'00', 1)",
+                    [],
+                )?;
+                Ok(())
             })
             .await
             .expect("devices");

@@ -76,16 +76,13 @@ mod tests {
     async fn the_counted_status_agrees_with_a_full_scan_as_tasks_move() {
         let (store, _dir) = store().await;
         store
-            .write_async(|conn| {
-                Box::pin(async move {
-                    sqlx::query(
-                        "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
-                         VALUES ('dv_1', 'ag_1', 'phone', 'owner', x'00', 1)",
-                    )
-                    .execute(&mut *conn)
-                    .await?;
-                    Ok(())
-                })
+            .write(|conn| {
+                conn.execute(
+                    "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
+                     VALUES ('dv_1', 'ag_1', 'phone', 'owner', x'00', 1)",
+                    [],
+                )?;
+                Ok(())
             })
             .await
             .expect("a device");
@@ -111,15 +108,12 @@ mod tests {
             .expect("found");
         agrees(&store).await;
         store
-            .write_async(|conn| {
-                Box::pin(async move {
-                    sqlx::query(
-                        "UPDATE items SET delivered_at = 2000 + seq WHERE agent_id = 'ag_1' AND item_id IN ('m1', 'm2', 'm3')",
-                    )
-                    .execute(&mut *conn)
-                    .await?;
-                    Ok(())
-                })
+            .write(|conn| {
+                conn.execute(
+                    "UPDATE items SET delivered_at = 2000 + seq WHERE agent_id = 'ag_1' AND item_id IN ('m1', 'm2', 'm3')",
+                    [],
+                )?;
+                Ok(())
             })
             .await
             .expect("delivered");

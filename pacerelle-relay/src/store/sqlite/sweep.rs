@@ -12,33 +12,22 @@ impl SqliteStore {
     /// Drops the ciphertext of expired offers, forgets old tombstones, ends sessions whose lease lapsed.
     pub(crate) async fn sweep(&self, now: Timestamp) -> Result<()> {
         let now = now.millis();
-        self.write_async(move |conn| {
-            Box::pin(async move {
-                sqlx::query(
-                    "UPDATE pairings SET offer = NULL
+        self.write(move |conn| {
+            conn.prepare_cached(
+                "UPDATE pairings SET offer = NULL
                      WHERE offer IS NOT NULL AND claimed_at IS NULL AND expires_at <= ?1",
-                )
-                .bind(now)
-                .execute(&mut *conn)
-                .await?;
-                sqlx::query("DELETE FROM pairings WHERE expires_at < ?1")
-                    .bind(now.saturating_sub(KEEP_MS))
-                    .execute(&mut *conn)
-                    .await?;
-                sqlx::query(
-                    "UPDATE sessions SET ended_at = last_heartbeat_at + ?2
+            )?
+            .execute([now])?;
+            conn.prepare_cached("DELETE FROM pairings WHERE expires_at < ?1")?
+                .execute([now.saturating_sub(KEEP_MS)])?;
+            conn.prepare_cached(
+                "UPDATE sessions SET ended_at = last_heartbeat_at + ?2
                      WHERE ended_at IS NULL AND last_heartbeat_at + ?2 <= ?1",
-                )
-                .bind(now)
-                .bind(lease_ttl_ms())
-                .execute(&mut *conn)
-                .await?;
-                sqlx::query("DELETE FROM sessions WHERE ended_at IS NOT NULL AND ended_at < ?1")
-                    .bind(now.saturating_sub(KEEP_MS))
-                    .execute(&mut *conn)
-                    .await?;
-                Ok(())
-            })
+            )?
+            .execute([now, lease_ttl_ms()])?;
+            conn.prepare_cached("DELETE FROM sessions WHERE ended_at IS NOT NULL AND ended_at < ?1")?
+                .execute([now.saturating_sub(KEEP_MS)])?;
+            Ok(())
         })
         .await
     }
