@@ -151,13 +151,16 @@ fn main() -> ExitCode {
     if gate {
         hook::guard_against_panics();
     }
-    tracing_subscriber::fmt()
+    let logs = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("PACERELLE_LOG")
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,pacerelle_relay=info")),
-        )
-        .init();
+        );
+    match &cli.command {
+        Command::Serve(args) if args.log_format == serve::LogFormat::Json => logs.json().init(),
+        _ => logs.init(),
+    }
     let failure = match &cli.command {
         Command::Ask(_) => ExitCode::from(ask::EXIT_ERROR),
         _ => ExitCode::FAILURE,

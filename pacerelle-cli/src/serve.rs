@@ -149,6 +149,18 @@ pub struct ServeArgs {
     /// busy the relay is to whoever reaches it; put it behind your proxy's access rules.
     #[arg(long, env = "PACERELLE_METRICS")]
     metrics: bool,
+    /// How the relay logs on stderr: `text` for people, `json` (one object a line) for a log collector.
+    #[arg(long, env = "PACERELLE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// The relay's log format (`serve --log-format`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Lines for people.
+    Text,
+    /// One JSON object a line: time, level, target, message and fields.
+    Json,
 }
 
 #[derive(Debug, clap::Args)]

@@ -1,0 +1,72 @@
+//! What an operator reads from a running relay: JSON logs on request, and `GET /metrics` only when turned on.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+
+use common::{Proc, serve_with};
+
+#[tokio::test]
+async fn metrics_answer_only_when_turned_on() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let (_relay, url) = serve_with(data.path(), &["--metrics"]);
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let http = reqwest::Client::new();
+    let answer = http.get(format!("{url}/metrics")).send().await.expect("answers");
+    assert_eq!(answer.status(), 200);
+    let kind = answer
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    assert!(kind.starts_with("application/openmetrics-text"), "{kind}");
+    let text = answer.text().await.expect("text");
+    for family in [
+        "pacerelle_store_commits_total",
+        "pacerelle_store_writes_total",
+        "pacerelle_store_batch_writes_bucket",
+    ] {
+        assert!(text.contains(family), "{family} missing from:\n{text}");
+    }
+    assert!(text.trim_end().ends_with("# EOF"), "{text}");
+
+    let off = tempfile::tempdir().expect("tempdir");
+    let (_quiet, url) = serve_with(off.path(), &[]);
+    let answer = http.get(format!("{url}/metrics")).send().await.expect("answers");
+    assert_eq!(answer.status(), 404, "off by default");
+    let body: serde_json::Value = answer.json().await.expect("an error body");
+    assert_eq!(body["code"], "no_route");
+}
+
+#[test]
+fn logs_are_json_lines_on_request() {
+    let data = tempfile::tempdir().expect("tempdir");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_pacerelle"))
+        .args([
+            "serve",
+            "--json",
+            "--listen",
+            "127.0.0.1:0",
+            "--log-format",
+            "json",
+            "--data",
+        ])
+        .arg(data.path())
+        .env("PACERELLE_LOG", "info")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    let stderr = child.stderr.take().expect("stderr");
+    let _relay = Proc(child);
+    let mut line = String::new();
+    let read = BufReader::new(stderr).read_line(&mut line).expect("a log line");
+    assert!(read > 0, "serve wrote no log line");
+    let entry: serde_json::Value = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+    assert!(entry["level"].is_string(), "{line}");
+    assert!(entry["timestamp"].is_string(), "{line}");
+    assert!(entry["fields"]["message"].is_string(), "{line}");
+}
