@@ -154,6 +154,21 @@ pub fn own_rss_kib() -> Result<u64> {
     rss_of("/proc/self/status")
 }
 
+/// CPU time every process of the machine has used since boot (all cores: user, nice, system, irq, softirq,
+/// steal), from the first line of `/proc/stat`.
+pub fn machine_cpu() -> Result<Duration> {
+    let text = std::fs::read_to_string("/proc/stat").context("cannot read /proc/stat")?;
+    let line = text.lines().next().context("empty /proc/stat")?;
+    let fields: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .map(|f| f.parse().unwrap_or(0))
+        .collect();
+    // user nice system idle iowait irq softirq steal: all but idle and iowait.
+    let busy: u64 = [0, 1, 2, 5, 6, 7].iter().filter_map(|&i| fields.get(i)).sum();
+    Ok(Duration::from_secs_f64(busy as f64 / CLK_TCK))
+}
+
 fn cpu_of(path: &str) -> Result<Duration> {
     let text = std::fs::read_to_string(path).with_context(|| format!("cannot read {path}"))?;
     // The command name (field 2) may hold spaces: count fields after its closing parenthesis.
@@ -235,6 +250,7 @@ mod tests {
     fn own_cpu_and_memory_are_read() -> Result<()> {
         assert!(own_rss_kib()? > 0);
         own_cpu()?;
+        assert!(machine_cpu()? >= own_cpu()?);
         Ok(())
     }
 }

@@ -175,13 +175,18 @@ impl Report {
                 ),
             }
             let wall = r.elapsed.as_secs_f64().max(1e-9);
+            let tasks = r.tasks.max(1) as f64;
             println!(
-                "| {} senders: CPU of the relay / of this process | {:.2} / {:.2} cores ({:.1} / {:.1} s) | | |",
+                "| {} senders: CPU of the relay / this process / everything else, in cores (relay and this process, µs per task) | {:.2} / {:.2} / {:.2} ({:.0} / {:.0} µs) | | |",
                 r.senders,
                 r.relay_cpu.as_secs_f64() / wall,
                 r.load_cpu.as_secs_f64() / wall,
-                r.relay_cpu.as_secs_f64(),
-                r.load_cpu.as_secs_f64()
+                r.machine_cpu
+                    .saturating_sub(r.relay_cpu + r.load_cpu)
+                    .as_secs_f64()
+                    / wall,
+                r.relay_cpu.as_secs_f64() * 1e6 / tasks,
+                r.load_cpu.as_secs_f64() * 1e6 / tasks
             );
         }
         if let Some(p) = &self.parked {

@@ -29,6 +29,8 @@ pub struct LevelResult {
     pub relay_cpu: Duration,
     /// This process's CPU time meanwhile.
     pub load_cpu: Duration,
+    /// The CPU time of every process on the machine meanwhile (the relay and this process included).
+    pub machine_cpu: Duration,
 }
 
 impl LevelResult {
@@ -69,7 +71,7 @@ pub async fn run(
         work.push((Conn::open(relay.addr, None).await?, requests));
     }
     let before = relay.store_counters().await;
-    let (relay_cpu, load_cpu) = (relay.cpu()?, relay::own_cpu()?);
+    let (relay_cpu, load_cpu, machine_cpu) = (relay.cpu()?, relay::own_cpu()?, relay::machine_cpu()?);
     let start = Instant::now();
     let mut set = JoinSet::new();
     for (mut conn, requests) in work {
@@ -96,7 +98,11 @@ pub async fn run(
         done += joined??;
     }
     let elapsed = start.elapsed();
-    let (relay_cpu, load_cpu) = (relay.cpu()? - relay_cpu, relay::own_cpu()? - load_cpu);
+    let (relay_cpu, load_cpu, machine_cpu) = (
+        relay.cpu()? - relay_cpu,
+        relay::own_cpu()? - load_cpu,
+        relay::machine_cpu()? - machine_cpu,
+    );
     let after = relay.store_counters().await;
     Ok(LevelResult {
         senders,
@@ -105,5 +111,6 @@ pub async fn run(
         counters: before.zip(after),
         relay_cpu,
         load_cpu,
+        machine_cpu,
     })
 }
