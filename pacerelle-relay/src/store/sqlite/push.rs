@@ -7,7 +7,6 @@
 
 use pacerelle_core::Timestamp;
 use rusqlite::{Connection, OptionalExtension, params};
-use sqlx::SqliteConnection;
 
 use super::{Result, SqliteStore, ts};
 
@@ -120,90 +119,6 @@ pub(crate) fn enqueue(conn: &Connection, agent_id: &str, seq: i64, now: Timestam
             recipients_of
         ])?;
     Ok(u64::try_from(queued).unwrap_or(u64::MAX))
-}
-
-/// [`enqueue`] on an sqlx connection, for the writes of `messages.rs` not yet moved to the rusqlite writer
-/// (removed once they are).
-pub(crate) async fn enqueue_async(
-    conn: &mut SqliteConnection,
-    agent_id: &str,
-    seq: i64,
-    now: Timestamp,
-) -> Result<u64> {
-    let item: Option<(String, String, Option<i64>)> =
-        sqlx::query_as("SELECT kind, item_id, subject_seq FROM items WHERE seq = ?1 AND agent_id = ?2")
-            .bind(seq)
-            .bind(agent_id)
-            .fetch_optional(&mut *conn)
-            .await?;
-    let Some((kind, item_id, subject_seq)) = item else {
-        return Ok(0);
-    };
-    let now_ms = now.millis();
-    // (whose envelopes name the recipients, urgency, topic, expiry)
-    let (recipients_of, urgency, topic, expires_at) = match kind.as_str() {
-        "question" => {
-            let expires: Option<i64> =
-                sqlx::query_scalar("SELECT expires_at FROM questions WHERE item_seq = ?1")
-                    .bind(seq)
-                    .fetch_optional(&mut *conn)
-                    .await?;
-            let Some(expires) = expires else {
-                return Ok(0);
-            };
-            // A TTL of at least one second.
-            let expires = expires.max(now_ms.saturating_add(1000));
-            (
-                seq,
-                "high",
-                Some(pacerelle_core::webpush::topic(&item_id)),
-                expires,
-            )
-        }
-        "reply" | "notification" => (seq, "normal", None, now_ms.saturating_add(TTL_NORMAL_MS)),
-        "update" => {
-            let Some(subject_seq) = subject_seq else {
-                return Ok(0);
-            };
-            let subject: Option<(String, String)> =
-                sqlx::query_as("SELECT kind, item_id FROM items WHERE seq = ?1 AND agent_id = ?2")
-                    .bind(subject_seq)
-                    .bind(agent_id)
-                    .fetch_optional(&mut *conn)
-                    .await?;
-            match subject {
-                Some((subject_kind, question_id)) if subject_kind == "question" => (
-                    subject_seq,
-                    "high",
-                    Some(pacerelle_core::webpush::topic(&question_id)),
-                    now_ms.saturating_add(TTL_UPDATE_MS),
-                ),
-                _ => return Ok(0),
-            }
-        }
-        _ => return Ok(0),
-    };
-    let queued = sqlx::query(
-        "INSERT INTO push_outbox (subscription_id, agent_id, device_id, item_seq, kind, urgency, topic,
-                                  expires_at, created_at, next_attempt_at)
-         SELECT s.subscription_id, s.agent_id, s.device_id, ?2, ?3, ?4, ?5, ?6, ?7, ?7
-         FROM push_subscriptions s JOIN devices d ON d.device_id = s.device_id
-         WHERE s.agent_id = ?1 AND d.revoked_at IS NULL
-           AND s.device_id IN (SELECT device_id FROM item_envelopes WHERE item_seq = ?8)
-         ON CONFLICT (subscription_id, item_seq) DO NOTHING",
-    )
-    .bind(agent_id)
-    .bind(seq)
-    .bind(&kind)
-    .bind(urgency)
-    .bind(&topic)
-    .bind(expires_at)
-    .bind(now_ms)
-    .bind(recipients_of)
-    .execute(&mut *conn)
-    .await?
-    .rows_affected();
-    Ok(queued)
 }
 
 /// Deletes every subscription of a device of this agent (and their queued pushes): call it in the write that

@@ -9,9 +9,9 @@
 use pacerelle_core::Timestamp;
 use pacerelle_core::question::{QuestionKind, QuestionRecord, QuestionState, Refusal};
 use pacerelle_core::wire::{DeviceEnvelope, DeviceQuestion, ItemState, QuestionMeta, QuestionView, Stored};
-use sqlx::SqliteConnection;
+use rusqlite::{Connection, OptionalExtension, params};
 
-use super::updates::{NewUpdate, insert_update_async};
+use super::updates::{NewUpdate, insert_update};
 use super::{Result, SqliteStore, cursor, seq_of, ts};
 use crate::error::StoreError;
 use crate::store::{
@@ -95,6 +95,27 @@ struct DeviceRow {
 }
 
 impl QuestionRow {
+    /// The row from the writer's connection, by the names [`columns!`] gives its columns.
+    fn from_row(r: &rusqlite::Row) -> rusqlite::Result<Self> {
+        Ok(QuestionRow {
+            seq: r.get("seq")?,
+            item_id: r.get("item_id")?,
+            agent_id: r.get("agent_id")?,
+            kind: r.get("kind")?,
+            state: r.get("state")?,
+            created_at: r.get("created_at")?,
+            expires_at: r.get("expires_at")?,
+            closed_at: r.get("closed_at")?,
+            self_envelope: r.get("self_envelope")?,
+            recipients: r.get("recipients")?,
+            answered_by: r.get("answered_by")?,
+            answered_by_name: r.get("answered_by_name")?,
+            answered_at: r.get("answered_at")?,
+            answer_envelope: r.get("answer_envelope")?,
+            answer_copy: r.get("answer_copy")?,
+        })
+    }
+
     /// The state machine's view of the row.
     fn record(&self) -> Result<QuestionRecord> {
         Ok(QuestionRecord {
@@ -164,75 +185,66 @@ impl QuestionRow {
     }
 }
 
-/// The question `question_id` of this agent.
-async fn row_of(
-    conn: &mut SqliteConnection,
-    agent_id: &str,
-    question_id: &str,
-) -> Result<Option<QuestionRow>> {
-    Ok(sqlx::query_as(concat!(
-        "SELECT ",
-        columns!(),
-        " FROM questions q JOIN items i ON i.seq = q.item_seq
+/// The question `question_id` (`?2`) of the agent `?1`: the query of [`row_of`], also run on the read pool.
+const ROW_OF: &str = concat!(
+    "SELECT ",
+    columns!(),
+    " FROM questions q JOIN items i ON i.seq = q.item_seq
          WHERE i.agent_id = ?1 AND i.kind = 'question' AND i.item_id = ?2"
-    ))
-    .bind(agent_id)
-    .bind(question_id)
-    .fetch_optional(conn)
-    .await?)
+);
+
+/// The question `question_id` of this agent.
+fn row_of(conn: &Connection, agent_id: &str, question_id: &str) -> Result<Option<QuestionRow>> {
+    Ok(conn
+        .prepare_cached(ROW_OF)?
+        .query_row(params![agent_id, question_id], QuestionRow::from_row)
+        .optional()?)
 }
 
 /// The question stored at `seq`.
-pub(super) async fn row_at(conn: &mut SqliteConnection, seq: i64) -> Result<QuestionRow> {
-    Ok(sqlx::query_as(concat!(
-        "SELECT ",
-        columns!(),
-        " FROM questions q JOIN items i ON i.seq = q.item_seq WHERE q.item_seq = ?1"
-    ))
-    .bind(seq)
-    .fetch_one(conn)
-    .await?)
+pub(super) fn row_at(conn: &Connection, seq: i64) -> Result<QuestionRow> {
+    Ok(conn
+        .prepare_cached(concat!(
+            "SELECT ",
+            columns!(),
+            " FROM questions q JOIN items i ON i.seq = q.item_seq WHERE q.item_seq = ?1"
+        ))?
+        .query_row([seq], QuestionRow::from_row)?)
 }
 
 /// Writes the expiry `record` reached (it must have moved from pending to expired in this transaction), queues
 /// its event and stores its `update` item. Returns whether an event was queued, and the update.
-async fn store_expiry(
-    conn: &mut SqliteConnection,
+fn store_expiry(
+    conn: &Connection,
     row: &QuestionRow,
     record: &QuestionRecord,
     now: Timestamp,
 ) -> Result<(bool, Option<NewUpdate>)> {
     let closed_at = record.closed_at.unwrap_or(record.expires_at);
-    let changed = sqlx::query(
-        "UPDATE questions SET state = 'expired', closed_at = ?2 WHERE item_seq = ?1 AND state = 'pending'",
-    )
-    .bind(row.seq)
-    .bind(closed_at.millis())
-    .execute(&mut *conn)
-    .await?
-    .rows_affected();
+    let changed = conn
+        .prepare_cached(
+            "UPDATE questions SET state = 'expired', closed_at = ?2 WHERE item_seq = ?1 AND state = 'pending'",
+        )?
+        .execute(params![row.seq, closed_at.millis()])?;
     if changed == 0 {
         return Ok((false, None));
     }
-    let event = super::webhooks::queue_event(conn, &row.agent_id, row.seq, EXPIRED, now).await?;
-    let update = insert_update_async(conn, &row.agent_id, row.seq, ItemState::Expired, now).await?;
+    let event = super::webhooks::queue_event(conn, &row.agent_id, row.seq, EXPIRED, now)?;
+    let update = insert_update(conn, &row.agent_id, row.seq, ItemState::Expired, now)?;
     Ok((event, update))
 }
 
 /// Whether every device is an active device of this agent; the first that is not, otherwise.
-async fn inactive_device(
-    conn: &mut SqliteConnection,
+fn inactive_device(
+    conn: &Connection,
     agent_id: &str,
     envelopes: &[DeviceEnvelope],
 ) -> Result<Option<String>> {
+    let mut active = conn.prepare_cached(
+        "SELECT EXISTS (SELECT 1 FROM devices WHERE agent_id = ?1 AND device_id = ?2 AND revoked_at IS NULL)",
+    )?;
     for e in envelopes {
-        let active: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM devices WHERE agent_id = ?1 AND device_id = ?2 AND revoked_at IS NULL)",
-        )
-        .bind(agent_id)
-        .bind(&e.device_id)
-        .fetch_one(&mut *conn)
-        .await?;
+        let active: bool = active.query_row(params![agent_id, e.device_id], |r| r.get(0))?;
         if !active {
             return Ok(Some(e.device_id.clone()));
         }
@@ -242,32 +254,21 @@ async fn inactive_device(
 
 /// The agent's open questions at `now` (pending, expiry still ahead), counted up to `cap` at most through the
 /// index `questions_open_by_agent`, which holds only pending questions.
-async fn open_questions(
-    conn: &mut SqliteConnection,
-    agent_id: &str,
-    cap: u32,
-    now: Timestamp,
-) -> Result<i64> {
-    Ok(sqlx::query_scalar(
-        "SELECT COUNT(*) FROM (SELECT 1 FROM questions INDEXED BY questions_open_by_agent
+fn open_questions(conn: &Connection, agent_id: &str, cap: u32, now: Timestamp) -> Result<i64> {
+    Ok(conn
+        .prepare_cached(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM questions INDEXED BY questions_open_by_agent
                                WHERE agent_id = ?1 AND state = 'pending' AND expires_at > ?2
                                LIMIT ?3)",
-    )
-    .bind(agent_id)
-    .bind(now.millis())
-    .bind(i64::from(cap))
-    .fetch_one(conn)
-    .await?)
+        )?
+        .query_row(params![agent_id, now.millis(), i64::from(cap)], |r| r.get(0))?)
 }
 
-async fn insert_envelopes(conn: &mut SqliteConnection, seq: i64, envelopes: &[DeviceEnvelope]) -> Result<()> {
+fn insert_envelopes(conn: &Connection, seq: i64, envelopes: &[DeviceEnvelope]) -> Result<()> {
+    let mut insert = conn
+        .prepare_cached("INSERT INTO item_envelopes (item_seq, device_id, envelope) VALUES (?1, ?2, ?3)")?;
     for e in envelopes {
-        sqlx::query("INSERT INTO item_envelopes (item_seq, device_id, envelope) VALUES (?1, ?2, ?3)")
-            .bind(seq)
-            .bind(&e.device_id)
-            .bind(&e.envelope)
-            .execute(&mut *conn)
-            .await?;
+        insert.execute(params![seq, e.device_id, e.envelope])?;
     }
     Ok(())
 }
@@ -289,47 +290,43 @@ impl SqliteStore {
         let self_envelope = q.self_envelope.to_string();
         let envelopes = q.envelopes.to_vec();
         let (kind, expires_at) = (q.kind, q.expires_at);
-        self.write_async(move |conn| {
-            Box::pin(async move {
-                if let Some(row) = row_of(conn, &agent_id, &question_id).await? {
-                    return Ok(QuestionPut::Item(Box::new(ItemPut::Stored(
-                        row.view(now)?,
-                        false,
-                    ))));
-                }
-                if let Some(device_id) = inactive_device(conn, &agent_id, &envelopes).await? {
-                    return Ok(QuestionPut::Item(Box::new(ItemPut::UnknownDevice(device_id))));
-                }
-                if open_questions(conn, &agent_id, max_open, now).await? >= i64::from(max_open) {
-                    return Ok(QuestionPut::QuotaExceeded);
-                }
-                let seq: i64 = sqlx::query_scalar(
+        self.write(move |conn| {
+            if let Some(row) = row_of(conn, &agent_id, &question_id)? {
+                return Ok(QuestionPut::Item(Box::new(ItemPut::Stored(
+                    row.view(now)?,
+                    false,
+                ))));
+            }
+            if let Some(device_id) = inactive_device(conn, &agent_id, &envelopes)? {
+                return Ok(QuestionPut::Item(Box::new(ItemPut::UnknownDevice(device_id))));
+            }
+            if open_questions(conn, &agent_id, max_open, now)? >= i64::from(max_open) {
+                return Ok(QuestionPut::QuotaExceeded);
+            }
+            let seq: i64 = conn
+                .prepare_cached(
                     "INSERT INTO items (agent_id, kind, item_id, envelope, created_at)
                      VALUES (?1, 'question', ?2, ?3, ?4) RETURNING seq",
-                )
-                .bind(&agent_id)
-                .bind(&question_id)
-                .bind(&self_envelope)
-                .bind(now.millis())
-                .fetch_one(&mut *conn)
-                .await?;
-                insert_envelopes(conn, seq, &envelopes).await?;
-                let record = QuestionRecord::new(expires_at);
-                sqlx::query(
-                    "INSERT INTO questions (item_seq, agent_id, kind, state, expires_at)
+                )?
+                .query_row(params![agent_id, question_id, self_envelope, now.millis()], |r| {
+                    r.get(0)
+                })?;
+            insert_envelopes(conn, seq, &envelopes)?;
+            let record = QuestionRecord::new(expires_at);
+            conn.prepare_cached(
+                "INSERT INTO questions (item_seq, agent_id, kind, state, expires_at)
                      VALUES (?1, ?2, ?3, ?4, ?5)",
-                )
-                .bind(seq)
-                .bind(&agent_id)
-                .bind(kind.as_str())
-                .bind(record.state.as_str())
-                .bind(record.expires_at.millis())
-                .execute(&mut *conn)
-                .await?;
-                super::push::enqueue_async(conn, &agent_id, seq, now).await?;
-                let view = row_at(conn, seq).await?.view(now)?;
-                Ok(QuestionPut::Item(Box::new(ItemPut::Stored(view, true))))
-            })
+            )?
+            .execute(params![
+                seq,
+                agent_id,
+                kind.as_str(),
+                record.state.as_str(),
+                record.expires_at.millis()
+            ])?;
+            super::push::enqueue(conn, &agent_id, seq, now)?;
+            let view = row_at(conn, seq)?.view(now)?;
+            Ok(QuestionPut::Item(Box::new(ItemPut::Stored(view, true))))
         })
         .await
     }
@@ -341,11 +338,12 @@ impl SqliteStore {
         question_id: &str,
         now: Timestamp,
     ) -> Result<Option<QuestionView>> {
-        let mut conn = self.read.acquire().await?;
-        row_of(&mut conn, agent_id, question_id)
-            .await?
-            .map(|row| row.view(now))
-            .transpose()
+        let row: Option<QuestionRow> = sqlx::query_as(ROW_OF)
+            .bind(agent_id)
+            .bind(question_id)
+            .fetch_optional(&self.read)
+            .await?;
+        row.map(|row| row.view(now)).transpose()
     }
 
     /// Records a device's answer through [`QuestionRecord::answer`]: the first valid answer wins; the device
@@ -365,69 +363,62 @@ impl SqliteStore {
         let answer_envelope = answer_envelope.to_string();
         let answer_copy = answer_copy.map(str::to_string);
         // A refusal writes nothing: its savepoint is released empty, as the transaction used to be dropped.
-        self.write_async(move |conn| {
-            Box::pin(async move {
-                let mut effects = Effects::default();
-                let Some(row) = row_of(conn, &agent_id, &question_id).await? else {
-                    return Ok((Transition::NotFound, effects));
-                };
-                let sealed_for_device: Option<String> = sqlx::query_scalar(
-                    "SELECT envelope FROM item_envelopes WHERE item_seq = ?1 AND device_id = ?2",
-                )
-                .bind(row.seq)
-                .bind(&device_id)
-                .fetch_optional(&mut *conn)
-                .await?;
-                let Some(device_envelope) = sealed_for_device else {
-                    return Ok((Transition::NotFound, effects));
-                };
-                let mut record = row.record()?;
-                let was = record.state;
-                let outcome = record.answer(&device_id, now);
-                if was == QuestionState::Pending && record.state == QuestionState::Expired {
-                    effects.closed = true;
-                    (effects.event, effects.update) = store_expiry(conn, &row, &record, now).await?;
-                }
-                let transition = match outcome {
-                    Ok(()) => {
-                        let answered_at = record.closed_at.unwrap_or(now);
-                        let changed = sqlx::query(
+        self.write(move |conn| {
+            let mut effects = Effects::default();
+            let Some(row) = row_of(conn, &agent_id, &question_id)? else {
+                return Ok((Transition::NotFound, effects));
+            };
+            let sealed_for_device: Option<String> = conn
+                .prepare_cached("SELECT envelope FROM item_envelopes WHERE item_seq = ?1 AND device_id = ?2")?
+                .query_row(params![row.seq, device_id], |r| r.get(0))
+                .optional()?;
+            let Some(device_envelope) = sealed_for_device else {
+                return Ok((Transition::NotFound, effects));
+            };
+            let mut record = row.record()?;
+            let was = record.state;
+            let outcome = record.answer(&device_id, now);
+            if was == QuestionState::Pending && record.state == QuestionState::Expired {
+                effects.closed = true;
+                (effects.event, effects.update) = store_expiry(conn, &row, &record, now)?;
+            }
+            let transition = match outcome {
+                Ok(()) => {
+                    let answered_at = record.closed_at.unwrap_or(now);
+                    let changed = conn
+                        .prepare_cached(
                             "UPDATE questions SET state = ?2, closed_at = ?3, answered_by = ?4,
                                     answered_by_name = (SELECT name FROM devices WHERE device_id = ?4),
                                     answered_at = ?3, answer_envelope = ?5, answer_copy = ?6
                              WHERE item_seq = ?1 AND state = 'pending'",
-                        )
-                        .bind(row.seq)
-                        .bind(record.state.as_str())
-                        .bind(answered_at.millis())
-                        .bind(&device_id)
-                        .bind(&answer_envelope)
-                        .bind(&answer_copy)
-                        .execute(&mut *conn)
-                        .await?
-                        .rows_affected();
-                        if changed == 0 {
-                            // Cannot happen inside this transaction; refuse rather than report an answer not
-                            // stored.
-                            return Err(corrupt("a pending question changed under its write lock".into()));
-                        }
-                        effects.closed = true;
-                        effects.event =
-                            super::webhooks::queue_event(conn, &agent_id, row.seq, ANSWERED, now).await?;
-                        effects.update =
-                            insert_update_async(conn, &agent_id, row.seq, ItemState::Answered, now).await?;
-                        let stored = row_at(conn, row.seq).await?;
-                        Transition::Done(stored.device_question(device_envelope, now)?)
+                        )?
+                        .execute(params![
+                            row.seq,
+                            record.state.as_str(),
+                            answered_at.millis(),
+                            device_id,
+                            answer_envelope,
+                            answer_copy
+                        ])?;
+                    if changed == 0 {
+                        // Cannot happen inside this transaction; refuse rather than report an answer not
+                        // stored.
+                        return Err(corrupt("a pending question changed under its write lock".into()));
                     }
-                    Err(Refusal::AlreadyAnswered)
-                        if record.answered_by.as_deref() == Some(device_id.as_str()) =>
-                    {
-                        Transition::Done(row.device_question(device_envelope, now)?)
-                    }
-                    Err(refusal) => Transition::Refused(refusal),
-                };
-                Ok((transition, effects))
-            })
+                    effects.closed = true;
+                    effects.event = super::webhooks::queue_event(conn, &agent_id, row.seq, ANSWERED, now)?;
+                    effects.update = insert_update(conn, &agent_id, row.seq, ItemState::Answered, now)?;
+                    let stored = row_at(conn, row.seq)?;
+                    Transition::Done(stored.device_question(device_envelope, now)?)
+                }
+                Err(Refusal::AlreadyAnswered)
+                    if record.answered_by.as_deref() == Some(device_id.as_str()) =>
+                {
+                    Transition::Done(row.device_question(device_envelope, now)?)
+                }
+                Err(refusal) => Transition::Refused(refusal),
+            };
+            Ok((transition, effects))
         })
         .await
     }
@@ -441,42 +432,38 @@ impl SqliteStore {
     ) -> Result<(Transition<QuestionView>, Effects)> {
         let (agent_id, question_id) = (agent_id.to_string(), question_id.to_string());
         // A refusal or a second cancel writes nothing: its savepoint is released empty.
-        self.write_async(move |conn| {
-            Box::pin(async move {
-                let mut effects = Effects::default();
-                let Some(row) = row_of(conn, &agent_id, &question_id).await? else {
-                    return Ok((Transition::NotFound, effects));
-                };
-                let mut record = row.record()?;
-                let was = record.state;
-                let outcome = record.cancel(now);
-                if was == QuestionState::Pending && record.state == QuestionState::Expired {
-                    effects.closed = true;
-                    (effects.event, effects.update) = store_expiry(conn, &row, &record, now).await?;
-                }
-                let transition = match outcome {
-                    Ok(()) if was == QuestionState::Pending => {
-                        sqlx::query(
-                            "UPDATE questions SET state = ?2, closed_at = ?3
+        self.write(move |conn| {
+            let mut effects = Effects::default();
+            let Some(row) = row_of(conn, &agent_id, &question_id)? else {
+                return Ok((Transition::NotFound, effects));
+            };
+            let mut record = row.record()?;
+            let was = record.state;
+            let outcome = record.cancel(now);
+            if was == QuestionState::Pending && record.state == QuestionState::Expired {
+                effects.closed = true;
+                (effects.event, effects.update) = store_expiry(conn, &row, &record, now)?;
+            }
+            let transition = match outcome {
+                Ok(()) if was == QuestionState::Pending => {
+                    conn.prepare_cached(
+                        "UPDATE questions SET state = ?2, closed_at = ?3
                              WHERE item_seq = ?1 AND state = 'pending'",
-                        )
-                        .bind(row.seq)
-                        .bind(record.state.as_str())
-                        .bind(record.closed_at.unwrap_or(now).millis())
-                        .execute(&mut *conn)
-                        .await?;
-                        effects.closed = true;
-                        effects.event =
-                            super::webhooks::queue_event(conn, &agent_id, row.seq, CANCELLED, now).await?;
-                        effects.update =
-                            insert_update_async(conn, &agent_id, row.seq, ItemState::Cancelled, now).await?;
-                        Transition::Done(row_at(conn, row.seq).await?.view(now)?)
-                    }
-                    Ok(()) => Transition::Done(row.view(now)?),
-                    Err(refusal) => Transition::Refused(refusal),
-                };
-                Ok((transition, effects))
-            })
+                    )?
+                    .execute(params![
+                        row.seq,
+                        record.state.as_str(),
+                        record.closed_at.unwrap_or(now).millis()
+                    ])?;
+                    effects.closed = true;
+                    effects.event = super::webhooks::queue_event(conn, &agent_id, row.seq, CANCELLED, now)?;
+                    effects.update = insert_update(conn, &agent_id, row.seq, ItemState::Cancelled, now)?;
+                    Transition::Done(row_at(conn, row.seq)?.view(now)?)
+                }
+                Ok(()) => Transition::Done(row.view(now)?),
+                Err(refusal) => Transition::Refused(refusal),
+            };
+            Ok((transition, effects))
         })
         .await
     }
@@ -584,31 +571,28 @@ impl SqliteStore {
         if !due {
             return Ok(pass);
         }
-        self.write_async(move |conn| {
-            Box::pin(async move {
-                let seqs: Vec<i64> = sqlx::query_scalar(
+        self.write(move |conn| {
+            let seqs: Vec<i64> = conn
+                .prepare_cached(
                     "SELECT item_seq FROM questions WHERE state = 'pending' AND expires_at <= ?1
                      ORDER BY expires_at LIMIT ?2",
-                )
-                .bind(now.millis())
-                .bind(i64::from(limit))
-                .fetch_all(&mut *conn)
-                .await?;
-                pass.more = seqs.len() >= limit as usize;
-                for seq in seqs {
-                    let row = row_at(conn, seq).await?;
-                    let mut record = row.record()?;
-                    if record.expire_if_due(now) {
-                        let (event, update) = store_expiry(conn, &row, &record, now).await?;
-                        pass.events |= event;
-                        pass.updates.extend(update);
-                        if !pass.agents.contains(&row.agent_id) {
-                            pass.agents.push(row.agent_id.clone());
-                        }
+                )?
+                .query_map(params![now.millis(), i64::from(limit)], |r| r.get(0))?
+                .collect::<Result<_, _>>()?;
+            pass.more = seqs.len() >= limit as usize;
+            for seq in seqs {
+                let row = row_at(conn, seq)?;
+                let mut record = row.record()?;
+                if record.expire_if_due(now) {
+                    let (event, update) = store_expiry(conn, &row, &record, now)?;
+                    pass.events |= event;
+                    pass.updates.extend(update);
+                    if !pass.agents.contains(&row.agent_id) {
+                        pass.agents.push(row.agent_id.clone());
                     }
                 }
-                Ok(pass)
-            })
+            }
+            Ok(pass)
         })
         .await
     }
@@ -623,51 +607,45 @@ impl SqliteStore {
     ) -> Result<ItemPut<Stored>> {
         let (agent_id, notification_id) = (agent_id.to_string(), notification_id.to_string());
         let envelopes = envelopes.to_vec();
-        self.write_async(move |conn| {
-            Box::pin(async move {
-                let existing: Option<(i64, i64)> = sqlx::query_as(
+        self.write(move |conn| {
+            let existing: Option<(i64, i64)> = conn
+                .prepare_cached(
                     "SELECT seq, created_at FROM items
                      WHERE agent_id = ?1 AND kind = 'notification' AND item_id = ?2",
-                )
-                .bind(&agent_id)
-                .bind(&notification_id)
-                .fetch_optional(&mut *conn)
-                .await?;
-                if let Some((seq, created_at)) = existing {
-                    return Ok(ItemPut::Stored(
-                        Stored {
-                            id: notification_id,
-                            cursor: cursor(seq),
-                            created_at: ts(created_at),
-                            created: false,
-                        },
-                        false,
-                    ));
-                }
-                if let Some(device_id) = inactive_device(conn, &agent_id, &envelopes).await? {
-                    return Ok(ItemPut::UnknownDevice(device_id));
-                }
-                let seq: i64 = sqlx::query_scalar(
-                    "INSERT INTO items (agent_id, kind, item_id, created_at)
-                     VALUES (?1, 'notification', ?2, ?3) RETURNING seq",
-                )
-                .bind(&agent_id)
-                .bind(&notification_id)
-                .bind(now.millis())
-                .fetch_one(&mut *conn)
-                .await?;
-                insert_envelopes(conn, seq, &envelopes).await?;
-                super::push::enqueue_async(conn, &agent_id, seq, now).await?;
-                Ok(ItemPut::Stored(
+                )?
+                .query_row(params![agent_id, notification_id], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()?;
+            if let Some((seq, created_at)) = existing {
+                return Ok(ItemPut::Stored(
                     Stored {
                         id: notification_id,
                         cursor: cursor(seq),
-                        created_at: now,
-                        created: true,
+                        created_at: ts(created_at),
+                        created: false,
                     },
-                    true,
-                ))
-            })
+                    false,
+                ));
+            }
+            if let Some(device_id) = inactive_device(conn, &agent_id, &envelopes)? {
+                return Ok(ItemPut::UnknownDevice(device_id));
+            }
+            let seq: i64 = conn
+                .prepare_cached(
+                    "INSERT INTO items (agent_id, kind, item_id, created_at)
+                     VALUES (?1, 'notification', ?2, ?3) RETURNING seq",
+                )?
+                .query_row(params![agent_id, notification_id, now.millis()], |r| r.get(0))?;
+            insert_envelopes(conn, seq, &envelopes)?;
+            super::push::enqueue(conn, &agent_id, seq, now)?;
+            Ok(ItemPut::Stored(
+                Stored {
+                    id: notification_id,
+                    cursor: cursor(seq),
+                    created_at: now,
+                    created: true,
+                },
+                true,
+            ))
         })
         .await
     }
@@ -722,18 +700,14 @@ mod tests {
             .expect("stored");
         assert!(matches!(registered, Registered::Created(_)));
         store
-            .write_async(|conn| {
-                Box::pin(async move {
-                    sqlx::query(
-                        "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
-                         VALUES ('dv_1', 'ag_1', 'phone', 'owner', x'00', ?1),
-                                ('dv_2', 'ag_1', 'tablet', 'owner', x'00', ?1)",
-                    )
-                    .bind(T0)
-                    .execute(&mut *conn)
-                    .await?;
-                    Ok(())
-                })
+            .write(|conn| {
+                conn.execute(
+                    "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
+                     VALUES ('dv_1', 'ag_1', 'phone', 'owner', x'00', ?1),
+                            ('dv_2', 'ag_1', 'tablet', 'owner', x'00', ?1)",
+                    [T0],
+                )?;
+                Ok(())
             })
             .await
             .expect("devices");

@@ -9,7 +9,6 @@
 use pacerelle_core::wire::{ConversationItem, ItemKind, ItemState, SubjectKind};
 use pacerelle_core::{Cursor, Timestamp, ids};
 use rusqlite::{Connection, OptionalExtension, params};
-use sqlx::SqliteConnection;
 
 use super::{Result, cursor, questions};
 
@@ -132,122 +131,6 @@ pub(crate) fn insert_update(
             ))
         })
         .optional()?;
-    let question = match meta.filter(|_| subject_kind == SubjectKind::Question) {
-        Some((kind, q_state, expires_at, by, at, by_name, copy)) => questions::conversation_meta(
-            Some(&kind),
-            Some(&q_state),
-            Some(expires_at),
-            by,
-            at,
-            by_name,
-            copy,
-            now,
-        )?,
-        None => None,
-    };
-    let item = ConversationItem {
-        kind: ItemKind::Update,
-        id: id.clone(),
-        envelope: String::new(),
-        source_message_id: None,
-        state: Some(state),
-        subject_id: Some(subject_id.clone()),
-        subject_kind: Some(subject_kind),
-        question,
-        created_at: now,
-        cursor: cursor(seq),
-    };
-    Ok(Some(NewUpdate {
-        agent_id: agent_id.to_string(),
-        seq,
-        id,
-        subject_id,
-        subject_kind,
-        state,
-        recipients,
-        created_at: now,
-        item,
-    }))
-}
-
-/// [`insert_update`] on an sqlx connection, for the writes of `messages.rs` not yet moved to the rusqlite
-/// writer (removed once they are).
-pub(crate) async fn insert_update_async(
-    conn: &mut SqliteConnection,
-    agent_id: &str,
-    subject_seq: i64,
-    state: ItemState,
-    now: Timestamp,
-) -> Result<Option<NewUpdate>> {
-    let subject: Option<(String, String, Option<String>)> =
-        sqlx::query_as("SELECT kind, item_id, device_id FROM items WHERE seq = ?1 AND agent_id = ?2")
-            .bind(subject_seq)
-            .bind(agent_id)
-            .fetch_optional(&mut *conn)
-            .await?;
-    let Some((kind, subject_id, sender)) = subject else {
-        return Ok(None);
-    };
-    let (subject_kind, device_id) = match (kind.as_str(), state) {
-        ("message", ItemState::Processed) => (SubjectKind::Message, sender),
-        ("question", ItemState::Answered | ItemState::Expired | ItemState::Cancelled) => {
-            (SubjectKind::Question, None)
-        }
-        _ => return Ok(None),
-    };
-    let id = ids::generate(UPDATE);
-    let seq: Option<i64> = sqlx::query_scalar(
-        "INSERT INTO items (agent_id, kind, item_id, device_id, created_at, subject_seq, update_state)
-         VALUES (?1, 'update', ?2, ?3, ?4, ?5, ?6)
-         ON CONFLICT (subject_seq, update_state) WHERE kind = 'update' DO NOTHING
-         RETURNING seq",
-    )
-    .bind(agent_id)
-    .bind(&id)
-    .bind(&device_id)
-    .bind(now.millis())
-    .bind(subject_seq)
-    .bind(state.as_str())
-    .fetch_optional(&mut *conn)
-    .await?;
-    let Some(seq) = seq else {
-        return Ok(None);
-    };
-    super::push::enqueue_async(conn, agent_id, seq, now).await?;
-    let recipients: Vec<String> = match &device_id {
-        Some(sender) => {
-            sqlx::query_scalar("SELECT device_id FROM devices WHERE device_id = ?1 AND revoked_at IS NULL")
-                .bind(sender)
-                .fetch_all(&mut *conn)
-                .await?
-        }
-        None => {
-            sqlx::query_scalar(
-                "SELECT e.device_id FROM item_envelopes e JOIN devices d ON d.device_id = e.device_id
-             WHERE e.item_seq = ?1 AND d.revoked_at IS NULL ORDER BY e.device_id",
-            )
-            .bind(subject_seq)
-            .fetch_all(&mut *conn)
-            .await?
-        }
-    };
-    // The question's metadata as it now stands (the caller wrote the state change before this).
-    type Meta = (
-        String,
-        String,
-        i64,
-        Option<String>,
-        Option<i64>,
-        Option<String>,
-        Option<String>,
-    );
-    let meta: Option<Meta> = sqlx::query_as(
-        "SELECT kind, state, expires_at, answered_by, answered_at, answered_by_name, answer_copy
-         FROM questions WHERE item_seq = ?1",
-    )
-    .bind(subject_seq)
-    .fetch_optional(&mut *conn)
-    .await?;
     let question = match meta.filter(|_| subject_kind == SubjectKind::Question) {
         Some((kind, q_state, expires_at, by, at, by_name, copy)) => questions::conversation_meta(
             Some(&kind),

@@ -12,7 +12,8 @@
 
 use pacerelle_core::wire::{Delivery, WebhookEvent, WebhookInfo};
 use pacerelle_core::{Timestamp, ids};
-use sqlx::{Connection, SqliteConnection, SqlitePool};
+use rusqlite::params;
+use sqlx::{Connection, SqlitePool};
 
 use super::{Result, SqliteStore, ts};
 use crate::at_rest::key::WebhookKey;
@@ -105,14 +106,13 @@ pub(super) fn json_keys<K: serde::Serialize>(keys: &[K]) -> Result<String> {
 /// Fails the agent's oldest pending events beyond the outbox cap (the row of `webhook_outbox_cap`), as
 /// `failed` with an error beginning [`DROPPED`]. Runs in the transaction that queued an event, so the cap holds
 /// at every commit. Returns how many were dropped.
-async fn drop_beyond_cap(conn: &mut SqliteConnection, agent_id: &str) -> Result<u64> {
-    let (pending, cap): (i64, Option<i64>) = sqlx::query_as(
-        "SELECT (SELECT COUNT(*) FROM webhook_events WHERE agent_id = ?1 AND state = 'pending'),
+fn drop_beyond_cap(conn: &rusqlite::Connection, agent_id: &str) -> Result<u64> {
+    let (pending, cap): (i64, Option<i64>) = conn
+        .prepare_cached(
+            "SELECT (SELECT COUNT(*) FROM webhook_events WHERE agent_id = ?1 AND state = 'pending'),
                 (SELECT max_pending FROM webhook_outbox_cap)",
-    )
-    .bind(agent_id)
-    .fetch_one(&mut *conn)
-    .await?;
+        )?
+        .query_row([agent_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
     let Some(cap) = cap else {
         return Ok(0);
     };
@@ -124,40 +124,35 @@ async fn drop_beyond_cap(conn: &mut SqliteConnection, agent_id: &str) -> Result<
         "{DROPPED} the agent's outbox is full ({cap} pending events at most, the relay's --max-pending-events): \
          the oldest are dropped so the newest get through"
     );
-    let dropped = sqlx::query(
-        "UPDATE webhook_events SET state = 'failed', next_attempt_at = NULL, last_error = ?3
+    let dropped = conn
+        .prepare_cached(
+            "UPDATE webhook_events SET state = 'failed', next_attempt_at = NULL, last_error = ?3
          WHERE event_id IN (SELECT event_id FROM webhook_events WHERE agent_id = ?1 AND state = 'pending'
                             ORDER BY created_at, rowid LIMIT ?2)",
-    )
-    .bind(agent_id)
-    .bind(excess)
-    .bind(&error)
-    .execute(&mut *conn)
-    .await?
-    .rows_affected();
+        )?
+        .execute(params![agent_id, excess, error])?;
     tracing::warn!(agent = %agent_id, dropped, cap, "webhook outbox full: the oldest pending events dropped");
-    Ok(dropped)
+    Ok(u64::try_from(dropped).unwrap_or(u64::MAX))
 }
 
 /// Queues a `event_type` event for the question at `seq` if the agent has a webhook now. The body is the
 /// question as it stands in this transaction, frozen: every attempt sends the same bytes. At most one event
 /// of each type per question. When the agent then has more pending events than the outbox cap, the oldest
 /// are dropped ([`drop_beyond_cap`]), in this transaction too. Returns whether an event was queued.
-pub(super) async fn queue_event(
-    conn: &mut SqliteConnection,
+pub(super) fn queue_event(
+    conn: &rusqlite::Connection,
     agent_id: &str,
     seq: i64,
     event_type: &str,
     now: Timestamp,
 ) -> Result<bool> {
-    let has_webhook: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM webhooks WHERE agent_id = ?1)")
-        .bind(agent_id)
-        .fetch_one(&mut *conn)
-        .await?;
+    let has_webhook: bool = conn
+        .prepare_cached("SELECT EXISTS (SELECT 1 FROM webhooks WHERE agent_id = ?1)")?
+        .query_row([agent_id], |r| r.get(0))?;
     if !has_webhook {
         return Ok(false);
     }
-    let question = super::questions::row_at(conn, seq).await?.view(now)?;
+    let question = super::questions::row_at(conn, seq)?.view(now)?;
     let event = WebhookEvent {
         id: ids::generate(EVENT),
         event_type: event_type.to_string(),
@@ -165,25 +160,24 @@ pub(super) async fn queue_event(
         agent_id: agent_id.to_string(),
         question,
     };
-    let body =
-        serde_json::to_string(&event).map_err(|e| StoreError::Internal(Box::new(e)))?;
-    let queued = sqlx::query(
-        "INSERT OR IGNORE INTO webhook_events
+    let body = serde_json::to_string(&event).map_err(|e| StoreError::Internal(Box::new(e)))?;
+    let queued = conn
+        .prepare_cached(
+            "INSERT OR IGNORE INTO webhook_events
              (event_id, agent_id, event_type, question_seq, question_id, body, state, created_at, next_attempt_at)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7, ?7)",
-    )
-    .bind(&event.id)
-    .bind(agent_id)
-    .bind(event_type)
-    .bind(seq)
-    .bind(&event.question.question_id)
-    .bind(&body)
-    .bind(now.millis())
-    .execute(&mut *conn)
-    .await?
-    .rows_affected();
+        )?
+        .execute(params![
+            event.id,
+            agent_id,
+            event_type,
+            seq,
+            event.question.question_id,
+            body,
+            now.millis()
+        ])?;
     if queued == 1 {
-        drop_beyond_cap(conn, agent_id).await?;
+        drop_beyond_cap(conn, agent_id)?;
     }
     Ok(queued == 1)
 }
@@ -240,22 +234,15 @@ impl SqliteStore {
     ) -> Result<WebhookInfo> {
         let sealed = self.key.seal(agent_id, secret).map_err(|_| seal_error())?;
         let (agent_id, stored_url) = (agent_id.to_string(), url.to_string());
-        self.write_async(move |conn| {
-            Box::pin(async move {
-                sqlx::query(
-                    "INSERT INTO webhooks (agent_id, url, sealed_secret, updated_at) VALUES (?1, ?2, ?3, ?4)
+        self.write(move |conn| {
+            conn.prepare_cached(
+                "INSERT INTO webhooks (agent_id, url, sealed_secret, updated_at) VALUES (?1, ?2, ?3, ?4)
                      ON CONFLICT (agent_id) DO UPDATE SET url = excluded.url, secret = NULL,
                                                           sealed_secret = excluded.sealed_secret,
                                                           updated_at = excluded.updated_at",
-                )
-                .bind(&agent_id)
-                .bind(&stored_url)
-                .bind(&sealed)
-                .bind(now.millis())
-                .execute(&mut *conn)
-                .await?;
-                Ok(())
-            })
+            )?
+            .execute(params![agent_id, stored_url, sealed, now.millis()])?;
+            Ok(())
         })
         .await?;
         Ok(WebhookInfo {
@@ -280,22 +267,16 @@ impl SqliteStore {
     /// Removes the agent's webhook; its events still pending are failed (they have nowhere to go).
     pub(crate) async fn delete_webhook(&self, agent_id: &str) -> Result<WebhookInfo> {
         let agent_id = agent_id.to_string();
-        self.write_async(move |conn| {
-            Box::pin(async move {
-                sqlx::query("DELETE FROM webhooks WHERE agent_id = ?1")
-                    .bind(&agent_id)
-                    .execute(&mut *conn)
-                    .await?;
-                sqlx::query(
-                    "UPDATE webhook_events SET state = 'failed', next_attempt_at = NULL,
+        self.write(move |conn| {
+            conn.prepare_cached("DELETE FROM webhooks WHERE agent_id = ?1")?
+                .execute([&agent_id])?;
+            conn.prepare_cached(
+                "UPDATE webhook_events SET state = 'failed', next_attempt_at = NULL,
                             last_error = 'the webhook was removed'
                      WHERE agent_id = ?1 AND state = 'pending'",
-                )
-                .bind(&agent_id)
-                .execute(&mut *conn)
-                .await?;
-                Ok(())
-            })
+            )?
+            .execute([&agent_id])?;
+            Ok(())
         })
         .await?;
         Ok(WebhookInfo {
@@ -393,14 +374,10 @@ impl SqliteStore {
     /// opens, before it serves; the next event queued for an agent above the cap drops its oldest.
     pub(crate) async fn set_max_pending_events(&self, cap: u32) -> Result<()> {
         let cap = i64::from(cap.max(1));
-        self.write_async(move |conn| {
-            Box::pin(async move {
-                sqlx::query("UPDATE webhook_outbox_cap SET max_pending = ?1")
-                    .bind(cap)
-                    .execute(&mut *conn)
-                    .await?;
-                Ok(())
-            })
+        self.write(move |conn| {
+            conn.prepare_cached("UPDATE webhook_outbox_cap SET max_pending = ?1")?
+                .execute([cap])?;
+            Ok(())
         })
         .await
     }
@@ -409,23 +386,16 @@ impl SqliteStore {
     /// while its attempt was in flight is recorded as delivered too: the receiver has it.
     pub(crate) async fn event_delivered(&self, event_id: &str, status: u16, now: Timestamp) -> Result<()> {
         let event_id = event_id.to_string();
-        self.write_async(move |conn| {
-            Box::pin(async move {
-                sqlx::query(
-                    "UPDATE webhook_events
+        self.write(move |conn| {
+            conn.prepare_cached(
+                "UPDATE webhook_events
                      SET state = 'delivered', attempts = attempts + 1, last_status = ?2, last_error = NULL,
                          delivered_at = ?3, next_attempt_at = NULL
                      WHERE event_id = ?1
                        AND (state = 'pending' OR (state = 'failed' AND substr(last_error, 1, length(?4)) = ?4))",
-                )
-                .bind(&event_id)
-                .bind(i64::from(status))
-                .bind(now.millis())
-                .bind(DROPPED)
-                .execute(&mut *conn)
-                .await?;
-                Ok(())
-            })
+            )?
+            .execute(params![event_id, i64::from(status), now.millis(), DROPPED])?;
+            Ok(())
         })
         .await
     }
@@ -439,22 +409,20 @@ impl SqliteStore {
         next: Option<Timestamp>,
     ) -> Result<()> {
         let (event_id, error) = (event_id.to_string(), error.to_string());
-        self.write_async(move |conn| {
-            Box::pin(async move {
-                sqlx::query(
-                    "UPDATE webhook_events
+        self.write(move |conn| {
+            conn.prepare_cached(
+                "UPDATE webhook_events
                      SET attempts = attempts + 1, last_status = ?2, last_error = ?3,
                          state = CASE WHEN ?4 IS NULL THEN 'failed' ELSE 'pending' END, next_attempt_at = ?4
                      WHERE event_id = ?1 AND state = 'pending'",
-                )
-                .bind(&event_id)
-                .bind(status.map(i64::from))
-                .bind(&error)
-                .bind(next.map(Timestamp::millis))
-                .execute(&mut *conn)
-                .await?;
-                Ok(())
-            })
+            )?
+            .execute(params![
+                event_id,
+                status.map(i64::from),
+                error,
+                next.map(Timestamp::millis)
+            ])?;
+            Ok(())
         })
         .await
     }
@@ -571,21 +539,19 @@ mod tests {
             .await
             .expect("set");
         store
-            .write_async(|conn| {
-                Box::pin(async move {
-                    for sql in [
-                        "INSERT INTO items (agent_id, kind, item_id, envelope, created_at)
-                         VALUES ('ag_1', 'question', 'q1', 'AA', 3)",
-                        "INSERT INTO questions (item_seq, agent_id, kind, state, expires_at, closed_at)
-                         VALUES (1, 'ag_1', 'yes_no', 'cancelled', 10, 4)",
-                        "INSERT INTO webhook_events (event_id, agent_id, event_type, question_seq, question_id,
-                                                     body, state, created_at, next_attempt_at)
-                         VALUES ('evt_1', 'ag_1', 'question.cancelled', 1, 'q1', '{}', 'pending', 4, 4)",
-                    ] {
-                        sqlx::query(sql).execute(&mut *conn).await?;
-                    }
-                    Ok(())
-                })
+            .write(|conn| {
+                for sql in [
+                    "INSERT INTO items (agent_id, kind, item_id, envelope, created_at)
+                     VALUES ('ag_1', 'question', 'q1', 'AA', 3)",
+                    "INSERT INTO questions (item_seq, agent_id, kind, state, expires_at, closed_at)
+                     VALUES (1, 'ag_1', 'yes_no', 'cancelled', 10, 4)",
+                    "INSERT INTO webhook_events (event_id, agent_id, event_type, question_seq, question_id,
+                                                 body, state, created_at, next_attempt_at)
+                     VALUES ('evt_1', 'ag_1', 'question.cancelled', 1, 'q1', '{}', 'pending', 4, 4)",
+                ] {
+                    conn.execute(sql, [])?;
+                }
+                Ok(())
             })
             .await
             .expect("an event");
@@ -639,29 +605,19 @@ mod tests {
     async fn queue(store: &SqliteStore, agent: &'static str, question: &str, at: i64) -> bool {
         let question = question.to_string();
         store
-            .write_async(move |conn| {
-                Box::pin(async move {
-                    let seq = sqlx::query(
-                        "INSERT INTO items (agent_id, kind, item_id, envelope, created_at)
-                         VALUES (?1, 'question', ?2, 'AA', ?3)",
-                    )
-                    .bind(agent)
-                    .bind(&question)
-                    .bind(at)
-                    .execute(&mut *conn)
-                    .await?
-                    .last_insert_rowid();
-                    sqlx::query(
-                        "INSERT INTO questions (item_seq, agent_id, kind, state, expires_at, closed_at)
-                         VALUES (?1, ?2, 'yes_no', 'cancelled', ?3, ?3)",
-                    )
-                    .bind(seq)
-                    .bind(agent)
-                    .bind(at + 1_000)
-                    .execute(&mut *conn)
-                    .await?;
-                    queue_event(conn, agent, seq, "question.cancelled", Timestamp(at)).await
-                })
+            .write(move |conn| {
+                conn.execute(
+                    "INSERT INTO items (agent_id, kind, item_id, envelope, created_at)
+                     VALUES (?1, 'question', ?2, 'AA', ?3)",
+                    params![agent, question, at],
+                )?;
+                let seq = conn.last_insert_rowid();
+                conn.execute(
+                    "INSERT INTO questions (item_seq, agent_id, kind, state, expires_at, closed_at)
+                     VALUES (?1, ?2, 'yes_no', 'cancelled', ?3, ?3)",
+                    params![seq, agent, at + 1_000],
+                )?;
+                queue_event(conn, agent, seq, "question.cancelled", Timestamp(at))
             })
             .await
             .expect("queued")
