@@ -65,6 +65,7 @@ async fn child_relay(dir: &tempfile::TempDir) -> (std::process::Child, String) {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let _ = child.kill();
+    let _ = child.wait();
     panic!("the child relay never started");
 }
 
