@@ -190,6 +190,11 @@ async fn run(args: Args) -> Result<()> {
             "--max-connections".into(),
             (parked_n + 1024).to_string(),
         ];
+        let mut flags = flags;
+        if relay::serve_has_flag(&bin, "--metrics").await {
+            // The store counters (commits, writes) of `GET /metrics`; a relay without the flag gets n/a.
+            flags.push("--metrics".into());
+        }
         let mut relay = Relay::start(&bin, work.path(), &flags).await?;
         report.relay_flags = relay.flags.clone();
         println!("relay: pid {} on {}", relay.pid, relay.addr);

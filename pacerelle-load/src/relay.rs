@@ -144,6 +144,16 @@ impl Relay {
     }
 }
 
+/// True when `bin serve --help` lists `flag` (a relay older than a flag refuses it).
+pub async fn serve_has_flag(bin: &Path, flag: &str) -> bool {
+    let Ok(out) = Command::new(bin).args(["serve", "--help"]).output().await else {
+        return false;
+    };
+    String::from_utf8_lossy(&out.stdout)
+        .split_whitespace()
+        .any(|word| word.trim_end_matches(',') == flag)
+}
+
 /// This process's CPU time so far.
 pub fn own_cpu() -> Result<Duration> {
     cpu_of("/proc/self/stat")
