@@ -47,6 +47,9 @@ pub struct RateResult {
     pub delivered: Summary,
     /// Send's start → the send was acknowledged (durably stored).
     pub acked: Summary,
+    /// The relay's synced commits per task over the rate (the store and the `delivered` marks), when it
+    /// has `/metrics`.
+    pub commits_per_task: Option<f64>,
 }
 
 impl RateResult {
@@ -138,6 +141,7 @@ pub async fn run(
     // Let every wait park before the first send.
     tokio::time::sleep(Duration::from_millis(200)).await;
 
+    let counters_before = relay.store_counters().await;
     let pool: Arc<Mutex<Vec<Conn>>> = Arc::new(Mutex::new(Vec::new()));
     for _ in 0..16 {
         let conn = Conn::open(relay.addr, None).await?;
@@ -208,6 +212,9 @@ pub async fn run(
     }
     waiters.abort_all();
     while waiters.join_next().await.is_some() {}
+    let commits_per_task = counters_before
+        .zip(relay.store_counters().await)
+        .map(|(before, after)| (after.commits - before.commits) / n as f64);
     let span = first.map_or(Duration::ZERO, |f| last - f);
     let achieved = if n > 1 && !span.is_zero() {
         (n - 1) as f64 / span.as_secs_f64()
@@ -226,6 +233,7 @@ pub async fn run(
         worst_lag,
         delivered: Summary::of(delivered),
         acked: Summary::of(acked),
+        commits_per_task,
     })
 }
 

@@ -143,10 +143,12 @@ impl Report {
                 ms(r.delivered.max)
             );
             println!(
-                "| send acknowledged at {}/s, p50 / p99 | {:.3} / {:.3} ms | | |",
+                "| send acknowledged at {}/s, p50 / p99; synced commits per task (store and delivery) | {:.3} / {:.3} ms; {} | | |",
                 r.rate,
                 ms(r.acked.p50),
-                ms(r.acked.p99)
+                ms(r.acked.p99),
+                r.commits_per_task
+                    .map_or("n/a".to_string(), |c| format!("{c:.2}"))
             );
         }
         for r in &self.throughput {
