@@ -31,6 +31,8 @@ pub struct Config {
     pub connections: Connections,
     /// What one agent may hold at once (`docs/relay-api.md`, `quota_exceeded`).
     pub quotas: Quotas,
+    /// How long old data is kept before the sweeper deletes it (`--retain-days`, `--retain-answers-days`).
+    pub retention: Retention,
     /// Whether `GET /metrics` answers (`--metrics`). Off by default: the figures tell how busy the relay is, and
     /// whoever reaches the relay could read them.
     pub metrics: bool,
@@ -95,6 +97,41 @@ impl Default for Quotas {
     }
 }
 
+/// How long the relay keeps what is finished (`docs/self-hosting.md`, "Retention"). The sweeper deletes what is
+/// older, a few hundred rows per write transaction, at start and every 30 s. Tasks not yet processed, open
+/// questions, devices, agents and sessions are never deleted by age; cursors stay valid (a client with an old
+/// cursor just finds fewer items after it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Retention {
+    /// Tasks processed longer ago than this (with the updates about them), replies, notifications and
+    /// checkpoints stored longer ago (each agent's newest checkpoint is kept), finished webhook events and
+    /// expired pushes (`--retain-days`). `None`: kept forever. Default 30 days.
+    pub items: Option<Duration>,
+    /// Questions answered, expired or cancelled longer ago than this, with their envelopes, updates and
+    /// webhook events: the answer log (`--retain-answers-days`). `None`: kept forever. Default 365 days.
+    pub answers: Option<Duration>,
+}
+
+/// One day.
+const DAY: Duration = Duration::from_secs(24 * 3600);
+
+impl Retention {
+    /// Keeps everything forever.
+    pub const FOREVER: Retention = Retention {
+        items: None,
+        answers: None,
+    };
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention {
+            items: Some(DAY * 30),
+            answers: Some(DAY * 365),
+        }
+    }
+}
+
 impl Config {
     /// A configuration with this database file, closed registration and no secret.
     pub fn new(database_path: impl Into<PathBuf>) -> Self {
@@ -121,6 +158,7 @@ impl std::fmt::Debug for Config {
             .field("trusted_proxies", &self.trusted_proxies)
             .field("connections", &self.connections)
             .field("quotas", &self.quotas)
+            .field("retention", &self.retention)
             .field("metrics", &self.metrics)
             .finish()
     }

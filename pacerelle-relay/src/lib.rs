@@ -31,7 +31,7 @@ pub use acme::{
     renew_at,
 };
 pub use at_rest::{FILE_MODE, FOLDER_MODE, prepare_data_folder};
-pub use config::{Config, Connections, Quotas};
+pub use config::{Config, Connections, Quotas, Retention};
 pub use error::{Error, StoreError};
 pub use push::PushSettings;
 pub use ratelimit::Cidr;
@@ -185,10 +185,13 @@ impl Relay {
     }
 }
 
-/// Every [`SWEEP_EVERY`]: drops expired offers' ciphertext, ends lapsed sessions, forgets idle buckets.
+/// At start, then every [`SWEEP_EVERY`]: drops expired offers' ciphertext, ends lapsed sessions, deletes what
+/// is older than [`Config::retention`], forgets idle buckets.
 async fn sweeper(relay: Weak<Inner>) {
+    let mut every = tokio::time::interval(SWEEP_EVERY);
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tokio::time::sleep(SWEEP_EVERY).await;
+        every.tick().await;
         let Some(inner) = relay.upgrade() else {
             return;
         };
@@ -198,6 +201,9 @@ async fn sweeper(relay: Weak<Inner>) {
         let now = Timestamp::now();
         if let Err(e) = inner.store.sweep(now).await {
             tracing::warn!(error = %e, "sweep failed");
+        }
+        if let Err(e) = inner.store.purge(now, &inner.config.retention).await {
+            tracing::warn!(error = %e, "retention purge failed");
         }
         inner.limiter.forget_full();
         inner.activity.forget_idle(now, ACTIVITY_IDLE_MS);

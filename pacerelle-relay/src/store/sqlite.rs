@@ -32,6 +32,7 @@ mod principals;
 pub(crate) mod push;
 mod questions;
 mod reader;
+mod retention;
 mod roster;
 mod session;
 mod status;
