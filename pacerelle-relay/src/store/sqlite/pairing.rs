@@ -2,6 +2,7 @@
 
 use pacerelle_core::wire::{PairingClaimed, PairingCreated};
 use pacerelle_core::{Bearer, Timestamp, keys};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Result, SqliteStore, role, ts};
 use crate::store::{Claim, NewPairing, PairingRow, PairingStored};
@@ -14,58 +15,57 @@ impl SqliteStore {
         let label = p.label.map(str::to_string);
         let offer = p.offer.to_string();
         let (role, claim_hash, expires_at, now) = (p.role, p.claim_hash, p.expires_at, p.now);
-        self.write_async(move |conn| {
-            Box::pin(async move {
-                let existing: Option<(String, String, i64, Option<i64>)> = sqlx::query_as(
+        self.write(move |conn: &Connection| {
+            let existing: Option<(String, String, i64, Option<i64>)> = conn
+                .prepare_cached(
                     "SELECT agent_id, device_id, expires_at, claimed_at FROM pairings WHERE pairing_id = ?1",
-                )
-                .bind(&pairing_id)
-                .fetch_optional(&mut *conn)
-                .await?;
-                if let Some((stored_agent, stored_device, stored_expiry, claimed_at)) = existing {
-                    // A retry of the same upload gets the stored offer; anything else is a conflict.
-                    if stored_agent == agent_id && stored_device == device_id && claimed_at.is_none() {
-                        return Ok(PairingStored::Created(PairingCreated {
-                            pairing_id,
-                            device_id: stored_device,
-                            expires_at: ts(stored_expiry),
-                        }));
-                    }
-                    return Ok(PairingStored::Conflict("this pairing id is already in use"));
+                )?
+                .query_row(params![pairing_id], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                })
+                .optional()?;
+            if let Some((stored_agent, stored_device, stored_expiry, claimed_at)) = existing {
+                // A retry of the same upload gets the stored offer; anything else is a conflict.
+                if stored_agent == agent_id && stored_device == device_id && claimed_at.is_none() {
+                    return Ok(PairingStored::Created(PairingCreated {
+                        pairing_id,
+                        device_id: stored_device,
+                        expires_at: ts(stored_expiry),
+                    }));
                 }
-                let taken: bool = sqlx::query_scalar(
+                return Ok(PairingStored::Conflict("this pairing id is already in use"));
+            }
+            let taken: bool = conn
+                .prepare_cached(
                     "SELECT EXISTS (SELECT 1 FROM devices WHERE device_id = ?1)
                          OR EXISTS (SELECT 1 FROM pairings WHERE device_id = ?1)
                          OR EXISTS (SELECT 1 FROM agents WHERE agent_id = ?1)",
-                )
-                .bind(&device_id)
-                .fetch_one(&mut *conn)
-                .await?;
-                if taken {
-                    return Ok(PairingStored::Conflict("this device id is already in use"));
-                }
-                sqlx::query(
-                    "INSERT INTO pairings (pairing_id, agent_id, device_id, label, role, claim_hash, offer,
+                )?
+                .query_row(params![device_id], |r| r.get(0))?;
+            if taken {
+                return Ok(PairingStored::Conflict("this device id is already in use"));
+            }
+            conn.prepare_cached(
+                "INSERT INTO pairings (pairing_id, agent_id, device_id, label, role, claim_hash, offer,
                                            expires_at, created_at)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-                )
-                .bind(&pairing_id)
-                .bind(&agent_id)
-                .bind(&device_id)
-                .bind(label.as_deref())
-                .bind(role.as_str())
-                .bind(&claim_hash[..])
-                .bind(&offer)
-                .bind(expires_at.millis())
-                .bind(now.millis())
-                .execute(&mut *conn)
-                .await?;
-                Ok(PairingStored::Created(PairingCreated {
-                    pairing_id,
-                    device_id,
-                    expires_at,
-                }))
-            })
+            )?
+            .execute(params![
+                pairing_id,
+                agent_id,
+                device_id,
+                label.as_deref(),
+                role.as_str(),
+                &claim_hash[..],
+                offer,
+                expires_at.millis(),
+                now.millis(),
+            ])?;
+            Ok(PairingStored::Created(PairingCreated {
+                pairing_id,
+                device_id,
+                expires_at,
+            }))
         })
         .await
     }
@@ -101,57 +101,62 @@ impl SqliteStore {
         now: Timestamp,
     ) -> Result<Claim> {
         let (pairing_id, proof_hash, name) = (pairing_id.to_string(), *proof_hash, name.to_string());
-        self.write_async(move |conn| {
-            Box::pin(async move {
-                type Row = (String, String, Option<String>, String, Vec<u8>, i64, Option<i64>);
-                let row: Option<Row> = sqlx::query_as(
+        self.write(move |conn: &Connection| {
+            type Row = (String, String, Option<String>, String, Vec<u8>, i64, Option<i64>);
+            let row: Option<Row> = conn
+                .prepare_cached(
                     "SELECT agent_id, device_id, label, role, claim_hash, expires_at, claimed_at
                      FROM pairings WHERE pairing_id = ?1",
-                )
-                .bind(&pairing_id)
-                .fetch_optional(&mut *conn)
-                .await?;
-                let Some((agent_id, device_id, label, role_text, claim_hash, expires_at, claimed_at)) = row
-                else {
-                    return Ok(Claim::NotFound);
-                };
-                if !keys::constant_time_eq(&claim_hash, &proof_hash) {
-                    return Ok(Claim::WrongProof);
-                }
-                if claimed_at.is_some() {
-                    return Ok(Claim::AlreadyClaimed);
-                }
-                if expires_at <= now.millis() {
-                    return Ok(Claim::Expired);
-                }
-                let (token, token_hash) = Bearer::issue(&device_id);
-                sqlx::query(
-                    "UPDATE pairings SET offer = NULL, claimed_at = ?2
+                )?
+                .query_row(params![pairing_id], |r| {
+                    Ok((
+                        r.get(0)?,
+                        r.get(1)?,
+                        r.get(2)?,
+                        r.get(3)?,
+                        r.get(4)?,
+                        r.get(5)?,
+                        r.get(6)?,
+                    ))
+                })
+                .optional()?;
+            let Some((agent_id, device_id, label, role_text, claim_hash, expires_at, claimed_at)) = row
+            else {
+                return Ok(Claim::NotFound);
+            };
+            if !keys::constant_time_eq(&claim_hash, &proof_hash) {
+                return Ok(Claim::WrongProof);
+            }
+            if claimed_at.is_some() {
+                return Ok(Claim::AlreadyClaimed);
+            }
+            if expires_at <= now.millis() {
+                return Ok(Claim::Expired);
+            }
+            let (token, token_hash) = Bearer::issue(&device_id);
+            conn.prepare_cached(
+                "UPDATE pairings SET offer = NULL, claimed_at = ?2
                      WHERE pairing_id = ?1 AND claimed_at IS NULL",
-                )
-                .bind(&pairing_id)
-                .bind(now.millis())
-                .execute(&mut *conn)
-                .await?;
-                sqlx::query(
-                    "INSERT INTO devices (device_id, agent_id, name, label, role, token_hash, created_at)
+            )?
+            .execute(params![pairing_id, now.millis()])?;
+            conn.prepare_cached(
+                "INSERT INTO devices (device_id, agent_id, name, label, role, token_hash, created_at)
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
-                )
-                .bind(&device_id)
-                .bind(&agent_id)
-                .bind(&name)
-                .bind(label)
-                .bind(role(&role_text)?.as_str())
-                .bind(&token_hash[..])
-                .bind(now.millis())
-                .execute(&mut *conn)
-                .await?;
-                Ok(Claim::Claimed(PairingClaimed {
-                    agent_id,
-                    device_id,
-                    device_token: token.expose().to_string(),
-                }))
-            })
+            )?
+            .execute(params![
+                device_id,
+                agent_id,
+                name,
+                label,
+                role(&role_text)?.as_str(),
+                &token_hash[..],
+                now.millis(),
+            ])?;
+            Ok(Claim::Claimed(PairingClaimed {
+                agent_id,
+                device_id,
+                device_token: token.expose().to_string(),
+            }))
         })
         .await
     }
