@@ -2,6 +2,7 @@
 
 use pacerelle_core::Timestamp;
 use pacerelle_core::wire::{LeaseHolder, SessionInfo};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Result, SqliteStore, ts};
 use crate::store::{Lease, Renewal, SessionOpened, lease_ttl_ms};
@@ -49,52 +50,44 @@ impl SqliteStore {
         now: Timestamp,
     ) -> Result<SessionOpened> {
         let (agent_id, session_id, host) = (agent_id.to_string(), session_id.to_string(), host.to_string());
-        self.write_async(move |conn| {
-            Box::pin(async move {
-                let open: Option<(String, String, i64, i64)> = sqlx::query_as(
+        self.write(move |conn: &Connection| {
+            let open: Option<(String, String, i64, i64)> = conn
+                .prepare_cached(
                     "SELECT session_id, host, since, last_heartbeat_at FROM sessions
                      WHERE agent_id = ?1 AND ended_at IS NULL",
-                )
-                .bind(&agent_id)
-                .fetch_optional(&mut *conn)
-                .await?;
-                if let Some((old_id, old_host, since, beat)) = open {
-                    let live = beat.saturating_add(lease_ttl_ms()) > now.millis();
-                    if live && !takeover {
-                        return Ok(SessionOpened::InUse(LeaseHolder {
-                            host: old_host,
-                            since: ts(since),
-                            last_heartbeat_at: ts(beat),
-                        }));
-                    }
-                    let ended = if live {
-                        now.millis()
-                    } else {
-                        beat.saturating_add(lease_ttl_ms())
-                    };
-                    sqlx::query("UPDATE sessions SET ended_at = ?2 WHERE session_id = ?1")
-                        .bind(&old_id)
-                        .bind(ended)
-                        .execute(&mut *conn)
-                        .await?;
+                )?
+                .query_row(params![agent_id], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+                })
+                .optional()?;
+            if let Some((old_id, old_host, since, beat)) = open {
+                let live = beat.saturating_add(lease_ttl_ms()) > now.millis();
+                if live && !takeover {
+                    return Ok(SessionOpened::InUse(LeaseHolder {
+                        host: old_host,
+                        since: ts(since),
+                        last_heartbeat_at: ts(beat),
+                    }));
                 }
-                sqlx::query(
-                    "INSERT INTO sessions (session_id, agent_id, host, since, last_heartbeat_at)
+                let ended = if live {
+                    now.millis()
+                } else {
+                    beat.saturating_add(lease_ttl_ms())
+                };
+                conn.prepare_cached("UPDATE sessions SET ended_at = ?2 WHERE session_id = ?1")?
+                    .execute(params![old_id, ended])?;
+            }
+            conn.prepare_cached(
+                "INSERT INTO sessions (session_id, agent_id, host, since, last_heartbeat_at)
                      VALUES (?1, ?2, ?3, ?4, ?4)",
-                )
-                .bind(&session_id)
-                .bind(&agent_id)
-                .bind(&host)
-                .bind(now.millis())
-                .execute(&mut *conn)
-                .await?;
-                Ok(SessionOpened::Opened(SessionInfo {
-                    session_id,
-                    host,
-                    since: now,
-                    lease_expires_at: now.plus_millis(lease_ttl_ms()),
-                }))
-            })
+            )?
+            .execute(params![session_id, agent_id, host, now.millis()])?;
+            Ok(SessionOpened::Opened(SessionInfo {
+                session_id,
+                host,
+                since: now,
+                lease_expires_at: now.plus_millis(lease_ttl_ms()),
+            }))
         })
         .await
     }
@@ -122,21 +115,14 @@ impl SqliteStore {
         }
         let (owner, session) = (agent_id.to_string(), session_id.to_string());
         let renewed = self
-            .write_async(move |conn| {
-                Box::pin(async move {
-                    Ok(sqlx::query(
+            .write(move |conn: &Connection| {
+                Ok(conn
+                    .prepare_cached(
                         "UPDATE sessions SET last_heartbeat_at = ?3
                          WHERE agent_id = ?1 AND session_id = ?2 AND ended_at IS NULL
                            AND last_heartbeat_at + ?4 > ?3",
-                    )
-                    .bind(&owner)
-                    .bind(&session)
-                    .bind(now.millis())
-                    .bind(lease_ttl_ms())
-                    .execute(&mut *conn)
-                    .await?
-                    .rows_affected())
-                })
+                    )?
+                    .execute(params![owner, session, now.millis(), lease_ttl_ms()])?)
             })
             .await?;
         if renewed == 0 {
@@ -159,20 +145,17 @@ impl SqliteStore {
     ) -> Result<Option<SessionInfo>> {
         let (owner, session) = (agent_id.to_string(), session_id.to_string());
         let row: Option<(String, i64, i64)> = self
-            .write_async(move |conn| {
-                Box::pin(async move {
-                    Ok(sqlx::query_as(
+            .write(move |conn: &Connection| {
+                Ok(conn
+                    .prepare_cached(
                         "UPDATE sessions SET ended_at = COALESCE(ended_at, MIN(?3, last_heartbeat_at + ?4))
                          WHERE agent_id = ?1 AND session_id = ?2
                          RETURNING host, since, ended_at",
-                    )
-                    .bind(&owner)
-                    .bind(&session)
-                    .bind(now.millis())
-                    .bind(lease_ttl_ms())
-                    .fetch_optional(&mut *conn)
-                    .await?)
-                })
+                    )?
+                    .query_row(params![owner, session, now.millis(), lease_ttl_ms()], |r| {
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                    })
+                    .optional()?)
             })
             .await?;
         Ok(row.map(|(host, since, ended_at)| SessionInfo {
