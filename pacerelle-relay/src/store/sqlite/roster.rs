@@ -2,6 +2,7 @@
 
 use pacerelle_core::Timestamp;
 use pacerelle_core::wire::RosterView;
+use rusqlite::{Connection, params};
 
 use super::{Result, SqliteStore};
 
@@ -52,35 +53,25 @@ impl SqliteStore {
             i64::try_from(previous).unwrap_or(i64::MAX),
             i64::try_from(version).unwrap_or(i64::MAX),
         );
-        self.write_async(move |conn| {
-            Box::pin(async move {
-                let current: i64 = sqlx::query_scalar(
-                    "SELECT COALESCE((SELECT version FROM rosters WHERE agent_id = ?1), 0)",
-                )
-                .bind(&agent_id)
-                .fetch_one(&mut *conn)
-                .await?;
-                if current != previous || version <= current {
-                    return Ok(RosterPut::Conflict {
-                        current: u64::try_from(current).unwrap_or(0),
-                    });
-                }
-                sqlx::query(
-                    "INSERT INTO rosters (agent_id, version, envelope, updated_at) VALUES (?1, ?2, ?3, ?4)
+        self.write(move |conn: &Connection| {
+            let current: i64 = conn
+                .prepare_cached("SELECT COALESCE((SELECT version FROM rosters WHERE agent_id = ?1), 0)")?
+                .query_row(params![agent_id], |r| r.get(0))?;
+            if current != previous || version <= current {
+                return Ok(RosterPut::Conflict {
+                    current: u64::try_from(current).unwrap_or(0),
+                });
+            }
+            conn.prepare_cached(
+                "INSERT INTO rosters (agent_id, version, envelope, updated_at) VALUES (?1, ?2, ?3, ?4)
                      ON CONFLICT (agent_id) DO UPDATE
                      SET version = excluded.version, envelope = excluded.envelope, updated_at = excluded.updated_at",
-                )
-                .bind(&agent_id)
-                .bind(version)
-                .bind(&envelope)
-                .bind(now.millis())
-                .execute(&mut *conn)
-                .await?;
-                Ok(RosterPut::Stored(RosterView {
-                    version: u64::try_from(version).unwrap_or(0),
-                    envelope: Some(envelope),
-                }))
-            })
+            )?
+            .execute(params![agent_id, version, envelope, now.millis()])?;
+            Ok(RosterPut::Stored(RosterView {
+                version: u64::try_from(version).unwrap_or(0),
+                envelope: Some(envelope),
+            }))
         })
         .await
     }
