@@ -2,6 +2,7 @@
 
 use pacerelle_core::Timestamp;
 use pacerelle_core::wire::{CheckpointRecord, Stored};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Result, SqliteStore, cursor, ts};
 
@@ -17,40 +18,35 @@ impl SqliteStore {
         let agent_id = agent_id.to_string();
         let checkpoint_id = checkpoint_id.to_string();
         let envelope = envelope.to_string();
-        self.write_async(move |conn| {
-            Box::pin(async move {
-                let existing: Option<(i64, i64)> = sqlx::query_as(
+        self.write(move |conn: &Connection| {
+            let existing: Option<(i64, i64)> = conn
+                .prepare_cached(
                     "SELECT seq, created_at FROM items
                      WHERE agent_id = ?1 AND kind = 'checkpoint' AND item_id = ?2",
-                )
-                .bind(&agent_id)
-                .bind(&checkpoint_id)
-                .fetch_optional(&mut *conn)
-                .await?;
-                if let Some((seq, created_at)) = existing {
-                    return Ok(Stored {
-                        id: checkpoint_id,
-                        cursor: cursor(seq),
-                        created_at: ts(created_at),
-                        created: false,
-                    });
-                }
-                let seq: i64 = sqlx::query_scalar(
-                    "INSERT INTO items (agent_id, kind, item_id, envelope, created_at)
-                     VALUES (?1, 'checkpoint', ?2, ?3, ?4) RETURNING seq",
-                )
-                .bind(&agent_id)
-                .bind(&checkpoint_id)
-                .bind(&envelope)
-                .bind(now.millis())
-                .fetch_one(&mut *conn)
-                .await?;
-                Ok(Stored {
+                )?
+                .query_row(params![agent_id, checkpoint_id], |r| Ok((r.get(0)?, r.get(1)?)))
+                .optional()?;
+            if let Some((seq, created_at)) = existing {
+                return Ok(Stored {
                     id: checkpoint_id,
                     cursor: cursor(seq),
-                    created_at: now,
-                    created: true,
-                })
+                    created_at: ts(created_at),
+                    created: false,
+                });
+            }
+            let seq: i64 = conn
+                .prepare_cached(
+                    "INSERT INTO items (agent_id, kind, item_id, envelope, created_at)
+                     VALUES (?1, 'checkpoint', ?2, ?3, ?4) RETURNING seq",
+                )?
+                .query_row(params![agent_id, checkpoint_id, envelope, now.millis()], |r| {
+                    r.get(0)
+                })?;
+            Ok(Stored {
+                id: checkpoint_id,
+                cursor: cursor(seq),
+                created_at: now,
+                created: true,
             })
         })
         .await
