@@ -95,8 +95,9 @@ enum Phase {
     Parked,
 }
 
-/// Agents of the latency and throughput phases, and devices paired with each.
+/// Agents of the latency and throughput phases.
 const AGENTS: usize = 8;
+/// Devices paired with each of them (64 senders' devices in all).
 const DEVICES_PER_AGENT: usize = 8;
 
 fn main() -> ExitCode {
