@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
 use pacerelle_client::{AgentClient, AgentToken, PairingOptions};
-use pacerelle_relay::{Acme, AcmeSettings, AcmeStatus, Config, Relay, TlsConfig};
+use pacerelle_relay::{Acme, AcmeSettings, AcmeStatus, Config, Relay, Retention, TlsConfig};
 
 use crate::Global;
 use crate::home::AgentFile;
@@ -145,6 +145,20 @@ pub struct ServeArgs {
         default_value_t = 1_000
     )]
     max_pending_events: u32,
+    /// Days a processed task (with the updates about it), a reply, a notification, an old checkpoint (each
+    /// agent's newest is kept), a finished webhook event or an expired push is kept before it is deleted; 0
+    /// keeps them forever. Tasks not yet processed and open questions are never deleted.
+    #[arg(long, env = "PACERELLE_RETAIN_DAYS", value_name = "N", default_value_t = 30)]
+    retain_days: u32,
+    /// Days an answered, expired or cancelled question (the answer log) is kept after it closed; 0 keeps them
+    /// forever.
+    #[arg(
+        long,
+        env = "PACERELLE_RETAIN_ANSWERS_DAYS",
+        value_name = "N",
+        default_value_t = 365
+    )]
+    retain_answers_days: u32,
     /// Answer `GET /metrics` (Prometheus text: commits, writes per commit…). Off by default: the figures tell how
     /// busy the relay is to whoever reaches it; put it behind your proxy's access rules.
     #[arg(long, env = "PACERELLE_METRICS")]
@@ -152,6 +166,15 @@ pub struct ServeArgs {
     /// How the relay logs on stderr: `text` for people, `json` (one object a line) for a log collector.
     #[arg(long, env = "PACERELLE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+}
+
+/// What `--retain-days` and `--retain-answers-days` ask the relay to keep; 0 keeps forever.
+fn retention(args: &ServeArgs) -> Retention {
+    let days = |n: u32| (n > 0).then(|| Duration::from_secs(u64::from(n) * 24 * 3600));
+    Retention {
+        items: days(args.retain_days),
+        answers: days(args.retain_answers_days),
+    }
 }
 
 /// The relay's log format (`serve --log-format`).
@@ -274,6 +297,7 @@ async fn start(args: &ServeArgs, registration_secret: Option<String>) -> Result<
             max_open_questions: args.max_open_questions,
             max_pending_events: args.max_pending_events,
         },
+        retention: retention(args),
         metrics: args.metrics,
         ..Default::default()
     })
@@ -654,7 +678,39 @@ async fn local_agent(global: &Global, url: &str, name: &str, secret: Option<&str
 
 #[cfg(test)]
 mod tests {
-    use super::phone_note;
+    use std::time::Duration;
+
+    use clap::Parser;
+    use pacerelle_relay::Retention;
+
+    use super::{ServeArgs, phone_note, retention};
+
+    #[derive(clap::Parser)]
+    struct Serve {
+        #[command(flatten)]
+        args: ServeArgs,
+    }
+
+    #[test]
+    fn retention_days_become_the_relays_settings_and_zero_keeps_forever() {
+        let defaults = Serve::try_parse_from(["serve"]).expect("parses").args;
+        assert_eq!(retention(&defaults), Retention::default());
+        assert_eq!(
+            retention(&defaults).items,
+            Some(Duration::from_secs(30 * 24 * 3600))
+        );
+        let set = Serve::try_parse_from(["serve", "--retain-days", "7", "--retain-answers-days", "0"])
+            .expect("parses")
+            .args;
+        assert_eq!(
+            retention(&set),
+            Retention {
+                items: Some(Duration::from_secs(7 * 24 * 3600)),
+                answers: None,
+            }
+        );
+        assert!(Serve::try_parse_from(["serve", "--retain-days", "-1"]).is_err());
+    }
 
     #[test]
     fn phones_are_told_when_they_need_https() {
