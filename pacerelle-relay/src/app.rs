@@ -69,6 +69,9 @@ impl Inner {
 pub(crate) type AppState = Arc<Inner>;
 
 /// The relay's routes (the table in [`pacerelle_core::wire`]), usable without a socket.
+///
+/// Every request, the unmatched ones included, passes through [`crate::metrics::track`], which counts it by
+/// the route template it matched (ids never become labels).
 pub(crate) fn app(state: AppState) -> Router {
     Router::new()
         .route("/v1/health", get(health::health))
@@ -128,5 +131,9 @@ pub(crate) fn app(state: AppState) -> Router {
         .method_not_allowed_fallback(health::method_not_allowed)
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(TraceLayer::new_for_http())
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            crate::metrics::track,
+        ))
         .with_state(state)
 }

@@ -93,13 +93,14 @@ impl Relay {
             Some(url) => std::sync::OnceLock::from(url.trim_end_matches('/').to_string()),
             None => std::sync::OnceLock::new(),
         });
-        let metrics = metrics::Metrics::new(&store);
+        let activity = presence::Activity::default();
+        let metrics = metrics::Metrics::new(&store, &activity);
         let inner = Arc::new(Inner {
             config,
             metrics,
             store,
             wakes: Default::default(),
-            activity: Default::default(),
+            activity,
             limiter: Default::default(),
             shutdown: Default::default(),
             webhooks,

@@ -9,6 +9,7 @@ use std::sync::{Mutex, MutexGuard};
 
 use pacerelle_core::Timestamp;
 use pacerelle_core::wire::Presence;
+use prometheus_client::metrics::gauge::Gauge;
 
 use crate::store::{Lease, StatusFacts};
 
@@ -38,6 +39,8 @@ impl Waits {
 #[derive(Debug, Default)]
 pub(crate) struct Activity {
     agents: Mutex<HashMap<String, Waits>>,
+    /// Waits parked now, all agents together (`pacerelle_parked_waits`).
+    parked: Gauge,
 }
 
 impl Activity {
@@ -55,6 +58,11 @@ impl Activity {
             agent_id: agent_id.to_string(),
             parked: false,
         }
+    }
+
+    /// The gauge of the waits parked now, all agents together, for `GET /metrics`.
+    pub(crate) fn parked_gauge(&self) -> Gauge {
+        self.parked.clone()
     }
 
     /// This agent's waits now.
@@ -90,6 +98,7 @@ impl WaitGuard<'_> {
                 .entry(self.agent_id.clone())
                 .or_default()
                 .parked += 1;
+            self.activity.parked.inc();
         }
     }
 }
@@ -100,6 +109,7 @@ impl Drop for WaitGuard<'_> {
         let w = agents.entry(std::mem::take(&mut self.agent_id)).or_default();
         if self.parked {
             w.parked = w.parked.saturating_sub(1);
+            self.activity.parked.dec();
         }
         w.last_ended = Some(Timestamp::now());
     }
@@ -246,9 +256,13 @@ mod tests {
             wait.park();
             wait.park();
             assert_eq!(activity.snapshot("ag_1").parked, 1);
+            let mut other = activity.begin_wait("ag_2");
+            other.park();
+            assert_eq!(activity.parked_gauge().get(), 2, "all agents together");
         }
         let w = activity.snapshot("ag_1");
         assert_eq!(w.parked, 0);
+        assert_eq!(activity.parked_gauge().get(), 0);
         assert!(w.last_ended.is_some());
         activity.forget_idle(Timestamp::now().plus_millis(10_000), 1_000);
         assert_eq!(activity.snapshot("ag_1"), Waits::default());

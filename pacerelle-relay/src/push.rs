@@ -310,8 +310,10 @@ async fn body(store: &Store, relay: &str, push: &DuePush) -> Result<Option<Vec<u
 /// What one attempt came to.
 #[derive(Debug)]
 enum Outcome {
-    /// Accepted (2xx), or nothing left to send: delete the push.
+    /// Accepted (2xx): delete the push.
     Done,
+    /// Nothing left to send (the device no longer sees the item): delete the push.
+    Nothing,
     /// The subscription is gone (404, 410): delete it.
     Gone(u16),
     /// Try again, not before `retry_after` if the push service said so.
@@ -342,6 +344,8 @@ struct Sender {
     /// The signed `Authorization` value per push service origin, with its `exp`: one ES256 signature per
     /// origin every few hours rather than one per push.
     tokens: Arc<std::sync::Mutex<std::collections::HashMap<String, (i64, String)>>>,
+    /// The attempts' outcomes, for `GET /metrics`.
+    counts: crate::metrics::PushDeliveries,
 }
 
 impl Sender {
@@ -385,7 +389,9 @@ impl Outbox for Sender {
     /// other attempts). A push past its TTL is dropped unsent.
     async fn attempt(self, push: DuePush) -> Result<(), StoreError> {
         if push.expires_at.millis() < Timestamp::now().millis() {
-            return self.store.push_done(push.push_id).await;
+            return self.store.push_done(push.push_id).await.inspect(|()| {
+                self.counts.dropped.inc();
+            });
         }
         let outcome = send(&self, &push).await;
         record(&self, &push, outcome).await
@@ -408,7 +414,7 @@ async fn send(sender: &Sender, push: &DuePush) -> Outcome {
     let relay = sender.relay.get().map(String::as_str).unwrap_or_default();
     let body = match body(&sender.store, relay, push).await {
         Ok(Some(body)) => body,
-        Ok(None) => return Outcome::Done,
+        Ok(None) => return Outcome::Nothing,
         Err(e) => return retry(None, e),
     };
     let now = Timestamp::now();
@@ -465,12 +471,22 @@ fn literal_ip(url: &reqwest::Url) -> Option<IpAddr> {
 
 /// Records an attempt's outcome.
 async fn record(sender: &Sender, push: &DuePush, outcome: Outcome) -> Result<(), StoreError> {
-    let store = &sender.store;
+    let (store, counts) = (&sender.store, &sender.counts);
     match outcome {
-        Outcome::Done => store.push_done(push.push_id).await,
+        Outcome::Done => store.push_done(push.push_id).await.inspect(|()| {
+            counts.delivered.inc();
+        }),
+        Outcome::Nothing => store.push_done(push.push_id).await.inspect(|()| {
+            counts.dropped.inc();
+        }),
         Outcome::Gone(status) => {
             tracing::info!(status, device = %push.device_id, "the push service says the subscription is gone; removed");
-            store.push_subscription_gone(push.subscription_id).await
+            store
+                .push_subscription_gone(push.subscription_id)
+                .await
+                .inspect(|()| {
+                    counts.gone.inc();
+                })
         }
         Outcome::Retry {
             status,
@@ -486,10 +502,17 @@ async fn record(sender: &Sender, push: &DuePush, outcome: Outcome) -> Result<(),
             let next = now.plus_millis(i64::try_from(wait.as_millis()).unwrap_or(i64::MAX));
             if next.millis() > push.expires_at.millis() {
                 tracing::warn!(device = %push.device_id, attempts, %error, "push dropped: its TTL ends before the next attempt");
-                return store.push_done(push.push_id).await;
+                return store.push_done(push.push_id).await.inspect(|()| {
+                    counts.dropped.inc();
+                });
             }
             tracing::debug!(device = %push.device_id, attempts, %error, "push attempt failed");
-            store.push_retry(push.push_id, status, &error, next).await
+            store
+                .push_retry(push.push_id, status, &error, next)
+                .await
+                .inspect(|()| {
+                    counts.failed.inc();
+                })
         }
     }
 }
@@ -522,6 +545,7 @@ pub(crate) async fn deliverer(relay: Weak<Inner>) {
             allow_private,
             settings: inner.config.push.clone(),
             tokens: Default::default(),
+            counts: inner.metrics.push_deliveries.clone(),
         };
         let pace = Pace {
             concurrency: inner.config.push.concurrency,

@@ -136,6 +136,8 @@ struct Webhooks {
     store: Store,
     client: reqwest::Client,
     settings: WebhookSettings,
+    /// The attempts' outcomes, for `GET /metrics`.
+    counts: crate::metrics::WebhookDeliveries,
 }
 
 impl Webhooks {
@@ -146,7 +148,12 @@ impl Webhooks {
         match outcome {
             Ok(status) => {
                 tracing::debug!(event = %event.event_id, status, "webhook event delivered");
-                self.store.event_delivered(&event.event_id, status, now).await
+                self.store
+                    .event_delivered(&event.event_id, status, now)
+                    .await
+                    .inspect(|()| {
+                        self.counts.delivered.inc();
+                    })
             }
             Err((status, error)) => {
                 let settings = &self.settings;
@@ -160,9 +167,17 @@ impl Webhooks {
                 } else {
                     tracing::debug!(event = %event.event_id, attempts, %error, "webhook attempt failed");
                 }
+                let given_up = next.is_none();
                 self.store
                     .event_attempt_failed(&event.event_id, status, &error, next)
                     .await
+                    .inspect(|()| {
+                        if given_up {
+                            self.counts.given_up.inc();
+                        } else {
+                            self.counts.failed.inc();
+                        }
+                    })
             }
         }
     }
@@ -192,11 +207,13 @@ impl Outbox for Webhooks {
                 self.record(&event, outcome).await
             }
             // The webhook was removed after the event was read; nowhere to send it.
-            Target::Removed => {
-                self.store
-                    .event_attempt_failed(&event.event_id, None, "the webhook was removed", None)
-                    .await
-            }
+            Target::Removed => self
+                .store
+                .event_attempt_failed(&event.event_id, None, "the webhook was removed", None)
+                .await
+                .inspect(|()| {
+                    self.counts.given_up.inc();
+                }),
             // Nothing can sign it; tried again with the usual backoff, so a webhook set again in time still
             // gets it.
             Target::Unreadable => self.record(&event, Err((None, UNREADABLE.to_string()))).await,
@@ -225,6 +242,7 @@ pub(crate) async fn deliverer(relay: Weak<Inner>, kick: Arc<Notify>) {
             store: inner.store.clone(),
             client,
             settings: inner.webhooks.clone(),
+            counts: inner.metrics.webhook_deliveries.clone(),
         };
         (webhooks, pace)
     };

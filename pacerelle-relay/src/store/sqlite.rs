@@ -25,6 +25,7 @@ use crate::error::{Error, StoreError};
 mod agent;
 mod checkpoints;
 mod device;
+mod gauges;
 mod lease;
 mod messages;
 mod pairing;

@@ -7,6 +7,7 @@ mod bad_input;
 mod durability;
 mod lease;
 mod messages;
+mod metrics;
 mod pairing;
 mod persistence;
 mod probes;

@@ -113,7 +113,15 @@ pub(crate) struct WriterCounts {
     pub writes: Counter,
     /// Writes per batch.
     pub batch: Histogram,
+    /// Seconds from a call of [`Writer::write`] to its answer: the wait in the queue, the batch's work and its
+    /// synced commit.
+    pub latency: Histogram,
 }
+
+/// Upper bounds of [`WriterCounts::latency`]'s buckets, in seconds: 100 µs to 5 s.
+const LATENCY_BUCKETS: [f64; 15] = [
+    0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+];
 
 impl Default for WriterCounts {
     fn default() -> Self {
@@ -122,6 +130,7 @@ impl Default for WriterCounts {
             writes: Counter::default(),
             // 1, 2, 4 … 1024: up to MAX_BATCH.
             batch: Histogram::new(exponential_buckets(1.0, 2.0, 11)),
+            latency: Histogram::new(LATENCY_BUCKETS),
         }
     }
 }
@@ -175,8 +184,7 @@ impl Writer {
     /// Writes waiting in the queue now.
     #[cfg(test)]
     pub(super) fn queued(&self) -> usize {
-        self.sender()
-            .map_or(0, |q| q.max_capacity() - q.capacity())
+        self.sender().map_or(0, |q| q.max_capacity() - q.capacity())
     }
 
     fn sender(&self) -> Result<mpsc::Sender<Box<dyn Write>>> {
@@ -193,6 +201,7 @@ impl Writer {
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
         T: Send + 'static,
     {
+        let called = Instant::now();
         let (reply, answer) = oneshot::channel();
         let write: Box<dyn Write> = Box::new(Pending {
             f: Some(f),
@@ -207,9 +216,11 @@ impl Writer {
         }
         drop(queue);
         // The writer answers every write it received; only a writer that died drops one unanswered.
-        answer
+        let answered = answer
             .await
-            .unwrap_or_else(|_| Err(StoreError::internal("the writer stopped before answering")))
+            .unwrap_or_else(|_| Err(StoreError::internal("the writer stopped before answering")));
+        self.counts.latency.observe(called.elapsed().as_secs_f64());
+        answered
     }
 
     /// Refuses new writes, lets the writer finish those already queued, and waits for it to stop.
