@@ -159,8 +159,8 @@ pub struct ServeArgs {
         default_value_t = 365
     )]
     retain_answers_days: u32,
-    /// Answer `GET /metrics` (Prometheus text: commits, writes per commit…). Off by default: the figures tell how
-    /// busy the relay is to whoever reaches it; put it behind your proxy's access rules.
+    /// Answer `GET /metrics` (Prometheus: requests, store latency, outboxes…). Off by default: the figures
+    /// tell how busy the relay is to whoever reaches it; put it behind your proxy's access rules.
     #[arg(long, env = "PACERELLE_METRICS")]
     metrics: bool,
     /// How the relay logs on stderr: `text` for people, `json` (one object a line) for a log collector.
