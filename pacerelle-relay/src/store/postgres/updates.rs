@@ -1,0 +1,203 @@
+//! The PostgreSQL backend: state changes as conversation items (kind `update`), mirroring `sqlite/updates.rs`.
+//!
+//! Every update is written by [`insert_update`], inside the write transaction of the state change it reports,
+//! so that the change and its item commit together or not at all. The unique index `updates_once` keeps it to
+//! one item per (subject, state): a retried acknowledgement or answer, or two transactions meeting the same
+//! expiry at once, add nothing (`ON CONFLICT … DO NOTHING` waits for the other transaction and then inserts
+//! nothing if it committed).
+
+use pacerelle_core::ids;
+use pacerelle_core::question::{QuestionKind, QuestionRecord, QuestionState};
+use pacerelle_core::wire::{ItemKind, QuestionMeta, SubjectKind};
+
+use super::prelude::*;
+use crate::error::StoreError;
+
+/// Prefix of update ids.
+const UPDATE: &str = "upd";
+
+/// The cursor of the item at `seq`.
+pub(super) fn cursor(seq: i64) -> Cursor {
+    Cursor(u64::try_from(seq).unwrap_or(0))
+}
+
+/// The sequence number a cursor continues from.
+pub(super) fn seq_of(c: Cursor) -> i64 {
+    i64::try_from(c.seq()).unwrap_or(i64::MAX)
+}
+
+/// A question kind as stored.
+fn kind_of(text: &str) -> Result<QuestionKind> {
+    match text {
+        "yes_no" => Ok(QuestionKind::YesNo),
+        "choice" => Ok(QuestionKind::Choice),
+        "text" => Ok(QuestionKind::Text),
+        other => Err(StoreError::internal(format!(
+            "unknown question kind {other:?} in the database"
+        ))),
+    }
+}
+
+/// The question metadata of a conversation item, from the columns the conversation query selects (the same
+/// rule as SQLite's: a pending question past its expiry reads as expired at `now`). `None` when the item is no
+/// question and no update about one.
+#[allow(clippy::too_many_arguments)] // one argument per selected column
+pub(super) fn conversation_meta(
+    kind: Option<&str>,
+    state: Option<&str>,
+    expires_at: Option<i64>,
+    answered_by: Option<String>,
+    answered_at: Option<i64>,
+    answered_by_name: Option<String>,
+    answer_copy: Option<String>,
+    now: Timestamp,
+) -> Result<Option<QuestionMeta>> {
+    let (Some(kind), Some(state), Some(expires_at)) = (kind, state, expires_at) else {
+        return Ok(None);
+    };
+    let state = QuestionState::parse(state)
+        .ok_or_else(|| StoreError::internal(format!("unknown question state {state:?} in the database")))?;
+    let record = QuestionRecord {
+        state,
+        expires_at: Timestamp(expires_at),
+        answered_by: answered_by.clone(),
+        closed_at: None,
+    };
+    Ok(Some(QuestionMeta {
+        kind: kind_of(kind)?,
+        state: record.state_at(now),
+        expires_at: record.expires_at,
+        answered_by,
+        answered_at: answered_at.map(Timestamp),
+        answered_by_name,
+        answer_copy,
+    }))
+}
+
+/// The question columns [`insert_update`] reads back after the state change.
+#[derive(sqlx::FromRow)]
+struct Meta {
+    kind: String,
+    state: String,
+    expires_at: i64,
+    answered_by: Option<String>,
+    answered_at: Option<i64>,
+    answered_by_name: Option<String>,
+    answer_copy: Option<String>,
+}
+
+/// Inserts the `update` item saying that the item at `subject_seq` (a task or a question of `agent_id`)
+/// reached `state`, unless one was already stored for that subject and state. Call it inside the write that
+/// changes the state, after [`super::lock_agent`] (it takes the agent's lock itself too, which costs nothing
+/// when the transaction holds it already, so that the update's `seq` is drawn in commit order in any case).
+/// Returns the new item, or `None` when it existed already (or the subject is not a task or a question of this
+/// agent, or the state not one it can reach).
+pub(super) async fn insert_update(
+    conn: &mut PgConnection,
+    agent_id: &str,
+    subject_seq: i64,
+    state: ItemState,
+    now: Timestamp,
+) -> Result<Option<NewUpdate>> {
+    let subject: Option<(String, String, Option<String>)> =
+        sqlx::query_as("SELECT kind, item_id, device_id FROM items WHERE seq = $1 AND agent_id = $2")
+            .bind(subject_seq)
+            .bind(agent_id)
+            .fetch_optional(&mut *conn)
+            .await?;
+    let Some((kind, subject_id, sender)) = subject else {
+        return Ok(None);
+    };
+    let (subject_kind, device_id) = match (kind.as_str(), state) {
+        ("message", ItemState::Processed) => (SubjectKind::Message, sender),
+        ("question", ItemState::Answered | ItemState::Expired | ItemState::Cancelled) => {
+            (SubjectKind::Question, None)
+        }
+        _ => return Ok(None),
+    };
+    super::lock_agent(&mut *conn, agent_id).await?;
+    let id = ids::generate(UPDATE);
+    let seq: Option<i64> = sqlx::query_scalar(
+        "INSERT INTO items (agent_id, kind, item_id, device_id, created_at, subject_seq, update_state)
+         VALUES ($1, 'update', $2, $3, $4, $5, $6)
+         ON CONFLICT (subject_seq, update_state) WHERE kind = 'update' DO NOTHING
+         RETURNING seq",
+    )
+    .bind(agent_id)
+    .bind(&id)
+    .bind(&device_id)
+    .bind(now.millis())
+    .bind(subject_seq)
+    .bind(state.as_str())
+    .fetch_optional(&mut *conn)
+    .await?;
+    let Some(seq) = seq else {
+        return Ok(None);
+    };
+    super::push::enqueue(&mut *conn, agent_id, seq, now).await?;
+    let recipients: Vec<String> = match &device_id {
+        Some(sender) => {
+            sqlx::query_scalar("SELECT device_id FROM devices WHERE device_id = $1 AND revoked_at IS NULL")
+                .bind(sender)
+                .fetch_all(&mut *conn)
+                .await?
+        }
+        None => {
+            sqlx::query_scalar(
+                "SELECT e.device_id FROM item_envelopes e JOIN devices d ON d.device_id = e.device_id
+                 WHERE e.item_seq = $1 AND d.revoked_at IS NULL ORDER BY e.device_id",
+            )
+            .bind(subject_seq)
+            .fetch_all(&mut *conn)
+            .await?
+        }
+    };
+    // The question's metadata as it now stands (the caller wrote the state change before this).
+    let question = if subject_kind == SubjectKind::Question {
+        let meta: Option<Meta> = sqlx::query_as(
+            "SELECT kind, state, expires_at, answered_by, answered_at, answered_by_name, answer_copy
+             FROM questions WHERE item_seq = $1",
+        )
+        .bind(subject_seq)
+        .fetch_optional(&mut *conn)
+        .await?;
+        match meta {
+            Some(m) => conversation_meta(
+                Some(&m.kind),
+                Some(&m.state),
+                Some(m.expires_at),
+                m.answered_by,
+                m.answered_at,
+                m.answered_by_name,
+                m.answer_copy,
+                now,
+            )?,
+            None => None,
+        }
+    } else {
+        None
+    };
+    let item = ConversationItem {
+        kind: ItemKind::Update,
+        id: id.clone(),
+        envelope: String::new(),
+        source_message_id: None,
+        state: Some(state),
+        subject_id: Some(subject_id.clone()),
+        subject_kind: Some(subject_kind),
+        question,
+        created_at: now,
+        cursor: cursor(seq),
+    };
+    Ok(Some(NewUpdate {
+        agent_id: agent_id.to_string(),
+        seq,
+        id,
+        subject_id,
+        subject_kind,
+        state,
+        recipients,
+        created_at: now,
+        item,
+    }))
+}
