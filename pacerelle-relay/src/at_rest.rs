@@ -211,7 +211,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let folder = dir.path().join("data");
         let db = folder.join("pacerelle.db");
-        let store = crate::store::Store::open(&db).await.expect("opens");
+        let store = crate::store::sqlite::SqliteStore::open(&db).await.expect("opens");
         store
             .register_agent("ag_1", "laptop", &[1; 32], pacerelle_core::Timestamp(1))
             .await

@@ -6,6 +6,9 @@ use std::time::Duration;
 /// How to run a relay. Built by `pacerelle serve` from its flags and environment.
 #[derive(Clone, Default)]
 pub struct Config {
+    /// A PostgreSQL database to use instead of the SQLite file (`--database postgres://…`); the data folder
+    /// (the folder of [`Config::database_path`]) still holds the relay's keys.
+    pub database_url: Option<String>,
     /// The SQLite database file; created with its schema if missing.
     pub database_path: PathBuf,
     /// Whether anyone may register an agent without the registration secret.
@@ -146,6 +149,7 @@ impl std::fmt::Debug for Config {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Config")
             .field("database_path", &self.database_path)
+            .field("database_url", &self.database_url.as_ref().map(|_| "…"))
             .field("open_registration", &self.open_registration)
             .field(
                 "registration_secret",

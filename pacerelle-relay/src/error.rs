@@ -16,9 +16,9 @@ pub enum Error {
     /// The database file could not be opened or created.
     #[error("cannot open the database {path}: {source}")]
     Open {
-        /// The file.
+        /// The database file, or the PostgreSQL URL without its password.
         path: String,
-        /// What SQLite said.
+        /// What the database said.
         #[source]
         source: sqlx::Error,
     },

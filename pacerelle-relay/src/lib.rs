@@ -81,7 +81,7 @@ impl Relay {
                 "the push contact must be a mailto: or https:// URL, not {contact:?}"
             )));
         }
-        let store = Store::open(&config.database_path).await?;
+        let store = Store::open(&config).await?;
         let vapid = Arc::new(push::load_or_create_vapid(&at_rest::folder_of(
             &config.database_path,
         ))?);

@@ -1,10 +1,12 @@
 //! Storage: what the routes ask of the database, and the outcomes they branch on.
 //!
-//! All SQL lives in the backend modules ([`sqlite`] for now). Conflicts that a caller can cause (an id
+//! All SQL lives in the backend modules, [`sqlite`] (the embedded default) and [`postgres`] (several instances),
+//! with the same methods; [`Store`] is the one the relay opened and forwards each call to it (ADR 0003). Conflicts that a caller can cause (an id
 //! already taken, a wrong claim proof…) are returned as outcome values; only storage failures are
 //! [`StoreError`](crate::error::StoreError)s. Every method that touches an agent's data takes that agent's
 //! id from the caller's credential, so one agent can never reach another's rows.
 
+pub(crate) mod postgres;
 pub(crate) mod sqlite;
 
 use pacerelle_core::Timestamp;
@@ -14,9 +16,153 @@ use pacerelle_core::wire::{
     LeaseHolder, MessageCounts, PairingClaimed, PairingCreated, QuestionView, SessionInfo, Stored,
 };
 
-pub(crate) use sqlite::SqliteStore as Store;
 pub(crate) use sqlite::WriterCounts;
+pub(crate) use sqlite::gauges::Outboxes;
+pub(crate) use sqlite::push::{DuePush, PushPut};
+pub(crate) use sqlite::retention::Purged;
 pub(crate) use sqlite::updates::NewUpdate;
+pub(crate) use sqlite::{RosterPut, Target};
+
+use std::sync::Arc;
+
+use pacerelle_core::Cursor;
+use pacerelle_core::wire::{
+    AgentInfo, CheckpointRecord, ConversationItem, Delivery, DeviceEnvelope, DeviceInfo, DeviceQuestion,
+    RosterView, WebhookInfo,
+};
+
+use crate::config::{Config, Retention};
+use crate::error::{Error, StoreError};
+use postgres::PgStore;
+use sqlite::SqliteStore;
+
+type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// The relay's store: one of the backends, chosen when the relay opens.
+#[derive(Debug, Clone)]
+pub(crate) enum Store {
+    /// The embedded default: a SQLite file in the data folder.
+    Sqlite(SqliteStore),
+    /// A PostgreSQL database (`--database postgres://…`).
+    Postgres(PgStore),
+}
+
+impl Store {
+    /// Opens the store the configuration names: PostgreSQL when it gives a database URL, else the SQLite file.
+    pub(crate) async fn open(config: &Config) -> Result<Store, Error> {
+        match &config.database_url {
+            Some(url) => {
+                let data = crate::at_rest::folder_of(&config.database_path);
+                Ok(Store::Postgres(PgStore::open(url, &data).await?))
+            }
+            None => Ok(Store::Sqlite(SqliteStore::open(&config.database_path).await?)),
+        }
+    }
+
+    /// Whether the database answers and holds every migration this relay knows (`GET /readyz`).
+    pub(crate) async fn ready(&self) -> Result<bool> {
+        match self {
+            Store::Sqlite(s) => s.ready().await,
+            Store::Postgres(p) => p.ready().await,
+        }
+    }
+
+    /// Finishes what is queued and closes the connections.
+    pub(crate) async fn close(&self) {
+        match self {
+            Store::Sqlite(s) => s.close().await,
+            Store::Postgres(p) => p.close().await,
+        }
+    }
+
+    /// Records that tasks were handed to the agent, without a synced write on the caller's path (ADR 0001, 6).
+    pub(crate) fn mark_delivered(&self, agent_id: &str, after: Cursor, through: Cursor, now: Timestamp) {
+        match self {
+            Store::Sqlite(s) => s.mark_delivered(agent_id, after, through, now),
+            Store::Postgres(p) => p.mark_delivered(agent_id, after, through, now),
+        }
+    }
+
+    /// What the store's writes have done since it opened (`GET /metrics`): commits, writes, writes per commit.
+    pub(crate) fn writer_counts(&self) -> Arc<WriterCounts> {
+        match self {
+            Store::Sqlite(s) => s.writer_counts(),
+            Store::Postgres(p) => p.writer_counts(),
+        }
+    }
+}
+
+/// Forwards each listed method to the backend the store holds: the list is the interface both backends have.
+macro_rules! forward {
+    ($(async fn $name:ident(&self $(, $arg:ident: $ty:ty)*) -> $ret:ty;)*) => {
+        impl Store {
+            $(
+                pub(crate) async fn $name(&self $(, $arg: $ty)*) -> $ret {
+                    match self {
+                        Store::Sqlite(s) => s.$name($($arg),*).await,
+                        Store::Postgres(p) => p.$name($($arg),*).await,
+                    }
+                }
+            )*
+        }
+    };
+}
+
+forward! {
+    async fn register_agent(&self, agent_id: &str, name: &str, auth_hash: &[u8; 32], now: Timestamp) -> Result<Registered>;
+    async fn agent(&self, agent_id: &str) -> Result<Option<AgentInfo>>;
+    async fn principal(&self, id: &str) -> Result<Option<Principal>>;
+    async fn put_checkpoint(&self, agent_id: &str, checkpoint_id: &str, envelope: &str, now: Timestamp) -> Result<Stored>;
+    async fn checkpoints(&self, agent_id: &str, limit: u32) -> Result<Vec<CheckpointRecord>>;
+    async fn devices(&self, agent_id: &str) -> Result<Vec<DeviceInfo>>;
+    async fn device(&self, agent_id: &str, device_id: &str) -> Result<Option<DeviceInfo>>;
+    async fn revoke_device(&self, agent_id: &str, device_id: &str, now: Timestamp) -> Result<Option<DeviceInfo>>;
+    async fn outboxes(&self) -> Result<Outboxes>;
+    async fn global_head(&self) -> Result<Cursor>;
+    async fn put_message(&self, agent_id: &str, device_id: &str, message_id: &str, envelope: &str, max_pending: u32, now: Timestamp) -> Result<Put>;
+    async fn wait_read(&self, agent_id: &str, session_id: Option<&str>, after: Cursor, limit: u32, now: Timestamp) -> Result<WaitRead>;
+    async fn mark_processed(&self, agent_id: &str, message_id: &str, now: Timestamp) -> Result<Option<Marked>>;
+    async fn put_reply(&self, agent_id: &str, reply_id: &str, source_message_id: &str, envelopes: &[DeviceEnvelope], now: Timestamp) -> Result<ReplyPut>;
+    async fn conversation(&self, agent_id: &str, device_id: &str, after: Cursor, limit: u32, updates: bool, now: Timestamp) -> Result<(Vec<ConversationItem>, Cursor)>;
+    async fn create_pairing(&self, p: &NewPairing<'_>) -> Result<PairingStored>;
+    async fn pairing(&self, pairing_id: &str) -> Result<Option<PairingRow>>;
+    async fn claim_pairing(&self, pairing_id: &str, proof_hash: &[u8; 32], name: &str, now: Timestamp) -> Result<Claim>;
+    async fn put_push_subscription(&self, agent_id: &str, device_id: &str, endpoint: &str, p256dh: &[u8], auth: &[u8], now: Timestamp) -> Result<PushPut>;
+    async fn delete_push_subscription(&self, device_id: &str, endpoint: &str) -> Result<bool>;
+    async fn due_pushes(&self, now: Timestamp, busy: &[i64], limit: u32) -> Result<Vec<DuePush>>;
+    async fn next_push_due(&self, busy: &[i64]) -> Result<Option<Timestamp>>;
+    async fn push_done(&self, push_id: i64) -> Result<()>;
+    async fn push_retry(&self, push_id: i64, status: Option<u16>, error: &str, next: Timestamp) -> Result<()>;
+    async fn push_subscription_gone(&self, subscription_id: i64) -> Result<()>;
+    async fn put_question(&self, agent_id: &str, q: &NewQuestion<'_>, max_open: u32, now: Timestamp) -> Result<QuestionPut>;
+    async fn question(&self, agent_id: &str, question_id: &str, now: Timestamp) -> Result<Option<QuestionView>>;
+    async fn answer_question(&self, agent_id: &str, device_id: &str, question_id: &str, answer_envelope: &str, answer_copy: Option<&str>, now: Timestamp) -> Result<(Transition<DeviceQuestion>, Effects)>;
+    async fn cancel_question(&self, agent_id: &str, question_id: &str, now: Timestamp) -> Result<(Transition<QuestionView>, Effects)>;
+    async fn device_questions(&self, agent_id: &str, device_id: &str, filter: StateFilter, limit: u32, now: Timestamp) -> Result<Vec<DeviceQuestion>>;
+    async fn answer_log(&self, agent_id: &str, q: &LogQuery, now: Timestamp) -> Result<LogPage>;
+    async fn next_expiry(&self) -> Result<Option<Timestamp>>;
+    async fn expire_due(&self, now: Timestamp, limit: u32) -> Result<ExpiryPass>;
+    async fn put_notification(&self, agent_id: &str, notification_id: &str, envelopes: &[DeviceEnvelope], now: Timestamp) -> Result<ItemPut<Stored>>;
+    async fn purge(&self, now: Timestamp, retention: &Retention) -> Result<Purged>;
+    async fn roster(&self, agent_id: &str) -> Result<RosterView>;
+    async fn put_roster(&self, agent_id: &str, previous: u64, version: u64, envelope: &str, now: Timestamp) -> Result<RosterPut>;
+    async fn lease(&self, agent_id: &str, now: Timestamp) -> Result<Option<Lease>>;
+    async fn session_known(&self, agent_id: &str, session_id: &str) -> Result<bool>;
+    async fn open_session(&self, agent_id: &str, session_id: &str, host: &str, takeover: bool, now: Timestamp) -> Result<SessionOpened>;
+    async fn heartbeat(&self, agent_id: &str, session_id: &str, now: Timestamp) -> Result<Renewal>;
+    async fn release(&self, agent_id: &str, session_id: &str, now: Timestamp) -> Result<Option<SessionInfo>>;
+    async fn status_facts(&self, agent_id: &str) -> Result<StatusFacts>;
+    async fn sweep(&self, now: Timestamp) -> Result<()>;
+    async fn set_webhook(&self, agent_id: &str, url: &str, secret: &str, now: Timestamp) -> Result<WebhookInfo>;
+    async fn webhook(&self, agent_id: &str) -> Result<WebhookInfo>;
+    async fn delete_webhook(&self, agent_id: &str) -> Result<WebhookInfo>;
+    async fn deliveries(&self, agent_id: &str, limit: u32) -> Result<Vec<Delivery>>;
+    async fn due_events(&self, now: Timestamp, busy: &[String], limit: u32) -> Result<Vec<DueEvent>>;
+    async fn next_event_due(&self, busy: &[String]) -> Result<Option<Timestamp>>;
+    async fn set_max_pending_events(&self, cap: u32) -> Result<()>;
+    async fn event_delivered(&self, event_id: &str, status: u16, now: Timestamp) -> Result<()>;
+    async fn event_attempt_failed(&self, event_id: &str, status: Option<u16>, error: &str, next: Option<Timestamp>) -> Result<()>;
+}
 
 /// Items returned per long-poll answer at most; the cursor then points at the last one returned.
 pub(crate) const PAGE_LIMIT: u32 = 200;
@@ -250,7 +396,7 @@ pub(crate) struct DueEvent {
     pub attempts: u32,
     pub created_at: Timestamp,
     /// Where it goes, as the agent's webhook is now.
-    pub target: sqlite::Target,
+    pub target: Target,
 }
 
 /// One step of the agent's long-poll, read in one snapshot ([`Store::wait_read`]).

@@ -95,7 +95,12 @@ pub(crate) async fn wait(
 }
 
 /// One read of the wait, refused unless the caller may consume the inbox ([`lease_verdict`]).
-async fn step(state: &AppState, agent_id: &str, session: Option<&str>, after: Cursor) -> Result<WaitRead, AppError> {
+async fn step(
+    state: &AppState,
+    agent_id: &str,
+    session: Option<&str>,
+    after: Cursor,
+) -> Result<WaitRead, AppError> {
     let read = state
         .store
         .wait_read(agent_id, session, after, PAGE_LIMIT, Timestamp::now())
@@ -105,7 +110,13 @@ async fn step(state: &AppState, agent_id: &str, session: Option<&str>, after: Cu
 }
 
 /// The answer to a wait; queues the `delivered` mark of the tasks it hands out.
-fn handed(state: &AppState, agent_id: &str, after: Cursor, read: WaitRead, given: Option<Cursor>) -> MessageBatch {
+fn handed(
+    state: &AppState,
+    agent_id: &str,
+    after: Cursor,
+    read: WaitRead,
+    given: Option<Cursor>,
+) -> MessageBatch {
     if let Some(last) = read.messages.last() {
         state
             .store

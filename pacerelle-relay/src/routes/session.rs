@@ -41,7 +41,11 @@ pub(crate) fn session_of(headers: &HeaderMap) -> Option<&str> {
 
 /// [`require_lease`]'s rule on facts already read: the lease now, the caller's session, and whether that
 /// session is known to this agent.
-pub(crate) fn lease_verdict(lease: Option<&Lease>, session: Option<&str>, known: bool) -> Result<(), AppError> {
+pub(crate) fn lease_verdict(
+    lease: Option<&Lease>,
+    session: Option<&str>,
+    known: bool,
+) -> Result<(), AppError> {
     if let (Some(lease), Some(session)) = (lease, session)
         && lease.session_id == session
     {

@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use pacerelle_core::pairing::Role;
 use pacerelle_core::{Cursor, Timestamp};
-use sqlx::SqliteConnection;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
@@ -25,7 +24,7 @@ use crate::error::{Error, StoreError};
 mod agent;
 mod checkpoints;
 mod device;
-mod gauges;
+pub(crate) mod gauges;
 mod lease;
 mod messages;
 mod pairing;
@@ -33,7 +32,7 @@ mod principals;
 pub(crate) mod push;
 mod questions;
 mod reader;
-mod retention;
+pub(crate) mod retention;
 mod roster;
 mod session;
 mod status;
@@ -41,12 +40,10 @@ mod sweep;
 pub(crate) mod updates;
 mod webhooks;
 mod writer;
-mod writer_sqlx;
 
 pub(crate) use roster::RosterPut;
 pub(crate) use webhooks::Target;
 pub(crate) use writer::WriterCounts;
-pub(crate) use writer_sqlx::BoxFuture;
 
 type Result<T, E = StoreError> = std::result::Result<T, E>;
 
@@ -62,13 +59,10 @@ static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!();
 /// The SQLite store. Cheap to clone (pools and the writer are reference-counted).
 #[derive(Debug, Clone)]
 pub(crate) struct SqliteStore {
-    /// The sqlx write connection: migrations, and the writes not yet moved to [`writer`].
-    write: SqlitePool,
     read: SqlitePool,
     writer: Arc<writer::Writer>,
     /// Reads that run several statements in one snapshot, in-thread ([`reader`]).
     readers: Arc<reader::Readers>,
-    old_writer: Arc<writer_sqlx::Writer>,
     /// Seals the webhook secrets stored and opens them for the deliverer ([`webhooks`]).
     key: Arc<WebhookKey>,
     /// Delivered marks queued and not yet committed, per agent ([`messages`]).
@@ -138,6 +132,8 @@ impl SqliteStore {
         webhooks::seal_clear_secrets(&write, &key).await?;
         // The -wal and -shm files SQLite just created.
         at_rest::tighten_database(path)?;
+        // From here on the writer thread has the only write connection.
+        write.close().await;
         // The journal mode is a property of the file, already WAL: readers need not (and cannot) set it.
         let read = SqlitePoolOptions::new()
             .max_connections(READERS)
@@ -145,9 +141,6 @@ impl SqliteStore {
             .connect_with(base.read_only(true))
             .await
             .map_err(open_err)?;
-        let old_writer = writer_sqlx::Writer::start(write.clone(), max_batch_work)
-            .map_err(|e| StoreError::Unavailable(Box::new(e)))?;
-        let old_writer = Arc::new(old_writer);
         let writer = Arc::new(writer::Writer::start(path, BUSY_TIMEOUT, max_batch_work)?);
         let readers = Arc::new(reader::Readers::new(
             path,
@@ -156,11 +149,9 @@ impl SqliteStore {
             ACQUIRE_TIMEOUT,
         ));
         Ok(SqliteStore {
-            write,
             read,
             writer,
             readers,
-            old_writer,
             key,
             marks: Default::default(),
             principals: Default::default(),
@@ -198,20 +189,6 @@ impl SqliteStore {
         self.writer.counts().clone()
     }
 
-    /// The write path of the writes not yet moved to [`SqliteStore::write`] (sqlx, async closures).
-    ///
-    /// `f` runs on the old writer task, inside a `BEGIN IMMEDIATE` transaction that it may share with other
-    /// writes (group commit, [`writer`]): in a savepoint of its own, after the writes queued before it, whose
-    /// changes it sees. It must not commit or roll back. When `f` fails, its changes are rolled back and its
-    /// error returned; when the shared commit fails, every write of the batch gets the error.
-    pub(crate) async fn write_async<T, F>(&self, f: F) -> Result<T>
-    where
-        F: for<'c> FnOnce(&'c mut SqliteConnection) -> BoxFuture<'c, Result<T>> + Send + 'static,
-        T: Send + 'static,
-    {
-        self.old_writer.write(f, ACQUIRE_TIMEOUT).await
-    }
-
     /// Whether the database answers a read and holds every migration this relay knows (`GET /readyz`).
     /// `Ok(false)` when it lags behind this relay's schema (a database replaced under a running relay).
     pub(crate) async fn ready(&self) -> Result<bool> {
@@ -227,10 +204,8 @@ impl SqliteStore {
     /// connections in use to be returned.
     pub(crate) async fn close(&self) {
         self.writer.close().await;
-        self.old_writer.close().await;
         self.readers.close();
         self.read.close().await;
-        self.write.close().await;
     }
 }
 

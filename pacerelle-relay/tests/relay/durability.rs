@@ -132,9 +132,14 @@ async fn a_kill_between_the_answer_and_the_delivered_mark_loses_only_the_flag() 
     }
 
     let lock = rusqlite::Connection::open(db_path(&remote.dir)).expect("opens the relay's database");
-    lock.execute_batch("BEGIN IMMEDIATE").expect("takes the write lock");
+    lock.execute_batch("BEGIN IMMEDIATE")
+        .expect("takes the write lock");
     let delivered: MessageBatch = wait_messages(&remote, &agent, None, 0, None).await.ok();
-    assert_eq!(delivered.messages.len(), 5, "the wait answers without a write of its own");
+    assert_eq!(
+        delivered.messages.len(),
+        5,
+        "the wait answers without a write of its own"
+    );
     assert!(delivered.messages.iter().all(|m| !m.redelivered));
     child.kill().expect("SIGKILL");
     child.wait().expect("reaped");

@@ -23,7 +23,9 @@ fn message_state(delivered_at: Option<i64>, processed_at: Option<i64>) -> Messag
 /// there are.
 fn pending_tasks(conn: &Connection, agent_id: &str) -> Result<i64> {
     Ok(conn
-        .prepare_cached("SELECT COALESCE((SELECT messages - processed FROM agent_counts WHERE agent_id = ?1), 0)")?
+        .prepare_cached(
+            "SELECT COALESCE((SELECT messages - processed FROM agent_counts WHERE agent_id = ?1), 0)",
+        )?
         .query_row([agent_id], |r| r.get(0))?)
 }
 
@@ -92,7 +94,9 @@ impl SqliteStore {
                     "SELECT seq, device_id, created_at FROM items
                      WHERE agent_id = ?1 AND kind = 'message' AND item_id = ?2",
                 )?
-                .query_row(params![agent_id, message_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .query_row(params![agent_id, message_id], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })
                 .optional()?;
             if let Some((seq, sender, created_at)) = existing {
                 if sender.as_deref() != Some(device_id.as_str()) {
@@ -302,7 +306,9 @@ impl SqliteStore {
                     "SELECT seq, source_message_id, created_at FROM items
                      WHERE agent_id = ?1 AND kind = 'reply' AND item_id = ?2",
                 )?
-                .query_row(params![agent_id, reply_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+                .query_row(params![agent_id, reply_id], |r| {
+                    Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                })
                 .optional()?;
             if let Some((seq, source, created_at)) = existing {
                 if source.as_deref() != Some(source_message_id.as_str()) {
@@ -339,10 +345,15 @@ impl SqliteStore {
                     "INSERT INTO items (agent_id, kind, item_id, source_message_id, created_at)
                      VALUES (?1, 'reply', ?2, ?3, ?4) RETURNING seq",
                 )?
-                .query_row(params![agent_id, reply_id, source_message_id, now.millis()], |r| r.get(0))?;
+                .query_row(
+                    params![agent_id, reply_id, source_message_id, now.millis()],
+                    |r| r.get(0),
+                )?;
             for e in &envelopes {
-                conn.prepare_cached("INSERT INTO item_envelopes (item_seq, device_id, envelope) VALUES (?1, ?2, ?3)")?
-                    .execute(params![seq, e.device_id, e.envelope])?;
+                conn.prepare_cached(
+                    "INSERT INTO item_envelopes (item_seq, device_id, envelope) VALUES (?1, ?2, ?3)",
+                )?
+                .execute(params![seq, e.device_id, e.envelope])?;
             }
             super::push::enqueue(conn, &agent_id, seq, now)?;
             Ok(ReplyPut::Stored(Stored {

@@ -33,7 +33,12 @@ pub(super) struct Readers {
 
 impl Readers {
     /// A pool of at most `size` read-only connections on the database at `path` (already created and migrated).
-    pub(super) fn new(path: &Path, size: usize, busy_timeout: Duration, acquire_timeout: Duration) -> Readers {
+    pub(super) fn new(
+        path: &Path,
+        size: usize,
+        busy_timeout: Duration,
+        acquire_timeout: Duration,
+    ) -> Readers {
         Readers {
             path: path.to_path_buf(),
             busy_timeout,

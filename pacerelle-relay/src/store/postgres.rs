@@ -1,0 +1,139 @@
+//! The PostgreSQL backend (sqlx): for several relay instances behind one address (ADR 0003).
+//!
+//! Same methods and outcomes as [`super::sqlite`], one file per concern mirroring it. Every transaction that
+//! inserts items first locks the agent's counter row (`agent_counts … FOR UPDATE`), so that the sequence numbers
+//! of one agent's items are drawn in the order their transactions commit and a reader's cursor never skips one.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use sqlx::PgPool;
+use sqlx::postgres::PgPoolOptions;
+
+use crate::at_rest::key::WebhookKey;
+use crate::error::{Error, StoreError};
+use crate::store::WriterCounts;
+
+mod agent;
+mod checkpoints;
+mod device;
+mod gauges;
+mod messages;
+mod pairing;
+mod push;
+mod questions;
+mod retention;
+mod roster;
+mod session;
+mod status;
+mod sweep;
+mod updates;
+mod webhooks;
+
+/// What the concern files use.
+mod prelude {
+    pub(super) use pacerelle_core::wire::ItemState;
+    pub(super) use pacerelle_core::wire::{
+        AgentInfo, CheckpointRecord, ConversationItem, Delivery, DeviceEnvelope, DeviceInfo, DeviceQuestion,
+        QuestionView, RosterView, SessionInfo, Stored, WebhookInfo,
+    };
+    pub(super) use pacerelle_core::{Cursor, Timestamp};
+    pub(super) use sqlx::PgConnection;
+
+    pub(super) use super::{PgStore, Result, not_yet};
+    pub(super) use crate::config::Retention;
+    pub(super) use crate::store::{
+        Claim, DueEvent, DuePush, Effects, ExpiryPass, ItemPut, Lease, LogPage, LogQuery, Marked, NewPairing,
+        NewQuestion, NewUpdate, Outboxes, PairingRow, PairingStored, Principal, Purged, PushPut, Put,
+        QuestionPut, Registered, Renewal, ReplyPut, RosterPut, SessionOpened, StateFilter, StatusFacts,
+        Transition, WaitRead,
+    };
+}
+
+type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// Connections in the pool.
+const CONNECTIONS: u32 = 16;
+/// How long a request waits for a connection before the relay answers `unavailable`.
+const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
+
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations-postgres");
+
+/// Locks the agent's counter row until the transaction ends. Every transaction that inserts items calls it
+/// before its first insert, so that one agent's items draw their sequence numbers in the order their
+/// transactions commit, and a reader's cursor never passes an item that commits later (ADR 0003).
+pub(super) async fn lock_agent(conn: &mut sqlx::PgConnection, agent_id: &str) -> Result<()> {
+    sqlx::query("SELECT 1 FROM agent_counts WHERE agent_id = $1 FOR UPDATE")
+        .bind(agent_id)
+        .execute(conn)
+        .await?;
+    Ok(())
+}
+
+/// A method this backend does not have yet.
+fn not_yet(what: &str) -> StoreError {
+    StoreError::unavailable(format!("{what} is not available on PostgreSQL yet"))
+}
+
+/// The PostgreSQL store. Cheap to clone (the pool and the key are reference-counted).
+#[derive(Debug, Clone)]
+pub(crate) struct PgStore {
+    pool: PgPool,
+    /// Seals the webhook secrets stored and opens them for the deliverer (the same `webhook.key` as SQLite's,
+    /// in the relay's data folder).
+    key: Arc<WebhookKey>,
+    /// Write transactions committed and writes run (each write is a transaction of its own here).
+    counts: Arc<WriterCounts>,
+}
+
+impl PgStore {
+    /// Connects to the database at `url`, brings its schema up to date, and reads (or creates) the webhook key
+    /// in `data`.
+    pub(crate) async fn open(url: &str, data: &Path) -> Result<Self, Error> {
+        let key = Arc::new(WebhookKey::load_or_create(data)?);
+        let pool = PgPoolOptions::new()
+            .max_connections(CONNECTIONS)
+            .acquire_timeout(ACQUIRE_TIMEOUT)
+            .connect(url)
+            .await
+            .map_err(|source| Error::Open {
+                path: redacted(url),
+                source,
+            })?;
+        MIGRATOR.run(&pool).await?;
+        Ok(PgStore {
+            pool,
+            key,
+            counts: Default::default(),
+        })
+    }
+
+    /// Whether the database answers and holds every migration this relay knows (`GET /readyz`).
+    pub(crate) async fn ready(&self) -> Result<bool> {
+        let newest = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
+        let applied: Option<i64> =
+            sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations WHERE success")
+                .fetch_one(&self.pool)
+                .await?;
+        Ok(applied.unwrap_or(0) >= newest)
+    }
+
+    /// What the store's writes have done since it opened.
+    pub(crate) fn writer_counts(&self) -> Arc<WriterCounts> {
+        self.counts.clone()
+    }
+
+    /// Closes the pool, waiting for connections in use to be returned.
+    pub(crate) async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+/// A database URL without its password, for messages.
+fn redacted(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => format!("{}://…{}", &url[..scheme], &url[at..]),
+        _ => url.to_string(),
+    }
+}
