@@ -1,42 +1,190 @@
-//! The PostgreSQL backend: session (mirrors `sqlite/session.rs`).
+//! The PostgreSQL backend: agent sessions and the lease — one session consumes the inbox at a time (mirrors
+//! `sqlite/session.rs`). The lease is read from the database, so every relay instance sees the same holder.
+
+use pacerelle_core::wire::LeaseHolder;
 
 use super::prelude::*;
+use crate::store::lease_ttl_ms;
 
 impl PgStore {
-    pub(crate) async fn lease(&self, _agent_id: &str, _now: Timestamp) -> Result<Option<Lease>> {
-        Err(not_yet("lease"))
+    /// The session holding the agent's lease now, if any.
+    pub(crate) async fn lease(&self, agent_id: &str, now: Timestamp) -> Result<Option<Lease>> {
+        let row: Option<(String, String, i64, i64)> = sqlx::query_as(
+            "SELECT session_id, host, since, last_heartbeat_at FROM sessions
+             WHERE agent_id = $1 AND ended_at IS NULL",
+        )
+        .bind(agent_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok(row.and_then(|(session_id, host, since, beat)| {
+            (beat.saturating_add(lease_ttl_ms()) > now.millis()).then(|| Lease {
+                session_id,
+                holder: LeaseHolder {
+                    host,
+                    since: Timestamp(since),
+                    last_heartbeat_at: Timestamp(beat),
+                },
+            })
+        }))
     }
 
-    pub(crate) async fn session_known(&self, _agent_id: &str, _session_id: &str) -> Result<bool> {
-        Err(not_yet("session_known"))
+    /// Whether this agent has (or had, within the last day) a session with this id.
+    pub(crate) async fn session_known(&self, agent_id: &str, session_id: &str) -> Result<bool> {
+        Ok(sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM sessions WHERE agent_id = $1 AND session_id = $2)",
+        )
+        .bind(agent_id)
+        .bind(session_id)
+        .fetch_one(&self.pool)
+        .await?)
     }
 
+    /// Opens a session that takes the lease, unless a live one holds it and `takeover` is false. The agent's
+    /// counter row is locked first: of two concurrent opens, the second finds the first one's session.
     pub(crate) async fn open_session(
         &self,
-        _agent_id: &str,
-        _session_id: &str,
-        _host: &str,
-        _takeover: bool,
-        _now: Timestamp,
+        agent_id: &str,
+        session_id: &str,
+        host: &str,
+        takeover: bool,
+        now: Timestamp,
     ) -> Result<SessionOpened> {
-        Err(not_yet("open_session"))
+        let mut tx = self.pool.begin().await?;
+        super::lock_agent(&mut tx, agent_id).await?;
+        let outcome = open_session_in(&mut tx, agent_id, session_id, host, takeover, now).await?;
+        tx.commit().await?;
+        self.counts.commits.inc();
+        self.counts.writes.inc();
+        Ok(outcome)
     }
 
+    /// Renews the lease if this session still holds it.
     pub(crate) async fn heartbeat(
         &self,
-        _agent_id: &str,
-        _session_id: &str,
-        _now: Timestamp,
+        agent_id: &str,
+        session_id: &str,
+        now: Timestamp,
     ) -> Result<Renewal> {
-        Err(not_yet("heartbeat"))
+        let row: Option<(String, i64, i64, Option<i64>)> = sqlx::query_as(
+            "SELECT host, since, last_heartbeat_at, ended_at FROM sessions
+             WHERE agent_id = $1 AND session_id = $2",
+        )
+        .bind(agent_id)
+        .bind(session_id)
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some((host, since, beat, ended_at)) = row else {
+            return Ok(Renewal::NotFound);
+        };
+        if ended_at.is_some() || beat.saturating_add(lease_ttl_ms()) <= now.millis() {
+            return Ok(Renewal::Lost);
+        }
+        // One statement, its own transaction: it renews only a lease still held when it runs.
+        let renewed = sqlx::query(
+            "UPDATE sessions SET last_heartbeat_at = $3
+             WHERE agent_id = $1 AND session_id = $2 AND ended_at IS NULL
+               AND last_heartbeat_at + $4 > $3",
+        )
+        .bind(agent_id)
+        .bind(session_id)
+        .bind(now.millis())
+        .bind(lease_ttl_ms())
+        .execute(&self.pool)
+        .await?
+        .rows_affected();
+        self.counts.commits.inc();
+        self.counts.writes.inc();
+        if renewed == 0 {
+            return Ok(Renewal::Lost);
+        }
+        Ok(Renewal::Renewed(SessionInfo {
+            session_id: session_id.to_string(),
+            host,
+            since: Timestamp(since),
+            lease_expires_at: now.plus_millis(lease_ttl_ms()),
+        }))
     }
 
+    /// Ends a session (idempotent). `None` when the agent has no such session.
     pub(crate) async fn release(
         &self,
-        _agent_id: &str,
-        _session_id: &str,
-        _now: Timestamp,
+        agent_id: &str,
+        session_id: &str,
+        now: Timestamp,
     ) -> Result<Option<SessionInfo>> {
-        Err(not_yet("release"))
+        // One statement, its own transaction.
+        let row: Option<(String, i64, i64)> = sqlx::query_as(
+            "UPDATE sessions SET ended_at = COALESCE(ended_at, LEAST($3, last_heartbeat_at + $4))
+             WHERE agent_id = $1 AND session_id = $2
+             RETURNING host, since, ended_at",
+        )
+        .bind(agent_id)
+        .bind(session_id)
+        .bind(now.millis())
+        .bind(lease_ttl_ms())
+        .fetch_optional(&self.pool)
+        .await?;
+        self.counts.commits.inc();
+        self.counts.writes.inc();
+        Ok(row.map(|(host, since, ended_at)| SessionInfo {
+            session_id: session_id.to_string(),
+            host,
+            since: Timestamp(since),
+            lease_expires_at: Timestamp(ended_at),
+        }))
     }
+}
+
+/// [`PgStore::open_session`] within its transaction, the agent already locked.
+async fn open_session_in(
+    conn: &mut PgConnection,
+    agent_id: &str,
+    session_id: &str,
+    host: &str,
+    takeover: bool,
+    now: Timestamp,
+) -> Result<SessionOpened> {
+    let open: Option<(String, String, i64, i64)> = sqlx::query_as(
+        "SELECT session_id, host, since, last_heartbeat_at FROM sessions
+         WHERE agent_id = $1 AND ended_at IS NULL",
+    )
+    .bind(agent_id)
+    .fetch_optional(&mut *conn)
+    .await?;
+    if let Some((old_id, old_host, since, beat)) = open {
+        let live = beat.saturating_add(lease_ttl_ms()) > now.millis();
+        if live && !takeover {
+            return Ok(SessionOpened::InUse(LeaseHolder {
+                host: old_host,
+                since: Timestamp(since),
+                last_heartbeat_at: Timestamp(beat),
+            }));
+        }
+        let ended = if live {
+            now.millis()
+        } else {
+            beat.saturating_add(lease_ttl_ms())
+        };
+        sqlx::query("UPDATE sessions SET ended_at = $2 WHERE session_id = $1")
+            .bind(&old_id)
+            .bind(ended)
+            .execute(&mut *conn)
+            .await?;
+    }
+    sqlx::query(
+        "INSERT INTO sessions (session_id, agent_id, host, since, last_heartbeat_at)
+         VALUES ($1, $2, $3, $4, $4)",
+    )
+    .bind(session_id)
+    .bind(agent_id)
+    .bind(host)
+    .bind(now.millis())
+    .execute(&mut *conn)
+    .await?;
+    Ok(SessionOpened::Opened(SessionInfo {
+        session_id: session_id.to_string(),
+        host: host.to_string(),
+        since: now,
+        lease_expires_at: now.plus_millis(lease_ttl_ms()),
+    }))
 }
