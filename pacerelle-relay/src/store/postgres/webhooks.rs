@@ -1,70 +1,437 @@
-//! The PostgreSQL backend: webhooks (mirrors `sqlite/webhooks.rs`).
+//! The PostgreSQL backend: webhooks and their outbox (mirrors `sqlite/webhooks.rs`,
+//! `docs/adr/0002-webhook-outbox.md`).
+//!
+//! An event is queued by [`queue_event`] inside the transaction that changes the question's state (which holds
+//! the agent's lock), so the two commit or roll back together; in that transaction too, the agent's oldest
+//! pending events beyond the outbox cap are dropped. [`queue_event`] reads the agent's webhook row `FOR
+//! SHARE`: a removal under way finishes first (and no event is queued), or waits until the event is stored
+//! (and then fails it with the other pending ones).
+//!
+//! Several relay instances deliver from one outbox (ADR 0003). [`PgStore::due_events`] therefore *claims* what
+//! it returns: it locks the due rows with `FOR UPDATE SKIP LOCKED` and moves their next attempt [`CLAIM`]
+//! ahead in the same transaction, so no other instance reads them while the attempt is in flight; the attempt's
+//! outcome ([`PgStore::event_delivered`], [`PgStore::event_attempt_failed`]) then replaces that time. An
+//! instance that dies mid-attempt leaves the event to be sent again once the claim lapses (at least once, as
+//! the outbox promises). It returns one event per agent, the agent's most overdue: the deliverer starts one
+//! attempt per agent at a time, and an event it left unstarted would otherwise wait out the claim.
+//!
+//! Secrets are stored sealed with the relay's webhook key, never in clear, as in SQLite; a database copied
+//! from SQLite holds no clear secret (`store copy` reads them sealed), but a row in clear is still opened.
+
+use std::time::Duration;
+
+use pacerelle_core::ids;
+use pacerelle_core::wire::WebhookEvent;
 
 use super::prelude::*;
+use crate::error::StoreError;
+use crate::store::Target;
 
-/// Queues the webhook event of a question's closing (mirrors `sqlite::webhooks::queue_event`); call it in the
-/// write that closes it. Returns whether an event was queued.
-pub(super) async fn queue_event(
-    _conn: &mut PgConnection,
-    _agent_id: &str,
-    _seq: i64,
-    _event_type: &str,
-    _now: Timestamp,
-) -> Result<bool> {
-    Err(not_yet("webhook queue_event"))
+/// Prefix of event ids.
+const EVENT: &str = "evt";
+
+/// How the delivery log's error of an event dropped because its agent's outbox was full begins (the same text
+/// as SQLite's `DROPPED`, which the deliverer and the API read).
+const DROPPED: &str = "dropped:";
+
+/// How long an event claimed by [`PgStore::due_events`] stays out of other reads: well beyond an attempt's
+/// time limits (10 s by default), so only an instance that stopped mid-attempt lets it lapse.
+pub(super) const CLAIM: Duration = Duration::from_secs(300);
+
+fn ts(ms: i64) -> Timestamp {
+    Timestamp(ms)
 }
 
+fn seal_error() -> StoreError {
+    StoreError::internal("cannot seal the webhook secret (system random generator)")
+}
+
+/// Counts a committed write transaction in the store's [`crate::store::WriterCounts`].
+fn wrote(store: &PgStore) {
+    store.counts.commits.inc();
+    store.counts.writes.inc();
+}
+
+/// Fails the agent's oldest pending events beyond the outbox cap (the row of `webhook_outbox_cap`), as
+/// `failed` with an error beginning [`DROPPED`]. Runs in the transaction that queued an event (under the
+/// agent's lock), so the cap holds at every commit. Returns how many were dropped.
+async fn drop_beyond_cap(conn: &mut PgConnection, agent_id: &str) -> Result<u64> {
+    let (pending, cap): (i64, Option<i64>) = sqlx::query_as(
+        "SELECT (SELECT COUNT(*) FROM webhook_events WHERE agent_id = $1 AND state = 'pending'),
+                (SELECT max_pending FROM webhook_outbox_cap)",
+    )
+    .bind(agent_id)
+    .fetch_one(&mut *conn)
+    .await?;
+    let Some(cap) = cap else {
+        return Ok(0);
+    };
+    let excess = pending.saturating_sub(cap);
+    if excess <= 0 {
+        return Ok(0);
+    }
+    let error = format!(
+        "{DROPPED} the agent's outbox is full ({cap} pending events at most, the relay's --max-pending-events): \
+         the oldest are dropped so the newest get through"
+    );
+    let dropped = sqlx::query(
+        "UPDATE webhook_events SET state = 'failed', next_attempt_at = NULL, last_error = $3
+         WHERE event_id IN (SELECT event_id FROM webhook_events WHERE agent_id = $1 AND state = 'pending'
+                            ORDER BY created_at, rowid LIMIT $2)",
+    )
+    .bind(agent_id)
+    .bind(excess)
+    .bind(error)
+    .execute(&mut *conn)
+    .await?
+    .rows_affected();
+    tracing::warn!(agent = %agent_id, dropped, cap, "webhook outbox full: the oldest pending events dropped");
+    Ok(dropped)
+}
+
+/// Queues a `event_type` event for the question at `seq` if the agent has a webhook now. The body is the
+/// question as it stands in this transaction, frozen: every attempt sends the same bytes. At most one event
+/// of each type per question. When the agent then has more pending events than the outbox cap, the oldest
+/// are dropped ([`drop_beyond_cap`]), in this transaction too. Returns whether an event was queued.
+pub(super) async fn queue_event(
+    conn: &mut PgConnection,
+    agent_id: &str,
+    seq: i64,
+    event_type: &str,
+    now: Timestamp,
+) -> Result<bool> {
+    let has_webhook =
+        sqlx::query_scalar::<_, String>("SELECT agent_id FROM webhooks WHERE agent_id = $1 FOR SHARE")
+            .bind(agent_id)
+            .fetch_optional(&mut *conn)
+            .await?
+            .is_some();
+    if !has_webhook {
+        return Ok(false);
+    }
+    let question = super::questions::row_at(&mut *conn, seq).await?.view(now)?;
+    let event = WebhookEvent {
+        id: ids::generate(EVENT),
+        event_type: event_type.to_string(),
+        created_at: now,
+        agent_id: agent_id.to_string(),
+        question,
+    };
+    let body = serde_json::to_string(&event).map_err(|e| StoreError::Internal(Box::new(e)))?;
+    let queued = sqlx::query(
+        "INSERT INTO webhook_events
+             (event_id, agent_id, event_type, question_seq, question_id, body, state, created_at, next_attempt_at)
+         VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $7)
+         ON CONFLICT DO NOTHING",
+    )
+    .bind(&event.id)
+    .bind(agent_id)
+    .bind(event_type)
+    .bind(seq)
+    .bind(&event.question.question_id)
+    .bind(body)
+    .bind(now.millis())
+    .execute(&mut *conn)
+    .await?
+    .rows_affected();
+    if queued == 1 {
+        drop_beyond_cap(&mut *conn, agent_id).await?;
+    }
+    Ok(queued == 1)
+}
+
+type DeliveryRow = (
+    String,
+    String,
+    String,
+    String,
+    i64,
+    Option<i64>,
+    Option<String>,
+    i64,
+    Option<i64>,
+    Option<i64>,
+);
+
+fn delivery(
+    (
+        event_id,
+        event_type,
+        question_id,
+        state,
+        attempts,
+        last_status,
+        last_error,
+        created_at,
+        delivered_at,
+        next_attempt_at,
+    ): DeliveryRow,
+) -> Delivery {
+    Delivery {
+        event_id,
+        event_type,
+        question_id,
+        state,
+        attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+        last_status: last_status.and_then(|s| u16::try_from(s).ok()),
+        last_error,
+        created_at: ts(created_at),
+        delivered_at: delivered_at.map(ts),
+        next_attempt_at: next_attempt_at.map(ts),
+    }
+}
+
+/// A due event as [`PgStore::due_events`] reads it, with the agent's webhook.
+type DueRow = (
+    String,
+    String,
+    String,
+    i64,
+    i64,
+    Option<String>,
+    Option<Vec<u8>>,
+    Option<String>,
+);
+
 impl PgStore {
+    /// Sets (or replaces) the agent's webhook.
     pub(crate) async fn set_webhook(
         &self,
-        _agent_id: &str,
-        _url: &str,
-        _secret: &str,
-        _now: Timestamp,
+        agent_id: &str,
+        url: &str,
+        secret: &str,
+        now: Timestamp,
     ) -> Result<WebhookInfo> {
-        Err(not_yet("set_webhook"))
+        let sealed = self.key.seal(agent_id, secret).map_err(|_| seal_error())?;
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "INSERT INTO webhooks (agent_id, url, sealed_secret, updated_at) VALUES ($1, $2, $3, $4)
+             ON CONFLICT (agent_id) DO UPDATE SET url = EXCLUDED.url, secret = NULL,
+                                                  sealed_secret = EXCLUDED.sealed_secret,
+                                                  updated_at = EXCLUDED.updated_at",
+        )
+        .bind(agent_id)
+        .bind(url)
+        .bind(sealed)
+        .bind(now.millis())
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        wrote(self);
+        Ok(WebhookInfo {
+            url: Some(url.to_string()),
+            updated_at: Some(now),
+        })
     }
 
-    pub(crate) async fn webhook(&self, _agent_id: &str) -> Result<WebhookInfo> {
-        Err(not_yet("webhook"))
+    /// The agent's webhook (never its secret).
+    pub(crate) async fn webhook(&self, agent_id: &str) -> Result<WebhookInfo> {
+        let row: Option<(String, i64)> =
+            sqlx::query_as("SELECT url, updated_at FROM webhooks WHERE agent_id = $1")
+                .bind(agent_id)
+                .fetch_optional(&self.pool)
+                .await?;
+        Ok(WebhookInfo {
+            url: row.as_ref().map(|(url, _)| url.clone()),
+            updated_at: row.map(|(_, at)| ts(at)),
+        })
     }
 
-    pub(crate) async fn delete_webhook(&self, _agent_id: &str) -> Result<WebhookInfo> {
-        Err(not_yet("delete_webhook"))
+    /// Removes the agent's webhook; its events still pending are failed (they have nowhere to go).
+    pub(crate) async fn delete_webhook(&self, agent_id: &str) -> Result<WebhookInfo> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("DELETE FROM webhooks WHERE agent_id = $1")
+            .bind(agent_id)
+            .execute(&mut *tx)
+            .await?;
+        // A statement of its own, after the row's lock: it sees an event queued by a transaction that held
+        // the row `FOR SHARE` and committed meanwhile.
+        sqlx::query(
+            "UPDATE webhook_events SET state = 'failed', next_attempt_at = NULL,
+                    last_error = 'the webhook was removed'
+             WHERE agent_id = $1 AND state = 'pending'",
+        )
+        .bind(agent_id)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        wrote(self);
+        Ok(WebhookInfo {
+            url: None,
+            updated_at: None,
+        })
     }
 
-    pub(crate) async fn deliveries(&self, _agent_id: &str, _limit: u32) -> Result<Vec<Delivery>> {
-        Err(not_yet("deliveries"))
+    /// The agent's events, newest first.
+    pub(crate) async fn deliveries(&self, agent_id: &str, limit: u32) -> Result<Vec<Delivery>> {
+        let rows: Vec<DeliveryRow> = sqlx::query_as(
+            "SELECT event_id, event_type, question_id, state, attempts, last_status, last_error, created_at,
+                    delivered_at, next_attempt_at
+             FROM webhook_events WHERE agent_id = $1 ORDER BY created_at DESC, rowid DESC LIMIT $2",
+        )
+        .bind(agent_id)
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        Ok(rows.into_iter().map(delivery).collect())
     }
 
+    /// Claims pending events whose next attempt is due, the most overdue first, one per agent (its event due
+    /// first), with their agent's webhook now (its secret opened), none of the agents in `busy` (those with an
+    /// attempt in flight here). Claimed rows are skipped by other instances' reads until their attempt is
+    /// recorded or [`CLAIM`] has passed (see the module's documentation).
     pub(crate) async fn due_events(
         &self,
-        _now: Timestamp,
-        _busy: &[String],
-        _limit: u32,
+        now: Timestamp,
+        busy: &[String],
+        limit: u32,
     ) -> Result<Vec<DueEvent>> {
-        Err(not_yet("due_events"))
+        let claim_until = now
+            .millis()
+            .saturating_add(i64::try_from(CLAIM.as_millis()).unwrap_or(i64::MAX));
+        let mut tx = self.pool.begin().await?;
+        // Each agent's first due event (by the partial index of pending events per agent), then those rows
+        // locked, skipping any another instance is claiming right now. The lock re-checks the row: one whose
+        // claim committed meanwhile is no longer due.
+        let claimed: Vec<String> = sqlx::query_scalar(
+            "SELECT e.event_id FROM webhook_events e
+             WHERE e.event_id IN (SELECT DISTINCT ON (agent_id) event_id FROM webhook_events
+                                  WHERE state = 'pending' AND next_attempt_at <= $1
+                                    AND agent_id <> ALL ($3::TEXT[])
+                                  ORDER BY agent_id, next_attempt_at, rowid)
+               AND e.state = 'pending' AND e.next_attempt_at <= $1
+             ORDER BY e.next_attempt_at, e.rowid LIMIT $2
+             FOR UPDATE SKIP LOCKED",
+        )
+        .bind(now.millis())
+        .bind(i64::from(limit))
+        .bind(busy)
+        .fetch_all(&mut *tx)
+        .await?;
+        if claimed.is_empty() {
+            tx.commit().await?;
+            return Ok(Vec::new());
+        }
+        let rows: Vec<DueRow> = sqlx::query_as(
+            "WITH claimed AS (
+                 UPDATE webhook_events SET next_attempt_at = $2 WHERE event_id = ANY ($1::TEXT[])
+                 RETURNING event_id, agent_id, body, attempts, created_at
+             )
+             SELECT c.event_id, c.agent_id, c.body, c.attempts, c.created_at, w.url, w.sealed_secret, w.secret
+             FROM claimed c LEFT JOIN webhooks w ON w.agent_id = c.agent_id",
+        )
+        .bind(&claimed)
+        .bind(claim_until)
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        wrote(self);
+        // In the order claimed: the most overdue first.
+        let mut due: Vec<DueEvent> = rows
+            .into_iter()
+            .map(
+                |(event_id, agent_id, body, attempts, created_at, url, sealed, clear)| {
+                    let target = match (url, sealed, clear) {
+                        (None, _, _) => Target::Removed,
+                        (Some(url), Some(sealed), _) => match self.key.open(&agent_id, &sealed) {
+                            Some(secret) => Target::Webhook { url, secret },
+                            None => Target::Unreadable,
+                        },
+                        (Some(url), None, Some(secret)) => Target::Webhook { url, secret },
+                        (Some(_), None, None) => Target::Unreadable,
+                    };
+                    DueEvent {
+                        event_id,
+                        agent_id,
+                        body,
+                        attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+                        created_at: ts(created_at),
+                        target,
+                    }
+                },
+            )
+            .collect();
+        due.sort_by_key(|e| {
+            claimed
+                .iter()
+                .position(|id| *id == e.event_id)
+                .unwrap_or(usize::MAX)
+        });
+        Ok(due)
     }
 
-    pub(crate) async fn next_event_due(&self, _busy: &[String]) -> Result<Option<Timestamp>> {
-        Err(not_yet("next_event_due"))
+    /// When the next pending event of an agent not in `busy` is due (an event claimed by another instance:
+    /// when its claim lapses).
+    pub(crate) async fn next_event_due(&self, busy: &[String]) -> Result<Option<Timestamp>> {
+        let at: Option<i64> = sqlx::query_scalar(
+            "SELECT MIN(next_attempt_at) FROM webhook_events
+             WHERE state = 'pending' AND agent_id <> ALL ($1::TEXT[])",
+        )
+        .bind(busy)
+        .fetch_one(&self.pool)
+        .await?;
+        Ok(at.map(ts))
     }
 
-    pub(crate) async fn set_max_pending_events(&self, _cap: u32) -> Result<()> {
-        Err(not_yet("set_max_pending_events"))
+    /// Sets the outbox cap: the most events one agent may have pending (at least 1). Called when the relay
+    /// opens, before it serves; the next event queued for an agent above the cap drops its oldest.
+    pub(crate) async fn set_max_pending_events(&self, cap: u32) -> Result<()> {
+        let cap = i64::from(cap.max(1));
+        let mut tx = self.pool.begin().await?;
+        sqlx::query("UPDATE webhook_outbox_cap SET max_pending = $1")
+            .bind(cap)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        wrote(self);
+        Ok(())
     }
 
-    pub(crate) async fn event_delivered(&self, _event_id: &str, _status: u16, _now: Timestamp) -> Result<()> {
-        Err(not_yet("event_delivered"))
+    /// Records a delivery (a 2xx answer): the event is never sent again. An event dropped from a full outbox
+    /// while its attempt was in flight is recorded as delivered too: the receiver has it.
+    pub(crate) async fn event_delivered(&self, event_id: &str, status: u16, now: Timestamp) -> Result<()> {
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "UPDATE webhook_events
+             SET state = 'delivered', attempts = attempts + 1, last_status = $2, last_error = NULL,
+                 delivered_at = $3, next_attempt_at = NULL
+             WHERE event_id = $1
+               AND (state = 'pending' OR (state = 'failed' AND starts_with(last_error, $4)))",
+        )
+        .bind(event_id)
+        .bind(i64::from(status))
+        .bind(now.millis())
+        .bind(DROPPED)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        wrote(self);
+        Ok(())
     }
 
+    /// Records a failed attempt: tried again at `next`, or failed for good when `next` is none.
     pub(crate) async fn event_attempt_failed(
         &self,
-        _event_id: &str,
-        _status: Option<u16>,
-        _error: &str,
-        _next: Option<Timestamp>,
+        event_id: &str,
+        status: Option<u16>,
+        error: &str,
+        next: Option<Timestamp>,
     ) -> Result<()> {
-        Err(not_yet("event_attempt_failed"))
+        let mut tx = self.pool.begin().await?;
+        sqlx::query(
+            "UPDATE webhook_events
+             SET attempts = attempts + 1, last_status = $2, last_error = $3,
+                 state = CASE WHEN $4::BIGINT IS NULL THEN 'failed' ELSE 'pending' END, next_attempt_at = $4
+             WHERE event_id = $1 AND state = 'pending'",
+        )
+        .bind(event_id)
+        .bind(status.map(i64::from))
+        .bind(error)
+        .bind(next.map(Timestamp::millis))
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        wrote(self);
+        Ok(())
     }
 }
