@@ -85,6 +85,8 @@ pub(crate) struct PgStore {
     key: Arc<WebhookKey>,
     /// Write transactions committed and writes run (each write is a transaction of its own here).
     counts: Arc<WriterCounts>,
+    /// Delivered marks of this instance not yet committed, so that a wait's `redelivered` flags are exact.
+    marks: Arc<messages::PendingMarks>,
 }
 
 impl PgStore {
@@ -106,6 +108,7 @@ impl PgStore {
             pool,
             key,
             counts: Default::default(),
+            marks: Default::default(),
         })
     }
 
