@@ -1,5 +1,7 @@
 #![doc = include_str!("../README.md")]
 
+pub mod postgres;
+
 use std::path::{Path, PathBuf};
 
 use pacerelle_client::{AgentClient, DeviceClient, PairingOptions};
