@@ -1,4 +1,6 @@
-//! A real relay on 127.0.0.1:0 over a SQLite file in a temporary directory, driven over HTTP.
+//! A real relay on 127.0.0.1:0 over a SQLite file in a temporary directory, driven over HTTP — or over a fresh
+//! PostgreSQL database when `PACERELLE_TEST_POSTGRES` asks for one (`docs/testing.md`): the same tests then run
+//! against the PostgreSQL backend, except those that read the SQLite file itself ([`sqlite_only`]).
 
 use std::path::PathBuf;
 
@@ -114,9 +116,40 @@ pub async fn start_in(dir: TempDir, settings: WebhookSettings) -> TestRelay {
     start_with_settings(config, dir, settings).await
 }
 
-pub async fn start_with_settings(config: Config, dir: TempDir, settings: WebhookSettings) -> TestRelay {
+/// Whether this run uses PostgreSQL (`PACERELLE_TEST_POSTGRES`).
+pub fn on_postgres() -> bool {
+    pacerelle_test_support::postgres::Cluster::from_env().is_some()
+}
+
+/// `true` (and a line saying so) when the test must be skipped because it reads or changes the SQLite file
+/// itself and this run uses PostgreSQL.
+pub fn sqlite_only(why: &str) -> bool {
+    let skip = on_postgres();
+    if skip {
+        eprintln!("skipped on PostgreSQL: {why}");
+    }
+    skip
+}
+
+/// The PostgreSQL database of the relay whose folder is `dir`: a fresh one the first time, then the same one
+/// (a relay restarted on the same folder finds its data), remembered in a file of the folder.
+async fn database_of(dir: &TempDir) -> Option<String> {
+    let cluster = pacerelle_test_support::postgres::Cluster::from_env()?;
+    let file = dir.path().join("postgres-url");
+    if let Ok(url) = std::fs::read_to_string(&file) {
+        return Some(url);
+    }
+    let url = cluster.fresh_database().await;
+    std::fs::write(&file, &url).expect("the database URL is written");
+    Some(url)
+}
+
+pub async fn start_with_settings(mut config: Config, dir: TempDir, settings: WebhookSettings) -> TestRelay {
     // reqwest is built without a default TLS provider; plain HTTP still needs one installed to build a client.
     let _ = rustls::crypto::ring::default_provider().install_default();
+    if config.database_url.is_none() {
+        config.database_url = database_of(&dir).await;
+    }
     let relay = Relay::open_with(config, settings).await.expect("the relay opens");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await

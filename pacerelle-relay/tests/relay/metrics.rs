@@ -189,7 +189,10 @@ async fn requests_the_store_and_parked_waits_move_the_figures() {
     let commits = count(&after, "pacerelle_store_commits", &[]);
     assert!(commits >= 1.0, "commits: {commits}");
     assert!(count(&after, "pacerelle_store_writes", &[]) >= commits);
-    assert!(count(&after, "pacerelle_store_write_duration_seconds", &[]) >= TASKS as f64);
+    if !crate::common::on_postgres() {
+        // The SQLite writer's queue; PostgreSQL has no writer of ours.
+        assert!(count(&after, "pacerelle_store_write_duration_seconds", &[]) >= TASKS as f64);
+    }
     assert!(count(&after, "pacerelle_store_batch_writes", &[]) >= commits);
 
     // A wait that finds nothing parks: the gauge shows it while it waits, and drops when a task ends it.

@@ -11,6 +11,9 @@ async fn text(url: &str) -> (StatusCode, String) {
 
 #[tokio::test]
 async fn healthz_says_alive_and_readyz_follows_the_database_schema() {
+    if crate::common::sqlite_only("edits the SQLite migrations table") {
+        return;
+    }
     let relay = start().await;
     assert_eq!(
         text(&format!("{}/healthz", relay.base)).await,
