@@ -203,8 +203,16 @@ async fn sweeper(relay: Weak<Inner>) {
         if let Err(e) = inner.store.sweep(now).await {
             tracing::warn!(error = %e, "sweep failed");
         }
-        if let Err(e) = inner.store.purge(now, &inner.config.retention).await {
-            tracing::warn!(error = %e, "retention purge failed");
+        match inner.store.purge(now, &inner.config.retention).await {
+            Ok(purged) if purged.rows > 0 => {
+                tracing::info!(
+                    rows = purged.rows,
+                    more = purged.more,
+                    "retention: old rows deleted"
+                );
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "retention purge failed"),
         }
         inner.limiter.forget_full();
         inner.activity.forget_idle(now, ACTIVITY_IDLE_MS);
