@@ -49,6 +49,7 @@ const STEPS: &[Step] = &[
     Step { name: "layers", needs: None, run: layers },
     Step { name: "clippy", needs: None, run: clippy },
     Step { name: "test", needs: None, run: test },
+    Step { name: "postgres", needs: Some("pacerelle-relay/migrations-postgres"), run: postgres },
     Step { name: "soak", needs: Some("pacerelle-soak"), run: soak },
     Step { name: "py", needs: Some("pacerelle-py"), run: py },
     Step { name: "kotlin", needs: Some("pacerelle-ffi/kotlin"), run: kotlin },
@@ -115,6 +116,23 @@ fn clippy(root: &Path) -> Result<()> {
 
 fn test(root: &Path) -> Result<()> {
     run(root, "cargo", &["test", "--workspace"])
+}
+
+/// The relay's HTTP suite again, against PostgreSQL: a throw-away cluster started by the test support
+/// (`initdb` in a temporary folder, a free port, as `nobody` when run as root; `docs/testing.md`), a fresh
+/// database per relay. Reuses the `test` step's build.
+fn postgres(root: &Path) -> Result<()> {
+    println!("$ PACERELLE_TEST_POSTGRES=start cargo test -p pacerelle-relay --test relay");
+    let status = Command::new("cargo")
+        .args(["test", "-p", "pacerelle-relay", "--test", "relay"])
+        .env("PACERELLE_TEST_POSTGRES", "start")
+        .current_dir(root)
+        .status()
+        .context("could not start cargo")?;
+    if !status.success() {
+        bail!("the relay suite failed on PostgreSQL ({status})");
+    }
+    Ok(())
 }
 
 /// The short soak on the debug build (artefacts shared with the `test` step): a minute of random SIGKILLs of
