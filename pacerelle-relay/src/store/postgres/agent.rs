@@ -133,3 +133,224 @@ impl PgStore {
         }))
     }
 }
+
+#[cfg(test)]
+pub(super) mod tests {
+    use std::sync::Arc;
+
+    use pacerelle_core::pairing::Role;
+    use pacerelle_test_support::postgres::Cluster;
+    use tokio::sync::Barrier;
+
+    use super::*;
+    use crate::store::{Claim, NewPairing, PairingStored};
+
+    /// The tests' "now".
+    pub(in super::super) const T0: i64 = 1_800_000_000_000;
+
+    /// A store on a fresh database of the test cluster, with one agent, `ag_1`; `None` (the test then passes
+    /// without running, saying so) unless `PACERELLE_TEST_POSTGRES` names or asks for a cluster.
+    pub(in super::super) async fn store() -> Option<(PgStore, tempfile::TempDir)> {
+        let Some(cluster) = Cluster::from_env() else {
+            println!("skipped: set PACERELLE_TEST_POSTGRES=start (or a postgres:// URL) to run it");
+            return None;
+        };
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let url = cluster.fresh_database().await;
+        let store = PgStore::open(&url, dir.path()).await.expect("opens");
+        let registered = store
+            .register_agent("ag_1", "laptop", &[1; 32], Timestamp(T0))
+            .await
+            .expect("stored");
+        assert!(matches!(registered, Registered::Created(_)));
+        Some((store, dir))
+    }
+
+    /// An offer for `device_id` of `agent_id` under `pairing_id`, claimable with `b"claim"` until `T0 + 1000`.
+    pub(in super::super) fn offer<'a>(
+        agent_id: &'a str,
+        pairing_id: &'a str,
+        device_id: &'a str,
+    ) -> NewPairing<'a> {
+        NewPairing {
+            agent_id,
+            pairing_id,
+            device_id,
+            label: Some("kitchen"),
+            role: Role::User,
+            claim_hash: keys::sha256(b"claim"),
+            offer: "AQID",
+            expires_at: Timestamp(T0 + 1000),
+            now: Timestamp(T0),
+        }
+    }
+
+    /// Pairs device `device_id` with `ag_1` (offer, then claim).
+    pub(in super::super) async fn pair(store: &PgStore, pairing_id: &str, device_id: &str) {
+        let created = store
+            .create_pairing(&offer("ag_1", pairing_id, device_id))
+            .await
+            .expect("stored");
+        assert!(matches!(created, PairingStored::Created(_)));
+        let claimed = store
+            .claim_pairing(pairing_id, &keys::sha256(b"claim"), "phone", Timestamp(T0 + 1))
+            .await
+            .expect("claimed");
+        assert!(matches!(claimed, Claim::Claimed(_)));
+    }
+
+    #[tokio::test]
+    async fn registration_is_idempotent_for_the_same_secret_only() {
+        let Some((store, _dir)) = store().await else {
+            return;
+        };
+        let again = store
+            .register_agent("ag_1", "other name", &[1; 32], Timestamp(T0 + 5))
+            .await
+            .expect("ok");
+        let Registered::Again(info) = again else {
+            panic!("a retry finds the agent, got {again:?}");
+        };
+        assert_eq!((info.name.as_str(), info.created_at), ("laptop", Timestamp(T0)));
+        assert!(matches!(
+            store
+                .register_agent("ag_1", "laptop", &[2; 32], Timestamp(T0))
+                .await
+                .expect("ok"),
+            Registered::Exists
+        ));
+        let agent = store.agent("ag_1").await.expect("read").expect("found");
+        assert_eq!(
+            (agent.agent_id.as_str(), agent.created_at),
+            ("ag_1", Timestamp(T0))
+        );
+        assert!(store.agent("ag_2").await.expect("read").is_none());
+    }
+
+    #[tokio::test]
+    async fn agent_and_device_ids_never_collide() {
+        let Some((store, _dir)) = store().await else {
+            return;
+        };
+        assert!(matches!(
+            store
+                .create_pairing(&offer("ag_1", "BBBBBBBBBBBBBBBBBBBBBB", "ag_1"))
+                .await
+                .expect("ok"),
+            PairingStored::Conflict(_)
+        ));
+        store
+            .create_pairing(&offer("ag_1", "BBBBBBBBBBBBBBBBBBBBBB", "dv_x"))
+            .await
+            .expect("ok");
+        assert!(matches!(
+            store
+                .register_agent("dv_x", "impostor", &[3; 32], Timestamp(T0))
+                .await
+                .expect("ok"),
+            Registered::Exists
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_principal_is_the_agent_or_the_device_and_shows_a_revocation() {
+        let Some((store, _dir)) = store().await else {
+            return;
+        };
+        pair(&store, "CCCCCCCCCCCCCCCCCCCCCC", "dv_1").await;
+        let Some(Principal::Agent { agent_id, hash }) = store.principal("ag_1").await.expect("read") else {
+            panic!("ag_1 is an agent");
+        };
+        assert_eq!((agent_id.as_str(), hash), ("ag_1", vec![1; 32]));
+        let Some(Principal::Device {
+            agent_id,
+            device_id,
+            hash,
+            revoked,
+        }) = store.principal("dv_1").await.expect("read")
+        else {
+            panic!("dv_1 is a device");
+        };
+        assert_eq!(
+            (agent_id.as_str(), device_id.as_str(), revoked),
+            ("ag_1", "dv_1", false)
+        );
+        assert_eq!(hash.len(), 32);
+        assert!(store.principal("nobody").await.expect("read").is_none());
+        store
+            .revoke_device("ag_1", "dv_1", Timestamp(T0 + 2))
+            .await
+            .expect("revoked");
+        assert!(matches!(
+            store.principal("dv_1").await.expect("read"),
+            Some(Principal::Device { revoked: true, .. })
+        ));
+    }
+
+    /// Eight registrations of one new id at once, each with its own secret, in twenty rounds: one creates it,
+    /// the others find it taken — as eight one after the other would.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_registrations_of_one_id_create_it_once() {
+        let Some((store, _dir)) = store().await else {
+            return;
+        };
+        for round in 0..20 {
+            let id = format!("ag_race_{round}");
+            let start = Arc::new(Barrier::new(8));
+            let mut tasks = tokio::task::JoinSet::new();
+            for i in 0..8u8 {
+                let (store, start, id) = (store.clone(), start.clone(), id.clone());
+                tasks.spawn(async move {
+                    start.wait().await;
+                    store
+                        .register_agent(&id, "racer", &[i; 32], Timestamp(T0))
+                        .await
+                        .expect("ok")
+                });
+            }
+            let outcomes = tasks.join_all().await;
+            let created = outcomes
+                .iter()
+                .filter(|o| matches!(o, Registered::Created(_)))
+                .count();
+            let exists = outcomes
+                .iter()
+                .filter(|o| matches!(o, Registered::Exists))
+                .count();
+            assert_eq!((created, exists), (1, 7), "round {round}: {outcomes:?}");
+        }
+    }
+
+    /// A registration and a pairing offer that want one id at the same moment: exactly one of them gets it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn a_registration_and_a_pairing_racing_for_one_id_do_not_both_get_it() {
+        let Some((store, _dir)) = store().await else {
+            return;
+        };
+        for round in 0..20 {
+            let id = format!("id_{round}");
+            let pairing_id = format!("pairing_{round:0>14}");
+            let start = Arc::new(Barrier::new(2));
+            let (s1, b1, id1) = (store.clone(), start.clone(), id.clone());
+            let register = tokio::spawn(async move {
+                b1.wait().await;
+                s1.register_agent(&id1, "racer", &[9; 32], Timestamp(T0))
+                    .await
+                    .expect("ok")
+            });
+            let (s2, b2, id2) = (store.clone(), start.clone(), id.clone());
+            let offer_it = tokio::spawn(async move {
+                b2.wait().await;
+                s2.create_pairing(&offer("ag_1", &pairing_id, &id2))
+                    .await
+                    .expect("ok")
+            });
+            let registered = matches!(register.await.expect("joined"), Registered::Created(_));
+            let offered = matches!(offer_it.await.expect("joined"), PairingStored::Created(_));
+            assert!(
+                registered != offered,
+                "round {round}: registered {registered}, offered {offered}"
+            );
+        }
+    }
+}

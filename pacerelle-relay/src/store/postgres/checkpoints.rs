@@ -76,3 +76,68 @@ impl PgStore {
             .collect())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use tokio::sync::Barrier;
+
+    use super::super::agent::tests::{T0, store};
+    use super::*;
+
+    #[tokio::test]
+    async fn a_checkpoint_is_stored_once_and_listed_latest_first() {
+        let Some((store, _dir)) = store().await else {
+            return;
+        };
+        let first = store
+            .put_checkpoint("ag_1", "c1", "AQ", Timestamp(T0))
+            .await
+            .expect("stored");
+        assert!(first.created);
+        let again = store
+            .put_checkpoint("ag_1", "c1", "other", Timestamp(T0 + 5))
+            .await
+            .expect("found");
+        assert!(!again.created);
+        assert_eq!((again.cursor, again.created_at), (first.cursor, Timestamp(T0)));
+        let second = store
+            .put_checkpoint("ag_1", "c2", "Ag", Timestamp(T0 + 1))
+            .await
+            .expect("stored");
+        assert!(second.cursor.seq() > first.cursor.seq());
+        let listed = store.checkpoints("ag_1", 10).await.expect("read");
+        let ids: Vec<(&str, &str)> = listed
+            .iter()
+            .map(|c| (c.checkpoint_id.as_str(), c.envelope.as_str()))
+            .collect();
+        assert_eq!(ids, [("c2", "Ag"), ("c1", "AQ")]);
+        assert_eq!(store.checkpoints("ag_1", 1).await.expect("read").len(), 1);
+        assert!(store.checkpoints("ag_2", 10).await.expect("read").is_empty());
+    }
+
+    /// Eight stores of one checkpoint id at once: one creates it, the others find it at the same cursor.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_stores_of_one_checkpoint_create_it_once() {
+        let Some((store, _dir)) = store().await else {
+            return;
+        };
+        let start = Arc::new(Barrier::new(8));
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..8 {
+            let (store, start) = (store.clone(), start.clone());
+            tasks.spawn(async move {
+                start.wait().await;
+                store
+                    .put_checkpoint("ag_1", "same", "AQ", Timestamp(T0 + i))
+                    .await
+                    .expect("ok")
+            });
+        }
+        let outcomes = tasks.join_all().await;
+        assert_eq!(outcomes.iter().filter(|s| s.created).count(), 1);
+        assert!(outcomes.iter().all(|s| s.cursor == outcomes[0].cursor));
+        assert_eq!(store.checkpoints("ag_1", 10).await.expect("read").len(), 1);
+    }
+}

@@ -86,3 +86,89 @@ impl PgStore {
         row.map(device_info).transpose()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::agent::tests::{T0, pair, store};
+    use super::*;
+    use crate::store::PushPut;
+
+    #[tokio::test]
+    async fn devices_are_listed_in_pairing_order_and_revoked_once() {
+        let Some((store, _dir)) = store().await else {
+            return;
+        };
+        pair(&store, "AAAAAAAAAAAAAAAAAAAAAA", "dv_1").await;
+        pair(&store, "BBBBBBBBBBBBBBBBBBBBBB", "dv_2").await;
+        let listed = store.devices("ag_1").await.expect("read");
+        let ids: Vec<&str> = listed.iter().map(|d| d.device_id.as_str()).collect();
+        assert_eq!(ids, ["dv_1", "dv_2"]);
+        let one = store.device("ag_1", "dv_2").await.expect("read").expect("found");
+        assert_eq!(
+            (one.name.as_str(), one.label.as_deref(), one.role, one.revoked_at),
+            ("phone", Some("kitchen"), Role::User, None)
+        );
+        assert!(store.device("ag_2", "dv_2").await.expect("read").is_none());
+
+        let revoked = store
+            .revoke_device("ag_1", "dv_1", Timestamp(T0 + 10))
+            .await
+            .expect("revoked")
+            .expect("found");
+        assert_eq!(revoked.revoked_at, Some(Timestamp(T0 + 10)));
+        // Again: the first time is kept.
+        let again = store
+            .revoke_device("ag_1", "dv_1", Timestamp(T0 + 20))
+            .await
+            .expect("revoked")
+            .expect("found");
+        assert_eq!(again.revoked_at, Some(Timestamp(T0 + 10)));
+        // Another agent's device, or none: nothing.
+        assert!(
+            store
+                .revoke_device("ag_2", "dv_2", Timestamp(T0 + 20))
+                .await
+                .expect("ok")
+                .is_none()
+        );
+        assert!(
+            store
+                .revoke_device("ag_1", "dv_9", Timestamp(T0 + 20))
+                .await
+                .expect("ok")
+                .is_none()
+        );
+        let dv2 = store.device("ag_1", "dv_2").await.expect("read").expect("found");
+        assert_eq!(dv2.revoked_at, None);
+    }
+
+    #[tokio::test]
+    async fn a_revocation_drops_the_devices_push_subscriptions_only() {
+        let Some((store, _dir)) = store().await else {
+            return;
+        };
+        pair(&store, "AAAAAAAAAAAAAAAAAAAAAA", "dv_1").await;
+        pair(&store, "BBBBBBBBBBBBBBBBBBBBBB", "dv_2").await;
+        for (device, endpoint) in [
+            ("dv_1", "https://push.example/1"),
+            ("dv_2", "https://push.example/2"),
+        ] {
+            let put = store
+                .put_push_subscription("ag_1", device, endpoint, &[4; 65], &[5; 16], Timestamp(T0 + 2))
+                .await
+                .expect("stored");
+            assert!(matches!(put, PushPut::Created(_)), "{put:?}");
+        }
+        store
+            .revoke_device("ag_1", "dv_1", Timestamp(T0 + 3))
+            .await
+            .expect("revoked")
+            .expect("found");
+        let left: Vec<String> =
+            sqlx::query_scalar("SELECT device_id FROM push_subscriptions ORDER BY device_id")
+                .fetch_all(&store.pool)
+                .await
+                .expect("read");
+        assert_eq!(left, ["dv_2"]);
+    }
+}

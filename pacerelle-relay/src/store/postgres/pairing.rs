@@ -172,3 +172,206 @@ async fn claim_pairing_in(
         device_token: token.expose().to_string(),
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use tokio::sync::Barrier;
+
+    use super::super::agent::tests::{T0, offer, store};
+    use super::*;
+
+    const PAIRING: &str = "PPPPPPPPPPPPPPPPPPPPPP";
+
+    #[tokio::test]
+    async fn an_offer_is_stored_once_and_its_ids_are_reserved() {
+        let Some((store, _dir)) = store().await else {
+            return;
+        };
+        let created = store
+            .create_pairing(&offer("ag_1", PAIRING, "dv_1"))
+            .await
+            .expect("ok");
+        assert!(matches!(created, PairingStored::Created(ref c) if c.expires_at == Timestamp(T0 + 1000)));
+        // The same upload again, even with another expiry: the stored offer.
+        let retry = NewPairing {
+            expires_at: Timestamp(T0 + 5000),
+            ..offer("ag_1", PAIRING, "dv_1")
+        };
+        assert!(matches!(
+            store.create_pairing(&retry).await.expect("ok"),
+            PairingStored::Created(ref c) if c.expires_at == Timestamp(T0 + 1000)
+        ));
+        assert!(matches!(
+            store
+                .create_pairing(&offer("ag_1", PAIRING, "dv_2"))
+                .await
+                .expect("ok"),
+            PairingStored::Conflict("this pairing id is already in use")
+        ));
+        assert!(matches!(
+            store
+                .create_pairing(&offer("ag_1", "QQQQQQQQQQQQQQQQQQQQQQ", "dv_1"))
+                .await
+                .expect("ok"),
+            PairingStored::Conflict("this device id is already in use")
+        ));
+        let row = store.pairing(PAIRING).await.expect("read").expect("found");
+        assert_eq!(
+            (
+                row.agent_id.as_str(),
+                row.device_id.as_str(),
+                row.offer.as_deref(),
+                row.claimed_at
+            ),
+            ("ag_1", "dv_1", Some("AQID"), None)
+        );
+        assert!(store.pairing("nothing").await.expect("read").is_none());
+    }
+
+    #[tokio::test]
+    async fn a_claim_checks_the_proof_then_the_state_and_creates_the_device_once() {
+        let Some((store, _dir)) = store().await else {
+            return;
+        };
+        store
+            .create_pairing(&offer("ag_1", PAIRING, "dv_1"))
+            .await
+            .expect("ok");
+        let proof = keys::sha256(b"claim");
+        assert!(matches!(
+            store
+                .claim_pairing("nothing", &proof, "phone", Timestamp(T0))
+                .await
+                .expect("ok"),
+            Claim::NotFound
+        ));
+        assert!(matches!(
+            store
+                .claim_pairing(PAIRING, &keys::sha256(b"wrong"), "phone", Timestamp(T0))
+                .await
+                .expect("ok"),
+            Claim::WrongProof
+        ));
+        let Claim::Claimed(claimed) = store
+            .claim_pairing(PAIRING, &proof, "phone", Timestamp(T0 + 1))
+            .await
+            .expect("ok")
+        else {
+            panic!("the right proof claims it");
+        };
+        assert_eq!(
+            (claimed.agent_id.as_str(), claimed.device_id.as_str()),
+            ("ag_1", "dv_1")
+        );
+        let device = store
+            .device("ag_1", "dv_1")
+            .await
+            .expect("read")
+            .expect("created");
+        assert_eq!(
+            (device.name.as_str(), device.created_at),
+            ("phone", Timestamp(T0 + 1))
+        );
+        // The token's secret hashes to what the device's principal holds.
+        let Some(Principal::Device { hash, .. }) = store.principal("dv_1").await.expect("read") else {
+            panic!("dv_1 is a device");
+        };
+        let bearer = Bearer(claimed.device_token.clone());
+        let (id, secret_hash) = bearer.split().expect("a bearer");
+        assert_eq!(id, "dv_1");
+        assert!(keys::constant_time_eq(&hash, &secret_hash));
+        let row = store.pairing(PAIRING).await.expect("read").expect("a tombstone");
+        assert_eq!((row.offer, row.claimed_at), (None, Some(Timestamp(T0 + 1))));
+        assert!(matches!(
+            store
+                .claim_pairing(PAIRING, &proof, "phone", Timestamp(T0 + 2))
+                .await
+                .expect("ok"),
+            Claim::AlreadyClaimed
+        ));
+        // A claimed offer's ids stay taken.
+        assert!(matches!(
+            store
+                .create_pairing(&offer("ag_1", PAIRING, "dv_1"))
+                .await
+                .expect("ok"),
+            PairingStored::Conflict(_)
+        ));
+
+        store
+            .create_pairing(&offer("ag_1", "LLLLLLLLLLLLLLLLLLLLLL", "dv_late"))
+            .await
+            .expect("ok");
+        assert!(matches!(
+            store
+                .claim_pairing("LLLLLLLLLLLLLLLLLLLLLL", &proof, "phone", Timestamp(T0 + 1000))
+                .await
+                .expect("ok"),
+            Claim::Expired
+        ));
+    }
+
+    /// Eight claims of one offer at once with the right proof: one device, one token.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_claims_of_one_offer_claim_it_once() {
+        let Some((store, _dir)) = store().await else {
+            return;
+        };
+        store
+            .create_pairing(&offer("ag_1", PAIRING, "dv_1"))
+            .await
+            .expect("ok");
+        let start = Arc::new(Barrier::new(8));
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..8 {
+            let (store, start) = (store.clone(), start.clone());
+            tasks.spawn(async move {
+                start.wait().await;
+                store
+                    .claim_pairing(PAIRING, &keys::sha256(b"claim"), "phone", Timestamp(T0 + 1))
+                    .await
+                    .expect("ok")
+            });
+        }
+        let outcomes = tasks.join_all().await;
+        let claimed = outcomes.iter().filter(|c| matches!(c, Claim::Claimed(_))).count();
+        let already = outcomes
+            .iter()
+            .filter(|c| matches!(c, Claim::AlreadyClaimed))
+            .count();
+        assert_eq!((claimed, already), (1, 7), "{outcomes:?}");
+        assert_eq!(store.devices("ag_1").await.expect("read").len(), 1);
+    }
+
+    /// Two offers for one device id at once, under different pairing ids: one is stored, the other refused.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_offers_for_one_device_id_store_one() {
+        let Some((store, _dir)) = store().await else {
+            return;
+        };
+        for round in 0..20 {
+            let device = format!("dv_{round}");
+            let start = Arc::new(Barrier::new(2));
+            let mut tasks = tokio::task::JoinSet::new();
+            for side in ["A", "B"] {
+                let (store, start, device) = (store.clone(), start.clone(), device.clone());
+                let pairing_id = format!("{side}{round:0>21}");
+                tasks.spawn(async move {
+                    start.wait().await;
+                    store
+                        .create_pairing(&offer("ag_1", &pairing_id, &device))
+                        .await
+                        .expect("ok")
+                });
+            }
+            let outcomes = tasks.join_all().await;
+            let created = outcomes
+                .iter()
+                .filter(|o| matches!(o, PairingStored::Created(_)))
+                .count();
+            assert_eq!(created, 1, "round {round}: {outcomes:?}");
+        }
+    }
+}

@@ -74,3 +74,80 @@ impl PgStore {
         Ok(outcome)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use tokio::sync::Barrier;
+
+    use super::super::agent::tests::{T0, store};
+    use super::*;
+
+    #[tokio::test]
+    async fn a_roster_is_replaced_only_from_the_version_it_was_based_on() {
+        let Some((store, _dir)) = store().await else {
+            return;
+        };
+        let none = store.roster("ag_1").await.expect("read");
+        assert_eq!((none.version, none.envelope), (0, None));
+        let t = Timestamp(T0);
+        assert_eq!(
+            store.put_roster("ag_1", 0, 1, "r1", t).await.expect("ok"),
+            RosterPut::Stored(RosterView {
+                version: 1,
+                envelope: Some("r1".into())
+            })
+        );
+        // Based on a version that is no longer the stored one, or not greater: refused, the stored one named.
+        assert_eq!(
+            store.put_roster("ag_1", 0, 2, "r2", t).await.expect("ok"),
+            RosterPut::Conflict { current: 1 }
+        );
+        assert_eq!(
+            store.put_roster("ag_1", 1, 1, "r1b", t).await.expect("ok"),
+            RosterPut::Conflict { current: 1 }
+        );
+        assert!(matches!(
+            store.put_roster("ag_1", 1, 5, "r5", t).await.expect("ok"),
+            RosterPut::Stored(_)
+        ));
+        let now = store.roster("ag_1").await.expect("read");
+        assert_eq!((now.version, now.envelope.as_deref()), (5, Some("r5")));
+    }
+
+    /// Eight first rosters at once, all based on "none": one is stored, seven get a conflict naming it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_updates_from_one_version_store_one() {
+        let Some((store, _dir)) = store().await else {
+            return;
+        };
+        let start = Arc::new(Barrier::new(8));
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..8u64 {
+            let (store, start) = (store.clone(), start.clone());
+            tasks.spawn(async move {
+                start.wait().await;
+                store
+                    .put_roster("ag_1", 0, i + 1, &format!("r{i}"), Timestamp(T0))
+                    .await
+                    .expect("ok")
+            });
+        }
+        let outcomes = tasks.join_all().await;
+        let stored: Vec<&RosterView> = outcomes
+            .iter()
+            .filter_map(|o| match o {
+                RosterPut::Stored(view) => Some(view),
+                RosterPut::Conflict { .. } => None,
+            })
+            .collect();
+        assert_eq!(stored.len(), 1, "{outcomes:?}");
+        let winner = stored[0].version;
+        assert!(outcomes.iter().all(|o| match o {
+            RosterPut::Stored(_) => true,
+            RosterPut::Conflict { current } => *current == winner,
+        }));
+        assert_eq!(store.roster("ag_1").await.expect("read").version, winner);
+    }
+}

@@ -17,7 +17,7 @@ impl PgStore {
         .fetch_optional(&self.pool)
         .await?;
         Ok(row.and_then(|(session_id, host, since, beat)| {
-            (beat.saturating_add(lease_ttl_ms()) > now.millis()).then(|| Lease {
+            (beat.saturating_add(lease_ttl_ms()) > now.millis()).then_some(Lease {
                 session_id,
                 holder: LeaseHolder {
                     host,
@@ -187,4 +187,156 @@ async fn open_session_in(
         since: now,
         lease_expires_at: now.plus_millis(lease_ttl_ms()),
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use tokio::sync::Barrier;
+
+    use super::super::agent::tests::{T0, store};
+    use super::*;
+
+    #[tokio::test]
+    async fn a_lease_lapses_without_heartbeat_and_then_anyone_may_take_it() {
+        let Some((store, _dir)) = store().await else {
+            return;
+        };
+        let ttl = lease_ttl_ms();
+        let opened = store
+            .open_session("ag_1", "ses_a", "laptop", false, Timestamp(T0))
+            .await
+            .expect("stored");
+        assert!(matches!(opened, SessionOpened::Opened(_)));
+        // Within the TTL: held, renewable, refused to others.
+        let renewed = store
+            .heartbeat("ag_1", "ses_a", Timestamp(T0 + ttl - 1))
+            .await
+            .expect("ok");
+        assert!(matches!(renewed, Renewal::Renewed(_)));
+        let refused = store
+            .open_session("ag_1", "ses_b", "desktop", false, Timestamp(T0 + ttl))
+            .await
+            .expect("ok");
+        assert!(matches!(refused, SessionOpened::InUse(ref h) if h.host == "laptop"));
+        // A full TTL after the last heartbeat: lapsed.
+        let late = Timestamp(T0 + 2 * ttl);
+        assert!(store.lease("ag_1", late).await.expect("ok").is_none());
+        assert!(matches!(
+            store.heartbeat("ag_1", "ses_a", late).await.expect("ok"),
+            Renewal::Lost
+        ));
+        let taken = store
+            .open_session("ag_1", "ses_b", "desktop", false, late)
+            .await
+            .expect("ok");
+        assert!(matches!(taken, SessionOpened::Opened(_)));
+        let lease = store.lease("ag_1", late).await.expect("ok").expect("held");
+        assert_eq!(lease.session_id, "ses_b");
+        // The lapsed session ended when its lease ran out, not when it was taken over.
+        let ended: Option<i64> =
+            sqlx::query_scalar("SELECT ended_at FROM sessions WHERE session_id = 'ses_a'")
+                .fetch_one(&store.pool)
+                .await
+                .expect("read");
+        assert_eq!(ended, Some(T0 + ttl - 1 + ttl));
+    }
+
+    #[tokio::test]
+    async fn a_takeover_ends_the_live_session_and_release_is_idempotent() {
+        let Some((store, _dir)) = store().await else {
+            return;
+        };
+        let ttl = lease_ttl_ms();
+        store
+            .open_session("ag_1", "ses_a", "laptop", false, Timestamp(T0))
+            .await
+            .expect("stored");
+        let taken = store
+            .open_session("ag_1", "ses_b", "desktop", true, Timestamp(T0 + 10))
+            .await
+            .expect("ok");
+        assert!(matches!(taken, SessionOpened::Opened(_)));
+        assert!(matches!(
+            store
+                .heartbeat("ag_1", "ses_a", Timestamp(T0 + 11))
+                .await
+                .expect("ok"),
+            Renewal::Lost
+        ));
+        assert!(matches!(
+            store
+                .heartbeat("ag_1", "ses_x", Timestamp(T0 + 11))
+                .await
+                .expect("ok"),
+            Renewal::NotFound
+        ));
+        assert!(store.session_known("ag_1", "ses_a").await.expect("read"));
+        assert!(!store.session_known("ag_2", "ses_a").await.expect("read"));
+        // Released: ended now; again: the same end.
+        let released = store
+            .release("ag_1", "ses_b", Timestamp(T0 + 20))
+            .await
+            .expect("ok")
+            .expect("found");
+        assert_eq!(released.lease_expires_at, Timestamp(T0 + 20));
+        let again = store
+            .release("ag_1", "ses_b", Timestamp(T0 + 30))
+            .await
+            .expect("ok")
+            .expect("found");
+        assert_eq!(again.lease_expires_at, Timestamp(T0 + 20));
+        assert!(
+            store
+                .lease("ag_1", Timestamp(T0 + 30))
+                .await
+                .expect("ok")
+                .is_none()
+        );
+        assert!(
+            store
+                .release("ag_1", "ses_x", Timestamp(T0))
+                .await
+                .expect("ok")
+                .is_none()
+        );
+        // A session released after its lease lapsed ended when the lease ran out.
+        store
+            .open_session("ag_1", "ses_c", "laptop", false, Timestamp(T0 + 40))
+            .await
+            .expect("stored");
+        let lapsed = store
+            .release("ag_1", "ses_c", Timestamp(T0 + 40 + 3 * ttl))
+            .await
+            .expect("ok")
+            .expect("found");
+        assert_eq!(lapsed.lease_expires_at, Timestamp(T0 + 40 + ttl));
+    }
+
+    /// Eight sessions opened at once without takeover: one gets the lease, seven find it in use.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_opens_give_the_lease_to_one() {
+        let Some((store, _dir)) = store().await else {
+            return;
+        };
+        let start = Arc::new(Barrier::new(8));
+        let mut tasks = tokio::task::JoinSet::new();
+        for i in 0..8 {
+            let (store, start) = (store.clone(), start.clone());
+            tasks.spawn(async move {
+                start.wait().await;
+                store
+                    .open_session("ag_1", &format!("ses_{i}"), "host", false, Timestamp(T0))
+                    .await
+                    .expect("ok")
+            });
+        }
+        let outcomes = tasks.join_all().await;
+        let opened = outcomes
+            .iter()
+            .filter(|o| matches!(o, SessionOpened::Opened(_)))
+            .count();
+        assert_eq!(opened, 1, "{outcomes:?}");
+    }
 }
