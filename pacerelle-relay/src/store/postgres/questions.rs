@@ -777,3 +777,538 @@ impl PgStore {
         Ok(put)
     }
 }
+
+#[cfg(test)]
+pub(super) mod tests {
+    //! The SQLite file's tests, and what concurrent writers add: each runs on a fresh database of the test
+    //! cluster when `PACERELLE_TEST_POSTGRES` asks for one (`start` or a `postgres://` URL), and passes saying
+    //! it was skipped otherwise.
+
+    use std::sync::Arc;
+
+    use pacerelle_test_support::postgres::Cluster;
+
+    use super::*;
+    use crate::store::Registered;
+
+    /// The tests' "now".
+    pub(in super::super) const T0: i64 = 1_800_000_000_000;
+
+    /// A new, empty database of the test cluster, or `None` (said on stdout) when no cluster is asked for.
+    pub(in super::super) async fn database() -> Option<String> {
+        let Some(cluster) = Cluster::from_env() else {
+            println!("skipped: set PACERELLE_TEST_POSTGRES=start (or a postgres:// URL) to run it");
+            return None;
+        };
+        Some(cluster.fresh_database().await)
+    }
+
+    /// A store on `url` with its webhook key in `dir`.
+    pub(in super::super) async fn open(url: &str, dir: &tempfile::TempDir) -> PgStore {
+        PgStore::open(url, dir.path()).await.expect("opens")
+    }
+
+    /// Agent `ag_1` with devices `dv_1` (phone) and `dv_2` (tablet), and a webhook; also its URL, so that a
+    /// second store (another relay instance) can open the same database.
+    pub(in super::super) async fn store() -> Option<(PgStore, String, tempfile::TempDir)> {
+        let url = database().await?;
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let store = open(&url, &dir).await;
+        let registered = store
+            .register_agent("ag_1", "laptop", &[1; 32], Timestamp(T0))
+            .await
+            .expect("stored");
+        assert!(matches!(registered, Registered::Created(_)));
+        sqlx::query(
+            "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
+             VALUES ('dv_1', 'ag_1', 'phone', 'owner', '\\x00', $1), ('dv_2', 'ag_1', 'tablet', 'owner', '\\x00', $1)",
+        )
+        .bind(T0)
+        .execute(&store.pool)
+        .await
+        .expect("devices");
+        store
+            .set_webhook(
+                "ag_1",
+                "http://127.0.0.1:9/hook",
+                "0123456789abcdef",
+                Timestamp(T0),
+            )
+            .await
+            .expect("webhook");
+        Some((store, url, dir))
+    }
+
+    fn envelopes() -> [DeviceEnvelope; 2] {
+        [
+            DeviceEnvelope {
+                device_id: "dv_1".into(),
+                envelope: "AQID".into(),
+            },
+            DeviceEnvelope {
+                device_id: "dv_2".into(),
+                envelope: "BAUG".into(),
+            },
+        ]
+    }
+
+    async fn put(store: &PgStore, id: &str, expires_at: i64, max_open: u32) -> QuestionPut {
+        let envelopes = envelopes();
+        let q = NewQuestion {
+            question_id: id,
+            kind: QuestionKind::YesNo,
+            expires_at: Timestamp(expires_at),
+            self_envelope: "AAAA",
+            envelopes: &envelopes,
+        };
+        store
+            .put_question("ag_1", &q, max_open, Timestamp(T0))
+            .await
+            .expect("ok")
+    }
+
+    async fn ask(store: &PgStore, id: &str, expires_at: i64) {
+        let put = put(store, id, expires_at, u32::MAX).await;
+        assert!(matches!(put, QuestionPut::Item(item) if matches!(*item, ItemPut::Stored(_, true))));
+    }
+
+    async fn events(store: &PgStore) -> Vec<(String, String)> {
+        let mut all: Vec<(String, String)> = store
+            .deliveries("ag_1", 200)
+            .await
+            .expect("ok")
+            .into_iter()
+            .map(|d| (d.question_id, d.event_type))
+            .collect();
+        all.sort();
+        all
+    }
+
+    async fn stored_state(store: &PgStore, id: &str) -> String {
+        sqlx::query_scalar(
+            "SELECT q.state FROM questions q JOIN items i ON i.seq = q.item_seq WHERE i.item_id = $1",
+        )
+        .bind(id)
+        .fetch_one(&store.pool)
+        .await
+        .expect("a row")
+    }
+
+    #[tokio::test]
+    async fn the_expirer_writes_each_expiry_and_its_event_exactly_once() {
+        let Some((store, _url, _dir)) = store().await else {
+            return;
+        };
+        ask(&store, "q1", T0 + 1000).await;
+        assert_eq!(store.next_expiry().await.expect("ok"), Some(Timestamp(T0 + 1000)));
+        assert!(
+            store
+                .expire_due(Timestamp(T0 + 999), 10)
+                .await
+                .expect("ok")
+                .agents
+                .is_empty()
+        );
+        // Reads show the expiry at once; the row is written by the expirer.
+        let v = store
+            .question("ag_1", "q1", Timestamp(T0 + 1000))
+            .await
+            .expect("ok")
+            .expect("found");
+        assert_eq!(v.state, QuestionState::Expired);
+        assert_eq!(v.closed_at, Some(Timestamp(T0 + 1000)));
+        assert_eq!(stored_state(&store, "q1").await, "pending");
+
+        let pass = store.expire_due(Timestamp(T0 + 1500), 10).await.expect("ok");
+        assert_eq!(pass.agents, ["ag_1"]);
+        assert!(pass.events && !pass.more);
+        let expired: Vec<(&str, ItemState, &[String])> = pass
+            .updates
+            .iter()
+            .map(|u| (u.subject_id.as_str(), u.state, u.recipients.as_slice()))
+            .collect();
+        assert_eq!(
+            expired,
+            [(
+                "q1",
+                ItemState::Expired,
+                &["dv_1".to_string(), "dv_2".to_string()][..]
+            )]
+        );
+        assert_eq!(stored_state(&store, "q1").await, "expired");
+        let again = store.expire_due(Timestamp(T0 + 2000), 10).await.expect("ok");
+        assert!(again.agents.is_empty() && !again.events && again.updates.is_empty());
+        assert_eq!(store.next_expiry().await.expect("ok"), None);
+
+        // Later writes are refused and queue nothing.
+        let (answer, effects) = store
+            .answer_question("ag_1", "dv_1", "q1", "AQID", None, Timestamp(T0 + 2000))
+            .await
+            .expect("ok");
+        assert!(matches!(answer, Transition::Refused(Refusal::Expired)));
+        assert!(!effects.closed && !effects.event);
+        let (cancel, _) = store
+            .cancel_question("ag_1", "q1", Timestamp(T0 + 2000))
+            .await
+            .expect("ok");
+        assert!(matches!(cancel, Transition::Refused(Refusal::Expired)));
+        assert_eq!(events(&store).await, [("q1".to_string(), EXPIRED.to_string())]);
+        let v = store
+            .question("ag_1", "q1", Timestamp(T0 + 5000))
+            .await
+            .expect("ok")
+            .expect("found");
+        assert_eq!(
+            v.closed_at,
+            Some(Timestamp(T0 + 1000)),
+            "closed at its expiry, not when swept"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_write_that_meets_an_unswept_expiry_records_it_once() {
+        let Some((store, _url, _dir)) = store().await else {
+            return;
+        };
+        ask(&store, "q2", T0 + 1000).await;
+        let (answer, effects) = store
+            .answer_question("ag_1", "dv_1", "q2", "AQID", None, Timestamp(T0 + 1000))
+            .await
+            .expect("ok");
+        assert!(matches!(answer, Transition::Refused(Refusal::Expired)));
+        assert!(effects.closed && effects.event);
+        assert_eq!(
+            effects.update.map(|u| (u.subject_id, u.state)),
+            Some(("q2".to_string(), ItemState::Expired)),
+            "the write that meets the expiry stores its update"
+        );
+        assert_eq!(stored_state(&store, "q2").await, "expired");
+        assert!(
+            store
+                .expire_due(Timestamp(T0 + 3000), 10)
+                .await
+                .expect("ok")
+                .agents
+                .is_empty()
+        );
+        assert_eq!(events(&store).await, [("q2".to_string(), EXPIRED.to_string())]);
+    }
+
+    #[tokio::test]
+    async fn the_first_answer_wins_and_queues_one_event() {
+        let Some((store, _url, _dir)) = store().await else {
+            return;
+        };
+        ask(&store, "q3", T0 + 60_000).await;
+        let (first, effects) = store
+            .answer_question("ag_1", "dv_1", "q3", "AQID", None, Timestamp(T0 + 10))
+            .await
+            .expect("ok");
+        let Transition::Done(first) = first else {
+            panic!("accepted")
+        };
+        assert_eq!(first.envelope, "AQID", "the device's copy of the question");
+        assert_eq!(first.meta.answered_at, Some(Timestamp(T0 + 10)));
+        assert!(effects.closed && effects.event);
+        let (second, effects) = store
+            .answer_question("ag_1", "dv_2", "q3", "BAUG", None, Timestamp(T0 + 11))
+            .await
+            .expect("ok");
+        assert!(matches!(second, Transition::Refused(Refusal::AlreadyAnswered)));
+        assert!(!effects.closed && !effects.event && effects.update.is_none());
+        let (retry, effects) = store
+            .answer_question("ag_1", "dv_1", "q3", "CCCC", None, Timestamp(T0 + 12))
+            .await
+            .expect("ok");
+        assert!(matches!(retry, Transition::Done(ref q) if q.meta.answered_at == Some(Timestamp(T0 + 10))));
+        assert!(!effects.closed);
+        let v = store
+            .question("ag_1", "q3", Timestamp(T0 + 100_000))
+            .await
+            .expect("ok")
+            .expect("found");
+        assert_eq!(
+            v.state,
+            QuestionState::Answered,
+            "an answered question never expires"
+        );
+        assert_eq!(v.answer_envelope.as_deref(), Some("AQID"));
+        assert_eq!(v.answered_by_name.as_deref(), Some("phone"));
+        assert_eq!(v.recipients, ["dv_1", "dv_2"]);
+        assert_eq!(events(&store).await, [("q3".to_string(), ANSWERED.to_string())]);
+        // A device the question was not sealed for, and an unknown question: not found.
+        let (other, _) = store
+            .answer_question("ag_1", "dv_9", "q3", "AQID", None, Timestamp(T0 + 13))
+            .await
+            .expect("ok");
+        assert!(matches!(other, Transition::NotFound));
+        let (cancel, _) = store
+            .cancel_question("ag_1", "nope", Timestamp(T0))
+            .await
+            .expect("ok");
+        assert!(matches!(cancel, Transition::NotFound));
+    }
+
+    #[tokio::test]
+    async fn a_retried_put_finds_the_question_and_a_revoked_device_is_refused() {
+        let Some((store, _url, _dir)) = store().await else {
+            return;
+        };
+        ask(&store, "q4", T0 + 60_000).await;
+        let again = put(&store, "q4", T0 + 1, u32::MAX).await;
+        let QuestionPut::Item(item) = again else {
+            panic!("stored")
+        };
+        let ItemPut::Stored(view, false) = *item else {
+            panic!("found, not stored again")
+        };
+        assert_eq!(view.expires_at, Timestamp(T0 + 60_000), "the first one's");
+        sqlx::query("UPDATE devices SET revoked_at = $1 WHERE device_id = 'dv_2'")
+            .bind(T0)
+            .execute(&store.pool)
+            .await
+            .expect("revoked");
+        let refused = put(&store, "q5", T0 + 60_000, u32::MAX).await;
+        assert!(
+            matches!(refused, QuestionPut::Item(item) if matches!(*item, ItemPut::UnknownDevice(ref d) if d == "dv_2"))
+        );
+        let note = store
+            .put_notification("ag_1", "n1", &envelopes()[..1], Timestamp(T0 + 2))
+            .await
+            .expect("ok");
+        let ItemPut::Stored(first, true) = note else {
+            panic!("stored")
+        };
+        let again = store
+            .put_notification("ag_1", "n1", &envelopes()[..1], Timestamp(T0 + 3))
+            .await
+            .expect("ok");
+        let ItemPut::Stored(second, false) = again else {
+            panic!("found")
+        };
+        assert_eq!(
+            (second.cursor, second.created_at),
+            (first.cursor, Timestamp(T0 + 2))
+        );
+        assert!(matches!(
+            store.put_notification("ag_1", "n2", &envelopes(), Timestamp(T0 + 4)).await.expect("ok"),
+            ItemPut::UnknownDevice(ref d) if d == "dv_2"
+        ));
+    }
+
+    #[tokio::test]
+    async fn listings_filter_by_the_state_at_the_time_of_the_read_and_page_newest_first() {
+        let Some((store, _url, _dir)) = store().await else {
+            return;
+        };
+        for (id, expires) in [("a", T0 + 1000), ("b", T0 + 60_000), ("c", T0 + 60_000)] {
+            ask(&store, id, expires).await;
+        }
+        store
+            .cancel_question("ag_1", "c", Timestamp(T0 + 5))
+            .await
+            .expect("ok");
+        let now = Timestamp(T0 + 2000);
+        let ids = |qs: Vec<DeviceQuestion>| qs.into_iter().map(|q| q.question_id).collect::<Vec<_>>();
+        let all = store
+            .device_questions("ag_1", "dv_1", StateFilter::All, 10, now)
+            .await
+            .expect("ok");
+        assert_eq!(ids(all), ["a", "b", "c"], "oldest first");
+        let expired = store
+            .device_questions("ag_1", "dv_1", StateFilter::Only(QuestionState::Expired), 10, now)
+            .await
+            .expect("ok");
+        assert_eq!(ids(expired), ["a"], "expired by the clock, not yet swept");
+        let pending = store
+            .device_questions("ag_1", "dv_2", StateFilter::Only(QuestionState::Pending), 10, now)
+            .await
+            .expect("ok");
+        assert_eq!(ids(pending), ["b"]);
+        let last_two = store
+            .device_questions("ag_1", "dv_1", StateFilter::All, 2, now)
+            .await
+            .expect("ok");
+        assert_eq!(ids(last_two), ["b", "c"], "the most recent, oldest first");
+
+        let mut query = LogQuery {
+            state: StateFilter::All,
+            since: None,
+            until: None,
+            before: None,
+            limit: 2,
+        };
+        let page = store.answer_log("ag_1", &query, now).await.expect("ok");
+        let names: Vec<&str> = page.questions.iter().map(|q| q.question_id.as_str()).collect();
+        assert_eq!(names, ["c", "b"]);
+        query.before = page.next;
+        let page = store.answer_log("ag_1", &query, now).await.expect("ok");
+        let names: Vec<&str> = page.questions.iter().map(|q| q.question_id.as_str()).collect();
+        assert_eq!((names, page.next), (vec!["a"], None));
+        query.before = None;
+        query.state = StateFilter::Only(QuestionState::Cancelled);
+        query.since = Some(Timestamp(T0));
+        query.until = Some(Timestamp(T0 + 1));
+        let page = store.answer_log("ag_1", &query, now).await.expect("ok");
+        assert_eq!(page.questions.len(), 1);
+        assert_eq!(page.questions[0].state, QuestionState::Cancelled);
+        query.since = Some(Timestamp(T0 + 1));
+        assert!(
+            store
+                .answer_log("ag_1", &query, now)
+                .await
+                .expect("ok")
+                .questions
+                .is_empty()
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_puts_never_pass_the_quota_of_open_questions() {
+        let Some((store, _url, _dir)) = store().await else {
+            return;
+        };
+        warm(&store).await;
+        let puts = (0..12).map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move { put(&store, &format!("q{i}"), T0 + 60_000, 3).await })
+        });
+        let mut stored = 0;
+        let mut refused = 0;
+        for put in futures_join(puts).await {
+            match put {
+                QuestionPut::QuotaExceeded => refused += 1,
+                QuestionPut::Item(item) if matches!(*item, ItemPut::Stored(_, true)) => stored += 1,
+                QuestionPut::Item(other) => panic!("{other:?}"),
+            }
+        }
+        assert_eq!((stored, refused), (3, 9));
+        // The same id stored at once by several: one stores it, the others find it.
+        let puts = (0..8).map(|_| {
+            let store = store.clone();
+            tokio::spawn(async move { put(&store, "same", T0 + 60_000, u32::MAX).await })
+        });
+        let created = futures_join(puts)
+            .await
+            .into_iter()
+            .filter(|p| matches!(p, QuestionPut::Item(item) if matches!(**item, ItemPut::Stored(_, true))))
+            .count();
+        assert_eq!(created, 1);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn concurrent_answers_and_cancels_close_a_question_once() {
+        let Some((store, _url, _dir)) = store().await else {
+            return;
+        };
+        warm(&store).await;
+        for round in 0..10 {
+            let id = format!("r{round}");
+            ask(&store, &id, T0 + 60_000).await;
+            let mut tasks = Vec::new();
+            for (i, device) in ["dv_1", "dv_2", "dv_1", "dv_2"].into_iter().enumerate() {
+                let (store, id) = (store.clone(), id.clone());
+                tasks.push(tokio::spawn(async move {
+                    let (t, e) = store
+                        .answer_question("ag_1", device, &id, "AQID", None, Timestamp(T0 + 10 + i as i64))
+                        .await
+                        .expect("ok");
+                    (matches!(t, Transition::Done(_)), e.closed, e.event)
+                }));
+            }
+            let (store2, id2) = (store.clone(), id.clone());
+            tasks.push(tokio::spawn(async move {
+                let (t, e) = store2
+                    .cancel_question("ag_1", &id2, Timestamp(T0 + 10))
+                    .await
+                    .expect("ok");
+                (matches!(t, Transition::Done(_)), e.closed, e.event)
+            }));
+            let outcomes = futures_join(tasks).await;
+            let closings = outcomes.iter().filter(|(_, closed, _)| *closed).count();
+            let events_queued = outcomes.iter().filter(|(_, _, event)| *event).count();
+            assert_eq!((closings, events_queued), (1, 1), "round {round}: {outcomes:?}");
+        }
+        assert_eq!(events(&store).await.len(), 10);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn two_instances_expiring_at_once_expire_each_question_once() {
+        let Some((store, url, dir)) = store().await else {
+            return;
+        };
+        for i in 0..60 {
+            ask(&store, &format!("e{i}"), T0 + 1000 + i).await;
+        }
+        let other = Arc::new(open(&url, &dir).await);
+        let now = Timestamp(T0 + 5000);
+        // Two instances' expirers, and answers racing them; each expirer pass holds 7 questions at most.
+        let mut tasks = Vec::new();
+        for instance in [Arc::new(store.clone()), other.clone()] {
+            tasks.push(tokio::spawn(async move {
+                let mut updates = Vec::new();
+                loop {
+                    let pass = instance.expire_due(now, 7).await.expect("a pass");
+                    updates.extend(pass.updates.into_iter().map(|u| u.subject_id));
+                    if !pass.more && instance.next_expiry().await.expect("ok").is_none() {
+                        return updates;
+                    }
+                    tokio::task::yield_now().await;
+                }
+            }));
+        }
+        let answers: Vec<_> = (0..60)
+            .step_by(3)
+            .map(|i| {
+                let store = store.clone();
+                tokio::spawn(async move {
+                    let (_, e) = store
+                        .answer_question("ag_1", "dv_1", &format!("e{i}"), "AQID", None, now)
+                        .await
+                        .expect("ok");
+                    e.update.map(|u| u.subject_id).into_iter().collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        let mut expired: Vec<String> = futures_join(tasks).await.into_iter().flatten().collect();
+        expired.extend(futures_join(answers).await.into_iter().flatten());
+        expired.sort();
+        let mut expected: Vec<String> = (0..60).map(|i| format!("e{i}")).collect();
+        expected.sort();
+        assert_eq!(expired, expected, "each question's expiry stored once");
+        assert_eq!(events(&store).await.len(), 60);
+        let pending: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM questions WHERE state = 'pending'")
+            .fetch_one(&store.pool)
+            .await
+            .expect("count");
+        assert_eq!(pending, 0);
+    }
+
+    /// Opens every connection of the store's pool, so that concurrent calls run at once rather than one after
+    /// the other while connections are being made.
+    pub(in super::super) async fn warm(store: &PgStore) {
+        let sleeps = (0..super::super::CONNECTIONS).map(|_| {
+            let pool = store.pool.clone();
+            tokio::spawn(async move {
+                sqlx::query("SELECT pg_sleep(0.05)")
+                    .execute(&pool)
+                    .await
+                    .expect("a connection")
+            })
+        });
+        futures_join(sleeps).await;
+    }
+
+    /// Awaits tasks, in order, spawning them all first.
+    pub(in super::super) async fn futures_join<T>(
+        tasks: impl IntoIterator<Item = tokio::task::JoinHandle<T>>,
+    ) -> Vec<T> {
+        // Spawned all before the first is awaited (a lazy iterator would spawn one after the other).
+        let tasks: Vec<_> = tasks.into_iter().collect();
+        let mut out = Vec::new();
+        for task in tasks {
+            out.push(task.await.expect("the task ran"));
+        }
+        out
+    }
+}
