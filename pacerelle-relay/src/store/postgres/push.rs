@@ -11,6 +11,9 @@
 //! attempt is tried again once its claim ends. A read returns at most one push per subscription (its push due
 //! first), so that every push claimed is attempted at once: the deliverer runs one attempt per subscription at a
 //! time, and a second push of the same subscription claimed with the first would wait for its claim to end.
+//! One subscription's pushes are therefore sent one at a time by each instance, but two instances may each send
+//! one of them at the same time (a claimed push and one waiting for its retry look alike in the outbox); push
+//! services keep no order between messages anyway.
 
 use super::prelude::*;
 use crate::store::sqlite::push::MAX_PER_DEVICE;
@@ -354,5 +357,518 @@ impl PgStore {
         self.counts.commits.inc();
         self.counts.writes.inc();
         Ok(())
+    }
+}
+
+#[cfg(test)]
+pub(super) mod tests {
+    //! Tests of the push outbox on PostgreSQL, and the database the tests of `sweep`, `retention` and `gauges`
+    //! share: they run when `PACERELLE_TEST_POSTGRES` names a server (`postgres://…`), and skip with a line
+    //! otherwise.
+
+    use std::collections::HashSet;
+
+    use sqlx::Connection;
+
+    use super::*;
+
+    /// A time for fixtures.
+    pub(in super::super) const T0: i64 = 1_800_000_000_000;
+
+    /// A store on a new, empty database of the server `PACERELLE_TEST_POSTGRES` names, with agent `ag_1` and
+    /// its devices `dv_1`, `dv_2`, `dv_3`; `None` (the test then skips) when it names none.
+    pub(in super::super) async fn store(test: &str) -> Option<(PgStore, String, tempfile::TempDir)> {
+        let admin = std::env::var("PACERELLE_TEST_POSTGRES").unwrap_or_default();
+        if !admin.starts_with("postgres://") && !admin.starts_with("postgresql://") {
+            println!("{test}: skipped, PACERELLE_TEST_POSTGRES names no PostgreSQL server");
+            return None;
+        }
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let name = format!(
+            "pacerelle_unit_{}_{}_{}",
+            std::process::id(),
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            Timestamp::now().millis()
+        );
+        let mut conn = sqlx::PgConnection::connect(&admin).await.expect("connects");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "CREATE DATABASE \"{name}\" TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C'"
+        )))
+        .execute(&mut conn)
+        .await
+        .expect("creates the database");
+        let _ = conn.close().await;
+        let base = admin.split('?').next().unwrap_or(&admin);
+        let url = match base.rfind('/') {
+            Some(slash) if slash > base.find("://").map_or(0, |s| s + 2) => {
+                format!("{}/{name}", &base[..slash])
+            }
+            _ => format!("{base}/{name}"),
+        };
+        let dir = tempfile::tempdir().expect("a folder");
+        let store = PgStore::open(&url, dir.path()).await.expect("opens");
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+            "INSERT INTO agents (agent_id, name, auth_hash, created_at) VALUES ('ag_1', 'laptop', '\\x00', {T0});
+             INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
+             VALUES ('dv_1', 'ag_1', 'phone', 'owner', '\\x00', {T0}),
+                    ('dv_2', 'ag_1', 'tablet', 'owner', '\\x00', {T0}),
+                    ('dv_3', 'ag_1', 'laptop', 'owner', '\\x00', {T0})"
+        )))
+        .execute(&store.pool)
+        .await
+        .expect("an agent and its devices");
+        Some((store, url, dir))
+    }
+
+    /// Inserts an item of `ag_1` as the relay would (the agent locked first) and queues its pushes.
+    pub(in super::super) async fn item(
+        store: &PgStore,
+        kind: &str,
+        id: &str,
+        subject: Option<(i64, &str)>,
+        envelopes: &[&str],
+        at: i64,
+    ) -> (i64, u64) {
+        let mut tx = store.pool.begin().await.expect("begins");
+        super::super::lock_agent(&mut tx, "ag_1").await.expect("locks");
+        let seq: i64 = sqlx::query_scalar(
+            "INSERT INTO items (agent_id, kind, item_id, device_id, envelope, created_at, subject_seq,
+                                update_state)
+             VALUES ('ag_1', $1, $2, CASE WHEN $1 = 'message' THEN 'dv_1' END, 'AQ', $3, $4, $5)
+             RETURNING seq",
+        )
+        .bind(kind)
+        .bind(id)
+        .bind(at)
+        .bind(subject.map(|s| s.0))
+        .bind(subject.map(|s| s.1))
+        .fetch_one(&mut *tx)
+        .await
+        .expect("an item");
+        if kind == "question" {
+            sqlx::query(
+                "INSERT INTO questions (item_seq, agent_id, kind, state, expires_at)
+                 VALUES ($1, 'ag_1', 'yes_no', 'pending', $2)",
+            )
+            .bind(seq)
+            .bind(at + 60_000)
+            .execute(&mut *tx)
+            .await
+            .expect("a question");
+        }
+        for device in envelopes {
+            sqlx::query("INSERT INTO item_envelopes (item_seq, device_id, envelope) VALUES ($1, $2, 'AQID')")
+                .bind(seq)
+                .bind(device)
+                .execute(&mut *tx)
+                .await
+                .expect("an envelope");
+        }
+        let queued = enqueue(&mut tx, "ag_1", seq, Timestamp(at))
+            .await
+            .expect("queues");
+        tx.commit().await.expect("commits");
+        (seq, queued)
+    }
+
+    async fn outbox(store: &PgStore) -> Vec<(String, String, String, Option<String>, i64)> {
+        sqlx::query_as(
+            "SELECT device_id, kind, urgency, topic, expires_at FROM push_outbox ORDER BY device_id, push_id",
+        )
+        .fetch_all(&store.pool)
+        .await
+        .expect("reads")
+    }
+
+    async fn subscribe(store: &PgStore, device: &str, endpoint: &str, at: i64) -> PushPut {
+        store
+            .put_push_subscription("ag_1", device, endpoint, &[4; 65], &[0; 16], Timestamp(at))
+            .await
+            .expect("stored")
+    }
+
+    #[tokio::test]
+    async fn items_queue_one_push_per_subscription_of_their_active_recipients_and_revocation_drops_them() {
+        let Some((store, _url, _dir)) = store("push enqueue").await else {
+            return;
+        };
+        for (device, endpoint) in [("dv_1", "a"), ("dv_1", "b"), ("dv_2", "c")] {
+            assert_eq!(
+                subscribe(&store, device, endpoint, T0).await,
+                PushPut::Created(Timestamp(T0))
+            );
+        }
+        // dv_3 has none; the question is sealed for dv_1 and dv_3 only.
+        let (q, queued) = item(&store, "question", "q1", None, &["dv_1", "dv_3"], T0).await;
+        assert_eq!(queued, 2);
+        let topic = pacerelle_core::webpush::topic("q1");
+        let question = (
+            "dv_1".to_string(),
+            "question".to_string(),
+            "high".to_string(),
+            Some(topic.clone()),
+            T0 + 60_000,
+        );
+        assert_eq!(outbox(&store).await, [question.clone(), question.clone()]);
+        // The same item again (a retry) queues nothing more.
+        let mut conn = store.pool.acquire().await.expect("a connection");
+        assert_eq!(
+            enqueue(&mut conn, "ag_1", q, Timestamp(T0))
+                .await
+                .expect("queues"),
+            0
+        );
+        // Another agent's item, or one that does not exist, queues nothing.
+        assert_eq!(
+            enqueue(&mut conn, "ag_2", q, Timestamp(T0))
+                .await
+                .expect("queues"),
+            0
+        );
+        assert_eq!(
+            enqueue(&mut conn, "ag_1", q + 100, Timestamp(T0))
+                .await
+                .expect("queues"),
+            0
+        );
+        drop(conn);
+
+        let (_, queued) = item(&store, "notification", "n1", None, &["dv_1", "dv_2"], T0).await;
+        assert_eq!(queued, 3);
+        let rows = outbox(&store).await;
+        assert!(rows.iter().any(|r| r.0 == "dv_2"
+            && r.1 == "notification"
+            && r.2 == "normal"
+            && r.3.is_none()
+            && r.4 == T0 + TTL_NORMAL_MS));
+
+        // A task's update pushes nothing; a question's goes to the question's recipients, with its topic.
+        let (task, _) = item(&store, "message", "m1", None, &[], T0).await;
+        let (_, queued) = item(&store, "update", "u1", Some((task, "processed")), &[], T0).await;
+        assert_eq!(queued, 0);
+        let (_, queued) = item(&store, "update", "u2", Some((q, "answered")), &[], T0 + 5).await;
+        assert_eq!(queued, 2);
+        let updates: Vec<(String, Option<String>, i64)> =
+            sqlx::query_as("SELECT device_id, topic, expires_at FROM push_outbox WHERE kind = 'update'")
+                .fetch_all(&store.pool)
+                .await
+                .expect("reads");
+        assert_eq!(
+            updates,
+            vec![("dv_1".to_string(), Some(topic.clone()), T0 + 5 + TTL_UPDATE_MS); 2]
+        );
+
+        // A revoked device gets no more pushes.
+        sqlx::query("UPDATE devices SET revoked_at = $1 WHERE device_id = 'dv_2'")
+            .bind(T0)
+            .execute(&store.pool)
+            .await
+            .expect("revoked");
+        let (_, queued) = item(&store, "reply", "r1", None, &["dv_2"], T0).await;
+        assert_eq!(queued, 0);
+        sqlx::query("UPDATE devices SET revoked_at = NULL WHERE device_id = 'dv_2'")
+            .execute(&store.pool)
+            .await
+            .expect("back");
+
+        // Dropping dv_1 drops its subscriptions and their pushes; a subscription moved to dv_2 drops dv_1's.
+        assert_eq!(
+            subscribe(&store, "dv_2", "b", T0 + 1).await,
+            PushPut::Created(Timestamp(T0 + 1))
+        );
+        let mut conn = store.pool.acquire().await.expect("a connection");
+        drop_device(&mut conn, "ag_1", "dv_1").await.expect("dropped");
+        drop(conn);
+        let rows = outbox(&store).await;
+        assert!(rows.iter().all(|r| r.0 == "dv_2"), "{rows:?}");
+        assert_eq!(rows.len(), 1);
+        let left: Vec<String> =
+            sqlx::query_scalar("SELECT endpoint FROM push_subscriptions ORDER BY endpoint")
+                .fetch_all(&store.pool)
+                .await
+                .expect("reads");
+        assert_eq!(left, ["b", "c"]);
+        store.close().await;
+    }
+
+    #[tokio::test]
+    async fn a_subscription_is_created_replaced_moved_or_refused_past_the_device_limit() {
+        let Some((store, _url, _dir)) = store("push subscriptions").await else {
+            return;
+        };
+        assert_eq!(
+            subscribe(&store, "dv_1", "e0", T0).await,
+            PushPut::Created(Timestamp(T0))
+        );
+        // The same device again: its keys change, its first registration time stays.
+        assert_eq!(
+            subscribe(&store, "dv_1", "e0", T0 + 5).await,
+            PushPut::Replaced(Timestamp(T0))
+        );
+        for i in 1..MAX_PER_DEVICE {
+            assert!(matches!(
+                subscribe(&store, "dv_1", &format!("e{i}"), T0).await,
+                PushPut::Created(_)
+            ));
+        }
+        assert_eq!(subscribe(&store, "dv_1", "e_more", T0).await, PushPut::TooMany);
+        // Replacing one the device holds is still allowed at the limit.
+        assert_eq!(
+            subscribe(&store, "dv_1", "e3", T0 + 9).await,
+            PushPut::Replaced(Timestamp(T0))
+        );
+        // Moved to another device: a new subscription, created now.
+        assert_eq!(
+            subscribe(&store, "dv_2", "e3", T0 + 10).await,
+            PushPut::Created(Timestamp(T0 + 10))
+        );
+        assert!(
+            store
+                .delete_push_subscription("dv_2", "e3")
+                .await
+                .expect("deleted")
+        );
+        assert!(
+            !store
+                .delete_push_subscription("dv_2", "e3")
+                .await
+                .expect("nothing")
+        );
+        assert!(
+            !store
+                .delete_push_subscription("dv_2", "e0")
+                .await
+                .expect("not dv_2's")
+        );
+
+        // Devices of two agents register one endpoint at the same time: both succeed, one holds it.
+        sqlx::raw_sql(
+            "INSERT INTO agents (agent_id, name, auth_hash, created_at) VALUES ('ag_2', 'desk', '\\x00', 1);
+             INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
+             VALUES ('dv_9', 'ag_2', 'phone', 'owner', '\\x00', 1)",
+        )
+        .execute(&store.pool)
+        .await
+        .expect("a second agent");
+        for round in 0..20 {
+            let endpoint = format!("shared{round}");
+            let (a, b) = tokio::join!(
+                store.put_push_subscription("ag_1", "dv_3", &endpoint, &[4; 65], &[0; 16], Timestamp(T0)),
+                store.put_push_subscription("ag_2", "dv_9", &endpoint, &[4; 65], &[0; 16], Timestamp(T0)),
+            );
+            let (a, b) = (a.expect("ok"), b.expect("ok"));
+            assert!(
+                matches!((a, b), (PushPut::Created(_), PushPut::Created(_))),
+                "{a:?} {b:?}"
+            );
+            let holders: i64 =
+                sqlx::query_scalar("SELECT COUNT(*) FROM push_subscriptions WHERE endpoint = $1")
+                    .bind(&endpoint)
+                    .fetch_one(&store.pool)
+                    .await
+                    .expect("reads");
+            assert_eq!(holders, 1);
+            // Neither device nears its limit in the next rounds.
+            sqlx::query("DELETE FROM push_subscriptions WHERE endpoint = $1")
+                .bind(&endpoint)
+                .execute(&store.pool)
+                .await
+                .expect("deleted");
+        }
+        store.close().await;
+    }
+
+    #[tokio::test]
+    async fn due_pushes_are_claimed_once_one_per_subscription_and_come_back_after_the_claim() {
+        let Some((store, url, dir)) = store("push claims").await else {
+            return;
+        };
+        subscribe(&store, "dv_1", "a", T0).await;
+        subscribe(&store, "dv_2", "b", T0).await;
+        let (_, queued) = item(&store, "notification", "n1", None, &["dv_1", "dv_2"], T0).await;
+        assert_eq!(queued, 2);
+        let (_, queued) = item(&store, "notification", "n2", None, &["dv_1"], T0 + 1).await;
+        assert_eq!(queued, 1);
+        let now = Timestamp(T0 + 10);
+        assert_eq!(
+            store.next_push_due(&[]).await.expect("reads"),
+            Some(Timestamp(T0))
+        );
+        assert!(
+            store
+                .due_pushes(Timestamp(T0 - 1), &[], 10)
+                .await
+                .expect("reads")
+                .is_empty()
+        );
+
+        // A subscription in flight here is left out.
+        let sub_a: i64 =
+            sqlx::query_scalar("SELECT subscription_id FROM push_subscriptions WHERE endpoint = 'a'")
+                .fetch_one(&store.pool)
+                .await
+                .expect("reads");
+        let due = store.due_pushes(now, &[sub_a], 10).await.expect("claims");
+        assert_eq!(due.len(), 1);
+        assert_eq!(due[0].endpoint, "b");
+        assert_eq!(
+            (due[0].p256dh.len(), due[0].auth.len(), due[0].attempts),
+            (65, 16, 0)
+        );
+        assert_eq!(due[0].expires_at, Timestamp(T0 + TTL_NORMAL_MS));
+        // Claimed: no read returns it again, here or on another instance, until the claim ends.
+        let other = PgStore::open(&url, dir.path()).await.expect("a second instance");
+        let due = other.due_pushes(now, &[], 10).await.expect("claims");
+        assert_eq!(due.len(), 1, "a's first push only: one per subscription");
+        assert_eq!(
+            (due[0].endpoint.as_str(), due[0].kind.as_str()),
+            ("a", "notification")
+        );
+        let first_a = due[0].push_id;
+        assert_eq!(
+            store.next_push_due(&[]).await.expect("reads"),
+            Some(Timestamp(T0 + 1))
+        );
+        assert_eq!(
+            store.next_push_due(&[sub_a]).await.expect("reads"),
+            Some(now.plus_millis(CLAIM_MS))
+        );
+        // An instance claims a subscription's pushes one at a time; another instance may take its next one
+        // while the first is in flight (push services keep no order either).
+        let due = store.due_pushes(now, &[], 10).await.expect("claims");
+        assert_eq!(due.len(), 1);
+        let second_a = due[0].push_id;
+        assert!(second_a > first_a);
+        assert!(store.due_pushes(now, &[], 10).await.expect("claims").is_empty());
+        assert!(other.due_pushes(now, &[], 10).await.expect("claims").is_empty());
+
+        // Delivered: gone. A retry sets the next attempt and counts it.
+        other.push_done(first_a).await.expect("done");
+        store
+            .push_retry(
+                second_a,
+                Some(500),
+                "the push service answered HTTP 500",
+                Timestamp(T0 + 100),
+            )
+            .await
+            .expect("recorded");
+        assert!(
+            store
+                .due_pushes(Timestamp(T0 + 99), &[], 10)
+                .await
+                .expect("claims")
+                .is_empty()
+        );
+        let due = store
+            .due_pushes(Timestamp(T0 + 100), &[], 10)
+            .await
+            .expect("claims");
+        assert_eq!((due.len(), due[0].push_id, due[0].attempts), (1, second_a, 1));
+        let (status, error): (Option<i64>, Option<String>) =
+            sqlx::query_as("SELECT last_status, last_error FROM push_outbox WHERE push_id = $1")
+                .bind(second_a)
+                .fetch_one(&store.pool)
+                .await
+                .expect("reads");
+        assert_eq!(
+            (status, error.as_deref()),
+            (Some(500), Some("the push service answered HTTP 500"))
+        );
+
+        // b's push, claimed and never recorded (its instance stopped), is due again once its claim ends.
+        let later = now.plus_millis(CLAIM_MS);
+        let due = store.due_pushes(later, &[], 10).await.expect("claims");
+        assert_eq!(due.len(), 1);
+        assert_eq!(due[0].endpoint, "b");
+        // A subscription that is gone takes its pushes with it.
+        store
+            .push_subscription_gone(due[0].subscription_id)
+            .await
+            .expect("gone");
+        store.push_subscription_gone(sub_a).await.expect("gone");
+        assert_eq!(store.next_push_due(&[]).await.expect("reads"), None);
+        other.close().await;
+        store.close().await;
+    }
+
+    #[tokio::test]
+    async fn instances_claiming_at_once_never_get_the_same_push() {
+        let Some((store, url, dir)) = store("push concurrent claims").await else {
+            return;
+        };
+        // 40 subscriptions over three devices' worth of endpoints, 5 pushes each.
+        sqlx::query("UPDATE devices SET role = 'owner'")
+            .execute(&store.pool)
+            .await
+            .expect("ok");
+        let mut subscriptions = 0;
+        for device in ["dv_1", "dv_2", "dv_3"] {
+            for i in 0..MAX_PER_DEVICE {
+                subscribe(&store, device, &format!("{device}-{i}"), T0).await;
+                subscriptions += 1;
+            }
+        }
+        for n in 0..5 {
+            let (_, queued) = item(
+                &store,
+                "notification",
+                &format!("n{n}"),
+                None,
+                &["dv_1", "dv_2", "dv_3"],
+                T0 + n,
+            )
+            .await;
+            assert_eq!(queued, u64::try_from(subscriptions).expect("positive"));
+        }
+        let instances: Vec<PgStore> = {
+            let mut v = vec![store.clone()];
+            for _ in 0..3 {
+                v.push(PgStore::open(&url, dir.path()).await.expect("an instance"));
+            }
+            v
+        };
+        let now = Timestamp(T0 + 10);
+        let mut claimed = HashSet::new();
+        let mut total = 0;
+        // Each round, every instance claims at once and delivers what it got.
+        for _ in 0..50 {
+            let tasks: Vec<_> = instances
+                .iter()
+                .map(|s| {
+                    let s = s.clone();
+                    tokio::spawn(async move { s.due_pushes(now, &[], 7).await })
+                })
+                .collect();
+            let mut any = false;
+            for task in tasks {
+                let mut mine = HashSet::new();
+                for push in task.await.expect("joined").expect("claims") {
+                    any = true;
+                    assert!(
+                        claimed.insert(push.push_id),
+                        "push {} claimed twice",
+                        push.push_id
+                    );
+                    assert!(
+                        mine.insert(push.subscription_id),
+                        "one push per subscription in a read"
+                    );
+                    total += 1;
+                }
+            }
+            for id in &claimed {
+                store.push_done(*id).await.expect("done");
+            }
+            if !any {
+                break;
+            }
+        }
+        assert_eq!(total, subscriptions * 5);
+        assert_eq!(store.next_push_due(&[]).await.expect("reads"), None);
+        for s in &instances[1..] {
+            s.close().await;
+        }
+        store.close().await;
     }
 }
