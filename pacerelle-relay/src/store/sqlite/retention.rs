@@ -36,7 +36,7 @@ pub(crate) struct Purged {
     pub rows: u64,
     /// Write transactions run.
     pub batches: u32,
-    /// Whether the purge stopped at its bound with rows left to delete.
+    /// Whether the purge stopped at its bound while rows may be left to delete (the next sweep goes on).
     pub more: bool,
 }
 
