@@ -110,6 +110,9 @@ impl Relay {
             vapid,
             background: Default::default(),
         });
+        if let Store::Postgres(pg) = &inner.store {
+            pg.bridge_wakes(Arc::downgrade(&inner));
+        }
         tokio::spawn(sweeper(Arc::downgrade(&inner)));
         let tasks = vec![
             tokio::spawn(expiry::expirer(Arc::downgrade(&inner), inner.expiry_kick.clone())),

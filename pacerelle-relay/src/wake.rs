@@ -21,10 +21,36 @@ pub(crate) enum Topic {
     Questions(String),
 }
 
+impl Topic {
+    /// The topic as text, for another instance: `inbox:<agent>`, `conversation:<agent>`, `questions:<agent>`.
+    pub(crate) fn key(&self) -> String {
+        match self {
+            Topic::Inbox(agent) => format!("inbox:{agent}"),
+            Topic::Conversation(agent) => format!("conversation:{agent}"),
+            Topic::Questions(agent) => format!("questions:{agent}"),
+        }
+    }
+
+    /// The topic a [`Topic::key`] names.
+    fn from_key(key: &str) -> Option<Topic> {
+        let (kind, agent) = key.split_once(':')?;
+        let agent = agent.to_string();
+        match kind {
+            "inbox" => Some(Topic::Inbox(agent)),
+            "conversation" => Some(Topic::Conversation(agent)),
+            "questions" => Some(Topic::Questions(agent)),
+            _ => None,
+        }
+    }
+}
+
 /// The channels of every topic that has a waiter now.
 #[derive(Debug, Default)]
 pub(crate) struct Wakes {
     topics: Mutex<HashMap<Topic, watch::Sender<u64>>>,
+    /// Where this instance's publications go to reach the other instances (several relays on one PostgreSQL
+    /// database, ADR 0003); unset for a relay alone.
+    outbound: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<String>>,
     /// Notified at every publication, whatever its topic: the push deliverer listens (a commit may have
     /// queued pushes). Also notified when the relay stops.
     pub(crate) any: std::sync::Arc<tokio::sync::Notify>,
@@ -54,8 +80,36 @@ impl Wakes {
 
     /// Wakes every subscriber of a topic (call after the commit that they should see).
     pub(crate) fn publish(&self, topic: &Topic, seq: u64) {
+        self.publish_here(topic, seq);
+        if let Some(out) = self.outbound.get() {
+            let _ = out.send(topic.key());
+        }
+    }
+
+    /// Wakes this instance's waiters on `topic` only (a publication that came from another instance).
+    fn publish_here(&self, topic: &Topic, seq: u64) {
         if let Some(tx) = self.lock().get(topic) {
             tx.send_replace(seq);
+        }
+        self.any.notify_one();
+    }
+
+    /// Sends this instance's publications to `out` from now on, for the other instances.
+    pub(crate) fn forward_to(&self, out: tokio::sync::mpsc::UnboundedSender<String>) {
+        let _ = self.outbound.set(out);
+    }
+
+    /// A publication from another instance ([`Topic::key`]); keys this relay does not know are ignored.
+    pub(crate) fn publish_from_elsewhere(&self, key: &str) {
+        if let Some(topic) = Topic::from_key(key) {
+            self.publish_here(&topic, 0);
+        }
+    }
+
+    /// Wakes every waiter of this instance (after a gap in the publications from the others: each re-reads).
+    pub(crate) fn wake_all(&self) {
+        for tx in self.lock().values() {
+            tx.send_modify(|v| *v = v.wrapping_add(1));
         }
         self.any.notify_one();
     }
@@ -155,6 +209,31 @@ mod tests {
                 .await
                 .is_err()
         );
+    }
+
+    #[tokio::test]
+    async fn publications_go_out_and_come_in_by_key() {
+        let wakes = Wakes::default();
+        let (out, mut sent) = tokio::sync::mpsc::unbounded_channel();
+        wakes.forward_to(out);
+        let topic = Topic::Questions("ag_1".into());
+        let mut sub = wakes.subscribe(topic.clone());
+        wakes.publish(&topic, 3);
+        assert_eq!(sent.recv().await.as_deref(), Some("questions:ag_1"));
+        tokio::time::timeout(Duration::from_secs(5), sub.changed())
+            .await
+            .expect("woken here too");
+        // From elsewhere: woken here, not sent out again.
+        wakes.publish_from_elsewhere("questions:ag_1");
+        tokio::time::timeout(Duration::from_secs(5), sub.changed())
+            .await
+            .expect("woken by the other instance");
+        assert!(sent.try_recv().is_err());
+        wakes.publish_from_elsewhere("nonsense");
+        wakes.wake_all();
+        tokio::time::timeout(Duration::from_secs(5), sub.changed())
+            .await
+            .expect("woken by wake_all");
     }
 
     #[test]

@@ -29,6 +29,7 @@ mod session;
 mod status;
 mod sweep;
 mod updates;
+mod wakes;
 mod webhooks;
 
 /// What the concern files use.

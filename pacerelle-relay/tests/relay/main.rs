@@ -5,6 +5,7 @@ mod common;
 mod auth;
 mod bad_input;
 mod durability;
+mod instances;
 mod lease;
 mod messages;
 mod metrics;

@@ -1,0 +1,95 @@
+//! Wake-ups across relay instances on one PostgreSQL database (ADR 0003): each instance sends its publications
+//! with `NOTIFY` and listens for the others'.
+
+use std::sync::Weak;
+use std::time::Duration;
+
+use sqlx::postgres::PgListener;
+use tokio::sync::mpsc;
+
+use super::PgStore;
+use crate::app::Inner;
+
+/// The notification channel of wake-ups.
+const CHANNEL: &str = "pacerelle_wakes";
+/// How long the listener waits before it connects again after losing its connection.
+const RECONNECT_AFTER: Duration = Duration::from_secs(1);
+
+impl PgStore {
+    /// Bridges the wake-ups of the relay `relay` with the other instances': its publications go out with
+    /// `pg_notify` (after the commit they follow, as the routes publish them), the others' come in through a
+    /// `LISTEN` connection. After the listening connection is lost and found again, every local waiter is woken
+    /// to read again, since a publication may have passed meanwhile. Both tasks end with the relay.
+    pub(crate) fn bridge_wakes(&self, relay: Weak<Inner>) {
+        let (out, queued) = mpsc::unbounded_channel();
+        if let Some(inner) = relay.upgrade() {
+            inner.wakes.forward_to(out);
+        }
+        tokio::spawn(send(self.clone(), queued));
+        tokio::spawn(listen(self.clone(), relay));
+    }
+}
+
+/// Sends the queued publications, several at once when they pile up.
+async fn send(store: PgStore, mut queued: mpsc::UnboundedReceiver<String>) {
+    let mut keys = Vec::new();
+    while queued.recv_many(&mut keys, 256).await > 0 {
+        keys.sort();
+        keys.dedup();
+        let sent = sqlx::query("SELECT pg_notify($1, k) FROM unnest($2::text[]) AS k")
+            .bind(CHANNEL)
+            .bind(&keys)
+            .execute(&store.pool)
+            .await;
+        if let Err(e) = sent {
+            // The other instances' waiters then find the change when their wait ends (at most 55 s).
+            tracing::warn!(error = %e, "wake-ups not sent to the other instances");
+        }
+        keys.clear();
+    }
+}
+
+/// Receives the other instances' publications until the relay is gone.
+async fn listen(store: PgStore, relay: Weak<Inner>) {
+    let mut first = true;
+    loop {
+        if relay.upgrade().is_none_or(|inner| inner.shutdown.is_triggered()) {
+            return;
+        }
+        let mut listener = match PgListener::connect_with(&store.pool).await {
+            Ok(listener) => listener,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for the other instances' wake-ups; trying again");
+                tokio::time::sleep(RECONNECT_AFTER).await;
+                continue;
+            }
+        };
+        if let Err(e) = listener.listen(CHANNEL).await {
+            tracing::warn!(error = %e, "cannot listen for the other instances' wake-ups; trying again");
+            tokio::time::sleep(RECONNECT_AFTER).await;
+            continue;
+        }
+        if !first && let Some(inner) = relay.upgrade() {
+            inner.wakes.wake_all();
+        }
+        first = false;
+        loop {
+            let Some(inner) = relay.upgrade() else {
+                return;
+            };
+            let shutdown = async { inner.shutdown.fired().await };
+            tokio::select! {
+                () = shutdown => return,
+                received = listener.try_recv() => match received {
+                    Ok(Some(note)) => inner.wakes.publish_from_elsewhere(note.payload()),
+                    // The connection was lost: listen again on a new one.
+                    Ok(None) => break,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "lost the wake-ups of the other instances; listening again");
+                        break;
+                    }
+                },
+            }
+        }
+    }
+}
