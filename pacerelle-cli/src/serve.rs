@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result, anyhow, bail};
 use pacerelle_client::{AgentClient, AgentToken, PairingOptions};
 use pacerelle_relay::{Acme, AcmeSettings, AcmeStatus, Config, Relay, Retention, TlsConfig};
 
@@ -21,6 +21,16 @@ pub struct ServeArgs {
     /// (default: the user's data directory).
     #[arg(long, env = "PACERELLE_DATA")]
     data: Option<PathBuf>,
+    /// A PostgreSQL database (`postgres://user:password@host/db`) instead of the SQLite file in the data folder:
+    /// for several relays behind one address (docs/self-hosting.md). The data folder still holds the keys,
+    /// which every instance of one relay shares.
+    #[arg(
+        long,
+        env = "PACERELLE_DATABASE_URL",
+        value_name = "URL",
+        hide_env_values = true
+    )]
+    database: Option<String>,
     /// Secret that `pacerelle agent create` must present to register an agent. Without it, registration is
     /// open only when listening on loopback.
     #[arg(long, env = "PACERELLE_REGISTRATION_SECRET", hide_env_values = true)]
@@ -278,6 +288,13 @@ async fn start(args: &ServeArgs, registration_secret: Option<String>) -> Result<
         settings.check()?;
     }
     let open_registration = registration_secret.is_none() && listen.ip().is_loopback();
+    if let Some(url) = &args.database
+        && !(url.starts_with("postgres://") || url.starts_with("postgresql://"))
+    {
+        bail!(
+            "--database takes a PostgreSQL URL (postgres://user:password@host/db); without it the relay keeps its SQLite file in --data"
+        );
+    }
     let relay = Relay::open(Config {
         database_path: data.join("pacerelle.db"),
         open_registration,
@@ -299,10 +316,14 @@ async fn start(args: &ServeArgs, registration_secret: Option<String>) -> Result<
         },
         retention: retention(args),
         metrics: args.metrics,
+        database_url: args.database.clone(),
         ..Default::default()
     })
     .await
-    .with_context(|| format!("cannot open the relay's database in {}", data.display()))?;
+    .with_context(|| match args.database {
+        Some(_) => "cannot open the relay's PostgreSQL database (--database)".to_string(),
+        None => format!("cannot open the relay's database in {}", data.display()),
+    })?;
     let listener = tokio::net::TcpListener::bind(listen)
         .await
         .map_err(|e| listen_error(listen, e))?;

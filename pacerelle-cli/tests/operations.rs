@@ -5,7 +5,7 @@ mod common;
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 
-use common::{Proc, serve_with};
+use common::{Proc, pacerelle, run, serve_with, stdout};
 
 #[tokio::test]
 async fn metrics_answer_only_when_turned_on() {
@@ -69,4 +69,36 @@ fn logs_are_json_lines_on_request() {
     assert!(entry["level"].is_string(), "{line}");
     assert!(entry["timestamp"].is_string(), "{line}");
     assert!(entry["fields"]["message"].is_string(), "{line}");
+}
+
+#[tokio::test]
+async fn serve_keeps_its_data_in_postgresql_with_database() {
+    let Some(cluster) = pacerelle_test_support::postgres::Cluster::shared() else {
+        eprintln!("skipped: PACERELLE_TEST_POSTGRES=off");
+        return;
+    };
+    let url = cluster.fresh_database().await;
+    let data = tempfile::tempdir().expect("tempdir");
+    let (_relay, relay_url) = serve_with(data.path(), &["--database", &url]);
+    let home = tempfile::tempdir().expect("tempdir");
+    let created = run({
+        let mut c = pacerelle(home.path(), &relay_url);
+        c.args(["agent", "create", "--name", "on postgres", "--json"]);
+        c
+    });
+    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
+    let agent: serde_json::Value = serde_json::from_str(&stdout(&created)).expect("json");
+    let agent_id = agent["agentId"].as_str().expect("an agent id").to_string();
+
+    // The agent is a row of the PostgreSQL database, and no SQLite file was made.
+    let mut db = <sqlx::PgConnection as sqlx::Connection>::connect(&url)
+        .await
+        .expect("the database opens");
+    let name: String = sqlx::query_scalar("SELECT name FROM agents WHERE agent_id = $1")
+        .bind(&agent_id)
+        .fetch_one(&mut db)
+        .await
+        .expect("the agent's row");
+    assert_eq!(name, "on postgres");
+    assert!(!data.path().join("pacerelle.db").exists());
 }
