@@ -363,48 +363,26 @@ impl PgStore {
 #[cfg(test)]
 pub(super) mod tests {
     //! Tests of the push outbox on PostgreSQL, and the database the tests of `sweep`, `retention` and `gauges`
-    //! share: they run when `PACERELLE_TEST_POSTGRES` names a server (`postgres://…`), and skip with a line
-    //! otherwise.
+    //! share: they run when `PACERELLE_TEST_POSTGRES` asks for a cluster (`start` or a `postgres://` URL), and
+    //! pass saying they were skipped otherwise.
 
     use std::collections::HashSet;
 
-    use sqlx::Connection;
+    use pacerelle_test_support::postgres::Cluster;
 
     use super::*;
 
     /// A time for fixtures.
     pub(in super::super) const T0: i64 = 1_800_000_000_000;
 
-    /// A store on a new, empty database of the server `PACERELLE_TEST_POSTGRES` names, with agent `ag_1` and
-    /// its devices `dv_1`, `dv_2`, `dv_3`; `None` (the test then skips) when it names none.
+    /// A store on a new, empty database of the test cluster, with agent `ag_1` and its devices `dv_1`, `dv_2`,
+    /// `dv_3`, and the database's URL (for a second instance); `None` (the test then skips) without a cluster.
     pub(in super::super) async fn store(test: &str) -> Option<(PgStore, String, tempfile::TempDir)> {
-        let admin = std::env::var("PACERELLE_TEST_POSTGRES").unwrap_or_default();
-        if !admin.starts_with("postgres://") && !admin.starts_with("postgresql://") {
-            println!("{test}: skipped, PACERELLE_TEST_POSTGRES names no PostgreSQL server");
+        let Some(cluster) = Cluster::from_env() else {
+            println!("{test}: skipped, set PACERELLE_TEST_POSTGRES=start (or a postgres:// URL) to run it");
             return None;
-        }
-        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-        let name = format!(
-            "pacerelle_unit_{}_{}_{}",
-            std::process::id(),
-            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-            Timestamp::now().millis()
-        );
-        let mut conn = sqlx::PgConnection::connect(&admin).await.expect("connects");
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
-            "CREATE DATABASE \"{name}\" TEMPLATE template0 ENCODING 'UTF8' LC_COLLATE 'C' LC_CTYPE 'C'"
-        )))
-        .execute(&mut conn)
-        .await
-        .expect("creates the database");
-        let _ = conn.close().await;
-        let base = admin.split('?').next().unwrap_or(&admin);
-        let url = match base.rfind('/') {
-            Some(slash) if slash > base.find("://").map_or(0, |s| s + 2) => {
-                format!("{}/{name}", &base[..slash])
-            }
-            _ => format!("{base}/{name}"),
         };
+        let url = cluster.fresh_database().await;
         let dir = tempfile::tempdir().expect("a folder");
         let store = PgStore::open(&url, dir.path()).await.expect("opens");
         sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
