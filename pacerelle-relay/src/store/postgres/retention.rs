@@ -79,7 +79,7 @@ impl PgStore {
                 sqlx::query_as(
                     "SELECT seq, agent_id FROM items
                      WHERE processed_at < $1 AND kind = 'message'
-                     ORDER BY processed_at, seq LIMIT $2",
+                     ORDER BY processed_at LIMIT $2",
                 )
                 .bind(cut)
                 .bind(limit)
@@ -93,7 +93,7 @@ impl PgStore {
                        AND NOT (kind = 'checkpoint'
                                 AND seq = (SELECT MAX(seq) FROM items c
                                            WHERE c.agent_id = i.agent_id AND c.kind = 'checkpoint'))
-                     ORDER BY created_at, seq LIMIT $2",
+                     ORDER BY created_at LIMIT $2",
                 )
                 .bind(cut)
                 .bind(limit)
@@ -103,7 +103,7 @@ impl PgStore {
             Step::Questions => {
                 sqlx::query_as(
                     "SELECT item_seq, agent_id FROM questions WHERE closed_at < $1
-                     ORDER BY closed_at, item_seq LIMIT $2",
+                     ORDER BY closed_at LIMIT $2",
                 )
                 .bind(cut)
                 .bind(limit)
