@@ -86,7 +86,11 @@ async fn serve_keeps_its_data_in_postgresql_with_database() {
         c.args(["agent", "create", "--name", "on postgres", "--json"]);
         c
     });
-    assert!(created.status.success(), "{}", String::from_utf8_lossy(&created.stderr));
+    assert!(
+        created.status.success(),
+        "{}",
+        String::from_utf8_lossy(&created.stderr)
+    );
     let agent: serde_json::Value = serde_json::from_str(&stdout(&created)).expect("json");
     let agent_id = agent["agentId"].as_str().expect("an agent id").to_string();
 

@@ -87,14 +87,26 @@ fn sqlite_transient(primary: i64) -> bool {
     matches!(primary, 5 | 6 | 7 | 8 | 10 | 13 | 14)
 }
 
+/// PostgreSQL SQLSTATEs that mean "not now": a deadlock or serialization failure the client's retry resolves
+/// (class 40), a lost connection (08), too many connections or no room (53), the server shutting down (57P), a
+/// lock not available (55P03).
+fn postgres_transient(state: &str) -> bool {
+    ["40", "08", "53", "57P"]
+        .iter()
+        .any(|class| state.starts_with(class))
+        || state == "55P03"
+}
+
 impl From<sqlx::Error> for StoreError {
     fn from(e: sqlx::Error) -> Self {
         let transient = match &e {
             sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => true,
-            sqlx::Error::Database(db) => db
-                .code()
-                .and_then(|c| c.parse::<i64>().ok())
-                .is_some_and(|c| sqlite_transient(c & 0xff)),
+            sqlx::Error::Database(db) => db.code().is_some_and(|c| match c.parse::<i64>() {
+                // SQLite: a numeric result code.
+                Ok(code) => sqlite_transient(code & 0xff),
+                // PostgreSQL: an SQLSTATE.
+                Err(_) => postgres_transient(&c),
+            }),
             _ => false,
         };
         if transient {
@@ -321,6 +333,16 @@ mod tests {
             StoreError::from(sqlx::Error::RowNotFound),
             StoreError::Internal(_)
         ));
+    }
+
+    #[test]
+    fn postgres_deadlocks_and_lost_connections_are_transient_and_constraints_are_not() {
+        for state in ["40P01", "40001", "08006", "53300", "57P01", "55P03"] {
+            assert!(postgres_transient(state), "{state}");
+        }
+        for state in ["23505", "23503", "42P01", "22P02"] {
+            assert!(!postgres_transient(state), "{state}");
+        }
     }
 
     #[test]

@@ -42,7 +42,7 @@ mod prelude {
     pub(super) use pacerelle_core::{Cursor, Timestamp};
     pub(super) use sqlx::PgConnection;
 
-    pub(super) use super::{PgStore, Result, not_yet};
+    pub(super) use super::{PgStore, Result};
     pub(super) use crate::config::Retention;
     pub(super) use crate::store::{
         Claim, DueEvent, DuePush, Effects, ExpiryPass, ItemPut, Lease, LogPage, LogQuery, Marked, NewPairing,
@@ -70,11 +70,6 @@ pub(super) async fn lock_agent(conn: &mut sqlx::PgConnection, agent_id: &str) ->
         .execute(conn)
         .await?;
     Ok(())
-}
-
-/// A method this backend does not have yet.
-fn not_yet(what: &str) -> StoreError {
-    StoreError::unavailable(format!("{what} is not available on PostgreSQL yet"))
 }
 
 /// The PostgreSQL store. Cheap to clone (the pool and the key are reference-counted).
@@ -121,6 +116,14 @@ impl PgStore {
                 .fetch_one(&self.pool)
                 .await?;
         Ok(applied.unwrap_or(0) >= newest)
+    }
+
+    /// Counts a committed write transaction (`GET /metrics`): each write is a transaction of its own here, so a
+    /// "batch" of one.
+    pub(super) fn committed(&self) {
+        self.counts.commits.inc();
+        self.counts.writes.inc();
+        self.counts.batch.observe(1.0);
     }
 
     /// What the store's writes have done since it opened.

@@ -3,10 +3,10 @@
 
 use std::time::{Duration, Instant};
 
+use pacerelle_core::envelope;
 use pacerelle_core::message::{ReplyPayload, reply_aad};
 use pacerelle_core::question::Answer;
 use pacerelle_core::wire::{Conversation, DeviceEnvelope, MessageBatch, QuestionView, SendReply};
-use pacerelle_core::envelope;
 use pacerelle_relay::Config;
 use reqwest::StatusCode;
 

@@ -51,8 +51,7 @@ impl PgStore {
             }
         };
         tx.commit().await?;
-        self.counts.commits.inc();
-        self.counts.writes.inc();
+        self.committed();
         Ok(stored)
     }
 

@@ -81,8 +81,7 @@ impl PgStore {
         .fetch_optional(&mut *tx)
         .await?;
         tx.commit().await?;
-        self.counts.commits.inc();
-        self.counts.writes.inc();
+        self.committed();
         row.map(device_info).transpose()
     }
 }

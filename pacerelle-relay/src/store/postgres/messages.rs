@@ -192,8 +192,7 @@ impl PgStore {
             })
         };
         tx.commit().await?;
-        self.counts.commits.inc();
-        self.counts.writes.inc();
+        self.committed();
         Ok(put)
     }
 
@@ -341,8 +340,7 @@ impl PgStore {
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
-        self.counts.commits.inc();
-        self.counts.writes.inc();
+        self.committed();
         Ok(())
     }
 
@@ -399,8 +397,7 @@ impl PgStore {
         .fetch_optional(&mut *tx)
         .await?;
         tx.commit().await?;
-        self.counts.commits.inc();
-        self.counts.writes.inc();
+        self.committed();
         Ok(at.flatten().map(|at| Marked {
             processed_at: Timestamp(at),
             update,
@@ -422,8 +419,7 @@ impl PgStore {
             .put_reply_in(&mut tx, agent_id, reply_id, source_message_id, envelopes, now)
             .await?;
         tx.commit().await?;
-        self.counts.commits.inc();
-        self.counts.writes.inc();
+        self.committed();
         Ok(put)
     }
 

@@ -17,8 +17,7 @@ impl PgStore {
         lock_ids(&mut tx, &[p.pairing_id, p.device_id]).await?;
         let outcome = create_pairing_in(&mut tx, p).await?;
         tx.commit().await?;
-        self.counts.commits.inc();
-        self.counts.writes.inc();
+        self.committed();
         Ok(outcome)
     }
 
@@ -57,8 +56,7 @@ impl PgStore {
         let mut tx = self.pool.begin().await?;
         let outcome = claim_pairing_in(&mut tx, pairing_id, proof_hash, name, now).await?;
         tx.commit().await?;
-        self.counts.commits.inc();
-        self.counts.writes.inc();
+        self.committed();
         Ok(outcome)
     }
 }

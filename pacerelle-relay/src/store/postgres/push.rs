@@ -246,8 +246,7 @@ impl PgStore {
             }
         };
         tx.commit().await?;
-        self.counts.commits.inc();
-        self.counts.writes.inc();
+        self.committed();
         Ok(put)
     }
 
@@ -258,8 +257,7 @@ impl PgStore {
             .bind(endpoint)
             .execute(&self.pool)
             .await?;
-        self.counts.commits.inc();
-        self.counts.writes.inc();
+        self.committed();
         Ok(done.rows_affected() > 0)
     }
 
@@ -296,8 +294,7 @@ impl PgStore {
         .await?;
         tx.commit().await?;
         if !rows.is_empty() {
-            self.counts.commits.inc();
-            self.counts.writes.inc();
+            self.committed();
         }
         Ok(rows.into_iter().map(DuePush::from).collect())
     }
@@ -319,8 +316,7 @@ impl PgStore {
             .bind(push_id)
             .execute(&self.pool)
             .await?;
-        self.counts.commits.inc();
-        self.counts.writes.inc();
+        self.committed();
         Ok(())
     }
 
@@ -343,8 +339,7 @@ impl PgStore {
         .bind(next.millis())
         .execute(&self.pool)
         .await?;
-        self.counts.commits.inc();
-        self.counts.writes.inc();
+        self.committed();
         Ok(())
     }
 
@@ -354,8 +349,7 @@ impl PgStore {
             .bind(subscription_id)
             .execute(&self.pool)
             .await?;
-        self.counts.commits.inc();
-        self.counts.writes.inc();
+        self.committed();
         Ok(())
     }
 }

@@ -100,8 +100,7 @@ fn state_of(text: &str) -> Result<QuestionState> {
 
 /// Counts a committed write transaction in the store's [`crate::store::WriterCounts`].
 fn wrote(store: &PgStore) {
-    store.counts.commits.inc();
-    store.counts.writes.inc();
+    store.committed();
 }
 
 /// A question as stored.

@@ -197,8 +197,7 @@ impl PgStore {
     /// Commits a batch that deleted `rows` rows: the rows, and whether a full batch may have left more.
     async fn commit(&self, tx: sqlx::Transaction<'_, sqlx::Postgres>, rows: u64) -> Result<(u64, bool)> {
         tx.commit().await?;
-        self.counts.commits.inc();
-        self.counts.writes.inc();
+        self.committed();
         Ok((rows, rows == BATCH_ROWS as u64))
     }
 }

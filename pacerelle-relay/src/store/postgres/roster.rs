@@ -69,8 +69,7 @@ impl PgStore {
             })
         };
         tx.commit().await?;
-        self.counts.commits.inc();
-        self.counts.writes.inc();
+        self.committed();
         Ok(outcome)
     }
 }

@@ -53,8 +53,7 @@ impl PgStore {
         super::lock_agent(&mut tx, agent_id).await?;
         let outcome = open_session_in(&mut tx, agent_id, session_id, host, takeover, now).await?;
         tx.commit().await?;
-        self.counts.commits.inc();
-        self.counts.writes.inc();
+        self.committed();
         Ok(outcome)
     }
 
@@ -92,8 +91,7 @@ impl PgStore {
         .execute(&self.pool)
         .await?
         .rows_affected();
-        self.counts.commits.inc();
-        self.counts.writes.inc();
+        self.committed();
         if renewed == 0 {
             return Ok(Renewal::Lost);
         }
@@ -124,8 +122,7 @@ impl PgStore {
         .bind(lease_ttl_ms())
         .fetch_optional(&self.pool)
         .await?;
-        self.counts.commits.inc();
-        self.counts.writes.inc();
+        self.committed();
         Ok(row.map(|(host, since, ended_at)| SessionInfo {
             session_id: session_id.to_string(),
             host,

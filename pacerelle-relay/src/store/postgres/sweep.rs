@@ -38,8 +38,7 @@ impl PgStore {
             .execute(&mut *tx)
             .await?;
         tx.commit().await?;
-        self.counts.commits.inc();
-        self.counts.writes.inc();
+        self.committed();
         Ok(())
     }
 }

@@ -1,5 +1,8 @@
 //! Wake-ups across relay instances on one PostgreSQL database (ADR 0003): each instance sends its publications
 //! with `NOTIFY` and listens for the others'.
+//!
+//! A payload is `<instance>|<topic>`: an instance hears its own notifications too, and ignores them — it woke its
+//! own waiters when it published, and waking them again would end a wait that has nothing new.
 
 use std::sync::Weak;
 use std::time::Duration;
@@ -18,24 +21,29 @@ const RECONNECT_AFTER: Duration = Duration::from_secs(1);
 impl PgStore {
     /// Bridges the wake-ups of the relay `relay` with the other instances': its publications go out with
     /// `pg_notify` (after the commit they follow, as the routes publish them), the others' come in through a
-    /// `LISTEN` connection. After the listening connection is lost and found again, every local waiter is woken
-    /// to read again, since a publication may have passed meanwhile. Both tasks end with the relay.
+    /// `LISTEN` connection. Each time that connection starts listening (at start, and after it was lost), every
+    /// local waiter is woken to read again, since a publication may have passed meanwhile. Both tasks end with
+    /// the relay.
     pub(crate) fn bridge_wakes(&self, relay: Weak<Inner>) {
         let (out, queued) = mpsc::unbounded_channel();
         if let Some(inner) = relay.upgrade() {
             inner.wakes.forward_to(out);
         }
-        tokio::spawn(send(self.clone(), queued));
-        tokio::spawn(listen(self.clone(), relay));
+        let instance = pacerelle_core::ids::generate("rel");
+        tokio::spawn(send(self.clone(), instance.clone(), queued));
+        tokio::spawn(listen(self.clone(), instance, relay));
     }
 }
 
 /// Sends the queued publications, several at once when they pile up.
-async fn send(store: PgStore, mut queued: mpsc::UnboundedReceiver<String>) {
+async fn send(store: PgStore, instance: String, mut queued: mpsc::UnboundedReceiver<String>) {
     let mut keys = Vec::new();
     while queued.recv_many(&mut keys, 256).await > 0 {
         keys.sort();
         keys.dedup();
+        for key in &mut keys {
+            *key = format!("{instance}|{key}");
+        }
         let sent = sqlx::query("SELECT pg_notify($1, k) FROM unnest($2::text[]) AS k")
             .bind(CHANNEL)
             .bind(&keys)
@@ -50,8 +58,8 @@ async fn send(store: PgStore, mut queued: mpsc::UnboundedReceiver<String>) {
 }
 
 /// Receives the other instances' publications until the relay is gone.
-async fn listen(store: PgStore, relay: Weak<Inner>) {
-    let mut first = true;
+async fn listen(store: PgStore, instance: String, relay: Weak<Inner>) {
+    let own = format!("{instance}|");
     loop {
         if relay.upgrade().is_none_or(|inner| inner.shutdown.is_triggered()) {
             return;
@@ -69,10 +77,11 @@ async fn listen(store: PgStore, relay: Weak<Inner>) {
             tokio::time::sleep(RECONNECT_AFTER).await;
             continue;
         }
-        if !first && let Some(inner) = relay.upgrade() {
+        // A publication may have passed before this connection listened (at start, or while it was lost):
+        // every waiter parked here reads again.
+        if let Some(inner) = relay.upgrade() {
             inner.wakes.wake_all();
         }
-        first = false;
         loop {
             let Some(inner) = relay.upgrade() else {
                 return;
@@ -81,7 +90,13 @@ async fn listen(store: PgStore, relay: Weak<Inner>) {
             tokio::select! {
                 () = shutdown => return,
                 received = listener.try_recv() => match received {
-                    Ok(Some(note)) => inner.wakes.publish_from_elsewhere(note.payload()),
+                    Ok(Some(note)) => {
+                        if let Some((_, key)) = note.payload().split_once('|')
+                            && !note.payload().starts_with(&own)
+                        {
+                            inner.wakes.publish_from_elsewhere(key);
+                        }
+                    }
                     // The connection was lost: listen again on a new one.
                     Ok(None) => break,
                     Err(e) => {

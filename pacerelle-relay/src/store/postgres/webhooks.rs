@@ -48,8 +48,7 @@ fn seal_error() -> StoreError {
 
 /// Counts a committed write transaction in the store's [`crate::store::WriterCounts`].
 fn wrote(store: &PgStore) {
-    store.counts.commits.inc();
-    store.counts.writes.inc();
+    store.committed();
 }
 
 /// Fails the agent's oldest pending events beyond the outbox cap (the row of `webhook_outbox_cap`), as
