@@ -118,13 +118,13 @@ fn test(root: &Path) -> Result<()> {
     run(root, "cargo", &["test", "--workspace"])
 }
 
-/// The relay's HTTP suite again, against PostgreSQL: a throw-away cluster started by the test support
-/// (`initdb` in a temporary folder, a free port, as `nobody` when run as root; `docs/testing.md`), a fresh
-/// database per relay. Reuses the `test` step's build.
+/// The relay's store tests and HTTP suite again, against PostgreSQL: a throw-away cluster started by the test
+/// support (`initdb` in a temporary folder, a free port, as `nobody` when run as root; `docs/testing.md`), a
+/// fresh database per relay. Reuses the `test` step's build.
 fn postgres(root: &Path) -> Result<()> {
-    println!("$ PACERELLE_TEST_POSTGRES=start cargo test -p pacerelle-relay --test relay");
+    println!("$ PACERELLE_TEST_POSTGRES=start cargo test -p pacerelle-relay --lib --test relay");
     let status = Command::new("cargo")
-        .args(["test", "-p", "pacerelle-relay", "--test", "relay"])
+        .args(["test", "-p", "pacerelle-relay", "--lib", "--test", "relay"])
         .env("PACERELLE_TEST_POSTGRES", "start")
         .current_dir(root)
         .status()
