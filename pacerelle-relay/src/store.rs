@@ -6,6 +6,7 @@
 //! [`StoreError`](crate::error::StoreError)s. Every method that touches an agent's data takes that agent's
 //! id from the caller's credential, so one agent can never reach another's rows.
 
+pub(crate) mod marks;
 pub(crate) mod postgres;
 pub(crate) mod sqlite;
 
@@ -412,6 +413,42 @@ pub(crate) struct WaitRead {
     pub messages: Vec<pacerelle_core::wire::AgentMessage>,
     /// The cursor to continue from.
     pub next: pacerelle_core::Cursor,
+}
+
+/// A timestamp as stored (milliseconds since the epoch).
+pub(crate) fn ts(ms: i64) -> Timestamp {
+    Timestamp(ms)
+}
+
+/// The cursor of the item at `seq`.
+pub(crate) fn cursor(seq: i64) -> Cursor {
+    Cursor(u64::try_from(seq).unwrap_or(0))
+}
+
+/// The sequence number a cursor continues from.
+pub(crate) fn seq_of(c: Cursor) -> i64 {
+    i64::try_from(c.seq()).unwrap_or(i64::MAX)
+}
+
+impl Lease {
+    /// The lease of an open session as stored — its id, host, start and last heartbeat — if it is still live at
+    /// `now` (its last heartbeat within the lease's time-to-live).
+    pub(crate) fn live(
+        session_id: String,
+        host: String,
+        since: i64,
+        beat: i64,
+        now: Timestamp,
+    ) -> Option<Lease> {
+        (beat.saturating_add(lease_ttl_ms()) > now.millis()).then(|| Lease {
+            session_id,
+            holder: LeaseHolder {
+                host,
+                since: ts(since),
+                last_heartbeat_at: ts(beat),
+            },
+        })
+    }
 }
 
 /// The lease time-to-live in milliseconds.

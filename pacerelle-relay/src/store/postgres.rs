@@ -50,6 +50,7 @@ mod prelude {
         QuestionPut, Registered, Renewal, ReplyPut, RosterPut, SessionOpened, StateFilter, StatusFacts,
         Transition, WaitRead,
     };
+    pub(super) use crate::store::{cursor, seq_of, ts};
 }
 
 type Result<T, E = StoreError> = std::result::Result<T, E>;
@@ -82,7 +83,7 @@ pub(crate) struct PgStore {
     /// Write transactions committed and writes run (each write is a transaction of its own here).
     counts: Arc<WriterCounts>,
     /// Delivered marks of this instance not yet committed, so that a wait's `redelivered` flags are exact.
-    marks: Arc<messages::PendingMarks>,
+    marks: Arc<crate::store::marks::PendingMarks>,
 }
 
 impl PgStore {

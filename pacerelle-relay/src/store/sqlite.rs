@@ -12,7 +12,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pacerelle_core::pairing::Role;
-use pacerelle_core::{Cursor, Timestamp};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
@@ -66,22 +65,12 @@ pub(crate) struct SqliteStore {
     /// Seals the webhook secrets stored and opens them for the deliverer ([`webhooks`]).
     key: Arc<WebhookKey>,
     /// Delivered marks queued and not yet committed, per agent ([`messages`]).
-    marks: Arc<messages::PendingMarks>,
+    marks: Arc<crate::store::marks::PendingMarks>,
     /// The principals found recently ([`principals`]): credentials from memory.
     principals: Arc<principals::Principals>,
 }
 
-fn ts(ms: i64) -> Timestamp {
-    Timestamp(ms)
-}
-
-fn cursor(seq: i64) -> Cursor {
-    Cursor(u64::try_from(seq).unwrap_or(0))
-}
-
-fn seq_of(c: Cursor) -> i64 {
-    i64::try_from(c.seq()).unwrap_or(i64::MAX)
-}
+use crate::store::{cursor, seq_of, ts};
 
 fn role(text: &str) -> Result<Role> {
     match text {
@@ -212,6 +201,8 @@ impl SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pacerelle_core::Timestamp;
+
     use crate::store::Registered;
 
     pub(super) const T0: i64 = 1_800_000_000_000;

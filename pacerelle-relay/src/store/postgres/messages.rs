@@ -7,22 +7,12 @@
 //! of tasks not yet processed, a task acknowledged twice at once) run one after another for one agent, as
 //! SQLite's single writer runs them.
 
-use std::collections::HashMap;
-use std::sync::Mutex;
-use std::time::Duration;
-
-use pacerelle_core::wire::{AgentMessage, ItemKind, LeaseHolder, MessageState, SubjectKind};
+use pacerelle_core::wire::{AgentMessage, ItemKind, MessageState, SubjectKind};
 use sqlx::Row;
-use tokio::sync::Notify;
 
 use super::prelude::*;
-use super::updates::{conversation_meta, cursor, insert_update, seq_of};
-use crate::store::lease_ttl_ms;
-
-/// How long a wait's read waits for a delivered mark of the same agent still being written (see
-/// [`PendingMarks`]) before it reads without it. Only a database that does not answer takes that long; the
-/// read then returns what it finds, and only a `redelivered` flag can be missing.
-const MARK_SETTLE: Duration = Duration::from_secs(10);
+use super::updates::{conversation_meta, insert_update};
+use crate::store::{cursor, seq_of};
 
 fn message_state(delivered_at: Option<i64>, processed_at: Option<i64>) -> MessageState {
     match (delivered_at, processed_at) {
@@ -41,66 +31,6 @@ async fn pending_tasks(conn: &mut PgConnection, agent_id: &str) -> Result<i64> {
     .bind(agent_id)
     .fetch_one(conn)
     .await?)
-}
-
-/// Delivered marks started by this relay instance and not yet committed: per agent, how many, and the highest
-/// sequence number they cover; and a signal each time one ends. A wait that may return those tasks again waits
-/// for them first, so that their `redelivered` flag is exact (an agent that restarts at once). Marks written
-/// by another instance are not seen here: an agent that moves to another instance within the moment a mark
-/// takes to commit may get a task again without the flag (never lose one).
-#[derive(Debug, Default)]
-pub(super) struct PendingMarks {
-    marks: Mutex<HashMap<String, (usize, i64)>>,
-    ended: Notify,
-}
-
-impl PendingMarks {
-    fn add(&self, agent_id: &str, through: i64) {
-        let mut marks = self.marks.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let entry = marks.entry(agent_id.to_string()).or_insert((0, through));
-        entry.0 += 1;
-        entry.1 = entry.1.max(through);
-    }
-
-    fn done(&self, agent_id: &str) {
-        {
-            let mut marks = self.marks.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-            if let Some(entry) = marks.get_mut(agent_id) {
-                entry.0 = entry.0.saturating_sub(1);
-                if entry.0 == 0 {
-                    marks.remove(agent_id);
-                }
-            }
-        }
-        self.ended.notify_waiters();
-    }
-
-    /// Whether a mark not yet committed covers a task after `after`.
-    fn pending_beyond(&self, agent_id: &str, after: i64) -> bool {
-        self.marks
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .get(agent_id)
-            .is_some_and(|(_, through)| *through > after)
-    }
-
-    /// Returns once no mark of this agent beyond `after` is pending (or after [`MARK_SETTLE`]).
-    async fn settle(&self, agent_id: &str, after: i64) {
-        let waited = tokio::time::timeout(MARK_SETTLE, async {
-            loop {
-                // Registered before the check: a mark that ends between the check and the await still wakes it.
-                let ended = self.ended.notified();
-                if !self.pending_beyond(agent_id, after) {
-                    return;
-                }
-                ended.await;
-            }
-        })
-        .await;
-        if waited.is_err() {
-            tracing::warn!("a delivered mark took too long to commit; the wait reads without it");
-        }
-    }
 }
 
 /// One row of the conversation query.
@@ -264,17 +194,8 @@ impl PgStore {
             first.try_get(6)?,
         );
         let lease = match lease_row {
-            (Some(session_id), Some(host), Some(since), Some(beat))
-                if beat.saturating_add(lease_ttl_ms()) > now.millis() =>
-            {
-                Some(Lease {
-                    session_id,
-                    holder: LeaseHolder {
-                        host,
-                        since: Timestamp(since),
-                        last_heartbeat_at: Timestamp(beat),
-                    },
-                })
+            (Some(session_id), Some(host), Some(since), Some(beat)) => {
+                Lease::live(session_id, host, since, beat, now)
             }
             _ => None,
         };
@@ -628,6 +549,7 @@ pub(super) mod tests {
 
     use std::collections::HashSet;
     use std::sync::Arc;
+    use std::time::Duration;
 
     use pacerelle_core::question::{QuestionKind, QuestionState};
     use pacerelle_test_support::postgres::Cluster;

@@ -66,18 +66,6 @@ macro_rules! effective_state {
     };
 }
 
-fn ts(ms: i64) -> Timestamp {
-    Timestamp(ms)
-}
-
-fn cursor(seq: i64) -> Cursor {
-    Cursor(u64::try_from(seq).unwrap_or(0))
-}
-
-fn seq_of(c: Cursor) -> i64 {
-    i64::try_from(c.seq()).unwrap_or(i64::MAX)
-}
-
 fn corrupt(what: String) -> StoreError {
     StoreError::internal(what)
 }

@@ -16,16 +16,7 @@ impl PgStore {
         .bind(agent_id)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.and_then(|(session_id, host, since, beat)| {
-            (beat.saturating_add(lease_ttl_ms()) > now.millis()).then_some(Lease {
-                session_id,
-                holder: LeaseHolder {
-                    host,
-                    since: Timestamp(since),
-                    last_heartbeat_at: Timestamp(beat),
-                },
-            })
-        }))
+        Ok(row.and_then(|(session_id, host, since, beat)| Lease::live(session_id, host, since, beat, now)))
     }
 
     /// Whether this agent has (or had, within the last day) a session with this id.

@@ -16,16 +16,6 @@ use crate::error::StoreError;
 /// Prefix of update ids.
 const UPDATE: &str = "upd";
 
-/// The cursor of the item at `seq`.
-pub(super) fn cursor(seq: i64) -> Cursor {
-    Cursor(u64::try_from(seq).unwrap_or(0))
-}
-
-/// The sequence number a cursor continues from.
-pub(super) fn seq_of(c: Cursor) -> i64 {
-    i64::try_from(c.seq()).unwrap_or(i64::MAX)
-}
-
 /// A question kind as stored.
 fn kind_of(text: &str) -> Result<QuestionKind> {
     match text {

@@ -38,10 +38,6 @@ const DROPPED: &str = "dropped:";
 /// time limits (10 s by default), so only an instance that stopped mid-attempt lets it lapse.
 pub(super) const CLAIM: Duration = Duration::from_secs(300);
 
-fn ts(ms: i64) -> Timestamp {
-    Timestamp(ms)
-}
-
 fn seal_error() -> StoreError {
     StoreError::internal("cannot seal the webhook secret (system random generator)")
 }

@@ -2,11 +2,10 @@
 //! ([`super::reader`]) or a write.
 
 use pacerelle_core::Timestamp;
-use pacerelle_core::wire::LeaseHolder;
 use rusqlite::{Connection, OptionalExtension};
 
-use super::{Result, ts};
-use crate::store::{Lease, lease_ttl_ms};
+use super::Result;
+use crate::store::Lease;
 
 /// The session holding this agent's lease at `now`: the open session whose last heartbeat is within the lease's
 /// time-to-live.
@@ -18,16 +17,7 @@ pub(super) fn lease_on(conn: &Connection, agent_id: &str, now: Timestamp) -> Res
         )?
         .query_row([agent_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
         .optional()?;
-    Ok(row.and_then(|(session_id, host, since, beat)| {
-        (beat.saturating_add(lease_ttl_ms()) > now.millis()).then(|| Lease {
-            session_id,
-            holder: LeaseHolder {
-                host,
-                since: ts(since),
-                last_heartbeat_at: ts(beat),
-            },
-        })
-    }))
+    Ok(row.and_then(|(session_id, host, since, beat)| Lease::live(session_id, host, since, beat, now)))
 }
 
 /// Whether this agent has (or had, within the last day) a session with this id.

@@ -29,39 +29,6 @@ fn pending_tasks(conn: &Connection, agent_id: &str) -> Result<i64> {
         .query_row([agent_id], |r| r.get(0))?)
 }
 
-/// Delivered marks queued and not yet committed: per agent, how many, and the highest sequence number they
-/// cover.
-#[derive(Debug, Default)]
-pub(super) struct PendingMarks(std::sync::Mutex<std::collections::HashMap<String, (usize, i64)>>);
-
-impl PendingMarks {
-    fn add(&self, agent_id: &str, through: i64) {
-        let mut marks = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let entry = marks.entry(agent_id.to_string()).or_insert((0, through));
-        entry.0 += 1;
-        entry.1 = entry.1.max(through);
-    }
-
-    fn done(&self, agent_id: &str) {
-        let mut marks = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(entry) = marks.get_mut(agent_id) {
-            entry.0 = entry.0.saturating_sub(1);
-            if entry.0 == 0 {
-                marks.remove(agent_id);
-            }
-        }
-    }
-
-    /// Whether a mark not yet committed covers a task after `after`.
-    fn pending_beyond(&self, agent_id: &str, after: i64) -> bool {
-        self.0
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
-            .get(agent_id)
-            .is_some_and(|(_, through)| *through > after)
-    }
-}
-
 impl SqliteStore {
     /// The greatest sequence number ever given to any item (0 when there is none): no valid cursor is beyond.
     pub(crate) async fn global_head(&self) -> Result<Cursor> {

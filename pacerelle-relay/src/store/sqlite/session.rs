@@ -10,34 +10,16 @@ use crate::store::{Lease, Renewal, SessionOpened, lease_ttl_ms};
 impl SqliteStore {
     /// The session holding the agent's lease now, if any.
     pub(crate) async fn lease(&self, agent_id: &str, now: Timestamp) -> Result<Option<Lease>> {
-        let row: Option<(String, String, i64, i64)> = sqlx::query_as(
-            "SELECT session_id, host, since, last_heartbeat_at FROM sessions
-             WHERE agent_id = ?1 AND ended_at IS NULL",
-        )
-        .bind(agent_id)
-        .fetch_optional(&self.read)
-        .await?;
-        Ok(row.and_then(|(session_id, host, since, beat)| {
-            (beat.saturating_add(lease_ttl_ms()) > now.millis()).then(|| Lease {
-                session_id,
-                holder: LeaseHolder {
-                    host,
-                    since: ts(since),
-                    last_heartbeat_at: ts(beat),
-                },
-            })
-        }))
+        let agent_id = agent_id.to_string();
+        self.read_now(move |conn| super::lease::lease_on(conn, &agent_id, now))
+            .await
     }
 
     /// Whether this agent has (or had, within the last day) a session with this id.
     pub(crate) async fn session_known(&self, agent_id: &str, session_id: &str) -> Result<bool> {
-        Ok(sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM sessions WHERE agent_id = ?1 AND session_id = ?2)",
-        )
-        .bind(agent_id)
-        .bind(session_id)
-        .fetch_one(&self.read)
-        .await?)
+        let (agent_id, session_id) = (agent_id.to_string(), session_id.to_string());
+        self.read_now(move |conn| super::lease::session_known_on(conn, &agent_id, &session_id))
+            .await
     }
 
     /// Opens a session that takes the lease, unless a live one holds it and `takeover` is false.
