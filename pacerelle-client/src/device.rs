@@ -390,6 +390,8 @@ impl DeviceClient {
         let claim = ClaimPairing {
             claim_secret: b64::encode(&secret.claim_secret()),
             name: name.to_string(),
+            signing_key: None,
+            signing_key_seal: None,
         };
         let claim_path = format!("{path}/claim");
         // Claiming is single-use: never retried, so a lost answer cannot claim twice.
@@ -817,6 +819,7 @@ impl DeviceClient {
             answer,
             answered_at: Timestamp::now(),
             question_digest: Some(known.digest.clone()),
+            signature: None,
         };
         let aad = answer_aad(self.agent_id(), self.device_id(), question_id);
         let copy = known

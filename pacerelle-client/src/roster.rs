@@ -221,6 +221,7 @@ impl AgentClient {
                     role,
                     added_at: now,
                     revoked_at: None,
+                    signing_key: None,
                 });
             }
         })
@@ -241,6 +242,7 @@ impl AgentClient {
                     role: Role::Owner,
                     added_at: now,
                     revoked_at: Some(now),
+                    signing_key: None,
                 }),
             },
         )
@@ -261,6 +263,7 @@ impl AgentClient {
                         role: d.role,
                         added_at: now,
                         revoked_at: None,
+                        signing_key: None,
                     });
                 }
             }

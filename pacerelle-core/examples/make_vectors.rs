@@ -584,6 +584,7 @@ fn digest_answer() -> AnswerPayload {
         answer: Answer::Yes,
         answered_at: Timestamp::parse("2026-11-30T00:41:02.003Z").expect("fixed time parses"),
         question_digest: Some(question_digest(json(&digest_question()).as_bytes())),
+        signature: None,
     }
 }
 
@@ -624,6 +625,7 @@ fn envelope_file() -> File<EnvelopeCase> {
         answer: Answer::Yes,
         answered_at: Timestamp::parse("2026-11-30T00:12:34.567Z").expect("fixed time parses"),
         question_digest: None,
+        signature: None,
     })
     .expect("answer serialises");
     let choice = serde_json::to_string(&QuestionPayload {
@@ -642,6 +644,7 @@ fn envelope_file() -> File<EnvelopeCase> {
         answer: Answer::Options(vec!["Mardi".into()]),
         answered_at: Timestamp::parse("2026-11-30T08:00:00.001Z").expect("fixed time parses"),
         question_digest: None,
+        signature: None,
     })
     .expect("answer serialises");
     let question_fields = || AadFields::new(AGENT_ID, DEVICE_ID, "a2d", KIND_QUESTION, question_id);
@@ -1611,6 +1614,7 @@ fn roster_device(device_id: &str, role: Role, added_at: &str, revoked_at: Option
         role,
         added_at: time(added_at),
         revoked_at: revoked_at.map(time),
+        signing_key: None,
     }
 }
 

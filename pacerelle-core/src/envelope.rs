@@ -188,6 +188,7 @@ fn leak_kind(kind: &str) -> &'static str {
         crate::question::KIND_NOTIFICATION => crate::question::KIND_NOTIFICATION,
         crate::question::KIND_ANSWER_COPY => crate::question::KIND_ANSWER_COPY,
         crate::roster::KIND_ROSTER => crate::roster::KIND_ROSTER,
+        crate::signing::KIND_SIGNING_KEY => crate::signing::KIND_SIGNING_KEY,
         _ => "unknown",
     }
 }

@@ -12,6 +12,7 @@ pub mod pairing;
 pub mod policy;
 pub mod question;
 pub mod roster;
+pub mod signing;
 pub mod time;
 pub mod token;
 pub mod webhook;

@@ -197,6 +197,10 @@ pub struct AnswerPayload {
     /// under the same id.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub question_digest: Option<String>,
+    /// base64url of the device's Ed25519 signature of [`crate::signing::SignedAnswer::bytes`]: absent only
+    /// from a device that has no signing key (paired before keys existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
 }
 
 /// `base64url(SHA-256(plaintext))` of a question's sealed payload, as opened. The agent seals the same bytes
@@ -214,6 +218,8 @@ pub struct OwnQuestion {
     pub payload: QuestionPayload,
     /// [`question_digest`] of the sealed bytes.
     pub digest: String,
+    /// The sealed bytes, as opened (what an answer-log export carries for a verifier).
+    pub plaintext: Vec<u8>,
 }
 
 impl OwnQuestion {
@@ -232,6 +238,7 @@ impl OwnQuestion {
             question_id: question_id.to_string(),
             payload,
             digest: question_digest(&plain),
+            plaintext: plain,
         })
     }
 }
@@ -436,18 +443,15 @@ pub struct Verdict {
     pub answered_by: Option<String>,
     /// When the person answered (device clock), when the answer opened.
     pub answered_at: Option<Timestamp>,
+    /// The answer's signature, present only when it verified with the device's pinned signing key.
+    pub signature: Option<String>,
     /// Why an answer the relay reported was not accepted.
     pub rejected: Option<&'static str>,
 }
 
-/// Decides what a question's report means, on the agent side.
-///
-/// `own` is the agent's own copy of the question (opened from its self-sealed envelope) and its digest: an
-/// answer counts only if it names exactly these bytes. `device_key` derives the key of the device the relay
-/// names, and `may_approve` says whether the agent's roster lets that device approve (listed, owner, not
-/// revoked: [`crate::roster::Roster::may_approve`]). `now` is the agent's clock. A report the agent cannot
-/// verify is treated as no answer: `expired` once the expiry has passed, else `pending`; it is never
-/// approved.
+/// Decides what a question's report means, on the agent side, for an agent that pins no signing key:
+/// [`verdict_signed`] with no key for any device (an unsigned answer from a trusted device still counts; a
+/// signed one is refused, since the agent cannot check it).
 #[cfg(feature = "content")]
 pub fn verdict(
     agent_id: &str,
@@ -455,6 +459,30 @@ pub fn verdict(
     report: &RelayReport<'_>,
     device_key: impl Fn(&str) -> ContentKey,
     may_approve: impl Fn(&str) -> bool,
+    now: Timestamp,
+) -> Verdict {
+    verdict_signed(agent_id, own, report, device_key, may_approve, |_| None, now)
+}
+
+/// Decides what a question's report means, on the agent side (docs/crypto.md §4.7).
+///
+/// `own` is the agent's own copy of the question (opened from its self-sealed envelope) and its digest: an
+/// answer counts only if it names exactly these bytes. `device_key` derives the key of the device the relay
+/// names, and `may_approve` says whether the agent's roster lets that device approve (listed, owner, not
+/// revoked: [`crate::roster::Roster::may_approve`]). `signing_key` gives the Ed25519 key the roster pins for
+/// a device: when there is one, the answer must carry that key's signature of
+/// [`crate::signing::SignedAnswer::bytes`]; when there is none, a signed answer is refused (a key the agent
+/// never received) and an unsigned one counts, unsigned. `now` is the agent's clock. A report the agent cannot
+/// verify is treated as no answer: `expired` once the expiry has passed, else `pending`; it is never
+/// approved.
+#[cfg(feature = "content")]
+pub fn verdict_signed(
+    agent_id: &str,
+    own: &OwnQuestion,
+    report: &RelayReport<'_>,
+    device_key: impl Fn(&str) -> ContentKey,
+    may_approve: impl Fn(&str) -> bool,
+    signing_key: impl Fn(&str) -> Option<crate::signing::PublicKey>,
     now: Timestamp,
 ) -> Verdict {
     let question = &own.payload;
@@ -473,6 +501,7 @@ pub fn verdict(
             answered_by: None,
             answered_at: None,
             rejected,
+            signature: None,
         }
     };
     if report.state != QuestionState::Answered {
@@ -513,24 +542,38 @@ pub fn verdict(
             "the answer was given to a different question asked under the same id",
         ));
     }
+    match (signing_key(device), payload.signature.as_deref()) {
+        (Some(public), Some(signature)) => {
+            let signed = crate::signing::SignedAnswer {
+                agent_id,
+                device_id: device,
+                question_id,
+                question_digest: &own.digest,
+                answered_at: payload.answered_at,
+                answer: &payload.answer,
+            };
+            if !signed.verifies(&public, signature) {
+                return unanswered(Some(
+                    "the answer's signature does not verify with the device's signing key",
+                ));
+            }
+        }
+        (Some(_), None) => {
+            return unanswered(Some("the answer is not signed, but the device has a signing key"));
+        }
+        (None, Some(_)) => {
+            return unanswered(Some(
+                "the answer is signed with a key the agent never received from the device",
+            ));
+        }
+        (None, None) => {}
+    }
     let in_time = payload.answered_at < question.expires_at
         && report.answered_at.is_none_or(|t| t < question.expires_at);
     if !in_time {
         return unanswered(Some("the answer came after the expiry"));
     }
-    let valid = match (&payload.answer, question.kind) {
-        (Answer::Yes | Answer::No, QuestionKind::YesNo) => true,
-        (Answer::Options(chosen), QuestionKind::Choice) => {
-            let distinct: std::collections::HashSet<&String> = chosen.iter().collect();
-            !chosen.is_empty()
-                && distinct.len() == chosen.len()
-                && (question.multiple || chosen.len() == 1)
-                && chosen.iter().all(|c| question.options.contains(c))
-        }
-        (Answer::Text(_), QuestionKind::Text) => true,
-        _ => false,
-    };
-    if !valid {
+    if !crate::signing::answer_fits(question, &payload.answer) {
         return unanswered(Some("the answer does not fit the question"));
     }
     let approved = matches!(payload.answer, Answer::Yes | Answer::Options(_));
@@ -541,6 +584,7 @@ pub fn verdict(
         answered_by: Some(device.to_string()),
         answered_at: Some(payload.answered_at),
         rejected: None,
+        signature: payload.signature,
     }
 }
 
@@ -569,10 +613,12 @@ mod tests {
     }
 
     fn own(q: &QuestionPayload) -> OwnQuestion {
+        let plaintext = serde_json::to_vec(q).expect("json");
         OwnQuestion {
             question_id: "q1".into(),
             payload: q.clone(),
-            digest: question_digest(&serde_json::to_vec(q).expect("json")),
+            digest: question_digest(&plaintext),
+            plaintext,
         }
     }
 
@@ -587,6 +633,7 @@ mod tests {
             answer,
             answered_at: Timestamp(at),
             question_digest: Some(own(q).digest),
+            signature: None,
         };
         envelope::seal_json(&key(device), &answer_aad(AGENT, device, qid), &payload)
     }
@@ -742,6 +789,7 @@ mod tests {
             answer: Answer::Yes,
             answered_at: Timestamp(50),
             question_digest: None,
+            signature: None,
         };
         let env = envelope::seal_json(&key("dv_1"), &answer_aad(AGENT, "dv_1", "q1"), &bare);
         assert!(

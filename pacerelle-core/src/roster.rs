@@ -37,6 +37,11 @@ pub struct RosterDevice {
     /// When the agent revoked it; a revoked device never approves again.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revoked_at: Option<Timestamp>,
+    /// base64url of the device's Ed25519 public key, pinned when the agent first opened the key the device
+    /// sealed for it ([`crate::signing::open_signing_key`]); absent until then, and for a device paired
+    /// before signing keys. Once pinned it never changes: the device's answers must carry its signature.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signing_key: Option<String>,
 }
 
 /// The agent's own list of devices, sealed with its self key.
@@ -212,6 +217,7 @@ mod tests {
             role: Role::Owner,
             added_at: Timestamp(1),
             revoked_at: None,
+            signing_key: None,
         }
     }
 

@@ -39,6 +39,7 @@
 //! | GET | `/v1/device/status` | → [`Status`] |
 //! | GET | `/v1/device/questions?state=` | → [`DeviceQuestions`] |
 //! | POST | `/v1/device/questions/{questionId}/answer` | [`AnswerQuestion`] → [`DeviceQuestion`] |
+//! | PUT | `/v1/device/signing-key` | [`RegisterSigningKey`] → [`DeviceInfo`] (once; `409 signing_key_exists` after) |
 //!
 //! `wait` is in seconds, 0 to [`MAX_WAIT_SECONDS`]; the relay caps larger values.
 
@@ -140,6 +141,8 @@ pub mod code {
     pub const QUESTION_ID_CONFLICT: &str = "question_id_conflict";
     /// The device roster changed since the version the update was based on: read it again and retry.
     pub const ROSTER_CONFLICT: &str = "roster_conflict";
+    /// 409: the device already registered a signing key; it never changes.
+    pub const SIGNING_KEY_EXISTS: &str = "signing_key_exists";
     /// The relay returned a device roster older than one this agent host has seen, or none at all after
     /// one was seen: no device is trusted until it serves the newest. Agent side.
     pub const ROSTER_ROLLBACK: &str = "roster_rollback";
@@ -239,6 +242,24 @@ pub struct ClaimPairing {
     pub claim_secret: String,
     /// The device's display name ("Ana's phone").
     pub name: String,
+    /// base64url of the device's Ed25519 public key (docs/crypto.md §4.8), which the relay records in clear
+    /// as part of the pairing record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signing_key: Option<String>,
+    /// The same key sealed for the agent with the device key
+    /// ([`crate::signing::SigningKeyPayload`]): the relay cannot substitute it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signing_key_seal: Option<String>,
+}
+
+/// `PUT /v1/device/signing-key`: a device paired before signing keys registers its key, once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RegisterSigningKey {
+    /// base64url of the device's Ed25519 public key.
+    pub signing_key: String,
+    /// The same key sealed for the agent with the device key.
+    pub signing_key_seal: String,
 }
 
 /// The answer to [`ClaimPairing`]: the device's credential, shown once.
@@ -271,6 +292,12 @@ pub struct DeviceInfo {
     /// When it was revoked, if it was.
     #[serde(default)]
     pub revoked_at: Option<Timestamp>,
+    /// base64url of its Ed25519 public key as it gave it (at pairing or later, once); absent until then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signing_key: Option<String>,
+    /// That key sealed for the agent with the device key, which the agent opens and pins in its roster.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signing_key_seal: Option<String>,
 }
 
 /// `GET /v1/agent/devices`.

@@ -1225,6 +1225,7 @@ fn question_answer_and_roster_vectors_agree_with_the_verdict() {
         question_id: "qst_digest".into(),
         payload: serde_json::from_str(drop_plain).expect("question parses"),
         digest: drop_digest.clone(),
+        plaintext: drop_plain.as_bytes().to_vec(),
     };
     let v = question::verdict("ag_vector", &drop, &report(&answer_env), key, |_| true, now);
     assert!(!v.approved);

@@ -28,6 +28,8 @@ fn device_info(row: DeviceRow) -> Result<DeviceInfo> {
         role: role(&role_text)?,
         created_at: Timestamp(created_at),
         revoked_at: revoked_at.map(Timestamp),
+        signing_key: None,
+        signing_key_seal: None,
     })
 }
 

@@ -17,6 +17,8 @@ fn device_info(row: DeviceRow) -> Result<DeviceInfo> {
         role: role(&role_text)?,
         created_at: ts(created_at),
         revoked_at: revoked_at.map(ts),
+        signing_key: None,
+        signing_key_seal: None,
     })
 }
 
