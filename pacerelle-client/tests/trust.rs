@@ -85,6 +85,7 @@ async fn forge_answer(relay: &TestRelay, agent: &AgentClient, question_id: &str,
         answer: Answer::Yes,
         answered_at: Timestamp::now(),
         question_digest: Some(own.digest),
+        signature: None,
     };
     let sealed = envelope::seal_json(
         &agent.token().device_key(agent.agent_id(), device_id),

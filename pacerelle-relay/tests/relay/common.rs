@@ -323,6 +323,8 @@ pub fn claim_body(secret: &PairingSecret) -> ClaimPairing {
     ClaimPairing {
         claim_secret: b64::encode(&secret.claim_secret()),
         name: "Ana's phone".into(),
+        signing_key: None,
+        signing_key_seal: None,
     }
 }
 
@@ -475,6 +477,7 @@ pub fn seal_answer_to(
         answer,
         answered_at: Timestamp::now(),
         question_digest,
+        signature: None,
     };
     let envelope = envelope::seal_json(
         &device.key,
