@@ -12,6 +12,7 @@ mod host;
 mod output;
 mod secret;
 mod serve;
+mod store;
 mod text;
 mod time;
 mod webhook;
@@ -78,6 +79,9 @@ enum Command {
     /// The PreToolUse gate for Claude Code and Codex, and its installation.
     #[command(subcommand)]
     Hook(hook::HookCommand),
+    /// The relay's storage: copy a relay's data from SQLite into PostgreSQL.
+    #[command(subcommand)]
+    Store(store::StoreCommand),
 }
 
 /// What every command gets besides its own arguments.
@@ -202,6 +206,7 @@ fn main() -> ExitCode {
             Command::Audit(cmd) => done(audit::run(&global, cmd).await),
             Command::Webhook(cmd) => done(webhook::run(&global, cmd).await),
             Command::Hook(cmd) => hook::run(&global, cmd).await,
+            Command::Store(cmd) => done(store::run(&global, cmd).await),
         }
     });
     if gate {

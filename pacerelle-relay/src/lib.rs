@@ -35,6 +35,7 @@ pub use config::{Config, Connections, Quotas, Retention};
 pub use error::{Error, StoreError};
 pub use push::PushSettings;
 pub use ratelimit::Cidr;
+pub use store::copy;
 pub use tls::TlsConfig;
 pub use webhook::WebhookSettings;
 

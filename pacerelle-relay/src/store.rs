@@ -6,6 +6,7 @@
 //! [`StoreError`](crate::error::StoreError)s. Every method that touches an agent's data takes that agent's
 //! id from the caller's credential, so one agent can never reach another's rows.
 
+pub mod copy;
 pub(crate) mod marks;
 pub(crate) mod postgres;
 pub(crate) mod sqlite;
