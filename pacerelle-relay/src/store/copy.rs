@@ -733,10 +733,26 @@ async fn insert_batch(pool: &PgPool, table: &Table, batch: &[Vec<Value>]) -> Res
         if set.is_empty() {
             q.push(" ON CONFLICT DO NOTHING");
         } else {
+            let values: Vec<&Column> = table
+                .columns
+                .iter()
+                .filter(|c| !table.key.contains(&c.name))
+                .collect();
+            let ours: Vec<String> = values
+                .iter()
+                .map(|c| format!("{}.{}", quoted(&table.name), quoted(&c.name)))
+                .collect();
+            let theirs: Vec<String> = values
+                .iter()
+                .map(|c| format!("EXCLUDED.{}", quoted(&c.name)))
+                .collect();
+            // Only rows whose values differ: a copy run again writes nothing.
             q.push(format!(
-                " ON CONFLICT ({}) DO UPDATE SET {}",
+                " ON CONFLICT ({}) DO UPDATE SET {} WHERE ({}) IS DISTINCT FROM ({})",
                 key.join(", "),
-                set.join(", ")
+                set.join(", "),
+                ours.join(", "),
+                theirs.join(", ")
             ));
         }
     } else {
@@ -746,7 +762,7 @@ async fn insert_batch(pool: &PgPool, table: &Table, batch: &[Vec<Value>]) -> Res
     let mut tx = pool.begin().await.map_err(pg_err(&what))?;
     let done = q.build().execute(&mut *tx).await.map_err(pg_err(&what))?;
     tx.commit().await.map_err(pg_err(&what))?;
-    // An upsert counts the rows it replaced too; for the counters, that is what this run wrote.
+    // An upsert counts the rows it changed too; for the counters, that is what this run wrote.
     Ok(done.rows_affected())
 }
 
