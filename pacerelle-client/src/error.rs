@@ -1,6 +1,7 @@
 //! The client's errors: network, the relay's coded errors, crypto, and bad input given by the caller.
 
 use pacerelle_core::CryptoError;
+use pacerelle_core::wire::LeaseHolder;
 
 /// Errors of the client. None of them carries plaintext or key material.
 #[derive(Debug, thiserror::Error)]
@@ -63,6 +64,21 @@ impl Error {
     pub fn code(&self) -> Option<&str> {
         match self {
             Error::Api { code, .. } => Some(code),
+            _ => None,
+        }
+    }
+
+    /// The session that holds the lease, as the relay names it in an `agent_in_use` error's details; `None`
+    /// for any other error, or details not of that shape.
+    pub fn lease_holder(&self) -> Option<LeaseHolder> {
+        match self {
+            Error::Api {
+                code,
+                details: Some(details),
+                ..
+            } if ErrorKind::of_code(code) == ErrorKind::AgentInUse => {
+                serde_json::from_value(details.as_ref().clone()).ok()
+            }
             _ => None,
         }
     }
@@ -202,6 +218,31 @@ mod tests {
             message: "m".into(),
             details: None,
         }
+    }
+
+    #[test]
+    fn lease_holder_from_details() {
+        let in_use = |details: Option<serde_json::Value>| Error::Api {
+            status: 409,
+            code: code::AGENT_IN_USE.into(),
+            message: "in use".into(),
+            details: details.map(Box::new),
+        };
+        let named = in_use(Some(serde_json::json!({
+            "host": "desk / codex",
+            "since": "2026-11-30T10:00:00.000Z",
+            "lastHeartbeatAt": "2026-11-30T10:05:00.000Z"
+        })))
+        .lease_holder()
+        .expect("named");
+        assert_eq!(named.host, "desk / codex");
+        assert_eq!(named.since.to_string(), "2026-11-30T10:00:00.000Z");
+        assert_eq!(in_use(None).lease_holder(), None);
+        assert_eq!(
+            in_use(Some(serde_json::json!({"host": "x"}))).lease_holder(),
+            None
+        );
+        assert_eq!(api(409, code::LEASE_LOST).lease_holder(), None);
     }
 
     #[test]

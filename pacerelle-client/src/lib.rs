@@ -7,6 +7,7 @@ mod error;
 mod files;
 pub mod gate;
 mod http;
+mod listener;
 mod push;
 mod question;
 mod roster;
@@ -25,6 +26,7 @@ pub use device::{
 pub use error::{Error, ErrorKind, Result};
 pub use files::write_private;
 pub use gate::{Conclusion, Gate, Ruling};
+pub use listener::{LeaseState, Listener};
 pub use pacerelle_core as core;
 pub use pacerelle_core::question::{Answer, Level, QuestionKind, QuestionState};
 pub use pacerelle_core::wire::{

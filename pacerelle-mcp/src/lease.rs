@@ -1,15 +1,11 @@
-//! One listener per agent: this server takes the agent's lease, the client renews it by heartbeat, and it
-//! is released on exit. Taking it is retried lazily by the tools that consume the inbox.
-
-use std::time::Duration;
+//! One listener per agent: this server takes the agent's lease through the client's
+//! [`Listener`](pacerelle_client::Listener) (its takeover policy, retakes and waits), the client renews it by
+//! heartbeat, and it is released on exit. This module only shows it.
 
 use pacerelle_client::core::wire::LeaseHolder;
-use pacerelle_client::{AgentClient, Error, ErrorKind};
+use pacerelle_client::{Error, LeaseState};
 use schemars::JsonSchema;
 use serde::Serialize;
-
-/// How long closing the session may take on exit before giving up (the lease then lapses in ~30 s).
-const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The session that holds the lease, as shown to a session that does not.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
@@ -21,13 +17,25 @@ pub struct Holder {
     pub since: Option<String>,
 }
 
-/// Why the lease could not be taken.
-#[derive(Debug)]
-pub enum LeaseError {
-    /// Another session holds it.
-    InUse(Holder),
-    /// The relay could not be asked, or refused for another reason.
-    Relay(Error),
+impl Holder {
+    /// The holder the relay named, or "another session" when it did not.
+    pub fn from_relay(holder: Option<LeaseHolder>) -> Holder {
+        match holder {
+            Some(h) => Holder {
+                host: h.host,
+                since: Some(h.since.to_string()),
+            },
+            None => Holder {
+                host: "another session".to_string(),
+                since: None,
+            },
+        }
+    }
+
+    /// The holder named in an `agent_in_use` error's details.
+    pub fn of(e: &Error) -> Holder {
+        Holder::from_relay(e.lease_holder())
+    }
 }
 
 /// This server's view of the lease.
@@ -44,143 +52,14 @@ pub struct LeaseView {
     pub holder: Option<Holder>,
 }
 
-#[derive(Debug)]
-struct State {
-    lease: pacerelle_client::Lease,
-    refused_by: Option<Holder>,
-}
-
-/// The agent's lease as this server holds it (or not): the client's [`pacerelle_client::Lease`] (its one
-/// takeover policy, shared with the runner) and who refused it last, for `get_status`.
-#[derive(Debug)]
-pub struct Lease {
-    host: String,
-    state: tokio::sync::Mutex<State>,
-}
-
-impl Lease {
-    /// A lease not yet taken. With `takeover`, the first successful take removes any other holder; later
-    /// takes (after this server lost the lease) never do, so two servers cannot take it back and forth.
-    pub fn new(client: AgentClient, host: String, takeover: bool) -> Self {
-        Lease {
-            state: tokio::sync::Mutex::new(State {
-                lease: pacerelle_client::Lease::new(client, host.clone(), takeover),
-                refused_by: None,
-            }),
-            host,
-        }
-    }
-
-    /// The label this server shows to other sessions.
-    pub fn host(&self) -> &str {
-        &self.host
-    }
-
-    /// Takes the lease unless this server already holds it.
-    pub async fn ensure(&self) -> Result<(), LeaseError> {
-        let mut state = self.state.lock().await;
-        match state.lease.ensure().await {
-            Ok(Some(_)) => {
-                tracing::info!(host = %self.host, "took the agent's lease");
-                state.refused_by = None;
-                Ok(())
-            }
-            Ok(None) => Ok(()),
-            Err(e) if e.kind() == ErrorKind::AgentInUse => {
-                let holder = holder_of(&e);
-                tracing::warn!(holder = %holder.host, "another session holds the agent's lease");
-                state.refused_by = Some(holder.clone());
-                Err(LeaseError::InUse(holder))
-            }
-            Err(e) => Err(LeaseError::Relay(e)),
-        }
-    }
-
-    /// Notes that the relay said this server no longer holds the lease.
-    pub async fn lost(&self) {
-        if self.state.lock().await.lease.lost() {
-            tracing::warn!("the agent's lease was lost (expired or taken over)");
-        }
-    }
-
-    /// What `get_status` shows.
-    pub async fn view(&self) -> LeaseView {
-        let state = self.state.lock().await;
-        let session = state.lease.session();
+impl LeaseView {
+    /// What `get_status` shows of `state`, for a server named `host`.
+    pub fn new(host: &str, state: LeaseState) -> LeaseView {
         LeaseView {
-            held: session.is_some(),
-            host: self.host.clone(),
-            since: session.map(|s| s.since.to_string()),
-            holder: if session.is_some() {
-                None
-            } else {
-                state.refused_by.clone()
-            },
+            held: state.session.is_some(),
+            host: host.to_string(),
+            since: state.session.map(|s| s.since.to_string()),
+            holder: state.refused.then(|| Holder::from_relay(state.holder)),
         }
-    }
-
-    /// Releases the lease if held (on exit).
-    pub async fn release(&self) {
-        let mut state = self.state.lock().await;
-        if state.lease.session().is_none() {
-            return;
-        }
-        match tokio::time::timeout(RELEASE_TIMEOUT, state.lease.release()).await {
-            Ok(Ok(())) => tracing::info!("released the agent's lease"),
-            Ok(Err(e)) => tracing::warn!(error = %e, "could not release the lease; it lapses within 30 s"),
-            Err(_) => tracing::warn!("releasing the lease timed out; it lapses within 30 s"),
-        }
-    }
-}
-
-/// The holder named in an `agent_in_use` error's details.
-pub fn holder_of(e: &Error) -> Holder {
-    let details = match e {
-        Error::Api { details, .. } => details.clone(),
-        _ => None,
-    };
-    match details.and_then(|d| serde_json::from_value::<LeaseHolder>(*d).ok()) {
-        Some(h) => Holder {
-            host: h.host,
-            since: Some(h.since.to_string()),
-        },
-        None => Holder {
-            host: "another session".to_string(),
-            since: None,
-        },
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use pacerelle_client::core::wire::code;
-
-    #[test]
-    fn holder_from_details() {
-        let e = Error::Api {
-            status: 409,
-            code: code::AGENT_IN_USE.into(),
-            message: "in use".into(),
-            details: Some(Box::new(serde_json::json!({
-                "host": "desk / codex",
-                "since": "2026-11-30T10:00:00.000Z",
-                "lastHeartbeatAt": "2026-11-30T10:05:00.000Z"
-            }))),
-        };
-        assert_eq!(
-            holder_of(&e),
-            Holder {
-                host: "desk / codex".into(),
-                since: Some("2026-11-30T10:00:00.000Z".into())
-            }
-        );
-        let bare = Error::Api {
-            status: 409,
-            code: code::AGENT_IN_USE.into(),
-            message: "in use".into(),
-            details: None,
-        };
-        assert_eq!(holder_of(&bare).since, None);
     }
 }

@@ -26,15 +26,16 @@ pub const HTTP_PATH: &str = "/mcp";
 fn take_lease_early(state: &Arc<State>) {
     let state = state.clone();
     tokio::spawn(async move {
-        match state.lease.ensure().await {
-            Ok(()) => {}
-            Err(lease::LeaseError::InUse(holder)) => tracing::warn!(
-                holder = %holder.host,
-                since = holder.since.as_deref().unwrap_or("?"),
-                "another session holds the agent's lease; waiting for tasks will fail until it stops \
-                 (or restart with --takeover)"
-            ),
-            Err(lease::LeaseError::Relay(e)) => {
+        if let Err(e) = state.lease.ensure().await {
+            if e.kind() == pacerelle_client::ErrorKind::AgentInUse {
+                let holder = lease::Holder::of(&e);
+                tracing::warn!(
+                    holder = %holder.host,
+                    since = holder.since.as_deref().unwrap_or("?"),
+                    "another session holds the agent's lease; waiting for tasks will fail until it stops \
+                     (or restart with --takeover)"
+                )
+            } else {
                 tracing::warn!(error = %e, "could not take the agent's lease yet; will retry when needed")
             }
         }

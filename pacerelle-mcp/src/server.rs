@@ -3,13 +3,13 @@
 
 use std::sync::Arc;
 
-use pacerelle_client::AgentClient;
+use pacerelle_client::{AgentClient, Listener};
 use rmcp::model::{Implementation, PromptMessage, Role, ServerCapabilities, ServerConfig};
 use rmcp::{ServerHandler, prompt, prompt_handler, prompt_router, tool_handler};
 
 use crate::config::Config;
 use crate::host::host_label;
-use crate::lease::Lease;
+use crate::lease::LeaseView;
 
 /// What the server says to every client when it connects (hosts show it to the model; Claude Code keeps
 /// the first 2 KB).
@@ -52,7 +52,7 @@ pub struct State {
     /// The agent's client.
     pub client: AgentClient,
     /// The agent's lease as this server holds it.
-    pub lease: Lease,
+    pub lease: Listener,
     /// The relay's base URL, for messages.
     pub relay_url: String,
 }
@@ -62,10 +62,15 @@ impl State {
     pub fn new(config: &Config) -> Result<Arc<State>, pacerelle_client::Error> {
         let client = AgentClient::new(&config.relay_url, &config.agent_id, config.token.clone())?;
         Ok(Arc::new(State {
-            lease: Lease::new(client.clone(), host_label(), config.takeover),
+            lease: Listener::new(client.clone(), host_label(), config.takeover),
             relay_url: client.relay_url().to_string(),
             client,
         }))
+    }
+
+    /// What `get_status` shows of the lease.
+    pub async fn lease_view(&self) -> LeaseView {
+        LeaseView::new(self.lease.host(), self.lease.state().await)
     }
 }
 

@@ -25,7 +25,7 @@ use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::lease::{Holder, LeaseError};
+use crate::lease::Holder;
 
 /// A tool's arguments. Unlike rmcp's `Parameters`, arguments that do not deserialise (a wrong type, a
 /// missing field, an unknown field such as `source_message_id`) are refused with `invalid_params`, like
@@ -87,11 +87,12 @@ pub fn in_use_text(holder: &Holder) -> String {
     )
 }
 
-/// Maps a failure to take the lease.
-pub fn lease_failure(relay_url: &str, e: LeaseError) -> Result<CallToolResult, McpError> {
-    match e {
-        LeaseError::InUse(holder) => failure(in_use_text(&holder)),
-        LeaseError::Relay(e) => relay_failure(relay_url, e),
+/// Maps a failure of a call that needs the lease: another session holds it (`agent_in_use`), or it was lost
+/// again after it was taken back (`lease_lost`); anything else as [`relay_failure`].
+pub fn lease_failure(relay_url: &str, e: Error) -> Result<CallToolResult, McpError> {
+    match e.kind() {
+        ErrorKind::AgentInUse | ErrorKind::LeaseLost => failure(in_use_text(&Holder::of(&e))),
+        _ => relay_failure(relay_url, e),
     }
 }
 
@@ -120,7 +121,7 @@ pub fn relay_failure(relay_url: &str, e: Error) -> Result<CallToolResult, McpErr
                  PACERELLE_AGENT_TOKEN is wrong, or the agent does not exist on this relay. Fix this MCP \
                  server's configuration and restart it."
             )),
-            ErrorKind::AgentInUse => failure(in_use_text(&crate::lease::holder_of(&e))),
+            ErrorKind::AgentInUse => failure(in_use_text(&Holder::of(&e))),
             ErrorKind::RateLimited => failure(format!(
                 "The relay is rate limiting this agent ({message}). Wait a little and try again."
             )),

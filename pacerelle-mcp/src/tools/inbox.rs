@@ -4,18 +4,16 @@
 
 use std::time::Duration;
 
-use pacerelle_client::{Backoff, Cursor, Error, ErrorKind, Inbox, reply_id_for};
+use pacerelle_client::{Cursor, ErrorKind, Inbox, reply_id_for};
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::model::{CallToolResult, RequestMetaObject};
 use rmcp::{Peer, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::lease::{LeaseError, holder_of};
-use crate::server::{PacerelleServer, State};
+use crate::server::PacerelleServer;
 use crate::tools::{
     Args, check_id, check_text, failure, input_schema, lease_failure, output, parse_cursor, relay_failure,
 };
@@ -135,82 +133,6 @@ pub struct ProcessedResult {
     pub processed_at: String,
 }
 
-/// Why a consuming call failed.
-enum Consume {
-    Lease(LeaseError),
-    Relay(Error),
-}
-
-impl Consume {
-    /// The relay was unreachable, restarting or busy: worth waiting out (the runner's rule).
-    fn worth_retrying(&self) -> bool {
-        match self {
-            Consume::Relay(e) | Consume::Lease(LeaseError::Relay(e)) => e.kind().worth_retrying(),
-            Consume::Lease(LeaseError::InUse(_)) => false,
-        }
-    }
-}
-
-fn lease_trouble(e: &Error) -> bool {
-    matches!(e.kind(), ErrorKind::LeaseLost | ErrorKind::AgentInUse)
-}
-
-/// Runs a call that consumes the inbox: takes the lease first; if the relay says this server's lease was
-/// lost (lapsed, for example while the relay was down, or taken over), takes it again once (without
-/// takeover) and retries.
-async fn consume<T, F, Fut>(state: &State, call: F) -> Result<T, Consume>
-where
-    F: Fn() -> Fut,
-    Fut: std::future::Future<Output = Result<T, Error>>,
-{
-    let mut retried = false;
-    loop {
-        state.lease.ensure().await.map_err(Consume::Lease)?;
-        match call().await {
-            Err(e) if lease_trouble(&e) => {
-                state.lease.lost().await;
-                if retried || e.kind() == ErrorKind::AgentInUse {
-                    return Err(Consume::Lease(LeaseError::InUse(holder_of(&e))));
-                }
-                retried = true;
-            }
-            other => return other.map_err(Consume::Relay),
-        }
-    }
-}
-
-/// One `wait_for_messages` call: waits for the caller's whole time, across a relay restart. While the relay
-/// is unreachable the wait goes on with the client's one backoff (the runner's rule of what is worth
-/// retrying); a relay that stops ends its parked waits early with nothing, so the wait resumes from the
-/// returned cursor for what is left. Each attempt waits only for what is left of the caller's time.
-async fn wait_within(state: &State, mut cursor: Option<Cursor>, total: Duration) -> Result<Inbox, Consume> {
-    let started = Instant::now();
-    let backoff = Backoff::default();
-    let left = move || total.saturating_sub(started.elapsed());
-    loop {
-        let inbox = backoff
-            .retry_until(
-                started + total,
-                || consume(state, || state.client.wait_for_messages(cursor, left())),
-                Consume::worth_retrying,
-            )
-            .await?;
-        let early = left() > backoff.max;
-        if !early || !inbox.messages.is_empty() || !inbox.rejected.is_empty() {
-            return Ok(inbox);
-        }
-        cursor = Some(inbox.cursor);
-        tokio::time::sleep(backoff.first).await;
-    }
-}
-
-fn consume_failure(state: &State, e: Consume) -> Result<CallToolResult, McpError> {
-    match e {
-        Consume::Lease(e) => lease_failure(&state.relay_url, e),
-        Consume::Relay(e) => relay_failure(&state.relay_url, e),
-    }
-}
-
 fn plural(n: usize, one: &str, many: &str) -> String {
     if n == 1 {
         format!("1 {one}")
@@ -327,7 +249,7 @@ impl PacerelleServer {
             .map(|token| Progress::new(peer, token, total, "Listening for tasks from the phone"));
         let state = &self.state;
         match park(
-            wait_within(state, cursor, total),
+            state.lease.wait_for_messages(cursor, total),
             total + ANSWER_GRACE,
             &ct,
             progress,
@@ -339,7 +261,7 @@ impl PacerelleServer {
                 let next = wait_next_step(&result, timeout);
                 output(&result, next)
             }
-            Parked::Done(Err(e)) => consume_failure(state, e),
+            Parked::Done(Err(e)) => lease_failure(&state.relay_url, e),
             Parked::Deadline => {
                 let result = WaitResult {
                     status: WaitStatus::Timeout,
@@ -440,7 +362,11 @@ impl PacerelleServer {
     ) -> Result<CallToolResult, McpError> {
         check_id("message id", &args.message_id)?;
         let state = &self.state;
-        match consume(state, || state.client.mark_processed(&args.message_id)).await {
+        match state
+            .lease
+            .consume(|| state.client.mark_processed(&args.message_id))
+            .await
+        {
             Ok(p) => output(
                 &ProcessedResult {
                     message_id: p.message_id,
@@ -449,11 +375,11 @@ impl PacerelleServer {
                 "Task marked processed: it will not be delivered again. Keep listening: call \
                  wait_for_messages with your latest cursor.",
             ),
-            Err(Consume::Relay(e)) if e.kind() == ErrorKind::NotFound => failure(format!(
+            Err(e) if e.kind() == ErrorKind::NotFound => failure(format!(
                 "No task \"{}\" for this agent: use the messageId of a task returned by wait_for_messages.",
                 args.message_id
             )),
-            Err(e) => consume_failure(state, e),
+            Err(e) => lease_failure(&state.relay_url, e),
         }
     }
 }

@@ -136,7 +136,7 @@ impl PacerelleServer {
                     relay_url: state.relay_url.clone(),
                     agent_id: state.client.agent_id().to_string(),
                     agent_name: None,
-                    lease: state.lease.view().await,
+                    lease: state.lease_view().await,
                     presence: None,
                     listening: false,
                     tasks: TaskCounts::default(),
@@ -181,7 +181,7 @@ impl PacerelleServer {
             relay_url: state.relay_url.clone(),
             agent_id: status.agent.agent_id.clone(),
             agent_name: Some(status.agent.name.clone()),
-            lease: state.lease.view().await,
+            lease: state.lease_view().await,
             presence: presence_name(&status),
             listening: status.listening,
             tasks: TaskCounts {
