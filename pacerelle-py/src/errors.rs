@@ -205,17 +205,9 @@ fn build(py: Python<'_>, e: &Error) -> PyResult<PyErr> {
     value.setattr("transient", transient)?;
     if let Some(details) = &details {
         value.setattr("details", crate::convert::json_to_py(py, details)?)?;
-        if api_code.as_deref() == Some(code::AGENT_IN_USE) {
-            if let Some(host) = details.get("host").and_then(|h| h.as_str()) {
-                value.setattr("host", host)?;
-            }
-            if let Some(since) = details
-                .get("since")
-                .and_then(|s| s.as_str())
-                .and_then(pacerelle_client::Timestamp::parse)
-            {
-                value.setattr("since", crate::convert::datetime(py, since)?)?;
-            }
+        if let Some(holder) = e.lease_holder() {
+            value.setattr("host", holder.host)?;
+            value.setattr("since", crate::convert::datetime(py, holder.since)?)?;
         }
     }
     if let Some(c @ (code::QUESTION_ANSWERED | code::QUESTION_EXPIRED | code::QUESTION_CANCELLED)) =
