@@ -1,6 +1,8 @@
 // Questions and their answers, shared by the page (app.js) and the service worker (sw.js): opening a question
-// envelope, sealing an answer, queueing it in the outbox and sending it. One code path, so an answer given from
-// a notification is the same answer, under the same outbox id, as one given with the app's buttons.
+// envelope, signing and sealing an answer, queueing it in the outbox and sending it. One code path, so an answer
+// given from a notification is the same answer, under the same outbox id, as one given with the app's buttons.
+// Also the device's signing key (docs/crypto.md §4.8): drawn at pairing, or at a start for a browser paired before
+// keys existed (registered once with the relay), kept in IndexedDB beside the pairing.
 
 import * as c from "./crypto.js";
 import * as store from "./store.js";
@@ -55,6 +57,9 @@ export async function queueAnswer(device, q, answer) {
   const { agentId, deviceId, key } = device;
   // The answer names the exact question it answers; the agent approves it only when the digests agree.
   const payload = { questionId: q.id, answer, answeredAt: new Date().toISOString(), questionDigest: q.digest };
+  // Signed with this device's own key when the relay holds it (the agent then refuses an unsigned answer).
+  const signature = await signatureOf(device, payload);
+  if (signature) payload.signature = signature;
   const envelope = await c.sealJson(key, c.context.answer(agentId, deviceId, q.id), payload);
   // The same answer sealed with the question's answer key, so that every recipient can show which one counts.
   const copyKey = q.answerKey !== undefined ? q.answerKey : await answerKey(q.payload);
@@ -129,4 +134,91 @@ export function describeAnswer(a, payload) {
     default:
       return payload ? payload.kind : "";
   }
+}
+
+// ── the device's signing key ──────────────────────────────────────────────────────────────────────
+
+/**
+ * A new Ed25519 key pair this browser can keep: `{privateKey, publicKey, signingKey, registered: false}` (CryptoKeys,
+ * the private one non-extractable, and the public key in base64url). Null where WebCrypto has no Ed25519 or the
+ * browser cannot store CryptoKeys: the app then pairs without a key, and its answers go unsigned.
+ */
+export async function newSigningKey() {
+  const pair = await c.generateSigningKey();
+  if (!pair) return null;
+  const signing = {
+    privateKey: pair.privateKey,
+    publicKey: pair.publicKey,
+    signingKey: c.b64encode(pair.publicRaw),
+    registered: false,
+  };
+  return (await store.canKeep(signing)) ? signing : null;
+}
+
+/**
+ * What the settings say of this device's signing key: `{state, fingerprint}`. `state` is "signed" (the relay holds
+ * the key: every answer is signed), "pending" (kept here, not yet registered: answers unsigned until it is),
+ * "conflict" (the relay lists another key for this device: its answers are refused, pair again) or "unsigned" (no
+ * key: the browser has no Ed25519 in WebCrypto).
+ */
+export async function signingStatus(device) {
+  const s = device && device.signing;
+  if (!s) return { state: "unsigned", fingerprint: null };
+  const fingerprint = await c.fingerprint(c.b64decode(s.signingKey));
+  return { state: s.conflict ? "conflict" : s.registered ? "signed" : "pending", fingerprint };
+}
+
+/** The signature of an answer payload by this device, or null when it does not sign (no key, not registered yet). */
+async function signatureOf(device, payload) {
+  const s = device.signing;
+  if (!s || !s.registered || s.conflict || !s.privateKey) return null;
+  return c.signAnswer(s.privateKey, {
+    agentId: device.agentId,
+    deviceId: device.deviceId,
+    questionId: payload.questionId,
+    questionDigest: payload.questionDigest,
+    answeredAt: payload.answeredAt,
+    answer: payload.answer,
+  });
+}
+
+/**
+ * Makes sure the relay holds this device's signing key, for the page at each start: a browser paired before signing
+ * keys (or whose claim reached a relay that ignored the key, or that has Ed25519 since an update) draws a key, keeps
+ * it, then registers it once (`PUT /v1/device/signing-key`, sealed with the device key). A key the relay already
+ * lists is checked against the one kept here. Returns the stored pairing, updated. The key is kept before the relay
+ * hears of it, so the relay never holds a key this browser lost; what cannot be done now (the relay unreachable, an
+ * older relay) is tried again at the next start, and answers stay unsigned meanwhile.
+ */
+export async function ensureSigningKey(api) {
+  let device = await store.loadDevice();
+  if (!device || device.keyBytes) return device; // a browser that cannot keep CryptoKeys keeps no signing key
+  if (device.signing && (device.signing.registered || device.signing.conflict)) return device;
+  if (!device.signing) {
+    const signing = await newSigningKey();
+    if (!signing) return device;
+    device = { ...device, signing };
+    await store.saveDevice(device);
+  }
+  const s = device.signing;
+  let listed;
+  try {
+    listed = (await api.me()).device.signingKey;
+    if (!listed) {
+      const sealed = await c.sealSigningKey(await deviceKey(device), device.agentId, device.deviceId, c.b64decode(s.signingKey));
+      try {
+        listed = (await api.registerSigningKey(sealed.signingKey, sealed.signingKeySeal)).signingKey;
+      } catch (e) {
+        // Registered by an earlier start whose answer was lost: the relay lists it.
+        if (e.code !== "signing_key_exists") throw e;
+        listed = (await api.me()).device.signingKey;
+      }
+    }
+  } catch {
+    return device;
+  }
+  if (!listed) return device;
+  device = { ...device, signing: listed === s.signingKey ? { ...s, registered: true } : { ...s, conflict: true } };
+  await store.saveDevice(device);
+  return device;
 }

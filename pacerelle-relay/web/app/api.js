@@ -82,6 +82,12 @@ export function deviceApi(token) {
       request("POST", `/v1/device/questions/${enc(questionId)}/answer`, { token, body: { envelope, copy } }),
     /** Registers a push subscription (`PushSubscription.toJSON()`); the same endpoint again replaces its keys. */
     registerPush: (subscription) => request("POST", "/v1/device/push", { token, body: subscription }),
+    /**
+     * Registers the signing key of a device paired before signing keys (once; a second time the relay answers
+     * `409 signing_key_exists`). Returns the device as the relay lists it (`DeviceInfo`).
+     */
+    registerSigningKey: (signingKey, signingKeySeal) =>
+      request("PUT", "/v1/device/signing-key", { token, body: { signingKey, signingKeySeal } }),
     /** Removes a push subscription; 204 also when the relay does not know it. */
     unregisterPush: (endpoint) => request("DELETE", "/v1/device/push", { token, body: { endpoint }, empty: true }),
   };
@@ -96,6 +102,7 @@ export const relayApi = {
 /** The pairing routes (no credential). */
 export const pairingApi = {
   offer: (pairingId) => request("GET", `/v1/pairings/${enc(pairingId)}`),
-  claim: (pairingId, claimSecret, name) =>
-    request("POST", `/v1/pairings/${enc(pairingId)}/claim`, { body: { claimSecret, name } }),
+  /** Claims an offer; `signing` is `{signingKey, signingKeySeal}` (this device's key, clear and sealed) or null. */
+  claim: (pairingId, claimSecret, name, signing) =>
+    request("POST", `/v1/pairings/${enc(pairingId)}/claim`, { body: { claimSecret, name, ...(signing || {}) } }),
 };

@@ -118,6 +118,7 @@ const app = {
   retryTimer: null,
   updates: null, // true when the relay sends `update` items (then states are never read again on a timer)
   focus: null, // the question to show once it is in the thread (a tap on its notification)
+  signingReady: Promise.resolve(), // settles once the relay is known to hold this device's signing key, or cannot
 };
 
 function setBanner() {
@@ -284,10 +285,16 @@ async function startPairing() {
     $("pair-submit").disabled = true;
     $("pair-status").textContent = "Pairing…";
     $("pair-status").hidden = false;
+    // This device's signing key (docs/crypto.md §4.8): the agent gets it sealed with the device key, so the relay
+    // cannot substitute it. None where WebCrypto has no Ed25519: the pairing goes on, and answers go unsigned.
+    const signing = await answers.newSigningKey();
+    const sealedKey = signing
+      ? await c.sealSigningKey(key, payload.agentId, payload.deviceId, c.b64decode(signing.signingKey))
+      : null;
     let claimed;
     try {
       // Never retried: a claim is single use, and an answer lost in transit cannot claim twice.
-      claimed = await pairingApi.claim(p.pairingId, c.b64encode(p.claimSecret), deviceName);
+      claimed = await pairingApi.claim(p.pairingId, c.b64encode(p.claimSecret), deviceName, sealedKey);
     } catch (e) {
       if (e.code === "network") {
         pairError("The relay's answer was lost: the link may have been used. Open the app; if it is not paired, ask for a new link.");
@@ -317,6 +324,8 @@ async function startPairing() {
       key,
       pairedAt: new Date().toISOString(),
     };
+    // Registered once the relay lists it (checked at the start of the conversation: an older relay ignores it).
+    if (signing) device.signing = signing;
     await store.forgetDevice();
     await store.saveDevice(device, payload.deviceKeyBytes);
     payload.deviceKeyBytes.fill(0);
@@ -348,6 +357,14 @@ async function startConversation(device) {
     if (entry.type === "message") await showPendingTask(entry);
     if (entry.type === "answer") app.pendingAnswers.set(entry.questionId, entry.envelope);
   }
+  // The relay holds this device's signing key before any answer is sealed or leaves (a key drawn now is registered
+  // now): the outbox and the answer buttons wait for this, the conversation does not.
+  app.signingReady = answers
+    .ensureSigningKey(app.api)
+    .then((stored) => {
+      if (stored && app.device && stored.deviceId === app.device.deviceId) app.device = { ...stored, key };
+    })
+    .catch(() => {});
   flushOutbox();
   app.updates = await relaySendsUpdates();
   statusLoop();
@@ -886,7 +903,8 @@ async function answerQuestion(q, answer) {
   q.sending = answer;
   q.error = null;
   renderQuestion(q);
-  // Sealed and queued as a notification's Approve / Deny does (answer.js), then sent by the outbox.
+  // Sealed, signed and queued as a notification's Approve / Deny does (answer.js), then sent by the outbox.
+  await app.signingReady;
   await answerKeyOf(q);
   await answers.queueAnswer(app.device, q, answer);
   flushOutbox();
@@ -916,6 +934,7 @@ async function flushOutbox() {
   flushing = true;
   clearTimeout(app.retryTimer);
   try {
+    await app.signingReady;
     for (const entry of await store.listOutbox()) {
       try {
         await sendEntry(entry);
@@ -1166,6 +1185,7 @@ async function renderSettings() {
   $("s-device-id").textContent = d.deviceId;
   $("s-role").textContent = d.role === "owner" ? "Owner: sends tasks and answers questions" : "Answers questions";
   $("s-paired").textContent = d.pairedAt ? dateTime(d.pairedAt) : "";
+  renderSigning(d);
   $("unpair-confirm").hidden = true;
   $("unpair").hidden = false;
   renderPush();
@@ -1181,6 +1201,28 @@ async function renderSettings() {
   } catch (e) {
     if (isRevocation(e)) revoked();
   }
+}
+
+const SIGNING_HELP = {
+  signed:
+    "Every answer from this browser is signed with a key made here, which never leaves it. The agent's answer log lists the same fingerprint: compare them to check that an approval came from this device.",
+  pending:
+    "This browser has its signing key, but the relay does not list it yet: answers are sealed end to end but unsigned until it does. It is sent again when the app next starts.",
+  conflict:
+    "The relay lists another signing key for this device: its answers will be refused. Unpair this browser and pair it again.",
+  unsigned:
+    "This browser has no Ed25519 in WebCrypto, so it has no signing key: answers are sealed end to end but not signed, and an answer log export lists them as unsigned. After a browser update the app makes a key and registers it at its next start.",
+};
+
+/** The signing key's fingerprint and what it means (`answers.signingStatus`). */
+async function renderSigning(d) {
+  const { state, fingerprint } = await answers.signingStatus(d);
+  const dd = $("s-signing");
+  dd.dataset.state = state;
+  dd.textContent = "";
+  if (fingerprint) dd.append(el("code", "fingerprint", fingerprint));
+  if (state !== "signed") dd.append(el("span", "tag", state === "unsigned" ? "none: answers unsigned" : state));
+  $("s-signing-help").textContent = SIGNING_HELP[state];
 }
 
 let pushBusy = false;

@@ -1,5 +1,6 @@
 // Pacerelle cryptography v1 in WebCrypto (docs/crypto.md): strict base64url, HKDF-SHA256, AES-256-GCM
-// envelopes with their additional data, pairing derivations and the link, bearer credentials, cursors.
+// envelopes with their additional data, pairing derivations and the link, bearer credentials, cursors, and the
+// device's Ed25519 signing key with the signed answer (§4.8).
 //
 // Runs unchanged in a browser (secure context) and in Node.js ≥ 20, where `node --test` checks it against
 // pacerelle-core/tests/vectors/. Errors never carry plaintext or key material.
@@ -138,6 +139,7 @@ export const Kind = Object.freeze({
   ANSWER_COPY: "answer_copy",
   NOTIFICATION: "notification",
   OFFER: "offer",
+  SIGNING_KEY: "signing_key",
 });
 
 /** The additional data: label ‖ 0x01 ‖ five length-prefixed fields. */
@@ -248,6 +250,10 @@ export const context = {
   }),
   offer: (agentId, deviceId, pairingId) => ({
     agentId, deviceId, direction: Direction.OFFER, kind: Kind.OFFER, objectId: pairingId,
+  }),
+  /** A device's signing key sealed for its agent (§4.8): the device's own id is the object. */
+  signingKey: (agentId, deviceId) => ({
+    agentId, deviceId, direction: Direction.D2A, kind: Kind.SIGNING_KEY, objectId: deviceId,
   }),
 };
 
@@ -398,4 +404,144 @@ export function parseCursor(text) {
   const seq = new DataView(bytes.buffer, bytes.byteOffset).getBigUint64(0);
   if (seq > MAX_SEQ) throw malformed("bad cursor");
   return seq;
+}
+
+// ── signed answers (§4.8) ─────────────────────────────────────────────────────────────────────────
+
+const ANSWER_CONTEXT = encodeUtf8("pacerelle/v1/answer-signature");
+/** Length of an Ed25519 public key and of a signature. */
+export const PUBLIC_KEY_LEN = 32;
+export const SIGNATURE_LEN = 64;
+const ED25519 = { name: "Ed25519" };
+/** What an answer's time looks like on the wire, and so in the signed bytes: `YYYY-MM-DDTHH:MM:SS.mmmZ`. */
+const WIRE_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}Z$/;
+
+/** `u32 BE length ‖ UTF-8` of a text. */
+function field(text) {
+  if (typeof text !== "string") throw malformed("a signed field is missing");
+  const bytes = encodeUtf8(text);
+  const out = new Uint8Array(4 + bytes.length);
+  new DataView(out.buffer).setUint32(0, bytes.length);
+  out.set(bytes, 4);
+  return out;
+}
+
+function u32(n) {
+  const out = new Uint8Array(4);
+  new DataView(out.buffer).setUint32(0, n);
+  return out;
+}
+
+/**
+ * The bytes a device signs when it answers (`SignedAnswer::bytes` in the core):
+ * `"pacerelle/v1/answer-signature" ‖ 0x01 ‖ field(agentId) ‖ field(deviceId) ‖ field(questionId) ‖
+ * field(questionDigest) ‖ field(answeredAt) ‖ field(answerType) ‖ u32(n) ‖ field(value₁) … field(valueₙ)`.
+ * `answeredAt` is the payload's text exactly (`YYYY-MM-DDTHH:MM:SS.mmmZ`, as the agent writes it back); the values
+ * are none (yes, no), the chosen options in order, or the text. Anything else is refused (CryptoError "malformed").
+ */
+export function signedAnswerBytes({ agentId, deviceId, questionId, questionDigest, answeredAt, answer }) {
+  if (typeof answeredAt !== "string" || !WIRE_TIME.test(answeredAt)) throw malformed("answeredAt is not wire time");
+  let values;
+  switch (answer && answer.type) {
+    case "yes":
+    case "no":
+      values = [];
+      break;
+    case "options":
+      if (!Array.isArray(answer.value)) throw malformed("malformed answer");
+      values = answer.value;
+      break;
+    case "text":
+      values = [answer.value];
+      break;
+    default:
+      throw malformed("malformed answer");
+  }
+  return concat(
+    ANSWER_CONTEXT,
+    new Uint8Array([VERSION]),
+    field(agentId),
+    field(deviceId),
+    field(questionId),
+    field(questionDigest),
+    field(answeredAt),
+    field(answer.type),
+    u32(values.length),
+    ...values.map(field),
+  );
+}
+
+/**
+ * A new Ed25519 key pair for this device: `{privateKey, publicKey, publicRaw}` with a non-extractable private key
+ * (page scripts can sign with it; nothing can read it) and the 32 raw bytes of the public key. Null where WebCrypto
+ * has no Ed25519 (the app then pairs without a key and its answers go unsigned).
+ */
+export async function generateSigningKey() {
+  let pair;
+  try {
+    pair = await subtle.generateKey(ED25519, false, ["sign", "verify"]);
+  } catch {
+    return null;
+  }
+  const publicRaw = new Uint8Array(await subtle.exportKey("raw", pair.publicKey));
+  if (publicRaw.length !== PUBLIC_KEY_LEN) return null;
+  return { privateKey: pair.privateKey, publicKey: pair.publicKey, publicRaw };
+}
+
+/** base64url of the Ed25519 signature of `bytes` with a private CryptoKey. */
+export async function sign(privateKey, bytes) {
+  return b64encode(new Uint8Array(await subtle.sign(ED25519, privateKey, bytes)));
+}
+
+/** Whether `signature` (base64url, 64 bytes) is the signature of `bytes` by the raw public key `publicRaw`. */
+export async function verify(publicRaw, bytes, signature) {
+  let sig;
+  try {
+    sig = b64decode(signature);
+  } catch {
+    return false;
+  }
+  if (!(publicRaw instanceof Uint8Array) || publicRaw.length !== PUBLIC_KEY_LEN || sig.length !== SIGNATURE_LEN) {
+    return false;
+  }
+  try {
+    const key = await subtle.importKey("raw", publicRaw, ED25519, false, ["verify"]);
+    return await subtle.verify(ED25519, key, sig, bytes);
+  } catch {
+    return false;
+  }
+}
+
+/** Signs an answer (the fields of `signedAnswerBytes`) with the device's private key: base64url of 64 bytes. */
+export function signAnswer(privateKey, fields) {
+  return sign(privateKey, signedAnswerBytes(fields));
+}
+
+/**
+ * What a person compares between this device and an answer log: the first 12 bytes of SHA-256 of the raw public
+ * key, in lower-case hex, in six groups of four (`3f2a 91c0 …`).
+ */
+export async function fingerprint(publicRaw) {
+  const digest = await sha256(publicRaw);
+  const groups = [];
+  for (let i = 0; i < 12; i += 2) {
+    groups.push([digest[i], digest[i + 1]].map((b) => b.toString(16).padStart(2, "0")).join(""));
+  }
+  return groups.join(" ");
+}
+
+/**
+ * The device's public key as it reaches its agent: `{signingKey, signingKeySeal}`, the key in base64url and the
+ * `SigningKeyPayload` `{"v":1,"agentId","deviceId","signingKey"}` sealed with the device key, so that the relay,
+ * which lists the clear copy, cannot substitute it.
+ */
+export async function sealSigningKey(deviceKey, agentId, deviceId, publicRaw) {
+  const signingKey = b64encode(publicRaw);
+  const signingKeySeal = await sealJson(deviceKey, context.signingKey(agentId, deviceId), {
+    v: 1,
+    agentId,
+    deviceId,
+    signingKey,
+  });
+  return { signingKey, signingKeySeal };
 }

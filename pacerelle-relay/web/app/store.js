@@ -1,7 +1,9 @@
 // What the web app keeps in this browser, in IndexedDB:
 // - "device": the pairing — ids, names, the device token, and the device key as a non-extractable
 //   CryptoKey (page scripts can use it; nothing can read its bytes). Where the browser cannot store a
-//   CryptoKey, the key's bytes are kept instead and `keyBytes` says so.
+//   CryptoKey, the key's bytes are kept instead and `keyBytes` says so. Beside it, `signing`: the device's
+//   Ed25519 key pair (CryptoKeys, the private one non-extractable), its public key in base64url and whether the
+//   relay holds it (docs/crypto.md §4.8); absent where the browser has no Ed25519 or cannot keep the keys.
 // - "outbox": tasks and answers not yet acknowledged by the relay, kept *sealed* (the envelope and the
 //   id chosen for it) so that a retry after a reload sends the same id: the relay stores it once.
 // - "answer:<questionId>": the sealed answer this browser gave, to show it again after a reload.
@@ -66,11 +68,23 @@ export async function saveDevice(device, rawKey) {
     return { keyBytes: false };
   } catch (e) {
     if (e && e.name === "DataCloneError" && rawKey) {
-      const { key: _unused, ...rest } = device;
+      // A browser that cannot keep a CryptoKey keeps no signing key either (`canKeep` refused it at pairing).
+      const { key: _unused, signing: _none, ...rest } = device;
       await tx(KV, "readwrite", (s) => wrap(s.put({ ...rest, keyBytes: rawKey }, "device")));
       return { keyBytes: true };
     }
     throw e;
+  }
+}
+
+/** Whether this browser can keep `value` (CryptoKeys, say) in its storage: written once and deleted. */
+export async function canKeep(value) {
+  try {
+    await tx(KV, "readwrite", (s) => wrap(s.put(value, "probe")));
+    await tx(KV, "readwrite", (s) => wrap(s.delete("probe")));
+    return true;
+  } catch {
+    return false;
   }
 }
 
