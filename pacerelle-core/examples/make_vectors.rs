@@ -21,6 +21,10 @@ use pacerelle_core::question::{
     question_digest,
 };
 use pacerelle_core::roster::{self, KIND_ROSTER, Roster, RosterDevice};
+use pacerelle_core::signing::{
+    self, AnswerLogExport, ExportDevice, ExportRecord, SignedAnswer, SigningKey, SigningKeyError,
+    SigningKeyPayload,
+};
 use pacerelle_core::{AgentToken, Cursor, Timestamp};
 use serde::Serialize;
 
@@ -1896,6 +1900,669 @@ fn roster_file() -> File<RosterCase> {
     }
 }
 
+// ----------------------------------------------------------------------------------------- signature
+
+/// The signing key seed of `dv_vector` (a phone, role owner).
+const SIGNING_SEED: [u8; 32] = [0x77; 32];
+/// The second device of the export, `dv_tablet` (role user), draws its seed from [`counting`]`(0x80)`.
+const TABLET_ID: &str = "dv_tablet";
+/// RFC 8032 §7.1, test 1: the seed, and the public key the RFC gives for it.
+const RFC8032_SEED: &str = "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60";
+
+#[derive(Serialize)]
+#[serde(tag = "type", rename_all = "camelCase")]
+enum SignatureCase {
+    #[serde(rename_all = "camelCase")]
+    SigningKey {
+        name: &'static str,
+        /// The 32-byte Ed25519 seed (RFC 8032 private key).
+        seed: String,
+        public_key: String,
+        fingerprint: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    SignedAnswer {
+        name: &'static str,
+        seed: String,
+        public_key: String,
+        agent_id: &'static str,
+        device_id: &'static str,
+        question_id: &'static str,
+        question_digest: String,
+        answered_at: String,
+        answer: Answer,
+        /// `SignedAnswer::bytes` in lower-case hex.
+        signed_bytes_hex: String,
+        signature: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    SealedSigningKey {
+        name: &'static str,
+        device_key: String,
+        agent_id: &'static str,
+        device_id: &'static str,
+        public_key: String,
+        payload_json: String,
+        aad_fields: AadFields,
+        aad: String,
+        nonce: String,
+        envelope: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    RejectSigningKey {
+        name: &'static str,
+        /// The key, agent and device the agent opens with.
+        device_key: String,
+        agent_id: &'static str,
+        device_id: &'static str,
+        /// What was sealed.
+        plaintext: String,
+        envelope: String,
+        /// The key the relay lists in clear beside the seal, when it lists one.
+        clear: Option<String>,
+        /// `invalid` (does not open, or not this agent's and device's key) or `substituted`.
+        error: &'static str,
+    },
+    #[serde(rename_all = "camelCase")]
+    Export {
+        name: &'static str,
+        export: Box<AnswerLogExport>,
+        records: usize,
+    },
+    #[serde(rename_all = "camelCase")]
+    RejectExport {
+        name: &'static str,
+        export: Box<AnswerLogExport>,
+        /// The first record that fails, from 1 (0: the export's header).
+        index: usize,
+        question_id: String,
+        /// The step of docs/crypto.md §4.9 that fails.
+        step: u8,
+        /// The Rust implementation's wording.
+        reason: &'static str,
+    },
+}
+
+fn lower_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn from_hex(text: &str) -> Vec<u8> {
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&text[i..i + 2], 16).expect("hex"))
+        .collect()
+}
+
+/// The step of docs/crypto.md §4.9 each failure of `verify_export` stands for.
+fn export_step(reason: &str) -> u8 {
+    match reason {
+        "not a version 1 answer-log export" => 0,
+        "the question is not base64url" => 1,
+        "the question's digest does not match its bytes" => 2,
+        "the question's bytes are not a question" => 3,
+        "the answering device is not one the question was sent to" => 4,
+        "the answer is dated after the question's expiry" => 5,
+        "the answer does not fit the question" => 6,
+        "`approved` does not follow from the answer" => 7,
+        "the answering device is not among the export's devices" => 8,
+        "the answering device has no signing key" => 9,
+        "the record's signing key is not the device's" => 10,
+        "the device's signing key is not 32 bytes of base64url" => 11,
+        "the device's fingerprint is not its key's" => 12,
+        "the answer is not signed" => 13,
+        "the signature does not verify" => 14,
+        other => panic!("unknown export failure {other:?}"),
+    }
+}
+
+/// One answered question of the export: what was asked, who answered what, when.
+struct Answered {
+    question_id: &'static str,
+    question: QuestionPayload,
+    device_id: &'static str,
+    seed: [u8; 32],
+    answer: Answer,
+    answered_at: &'static str,
+}
+
+fn answered() -> Vec<Answered> {
+    let question =
+        |text: &str, kind, options: &[&str], multiple, details: Option<&str>, expires, to: &[&str]| {
+            QuestionPayload {
+                question: text.into(),
+                kind,
+                options: options.iter().map(|o| o.to_string()).collect(),
+                multiple,
+                details: details.map(str::to_string),
+                expires_at: time(expires),
+                recipients: to.iter().map(|d| d.to_string()).collect(),
+                answer_key: None,
+            }
+        };
+    vec![
+        Answered {
+            question_id: "qst_deploy",
+            question: QuestionPayload {
+                answer_key: Some(b64::encode(&ANSWER_KEY)),
+                ..question(
+                    "Deploy v2.3 to production?",
+                    QuestionKind::YesNo,
+                    &[],
+                    false,
+                    Some("Tests passés ✓ — 3 migrations"),
+                    "2026-11-30T01:00:00.000Z",
+                    &[DEVICE_ID, TABLET_ID],
+                )
+            },
+            device_id: DEVICE_ID,
+            seed: SIGNING_SEED,
+            answer: Answer::Yes,
+            answered_at: "2026-11-30T00:41:02.003Z",
+        },
+        Answered {
+            question_id: "qst_regions",
+            question: question(
+                "Which regions get the release first?",
+                QuestionKind::Choice,
+                &["eu-west", "us-east", "ap-south"],
+                true,
+                None,
+                "2026-11-30T02:00:00.000Z",
+                &[DEVICE_ID],
+            ),
+            device_id: DEVICE_ID,
+            seed: SIGNING_SEED,
+            answer: Answer::Options(vec!["us-east".into(), "eu-west".into()]),
+            answered_at: "2026-11-30T01:15:00.250Z",
+        },
+        Answered {
+            question_id: "qst_note",
+            question: question(
+                "Un mot pour l’équipe ?",
+                QuestionKind::Text,
+                &[],
+                false,
+                None,
+                "2026-11-30T03:00:00.000Z",
+                &[DEVICE_ID, TABLET_ID],
+            ),
+            device_id: TABLET_ID,
+            seed: counting(0x80),
+            answer: Answer::Text("Bravo à tous — déploiement réussi ✓ 🚀".into()),
+            answered_at: "2026-11-30T01:30:00.999Z",
+        },
+        Answered {
+            question_id: "qst_drop",
+            question: question(
+                "Drop the staging database?",
+                QuestionKind::YesNo,
+                &[],
+                false,
+                Some("staging-eu, 41 GB"),
+                "2026-11-30T04:00:00.000Z",
+                &[TABLET_ID],
+            ),
+            device_id: TABLET_ID,
+            seed: counting(0x80),
+            answer: Answer::No,
+            answered_at: "2026-11-30T02:00:00.000Z",
+        },
+    ]
+}
+
+fn signing_key(seed: [u8; 32]) -> SigningKey {
+    SigningKey::from_seed(seed).expect("a fixed seed")
+}
+
+fn signing_key_case(name: &'static str, seed: [u8; 32]) -> SignatureCase {
+    let public = signing_key(seed).public_key();
+    SignatureCase::SigningKey {
+        name,
+        seed: b64::encode(&seed),
+        public_key: public.to_b64(),
+        fingerprint: public.fingerprint(),
+    }
+}
+
+fn signed_answer_case(name: &'static str, a: &Answered) -> SignatureCase {
+    let key = signing_key(a.seed);
+    let digest = question_digest(json(&a.question).as_bytes());
+    let signed = SignedAnswer {
+        agent_id: AGENT_ID,
+        device_id: a.device_id,
+        question_id: a.question_id,
+        question_digest: &digest,
+        answered_at: time(a.answered_at),
+        answer: &a.answer,
+    };
+    SignatureCase::SignedAnswer {
+        name,
+        seed: b64::encode(&a.seed),
+        public_key: key.public_key().to_b64(),
+        agent_id: AGENT_ID,
+        device_id: a.device_id,
+        question_id: a.question_id,
+        question_digest: digest.clone(),
+        answered_at: a.answered_at.into(),
+        answer: a.answer.clone(),
+        signed_bytes_hex: lower_hex(&signed.bytes()),
+        signature: signed.sign(&key),
+    }
+}
+
+fn export_device(
+    device_id: &str,
+    name: &str,
+    role: Role,
+    added_at: &str,
+    seed: Option<[u8; 32]>,
+    revoked_at: Option<&str>,
+) -> ExportDevice {
+    let public = seed.map(|s| signing_key(s).public_key());
+    ExportDevice {
+        device_id: device_id.into(),
+        name: Some(name.into()),
+        role,
+        added_at: time(added_at),
+        paired_at: Some(time(added_at).plus_millis(30_000)),
+        revoked_at: revoked_at.map(time),
+        signing_key: public.map(|p| p.to_b64()),
+        fingerprint: public.map(|p| p.fingerprint()),
+    }
+}
+
+/// The answer log of `ag_vector`: two devices with keys, one paired before keys (revoked, no answers), and
+/// one answer of each type.
+fn good_export() -> AnswerLogExport {
+    let records = answered()
+        .iter()
+        .map(|a| {
+            let key = signing_key(a.seed);
+            let bytes = json(&a.question);
+            let digest = question_digest(bytes.as_bytes());
+            let signed = SignedAnswer {
+                agent_id: AGENT_ID,
+                device_id: a.device_id,
+                question_id: a.question_id,
+                question_digest: &digest,
+                answered_at: time(a.answered_at),
+                answer: &a.answer,
+            };
+            ExportRecord {
+                question_id: a.question_id.into(),
+                question: b64::encode(bytes.as_bytes()),
+                question_digest: digest.clone(),
+                device_id: a.device_id.into(),
+                answer: a.answer.clone(),
+                answered_at: time(a.answered_at),
+                approved: matches!(a.answer, Answer::Yes | Answer::Options(_)),
+                signature: Some(signed.sign(&key)),
+                signing_key: Some(key.public_key().to_b64()),
+            }
+        })
+        .collect();
+    AnswerLogExport {
+        v: 1,
+        format: signing::EXPORT_FORMAT.into(),
+        agent_id: AGENT_ID.into(),
+        exported_at: time("2026-12-01T09:00:00.000Z"),
+        devices: vec![
+            export_device(
+                DEVICE_ID,
+                "Ana’s phone",
+                Role::Owner,
+                "2026-11-30T00:10:00.250Z",
+                Some(SIGNING_SEED),
+                None,
+            ),
+            export_device(
+                TABLET_ID,
+                "Tablette de Léa",
+                Role::User,
+                "2026-11-30T00:20:00.000Z",
+                Some(counting(0x80)),
+                None,
+            ),
+            export_device(
+                "dv_old",
+                "Old laptop",
+                Role::Owner,
+                "2026-11-29T08:00:00.000Z",
+                None,
+                Some("2026-11-30T00:05:00.000Z"),
+            ),
+        ],
+        records,
+    }
+}
+
+/// `good_export()` changed by `change`, which must make record `index` (from 1) the first to fail.
+fn reject_export(
+    name: &'static str,
+    index: usize,
+    change: impl FnOnce(&mut AnswerLogExport),
+) -> SignatureCase {
+    let mut export = good_export();
+    change(&mut export);
+    let failure = signing::verify_export(&export).expect_err(name);
+    assert_eq!(failure.index, index, "{name}: {failure}");
+    SignatureCase::RejectExport {
+        name,
+        index,
+        question_id: failure.question_id,
+        step: export_step(failure.reason),
+        reason: failure.reason,
+        export: Box::new(export),
+    }
+}
+
+/// A question payload changed by `change`, with its bytes and digest recomputed in record `index` (from 0).
+fn rewrite_question(export: &mut AnswerLogExport, index: usize, change: impl FnOnce(&mut QuestionPayload)) {
+    let record = &mut export.records[index];
+    let bytes = b64::decode(&record.question).expect("own question");
+    let mut question: QuestionPayload = serde_json::from_slice(&bytes).expect("own question");
+    change(&mut question);
+    let bytes = json(&question);
+    record.question = b64::encode(bytes.as_bytes());
+    record.question_digest = question_digest(bytes.as_bytes());
+}
+
+fn seal_signing_key_case(name: &'static str, nonce: [u8; 12]) -> SignatureCase {
+    let device_key = keys::device_key(&MASTER, AGENT_ID, DEVICE_ID);
+    let public = signing_key(SIGNING_SEED).public_key();
+    let payload = SigningKeyPayload {
+        v: 1,
+        agent_id: AGENT_ID.into(),
+        device_id: DEVICE_ID.into(),
+        signing_key: public.to_b64(),
+    };
+    let payload_json = json(&payload);
+    let fields = AadFields::new(AGENT_ID, DEVICE_ID, "d2a", signing::KIND_SIGNING_KEY, DEVICE_ID);
+    assert_eq!(signing::signing_key_aad(AGENT_ID, DEVICE_ID), fields.aad());
+    let envelope = envelope::seal_with_nonce(&device_key, &fields.aad(), nonce, payload_json.as_bytes());
+    assert_eq!(
+        signing::open_signing_key(
+            &device_key,
+            AGENT_ID,
+            DEVICE_ID,
+            &envelope,
+            Some(&public.to_b64())
+        ),
+        Ok(public)
+    );
+    SignatureCase::SealedSigningKey {
+        name,
+        device_key: b64::encode(&device_key.to_bytes()),
+        agent_id: AGENT_ID,
+        device_id: DEVICE_ID,
+        public_key: public.to_b64(),
+        aad: b64::encode(&fields.aad().to_bytes().expect("short fields")),
+        aad_fields: fields,
+        nonce: b64::encode(&nonce),
+        envelope,
+        payload_json,
+    }
+}
+
+/// `plaintext` sealed with `seal_key` under `seal_aad`, opened by the agent as `device_id`'s key with
+/// `clear` listed beside it.
+#[allow(clippy::too_many_arguments)]
+fn reject_signing_key(
+    name: &'static str,
+    open_key: &ContentKey,
+    device_id: &'static str,
+    seal_key: &ContentKey,
+    seal_aad: Aad<'_>,
+    plaintext: String,
+    clear: Option<String>,
+    error: &'static str,
+) -> SignatureCase {
+    let envelope = envelope::seal_with_nonce(seal_key, &seal_aad, counting(0xc0), plaintext.as_bytes());
+    let got = signing::open_signing_key(open_key, AGENT_ID, device_id, &envelope, clear.as_deref());
+    let expected = match error {
+        "invalid" => SigningKeyError::Invalid,
+        "substituted" => SigningKeyError::Substituted,
+        other => panic!("unknown error {other}"),
+    };
+    assert_eq!(got, Err(expected), "{name}");
+    SignatureCase::RejectSigningKey {
+        name,
+        device_key: b64::encode(&open_key.to_bytes()),
+        agent_id: AGENT_ID,
+        device_id,
+        plaintext,
+        envelope,
+        clear,
+        error,
+    }
+}
+
+fn signature_file() -> File<SignatureCase> {
+    let answered = answered();
+    let good = good_export();
+    let device_key = keys::device_key(&MASTER, AGENT_ID, DEVICE_ID);
+    let other_key = keys::device_key(&MASTER, AGENT_ID, "dv_other");
+    let public = signing_key(SIGNING_SEED).public_key().to_b64();
+    let stranger = signing_key(counting(0xa0)).public_key();
+    let payload = |v: u8, agent: &str, device: &str, key: &str| {
+        json(&SigningKeyPayload {
+            v,
+            agent_id: agent.into(),
+            device_id: device.into(),
+            signing_key: key.into(),
+        })
+    };
+    let own_aad = signing::signing_key_aad(AGENT_ID, DEVICE_ID);
+    let mut cases = vec![
+        signing_key_case("dv_vector's key (seed 0x77 × 32)", SIGNING_SEED),
+        signing_key_case("dv_tablet's key (counting seed 0x80, 0x81, …)", counting(0x80)),
+        signing_key_case(
+            "RFC 8032 §7.1 test 1",
+            from_hex(RFC8032_SEED).try_into().expect("32 bytes"),
+        ),
+        signed_answer_case("yes (qst_deploy, dv_vector)", &answered[0]),
+        signed_answer_case(
+            "options, two chosen in order (qst_regions, dv_vector)",
+            &answered[1],
+        ),
+        signed_answer_case("text with non-ASCII (qst_note, dv_tablet)", &answered[2]),
+        signed_answer_case("no (qst_drop, dv_tablet)", &answered[3]),
+        seal_signing_key_case("dv_vector's key sealed for ag_vector", counting(0xb0)),
+        reject_signing_key(
+            "opened as another device's (dv_other's key and id in the AAD)",
+            &other_key,
+            "dv_other",
+            &device_key,
+            own_aad,
+            payload(1, AGENT_ID, DEVICE_ID, &public),
+            None,
+            "invalid",
+        ),
+        reject_signing_key(
+            "sealed for dv_vector, the payload naming dv_other",
+            &device_key,
+            DEVICE_ID,
+            &device_key,
+            own_aad,
+            payload(1, AGENT_ID, "dv_other", &public),
+            None,
+            "invalid",
+        ),
+        reject_signing_key(
+            "sealed as an answer (kind answer) instead of signing_key",
+            &device_key,
+            DEVICE_ID,
+            &device_key,
+            question::answer_aad(AGENT_ID, DEVICE_ID, DEVICE_ID),
+            payload(1, AGENT_ID, DEVICE_ID, &public),
+            None,
+            "invalid",
+        ),
+        reject_signing_key(
+            "payload v 2",
+            &device_key,
+            DEVICE_ID,
+            &device_key,
+            own_aad,
+            payload(2, AGENT_ID, DEVICE_ID, &public),
+            None,
+            "invalid",
+        ),
+        reject_signing_key(
+            "a key of 31 bytes",
+            &device_key,
+            DEVICE_ID,
+            &device_key,
+            own_aad,
+            payload(1, AGENT_ID, DEVICE_ID, &b64::encode(&[0x42; 31])),
+            None,
+            "invalid",
+        ),
+        reject_signing_key(
+            "the relay's clear copy differs from the sealed key",
+            &device_key,
+            DEVICE_ID,
+            &device_key,
+            own_aad,
+            payload(1, AGENT_ID, DEVICE_ID, &public),
+            Some(stranger.to_b64()),
+            "substituted",
+        ),
+        SignatureCase::Export {
+            name: "ag_vector's answer log: yes, options, text, no",
+            records: good.records.len(),
+            export: Box::new(good),
+        },
+    ];
+    let stranger_b64 = stranger.to_b64();
+    cases.extend([
+        reject_export("answer: yes changed to no (approved false to match)", 1, |e| {
+            e.records[0].answer = Answer::No;
+            e.records[0].approved = false;
+        }),
+        reject_export("answer: the chosen options reordered", 2, |e| {
+            e.records[1].answer = Answer::Options(vec!["eu-west".into(), "us-east".into()]);
+        }),
+        reject_export("answer: one character of the text changed", 3, |e| {
+            e.records[2].answer = Answer::Text("Bravo à tous — déploiement réussi ✓ 🚂".into());
+        }),
+        reject_export("answer: an option the question does not offer", 2, |e| {
+            e.records[1].answer = Answer::Options(vec!["us-east".into(), "sa-east".into()]);
+        }),
+        reject_export("question text changed, digest recomputed", 1, |e| {
+            rewrite_question(e, 0, |q| q.question = "Drop the production database?".into());
+        }),
+        reject_export("question text changed, digest kept", 4, |e| {
+            let mut bytes = b64::decode(&e.records[3].question).expect("own question");
+            let text = String::from_utf8(bytes.clone())
+                .expect("utf-8")
+                .replace("staging", "prod-eu");
+            bytes = text.into_bytes();
+            e.records[3].question = b64::encode(&bytes);
+        }),
+        reject_export("question: expiry extended, digest recomputed", 3, |e| {
+            rewrite_question(e, 2, |q| q.expires_at = time("2026-12-30T03:00:00.000Z"));
+        }),
+        reject_export(
+            "question: bytes that are not a question, digest recomputed",
+            2,
+            |e| {
+                let bytes = br#"{"question":"Which regions get the release first?"}"#;
+                e.records[1].question = b64::encode(bytes);
+                e.records[1].question_digest = question_digest(bytes);
+            },
+        ),
+        reject_export("question: padded base64url", 3, |e| {
+            e.records[2].question.push('=');
+        }),
+        reject_export("time: answeredAt one millisecond later", 2, |e| {
+            e.records[1].answered_at = e.records[1].answered_at.plus_millis(1);
+        }),
+        reject_export("time: answeredAt moved to the question's expiry", 4, |e| {
+            e.records[3].answered_at = time("2026-11-30T04:00:00.000Z");
+        }),
+        reject_export(
+            "device key: dv_tablet's key replaced everywhere (fingerprint too)",
+            3,
+            |e| {
+                e.devices[1].signing_key = Some(stranger_b64.clone());
+                e.devices[1].fingerprint = Some(stranger.fingerprint());
+                for r in e.records.iter_mut().filter(|r| r.device_id == TABLET_ID) {
+                    r.signing_key = Some(stranger_b64.clone());
+                }
+            },
+        ),
+        reject_export("device key: replaced in the record only", 4, |e| {
+            e.records[3].signing_key = Some(stranger_b64.clone());
+        }),
+        reject_export("device key: removed from the device", 1, |e| {
+            e.devices[0].signing_key = None;
+        }),
+        reject_export("device key: fingerprint of another key", 1, |e| {
+            e.devices[0].fingerprint = Some(stranger.fingerprint());
+        }),
+        reject_export(
+            "device: the answer presented as dv_tablet's (its key in the record)",
+            1,
+            |e| {
+                e.records[0].device_id = TABLET_ID.into();
+                e.records[0].signing_key = e.devices[1].signing_key.clone();
+            },
+        ),
+        reject_export(
+            "device: answered by a device not in the question's recipients",
+            2,
+            |e| {
+                e.records[1].device_id = TABLET_ID.into();
+                e.records[1].signing_key = e.devices[1].signing_key.clone();
+            },
+        ),
+        reject_export("device: the answering device left out of the devices", 3, |e| {
+            e.devices.remove(1);
+        }),
+        reject_export("approved: a no marked approved", 4, |e| {
+            e.records[3].approved = true;
+        }),
+        reject_export("approved: a yes marked not approved", 1, |e| {
+            e.records[0].approved = false;
+        }),
+        reject_export("signature removed", 2, |e| {
+            e.records[1].signature = None;
+        }),
+        reject_export("signature of record 3 moved to record 4", 4, |e| {
+            e.records[3].signature = e.records[2].signature.clone();
+        }),
+        reject_export("agent: another agentId", 1, |e| {
+            e.agent_id = "ag_other".into();
+        }),
+        reject_export("question id changed", 3, |e| {
+            e.records[2].question_id = "qst_other".into();
+        }),
+        reject_export("header: format v 2", 0, |e| {
+            e.v = 2;
+        }),
+    ]);
+    File {
+        description: "Device signing keys, signed answers and the answer-log export (docs/crypto.md §4.8, §4.9). \
+                      signingKey cases: the Ed25519 (RFC 8032) seed gives publicKey (32 bytes) and fingerprint \
+                      (the first 12 bytes of SHA-256(publicKey) in lower-case hex, six groups of four separated \
+                      by spaces). signedAnswer cases: the fields build signedBytesHex = \"pacerelle/v1/answer-\
+                      signature\" || 0x01 || field(agentId) || field(deviceId) || field(questionId) || \
+                      field(questionDigest) || field(answeredAt) || field(type) || u32(n) || field(value)..., \
+                      field(x) = u32 big-endian byte length || UTF-8(x); signature is the Ed25519 signature of \
+                      those bytes with seed (deterministic). sealedSigningKey: payloadJson sealed with the device \
+                      key, the nonce and aad (agentId, deviceId, \"d2a\", \"signing_key\", deviceId) gives \
+                      envelope. rejectSigningKey: the agent opening envelope as deviceId's key, with clear listed \
+                      beside it, refuses it: invalid (does not open, or names another agent, device or version, \
+                      or a key not 32 bytes) or substituted (the clear copy differs). export: every record \
+                      verifies. rejectExport: verification fails first at record index (from 1; 0 for the \
+                      header) at step of §4.9; reason is the Rust implementation's wording. All binary values \
+                      are base64url without padding.",
+        cases,
+    }
+}
+
 // ----------------------------------------------------------------------------------------------- main
 
 fn render<T: Serialize>(file: &File<T>) -> String {
@@ -1913,12 +2580,20 @@ fn file(name: &str) -> Option<String> {
         "cursor" => render(&cursor_file()),
         "question" => render(&question_file()),
         "roster" => render(&roster_file()),
+        "signature" => render(&signature_file()),
         _ => return None,
     })
 }
 
-const NAMES: [&str; 7] = [
-    "token", "kdf", "pairing", "envelope", "cursor", "question", "roster",
+const NAMES: [&str; 8] = [
+    "token",
+    "kdf",
+    "pairing",
+    "envelope",
+    "cursor",
+    "question",
+    "roster",
+    "signature",
 ];
 
 fn main() {

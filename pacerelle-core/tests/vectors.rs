@@ -1234,3 +1234,549 @@ fn question_answer_and_roster_vectors_agree_with_the_verdict() {
         Some("the answer was given to a different question asked under the same id")
     );
 }
+
+// ----------------------------------------------------------------------------------------- signature
+
+#[derive(Deserialize)]
+#[serde(tag = "type", rename_all = "camelCase", deny_unknown_fields)]
+enum SignatureCase {
+    #[serde(rename_all = "camelCase")]
+    SigningKey {
+        name: String,
+        seed: String,
+        public_key: String,
+        fingerprint: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    SignedAnswer {
+        name: String,
+        seed: String,
+        public_key: String,
+        agent_id: String,
+        device_id: String,
+        question_id: String,
+        question_digest: String,
+        answered_at: String,
+        answer: serde_json::Value,
+        signed_bytes_hex: String,
+        signature: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    SealedSigningKey {
+        name: String,
+        device_key: String,
+        agent_id: String,
+        device_id: String,
+        public_key: String,
+        payload_json: String,
+        aad_fields: AadFields,
+        aad: String,
+        nonce: String,
+        envelope: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    RejectSigningKey {
+        name: String,
+        device_key: String,
+        agent_id: String,
+        device_id: String,
+        plaintext: String,
+        envelope: String,
+        clear: Option<String>,
+        error: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    Export {
+        name: String,
+        export: serde_json::Value,
+        records: usize,
+    },
+    #[serde(rename_all = "camelCase")]
+    RejectExport {
+        name: String,
+        export: serde_json::Value,
+        index: usize,
+        question_id: String,
+        step: u8,
+        reason: String,
+    },
+}
+
+/// The step of `docs/crypto.md` §4.9 each failure of `signing::verify_export` stands for.
+fn export_step(reason: &str) -> u8 {
+    match reason {
+        "not a version 1 answer-log export" => 0,
+        "the question is not base64url" => 1,
+        "the question's digest does not match its bytes" => 2,
+        "the question's bytes are not a question" => 3,
+        "the answering device is not one the question was sent to" => 4,
+        "the answer is dated after the question's expiry" => 5,
+        "the answer does not fit the question" => 6,
+        "`approved` does not follow from the answer" => 7,
+        "the answering device is not among the export's devices" => 8,
+        "the answering device has no signing key" => 9,
+        "the record's signing key is not the device's" => 10,
+        "the device's signing key is not 32 bytes of base64url" => 11,
+        "the device's fingerprint is not its key's" => 12,
+        "the answer is not signed" => 13,
+        "the signature does not verify" => 14,
+        other => panic!("unknown export failure {other:?}"),
+    }
+}
+
+/// The fingerprint written from `docs/crypto.md` §4.8: SHA-256 of the key, its first 12 bytes in lower-case
+/// hex, four hex digits per group, groups separated by one space.
+fn reference_fingerprint(key: &[u8]) -> String {
+    let hex: String = sha256(key)[..12].iter().map(|b| format!("{b:02x}")).collect();
+    let groups: Vec<&str> = (0..6).map(|i| &hex[i * 4..i * 4 + 4]).collect();
+    groups.join(" ")
+}
+
+/// The signed bytes written from `docs/crypto.md` §4.8, independent of `SignedAnswer::bytes`. `answer` is the
+/// JSON of an answer (`{"type": …, "value": …}`); `answered_at` is the wire text.
+fn reference_signed_bytes(
+    agent_id: &str,
+    device_id: &str,
+    question_id: &str,
+    question_digest: &str,
+    answered_at: &str,
+    answer: &serde_json::Value,
+) -> Vec<u8> {
+    fn field(out: &mut Vec<u8>, text: &str) {
+        out.extend_from_slice(&u32::try_from(text.len()).expect("short").to_be_bytes());
+        out.extend_from_slice(text.as_bytes());
+    }
+    let mut out = b"pacerelle/v1/answer-signature".to_vec();
+    assert_eq!(out.len(), 29);
+    out.push(0x01);
+    for text in [agent_id, device_id, question_id, question_digest, answered_at] {
+        field(&mut out, text);
+    }
+    let kind = answer["type"].as_str().expect("an answer type");
+    let values: Vec<&str> = match kind {
+        "yes" | "no" => vec![],
+        "options" => answer["value"]
+            .as_array()
+            .expect("options")
+            .iter()
+            .map(|v| v.as_str().expect("an option"))
+            .collect(),
+        "text" => vec![answer["value"].as_str().expect("a text")],
+        other => panic!("unknown answer type {other:?}"),
+    };
+    field(&mut out, kind);
+    out.extend_from_slice(&u32::try_from(values.len()).expect("few").to_be_bytes());
+    for value in values {
+        field(&mut out, value);
+    }
+    out
+}
+
+/// Ed25519 verification called directly on ring.
+fn ed25519_verifies(public_key: &[u8], message: &[u8], signature: &[u8]) -> bool {
+    ring::signature::UnparsedPublicKey::new(&ring::signature::ED25519, public_key)
+        .verify(message, signature)
+        .is_ok()
+}
+
+/// An answer-log export verified as `docs/crypto.md` §4.9 says, on the JSON value, independent of
+/// `signing::verify_export`: `Ok(n)` when all `n` records verify, else the first failing record (from 1; 0
+/// for the header) and the step that failed.
+fn reference_verify(export: &serde_json::Value) -> Result<usize, (usize, u8)> {
+    use serde_json::Value;
+    let text = |v: &Value| v.as_str().map(str::to_string);
+    let time = |v: &Value| v.as_str().and_then(Timestamp::parse);
+    if export["v"] != 1 || export["format"] != "pacerelle-answer-log" {
+        return Err((0, 0));
+    }
+    let agent_id = text(&export["agentId"]).expect("agentId");
+    let devices = export["devices"].as_array().expect("devices");
+    let records = export["records"].as_array().expect("records");
+    for (i, record) in records.iter().enumerate() {
+        let fail = |step: u8| Err((i + 1, step));
+        let device_id = text(&record["deviceId"]).expect("deviceId");
+        let answered_at = time(&record["answeredAt"]).expect("answeredAt");
+        let answer = &record["answer"];
+        // 1-3: the question's bytes, their digest, their meaning.
+        let Some(bytes) = pacerelle_core::b64::decode(record["question"].as_str().expect("question")) else {
+            return fail(1);
+        };
+        if pacerelle_core::b64::encode(&sha256(&bytes)) != record["questionDigest"] {
+            return fail(2);
+        }
+        let Ok(question) = serde_json::from_slice::<Value>(&bytes) else {
+            return fail(3);
+        };
+        let (Some(_), Some(kind), Some(expires_at)) = (
+            question["question"].as_str(),
+            question["kind"].as_str(),
+            time(&question["expiresAt"]),
+        ) else {
+            return fail(3);
+        };
+        let strings = |v: &Value| -> Vec<String> {
+            v.as_array()
+                .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
+                .unwrap_or_default()
+        };
+        let recipients = strings(&question["recipients"]);
+        let options = strings(&question["options"]);
+        let multiple = question["multiple"].as_bool().unwrap_or(false);
+        // 4-7: who, when, what, and whether it approves.
+        if !recipients.contains(&device_id) {
+            return fail(4);
+        }
+        if answered_at >= expires_at {
+            return fail(5);
+        }
+        let fits = match (answer["type"].as_str(), kind) {
+            (Some("yes" | "no"), "yes_no") => true,
+            (Some("options"), "choice") => {
+                let chosen = strings(&answer["value"]);
+                let distinct: std::collections::HashSet<&String> = chosen.iter().collect();
+                !chosen.is_empty()
+                    && distinct.len() == chosen.len()
+                    && (multiple || chosen.len() == 1)
+                    && chosen.iter().all(|c| options.contains(c))
+            }
+            (Some("text"), "text") => answer["value"].is_string(),
+            _ => false,
+        };
+        if !fits {
+            return fail(6);
+        }
+        let approves = matches!(answer["type"].as_str(), Some("yes" | "options"));
+        if record["approved"].as_bool() != Some(approves) {
+            return fail(7);
+        }
+        // 8-12: the device and its pinned key.
+        let Some(device) = devices.iter().find(|d| d["deviceId"] == device_id.as_str()) else {
+            return fail(8);
+        };
+        let Some(pinned) = text(&device["signingKey"]) else {
+            return fail(9);
+        };
+        if text(&record["signingKey"]).as_deref() != Some(pinned.as_str()) {
+            return fail(10);
+        }
+        let Some(key) = pacerelle_core::b64::decode(&pinned).filter(|k| k.len() == 32) else {
+            return fail(11);
+        };
+        if let Some(fingerprint) = text(&device["fingerprint"])
+            && fingerprint != reference_fingerprint(&key)
+        {
+            return fail(12);
+        }
+        // 13-14: the signature over the signed bytes.
+        let Some(signature) = text(&record["signature"]) else {
+            return fail(13);
+        };
+        let message = reference_signed_bytes(
+            &agent_id,
+            &device_id,
+            record["questionId"].as_str().expect("questionId"),
+            record["questionDigest"].as_str().expect("questionDigest"),
+            &answered_at.to_rfc3339(),
+            answer,
+        );
+        let signature = pacerelle_core::b64::decode(&signature).unwrap_or_default();
+        if !ed25519_verifies(&key, &message, &signature) {
+            return fail(14);
+        }
+    }
+    Ok(records.len())
+}
+
+#[test]
+fn ed25519_matches_rfc8032_test_1() {
+    // RFC 8032 §7.1, TEST 1: the seed, its public key, and the signature of the empty message.
+    let seed: [u8; 32] = hex("9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60")
+        .try_into()
+        .expect("32 bytes");
+    let key = pacerelle_core::signing::SigningKey::from_seed(seed).expect("a seed");
+    assert_eq!(
+        key.public_key().as_bytes().as_slice(),
+        hex("d75a980182b10ab7d54bfed3c964073a0ee172f3daa62325af021a68f707511a")
+    );
+    let signature = hex(
+        "e5564300c360ac729086e2cc806e828a84877f1eb8e5d974d873e065224901555fb8821590a33bac\
+         c61e39701cf9b46bd25bf5f0595bbe24655141438e7a100b",
+    );
+    assert_eq!(b64(&key.sign(b"")), signature);
+    assert!(
+        key.public_key()
+            .verifies(b"", &pacerelle_core::b64::encode(&signature))
+    );
+    assert!(
+        !key.public_key()
+            .verifies(b"x", &pacerelle_core::b64::encode(&signature))
+    );
+}
+
+#[test]
+fn signature_vectors() {
+    use pacerelle_core::question::Answer;
+    use pacerelle_core::signing::{
+        self, AnswerLogExport, PublicKey, SignedAnswer, SigningKey, SigningKeyError, SigningKeyPayload,
+    };
+    let mut seen = std::collections::HashSet::new();
+    let mut answer_types = std::collections::HashSet::new();
+    for case in load::<SignatureCase>("signature").cases {
+        match case {
+            SignatureCase::SigningKey {
+                name,
+                seed,
+                public_key,
+                fingerprint,
+            } => {
+                seen.insert("signingKey");
+                let key = SigningKey::from_seed(b64_32(&seed)).expect("a seed");
+                assert_eq!(key.public_key().to_b64(), public_key, "{name}");
+                assert_eq!(key.seed(), b64_32(&seed), "{name}");
+                assert_eq!(key.public_key().fingerprint(), fingerprint, "{name}");
+                assert_eq!(
+                    reference_fingerprint(&b64(&public_key)),
+                    fingerprint,
+                    "{name}: reference"
+                );
+                assert_eq!(PublicKey::parse(&public_key), Some(key.public_key()), "{name}");
+            }
+            SignatureCase::SignedAnswer {
+                name,
+                seed,
+                public_key,
+                agent_id,
+                device_id,
+                question_id,
+                question_digest,
+                answered_at,
+                answer,
+                signed_bytes_hex,
+                signature,
+            } => {
+                seen.insert("signedAnswer");
+                let key = SigningKey::from_seed(b64_32(&seed)).expect("a seed");
+                assert_eq!(key.public_key().to_b64(), public_key, "{name}");
+                let parsed: Answer = serde_json::from_value(answer.clone()).expect("an answer");
+                answer_types.insert(answer["type"].as_str().expect("type").to_string());
+                let signed = SignedAnswer {
+                    agent_id: &agent_id,
+                    device_id: &device_id,
+                    question_id: &question_id,
+                    question_digest: &question_digest,
+                    answered_at: Timestamp::parse(&answered_at).expect("a time"),
+                    answer: &parsed,
+                };
+                let bytes = hex(&signed_bytes_hex);
+                assert_eq!(signed.bytes(), bytes, "{name}: signed bytes");
+                assert_eq!(
+                    reference_signed_bytes(
+                        &agent_id,
+                        &device_id,
+                        &question_id,
+                        &question_digest,
+                        &answered_at,
+                        &answer
+                    ),
+                    bytes,
+                    "{name}: signed bytes (reference)"
+                );
+                // Deterministic: the library signs to the recorded signature, which ring verifies directly.
+                assert_eq!(signed.sign(&key), signature, "{name}: signature");
+                assert!(signed.verifies(&key.public_key(), &signature), "{name}");
+                assert!(
+                    ed25519_verifies(&b64(&public_key), &bytes, &b64(&signature)),
+                    "{name}"
+                );
+                let mut altered = bytes.clone();
+                let last = altered.len() - 1;
+                altered[last] ^= 0x01;
+                assert!(
+                    !ed25519_verifies(&b64(&public_key), &altered, &b64(&signature)),
+                    "{name}"
+                );
+            }
+            SignatureCase::SealedSigningKey {
+                name,
+                device_key,
+                agent_id,
+                device_id,
+                public_key,
+                payload_json,
+                aad_fields,
+                aad,
+                nonce,
+                envelope: expected,
+            } => {
+                seen.insert("sealedSigningKey");
+                let k = ContentKey::from_bytes(b64_32(&device_key));
+                // (agentId, deviceId, "d2a", "signing_key", deviceId).
+                assert_eq!(
+                    aad_fields.aad(),
+                    signing::signing_key_aad(&agent_id, &device_id),
+                    "{name}"
+                );
+                assert_eq!(
+                    (aad_fields.direction.as_str(), aad_fields.kind.as_str()),
+                    ("d2a", "signing_key")
+                );
+                assert_eq!(aad_fields.object_id, device_id, "{name}");
+                assert_eq!(reference_aad(&aad_fields), b64(&aad), "{name}: aad (reference)");
+                let payload: SigningKeyPayload = serde_json::from_str(&payload_json).expect("a payload");
+                assert_eq!(
+                    serde_json::to_string(&payload).expect("json"),
+                    payload_json,
+                    "{name}"
+                );
+                assert_eq!(
+                    (payload.v, payload.agent_id.as_str(), payload.device_id.as_str()),
+                    (1, agent_id.as_str(), device_id.as_str())
+                );
+                assert_eq!(payload.signing_key, public_key, "{name}");
+                let nonce: [u8; 12] = b64(&nonce).try_into().expect("12-byte nonce");
+                let sealed = envelope::seal_with_nonce(&k, &aad_fields.aad(), nonce, payload_json.as_bytes());
+                assert_eq!(sealed, expected, "{name}: envelope");
+                let mut rebuilt = vec![0x01];
+                rebuilt.extend_from_slice(&nonce);
+                rebuilt.extend(gcm_seal(
+                    &b64(&device_key),
+                    &nonce,
+                    &b64(&aad),
+                    payload_json.as_bytes(),
+                ));
+                assert_eq!(rebuilt, b64(&expected), "{name}: layout");
+                let public = PublicKey::parse(&public_key).expect("a key");
+                for clear in [None, Some(public_key.as_str())] {
+                    assert_eq!(
+                        signing::open_signing_key(&k, &agent_id, &device_id, &expected, clear),
+                        Ok(public),
+                        "{name}"
+                    );
+                }
+                // The library's own seal (random nonce) opens the same way.
+                let own = signing::seal_signing_key(&k, &agent_id, &device_id, &public);
+                assert_eq!(
+                    signing::open_signing_key(&k, &agent_id, &device_id, &own, Some(&public_key)),
+                    Ok(public)
+                );
+            }
+            SignatureCase::RejectSigningKey {
+                name,
+                device_key,
+                agent_id,
+                device_id,
+                plaintext,
+                envelope: sealed,
+                clear,
+                error,
+            } => {
+                seen.insert("rejectSigningKey");
+                let k = ContentKey::from_bytes(b64_32(&device_key));
+                let expected = match error.as_str() {
+                    "invalid" => SigningKeyError::Invalid,
+                    "substituted" => SigningKeyError::Substituted,
+                    other => panic!("{name}: unknown error {other:?}"),
+                };
+                assert_eq!(
+                    signing::open_signing_key(&k, &agent_id, &device_id, &sealed, clear.as_deref()),
+                    Err(expected),
+                    "{name}"
+                );
+                // When it opens under the expected context, it opens to the recorded plaintext: only its
+                // content (or the clear copy beside it) is refused.
+                if let Ok(opened) =
+                    envelope::open(&k, &signing::signing_key_aad(&agent_id, &device_id), &sealed)
+                {
+                    assert_eq!(opened, plaintext.as_bytes(), "{name}");
+                }
+                if expected == SigningKeyError::Substituted {
+                    assert!(
+                        signing::open_signing_key(&k, &agent_id, &device_id, &sealed, None).is_ok(),
+                        "{name}: only the clear copy is wrong"
+                    );
+                }
+            }
+            SignatureCase::Export {
+                name,
+                export,
+                records,
+            } => {
+                seen.insert("export");
+                let parsed: AnswerLogExport = serde_json::from_value(export.clone()).expect("an export");
+                assert_eq!(
+                    serde_json::to_value(&parsed).expect("json"),
+                    export,
+                    "{name}: round trip"
+                );
+                assert_eq!(signing::verify_export(&parsed), Ok(records), "{name}");
+                assert_eq!(reference_verify(&export), Ok(records), "{name}: reference");
+                assert!(records >= 4, "{name}: one record of each answer type");
+            }
+            SignatureCase::RejectExport {
+                name,
+                export,
+                index,
+                question_id,
+                step,
+                reason,
+            } => {
+                seen.insert("rejectExport");
+                let parsed: AnswerLogExport = serde_json::from_value(export.clone()).expect("an export");
+                let failure = signing::verify_export(&parsed).expect_err(&name);
+                assert_eq!(
+                    (failure.index, failure.question_id.as_str(), failure.reason),
+                    (index, question_id.as_str(), reason.as_str()),
+                    "{name}"
+                );
+                assert_eq!(export_step(&reason), step, "{name}: step");
+                assert_eq!(reference_verify(&export), Err((index, step)), "{name}: reference");
+            }
+        }
+    }
+    assert_eq!(seen.len(), 6, "every case type is present: {seen:?}");
+    assert_eq!(answer_types.len(), 4, "yes, no, options and text are all signed");
+}
+
+#[test]
+fn signature_vectors_agree_with_the_other_files() {
+    let cases = load::<SignatureCase>("signature").cases;
+    // The sealed signing key uses the vector device's key of kdf.json.
+    let device_key = keys::device_key(&[0x22; 32], "ag_vector", "dv_vector");
+    assert!(cases.iter().any(|c| matches!(
+        c,
+        SignatureCase::SealedSigningKey { device_key: k, .. } if b64_32(k) == device_key.to_bytes()
+    )));
+    // Each signed answer is a record of the export, with the same signature and key.
+    let export = cases
+        .iter()
+        .find_map(|c| match c {
+            SignatureCase::Export { export, .. } => Some(export.clone()),
+            _ => None,
+        })
+        .expect("an export case");
+    let mut signed = 0;
+    for case in &cases {
+        if let SignatureCase::SignedAnswer {
+            question_id,
+            question_digest,
+            signature,
+            public_key,
+            answer,
+            ..
+        } = case
+        {
+            signed += 1;
+            let record = export["records"]
+                .as_array()
+                .expect("records")
+                .iter()
+                .find(|r| r["questionId"] == question_id.as_str())
+                .unwrap_or_else(|| panic!("the export has a record for {question_id}"));
+            assert_eq!(record["questionDigest"], question_digest.as_str());
+            assert_eq!(record["signature"], signature.as_str());
+            assert_eq!(record["signingKey"], public_key.as_str());
+            assert_eq!(&record["answer"], answer);
+        }
+    }
+    assert_eq!(signed, export["records"].as_array().expect("records").len());
+}
