@@ -221,6 +221,7 @@ mod tests {
             device_answered_at: None,
             expires_at: Timestamp(0),
             rejected: None,
+            signed: false,
         }
     }
 

@@ -1,10 +1,12 @@
-//! `pacerelle audit export|search`: the answer log, decrypted on this machine.
+//! `pacerelle audit export|search|verify`: the answer log, decrypted on this machine, and the check of a
+//! signed export that anyone can run.
 
 use std::io::Write;
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use pacerelle_client::{AuditEntry, AuditFilter, QuestionState, Timestamp};
+use pacerelle_client::{AuditEntry, AuditFilter, QuestionState, Timestamp, VerifyFailure};
 
 use crate::Global;
 use crate::home;
@@ -16,7 +18,19 @@ pub enum Format {
     Jsonl,
     /// Comma-separated values with a header row.
     Csv,
+    /// The answer log anyone can verify (`pacerelle audit verify`): one pretty JSON document with, per
+    /// accepted answer, the question's exact bytes, the answer, the device's signature and key, oldest first.
+    Signed,
 }
+
+/// `pacerelle audit verify`: every record verifies.
+pub const EXIT_VERIFIED: u8 = 0;
+/// `pacerelle audit verify`: a record does not verify, or the file is not an answer-log export.
+pub const EXIT_NOT_VERIFIED: u8 = 1;
+/// `pacerelle audit verify`: the file could not be checked (it cannot be read, or the command line is wrong).
+pub const EXIT_UNCHECKED: u8 = 2;
+/// The error code `pacerelle audit verify` gives a record that does not verify (with `--json`).
+pub const VERIFICATION_FAILED: &str = "verification_failed";
 
 #[derive(Debug, clap::Args)]
 pub struct FilterArgs {
@@ -47,7 +61,7 @@ impl FilterArgs {
 
 #[derive(Debug, clap::Subcommand)]
 pub enum AuditCommand {
-    /// Export the answer log, newest first.
+    /// Export the answer log, newest first (`--format signed`: oldest first, for `audit verify`).
     Export {
         /// The format.
         #[arg(long, value_enum, default_value = "jsonl")]
@@ -65,6 +79,21 @@ pub enum AuditCommand {
         #[command(flatten)]
         filter: FilterArgs,
     },
+    /// Verify a signed export (`audit export --format signed`): needs no credentials and no relay.
+    ///
+    /// Exit status: 0 when every record verifies; 1 when one does not (the first is named) or the file is
+    /// not an export; 2 when the file cannot be read.
+    Verify {
+        /// The export to check.
+        file: PathBuf,
+    },
+}
+
+impl AuditCommand {
+    /// True for `audit verify`, which has its own exit statuses.
+    pub fn is_verify(&self) -> bool {
+        matches!(self, AuditCommand::Verify { .. })
+    }
 }
 
 fn parse_state(text: &str) -> Result<QuestionState, String> {
@@ -90,7 +119,75 @@ fn print_entry(e: &AuditEntry) {
     );
 }
 
-pub async fn run(global: &Global, cmd: AuditCommand) -> Result<()> {
+/// A record that does not verify: shown as `record 3 (question q_…): the signature does not verify`, with
+/// the code [`VERIFICATION_FAILED`].
+#[derive(Debug)]
+struct NotVerified(VerifyFailure);
+
+impl std::fmt::Display for NotVerified {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.0.index == 0 {
+            f.write_str(self.0.reason)
+        } else {
+            self.0.fmt(f)
+        }
+    }
+}
+
+/// `pacerelle audit verify FILE`: reads the file, verifies every record, prints `✓ N answers verify` or the
+/// first failure.
+fn verify(global: &Global, file: &std::path::Path) -> Result<ExitCode> {
+    let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    match pacerelle_client::verify_answer_log(&bytes) {
+        Ok(count) => {
+            if global.json {
+                output::json(&serde_json::json!({ "verified": true, "answers": count }))?;
+            } else {
+                let noun = if count == 1 {
+                    "answer verifies"
+                } else {
+                    "answers verify"
+                };
+                println!("✓ {count} {noun}");
+            }
+            Ok(ExitCode::from(EXIT_VERIFIED))
+        }
+        Err(failure) => {
+            let message = NotVerified(failure.clone()).to_string();
+            if global.json {
+                let record = (failure.index > 0).then_some(failure.index);
+                let question = (failure.index > 0).then_some(failure.question_id.as_str());
+                output::json(&serde_json::json!({
+                    "verified": false,
+                    "code": VERIFICATION_FAILED,
+                    "record": record,
+                    "questionId": question,
+                    "error": message,
+                }))?;
+            } else {
+                eprintln!("✗ {message}");
+            }
+            Ok(ExitCode::from(EXIT_NOT_VERIFIED))
+        }
+    }
+}
+
+/// Writes the signed export (pretty JSON) to `output` or standard output; returns how many records.
+async fn export_signed(
+    agent: &pacerelle_client::AgentClient,
+    filter: &AuditFilter,
+    sink: &mut dyn Write,
+) -> Result<usize> {
+    let export = agent.export_answer_log(filter).await?;
+    serde_json::to_writer_pretty(&mut *sink, &export)?;
+    sink.write_all(b"\n")?;
+    Ok(export.records.len())
+}
+
+pub async fn run(global: &Global, cmd: AuditCommand) -> Result<ExitCode> {
+    if let AuditCommand::Verify { file } = &cmd {
+        return verify(global, file);
+    }
     let agent = home::agent_client(global)?;
     match cmd {
         AuditCommand::Export {
@@ -98,7 +195,6 @@ pub async fn run(global: &Global, cmd: AuditCommand) -> Result<()> {
             output,
             filter,
         } => {
-            let entries = agent.answer_log(&filter.filter()).await?;
             let mut sink: Box<dyn Write> = match &output {
                 Some(path) => Box::new(std::io::BufWriter::new(
                     std::fs::File::create(path)
@@ -106,26 +202,38 @@ pub async fn run(global: &Global, cmd: AuditCommand) -> Result<()> {
                 )),
                 None => Box::new(std::io::stdout().lock()),
             };
-            let count = match format {
-                Format::Jsonl => pacerelle_client::write_jsonl(&entries, &mut sink)?,
-                Format::Csv => pacerelle_client::write_csv(&entries, &mut sink)?,
+            let (count, what) = match format {
+                Format::Jsonl => (
+                    pacerelle_client::write_jsonl(&agent.answer_log(&filter.filter()).await?, &mut sink)?,
+                    "questions",
+                ),
+                Format::Csv => (
+                    pacerelle_client::write_csv(&agent.answer_log(&filter.filter()).await?, &mut sink)?,
+                    "questions",
+                ),
+                Format::Signed => (
+                    export_signed(&agent, &filter.filter(), &mut sink).await?,
+                    "answers",
+                ),
             };
             sink.flush()?;
             if let Some(path) = output {
-                eprintln!("{count} questions written to {}", path.display());
+                eprintln!("{count} {what} written to {}", path.display());
             }
-            Ok(())
+            Ok(ExitCode::SUCCESS)
         }
         AuditCommand::Search { text, filter } => {
             let found = agent.search_answer_log(&text, &filter.filter()).await?;
             if global.json {
-                return output::json(&found);
+                output::json(&found)?;
+                return Ok(ExitCode::SUCCESS);
             }
             if found.is_empty() {
                 eprintln!("nothing found");
             }
             found.iter().for_each(print_entry);
-            Ok(())
+            Ok(ExitCode::SUCCESS)
         }
+        AuditCommand::Verify { file } => verify(global, &file),
     }
 }

@@ -167,6 +167,7 @@ fn main() -> ExitCode {
     }
     let failure = match &cli.command {
         Command::Ask(_) => ExitCode::from(ask::EXIT_ERROR),
+        Command::Audit(cmd) if cmd.is_verify() => ExitCode::from(audit::EXIT_UNCHECKED),
         _ => ExitCode::FAILURE,
     };
     let runtime = match tokio::runtime::Runtime::new() {
@@ -203,7 +204,7 @@ fn main() -> ExitCode {
             Command::Ask(args) => ask::ask(&global, args).await,
             Command::Notify(args) => done(ask::notify(&global, args).await),
             Command::Cancel(args) => done(ask::cancel(&global, args).await),
-            Command::Audit(cmd) => done(audit::run(&global, cmd).await),
+            Command::Audit(cmd) => audit::run(&global, cmd).await,
             Command::Webhook(cmd) => done(webhook::run(&global, cmd).await),
             Command::Hook(cmd) => hook::run(&global, cmd).await,
             Command::Store(cmd) => done(store::run(&global, cmd).await),

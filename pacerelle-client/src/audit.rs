@@ -1,15 +1,19 @@
-//! The answer log, opened on the agent side: list, search, export as JSON Lines or CSV.
+//! The answer log, opened on the agent side: list, search, export as JSON Lines or CSV, and export in a
+//! signed form anyone can verify ([`AgentClient::export_answer_log`], [`verify_answer_log`]).
 //!
 //! The relay keeps the metadata in clear (ids, kind, state, author, times) and the content sealed; each
-//! entry is opened here with the agent's keys and judged by [`pacerelle_core::question::verdict`], so an
-//! entry says `approved` only for an authenticated, timely yes. Expired, cancelled and denied stay distinct:
-//! a timeout is never recorded as a human rejection.
+//! entry is opened here with the agent's keys and judged by [`pacerelle_core::question::verdict_signed`]
+//! with the signing keys the roster pins, so an entry says `approved` only for an authenticated, timely yes.
+//! Expired, cancelled and denied stay distinct: a timeout is never recorded as a human rejection.
 
 use std::io::Write;
 
 use pacerelle_core::pairing::Role;
-use pacerelle_core::question::{QuestionKind, QuestionState};
+use pacerelle_core::question::{OwnQuestion, QuestionKind, QuestionState, Verdict};
 use pacerelle_core::roster::Roster;
+use pacerelle_core::signing::{
+    AnswerLogExport, EXPORT_FORMAT, ExportDevice, ExportRecord, PublicKey, VerifyFailure, verify_export,
+};
 use pacerelle_core::wire::{AnswerLog, QuestionView};
 use pacerelle_core::{Cursor, Timestamp};
 use reqwest::Method;
@@ -73,6 +77,10 @@ pub struct AuditEntry {
     pub closed_at: Option<Timestamp>,
     /// Why what the relay reported was not accepted, if it was not.
     pub rejected: Option<String>,
+    /// True when the answer carried the device's signature and it verified with the signing key pinned in
+    /// the roster: the answer is in the log anyone can verify ([`AgentClient::export_answer_log`]).
+    #[serde(default)]
+    pub signed: bool,
 }
 
 impl AuditEntry {
@@ -102,7 +110,7 @@ pub fn write_jsonl<W: Write>(entries: &[AuditEntry], mut writer: W) -> Result<us
 }
 
 /// The columns of [`write_csv`], in order.
-pub const CSV_COLUMNS: [&str; 16] = [
+pub const CSV_COLUMNS: [&str; 17] = [
     "questionId",
     "kind",
     "state",
@@ -119,6 +127,7 @@ pub const CSV_COLUMNS: [&str; 16] = [
     "closedAt",
     "rejected",
     "deviceAnsweredAt",
+    "signed",
 ];
 
 /// Writes entries as CSV with a header row ([`CSV_COLUMNS`]); options are joined by ` | `, times are
@@ -146,6 +155,7 @@ pub fn write_csv<W: Write>(entries: &[AuditEntry], writer: W) -> Result<usize> {
             time(e.closed_at),
             e.rejected.clone().unwrap_or_default(),
             time(e.device_answered_at),
+            e.signed.to_string(),
         ])
         .map_err(csv_error)?;
     }
@@ -157,8 +167,27 @@ fn io_error(e: std::io::Error) -> Error {
     Error::InvalidInput(format!("cannot write the export: {e}"))
 }
 
+/// An entry of the answer log with what it was judged from: the agent's own copy of the question and the
+/// verdict, when that copy opened.
+struct Judged {
+    entry: AuditEntry,
+    judged: Option<(OwnQuestion, Verdict)>,
+}
+
+/// Parses an answer-log export and verifies every record ([`verify_export`]): `Ok(n)` when all `n` verify,
+/// else the first failure, which names the record (from 1) and its question. Bytes that are not an export
+/// fail as record 0. Needs no key and no relay: what an auditor runs.
+pub fn verify_answer_log(bytes: &[u8]) -> std::result::Result<usize, VerifyFailure> {
+    let export: AnswerLogExport = serde_json::from_slice(bytes).map_err(|_| VerifyFailure {
+        index: 0,
+        question_id: String::new(),
+        reason: "the file is not an answer-log export (JSON)",
+    })?;
+    verify_export(&export)
+}
+
 impl AgentClient {
-    fn audit_entry(&self, view: &QuestionView, roster: &Roster) -> AuditEntry {
+    fn audit_entry(&self, view: &QuestionView, roster: &Roster) -> Judged {
         let mut entry = AuditEntry {
             question_id: view.question_id.clone(),
             kind: view.kind,
@@ -176,43 +205,51 @@ impl AgentClient {
             created_at: view.created_at,
             closed_at: view.closed_at,
             rejected: None,
+            signed: false,
         };
         let own = match self.open_own_question(&view.question_id, &view.self_envelope) {
             Ok(own) => own,
             Err(_) => {
                 entry.rejected = Some("the agent's own copy of the question did not open".into());
-                return entry;
+                return Judged { entry, judged: None };
             }
         };
         // A record of the past: an owner revoked later still approved what it answered before (by the
         // relay's time of the answer), unlike a live verdict, where a revoked device never approves.
         let answered_at = view.answered_at;
-        let verdict = self.judge(view, &own, |device| {
+        let verdict = self.judge(view, &own, roster, |device| {
             roster.device(device).is_some_and(|d| {
                 d.role == Role::Owner && d.revoked_at.is_none_or(|r| answered_at.is_some_and(|a| a < r))
             })
         });
-        let own = own.payload;
-        entry.kind = own.kind;
-        entry.question = own.question;
-        entry.options = own.options;
-        entry.details = own.details;
-        entry.expires_at = own.expires_at;
+        let payload = &own.payload;
+        entry.kind = payload.kind;
+        entry.question = payload.question.clone();
+        entry.options = payload.options.clone();
+        entry.details = payload.details.clone();
+        entry.expires_at = payload.expires_at;
         entry.state = verdict.state;
         entry.approved = verdict.approved;
         entry.answer = verdict.answer.as_ref().map(answer_text);
         let opened = matches!((&verdict.answered_by, &view.answered_by), (Some(a), Some(b)) if a == b);
         entry.answered_by_name = view.answered_by_name.clone().filter(|_| opened);
         entry.answered_at = view.answered_at.filter(|_| opened);
-        entry.answered_by = verdict.answered_by;
+        entry.answered_by = verdict.answered_by.clone();
         entry.device_answered_at = verdict.answered_at;
         entry.rejected = verdict.rejected.map(str::to_string);
-        entry
+        entry.signed = verdict.signature.is_some();
+        Judged {
+            entry,
+            judged: Some((own, verdict)),
+        }
     }
 
-    /// The answer log, newest first, opened here. Pages through the relay's log as needed.
-    pub async fn answer_log(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
-        let roster = self.roster().await?;
+    /// The answer log, newest first, opened and judged here. Pages through the relay's log as needed. Before
+    /// judging an answer of a roster device with no pinned signing key, the keys are pinned once
+    /// ([`AgentClient::pin_signing_keys`]).
+    async fn judged_log(&self, filter: &AuditFilter) -> Result<(Vec<Judged>, Roster)> {
+        let mut roster = self.roster().await?;
+        let mut pinned_once = false;
         let mut out = Vec::new();
         let mut cursor: Option<Cursor> = None;
         loop {
@@ -243,6 +280,18 @@ impl AgentClient {
                     ..self.req::<()>(Method::GET, "/v1/agent/questions")
                 })
                 .await?;
+            let unpinned = page.questions.iter().any(|v| {
+                v.state == QuestionState::Answered
+                    && v.answered_by
+                        .as_deref()
+                        .and_then(|d| roster.device(d))
+                        .is_some_and(|d| d.signing_key.is_none())
+            });
+            if unpinned && !pinned_once {
+                pinned_once = true;
+                let listed = self.devices().await?;
+                roster = self.pin_signing_keys_from(&listed, roster).await?;
+            }
             out.extend(page.questions.iter().map(|v| self.audit_entry(v, &roster)));
             match page.next {
                 // A relay that hands back the same cursor would loop forever.
@@ -253,7 +302,82 @@ impl AgentClient {
         if let Some(limit) = filter.limit {
             out.truncate(limit);
         }
-        Ok(out)
+        Ok((out, roster))
+    }
+
+    /// The answer log, newest first, opened here. Pages through the relay's log as needed.
+    pub async fn answer_log(&self, filter: &AuditFilter) -> Result<Vec<AuditEntry>> {
+        let (judged, _) = self.judged_log(filter).await?;
+        Ok(judged.into_iter().map(|j| j.entry).collect())
+    }
+
+    /// The answer log in the form anyone can verify (`pacerelle audit export --format signed`, docs/crypto.md
+    /// §4.9): one record per answered question whose answer opened and was accepted here, oldest first, with
+    /// the question's exact sealed bytes and their digest, the device, the answer, the device's time of
+    /// answering, `approved`, the signature and the key it was verified with; and every roster device with
+    /// its pinned key and the relay's pairing record (name, time of pairing). An accepted answer of a device
+    /// paired before signing keys is listed unsigned, and does not verify. Check it with
+    /// [`verify_answer_log`]. `filter` selects questions as for [`AgentClient::answer_log`] (its `limit`
+    /// keeps the newest).
+    pub async fn export_answer_log(&self, filter: &AuditFilter) -> Result<AnswerLogExport> {
+        let (judged, roster) = self.judged_log(filter).await?;
+        let listed = self.devices().await?;
+        let devices = roster
+            .devices
+            .iter()
+            .map(|d| {
+                let record = listed.iter().find(|l| l.device_id == d.device_id);
+                ExportDevice {
+                    device_id: d.device_id.clone(),
+                    name: record.map(|r| r.name.clone()),
+                    role: d.role,
+                    added_at: d.added_at,
+                    paired_at: record.map(|r| r.created_at),
+                    revoked_at: d.revoked_at,
+                    signing_key: d.signing_key.clone(),
+                    fingerprint: d
+                        .signing_key
+                        .as_deref()
+                        .and_then(PublicKey::parse)
+                        .map(|k| k.fingerprint()),
+                }
+            })
+            .collect();
+        let records = judged
+            .into_iter()
+            .rev()
+            .filter_map(|j| j.judged)
+            .filter_map(|(own, verdict)| {
+                let (Some(answer), Some(device_id), Some(answered_at)) =
+                    (verdict.answer, verdict.answered_by, verdict.answered_at)
+                else {
+                    return None;
+                };
+                if verdict.state != QuestionState::Answered || verdict.rejected.is_some() {
+                    return None;
+                }
+                let signing_key = roster.device(&device_id).and_then(|d| d.signing_key.clone());
+                Some(ExportRecord {
+                    question_id: own.question_id,
+                    question: pacerelle_core::b64::encode(&own.plaintext),
+                    question_digest: own.digest,
+                    device_id,
+                    answer,
+                    answered_at,
+                    approved: verdict.approved,
+                    signature: verdict.signature,
+                    signing_key,
+                })
+            })
+            .collect();
+        Ok(AnswerLogExport {
+            v: 1,
+            format: EXPORT_FORMAT.to_string(),
+            agent_id: self.inner.agent_id.clone(),
+            exported_at: Timestamp::now(),
+            devices,
+            records,
+        })
     }
 
     /// The entries of the answer log whose question, details or answer contain `text` (ignoring case).
@@ -304,6 +428,7 @@ mod tests {
             created_at: Timestamp(500),
             closed_at: Some(Timestamp(1_001)),
             rejected: None,
+            signed: true,
         }
     }
 
@@ -351,5 +476,6 @@ mod tests {
             &row[15], "1970-01-01T00:00:00.999Z",
             "deviceAnsweredAt: the phone's clock"
         );
+        assert_eq!(&row[16], "true", "signed");
     }
 }

@@ -512,6 +512,7 @@ mod tests {
             expires_at: Timestamp(0),
             rejected: None,
         }
+            signed: false,
     }
 
     #[test]

@@ -18,7 +18,7 @@ pub use agent::{
     AgentClient, AgentCredentials, Checkpoint, Inbox, Message, PairingLink, PairingOptions, Rejected,
     reply_id_for,
 };
-pub use audit::{AuditEntry, AuditFilter, CSV_COLUMNS, write_csv, write_jsonl};
+pub use audit::{AuditEntry, AuditFilter, CSV_COLUMNS, verify_answer_log, write_csv, write_jsonl};
 pub use device::{
     ClosedQuestion, ConversationItem, ConversationPage, DeviceClient, DeviceCredentials, ItemUpdate,
     OpenedQuestion, QuestionList,
@@ -31,6 +31,7 @@ pub use pacerelle_core as core;
 pub use pacerelle_core::question::{Answer, Level, QuestionKind, QuestionState};
 pub use pacerelle_core::wire::{
     AgentInfo, DeviceInfo, DeviceSelf, ItemKind, ItemState, MessageState, Presence, Processed, QuestionMeta,
+pub use pacerelle_core::signing::{AnswerLogExport, ExportDevice, ExportRecord, VerifyFailure};
     SessionInfo, Status, Stored, SubjectKind, WebhookEvent, WebhookInfo,
 };
 pub use pacerelle_core::{AgentToken, Cursor, Timestamp};

@@ -1,10 +1,11 @@
 //! The agent side of the human in the loop (DESIGN §6): ask, wait for the answer, notify, cancel.
 //!
-//! Whether the agent may act is decided by [`pacerelle_core::question::verdict`] alone, on this side, with
-//! the agent's clock and its own sealed copy of the question: nothing the relay says in clear makes an
-//! [`AnswerOutcome`] approved. **No answer is a no**: an expired or cancelled question is never approved,
-//! and neither is an answer that does not open, names another question, or comes from a device the question
-//! was not sent to.
+//! Whether the agent may act is decided by [`pacerelle_core::question::verdict_signed`] alone, on this side,
+//! with the agent's clock, its own sealed copy of the question and the signing keys its roster pins: nothing
+//! the relay says in clear makes an [`AnswerOutcome`] approved. **No answer is a no**: an expired or
+//! cancelled question is never approved, and neither is an answer that does not open, names another
+//! question, comes from a device the question was not sent to, or lacks a valid signature from a device
+//! whose signing key is pinned.
 
 use std::time::Duration;
 
@@ -14,6 +15,7 @@ use pacerelle_core::question::{
     RelayReport, notification_aad, question_aad,
 };
 use pacerelle_core::roster::Roster;
+use pacerelle_core::signing::PublicKey;
 use pacerelle_core::wire::{self, CreateQuestion, DeviceEnvelope, QuestionView, SendNotification, Stored};
 use pacerelle_core::{Timestamp, b64, ids, keys};
 use reqwest::Method;
@@ -203,6 +205,11 @@ pub struct AnswerOutcome {
     pub expires_at: Timestamp,
     /// Why an answer the relay reported was not accepted: the question is not approved, whatever it says.
     pub rejected: Option<String>,
+    /// True when the answer carried the device's signature and it verified with the signing key pinned in
+    /// the roster (docs/crypto.md §4.8): the answer is in the log anyone can verify. False for no answer and
+    /// for an accepted answer of a device paired before signing keys.
+    #[serde(default)]
+    pub signed: bool,
 }
 
 impl AnswerOutcome {
@@ -216,6 +223,14 @@ impl AnswerOutcome {
     pub fn answer_text(&self) -> Option<String> {
         self.answer.as_ref().map(answer_text)
     }
+}
+
+/// The signing key the roster pins for `device`, parsed.
+pub(crate) fn pinned_key(roster: &Roster, device: &str) -> Option<PublicKey> {
+    roster
+        .device(device)
+        .and_then(|d| d.signing_key.as_deref())
+        .and_then(PublicKey::parse)
 }
 
 /// An answer as text: `yes`, `no`, the chosen options joined by `, `, or the written text.
@@ -245,11 +260,13 @@ impl AgentClient {
     }
 
     /// Decides what a question's view means, with this machine's clock; `may_approve` is the roster's word
-    /// on who may approve.
+    /// on who may approve, and `roster` gives the signing keys it pins (an answer of a device with a pinned
+    /// key must carry that key's signature; see [`question::verdict_signed`]).
     pub(crate) fn judge(
         &self,
         view: &QuestionView,
         own: &OwnQuestion,
+        roster: &Roster,
         may_approve: impl Fn(&str) -> bool,
     ) -> question::Verdict {
         let report = RelayReport {
@@ -258,14 +275,28 @@ impl AgentClient {
             answered_at: view.answered_at,
             answer_envelope: view.answer_envelope.as_deref(),
         };
-        question::verdict(
+        question::verdict_signed(
             &self.inner.agent_id,
             own,
             &report,
             |device| self.inner.token.device_key(&self.inner.agent_id, device),
             may_approve,
+            |device| pinned_key(roster, device),
             Timestamp::now(),
         )
+    }
+
+    /// The roster, with the signing key of `device` pinned when the relay lists one that checks out: read
+    /// once more (with the relay's device list) only when the roster has no key for that device yet.
+    pub(crate) async fn roster_for_judging(&self, roster: Roster, device: Option<&str>) -> Result<Roster> {
+        let unpinned = device
+            .and_then(|d| roster.device(d))
+            .is_some_and(|d| d.signing_key.is_none());
+        if !unpinned {
+            return Ok(roster);
+        }
+        let listed = self.devices().await?;
+        self.pin_signing_keys_from(&listed, roster).await
     }
 
     /// The outcome of a view. The roster is read only when the relay reports an answer: an answer counts only
@@ -278,11 +309,13 @@ impl AgentClient {
             return Err(Self::id_conflict(&view.question_id));
         }
         let roster = if view.state == QuestionState::Answered {
-            self.roster().await?
+            let roster = self.roster().await?;
+            self.roster_for_judging(roster, view.answered_by.as_deref())
+                .await?
         } else {
             Roster::empty(&self.inner.agent_id)
         };
-        let verdict = self.judge(view, &own, |device| roster.may_approve(device));
+        let verdict = self.judge(view, &own, &roster, |device| roster.may_approve(device));
         // The name and the relay's time are metadata in clear: shown only beside a device whose answer opened.
         let opened = matches!((&verdict.answered_by, &view.answered_by), (Some(a), Some(b)) if a == b);
         Ok(AnswerOutcome {
@@ -296,6 +329,7 @@ impl AgentClient {
             device_answered_at: verdict.answered_at,
             expires_at: own.payload.expires_at,
             rejected: verdict.rejected.map(str::to_string),
+            signed: verdict.signature.is_some(),
         })
     }
 
@@ -586,6 +620,7 @@ mod tests {
             device_answered_at: None,
             expires_at: Timestamp(0),
             rejected: Some("x".into()),
+            signed: false,
         };
         assert!(o.is_final());
         assert!(!o.approved);

@@ -13,7 +13,8 @@ use std::sync::Mutex;
 use pacerelle_core::Timestamp;
 use pacerelle_core::pairing::Role;
 use pacerelle_core::roster::{Roster, RosterDevice, RosterError};
-use pacerelle_core::wire::{self, PutRoster, RosterView};
+use pacerelle_core::signing::{self, PublicKey};
+use pacerelle_core::wire::{self, DeviceInfo, PutRoster, RosterView};
 use reqwest::Method;
 use serde::{Deserialize, Serialize};
 
@@ -251,31 +252,113 @@ impl AgentClient {
 
     /// Adopts the devices the relay lists as active into the roster: for agents whose devices were paired
     /// before rosters existed. This trusts the relay's list once, so run it only on a relay you trust at that
-    /// moment, and check the list it returns. Devices already in the roster keep their entry.
+    /// moment, and check the list it returns. Devices already in the roster keep their entry. The signing
+    /// keys the adopted devices sealed are pinned as [`AgentClient::pin_signing_keys`] does.
     pub async fn adopt_devices(&self) -> Result<Roster> {
         let listed = self.devices().await?;
         let now = Timestamp::now();
+        let roster = self
+            .change_roster(|devices| {
+                for d in listed.iter().filter(|d| d.revoked_at.is_none()) {
+                    if !devices.iter().any(|r| r.device_id == d.device_id) {
+                        devices.push(RosterDevice {
+                            device_id: d.device_id.clone(),
+                            role: d.role,
+                            added_at: now,
+                            revoked_at: None,
+                            signing_key: None,
+                        });
+                    }
+                }
+            })
+            .await?;
+        self.pin_signing_keys_from(&listed, roster).await
+    }
+
+    /// Pins in the roster the signing key of every roster device that has none yet and whose relay record
+    /// carries a sealed one (docs/crypto.md §4.8): the seal must open with the device key and name this agent
+    /// and device, and the copy the relay lists in clear must be the same key. A key that passes is pinned
+    /// (all in one roster change; a pinned key is never replaced); one that does not is logged as a warning
+    /// and left out, so that device's signed answers are refused (fail closed) until the relay lists the
+    /// device's true key. Reads the relay's device list once; returns the roster as it now stands.
+    pub async fn pin_signing_keys(&self) -> Result<Roster> {
+        let listed = self.devices().await?;
+        let roster = self.roster().await?;
+        self.pin_signing_keys_from(&listed, roster).await
+    }
+
+    /// [`AgentClient::pin_signing_keys`] from a device list and a roster the caller already read: no request
+    /// unless there is a key to pin.
+    pub(crate) async fn pin_signing_keys_from(
+        &self,
+        listed: &[DeviceInfo],
+        roster: Roster,
+    ) -> Result<Roster> {
+        let opened = self.open_signing_keys(listed, &roster);
+        if opened.is_empty() {
+            return Ok(roster);
+        }
         self.change_roster(|devices| {
-            for d in listed.iter().filter(|d| d.revoked_at.is_none()) {
-                if !devices.iter().any(|r| r.device_id == d.device_id) {
-                    devices.push(RosterDevice {
-                        device_id: d.device_id.clone(),
-                        role: d.role,
-                        added_at: now,
-                        revoked_at: None,
-                        signing_key: None,
-                    });
+            for (device_id, key) in &opened {
+                if let Some(d) = devices.iter_mut().find(|d| &d.device_id == device_id)
+                    && d.signing_key.is_none()
+                {
+                    d.signing_key = Some(key.to_b64());
                 }
             }
         })
         .await
     }
 
+    /// The signing keys to pin: for each roster device without one, the key its relay record seals, when it
+    /// opens and matches the clear copy. Refused keys are logged, never returned.
+    fn open_signing_keys(&self, listed: &[DeviceInfo], roster: &Roster) -> Vec<(String, PublicKey)> {
+        let agent_id = &self.inner.agent_id;
+        let mut opened = Vec::new();
+        for device in roster.devices.iter().filter(|d| d.signing_key.is_none()) {
+            let Some(record) = listed.iter().find(|l| l.device_id == device.device_id) else {
+                continue;
+            };
+            let Some(seal) = record.signing_key_seal.as_deref() else {
+                continue;
+            };
+            let device_key = self.inner.token.device_key(agent_id, &device.device_id);
+            match signing::open_signing_key(
+                &device_key,
+                agent_id,
+                &device.device_id,
+                seal,
+                record.signing_key.as_deref(),
+            ) {
+                Ok(key) => opened.push((device.device_id.clone(), key)),
+                Err(reason) => tracing::warn!(
+                    device_id = %device.device_id,
+                    reason = %reason,
+                    "the device's signing key is refused and not pinned: its signed answers will not be accepted"
+                ),
+            }
+        }
+        opened
+    }
+
     /// The devices a question or notification goes to: active at the relay (it routes) **and** active in the
     /// roster (the agent decides), owners only when `owners_only`. The relay can remove a device from this
-    /// list, never add one.
+    /// list, never add one. For a question (`owners_only`), the signing keys the list carries are pinned
+    /// first, from the list already read (no extra request unless there is a key to pin).
     pub(crate) async fn devices_to_reach(&self, owners_only: bool, what: &str) -> Result<Vec<String>> {
         let (reach, roster, listed) = self.trusted_devices(owners_only).await?;
+        let roster = if owners_only && !reach.is_empty() {
+            // The answer's judgement pins again if this fails: asking does not depend on it.
+            match self.pin_signing_keys_from(&listed, roster.clone()).await {
+                Ok(pinned) => pinned,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot pin the devices' signing keys now; retried when an answer comes");
+                    roster
+                }
+            }
+        } else {
+            roster
+        };
         if reach.is_empty() {
             let unlisted = listed
                 .iter()

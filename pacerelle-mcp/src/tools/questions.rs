@@ -716,6 +716,7 @@ mod tests {
         let week = AskArgs {
             expires_in_seconds: Some(604_800),
             ..ask(KindArg::YesNo)
+            signed: false,
         };
         assert_eq!(
             question_request(week).expect("7 days").expires_in.as_secs(),
