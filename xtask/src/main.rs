@@ -161,6 +161,8 @@ fn soak_run(root: &Path, profile: &str, args: &[&str]) -> Result<()> {
 /// real relays (`target/debug/pacerelle`, built here if needed), with mypy checking the stubs. The wheel is
 /// built with the `dev` cargo profile so that it reuses the workspace's debug build (a release build of the
 /// whole client takes minutes on two cores); `pip install ./pacerelle-py` without it builds a release wheel.
+/// The same venv (with `cryptography`) then runs `docs/examples/test_verify_answer_log.py`: the independent
+/// answer-log verifier against `pacerelle-core/tests/vectors/signature.json`.
 fn py(root: &Path) -> Result<()> {
     const VENV: &str = "target/xtask/venv";
     run(root, "cargo", &["build", "-p", "pacerelle-cli"])?;
@@ -174,6 +176,8 @@ fn py(root: &Path) -> Result<()> {
         "./pacerelle-py",
         "pytest",
         "mypy",
+        // The independent answer-log verifier of docs/crypto.md §4.9 (docs/examples/verify_answer_log.py).
+        "cryptography",
     ];
     println!(
         "$ MATURIN_PEP517_ARGS=\"--profile dev\" {VENV}/bin/python {}",
@@ -188,7 +192,9 @@ fn py(root: &Path) -> Result<()> {
     if !status.success() {
         bail!("installing the wheel failed: {status}");
     }
-    run(root, &python, &["-m", "pytest", "pacerelle-py/tests"])
+    run(root, &python, &["-m", "pytest", "pacerelle-py/tests"])?;
+    // The answer-log verifier written from the spec alone, against the core's signature vectors.
+    run(root, &python, &["-m", "pytest", "docs/examples"])
 }
 
 /// The phone SDK's bindings: the library and the binaries the tests drive are built, the Kotlin, Swift and
