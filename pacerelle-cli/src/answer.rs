@@ -91,7 +91,9 @@ pub async fn answer(global: &Global, args: AnswerArgs) -> Result<()> {
             }
         })?;
     let answer = to_answer(q, &args.values, args.text)?;
-    let answered = match device.answer(&args.question_id, answer.clone()).await {
+    let result = device.answer(&args.question_id, answer.clone()).await;
+    crate::device::keep_signing_key(global, &device)?;
+    let answered = match result {
         Ok(answered) => answered,
         Err(e) => match ClosedQuestion::from_error(&e) {
             Some(closed) => return not_recorded(global, &closed, &answer, &e),

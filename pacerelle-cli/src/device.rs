@@ -1,4 +1,5 @@
-//! Device-side commands: `device join`, `device leave`, `send`, `inbox`, and `status` from either side.
+//! Device-side commands: `device join`, `device info`, `device leave`, `send`, `inbox`, and `status` from
+//! either side.
 
 use std::time::Duration;
 
@@ -31,6 +32,9 @@ pub enum DeviceCommand {
         #[arg(long, default_value = "terminal")]
         name: String,
     },
+    /// Show this terminal's device: its agent, its id and role, and the fingerprint of its signing key (to
+    /// compare with the one an answer-log export shows), with what the relay records.
+    Info,
     /// Unpair this terminal: the relay revokes its credential and the local file is removed.
     Leave,
 }
@@ -86,22 +90,28 @@ pub async fn run(global: &Global, cmd: DeviceCommand) -> Result<()> {
             let device = DeviceClient::join(&link, &name).await?;
             global.home.write_device(device.credentials())?;
             let c = device.credentials();
+            let fingerprint = device.signing_fingerprint();
             if global.json {
                 output::json(&serde_json::json!({
                     "deviceId": c.device_id, "agentId": c.agent_id, "agentName": c.agent_name, "relayUrl": c.relay_url,
+                    "signingFingerprint": fingerprint,
                 }))
             } else {
                 println!(
                     "paired with agent \"{}\" ({}) as device {}",
                     c.agent_name, c.agent_id, c.device_id
                 );
+                if let Some(fingerprint) = fingerprint {
+                    println!("signing key: {fingerprint}");
+                }
                 println!(
-                    "credentials saved in {} (readable by you only)",
+                    "credentials and signing key saved in {} (readable by you only)",
                     global.home.device_path().display()
                 );
                 Ok(())
             }
         }
+        DeviceCommand::Info => info(global).await,
         DeviceCommand::Leave => {
             let device = home::device_client(global)?;
             let info = device.leave().await?;
@@ -114,6 +124,71 @@ pub async fn run(global: &Global, cmd: DeviceCommand) -> Result<()> {
             }
         }
     }
+}
+
+/// `pacerelle device info`: the stored credentials (nothing secret) and the relay's record of this device.
+async fn info(global: &Global) -> Result<()> {
+    let device = home::device_client(global)?;
+    let record = device.info().await?;
+    let c = device.credentials();
+    let key = device.signing_public_key().map(|k| k.to_b64());
+    let fingerprint = device.signing_fingerprint();
+    // Whether the relay lists the key this terminal holds (it lists it to the agent, which pins it).
+    let listed = match (&key, &record.device.signing_key) {
+        (Some(held), Some(listed)) if held == listed => "listed by the relay",
+        (Some(_), Some(_)) => "the relay lists ANOTHER key: do not trust this pairing",
+        (Some(_), None) => "not listed by the relay yet: registered at the next answer",
+        (None, Some(_)) => "the relay lists a key these credentials do not hold: pair again",
+        (None, None) => "none yet: one is drawn and registered at the next answer",
+    };
+    if global.json {
+        return output::json(&serde_json::json!({
+            "deviceId": c.device_id,
+            "name": record.device.name,
+            "role": c.role,
+            "agentId": c.agent_id,
+            "agentName": c.agent_name,
+            "relayUrl": c.relay_url,
+            "pairedAt": record.device.created_at,
+            "signingKey": key,
+            "signingFingerprint": fingerprint,
+            "relaySigningKey": record.device.signing_key,
+        }));
+    }
+    println!("device:      {} ({})", record.device.name, c.device_id);
+    println!("role:        {}", c.role.as_str());
+    println!("agent:       {} ({})", c.agent_name, c.agent_id);
+    println!("relay:       {}", c.relay_url);
+    println!("paired:      {}", record.device.created_at);
+    match fingerprint {
+        Some(fingerprint) => println!("signing key: {fingerprint} ({listed})"),
+        None => println!("signing key: {listed}"),
+    }
+    Ok(())
+}
+
+/// Keeps in the device home a signing key that an answer of a device paired before signing keys just
+/// registered: the stored credentials gain its seed (the file stays readable by its owner only) and are
+/// otherwise written back as they were.
+pub fn keep_signing_key(global: &Global, device: &DeviceClient) -> Result<()> {
+    let Some(seed) = device.credentials_to_store().signing_seed else {
+        return Ok(());
+    };
+    let Some(mut stored) = global.home.read_device()? else {
+        return Ok(());
+    };
+    if stored.signing_seed.is_some() {
+        return Ok(());
+    }
+    stored.signing_seed = Some(seed);
+    global.home.write_device(&stored)?;
+    if let Some(fingerprint) = device.signing_fingerprint() {
+        eprintln!(
+            "this device now signs its answers: signing key {fingerprint} saved in {}",
+            global.home.device_path().display()
+        );
+    }
+    Ok(())
 }
 
 pub async fn send(global: &Global, args: SendArgs) -> Result<()> {
@@ -339,15 +414,22 @@ pub async fn status(global: &Global, args: StatusArgs) -> Result<()> {
                 || (global.home.read_agent()?.is_some() && global.home.read_device()?.is_none())
         }
     };
-    let status = if use_agent {
-        home::agent_client(global)?.status().await?
+    let (status, fingerprint) = if use_agent {
+        (home::agent_client(global)?.status().await?, None)
     } else {
-        home::device_client(global)?.status().await?
+        let device = home::device_client(global)?;
+        (device.status().await?, device.signing_fingerprint())
     };
     if global.json {
         return output::json(&status);
     }
     print_status(&status);
+    if !use_agent {
+        match fingerprint {
+            Some(fingerprint) => println!("signing key: {fingerprint}"),
+            None => println!("signing key: none yet (registered at the next answer)"),
+        }
+    }
     Ok(())
 }
 

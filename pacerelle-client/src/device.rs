@@ -12,10 +12,11 @@ use pacerelle_core::question::{
     Answer, AnswerPayload, Level, NotificationPayload, QuestionKind, QuestionPayload, QuestionState,
     answer_aad, answer_copy_aad, notification_aad, question_aad, question_digest,
 };
+use pacerelle_core::signing::{PublicKey, SignedAnswer, SigningKey, seal_signing_key};
 use pacerelle_core::wire::{
     self, AnswerQuestion, ClaimPairing, Conversation, DeviceInfo, DeviceQuestion, DeviceQuestions,
-    DeviceSelf, ItemKind, ItemState, MessageState, PairingClaimed, PairingOffer, QuestionMeta, SendMessage,
-    Status, Stored, SubjectKind,
+    DeviceSelf, ItemKind, ItemState, MessageState, PairingClaimed, PairingOffer, QuestionMeta,
+    RegisterSigningKey, SendMessage, Status, Stored, SubjectKind,
 };
 use pacerelle_core::{Bearer, CryptoError, Cursor, Timestamp, b64, ids};
 use reqwest::Method;
@@ -66,6 +67,13 @@ pub struct DeviceCredentials {
     /// before push existed, which load with none).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub push: Vec<PushSubscriptionKeys>,
+    /// base64url of the 32-byte seed of this device's Ed25519 signing key, which signs every answer
+    /// (docs/crypto.md §4.8). It never leaves the device. Absent from credentials stored before signing keys
+    /// existed, which load with none: such a device registers a key at its first answer (or through
+    /// [`DeviceClient::register_signing_key`]), and its credentials must then be stored again
+    /// ([`DeviceClient::credentials_to_store`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signing_seed: Option<String>,
 }
 
 impl std::fmt::Debug for DeviceCredentials {
@@ -370,6 +378,11 @@ struct Inner {
     questions: Mutex<HashMap<String, OpenedQuestion>>,
     /// The push subscriptions as they are now (see [`DeviceClient::credentials_to_store`]).
     push: Mutex<Vec<PushSubscriptionKeys>>,
+    /// This device's signing key: drawn at pairing, loaded from the credentials, or registered later by a
+    /// device paired before signing keys (see [`DeviceClient::credentials_to_store`]).
+    signing: Mutex<Option<Arc<SigningKey>>>,
+    /// Held while a signing key is registered, so that two answers at once register one key.
+    registering: tokio::sync::Mutex<()>,
 }
 
 impl DeviceClient {
@@ -387,11 +400,20 @@ impl DeviceClient {
         let offer: PairingOffer = http.send(Req::<()>::new(Method::GET, &path)).await?;
         let payload = pairing::open_offer(&secret, &offer.agent_id, &offer.device_id, &offer.offer)?;
         let key = payload.key()?;
+        // The signing key is drawn here and never leaves this device; the agent receives its public half
+        // sealed with the device key, so the relay cannot substitute it.
+        let signing = SigningKey::generate()?;
+        let public = signing.public_key();
         let claim = ClaimPairing {
             claim_secret: b64::encode(&secret.claim_secret()),
             name: name.to_string(),
-            signing_key: None,
-            signing_key_seal: None,
+            signing_key: Some(public.to_b64()),
+            signing_key_seal: Some(seal_signing_key(
+                &key,
+                &payload.agent_id,
+                &payload.device_id,
+                &public,
+            )),
         };
         let claim_path = format!("{path}/claim");
         // Claiming is single-use: never retried, so a lost answer cannot claim twice.
@@ -414,6 +436,7 @@ impl DeviceClient {
             device_token: claimed.device_token,
             device_key: b64::encode(&key.to_bytes()),
             push: Vec::new(),
+            signing_seed: Some(b64::encode(&signing.seed())),
         };
         Ok(DeviceClient {
             inner: Arc::new(Inner {
@@ -422,6 +445,8 @@ impl DeviceClient {
                 key,
                 questions: Mutex::new(HashMap::new()),
                 push: Mutex::new(Vec::new()),
+                signing: Mutex::new(Some(Arc::new(signing))),
+                registering: tokio::sync::Mutex::new(()),
             }),
         })
     }
@@ -436,6 +461,14 @@ impl DeviceClient {
                 "malformed device token in credentials".into(),
             ));
         }
+        let signing = match credentials.signing_seed.as_deref() {
+            Some(seed) => {
+                let seed = b64::decode_array::<32>(seed)
+                    .ok_or_else(|| Error::InvalidInput("malformed signing key in credentials".into()))?;
+                Some(Arc::new(SigningKey::from_seed(seed)?))
+            }
+            None => None,
+        };
         let http = Http::new(&credentials.relay_url)?;
         let push = Mutex::new(credentials.push.clone());
         Ok(DeviceClient {
@@ -445,13 +478,110 @@ impl DeviceClient {
                 key,
                 questions: Mutex::new(HashMap::new()),
                 push,
+                signing: Mutex::new(signing),
+                registering: tokio::sync::Mutex::new(()),
             }),
         })
     }
 
-    /// The credentials to store.
+    /// The credentials this client was made with (at pairing, or as restored). What to store is
+    /// [`DeviceClient::credentials_to_store`]: these plus the push subscriptions and a signing key registered
+    /// since.
     pub fn credentials(&self) -> &DeviceCredentials {
         &self.inner.credentials
+    }
+
+    /// This device's signing key, when it holds one.
+    fn signing_key(&self) -> Option<Arc<SigningKey>> {
+        self.inner.signing.lock().ok().and_then(|k| k.clone())
+    }
+
+    /// The seed of the signing key as it is now, for [`DeviceClient::credentials_to_store`].
+    pub(crate) fn signing_seed(&self) -> Option<String> {
+        self.signing_key().map(|k| b64::encode(&k.seed()))
+    }
+
+    /// The fingerprint of this device's signing key ([`PublicKey::fingerprint`]: six groups of four hex
+    /// digits), for a person to compare with the one an answer-log export shows; `None` for a device paired
+    /// before signing keys that has not registered one yet.
+    pub fn signing_fingerprint(&self) -> Option<String> {
+        self.signing_public_key().map(|k| k.fingerprint())
+    }
+
+    /// The public half of this device's signing key, when it holds one.
+    pub fn signing_public_key(&self) -> Option<PublicKey> {
+        self.signing_key().map(|k| k.public_key())
+    }
+
+    /// Registers a signing key for a device paired before signing keys existed (`PUT
+    /// /v1/device/signing-key`): draws one, sends its public half to the relay in clear and sealed for the
+    /// agent with the device key, and keeps it. Returns its fingerprint. [`DeviceClient::answer`] calls it by
+    /// itself at the first answer of such a device.
+    ///
+    /// Store [`DeviceClient::credentials_to_store`] right after: the key is in them, and nothing else holds
+    /// it. A device registers one key only, ever: credentials that lost it cannot register another (the
+    /// relay's `409 signing_key_exists`) and the device must pair again. A device that already holds a key
+    /// sends that same key (a relay that did not record it at pairing records it now) and gets its
+    /// fingerprint when the relay already lists it.
+    pub async fn register_signing_key(&self) -> Result<String> {
+        let _one_at_a_time = self.inner.registering.lock().await;
+        let held = self.signing_key();
+        let key = match &held {
+            Some(key) => key.clone(),
+            None => Arc::new(SigningKey::generate()?),
+        };
+        let public = key.public_key();
+        let body = RegisterSigningKey {
+            signing_key: public.to_b64(),
+            signing_key_seal: seal_signing_key(&self.inner.key, self.agent_id(), self.device_id(), &public),
+        };
+        let sent = self
+            .inner
+            .http
+            .send::<_, DeviceInfo>(Req {
+                body: Some(&body),
+                ..self.req(Method::PUT, "/v1/device/signing-key")
+            })
+            .await;
+        match sent {
+            Ok(_) => {}
+            Err(e) if e.code() == Some(wire::code::SIGNING_KEY_EXISTS) => {
+                // Registered before: fine only when the relay lists this very key (held, or sent by a retry
+                // of this request whose first answer was lost).
+                let listed = self.info().await?.device.signing_key;
+                if listed.as_deref() != Some(public.to_b64().as_str()) {
+                    return Err(Error::local(
+                        409,
+                        wire::code::SIGNING_KEY_EXISTS,
+                        "this device registered a signing key earlier that these credentials do not hold \
+                         (credentials stored before it was registered?): answers cannot be signed; pair this \
+                         device again"
+                            .into(),
+                    ));
+                }
+            }
+            Err(e) => return Err(e),
+        }
+        if let Ok(mut slot) = self.inner.signing.lock() {
+            *slot = Some(key);
+        }
+        Ok(public.fingerprint())
+    }
+
+    /// The key to sign an answer with: the one held, or one registered now for a device paired before
+    /// signing keys. `None` when the relay does not know signing keys (an older relay answers the
+    /// registration with 404 or 405): the agent then pins none, and the answer goes unsigned as before.
+    async fn key_for_answer(&self) -> Result<Option<Arc<SigningKey>>> {
+        if let Some(key) = self.signing_key() {
+            return Ok(Some(key));
+        }
+        match self.register_signing_key().await {
+            Ok(_) => Ok(self.signing_key()),
+            Err(Error::Api {
+                status: 404 | 405, ..
+            }) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     fn req<'a, B: serde::Serialize>(&'a self, method: Method, path: &'a str) -> Req<'a, B> {
@@ -782,6 +912,13 @@ impl DeviceClient {
     /// the question as last read by [`DeviceClient::questions`] or [`DeviceClient::conversation`] was already
     /// closed, and otherwise from the relay's refusal and the question read again. An answer that does not fit
     /// the question is [`Error::InvalidInput`].
+    ///
+    /// The answer is signed with this device's signing key ([`SignedAnswer`]: the agent, this device, the
+    /// question's id and the digest of its bytes as opened here, the answer and this device's time), and the
+    /// signature travels inside the sealed answer. A device paired before signing keys registers one first,
+    /// once ([`DeviceClient::register_signing_key`]), then signs: store [`DeviceClient::credentials_to_store`]
+    /// after such an answer, or the key is lost with the process. Against a relay that does not know signing
+    /// keys (it answers the registration with 404 or 405) the answer goes unsigned, as before.
     pub async fn answer(&self, question_id: &str, answer: Answer) -> Result<OpenedQuestion> {
         ids::validate("question id", question_id)?;
         if let Answer::Text(text) = &answer {
@@ -814,13 +951,26 @@ impl DeviceClient {
         if let Some(closed) = self.closed_before(&known, &answer) {
             return Err(closed.into_error());
         }
-        let payload = AnswerPayload {
+        let signing = self.key_for_answer().await?;
+        let mut payload = AnswerPayload {
             question_id: question_id.to_string(),
             answer,
             answered_at: Timestamp::now(),
             question_digest: Some(known.digest.clone()),
             signature: None,
         };
+        // Signed over the question's digest as this device computed it from the bytes it opened and shows.
+        payload.signature = signing.map(|key| {
+            SignedAnswer {
+                agent_id: self.agent_id(),
+                device_id: self.device_id(),
+                question_id,
+                question_digest: &known.digest,
+                answered_at: payload.answered_at,
+                answer: &payload.answer,
+            }
+            .sign(&key)
+        });
         let aad = answer_aad(self.agent_id(), self.device_id(), question_id);
         let copy = known
             .answer_key

@@ -324,11 +324,12 @@ impl DeviceClient {
         Ok(key.public_key)
     }
 
-    /// The credentials to store: those of [`DeviceClient::credentials`] with the push subscriptions as they
-    /// are now (registered or unregistered since this client was made).
+    /// The credentials to store: those of [`DeviceClient::credentials`] with the push subscriptions and the
+    /// signing key as they are now (registered or unregistered since this client was made).
     pub fn credentials_to_store(&self) -> DeviceCredentials {
         DeviceCredentials {
             push: self.push_subscriptions(),
+            signing_seed: self.signing_seed(),
             ..self.credentials().clone()
         }
     }
@@ -381,6 +382,7 @@ mod tests {
             ),
             device_key: b64::encode(&key),
             push: vec![subscription],
+            signing_seed: None,
         };
         let device = DeviceClient::from_credentials(credentials).expect("device");
         (device, ContentKey::from_bytes(key))

@@ -59,10 +59,29 @@ impl DeviceClient {
     }
 
     /// The credentials to store, one opaque string (`pcrdev1_…`). A secret: it holds this device's token,
-    /// the key that opens the conversation and the push subscriptions' keys. Keep it in the Keychain or the
-    /// Keystore, never in logs; store it again after `registerPush` and `unregisterPush`.
+    /// the key that opens the conversation, the push subscriptions' keys and the seed of this device's
+    /// signing key, which signs every answer and exists nowhere else. Keep it in the Keychain or the
+    /// Keystore, never in logs; store it again after `registerPush`, `unregisterPush` and
+    /// `registerSigningKey`, and after the first answer of a device paired before signing keys (its
+    /// `signingFingerprint()` was null before that answer).
     pub fn credentials(&self) -> String {
         self.inner.credentials_to_store().to_secret_string()
+    }
+
+    /// The fingerprint of this device's signing key: six groups of four hex digits (`3f2a 91c0 …`), to show
+    /// in the app's settings so that a person can compare it with the one an answer-log export shows. Null
+    /// for a device paired before signing keys that has not registered one yet.
+    pub fn signing_fingerprint(&self) -> Option<String> {
+        self.inner.signing_fingerprint()
+    }
+
+    /// Registers a signing key for a device paired before signing keys existed: draws one, sends its public
+    /// half to the relay in clear and sealed for the agent, keeps it, and returns its fingerprint. `answer`
+    /// does this by itself at such a device's first answer. Store `credentials()` right after: the key is
+    /// in them only. A device registers one key, ever: credentials that lost theirs fail with `Relay`
+    /// (`signing_key_exists`) and the device must pair again.
+    pub async fn register_signing_key(&self) -> Result<String> {
+        Ok(self.inner.register_signing_key().await?)
     }
 
     /// Who this device is (nothing secret).
@@ -117,8 +136,10 @@ impl DeviceClient {
         Ok(list.questions.into_iter().map(Question::from).collect())
     }
 
-    /// Answers a question: sealed on this device for the agent. The first valid answer wins; answering
-    /// again from this device returns the stored answer.
+    /// Answers a question: signed with this device's signing key and sealed on this device for the agent.
+    /// The first valid answer wins; answering again from this device returns the stored answer. A device
+    /// paired before signing keys registers one first (see `registerSigningKey`): store `credentials()`
+    /// again after its first answer.
     ///
     /// Fails with `QuestionClosed` when it was answered by another device, expired or was cancelled, and
     /// with `InvalidInput` when the answer does not fit the question.
