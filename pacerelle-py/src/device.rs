@@ -67,7 +67,7 @@ impl DeviceClient {
     #[getter]
     fn credentials(&self) -> PyDeviceCredentials {
         PyDeviceCredentials {
-            inner: self.inner.credentials().clone(),
+            inner: self.inner.credentials_to_store(),
         }
     }
 
