@@ -38,15 +38,26 @@ const READY_WITHIN: Duration = Duration::from_secs(60);
 const START_TRIES: u32 = 3;
 
 /// The watchdog: `$0` is `postgres`, `$1` the cluster's folder, `$2` the port, `$3` `on` or `off` for fsync.
-/// Its standard input is the test process's pipe; end of file there stops the server and removes the folder.
+/// Its standard input is the test process's pipe: a line `stop` stops the server (fast shutdown) and keeps its
+/// folder, a line `start` starts it again ([`Cluster::stop`], [`Cluster::restart`]); end of file stops the
+/// server and removes the folder.
 const WATCHDOG: &str = r#"
-"$0" -D "$1/data" -p "$2" -k "$1" -c listen_addresses=127.0.0.1 -c fsync="$3" -c max_connections=500 \
-    </dev/null >>"$1/log" 2>&1 &
-pid=$!
-cat >/dev/null
+bin=$0 dir=$1 port=$2 fsync=$3
+start() {
+    "$bin" -D "$dir/data" -p "$port" -k "$dir" -c listen_addresses=127.0.0.1 -c fsync="$fsync" \
+        -c max_connections=500 </dev/null >>"$dir/log" 2>&1 &
+    pid=$!
+}
+start
+while read -r command; do
+    case "$command" in
+        stop) kill -INT "$pid" 2>/dev/null; wait "$pid" ;;
+        start) start ;;
+    esac
+done
 kill -INT "$pid" 2>/dev/null
 wait "$pid"
-rm -rf "$1"
+rm -rf "$dir"
 "#;
 
 /// A PostgreSQL server for tests: one this process started (stopped when dropped, or when the process ends),
@@ -62,6 +73,8 @@ pub struct Cluster {
 /// A server started by [`Cluster::start`].
 #[derive(Debug)]
 struct Server {
+    /// The folder of the PostgreSQL programs.
+    bin: PathBuf,
     /// The cluster's folder: `data/`, `log`, the unix socket.
     dir: PathBuf,
     port: u16,
@@ -118,6 +131,43 @@ impl Cluster {
     /// The TCP port of a cluster this process started (`None` for an existing server).
     pub fn port(&self) -> Option<u16> {
         self.server.as_ref().map(|s| s.port)
+    }
+
+    /// Stops the server this process started, keeping its data, and returns once it no longer runs: for tests
+    /// of what a relay does while its database is down. [`Cluster::restart`] starts it again on the same port.
+    /// Panics for an existing server (never stopped by a test) or when the server does not stop within a minute.
+    pub fn stop(&self) {
+        let server = self.started("stop");
+        server.command("stop");
+        let pid = server.dir.join("data").join("postmaster.pid");
+        let deadline = Instant::now() + READY_WITHIN;
+        while pid.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "the test server did not stop within {READY_WITHIN:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Starts again the server [`Cluster::stop`] stopped, with its data, on the same port, and returns once it
+    /// accepts connections. Panics for an existing server or when it does not start.
+    pub fn restart(&self) {
+        let server = self.started("restart");
+        let log_from = std::fs::metadata(server.dir.join("log"))
+            .map(|m| usize::try_from(m.len()).unwrap_or(0))
+            .unwrap_or(0);
+        server.command("start");
+        if let Err(why) = wait_ready(&server.bin, &server.dir, server.port, log_from) {
+            let log = std::fs::read_to_string(server.dir.join("log")).unwrap_or_default();
+            panic!("{why}; the server's log:\n{}", tail(&log, 4000));
+        }
+    }
+
+    fn started(&self, what: &str) -> &Server {
+        self.server
+            .as_ref()
+            .unwrap_or_else(|| panic!("cannot {what} a server this process did not start ({ENV} names one)"))
     }
 
     /// Creates a new, empty database with a name no other test uses (`pacerelle_test_…`, UTF8, C collation)
@@ -178,6 +228,16 @@ impl Drop for Cluster {
 }
 
 impl Server {
+    /// Writes a line to the watchdog.
+    fn command(&self, line: &str) {
+        use std::io::Write;
+        let mut pipe = self.pipe.lock().unwrap_or_else(|e| e.into_inner());
+        let pipe = pipe.as_mut().expect("the server is running");
+        writeln!(pipe, "{line}")
+            .and_then(|()| pipe.flush())
+            .expect("the watchdog reads its pipe");
+    }
+
     /// Closes the watchdog's pipe and waits for it to stop the server and remove the folder.
     fn stop(&self) {
         if let Ok(mut pipe) = self.pipe.lock() {
@@ -263,12 +323,13 @@ fn try_start(bin: &Path, fsync: bool) -> Result<Cluster, String> {
         .map_err(|e| format!("start the server's watchdog: {e}"))?;
     let pipe = watchdog.stdin.take();
     let server = Server {
+        bin: bin.to_path_buf(),
         dir: dir.clone(),
         port,
         watchdog: Mutex::new(Some(watchdog)),
         pipe: Mutex::new(pipe),
     };
-    match wait_ready(bin, &dir, port) {
+    match wait_ready(bin, &dir, port, 0) {
         Ok(()) => Ok(Cluster {
             admin_url: format!("postgres://postgres@127.0.0.1:{port}/postgres"),
             server: Some(server),
@@ -282,7 +343,7 @@ fn try_start(bin: &Path, fsync: bool) -> Result<Cluster, String> {
 }
 
 /// Waits until the server on `port` accepts connections (`pg_isready`), or its log shows it failed.
-fn wait_ready(bin: &Path, dir: &Path, port: u16) -> Result<(), String> {
+fn wait_ready(bin: &Path, dir: &Path, port: u16, log_from: usize) -> Result<(), String> {
     let deadline = Instant::now() + READY_WITHIN;
     loop {
         let ready = Command::new(bin.join("pg_isready"))
@@ -305,6 +366,7 @@ fn wait_ready(bin: &Path, dir: &Path, port: u16) -> Result<(), String> {
             return Ok(());
         }
         let log = std::fs::read_to_string(dir.join("log")).unwrap_or_default();
+        let log = log.get(log_from..).unwrap_or_default();
         if log.contains("FATAL:") || log.contains("PANIC:") {
             return Err(format!("the server on port {port} failed to start"));
         }

@@ -14,6 +14,7 @@ mod persistence;
 mod probes;
 mod questions;
 mod quotas;
+mod readiness;
 mod registration;
 mod retention;
 mod updates;

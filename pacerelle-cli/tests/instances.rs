@@ -1,0 +1,239 @@
+//! Two real `pacerelle serve --database URL` processes on one PostgreSQL database: a wait parked on one is woken
+//! by a task sent through the other, and an agent whose relay is killed (SIGKILL) while its wait is parked goes
+//! on through the other with no task lost or delivered twice, in the order they are stored. Skipped without
+//! PostgreSQL (`PACERELLE_TEST_POSTGRES=start`).
+
+mod common;
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{Proc, pacerelle, run, serve_with, stderr};
+use pacerelle_client::{AgentClient, AgentCredentials, DeviceClient, DeviceCredentials};
+use pacerelle_test_support::postgres::Cluster;
+
+/// A wait parked on one instance ends well before its own end (20 s) when the other stores a task: a generous
+/// bound, not a latency figure.
+const WOKEN_WITHIN: Duration = Duration::from_secs(10);
+/// Tasks the cursor checker sends.
+const TASKS: usize = 200;
+
+fn agent_on(home: &Path, url: &str) -> AgentClient {
+    let found = AgentCredentials::find(|_| None, Some(home)).expect("agent.json");
+    AgentClient::new(url, &found.agent_id, found.token)
+        .expect("a client")
+        .with_home(Some(home))
+}
+
+fn device_on(home: &Path, url: &str) -> DeviceClient {
+    let mut creds: DeviceCredentials =
+        serde_json::from_slice(&std::fs::read(home.join("device.json")).expect("device.json"))
+            .expect("credentials");
+    creds.relay_url = url.to_string();
+    DeviceClient::from_credentials(creds).expect("a device")
+}
+
+/// The homes of an agent created with `pacerelle agent create` and of a device paired with `pacerelle device
+/// join`, both through `url`.
+struct Homes {
+    agent_home: tempfile::TempDir,
+    device_home: tempfile::TempDir,
+}
+
+fn agent_and_device(url: &str) -> Homes {
+    let agent_home = tempfile::tempdir().expect("tempdir");
+    let device_home = tempfile::tempdir().expect("tempdir");
+    let out = run({
+        let mut c = pacerelle(agent_home.path(), url);
+        c.args(["agent", "create", "--name", "two instances", "--json"]);
+        c
+    });
+    assert!(out.status.success(), "agent create: {}", stderr(&out));
+    let out = run({
+        let mut c = pacerelle(agent_home.path(), url);
+        c.args(["pair", "--json"]);
+        c
+    });
+    assert!(out.status.success(), "pair: {}", stderr(&out));
+    let link: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let out = run({
+        let mut c = pacerelle(device_home.path(), url);
+        c.args([
+            "device",
+            "join",
+            link["link"].as_str().expect("link"),
+            "--name",
+            "phone",
+        ]);
+        c
+    });
+    assert!(out.status.success(), "device join: {}", stderr(&out));
+    Homes {
+        agent_home,
+        device_home,
+    }
+}
+
+/// Two instances (A, B) on a fresh database with one data folder (the keys they share), and an agent and a
+/// device made through A.
+struct Pair {
+    data: tempfile::TempDir,
+    database: String,
+    setup: Homes,
+    a: (Proc, String),
+    b: (Proc, String),
+}
+
+async fn two_instances(cluster: &Cluster) -> Pair {
+    let database = cluster.fresh_database().await;
+    let data = tempfile::tempdir().expect("tempdir");
+    let a = serve_with(data.path(), &["--database", &database]);
+    let b = serve_with(data.path(), &["--database", &database]);
+    // The agent is created and the device paired through A.
+    let setup = agent_and_device(&a.1);
+    Pair {
+        data,
+        database,
+        setup,
+        a,
+        b,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_wait_parked_on_one_serve_is_woken_by_a_task_sent_through_the_other() {
+    let Some(cluster) = Cluster::from_env() else {
+        eprintln!("skipped: two instances need PostgreSQL (PACERELLE_TEST_POSTGRES=start)");
+        return;
+    };
+    let p = two_instances(cluster).await;
+    let agent = agent_on(p.setup.agent_home.path(), &p.a.1);
+    let device_b = device_on(p.setup.device_home.path(), &p.b.1);
+    let head = agent
+        .wait_for_messages(None, Duration::ZERO)
+        .await
+        .expect("inbox")
+        .cursor;
+
+    let parked = tokio::spawn(async move {
+        let started = Instant::now();
+        let inbox = agent
+            .wait_for_messages(Some(head), Duration::from_secs(20))
+            .await
+            .expect("the wait ends");
+        (started.elapsed(), inbox)
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let sent = device_b.send("through B", None).await.expect("sent");
+    let (took, inbox) = parked.await.expect("the wait");
+    assert!(took < WOKEN_WITHIN, "woken after {took:?}");
+    let ids: Vec<&str> = inbox.messages.iter().map(|m| m.message_id.as_str()).collect();
+    assert_eq!(ids, vec![sent.id.as_str()]);
+    drop(p.data);
+    drop(p.database);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_agent_goes_on_through_the_other_serve_when_its_own_is_killed_with_no_loss_or_duplicate() {
+    let Some(cluster) = Cluster::from_env() else {
+        eprintln!("skipped: two instances need PostgreSQL (PACERELLE_TEST_POSTGRES=start)");
+        return;
+    };
+    let Pair {
+        data,
+        database,
+        setup,
+        a,
+        b,
+    } = two_instances(cluster).await;
+    let (mut a_proc, a_url) = a;
+    let (_b_proc, b_url) = b;
+
+    // The agent: long-polls on A; on a network error, retries from the same cursor on the other instance.
+    let agent_home = setup.agent_home.path().to_path_buf();
+    let urls = [a_url.clone(), b_url.clone()];
+    let agent = tokio::spawn(async move {
+        let clients: Vec<AgentClient> = urls.iter().map(|u| agent_on(&agent_home, u)).collect();
+        let (mut on, mut cursor, mut delivered, mut switches) = (0usize, None, Vec::new(), 0u32);
+        let deadline = Instant::now() + Duration::from_secs(120);
+        while delivered.len() < TASKS && Instant::now() < deadline {
+            match clients[on]
+                .wait_for_messages(cursor, Duration::from_secs(5))
+                .await
+            {
+                Ok(inbox) => {
+                    for m in &inbox.messages {
+                        delivered.push(m.message_id.clone());
+                        clients[on]
+                            .mark_processed(&m.message_id)
+                            .await
+                            .expect("marked processed");
+                    }
+                    if let Some(before) = cursor {
+                        assert!(inbox.cursor >= before, "the cursor went back");
+                    }
+                    cursor = Some(inbox.cursor);
+                }
+                Err(_) => {
+                    on = 1 - on;
+                    switches += 1;
+                    // A is down for a moment: B is there.
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+        (delivered, switches)
+    });
+
+    // The device: tasks alternately through A and B (and A' once A is restarted); a send that fails goes
+    // again, with the same id, through the other instance.
+    let mut urls = [a_url.clone(), b_url.clone()];
+    let mut restarted = None;
+    for i in 0..TASKS {
+        if i == TASKS / 2 {
+            // Let the agent park on A, then kill A.
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            a_proc.0.kill().expect("SIGKILL");
+            a_proc.0.wait().expect("A ends");
+        }
+        if i == TASKS / 2 + 20 {
+            let (proc, url) = serve_with(data.path(), &["--database", &database]);
+            urls[0] = url;
+            restarted = Some(proc);
+        }
+        let id = format!("task-{i:03}");
+        let mut via = i % 2;
+        let mut tries = 0;
+        loop {
+            let device = device_on(setup.device_home.path(), &urls[via]);
+            match device.send(&format!("task {i}"), Some(&id)).await {
+                Ok(_) => break,
+                Err(e) => {
+                    tries += 1;
+                    assert!(tries < 10, "task {i} could not be sent: {e}");
+                    via = 1 - via;
+                }
+            }
+        }
+    }
+
+    let (delivered, switches) = agent.await.expect("the agent");
+    assert!(switches >= 1, "the agent never had to leave A");
+    let mut unique = delivered.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), delivered.len(), "a task was delivered twice");
+    assert_eq!(delivered.len(), TASKS, "tasks lost");
+
+    // The delivered order is the stored order.
+    let mut db = <sqlx::PgConnection as sqlx::Connection>::connect(&database)
+        .await
+        .expect("the database opens");
+    let stored: Vec<String> =
+        sqlx::query_scalar("SELECT item_id FROM items WHERE kind = 'message' ORDER BY seq")
+            .fetch_all(&mut db)
+            .await
+            .expect("the stored tasks");
+    assert_eq!(delivered, stored);
+    drop(restarted);
+}
