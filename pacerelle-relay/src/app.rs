@@ -119,6 +119,7 @@ pub(crate) fn app(state: AppState) -> Router {
         .route("/v1/device/messages", post(messages::send))
         .route("/v1/device/conversation", get(messages::conversation))
         .route("/v1/device/status", get(device::status))
+        .route("/v1/device/signing-key", put(device::register_signing_key))
         .route("/v1/device/push", post(push::subscribe).delete(push::unsubscribe))
         .route("/v1/push/key", get(push::key))
         .route("/v1/device/questions", get(questions::for_device))

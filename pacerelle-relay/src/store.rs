@@ -128,7 +128,8 @@ forward! {
     async fn conversation(&self, agent_id: &str, device_id: &str, after: Cursor, limit: u32, updates: bool, now: Timestamp) -> Result<(Vec<ConversationItem>, Cursor)>;
     async fn create_pairing(&self, p: &NewPairing<'_>) -> Result<PairingStored>;
     async fn pairing(&self, pairing_id: &str) -> Result<Option<PairingRow>>;
-    async fn claim_pairing(&self, pairing_id: &str, proof_hash: &[u8; 32], name: &str, now: Timestamp) -> Result<Claim>;
+    async fn claim_pairing(&self, pairing_id: &str, proof_hash: &[u8; 32], name: &str, signing: Option<SigningKeyCopy<'_>>, now: Timestamp) -> Result<Claim>;
+    async fn register_signing_key(&self, agent_id: &str, device_id: &str, signing: SigningKeyCopy<'_>) -> Result<SigningKeyPut>;
     async fn put_push_subscription(&self, agent_id: &str, device_id: &str, endpoint: &str, p256dh: &[u8], auth: &[u8], now: Timestamp) -> Result<PushPut>;
     async fn delete_push_subscription(&self, device_id: &str, endpoint: &str) -> Result<bool>;
     async fn due_pushes(&self, now: Timestamp, busy: &[i64], limit: u32) -> Result<Vec<DuePush>>;
@@ -235,6 +236,27 @@ pub(crate) enum Claim {
     WrongProof,
     AlreadyClaimed,
     Expired,
+}
+
+/// A device's signing key as it gave it, already checked: base64url of its Ed25519 public key and that key
+/// sealed for the agent. The relay stores and lists both as given; it cannot open the seal.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct SigningKeyCopy<'a> {
+    pub key: &'a str,
+    pub seal: &'a str,
+}
+
+/// Outcome of registering a device's signing key after pairing.
+#[derive(Debug)]
+pub(crate) enum SigningKeyPut {
+    /// Stored now: the device had none.
+    Stored(DeviceInfo),
+    /// The device already has this very key and seal (a retry).
+    Again(DeviceInfo),
+    /// The device already has another key or seal; it never changes.
+    Exists,
+    /// No such device of this agent.
+    NotFound,
 }
 
 /// Outcome of an idempotent store (task, checkpoint).

@@ -5,6 +5,7 @@ use axum::http::StatusCode;
 use pacerelle_core::wire::{ClaimPairing, CreatePairing, PairingClaimed, PairingCreated, PairingOffer, code};
 use pacerelle_core::{Timestamp, b64, keys};
 
+use super::device::check_signing_key;
 use super::{MAX_NAME_CHARS, check_envelope, check_id, check_text, decode_fixed};
 use crate::app::AppState;
 use crate::auth::{AgentAuth, ClaimGate};
@@ -105,7 +106,8 @@ pub(crate) async fn offer(
     }
 }
 
-/// `POST /v1/pairings/{pairingId}/claim`: once, with the claim secret; creates the device.
+/// `POST /v1/pairings/{pairingId}/claim`: once, with the claim secret; creates the device, with its signing
+/// key and the key's seal if it gives them (both or neither, checked before the offer is touched).
 pub(crate) async fn claim(
     State(state): State<AppState>,
     _gate: ClaimGate,
@@ -120,9 +122,23 @@ pub(crate) async fn claim(
         .filter(|s| !s.is_empty())
         .ok_or_else(|| AppError::invalid_input("claimSecret must be non-empty base64url"))?;
     let proof = keys::sha256(&secret);
+    let signing = match (body.signing_key.as_deref(), body.signing_key_seal.as_deref()) {
+        (Some(key), Some(seal)) => Some(check_signing_key(key, seal)?),
+        (None, None) => None,
+        (Some(_), None) => {
+            return Err(AppError::invalid_input(
+                "signingKeySeal is missing: a claim gives signingKey and signingKeySeal together, or neither",
+            ));
+        }
+        (None, Some(_)) => {
+            return Err(AppError::invalid_input(
+                "signingKey is missing: a claim gives signingKey and signingKeySeal together, or neither",
+            ));
+        }
+    };
     match state
         .store
-        .claim_pairing(&pairing_id, &proof, &name, Timestamp::now())
+        .claim_pairing(&pairing_id, &proof, &name, signing, Timestamp::now())
         .await?
     {
         Claim::Claimed(done) => {

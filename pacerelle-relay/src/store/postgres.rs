@@ -47,8 +47,8 @@ mod prelude {
     pub(super) use crate::store::{
         Claim, DueEvent, DuePush, Effects, ExpiryPass, ItemPut, Lease, LogPage, LogQuery, Marked, NewPairing,
         NewQuestion, NewUpdate, Outboxes, PairingRow, PairingStored, Principal, Purged, PushPut, Put,
-        QuestionPut, Registered, Renewal, ReplyPut, RosterPut, SessionOpened, StateFilter, StatusFacts,
-        Transition, WaitRead,
+        QuestionPut, Registered, Renewal, ReplyPut, RosterPut, SessionOpened, SigningKeyCopy, SigningKeyPut,
+        StateFilter, StatusFacts, Transition, WaitRead,
     };
     pub(super) use crate::store::{cursor, seq_of, ts};
 }

@@ -192,7 +192,13 @@ pub(super) mod tests {
             .expect("stored");
         assert!(matches!(created, PairingStored::Created(_)));
         let claimed = store
-            .claim_pairing(pairing_id, &keys::sha256(b"claim"), "phone", Timestamp(T0 + 1))
+            .claim_pairing(
+                pairing_id,
+                &keys::sha256(b"claim"),
+                "phone",
+                None,
+                Timestamp(T0 + 1),
+            )
             .await
             .expect("claimed");
         assert!(matches!(claimed, Claim::Claimed(_)));

@@ -5,8 +5,24 @@ use pacerelle_core::pairing::Role;
 use super::prelude::*;
 use crate::error::StoreError;
 
-/// A device as read: id, name, label, role, created, revoked.
-type DeviceRow = (String, String, Option<String>, String, i64, Option<i64>);
+/// A device as read: id, name, label, role, created, revoked, signing key, its seal (`device_columns!()`).
+type DeviceRow = (
+    String,
+    String,
+    Option<String>,
+    String,
+    i64,
+    Option<i64>,
+    Option<String>,
+    Option<String>,
+);
+
+/// The columns of a [`DeviceRow`], in its order (a literal, for `concat!`).
+macro_rules! device_columns {
+    () => {
+        "device_id, name, label, role, created_at, revoked_at, signing_key, signing_key_seal"
+    };
+}
 
 /// The role stored as `text`.
 pub(super) fn role(text: &str) -> Result<Role> {
@@ -20,7 +36,7 @@ pub(super) fn role(text: &str) -> Result<Role> {
 }
 
 fn device_info(row: DeviceRow) -> Result<DeviceInfo> {
-    let (device_id, name, label, role_text, created_at, revoked_at) = row;
+    let (device_id, name, label, role_text, created_at, revoked_at, signing_key, signing_key_seal) = row;
     Ok(DeviceInfo {
         device_id,
         name,
@@ -28,18 +44,19 @@ fn device_info(row: DeviceRow) -> Result<DeviceInfo> {
         role: role(&role_text)?,
         created_at: Timestamp(created_at),
         revoked_at: revoked_at.map(Timestamp),
-        signing_key: None,
-        signing_key_seal: None,
+        signing_key,
+        signing_key_seal,
     })
 }
 
 impl PgStore {
     /// The agent's devices, revoked ones included, in the order they paired.
     pub(crate) async fn devices(&self, agent_id: &str) -> Result<Vec<DeviceInfo>> {
-        let rows: Vec<DeviceRow> = sqlx::query_as(
-            "SELECT device_id, name, label, role, created_at, revoked_at
-             FROM devices WHERE agent_id = $1 ORDER BY created_at, rowid",
-        )
+        let rows: Vec<DeviceRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            device_columns!(),
+            " FROM devices WHERE agent_id = $1 ORDER BY created_at, rowid"
+        ))
         .bind(agent_id)
         .fetch_all(&self.pool)
         .await?;
@@ -48,15 +65,62 @@ impl PgStore {
 
     /// One device of this agent, revoked or not.
     pub(crate) async fn device(&self, agent_id: &str, device_id: &str) -> Result<Option<DeviceInfo>> {
-        let row: Option<DeviceRow> = sqlx::query_as(
-            "SELECT device_id, name, label, role, created_at, revoked_at
-             FROM devices WHERE agent_id = $1 AND device_id = $2",
-        )
+        let row: Option<DeviceRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            device_columns!(),
+            " FROM devices WHERE agent_id = $1 AND device_id = $2"
+        ))
         .bind(agent_id)
         .bind(device_id)
         .fetch_optional(&self.pool)
         .await?;
         row.map(device_info).transpose()
+    }
+
+    /// Registers the signing key of a device paired before keys (mirrors `sqlite/device.rs`): stored if the
+    /// device has none; the same key and seal again is a retry; anything else is refused. The device's row is
+    /// locked while it is read, so of two concurrent registrations the second sees the first's key.
+    pub(crate) async fn register_signing_key(
+        &self,
+        agent_id: &str,
+        device_id: &str,
+        signing: SigningKeyCopy<'_>,
+    ) -> Result<SigningKeyPut> {
+        let mut tx = self.pool.begin().await?;
+        let existing: Option<DeviceRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            device_columns!(),
+            " FROM devices WHERE agent_id = $1 AND device_id = $2 FOR UPDATE"
+        ))
+        .bind(agent_id)
+        .bind(device_id)
+        .fetch_optional(&mut *tx)
+        .await?;
+        let outcome = match existing {
+            None => SigningKeyPut::NotFound,
+            Some(row) if row.6.is_none() => {
+                let row: DeviceRow = sqlx::query_as(concat!(
+                    "UPDATE devices SET signing_key = $3, signing_key_seal = $4
+                     WHERE agent_id = $1 AND device_id = $2
+                     RETURNING ",
+                    device_columns!()
+                ))
+                .bind(agent_id)
+                .bind(device_id)
+                .bind(signing.key)
+                .bind(signing.seal)
+                .fetch_one(&mut *tx)
+                .await?;
+                SigningKeyPut::Stored(device_info(row)?)
+            }
+            Some(row) if row.6.as_deref() == Some(signing.key) && row.7.as_deref() == Some(signing.seal) => {
+                SigningKeyPut::Again(device_info(row)?)
+            }
+            Some(_) => SigningKeyPut::Exists,
+        };
+        tx.commit().await?;
+        self.committed();
+        Ok(outcome)
     }
 
     /// Revokes a device of this agent (idempotent: the first revocation time is kept) and drops its push
@@ -72,11 +136,12 @@ impl PgStore {
         let mut tx = self.pool.begin().await?;
         super::lock_agent(&mut tx, agent_id).await?;
         super::push::drop_device(&mut tx, agent_id, device_id).await?;
-        let row: Option<DeviceRow> = sqlx::query_as(
+        let row: Option<DeviceRow> = sqlx::query_as(concat!(
             "UPDATE devices SET revoked_at = COALESCE(revoked_at, $3)
              WHERE agent_id = $1 AND device_id = $2
-             RETURNING device_id, name, label, role, created_at, revoked_at",
-        )
+             RETURNING ",
+            device_columns!()
+        ))
         .bind(agent_id)
         .bind(device_id)
         .bind(now.millis())

@@ -44,17 +44,19 @@ impl PgStore {
     }
 
     /// Claims an offer: checks the proof, then in one transaction marks the offer claimed (dropping its
-    /// ciphertext), creates the device and stores the hash of its new token. The offer's row is locked while
+    /// ciphertext), creates the device with its signing key if it gave one, and stores the hash of its new
+    /// token. The offer's row is locked while
     /// it is read, so of two concurrent claims the second finds it claimed.
     pub(crate) async fn claim_pairing(
         &self,
         pairing_id: &str,
         proof_hash: &[u8; 32],
         name: &str,
+        signing: Option<SigningKeyCopy<'_>>,
         now: Timestamp,
     ) -> Result<Claim> {
         let mut tx = self.pool.begin().await?;
-        let outcome = claim_pairing_in(&mut tx, pairing_id, proof_hash, name, now).await?;
+        let outcome = claim_pairing_in(&mut tx, pairing_id, proof_hash, name, signing, now).await?;
         tx.commit().await?;
         self.committed();
         Ok(outcome)
@@ -120,6 +122,7 @@ async fn claim_pairing_in(
     pairing_id: &str,
     proof_hash: &[u8; 32],
     name: &str,
+    signing: Option<SigningKeyCopy<'_>>,
     now: Timestamp,
 ) -> Result<Claim> {
     type Row = (String, String, Option<String>, String, Vec<u8>, i64, Option<i64>);
@@ -152,8 +155,9 @@ async fn claim_pairing_in(
     .execute(&mut *conn)
     .await?;
     sqlx::query(
-        "INSERT INTO devices (device_id, agent_id, name, label, role, token_hash, created_at)
-         VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        "INSERT INTO devices (device_id, agent_id, name, label, role, token_hash, created_at,
+                              signing_key, signing_key_seal)
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
     )
     .bind(&device_id)
     .bind(&agent_id)
@@ -162,6 +166,8 @@ async fn claim_pairing_in(
     .bind(role(&role_text)?.as_str())
     .bind(&token_hash[..])
     .bind(now.millis())
+    .bind(signing.map(|s| s.key))
+    .bind(signing.map(|s| s.seal))
     .execute(&mut *conn)
     .await?;
     Ok(Claim::Claimed(PairingClaimed {
@@ -240,20 +246,20 @@ mod tests {
         let proof = keys::sha256(b"claim");
         assert!(matches!(
             store
-                .claim_pairing("nothing", &proof, "phone", Timestamp(T0))
+                .claim_pairing("nothing", &proof, "phone", None, Timestamp(T0))
                 .await
                 .expect("ok"),
             Claim::NotFound
         ));
         assert!(matches!(
             store
-                .claim_pairing(PAIRING, &keys::sha256(b"wrong"), "phone", Timestamp(T0))
+                .claim_pairing(PAIRING, &keys::sha256(b"wrong"), "phone", None, Timestamp(T0))
                 .await
                 .expect("ok"),
             Claim::WrongProof
         ));
         let Claim::Claimed(claimed) = store
-            .claim_pairing(PAIRING, &proof, "phone", Timestamp(T0 + 1))
+            .claim_pairing(PAIRING, &proof, "phone", None, Timestamp(T0 + 1))
             .await
             .expect("ok")
         else {
@@ -270,7 +276,7 @@ mod tests {
             .expect("created");
         assert_eq!(
             (device.name.as_str(), device.created_at),
-            ("phone", Timestamp(T0 + 1))
+            ("phone", None, Timestamp(T0 + 1))
         );
         // The token's secret hashes to what the device's principal holds.
         let Some(Principal::Device { hash, .. }) = store.principal("dv_1").await.expect("read") else {
@@ -284,7 +290,7 @@ mod tests {
         assert_eq!((row.offer, row.claimed_at), (None, Some(Timestamp(T0 + 1))));
         assert!(matches!(
             store
-                .claim_pairing(PAIRING, &proof, "phone", Timestamp(T0 + 2))
+                .claim_pairing(PAIRING, &proof, "phone", None, Timestamp(T0 + 2))
                 .await
                 .expect("ok"),
             Claim::AlreadyClaimed
@@ -304,7 +310,13 @@ mod tests {
             .expect("ok");
         assert!(matches!(
             store
-                .claim_pairing("LLLLLLLLLLLLLLLLLLLLLL", &proof, "phone", Timestamp(T0 + 1000))
+                .claim_pairing(
+                    "LLLLLLLLLLLLLLLLLLLLLL",
+                    &proof,
+                    "phone",
+                    None,
+                    Timestamp(T0 + 1000)
+                )
                 .await
                 .expect("ok"),
             Claim::Expired
@@ -328,7 +340,7 @@ mod tests {
             tasks.spawn(async move {
                 start.wait().await;
                 store
-                    .claim_pairing(PAIRING, &keys::sha256(b"claim"), "phone", Timestamp(T0 + 1))
+                    .claim_pairing(PAIRING, &keys::sha256(b"claim"), "phone", None, Timestamp(T0 + 1))
                     .await
                     .expect("ok")
             });

@@ -5,11 +5,29 @@ use pacerelle_core::wire::DeviceInfo;
 use rusqlite::{OptionalExtension, params};
 
 use super::{Result, SqliteStore, role, ts};
+use crate::store::{SigningKeyCopy, SigningKeyPut};
 
-type DeviceRow = (String, String, Option<String>, String, i64, Option<i64>);
+/// A device as read: id, name, label, role, created, revoked, signing key, its seal (`device_columns!()`).
+pub(super) type DeviceRow = (
+    String,
+    String,
+    Option<String>,
+    String,
+    i64,
+    Option<i64>,
+    Option<String>,
+    Option<String>,
+);
 
-fn device_info(row: DeviceRow) -> Result<DeviceInfo> {
-    let (device_id, name, label, role_text, created_at, revoked_at) = row;
+/// The columns of a [`DeviceRow`], in its order (a literal, for `concat!`).
+macro_rules! device_columns {
+    () => {
+        "device_id, name, label, role, created_at, revoked_at, signing_key, signing_key_seal"
+    };
+}
+
+pub(super) fn device_info(row: DeviceRow) -> Result<DeviceInfo> {
+    let (device_id, name, label, role_text, created_at, revoked_at, signing_key, signing_key_seal) = row;
     Ok(DeviceInfo {
         device_id,
         name,
@@ -17,17 +35,32 @@ fn device_info(row: DeviceRow) -> Result<DeviceInfo> {
         role: role(&role_text)?,
         created_at: ts(created_at),
         revoked_at: revoked_at.map(ts),
-        signing_key: None,
-        signing_key_seal: None,
+        signing_key,
+        signing_key_seal,
     })
+}
+
+/// Reads a [`DeviceRow`] from a rusqlite row holding `device_columns!()`.
+pub(super) fn device_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<DeviceRow> {
+    Ok((
+        r.get(0)?,
+        r.get(1)?,
+        r.get(2)?,
+        r.get(3)?,
+        r.get(4)?,
+        r.get(5)?,
+        r.get(6)?,
+        r.get(7)?,
+    ))
 }
 
 impl SqliteStore {
     pub(crate) async fn devices(&self, agent_id: &str) -> Result<Vec<DeviceInfo>> {
-        let rows: Vec<DeviceRow> = sqlx::query_as(
-            "SELECT device_id, name, label, role, created_at, revoked_at
-             FROM devices WHERE agent_id = ?1 ORDER BY created_at, rowid",
-        )
+        let rows: Vec<DeviceRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            device_columns!(),
+            " FROM devices WHERE agent_id = ?1 ORDER BY created_at, rowid"
+        ))
         .bind(agent_id)
         .fetch_all(&self.read)
         .await?;
@@ -35,15 +68,58 @@ impl SqliteStore {
     }
 
     pub(crate) async fn device(&self, agent_id: &str, device_id: &str) -> Result<Option<DeviceInfo>> {
-        let row: Option<DeviceRow> = sqlx::query_as(
-            "SELECT device_id, name, label, role, created_at, revoked_at
-             FROM devices WHERE agent_id = ?1 AND device_id = ?2",
-        )
+        let row: Option<DeviceRow> = sqlx::query_as(concat!(
+            "SELECT ",
+            device_columns!(),
+            " FROM devices WHERE agent_id = ?1 AND device_id = ?2"
+        ))
         .bind(agent_id)
         .bind(device_id)
         .fetch_optional(&self.read)
         .await?;
         row.map(device_info).transpose()
+    }
+
+    /// Registers the signing key of a device paired before keys: stored if the device has none; the same key
+    /// and seal again is a retry; anything else is refused, since a device's key never changes.
+    pub(crate) async fn register_signing_key(
+        &self,
+        agent_id: &str,
+        device_id: &str,
+        signing: SigningKeyCopy<'_>,
+    ) -> Result<SigningKeyPut> {
+        let (agent_id, device_id) = (agent_id.to_string(), device_id.to_string());
+        let (key, seal) = (signing.key.to_string(), signing.seal.to_string());
+        self.write(move |conn| {
+            let stored = conn
+                .prepare_cached(concat!(
+                    "UPDATE devices SET signing_key = ?3, signing_key_seal = ?4
+                     WHERE agent_id = ?1 AND device_id = ?2 AND signing_key IS NULL
+                     RETURNING ",
+                    device_columns!()
+                ))?
+                .query_row(params![agent_id, device_id, key, seal], device_row)
+                .optional()?;
+            if let Some(row) = stored {
+                return Ok(SigningKeyPut::Stored(device_info(row)?));
+            }
+            let existing = conn
+                .prepare_cached(concat!(
+                    "SELECT ",
+                    device_columns!(),
+                    " FROM devices WHERE agent_id = ?1 AND device_id = ?2"
+                ))?
+                .query_row(params![agent_id, device_id], device_row)
+                .optional()?;
+            Ok(match existing {
+                None => SigningKeyPut::NotFound,
+                Some(row) if row.6.as_deref() == Some(&key) && row.7.as_deref() == Some(&seal) => {
+                    SigningKeyPut::Again(device_info(row)?)
+                }
+                Some(_) => SigningKeyPut::Exists,
+            })
+        })
+        .await
     }
 
     /// Revokes a device of this agent (idempotent: the first revocation time is kept).
@@ -59,14 +135,13 @@ impl SqliteStore {
             .write(move |conn| {
                 super::push::drop_device(conn, &agent_id, &device_id)?;
                 Ok(conn
-                    .prepare_cached(
+                    .prepare_cached(concat!(
                         "UPDATE devices SET revoked_at = COALESCE(revoked_at, ?3)
                          WHERE agent_id = ?1 AND device_id = ?2
-                         RETURNING device_id, name, label, role, created_at, revoked_at",
-                    )?
-                    .query_row(params![agent_id, device_id, now.millis()], |r| {
-                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
-                    })
+                         RETURNING ",
+                        device_columns!()
+                    ))?
+                    .query_row(params![agent_id, device_id, now.millis()], device_row)
                     .optional()?)
             })
             .await;

@@ -5,7 +5,7 @@ use pacerelle_core::{Bearer, Timestamp, keys};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Result, SqliteStore, role, ts};
-use crate::store::{Claim, NewPairing, PairingRow, PairingStored};
+use crate::store::{Claim, NewPairing, PairingRow, PairingStored, SigningKeyCopy};
 
 impl SqliteStore {
     pub(crate) async fn create_pairing(&self, p: &NewPairing<'_>) -> Result<PairingStored> {
@@ -92,15 +92,20 @@ impl SqliteStore {
     }
 
     /// Claims an offer: checks the proof, then in one transaction marks the offer claimed (dropping its
-    /// ciphertext), creates the device and stores the hash of its new token.
+    /// ciphertext), creates the device with its signing key if it gave one, and stores the hash of its new token.
     pub(crate) async fn claim_pairing(
         &self,
         pairing_id: &str,
         proof_hash: &[u8; 32],
         name: &str,
+        signing: Option<SigningKeyCopy<'_>>,
         now: Timestamp,
     ) -> Result<Claim> {
         let (pairing_id, proof_hash, name) = (pairing_id.to_string(), *proof_hash, name.to_string());
+        let (signing_key, signing_key_seal) = match signing {
+            Some(s) => (Some(s.key.to_string()), Some(s.seal.to_string())),
+            None => (None, None),
+        };
         self.write(move |conn: &Connection| {
             type Row = (String, String, Option<String>, String, Vec<u8>, i64, Option<i64>);
             let row: Option<Row> = conn
@@ -140,8 +145,9 @@ impl SqliteStore {
             )?
             .execute(params![pairing_id, now.millis()])?;
             conn.prepare_cached(
-                "INSERT INTO devices (device_id, agent_id, name, label, role, token_hash, created_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+                "INSERT INTO devices (device_id, agent_id, name, label, role, token_hash, created_at,
+                                      signing_key, signing_key_seal)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             )?
             .execute(params![
                 device_id,
@@ -151,6 +157,8 @@ impl SqliteStore {
                 role(&role_text)?.as_str(),
                 &token_hash[..],
                 now.millis(),
+                signing_key,
+                signing_key_seal,
             ])?;
             Ok(Claim::Claimed(PairingClaimed {
                 agent_id,
