@@ -8,27 +8,9 @@ const MAX_NAME_CHARS: usize = 100;
 
 /// What an agent is called when the user gives no name: this computer's name, else "local agent".
 pub fn default_agent_name() -> String {
-    raw_host_name()
+    pacerelle_client::machine_name()
         .and_then(|raw| name_from(&raw))
         .unwrap_or_else(|| "local agent".to_string())
-}
-
-fn raw_host_name() -> Option<String> {
-    let from_file = |path: &str| std::fs::read_to_string(path).ok();
-    std::env::var("COMPUTERNAME")
-        .ok()
-        .or_else(|| from_file("/proc/sys/kernel/hostname"))
-        .or_else(|| from_file("/etc/hostname"))
-        .or_else(|| {
-            let out = std::process::Command::new("hostname")
-                .stdin(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null())
-                .output()
-                .ok()?;
-            out.status
-                .success()
-                .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
-        })
 }
 
 /// A host name made a display name: trimmed, its domain (`.local`, `.lan`, …) dropped, control characters

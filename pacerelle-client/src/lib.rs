@@ -8,6 +8,7 @@ mod files;
 pub mod gate;
 mod http;
 mod listener;
+mod machine;
 mod push;
 mod question;
 mod roster;
@@ -27,11 +28,12 @@ pub use error::{Error, ErrorKind, Result};
 pub use files::write_private;
 pub use gate::{Conclusion, Gate, Ruling};
 pub use listener::{LeaseState, Listener};
+pub use machine::machine_name;
 pub use pacerelle_core as core;
 pub use pacerelle_core::question::{Answer, Level, QuestionKind, QuestionState};
+pub use pacerelle_core::signing::{AnswerLogExport, ExportDevice, ExportRecord, VerifyFailure};
 pub use pacerelle_core::wire::{
     AgentInfo, DeviceInfo, DeviceSelf, ItemKind, ItemState, MessageState, Presence, Processed, QuestionMeta,
-pub use pacerelle_core::signing::{AnswerLogExport, ExportDevice, ExportRecord, VerifyFailure};
     SessionInfo, Status, Stored, SubjectKind, WebhookEvent, WebhookInfo,
 };
 pub use pacerelle_core::{AgentToken, Cursor, Timestamp};

@@ -1,4 +1,5 @@
-//! The label a session shows to a second session: the machine and, when cheaply known, the MCP host.
+//! The label a session shows to a second session: the machine (the client's `machine_name`) and, when
+//! cheaply known, the MCP host.
 
 /// Longest label sent to the relay.
 const MAX_LABEL_CHARS: usize = 120;
@@ -6,7 +7,7 @@ const MAX_LABEL_CHARS: usize = 120;
 /// `"laptop / claude (pacerelle-mcp pid 1234)"`: this machine's name, the parent process (the MCP host
 /// that started this server) when it can be read cheaply, and this process's id.
 pub fn host_label() -> String {
-    let machine = machine_name().unwrap_or_else(|| "unknown machine".to_string());
+    let machine = pacerelle_client::machine_name().unwrap_or_else(|| "unknown machine".to_string());
     let pid = std::process::id();
     let label = match parent_name() {
         Some(parent) => format!("{machine} / {parent} (pacerelle-mcp pid {pid})"),
@@ -18,26 +19,6 @@ pub fn host_label() -> String {
 fn clean(text: &str) -> Option<String> {
     let text: String = text.trim().chars().filter(|c| !c.is_control()).collect();
     (!text.is_empty()).then_some(text)
-}
-
-fn machine_name() -> Option<String> {
-    for var in ["HOSTNAME", "COMPUTERNAME"] {
-        if let Some(name) = std::env::var(var).ok().as_deref().and_then(clean) {
-            return Some(name);
-        }
-    }
-    for path in ["/proc/sys/kernel/hostname", "/etc/hostname"] {
-        if let Some(name) = std::fs::read_to_string(path).ok().as_deref().and_then(clean) {
-            return Some(name);
-        }
-    }
-    #[cfg(unix)]
-    {
-        let out = std::process::Command::new("hostname").output().ok()?;
-        clean(&String::from_utf8_lossy(&out.stdout))
-    }
-    #[cfg(not(unix))]
-    None
 }
 
 #[cfg(unix)]
