@@ -1,6 +1,7 @@
 //! The client's errors: network, the relay's coded errors, crypto, and bad input given by the caller.
 
 use pacerelle_core::CryptoError;
+use pacerelle_core::question::QuestionState;
 use pacerelle_core::wire::LeaseHolder;
 
 /// Errors of the client. None of them carries plaintext or key material.
@@ -79,6 +80,18 @@ impl Error {
             } if ErrorKind::of_code(code) == ErrorKind::AgentInUse => {
                 serde_json::from_value(details.as_ref().clone()).ok()
             }
+            _ => None,
+        }
+    }
+
+    /// The state of the question a [`ErrorKind::QuestionClosed`] error is about (`question_answered`,
+    /// `question_expired`, `question_cancelled`); `None` for any other error.
+    pub fn closed_state(&self) -> Option<QuestionState> {
+        use pacerelle_core::wire::code as c;
+        match self.code()? {
+            c::QUESTION_ANSWERED => Some(QuestionState::Answered),
+            c::QUESTION_EXPIRED => Some(QuestionState::Expired),
+            c::QUESTION_CANCELLED => Some(QuestionState::Cancelled),
             _ => None,
         }
     }
@@ -243,6 +256,24 @@ mod tests {
             None
         );
         assert_eq!(api(409, code::LEASE_LOST).lease_holder(), None);
+    }
+
+    #[test]
+    fn closed_states() {
+        assert_eq!(
+            api(409, code::QUESTION_ANSWERED).closed_state(),
+            Some(QuestionState::Answered)
+        );
+        assert_eq!(
+            api(410, code::QUESTION_EXPIRED).closed_state(),
+            Some(QuestionState::Expired)
+        );
+        assert_eq!(
+            api(409, code::QUESTION_CANCELLED).closed_state(),
+            Some(QuestionState::Cancelled)
+        );
+        assert_eq!(api(409, code::AGENT_IN_USE).closed_state(), None);
+        assert_eq!(Error::InvalidInput("x".into()).closed_state(), None);
     }
 
     #[test]

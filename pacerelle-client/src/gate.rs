@@ -65,6 +65,7 @@ const WITHDRAW_TIMEOUT: Duration = Duration::from_secs(5);
 /// What the gate concludes about one call or one question: one word for every surface (the hook's log, the
 /// `reason` of Python's `NotApproved`, the `conclusion` of the MCP tools).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schemars", derive(schemars::JsonSchema), schemars(inline))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum Conclusion {
@@ -72,7 +73,7 @@ pub enum Conclusion {
     Allowed,
     /// The owner answered an authenticated, timely yes.
     Approved,
-    /// The owner chose options or wrote a text ([`AnswerOutcome::answer`]): an answer, never a yes.
+    /// The owner chose options or wrote a text (the outcome's `answer`): an answer, never a yes.
     Answered,
     /// The owner answered no, or a deny rule matched.
     Denied,
@@ -511,8 +512,8 @@ mod tests {
             answer,
             expires_at: Timestamp(0),
             rejected: None,
-        }
             signed: false,
+        }
     }
 
     #[test]

@@ -13,7 +13,6 @@ use std::time::Duration;
 
 use pacerelle_client::core::ids;
 use pacerelle_client::core::question::{DEFAULT_EXPIRES_SECONDS, MAX_EXPIRES_SECONDS};
-use pacerelle_client::core::wire::code;
 use pacerelle_client::{
     Answer, AnswerOutcome, Conclusion, Error, ErrorKind, Level, QuestionKind, QuestionRequest, QuestionState,
 };
@@ -173,28 +172,6 @@ impl From<QuestionState> for QuestionStateWord {
     }
 }
 
-/// The schema of [`Conclusion`] (the client's type, which has none): the words a question's conclusion takes.
-#[derive(JsonSchema)]
-#[schemars(inline)]
-#[serde(rename_all = "snake_case")]
-#[allow(dead_code)] // only its schema is used
-enum ConclusionWord {
-    /// An authenticated yes: act on exactly what was asked.
-    Approved,
-    /// Options chosen (proceed with them only) or a text written (not an approval).
-    Answered,
-    /// The person answered no.
-    Denied,
-    /// Nobody answered in time: a no.
-    Expired,
-    /// Withdrawn: a no.
-    Cancelled,
-    /// An answer that could not be authenticated: a no.
-    Rejected,
-    /// No answer yet: not a yes.
-    Pending,
-}
-
 /// An answer: `"yes"` or `"no"` for a yes_no question, the written text for a text question, the list of
 /// chosen options for a choice question.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
@@ -229,7 +206,6 @@ pub struct AnswerResult {
     /// What this agent concludes, the same word as the PreToolUse hook and Python's `NotApproved.reason`:
     /// `approved` (an authenticated yes), `answered` (options chosen or a text written), `denied` (a no),
     /// `expired`, `cancelled`, `rejected` (an answer that could not be authenticated) or `pending`.
-    #[schemars(with = "ConclusionWord")]
     pub conclusion: Conclusion,
     /// True only for an explicit yes (or chosen options) that opened with the answering phone's key, bound
     /// to this question, given before its expiry. Act only when it is true.
@@ -622,11 +598,11 @@ impl PacerelleServer {
                 output(&result, next)
             }
             Err(e) if e.kind() == ErrorKind::NotFound => unknown_question(id),
-            Err(e) if e.code() == Some(code::QUESTION_ANSWERED) => failure(format!(
+            Err(e) if e.closed_state() == Some(QuestionState::Answered) => failure(format!(
                 "Too late to cancel: question \"{id}\" is already answered. Call wait_for_answer with \
                  questionId \"{id}\" to read the answer; act on it only if approved is true."
             )),
-            Err(e) if e.code() == Some(code::QUESTION_EXPIRED) => failure(format!(
+            Err(e) if e.closed_state() == Some(QuestionState::Expired) => failure(format!(
                 "Too late to cancel: question \"{id}\" already expired, which counts as a no. Nothing to \
                  withdraw; do not act on it."
             )),
@@ -716,7 +692,6 @@ mod tests {
         let week = AskArgs {
             expires_in_seconds: Some(604_800),
             ..ask(KindArg::YesNo)
-            signed: false,
         };
         assert_eq!(
             question_request(week).expect("7 days").expires_in.as_secs(),
@@ -740,6 +715,7 @@ mod tests {
             answer,
             expires_at: Timestamp(2_000),
             rejected: None,
+            signed: false,
         }
     }
 
