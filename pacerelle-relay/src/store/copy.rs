@@ -67,12 +67,15 @@ pub enum CopyError {
     Database(String),
 }
 
+/// Called after each batch committed, with the table and the rows of the source read so far in it.
+pub type OnBatch = Box<dyn FnMut(&str, u64)>;
+
 /// How a copy runs.
 pub struct CopyOptions {
     /// Rows per batch (one transaction each); [`DEFAULT_BATCH_ROWS`] unless set.
     pub batch_rows: usize,
     /// Called after each batch committed, with the table and the rows of the source read so far in it.
-    pub on_batch: Option<Box<dyn FnMut(&str, u64)>>,
+    pub on_batch: Option<OnBatch>,
 }
 
 impl Default for CopyOptions {
