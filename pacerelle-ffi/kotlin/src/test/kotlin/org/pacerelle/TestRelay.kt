@@ -14,7 +14,7 @@ object TestRelay {
     private val target = File(System.getProperty("pacerelle.binaries") ?: "../../target/debug").absoluteFile
     private val pacerelle = File(target, "pacerelle").path
     private val echoAgent = File(target, "echo-agent").path
-    private val dir: File = Files.createTempDirectory("pacerelle-kotlin").toFile()
+    internal val dir: File = Files.createTempDirectory("pacerelle-kotlin").toFile()
     private val home = File(dir, "home")
     private val processes = mutableListOf<Process>()
 
@@ -61,16 +61,31 @@ object TestRelay {
         command(*arrayOf("ask", *args, "--json")).redirectErrorStream(true).start().also { processes += it }
 
     /** Runs one `pacerelle` command and returns its standard output; fails on a non-zero exit. */
-    fun run(vararg args: String): String {
-        val process = command(*args).redirectErrorStream(false).start()
-        val out = process.inputStream.bufferedReader().readText()
-        val err = process.errorStream.bufferedReader().readText()
-        check(process.waitFor(60, TimeUnit.SECONDS)) { "pacerelle ${args.joinToString(" ")} did not finish" }
-        check(process.exitValue() == 0) { "pacerelle ${args.joinToString(" ")} failed: $err" }
+    fun run(vararg args: String): String = runIn(home, *args)
+
+    /** Runs one `pacerelle` command with [home] as its home; fails on a non-zero exit. */
+    internal fun runIn(home: File, vararg args: String): String {
+        val (status, out, err) = runAny(home, *args)
+        check(status == 0) { "pacerelle ${args.joinToString(" ")} failed: $err" }
         return out
     }
 
-    private fun command(vararg args: String): ProcessBuilder =
+    /** Runs one `pacerelle` command with [home] as its home: its exit status, standard output and error. */
+    internal fun runAny(home: File, vararg args: String): Triple<Int, String, String> {
+        val process = command(home, *args).redirectErrorStream(false).start()
+        val out = process.inputStream.bufferedReader().readText()
+        val err = process.errorStream.bufferedReader().readText()
+        check(process.waitFor(60, TimeUnit.SECONDS)) { "pacerelle ${args.joinToString(" ")} did not finish" }
+        return Triple(process.exitValue(), out, err)
+    }
+
+    /** Starts `pacerelle …` with [home] as its home; the process is stopped with the relay. */
+    internal fun start(home: File, vararg args: String): Process =
+        command(home, *args).redirectErrorStream(true).start().also { processes += it }
+
+    private fun command(vararg args: String): ProcessBuilder = command(home, *args)
+
+    private fun command(home: File, vararg args: String): ProcessBuilder =
         ProcessBuilder(pacerelle, *args).apply {
             environment()["PACERELLE_HOME"] = home.path
             environment()["PACERELLE_RELAY_URL"] = relayUrl
@@ -98,4 +113,32 @@ object TestRelay {
 
     private fun fieldOrNull(json: String, name: String): String? =
         Regex("\"${Regex.escape(name)}\"\\s*:\\s*\"((?:[^\"\\\\]|\\\\.)*)\"").find(json)?.groupValues?.get(1)
+}
+
+/**
+ * Another agent on the test relay, with its own `pacerelle` home (`pacerelle agent create`): its roster and
+ * answer log hold only what one test did. No agent process consumes its tasks.
+ */
+class SeparateAgent(name: String) {
+    /** Its `pacerelle` home. */
+    val home = File(TestRelay.dir, "home-${System.nanoTime()}")
+
+    /** Its id. */
+    val agentId: String
+
+    init {
+        agentId = TestRelay.field(run("agent", "create", "--name", name, "--json"), "agentId")
+    }
+
+    /** A fresh single-use pairing link. */
+    fun pairingLink(): String = TestRelay.field(run("pair", "--json"), "link")
+
+    /** Starts `pacerelle ask …` (it exits 0 when the answer approves, non-zero otherwise). */
+    fun ask(vararg args: String): Process = TestRelay.start(home, "ask", *args, "--json")
+
+    /** Runs one `pacerelle` command as this agent and returns its standard output; fails on a non-zero exit. */
+    fun run(vararg args: String): String = TestRelay.runIn(home, *args)
+
+    /** Runs one `pacerelle` command as this agent: its exit status, standard output and error. */
+    fun runAny(vararg args: String): Triple<Int, String, String> = TestRelay.runAny(home, *args)
 }
