@@ -211,6 +211,19 @@ async fn a_sqlite_relay_moves_to_postgresql_and_goes_on_with_the_same_cursors() 
         assert_eq!(t["inserted"], 0, "a second copy wrote to {}", t["table"]);
     }
 
+    // In text, and with the data folder as a plain path: the table and the verdict.
+    let text = run({
+        let mut c = Command::new(env!("CARGO_BIN_EXE_pacerelle"));
+        c.args(["store", "copy", "--to", &database, "--from"])
+            .arg(setup.data.path())
+            .env("PACERELLE_LOG", "error");
+        c
+    });
+    assert!(text.status.success(), "{}", stderr(&text));
+    let shown = stdout(&text);
+    assert!(shown.contains("Verified"), "{shown}");
+    assert!(shown.lines().any(|l| l.starts_with("items ")), "{shown}");
+
     // The relay on PostgreSQL, with the same data folder (its keys).
     let (relay, url) = serve_with(setup.data.path(), &["--database", &database]);
     let _relay = relay;
@@ -286,6 +299,29 @@ async fn a_sqlite_relay_moves_to_postgresql_and_goes_on_with_the_same_cursors() 
     let refused = run(copy_command(setup.data.path(), &database, &[]));
     assert!(!refused.status.success());
     assert!(stderr(&refused).contains("does not have"), "{}", stderr(&refused));
+
+    // A SQLite file an earlier relay version left (its newest migration not applied) is refused, saying what
+    // to do; nothing is read from it.
+    let older = tempfile::tempdir().expect("tempdir");
+    let file = older.path().join("pacerelle.db");
+    std::fs::copy(setup.data.path().join("pacerelle.db"), &file).expect("copied");
+    let mut db =
+        <sqlx::SqliteConnection as sqlx::Connection>::connect(&format!("sqlite://{}", file.display()))
+            .await
+            .expect("the copy opens");
+    sqlx::query("DELETE FROM _sqlx_migrations WHERE version = (SELECT MAX(version) FROM _sqlx_migrations)")
+        .execute(&mut db)
+        .await
+        .expect("a migration forgotten");
+    drop(db);
+    let fresh = cluster.fresh_database().await;
+    let outdated = run(copy_command(&file, &fresh, &[]));
+    assert!(!outdated.status.success());
+    assert!(
+        stderr(&outdated).contains("run this relay version once"),
+        "{}",
+        stderr(&outdated)
+    );
 
     // Through the CLI too, the device sees the new task in its inbox.
     let out = run({
