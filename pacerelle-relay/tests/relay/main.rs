@@ -17,5 +17,6 @@ mod quotas;
 mod readiness;
 mod registration;
 mod retention;
+mod signing;
 mod updates;
 mod webhooks;
