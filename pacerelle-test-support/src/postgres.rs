@@ -367,7 +367,7 @@ fn wait_ready(bin: &Path, dir: &Path, port: u16, log_from: usize) -> Result<(), 
         }
         let log = std::fs::read_to_string(dir.join("log")).unwrap_or_default();
         let log = log.get(log_from..).unwrap_or_default();
-        if log.contains("FATAL:") || log.contains("PANIC:") {
+        if log.lines().any(server_failed) {
             return Err(format!("the server on port {port} failed to start"));
         }
         if Instant::now() > deadline {
@@ -377,6 +377,18 @@ fn wait_ready(bin: &Path, dir: &Path, port: u16, log_from: usize) -> Result<(), 
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+}
+
+/// Whether a line of the server's log says the server itself failed. Clients that connect while it starts
+/// (a relay reconnecting during [`Cluster::restart`]) log `FATAL: the database system is starting up` too:
+/// that is theirs, not the server's.
+fn server_failed(line: &str) -> bool {
+    const CLIENTS: [&str; 3] = [
+        "the database system is starting up",
+        "the database system is shutting down",
+        "terminating connection",
+    ];
+    line.contains("PANIC:") || (line.contains("FATAL:") && !CLIENTS.iter().any(|c| line.contains(c)))
 }
 
 /// A command run as `user` (through `setpriv`) when set, in `dir`.

@@ -75,7 +75,6 @@ async fn readyz_fails_while_postgresql_is_down_and_the_relay_recovers_without_a_
             "a write took {:?}",
             started.elapsed()
         );
-        eprintln!("a write refused in {:?}", started.elapsed());
         refused.error(StatusCode::SERVICE_UNAVAILABLE, code::UNAVAILABLE);
         let started = Instant::now();
         let refused = wait_messages(&relay, &agent, None, 0, None).await;
@@ -84,7 +83,6 @@ async fn readyz_fails_while_postgresql_is_down_and_the_relay_recovers_without_a_
             "a read took {:?}",
             started.elapsed()
         );
-        eprintln!("a read refused in {:?}", started.elapsed());
         refused.error(StatusCode::SERVICE_UNAVAILABLE, code::UNAVAILABLE);
     }
 
