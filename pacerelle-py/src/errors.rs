@@ -1,6 +1,5 @@
 //! The exception tree and its one conversion point, [`to_py_err`].
 
-use pacerelle_client::core::wire::code;
 use pacerelle_client::{Error, ErrorKind};
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -210,10 +209,8 @@ fn build(py: Python<'_>, e: &Error) -> PyResult<PyErr> {
             value.setattr("since", crate::convert::datetime(py, holder.since)?)?;
         }
     }
-    if let Some(c @ (code::QUESTION_ANSWERED | code::QUESTION_EXPIRED | code::QUESTION_CANCELLED)) =
-        api_code.as_deref()
-    {
-        value.setattr("state", c.trim_start_matches("question_"))?;
+    if let Some(state) = e.closed_state() {
+        value.setattr("state", state.as_str())?;
         // A device's refused answer: the answer that counts (True, False, options or text), never the refused one.
         if let Some(closed) = pacerelle_client::ClosedQuestion::from_error(e) {
             value.setattr("state", closed.state.as_str())?;
