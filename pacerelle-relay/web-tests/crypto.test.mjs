@@ -183,6 +183,118 @@ test("envelope.json: an answer names its question's digest, and its copy opens w
   await refuses(c.openJson(key, c.context.answer(agentId, deviceId, objectId), copy.envelope), "open");
 });
 
+/** An Ed25519 private CryptoKey from an RFC 8032 seed (PKCS #8 of RFC 8410): only the vectors need a given seed. */
+const PKCS8_ED25519 = Uint8Array.from([0x30, 0x2e, 0x02, 0x01, 0x00, 0x30, 0x05, 0x06, 0x03, 0x2b, 0x65, 0x70, 0x04, 0x22, 0x04, 0x20]);
+const ed25519FromSeed = (seed) =>
+  globalThis.crypto.subtle.importKey("pkcs8", c.concat(PKCS8_ED25519, seed), { name: "Ed25519" }, true, ["sign"]);
+async function publicOf(privateKey) {
+  const jwk = await globalThis.crypto.subtle.exportKey("jwk", privateKey);
+  return d(jwk.x);
+}
+const hex = (bytes) => Buffer.from(bytes).toString("hex");
+/** The fields of `c.signedAnswerBytes` from a signedAnswer vector. */
+const signedFields = (v) => ({
+  agentId: v.agentId, deviceId: v.deviceId, questionId: v.questionId, questionDigest: v.questionDigest,
+  answeredAt: v.answeredAt, answer: v.answer,
+});
+
+test("signature.json: what a device does (its key, the signed answer, its key sealed for the agent)", async (t) => {
+  // What only the agent or a verifier does (refusing a sealed key, verifying an export) is not the app's part:
+  // pacerelle-core's tests and the independent verifier check those cases.
+  const deviceSide = vectors("signature").filter((v) => !["rejectSigningKey", "export", "rejectExport"].includes(v.type));
+  assert.deepEqual([...new Set(deviceSide.map((v) => v.type))].sort(), ["sealedSigningKey", "signedAnswer", "signingKey"]);
+  for (const v of deviceSide) {
+    await t.test(`${v.type}: ${v.name}`, async () => {
+      switch (v.type) {
+        case "signingKey": {
+          const key = await ed25519FromSeed(d(v.seed));
+          const raw = await publicOf(key);
+          assert.equal(e(raw), v.publicKey);
+          assert.equal(await c.fingerprint(raw), v.fingerprint);
+          assert.match(v.fingerprint, /^[0-9a-f]{4}( [0-9a-f]{4}){5}$/);
+          break;
+        }
+        case "signedAnswer": {
+          const bytes = c.signedAnswerBytes(signedFields(v));
+          assert.equal(hex(bytes), v.signedBytesHex);
+          const key = await ed25519FromSeed(d(v.seed));
+          assert.equal(e(await publicOf(key)), v.publicKey);
+          // Ed25519 is deterministic: WebCrypto's signature is the vector's, byte for byte.
+          assert.equal(await c.signAnswer(key, signedFields(v)), v.signature);
+          assert.ok(await c.verify(d(v.publicKey), bytes, v.signature));
+          // Any field changed: the signature no longer covers it.
+          const changed = [
+            { ...signedFields(v), agentId: "ag_other" },
+            { ...signedFields(v), deviceId: "dv_other" },
+            { ...signedFields(v), questionId: "qst_other" },
+            { ...signedFields(v), questionDigest: v.questionDigest.slice(1) + "A" },
+            { ...signedFields(v), answeredAt: v.answeredAt.replace(/\d(?=Z$)/, (n) => String((+n + 1) % 10)) },
+            { ...signedFields(v), answer: v.answer.type === "yes" ? { type: "no" } : { type: "yes" } },
+          ];
+          for (const fields of changed) {
+            assert.equal(await c.verify(d(v.publicKey), c.signedAnswerBytes(fields), v.signature), false, JSON.stringify(fields));
+          }
+          break;
+        }
+        case "sealedSigningKey": {
+          assert.deepEqual(c.context.signingKey(v.agentId, v.deviceId), v.aadFields);
+          assert.equal(e(c.aad(v.aadFields)), v.aad);
+          const key = await c.importKey(d(v.deviceKey));
+          assert.equal(await c.sealWithNonce(key, v.aadFields, d(v.nonce), utf8(v.payloadJson)), v.envelope);
+          // What the app seals at pairing: the same payload, byte for byte, under a fresh nonce.
+          const sealed = await c.sealSigningKey(key, v.agentId, v.deviceId, d(v.publicKey));
+          assert.equal(sealed.signingKey, v.publicKey);
+          assert.notEqual(sealed.signingKeySeal, v.envelope);
+          assert.equal(c.decodeUtf8(await c.open(key, v.aadFields, sealed.signingKeySeal)), v.payloadJson);
+          // Bound to its device and kind: it opens as no other.
+          await refuses(c.open(key, c.context.signingKey(v.agentId, "dv_other"), sealed.signingKeySeal), "open");
+          await refuses(c.open(key, c.context.answer(v.agentId, v.deviceId, v.deviceId), sealed.signingKeySeal), "open");
+          break;
+        }
+        default:
+          assert.fail(`unknown case type ${v.type}`);
+      }
+    });
+  }
+});
+
+test("signed answers: a fresh key is non-extractable, signs what the vectors' encoder builds, and refuses malformed fields", async () => {
+  const pair = await c.generateSigningKey();
+  assert.ok(pair, "node has Ed25519 in WebCrypto");
+  assert.equal(pair.privateKey.extractable, false);
+  await assert.rejects(globalThis.crypto.subtle.exportKey("pkcs8", pair.privateKey));
+  assert.equal(pair.publicRaw.length, 32);
+  const fields = {
+    agentId: "ag_x", deviceId: "dv_y", questionId: "qst_z", questionDigest: "digest",
+    answeredAt: new Date(Date.UTC(2026, 11, 1, 7, 5, 0, 7)).toISOString(),
+    answer: { type: "options", value: ["b", "a"] },
+  };
+  assert.equal(fields.answeredAt, "2026-12-01T07:05:00.007Z");
+  const signature = await c.signAnswer(pair.privateKey, fields);
+  assert.equal(d(signature).length, 64);
+  assert.ok(await c.verify(pair.publicRaw, c.signedAnswerBytes(fields), signature));
+  // The options' order is signed.
+  const reordered = { ...fields, answer: { type: "options", value: ["a", "b"] } };
+  assert.equal(await c.verify(pair.publicRaw, c.signedAnswerBytes(reordered), signature), false);
+  // Another key, a truncated or malformed signature: refused, never thrown.
+  const other = await c.generateSigningKey();
+  assert.equal(await c.verify(other.publicRaw, c.signedAnswerBytes(fields), signature), false);
+  assert.equal(await c.verify(pair.publicRaw, c.signedAnswerBytes(fields), signature.slice(0, 80)), false);
+  assert.equal(await c.verify(pair.publicRaw, c.signedAnswerBytes(fields), "not base64url!"), false);
+  // Only the wire form of a time, and only the four answer types, are signed.
+  for (const bad of [
+    { ...fields, answeredAt: "2026-12-01T07:05:00Z" },
+    { ...fields, answeredAt: "2026-12-01T08:05:00.007+01:00" },
+    { ...fields, answer: { type: "maybe" } },
+    { ...fields, answer: { type: "options", value: "a" } },
+    { ...fields, answer: { type: "options", value: [1] } },
+    { ...fields, answer: { type: "text" } },
+    { ...fields, questionDigest: undefined },
+  ]) {
+    assert.throws(() => c.signedAnswerBytes(bad), c.CryptoError, JSON.stringify(bad));
+  }
+});
+
 test("cursor.json", async (t) => {
   for (const v of vectors("cursor")) {
     await t.test(`${v.type}: ${v.name}`, () => {
@@ -226,6 +338,12 @@ test("generated ids are valid and 128 random bits", () => {
   assert.ok(!c.isId(""));
   assert.ok(!c.isId("a".repeat(129)));
   assert.ok(!c.isId("é"));
+});
+
+test("the signing key's context names the device as its object (crypto.md §4.8)", () => {
+  assert.deepEqual(c.context.signingKey("ag_a", "dv_b"), {
+    agentId: "ag_a", deviceId: "dv_b", direction: "d2a", kind: "signing_key", objectId: "dv_b",
+  });
 });
 
 test("strict base64url", () => {
