@@ -276,7 +276,7 @@ mod tests {
             .expect("created");
         assert_eq!(
             (device.name.as_str(), device.created_at),
-            ("phone", None, Timestamp(T0 + 1))
+            ("phone", Timestamp(T0 + 1))
         );
         // The token's secret hashes to what the device's principal holds.
         let Some(Principal::Device { hash, .. }) = store.principal("dv_1").await.expect("read") else {
