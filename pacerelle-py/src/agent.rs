@@ -37,6 +37,26 @@ fn cursor_arg(cursor: Option<&str>) -> PyResult<Option<Cursor>> {
         .transpose()
 }
 
+/// The answer log's filter from the Python arguments.
+fn audit_filter(
+    state: Option<&str>,
+    since: Option<&Bound<'_, PyAny>>,
+    until: Option<&Bound<'_, PyAny>>,
+    limit: Option<usize>,
+) -> PyResult<AuditFilter> {
+    Ok(AuditFilter {
+        state: state
+            .map(|s| {
+                QuestionState::parse(s)
+                    .ok_or_else(|| invalid("state is 'pending', 'answered', 'expired' or 'cancelled'"))
+            })
+            .transpose()?,
+        since: since.map(timestamp_arg).transpose()?,
+        until: until.map(timestamp_arg).transpose()?,
+        limit,
+    })
+}
+
 /// A question request from the Python arguments; the kind is 'choice' when options are given, else 'yes_no'.
 #[allow(clippy::too_many_arguments)]
 fn request(
@@ -401,17 +421,7 @@ impl AgentClient {
         limit: Option<usize>,
         search: Option<String>,
     ) -> PyResult<Call> {
-        let filter = AuditFilter {
-            state: state
-                .map(|s| {
-                    QuestionState::parse(s)
-                        .ok_or_else(|| invalid("state is 'pending', 'answered', 'expired' or 'cancelled'"))
-                })
-                .transpose()?,
-            since: since.map(timestamp_arg).transpose()?,
-            until: until.map(timestamp_arg).transpose()?,
-            limit,
-        };
+        let filter = audit_filter(state, since, until, limit)?;
         let c = self.inner.clone();
         Ok(Call::new(async move {
             match search {
@@ -419,6 +429,21 @@ impl AgentClient {
                 None => c.answer_log(&filter).await,
             }
         }))
+    }
+
+    /// The answer log anyone can verify (`pacerelle audit export --format signed`), as JSON text: the
+    /// accepted answers, oldest first, with the question's exact bytes, the device's signature and key.
+    #[pyo3(signature = (*, state = None, since = None, until = None, limit = None))]
+    fn export_answer_log(
+        &self,
+        state: Option<&str>,
+        since: Option<&Bound<'_, PyAny>>,
+        until: Option<&Bound<'_, PyAny>>,
+        limit: Option<usize>,
+    ) -> PyResult<Call> {
+        let filter = audit_filter(state, since, until, limit)?;
+        let c = self.inner.clone();
+        Ok(Call::new(async move { c.export_answer_log(&filter).await }))
     }
 
     fn set_webhook(&self, url: String, secret: String) -> Call {

@@ -213,6 +213,8 @@ mod _native {
     #[pymodule_export]
     use super::webhook::{sign_webhook, verify_webhook};
     #[pymodule_export]
+    use super::types::verify_answer_log;
+    #[pymodule_export]
     use super::{Call, CancelToken, TaskHandle};
 
     use pyo3::prelude::*;
@@ -220,6 +222,7 @@ mod _native {
     #[pymodule_init]
     fn init(m: &Bound<'_, PyModule>) -> PyResult<()> {
         super::errors::register(m)?;
+        super::types::register_audit(m)?;
         m.add("DEFAULT_RELAY_URL", pacerelle_client::DEFAULT_RELAY_URL)?;
         m.add("__version__", env!("CARGO_PKG_VERSION"))?;
         Ok(())

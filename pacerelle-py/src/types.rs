@@ -63,7 +63,7 @@ mod questions;
 mod webhook;
 
 pub(crate) use agent::{PyAgentInfo, PyLeaseHolder, PyPairingLink, PySessionInfo, PyStatus};
-pub(crate) use audit::PyAuditEntry;
+pub(crate) use audit::{PyAuditEntry, register as register_audit, verify_answer_log};
 pub(crate) use device::{
     PyConversationItem, PyConversationPage, PyDeviceCredentials, PyDeviceInfo, PyDeviceSelf,
 };

@@ -21,6 +21,7 @@ end to end by the Rust core underneath (`pacerelle._native`).
 
 from ._agent import Agent, AsyncAgent
 from ._approval import Approval
+from ._audit import verify_answer_log
 from ._device import AsyncDevice, Device
 from ._native import (
     DEFAULT_RELAY_URL,
@@ -63,6 +64,7 @@ from ._native import (
     SessionInfo,
     Status,
     Stored,
+    VerificationFailed,
     WebhookError,
     WebhookEvent,
     WebhookInfo,
@@ -120,10 +122,12 @@ __all__ = [
     "SessionInfo",
     "Status",
     "Stored",
+    "VerificationFailed",
     "WebhookError",
     "WebhookEvent",
     "WebhookInfo",
     "__version__",
     "sign_webhook",
+    "verify_answer_log",
     "verify_webhook",
 ]

@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, overload
 
 from . import _approval, _bridge, _config, _native, _runner
+from ._audit import AnswerLogApi
 from ._twin import Awaiting, Blocking, call
 from ._native import (
     AgentInfo,
@@ -191,7 +192,7 @@ def _kwargs_question(
     }
 
 
-class _AgentApi(_Base):
+class _AgentApi(AnswerLogApi, _Base):
     """The agent's calls, once: blocking in `Agent`, coroutines in `AsyncAgent`."""
 
     # -- the inbox -------------------------------------------------------------------------------------

@@ -66,6 +66,16 @@ class PairingError(PacerelleError): ...
 class WebhookError(PacerelleError):
     reason: Literal["malformed_header", "outside_tolerance", "bad_signature", "malformed_body"] | None
 
+class VerificationFailed(PacerelleError):
+    """A record of an answer-log export does not verify, or the data is not an export."""
+
+    record: int
+    """The first record that does not verify, from 1; 0 when the data is not an export."""
+    question_id: str | None
+    """Its question."""
+    reason: str
+    """What failed ("the signature does not verify", …)."""
+
 # ---------------------------------------------------------------- calls
 
 @final
@@ -324,6 +334,10 @@ class AnswerOutcome:
     @property
     def rejected(self) -> str | None: ...
     @property
+    def signed(self) -> bool:
+        """True when the answer carried the device's signature and it verified with the key pinned in the
+        roster."""
+    @property
     def is_final(self) -> bool: ...
 
 @final
@@ -362,6 +376,10 @@ class AuditEntry:
     def closed_at(self) -> datetime | None: ...
     @property
     def rejected(self) -> str | None: ...
+    @property
+    def signed(self) -> bool:
+        """True when the answer carried the device's signature and it verified with the key pinned in the
+        roster: the answer is in the log anyone can verify."""
     def to_json(self) -> str: ...
 
 @final
@@ -632,6 +650,14 @@ class AgentClient:
         limit: int | None = None,
         search: str | None = None,
     ) -> Call[list[AuditEntry]]: ...
+    def export_answer_log(
+        self,
+        *,
+        state: str | None = None,
+        since: Time | None = None,
+        until: Time | None = None,
+        limit: int | None = None,
+    ) -> Call[str]: ...
     def set_webhook(self, url: str, secret: str) -> Call[WebhookInfo]: ...
     def webhook(self) -> Call[WebhookInfo]: ...
     def clear_webhook(self) -> Call[WebhookInfo]: ...
@@ -663,6 +689,10 @@ def verify_webhook(
     now: Time | None = None,
 ) -> WebhookEvent:
     """Verifies a webhook request from the relay; raises WebhookError otherwise."""
+
+def verify_answer_log(data: bytes) -> int:
+    """Verifies every record of an answer-log export; raises VerificationFailed naming the first that does
+    not."""
 
 def sign_webhook(secret: str | bytes, body: bytes | str, timestamp: Time | None = None) -> str:
     """The signature header's value the relay would send (for receivers' tests)."""

@@ -1,6 +1,7 @@
-//! The answer log (client `audit`).
+//! The answer log (client `audit`), its signed export and the check of one.
 
 use pacerelle_client as client;
+use pyo3::create_exception;
 use pyo3::prelude::*;
 
 use super::{b, ts};
@@ -115,6 +116,13 @@ impl PyAuditEntry {
         self.inner.rejected.as_deref()
     }
 
+    /// True when the answer carried the device's signature and it verified with the key pinned in the
+    /// roster: the answer is in the log anyone can verify (`Agent.export_answer_log`).
+    #[getter]
+    fn signed(&self) -> bool {
+        self.inner.signed
+    }
+
     /// The entry as one line of the JSON Lines export (camelCase, RFC 3339 times).
     fn to_json(&self) -> String {
         serde_json::to_string(&self.inner).unwrap_or_default()
@@ -124,7 +132,7 @@ impl PyAuditEntry {
         let e = &self.inner;
         format!(
             "AuditEntry(question_id={}, kind={}, question={}, state={}, approved={}, answer={}, \
-             answered_by={}, created_at={})",
+             answered_by={}, signed={}, created_at={})",
             r(&e.question_id),
             r(e.kind.as_str()),
             r(&e.question),
@@ -132,7 +140,65 @@ impl PyAuditEntry {
             b(e.approved),
             ro(e.answer.as_deref()),
             ro(e.answered_by.as_deref()),
+            b(e.signed),
             r(&ts(e.created_at))
         )
     }
+}
+
+/// The signed export travels to Python as its JSON text (pretty, as `pacerelle audit export --format signed`
+/// writes it): the Python layer gives it as a dict or as that text.
+impl crate::types::ToPy for client::AnswerLogExport {
+    fn to_py(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let text = serde_json::to_string_pretty(&self)
+            .map_err(|e| crate::errors::invalid(format!("cannot write the export: {e}")))?;
+        Ok(text.into_pyobject(py)?.into_any().unbind())
+    }
+}
+
+create_exception!(
+    pacerelle,
+    VerificationFailed,
+    crate::errors::PacerelleError,
+    "A record of an answer-log export does not verify (or the data is not an export): `record` is its \
+     position from 1 (0 when the data is not an export), `question_id` its question, `reason` what failed."
+);
+
+/// Adds [`VerificationFailed`] to the module, with its attributes' defaults.
+pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    let py = m.py();
+    let ty = py.get_type::<VerificationFailed>();
+    ty.setattr("code", "verification_failed")?;
+    ty.setattr("record", 0)?;
+    ty.setattr("question_id", py.None())?;
+    ty.setattr("reason", "")?;
+    m.add("VerificationFailed", ty)
+}
+
+/// Verifies every record of an answer-log export (the bytes of the file `Agent.export_answer_log` or
+/// `pacerelle audit export --format signed` wrote); needs no key and no relay. Returns how many answers
+/// verify; raises `VerificationFailed` naming the first record that does not.
+#[pyfunction]
+pub(crate) fn verify_answer_log(py: Python<'_>, data: &[u8]) -> PyResult<usize> {
+    client::verify_answer_log(data).map_err(|failure| {
+        let message = if failure.index == 0 {
+            failure.reason.to_string()
+        } else {
+            failure.to_string()
+        };
+        let err = VerificationFailed::new_err(message);
+        let value = err.value(py);
+        let set = || -> PyResult<()> {
+            value.setattr("record", failure.index)?;
+            if failure.index > 0 {
+                value.setattr("question_id", &failure.question_id)?;
+            }
+            value.setattr("reason", failure.reason)?;
+            Ok(())
+        };
+        match set() {
+            Ok(()) => err,
+            Err(e) => e,
+        }
+    })
 }

@@ -135,6 +135,13 @@ impl PyAnswerOutcome {
         self.inner.rejected.as_deref()
     }
 
+    /// True when the answer carried the device's signature and it verified with the key pinned in the
+    /// roster (docs/crypto.md §4.8).
+    #[getter]
+    fn signed(&self) -> bool {
+        self.inner.signed
+    }
+
     /// True when waiting longer cannot change the outcome.
     #[getter]
     fn is_final(&self) -> bool {
