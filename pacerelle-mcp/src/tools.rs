@@ -15,7 +15,6 @@ pub mod status;
 
 use std::sync::Arc;
 
-use pacerelle_client::core::message::MAX_TEXT_BYTES;
 use pacerelle_client::core::wire::code;
 use pacerelle_client::{Cursor, Error, ErrorKind};
 use rmcp::ErrorData as McpError;
@@ -148,23 +147,6 @@ pub fn check_id(what: &'static str, id: &str) -> Result<(), McpError> {
     pacerelle_client::core::ids::validate(what, id).map_err(|e| McpError::invalid_params(e.to_string(), None))
 }
 
-/// Checks a text argument: not blank, at most 64 KiB.
-pub fn check_text(what: &str, text: &str) -> Result<(), McpError> {
-    if text.trim().is_empty() {
-        return Err(McpError::invalid_params(
-            format!("{what} must not be empty"),
-            None,
-        ));
-    }
-    if text.len() > MAX_TEXT_BYTES {
-        return Err(McpError::invalid_params(
-            format!("{what} is longer than {} KiB", MAX_TEXT_BYTES / 1024),
-            None,
-        ));
-    }
-    Ok(())
-}
-
 /// Parses a cursor argument.
 pub fn parse_cursor(text: &str) -> Result<Cursor, McpError> {
     Cursor::parse(text.trim()).map_err(|_| {
@@ -187,9 +169,11 @@ mod tests {
             check_id("message id", "a b").expect_err("refused").code,
             ErrorCode::INVALID_PARAMS
         );
-        assert!(check_text("text", "  ").is_err());
-        assert!(check_text("text", &"x".repeat(MAX_TEXT_BYTES + 1)).is_err());
-        assert!(check_text("text", "done").is_ok());
+        // Texts are checked by the client; its message is shown as it is.
+        let refused = relay_failure("u", Error::InvalidInput("a reply needs some text".into()))
+            .expect_err("invalid params");
+        assert_eq!(refused.code, ErrorCode::INVALID_PARAMS);
+        assert_eq!(refused.message, "a reply needs some text");
         assert!(parse_cursor("c1.AAAAAAAAAAE").is_ok());
         assert!(parse_cursor("nope").is_err());
     }

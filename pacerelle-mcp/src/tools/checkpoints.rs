@@ -11,7 +11,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::server::PacerelleServer;
-use crate::tools::{Args, check_id, check_text, input_schema, output, relay_failure};
+use crate::tools::{Args, check_id, input_schema, output, relay_failure};
 
 /// Checkpoints returned when `limit` is not given.
 pub const DEFAULT_LIMIT: u32 = 5;
@@ -158,8 +158,6 @@ impl PacerelleServer {
         &self,
         Args(args): Args<SaveCheckpointArgs>,
     ) -> Result<CallToolResult, McpError> {
-        check_text("summary", &args.summary)?;
-        check_text("nextAction", &args.next_action)?;
         let message_ids = args.message_ids.unwrap_or_default();
         if message_ids.len() > MAX_MESSAGE_IDS {
             return Err(McpError::invalid_params(

@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::server::PacerelleServer;
 use crate::tools::{
-    Args, check_id, check_text, failure, input_schema, lease_failure, output, parse_cursor, relay_failure,
+    Args, check_id, failure, input_schema, lease_failure, output, parse_cursor, relay_failure,
 };
 use crate::wait::{ANSWER_GRACE, Parked, Progress, park, timeout_of};
 
@@ -294,7 +294,6 @@ impl PacerelleServer {
     )]
     pub async fn reply(&self, Args(args): Args<ReplyArgs>) -> Result<CallToolResult, McpError> {
         check_id("source message id", &args.source_message_id)?;
-        check_text("text", &args.text)?;
         let reply_id = match args.reply_id {
             Some(id) => {
                 check_id("reply id", &id)?;

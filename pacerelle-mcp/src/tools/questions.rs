@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::server::PacerelleServer;
-use crate::tools::{Args, check_id, check_text, failure, input_schema, output, relay_failure};
+use crate::tools::{Args, check_id, failure, input_schema, output, relay_failure};
 use crate::wait::{ANSWER_GRACE, Parked, Progress, park, timeout_of};
 
 /// Longest title of a notification, in bytes.
@@ -275,7 +275,6 @@ fn invalid(text: impl Into<String>) -> McpError {
 /// Checks `ask_user`'s arguments and builds the request (with an id drawn here when none is given, so that
 /// a failure can name the id to retry with).
 pub fn question_request(args: AskArgs) -> Result<QuestionRequest, McpError> {
-    check_text("question", &args.question)?;
     let expires = expires_in(args.expires_in_seconds)?;
     let question_id = match args.question_id {
         Some(id) => {
@@ -545,7 +544,6 @@ impl PacerelleServer {
         )
     )]
     pub async fn send_notification(&self, Args(args): Args<NotifyArgs>) -> Result<CallToolResult, McpError> {
-        check_text("text", &args.text)?;
         let title = args.title.as_deref().map(str::trim).filter(|t| !t.is_empty());
         if title.is_some_and(|t| t.len() > MAX_TITLE_BYTES) {
             return Err(invalid(format!("title is longer than {MAX_TITLE_BYTES} bytes")));
