@@ -204,6 +204,8 @@ mod _native {
     #[pymodule_export]
     use super::policy::{PyEvaluation, PyPolicy, PyRuling};
     #[pymodule_export]
+    use super::types::verify_answer_log;
+    #[pymodule_export]
     use super::types::{
         PyAgentInfo, PyAnswerOutcome, PyAsked, PyAuditEntry, PyCheckpoint, PyConversationItem,
         PyConversationPage, PyDelivery, PyDeviceCredentials, PyDeviceInfo, PyDeviceSelf, PyInbox,
@@ -212,8 +214,6 @@ mod _native {
     };
     #[pymodule_export]
     use super::webhook::{sign_webhook, verify_webhook};
-    #[pymodule_export]
-    use super::types::verify_answer_log;
     #[pymodule_export]
     use super::{Call, CancelToken, TaskHandle};
 
