@@ -25,9 +25,10 @@ pub enum Format {
 
 /// `pacerelle audit verify`: every record verifies.
 pub const EXIT_VERIFIED: u8 = 0;
-/// `pacerelle audit verify`: a record does not verify, or the file is not an answer-log export.
+/// `pacerelle audit verify`: a record does not verify (the first is named).
 pub const EXIT_NOT_VERIFIED: u8 = 1;
-/// `pacerelle audit verify`: the file could not be checked (it cannot be read, or the command line is wrong).
+/// `pacerelle audit verify`: the file could not be checked: it cannot be read, it is not an answer-log
+/// export (of version 1), or the command line is wrong.
 pub const EXIT_UNCHECKED: u8 = 2;
 /// The error code `pacerelle audit verify` gives a record that does not verify (with `--json`).
 pub const VERIFICATION_FAILED: &str = "verification_failed";
@@ -81,8 +82,8 @@ pub enum AuditCommand {
     },
     /// Verify a signed export (`audit export --format signed`): needs no credentials and no relay.
     ///
-    /// Exit status: 0 when every record verifies; 1 when one does not (the first is named) or the file is
-    /// not an export; 2 when the file cannot be read.
+    /// Exit status: 0 when every record verifies; 1 when one does not (the first is named); 2 when the file
+    /// cannot be read or is not an answer-log export.
     Verify {
         /// The export to check.
         file: PathBuf,
@@ -167,7 +168,13 @@ fn verify(global: &Global, file: &std::path::Path) -> Result<ExitCode> {
             } else {
                 eprintln!("✗ {message}");
             }
-            Ok(ExitCode::from(EXIT_NOT_VERIFIED))
+            // Record 0 is the file as a whole: not an export, so nothing was checked.
+            let status = if failure.index == 0 {
+                EXIT_UNCHECKED
+            } else {
+                EXIT_NOT_VERIFIED
+            };
+            Ok(ExitCode::from(status))
         }
     }
 }

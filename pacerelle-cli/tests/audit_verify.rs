@@ -1,6 +1,6 @@
 //! `pacerelle audit export --format signed` and `pacerelle audit verify` with real processes: the phone's
 //! signed answers verify (exit 0) with no credentials and no relay; any changed field of a record makes verify
-//! exit 1 naming that record; a file that cannot be read exits 2.
+//! exit 1 naming that record; a file that cannot be read or is not an export exits 2.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 mod common;
@@ -217,16 +217,22 @@ async fn a_signed_export_verifies_and_any_changed_field_fails_naming_the_record(
         stderr(&out)
     );
 
-    // Not an export: 1; not readable: 2.
+    // Not an export, or not readable: 2 (nothing was checked).
     let path = dir.path().join("not.json");
     std::fs::write(&path, "hello").unwrap();
     let out = verify(&path, false);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("not an answer-log export"),
         "{}",
         stderr(&out)
     );
+    let mut changed = good.clone();
+    changed["v"] = 2.into();
+    std::fs::write(&path, serde_json::to_vec(&changed).unwrap()).unwrap();
+    let out = verify(&path, false);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("not a version 1"), "{}", stderr(&out));
     let out = verify(&dir.path().join("missing.json"), false);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("cannot read"), "{}", stderr(&out));
