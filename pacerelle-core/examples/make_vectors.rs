@@ -22,7 +22,7 @@ use pacerelle_core::question::{
 };
 use pacerelle_core::roster::{self, KIND_ROSTER, Roster, RosterDevice};
 use pacerelle_core::signing::{
-    self, AnswerLogExport, ExportDevice, ExportRecord, SignedAnswer, SigningKey, SigningKeyError,
+    self, AnswerLogExport, ExportDevice, ExportRecord, PublicKey, SignedAnswer, SigningKey, SigningKeyError,
     SigningKeyPayload,
 };
 use pacerelle_core::{AgentToken, Cursor, Timestamp};
@@ -1964,6 +1964,34 @@ enum SignatureCase {
         error: &'static str,
     },
     #[serde(rename_all = "camelCase")]
+    SignedVerdict {
+        name: &'static str,
+        agent_id: &'static str,
+        question_id: &'static str,
+        self_key: String,
+        /// The agent's own copy of the question.
+        own_envelope: String,
+        /// The answering device, its device key, and the signing key the roster pins for it (`null`: none).
+        device_id: &'static str,
+        device_key: String,
+        pinned_key: Option<String>,
+        /// The roster's active owners.
+        may_approve: Vec<&'static str>,
+        /// What the relay reports: the answer time by its clock and the sealed answer.
+        answered_at: String,
+        answer_envelope: String,
+        /// What the device sealed, for the reader.
+        answer_plaintext: String,
+        now: String,
+        state: &'static str,
+        approved: bool,
+        /// The answer was accepted with a signature that verified.
+        signed: bool,
+        /// The step of docs/crypto.md §4.7 that rejects the answer (`6a`: the signature).
+        rejected_at_step: Option<String>,
+        rejected: Option<&'static str>,
+    },
+    #[serde(rename_all = "camelCase")]
     Export {
         name: &'static str,
         export: Box<AnswerLogExport>,
@@ -1992,6 +2020,169 @@ fn from_hex(text: &str) -> Vec<u8> {
         .step_by(2)
         .map(|i| u8::from_str_radix(&text[i..i + 2], 16).expect("hex"))
         .collect()
+}
+
+/// The step of docs/crypto.md §4.7 a rejection of `verdict_signed` stands for: 6a for the signature's, the
+/// number of [`verdict_step`] for the others.
+fn signed_verdict_step(reason: &str) -> String {
+    match reason {
+        "the answer's signature does not verify with the device's signing key"
+        | "the answer is not signed, but the device has a signing key"
+        | "the answer is signed with a key the agent never received from the device" => "6a".into(),
+        other => verdict_step(other).to_string(),
+    }
+}
+
+/// The question of `qst_deploy` as the agent sealed it for itself, and `dv_vector`'s answers to it judged with
+/// and without a pinned signing key.
+fn signed_verdict_cases() -> Vec<SignatureCase> {
+    let asked = &answered()[0];
+    let plain = json(&asked.question);
+    let self_key = keys::self_key(&MASTER, AGENT_ID);
+    let device_key = keys::device_key(&MASTER, AGENT_ID, DEVICE_ID);
+    let own_envelope = envelope::seal_with_nonce(
+        &self_key,
+        &question::question_aad(AGENT_ID, "", asked.question_id),
+        counting(0xd0),
+        plain.as_bytes(),
+    );
+    let own =
+        OwnQuestion::open(&self_key, AGENT_ID, asked.question_id, &own_envelope).expect("own copy opens");
+    let key = signing_key(SIGNING_SEED);
+    let other = signing_key(counting(0xa0));
+    let sign = |answer: &Answer, at: &str, with: &SigningKey| {
+        SignedAnswer {
+            agent_id: AGENT_ID,
+            device_id: DEVICE_ID,
+            question_id: asked.question_id,
+            question_digest: &own.digest,
+            answered_at: time(at),
+            answer,
+        }
+        .sign(with)
+    };
+    let payload = |answer: Answer, at: &str, signature: Option<String>| AnswerPayload {
+        question_id: asked.question_id.into(),
+        answer,
+        answered_at: time(at),
+        question_digest: Some(own.digest.clone()),
+        signature,
+    };
+    let on_time = asked.answered_at;
+    let late = "2026-11-30T01:00:00.000Z";
+    let case = |name: &'static str, pinned: Option<PublicKey>, answer: AnswerPayload, n: u8| {
+        let answer_plaintext = json(&answer);
+        let answer_envelope = envelope::seal_with_nonce(
+            &device_key,
+            &question::answer_aad(AGENT_ID, DEVICE_ID, asked.question_id),
+            [n; 12],
+            answer_plaintext.as_bytes(),
+        );
+        let relay_time = answer.answered_at.plus_millis(120);
+        let now = time("2026-11-30T00:50:00.000Z");
+        let report = RelayReport {
+            state: QuestionState::Answered,
+            answered_by: Some(DEVICE_ID),
+            answered_at: Some(relay_time),
+            answer_envelope: Some(&answer_envelope),
+        };
+        let v = question::verdict_signed(
+            AGENT_ID,
+            &own,
+            &report,
+            |d| keys::device_key(&MASTER, AGENT_ID, d),
+            |d| d == DEVICE_ID,
+            |d| pinned.filter(|_| d == DEVICE_ID),
+            now,
+        );
+        SignatureCase::SignedVerdict {
+            name,
+            agent_id: AGENT_ID,
+            question_id: asked.question_id,
+            self_key: b64::encode(&self_key.to_bytes()),
+            own_envelope: own_envelope.clone(),
+            device_id: DEVICE_ID,
+            device_key: b64::encode(&device_key.to_bytes()),
+            pinned_key: pinned.map(|p| p.to_b64()),
+            may_approve: vec![DEVICE_ID],
+            answered_at: relay_time.to_rfc3339(),
+            answer_envelope,
+            answer_plaintext,
+            now: now.to_rfc3339(),
+            state: v.state.as_str(),
+            approved: v.approved,
+            signed: v.signature.is_some(),
+            rejected_at_step: v.rejected.map(signed_verdict_step),
+            rejected: v.rejected,
+        }
+    };
+    let pinned = Some(key.public_key());
+    vec![
+        case(
+            "a signed yes, the key pinned: approved, signed",
+            pinned,
+            payload(Answer::Yes, on_time, Some(sign(&Answer::Yes, on_time, &key))),
+            0xe1,
+        ),
+        case(
+            "a signed no, the key pinned: answered, not approved",
+            pinned,
+            payload(Answer::No, on_time, Some(sign(&Answer::No, on_time, &key))),
+            0xe2,
+        ),
+        case(
+            "a yes without a signature, the key pinned: rejected",
+            pinned,
+            payload(Answer::Yes, on_time, None),
+            0xe3,
+        ),
+        case(
+            "a yes signed with another key: rejected",
+            pinned,
+            payload(Answer::Yes, on_time, Some(sign(&Answer::Yes, on_time, &other))),
+            0xe4,
+        ),
+        case(
+            "a yes carrying the signature of a no: rejected",
+            pinned,
+            payload(Answer::Yes, on_time, Some(sign(&Answer::No, on_time, &key))),
+            0xe5,
+        ),
+        case(
+            "a yes signed for another answeredAt: rejected",
+            pinned,
+            payload(
+                Answer::Yes,
+                on_time,
+                Some(sign(&Answer::Yes, "2026-11-30T00:41:02.004Z", &key)),
+            ),
+            0xe6,
+        ),
+        case(
+            "a signature that is not base64url: rejected",
+            pinned,
+            payload(Answer::Yes, on_time, Some("not a signature".into())),
+            0xe7,
+        ),
+        case(
+            "a signed yes, no key pinned (never received): rejected",
+            None,
+            payload(Answer::Yes, on_time, Some(sign(&Answer::Yes, on_time, &key))),
+            0xe8,
+        ),
+        case(
+            "an unsigned yes, no key pinned (paired before keys): approved, unsigned",
+            None,
+            payload(Answer::Yes, on_time, None),
+            0xe9,
+        ),
+        case(
+            "a signed yes at the expiry, the key pinned: the signature passes, the time does not",
+            pinned,
+            payload(Answer::Yes, late, Some(sign(&Answer::Yes, late, &key))),
+            0xea,
+        ),
+    ]
 }
 
 /// The step of docs/crypto.md §4.9 each failure of `verify_export` stands for.
@@ -2563,6 +2754,22 @@ fn signature_file() -> File<SignatureCase> {
     }
 }
 
+/// The agent's verdicts with signing keys, apart from `signature.json`, whose other cases a device implements.
+fn verdict_file() -> File<SignatureCase> {
+    File {
+        description: "The agent's verdict on a signed or unsigned answer (docs/crypto.md §4.7 with step 6a, §4.8). \
+                      signedVerdict: the agent opens ownEnvelope (its own copy of questionId) with selfKey, the \
+                      relay reports the question answered by deviceId at answeredAt with answerEnvelope (sealed \
+                      with deviceKey), the roster pins pinnedKey as that device's signing key (null: none) and \
+                      lets mayApprove approve, the agent's clock says now. The verdict reaches state and \
+                      approved; signed is whether it was accepted with a signature that verified; \
+                      rejectedAtStep is \"6a\" for the signature's check, else the number of the failing check \
+                      of §4.7, and rejected the Rust implementation's wording. The verdict cases of \
+                      question.json pin no key and carry no signature.",
+        cases: signed_verdict_cases(),
+    }
+}
+
 // ----------------------------------------------------------------------------------------------- main
 
 fn render<T: Serialize>(file: &File<T>) -> String {
@@ -2581,11 +2788,12 @@ fn file(name: &str) -> Option<String> {
         "question" => render(&question_file()),
         "roster" => render(&roster_file()),
         "signature" => render(&signature_file()),
+        "verdict" => render(&verdict_file()),
         _ => return None,
     })
 }
 
-const NAMES: [&str; 8] = [
+const NAMES: [&str; 9] = [
     "token",
     "kdf",
     "pairing",
@@ -2594,6 +2802,7 @@ const NAMES: [&str; 8] = [
     "question",
     "roster",
     "signature",
+    "verdict",
 ];
 
 fn main() {

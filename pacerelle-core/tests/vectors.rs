@@ -1286,6 +1286,27 @@ enum SignatureCase {
         error: String,
     },
     #[serde(rename_all = "camelCase")]
+    SignedVerdict {
+        name: String,
+        agent_id: String,
+        question_id: String,
+        self_key: String,
+        own_envelope: String,
+        device_id: String,
+        device_key: String,
+        pinned_key: Option<String>,
+        may_approve: Vec<String>,
+        answered_at: String,
+        answer_envelope: String,
+        answer_plaintext: String,
+        now: String,
+        state: String,
+        approved: bool,
+        signed: bool,
+        rejected_at_step: Option<String>,
+        rejected: Option<String>,
+    },
+    #[serde(rename_all = "camelCase")]
     Export {
         name: String,
         export: serde_json::Value,
@@ -1696,6 +1717,9 @@ fn signature_vectors() {
                     );
                 }
             }
+            SignatureCase::SignedVerdict { name, .. } => {
+                panic!("{name}: signed verdicts belong in verdict.json")
+            }
             SignatureCase::Export {
                 name,
                 export,
@@ -1735,6 +1759,118 @@ fn signature_vectors() {
     }
     assert_eq!(seen.len(), 6, "every case type is present: {seen:?}");
     assert_eq!(answer_types.len(), 4, "yes, no, options and text are all signed");
+}
+
+/// One case of `verdict.json`: the library's `verdict_signed`, and step 6a from the spec on ring directly.
+fn check_signed_verdict(case: SignatureCase) {
+    let SignatureCase::SignedVerdict {
+        name,
+        agent_id,
+        question_id,
+        self_key,
+        own_envelope,
+        device_id,
+        device_key,
+        pinned_key,
+        may_approve,
+        answered_at,
+        answer_envelope,
+        answer_plaintext,
+        now,
+        state,
+        approved,
+        signed,
+        rejected_at_step,
+        rejected,
+    } = case
+    else {
+        panic!("verdict.json holds signedVerdict cases only");
+    };
+    let time = |t: &str| Timestamp::parse(t).unwrap_or_else(|| panic!("{name}: time {t:?}"));
+    let own = OwnQuestion::open(
+        &ContentKey::from_bytes(b64_32(&self_key)),
+        &agent_id,
+        &question_id,
+        &own_envelope,
+    )
+    .expect("the agent's own copy opens");
+    let k = ContentKey::from_bytes(b64_32(&device_key));
+    let opened = envelope::open(
+        &k,
+        &question::answer_aad(&agent_id, &device_id, &question_id),
+        &answer_envelope,
+    )
+    .expect("the answer opens");
+    assert_eq!(opened, answer_plaintext.as_bytes(), "{name}: answerPlaintext");
+    let report = RelayReport {
+        state: QuestionState::Answered,
+        answered_by: Some(&device_id),
+        answered_at: Some(time(&answered_at)),
+        answer_envelope: Some(&answer_envelope),
+    };
+    let pinned = pinned_key
+        .as_deref()
+        .map(|p| pacerelle_core::signing::PublicKey::parse(p).expect("a key"));
+    let v = question::verdict_signed(
+        &agent_id,
+        &own,
+        &report,
+        |_| ContentKey::from_bytes(b64_32(&device_key)),
+        |d| may_approve.iter().any(|m| m == d),
+        |d| pinned.filter(|_| d == device_id),
+        time(&now),
+    );
+    assert_eq!(v.state.as_str(), state, "{name}: state");
+    assert_eq!(v.approved, approved, "{name}: approved");
+    assert_eq!(v.signature.is_some(), signed, "{name}: signed");
+    assert_eq!(v.rejected, rejected.as_deref(), "{name}: rejected");
+    let step = v.rejected.map(|r| match r {
+        "the answer's signature does not verify with the device's signing key"
+        | "the answer is not signed, but the device has a signing key"
+        | "the answer is signed with a key the agent never received from the device" => "6a".into(),
+        other => verdict_step(other).to_string(),
+    });
+    assert_eq!(step, rejected_at_step, "{name}: step");
+    // Step 6a from the spec: the signature, checked on ring with the signed bytes written by hand
+    // from the agent's own digest, decides exactly when the key is pinned and a signature present.
+    let payload: serde_json::Value = serde_json::from_str(&answer_plaintext).expect("json");
+    let reference_6a = match (&pinned_key, payload["signature"].as_str()) {
+        (Some(key), Some(signature)) => ed25519_verifies(
+            &b64(key),
+            &reference_signed_bytes(
+                &agent_id,
+                &device_id,
+                &question_id,
+                &own.digest,
+                payload["answeredAt"].as_str().expect("answeredAt"),
+                &payload["answer"],
+            ),
+            &pacerelle_core::b64::decode(signature).unwrap_or_default(),
+        ),
+        (None, None) => true,
+        _ => false,
+    };
+    assert_eq!(
+        reference_6a,
+        rejected_at_step.as_deref() != Some("6a"),
+        "{name}: 6a (reference)"
+    );
+    // Accepted with a pinned key means signed; accepted without one, unsigned.
+    assert_eq!(signed, state == "answered" && pinned_key.is_some(), "{name}");
+}
+
+#[test]
+fn verdict_vectors() {
+    let cases = load::<SignatureCase>("verdict").cases;
+    let mut steps = std::collections::HashSet::new();
+    for case in cases {
+        if let SignatureCase::SignedVerdict { rejected_at_step, .. } = &case {
+            steps.insert(rejected_at_step.clone());
+        }
+        check_signed_verdict(case);
+    }
+    // Accepted, rejected at the signature, and a signature that passes before a later check fails.
+    assert!(steps.contains(&None) && steps.contains(&Some("6a".into())) && steps.contains(&Some("7".into())));
 }
 
 #[test]
