@@ -1211,7 +1211,7 @@ const SIGNING_HELP = {
   conflict:
     "The relay lists another signing key for this device: its answers will be refused. Unpair this browser and pair it again.",
   unsigned:
-    "This browser has no Ed25519 in WebCrypto, so it has no signing key: answers are sealed end to end but not signed, and an answer log export lists them as unsigned. After a browser update the app makes a key and registers it at its next start.",
+    "This browser has no Ed25519 in WebCrypto, so it has no signing key: answers are sealed end to end but not signed, so an answer log export cannot prove they came from this browser. After a browser update the app makes a key and registers it at its next start.",
 };
 
 /** The signing key's fingerprint and what it means (`answers.signingStatus`). */
