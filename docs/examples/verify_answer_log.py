@@ -4,7 +4,7 @@
     python3 verify_answer_log.py EXPORT.json     (Python 3.11 or newer; pip install cryptography)
 
 Exit 0 when every record verifies; 1 naming the first record that does not ("record N (question ID): step S:
-why"; N = 0 is the header); 2 when the file is not an export at all.
+why"); 2 when the file is not a version 1 export (step 0: nothing was checked).
 """
 import base64, binascii, hashlib, json, struct, sys
 from datetime import datetime, timezone
@@ -92,7 +92,7 @@ def main(path):
             export = json.load(f)
         if export.get("v") != 1 or export.get("format") != "pacerelle-answer-log":
             print("record 0: step 0: not a version 1 answer-log export", file=sys.stderr)
-            return 1
+            return 2
         for n, r in enumerate(export["records"], start=1):
             try:
                 verify_record(export, r)
