@@ -41,12 +41,13 @@ pub fn error(as_json: bool, e: &anyhow::Error) {
         .or_else(|| e.downcast_ref::<Refused>().map(|r| r.code))
         .map(str::to_string);
     let mut message = format!("{e:#}");
-    if let Some(ClientError::Api {
-        code,
-        details: Some(details),
-        ..
-    }) = e.downcast_ref::<ClientError>()
-        && code == pacerelle_client::core::wire::code::AGENT_IN_USE
+    if let Some(
+        c @ ClientError::Api {
+            details: Some(details),
+            ..
+        },
+    ) = e.downcast_ref::<ClientError>()
+        && c.kind() == pacerelle_client::ErrorKind::AgentInUse
     {
         message.push_str(&format!(" — held by {details}"));
     }

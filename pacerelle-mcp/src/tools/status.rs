@@ -75,10 +75,7 @@ fn device_view(d: DeviceInfo) -> DeviceView {
     DeviceView {
         device_id: d.device_id,
         name: d.name,
-        role: serde_json::to_value(d.role)
-            .ok()
-            .and_then(|v| v.as_str().map(str::to_string))
-            .unwrap_or_default(),
+        role: d.role.as_str().to_string(),
         paired_at: d.created_at.to_string(),
     }
 }
