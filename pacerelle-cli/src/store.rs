@@ -121,7 +121,7 @@ fn print_report(global: &Global, file: &std::path::Path, report: &CopyReport) ->
         .max(5);
     println!(
         "{:width$}  {:>9}  {:>9}  {:>9}  keys",
-        "table", "source", "target", "inserted"
+        "table", "source", "target", "written"
     );
     for t in &report.tables {
         println!(
@@ -129,7 +129,7 @@ fn print_report(global: &Global, file: &std::path::Path, report: &CopyReport) ->
             t.table,
             t.source_rows,
             t.target_rows,
-            t.inserted,
+            t.written,
             if t.verified() { "same" } else { "DIFFER" }
         );
     }

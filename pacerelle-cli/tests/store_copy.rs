@@ -39,7 +39,7 @@ fn report(out: &Output) -> Value {
     serde_json::from_str(&stdout(out)).expect("a JSON report")
 }
 
-/// Rows of `table` in the report, as (source, target, inserted).
+/// Rows of `table` in the report, as (source, target, written).
 fn counts(report: &Value, table: &str) -> (u64, u64, u64) {
     let t = report["tables"]
         .as_array()
@@ -50,7 +50,7 @@ fn counts(report: &Value, table: &str) -> (u64, u64, u64) {
     (
         t["sourceRows"].as_u64().expect("n"),
         t["targetRows"].as_u64().expect("n"),
-        t["inserted"].as_u64().expect("n"),
+        t["written"].as_u64().expect("n"),
     )
 }
 
@@ -149,9 +149,10 @@ async fn a_sqlite_relay_moves_to_postgresql_and_goes_on_with_the_same_cursors() 
 
     stop(&mut setup.relay);
 
-    // Killed midway (SIGKILL after three batches of 20 rows), then run again: the same counts as the source.
+    // Killed midway (SIGKILL after nine batches of at most 20 rows: the first tables, then some of the items),
+    // then run again: the same counts as the source.
     let mut killed = copy_command(setup.data.path(), &database, &["--batch", "20"])
-        .env("PACERELLE_TEST_COPY_PAUSE_AFTER", "3")
+        .env("PACERELLE_TEST_COPY_PAUSE_AFTER", "9")
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -160,8 +161,8 @@ async fn a_sqlite_relay_moves_to_postgresql_and_goes_on_with_the_same_cursors() 
     let paused = lines
         .by_ref()
         .map_while(Result::ok)
-        .any(|l| l.contains("paused after 3 batches"));
-    assert!(paused, "the copy did not reach its third batch");
+        .any(|l| l.contains("paused after 9 batches"));
+    assert!(paused, "the copy did not reach its ninth batch");
     killed.kill().expect("SIGKILL");
     killed.wait().expect("ends");
 
@@ -173,18 +174,32 @@ async fn a_sqlite_relay_moves_to_postgresql_and_goes_on_with_the_same_cursors() 
         .await
         .expect("count");
 
+    // Between the two runs the SQLite relay changed a row already copied (the agent moved its webhook, as a
+    // relay started again in between would let it): the second run brings the change.
+    let mut source = <sqlx::SqliteConnection as sqlx::Connection>::connect(&format!(
+        "sqlite://{}",
+        setup.data.path().join("pacerelle.db").display()
+    ))
+    .await
+    .expect("the SQLite file opens");
+    sqlx::query("UPDATE webhooks SET url = 'http://127.0.0.1:9/moved'")
+        .execute(&mut source)
+        .await
+        .expect("changed in the source");
+    drop(source);
+
     let whole = report(&run(copy_command(
         setup.data.path(),
         &database,
         &["--batch", "20"],
     )));
     assert_eq!(whole["verified"], true, "{whole}");
-    let (items, items_target, items_inserted) = counts(&whole, "items");
+    let (items, items_target, items_written) = counts(&whole, "items");
     assert!(items > 250, "{whole}");
     assert_eq!(items, items_target);
     assert!(
-        (halfway as u64) < items && items_inserted == items - halfway as u64,
-        "the second run inserted what the first did not: {halfway} then {items_inserted} of {items}"
+        0 < halfway && (halfway as u64) < items && items_written == items - halfway as u64,
+        "the second run wrote what the first did not: {halfway} then {items_written} of {items}"
     );
     for table in [
         "agents",
@@ -198,6 +213,15 @@ async fn a_sqlite_relay_moves_to_postgresql_and_goes_on_with_the_same_cursors() 
         assert!(source > 0, "{table} is empty in the source");
         assert_eq!(source, target, "{table}");
     }
+    assert_eq!(counts(&whole, "webhooks").2, 1, "{whole}");
+    let url: String = sqlx::query_scalar("SELECT url FROM webhooks")
+        .fetch_one(&mut pg)
+        .await
+        .expect("the webhook");
+    assert_eq!(
+        url, "http://127.0.0.1:9/moved",
+        "the webhook kept its state of the first run"
+    );
     // The counters are the source's, not what the triggers counted while the rows went in.
     let (messages, processed): (i64, i64) = sqlx::query_as("SELECT messages, processed FROM agent_counts")
         .fetch_one(&mut pg)
@@ -208,7 +232,7 @@ async fn a_sqlite_relay_moves_to_postgresql_and_goes_on_with_the_same_cursors() 
     // A third run changes nothing.
     let again = report(&run(copy_command(setup.data.path(), &database, &[])));
     for t in again["tables"].as_array().expect("tables") {
-        assert_eq!(t["inserted"], 0, "a second copy wrote to {}", t["table"]);
+        assert_eq!(t["written"], 0, "a second copy wrote to {}", t["table"]);
     }
 
     // In text, and with the data folder as a plain path: the table and the verdict.

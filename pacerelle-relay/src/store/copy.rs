@@ -5,8 +5,9 @@
 //! themselves (PostgreSQL's `information_schema` ∩ SQLite's `PRAGMA table_info`), so a column a later migration
 //! adds is copied without a change here. Values are converted by the type of the PostgreSQL column. Tables are
 //! copied in an order that satisfies their foreign keys (read from `pg_constraint`), each in the order of its
-//! key, in batches of rows, one transaction per batch, `INSERT … ON CONFLICT DO NOTHING`: a copy stopped
-//! anywhere and run again finishes the job and never duplicates a row, and a second copy changes nothing.
+//! key, in batches of rows, one transaction per batch, `INSERT … ON CONFLICT (key) DO UPDATE … WHERE` the values
+//! differ: a copy stopped anywhere and run again finishes the job and never duplicates a row (rows the SQLite
+//! relay changed in between are brought up to date), and a second copy writes nothing.
 //!
 //! After the rows: the counter tables (`agent_counts`, kept by triggers while rows are inserted) are overwritten
 //! with the source's values, and every sequence (identity columns: `items.seq`, …) is set past both the
@@ -105,8 +106,9 @@ pub struct TableCopy {
     pub source_rows: u64,
     /// Rows in the target after the copy.
     pub target_rows: u64,
-    /// Rows this run inserted (the others were there already, from an earlier run).
-    pub inserted: u64,
+    /// Rows this run wrote: new ones, and ones that changed in the source since an earlier run (the others were
+    /// there already, the same).
+    pub written: u64,
     /// Whether both sides hold the same set of keys (an order-independent digest of the primary keys).
     pub same_keys: bool,
 }
@@ -181,8 +183,8 @@ pub async fn copy(sqlite: &Path, url: &str, mut options: CopyOptions) -> Result<
 
     let mut copies = Vec::new();
     for table in &tables {
-        let inserted = copy_table(&source, &pool, table, batch_rows, &mut options).await?;
-        copies.push((table, inserted));
+        let written = copy_table(&source, &pool, table, batch_rows, &mut options).await?;
+        copies.push((table, written));
     }
     let sequences = set_sequences(&source, &pool, &tables).await?;
 
@@ -191,14 +193,14 @@ pub async fn copy(sqlite: &Path, url: &str, mut options: CopyOptions) -> Result<
         sequences,
         skipped,
     };
-    for (table, inserted) in copies {
+    for (table, written) in copies {
         let (source_rows, source_digest) = source_keys(&source, table)?;
         let (target_rows, target_digest) = target_keys(&pool, table).await?;
         report.tables.push(TableCopy {
             table: table.name.clone(),
             source_rows,
             target_rows,
-            inserted,
+            written,
             same_keys: source_digest == target_digest,
         });
     }
@@ -253,7 +255,7 @@ struct Table {
     key: Vec<String>,
     /// Whether the SQLite table has a rowid (not `WITHOUT ROWID`): its rows are read in rowid order.
     rowid: bool,
-    /// Copied last, the source's values replacing the target's ([`COUNTER_TABLES`]).
+    /// Copied last ([`COUNTER_TABLES`]): the source's values then replace what the triggers counted.
     counter: bool,
 }
 
@@ -665,7 +667,7 @@ async fn target_keys(pool: &PgPool, table: &Table) -> Result<(u64, u64), CopyErr
     Ok((n, digest))
 }
 
-/// Copies one table in batches; returns the rows inserted (not there before).
+/// Copies one table in batches; returns the rows written (not there before, or changed since).
 async fn copy_table(
     source: &Connection,
     pool: &PgPool,
@@ -678,7 +680,7 @@ async fn copy_table(
     let batch_rows = batch_rows.min(per_statement);
     let mut stmt = source.prepare(&sqlite_select(table)).map_err(sqlite_err(&what))?;
     let mut rows = stmt.query([]).map_err(sqlite_err(&what))?;
-    let (mut read, mut inserted) = (0u64, 0u64);
+    let (mut read, mut written) = (0u64, 0u64);
     loop {
         let mut batch: Vec<Vec<Value>> = Vec::with_capacity(batch_rows);
         while batch.len() < batch_rows {
@@ -695,16 +697,16 @@ async fn copy_table(
             break;
         }
         read += batch.len() as u64;
-        inserted += insert_batch(pool, table, &batch).await?;
+        written += write_batch(pool, table, &batch).await?;
         if let Some(on_batch) = options.on_batch.as_mut() {
             on_batch(&table.name, read);
         }
     }
-    Ok(inserted)
+    Ok(written)
 }
 
-/// Inserts a batch in one transaction; returns the rows inserted.
-async fn insert_batch(pool: &PgPool, table: &Table, batch: &[Vec<Value>]) -> Result<u64, CopyError> {
+/// Writes a batch in one transaction; returns the rows written (new, or changed since an earlier run).
+async fn write_batch(pool: &PgPool, table: &Table, batch: &[Vec<Value>]) -> Result<u64, CopyError> {
     let names: Vec<String> = table.columns.iter().map(|c| quoted(&c.name)).collect();
     let mut q: QueryBuilder<Postgres> = QueryBuilder::new(format!(
         "INSERT INTO {} ({}) ",
@@ -725,47 +727,44 @@ async fn insert_batch(pool: &PgPool, table: &Table, batch: &[Vec<Value>]) -> Res
     if let Some(why) = bad {
         return Err(CopyError::Source(format!("a value cannot be converted: {why}")));
     }
-    if table.counter {
-        let key: Vec<String> = table.key.iter().map(|k| quoted(k)).collect();
-        let set: Vec<String> = table
-            .columns
+    let key: Vec<String> = table.key.iter().map(|k| quoted(k)).collect();
+    let values: Vec<&Column> = table
+        .columns
+        .iter()
+        .filter(|c| !table.key.contains(&c.name))
+        .collect();
+    if values.is_empty() {
+        q.push(" ON CONFLICT DO NOTHING");
+    } else {
+        let set: Vec<String> = values
             .iter()
-            .filter(|c| !table.key.contains(&c.name))
             .map(|c| format!("{0} = EXCLUDED.{0}", quoted(&c.name)))
             .collect();
-        if set.is_empty() {
-            q.push(" ON CONFLICT DO NOTHING");
-        } else {
-            let values: Vec<&Column> = table
-                .columns
-                .iter()
-                .filter(|c| !table.key.contains(&c.name))
-                .collect();
-            let ours: Vec<String> = values
-                .iter()
-                .map(|c| format!("{}.{}", quoted(&table.name), quoted(&c.name)))
-                .collect();
-            let theirs: Vec<String> = values
-                .iter()
-                .map(|c| format!("EXCLUDED.{}", quoted(&c.name)))
-                .collect();
-            // Only rows whose values differ: a copy run again writes nothing.
-            q.push(format!(
-                " ON CONFLICT ({}) DO UPDATE SET {} WHERE ({}) IS DISTINCT FROM ({})",
-                key.join(", "),
-                set.join(", "),
-                ours.join(", "),
-                theirs.join(", ")
-            ));
-        }
-    } else {
-        q.push(" ON CONFLICT DO NOTHING");
+        let ours: Vec<String> = values
+            .iter()
+            .map(|c| format!("{}.{}", quoted(&table.name), quoted(&c.name)))
+            .collect();
+        let theirs: Vec<String> = values
+            .iter()
+            .map(|c| format!("EXCLUDED.{}", quoted(&c.name)))
+            .collect();
+        // The source's values win, and only rows whose values differ are written: a copy run again writes
+        // nothing, and one run after the SQLite relay changed rows (a task processed since) brings the change.
+        // Any other unique key cannot conflict here: the target holds no key the source lacks
+        // ([`check_target`]).
+        q.push(format!(
+            " ON CONFLICT ({}) DO UPDATE SET {} WHERE ({}) IS DISTINCT FROM ({})",
+            key.join(", "),
+            set.join(", "),
+            ours.join(", "),
+            theirs.join(", ")
+        ));
     }
     let what = format!("cannot copy rows of {}", table.name);
     let mut tx = pool.begin().await.map_err(pg_err(&what))?;
     let done = q.build().execute(&mut *tx).await.map_err(pg_err(&what))?;
     tx.commit().await.map_err(pg_err(&what))?;
-    // An upsert counts the rows it changed too; for the counters, that is what this run wrote.
+    // New rows and rows changed.
     Ok(done.rows_affected())
 }
 
