@@ -568,3 +568,80 @@ async fn a_signing_key_replaced_in_the_relays_database_is_refused_and_the_device
     assert!(o.approved && o.signed, "{o:?}");
     assert!(PublicKey::parse(pinned.as_deref().unwrap()).is_some());
 }
+
+#[tokio::test]
+async fn adopting_devices_pins_their_keys_before_any_question() {
+    let relay = TestRelay::start().await;
+    let (agent, device) = relay.agent_and_device().await;
+    let id = device.credentials().device_id.clone();
+    let roster = agent.roster().await.expect("roster");
+    assert_eq!(
+        roster.device(&id).unwrap().signing_key,
+        None,
+        "nothing pinned yet"
+    );
+    let roster = agent.adopt_devices().await.expect("adopt");
+    assert_eq!(
+        roster.device(&id).unwrap().signing_key,
+        Some(signing_key(&device).public_key().to_b64())
+    );
+    // Pinning again changes nothing: the roster keeps its version.
+    let again = agent.pin_signing_keys().await.expect("pin");
+    assert_eq!(again.version, roster.version);
+}
+
+#[tokio::test]
+async fn a_device_without_a_key_answers_unsigned_and_its_answer_does_not_verify_in_an_export() {
+    let relay = TestRelay::start().await;
+    let (agent, device) = relay.agent_and_device().await;
+    let id = device.credentials().device_id.clone();
+    // As a device paired before signing keys: the relay lists no key for it.
+    let pool = db(&relay).await;
+    sqlx::query("UPDATE devices SET signing_key = NULL, signing_key_seal = NULL WHERE device_id = ?")
+        .bind(&id)
+        .execute(&pool)
+        .await
+        .expect("edit the relay's database");
+    pool.close().await;
+
+    let asked = agent
+        .ask_user(QuestionRequest::yes_no("Restart the worker?").with_id("q_old"))
+        .await
+        .expect("ask");
+    let q = pending_question(&device, &[]).await;
+    send_answer(&agent, &device, &q, Answer::Yes, Signature::Missing).await;
+    let read = agent
+        .wait_for_answer(&asked.question_id, NO_WAIT)
+        .await
+        .expect("read");
+    assert!(read.approved && !read.signed, "accepted, unsigned: {read:?}");
+    // A signature the agent has no key for is refused: the relay cannot make a device's answers count by
+    // withholding its key.
+    let asked = agent
+        .ask_user(QuestionRequest::yes_no("Restart it again?").with_id("q_signed"))
+        .await
+        .expect("ask");
+    let q = pending_question(&device, &["q_old".to_string()]).await;
+    send_answer(
+        &agent,
+        &device,
+        &q,
+        Answer::Yes,
+        Signature::By(&signing_key(&device)),
+    )
+    .await;
+    let read = agent
+        .wait_for_answer(&asked.question_id, NO_WAIT)
+        .await
+        .expect("read");
+    assert!(!read.approved && read.rejected.is_some(), "{read:?}");
+
+    let export = agent
+        .export_answer_log(&AuditFilter::default())
+        .await
+        .expect("export");
+    assert_eq!(export.records.len(), 1);
+    assert_eq!(export.records[0].signature, None);
+    let failure = verify_answer_log(&serde_json::to_vec(&export).unwrap()).expect_err("unsigned");
+    assert_eq!((failure.index, failure.question_id.as_str()), (1, "q_old"));
+}
