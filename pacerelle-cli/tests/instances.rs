@@ -164,10 +164,15 @@ async fn an_agent_goes_on_through_the_other_serve_when_its_own_is_killed_with_no
                 Ok(inbox) => {
                     for m in &inbox.messages {
                         delivered.push(m.message_id.clone());
-                        clients[on]
-                            .mark_processed(&m.message_id)
-                            .await
-                            .expect("marked processed");
+                        // Through the other instance if this one is gone meanwhile.
+                        if clients[on].mark_processed(&m.message_id).await.is_err() {
+                            on = 1 - on;
+                            switches += 1;
+                            clients[on]
+                                .mark_processed(&m.message_id)
+                                .await
+                                .expect("marked processed");
+                        }
                     }
                     if let Some(before) = cursor {
                         assert!(inbox.cursor >= before, "the cursor went back");
@@ -189,20 +194,24 @@ async fn an_agent_goes_on_through_the_other_serve_when_its_own_is_killed_with_no
     // again, with the same id, through the other instance.
     let mut urls = [a_url.clone(), b_url.clone()];
     let mut restarted = None;
+    let mut a_down = false;
     for i in 0..TASKS {
         if i == TASKS / 2 {
             // Let the agent park on A, then kill A.
             tokio::time::sleep(Duration::from_millis(300)).await;
             a_proc.0.kill().expect("SIGKILL");
             a_proc.0.wait().expect("A ends");
+            // The first send through A finds it gone; the next ones go through B, as behind a load balancer
+            // whose health check took A out (the client retries a refused connection for seconds).
         }
         if i == TASKS / 2 + 20 {
             let (proc, url) = serve_with(data.path(), &["--database", &database]);
             urls[0] = url;
             restarted = Some(proc);
+            a_down = false;
         }
         let id = format!("task-{i:03}");
-        let mut via = i % 2;
+        let mut via = if a_down { 1 } else { i % 2 };
         let mut tries = 0;
         loop {
             let device = device_on(setup.device_home.path(), &urls[via]);
@@ -211,6 +220,9 @@ async fn an_agent_goes_on_through_the_other_serve_when_its_own_is_killed_with_no
                 Err(e) => {
                     tries += 1;
                     assert!(tries < 10, "task {i} could not be sent: {e}");
+                    if via == 0 {
+                        a_down = true;
+                    }
                     via = 1 - via;
                 }
             }
