@@ -120,17 +120,23 @@ fn test(root: &Path) -> Result<()> {
 
 /// The relay's store tests and HTTP suite again, against PostgreSQL: a throw-away cluster started by the test
 /// support (`initdb` in a temporary folder, a free port, as `nobody` when run as root; `docs/testing.md`), a
-/// fresh database per relay. Reuses the `test` step's build.
+/// fresh database per relay. Then the CLI's tests of real `serve --database` processes (`store copy`, two
+/// instances), which skip without PostgreSQL. Reuses the `test` step's build.
 fn postgres(root: &Path) -> Result<()> {
-    println!("$ PACERELLE_TEST_POSTGRES=start cargo test -p pacerelle-relay --lib --test relay");
-    let status = Command::new("cargo")
-        .args(["test", "-p", "pacerelle-relay", "--lib", "--test", "relay"])
-        .env("PACERELLE_TEST_POSTGRES", "start")
-        .current_dir(root)
-        .status()
-        .context("could not start cargo")?;
-    if !status.success() {
-        bail!("the relay suite failed on PostgreSQL ({status})");
+    for line in [
+        "test -p pacerelle-relay --lib --test relay",
+        "test -p pacerelle-cli --test store_copy --test instances",
+    ] {
+        println!("$ PACERELLE_TEST_POSTGRES=start cargo {line}");
+        let status = Command::new("cargo")
+            .args(line.split(' '))
+            .env("PACERELLE_TEST_POSTGRES", "start")
+            .current_dir(root)
+            .status()
+            .context("could not start cargo")?;
+        if !status.success() {
+            bail!("a suite failed on PostgreSQL ({status})");
+        }
     }
     Ok(())
 }
