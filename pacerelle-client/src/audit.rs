@@ -217,11 +217,25 @@ impl AgentClient {
         // A record of the past: an owner revoked later still approved what it answered before (by the
         // relay's time of the answer), unlike a live verdict, where a revoked device never approves.
         let answered_at = view.answered_at;
-        let verdict = self.judge(view, &own, roster, |device| {
+        let may_approve = |device: &str| {
             roster.device(device).is_some_and(|d| {
                 d.role == Role::Owner && d.revoked_at.is_none_or(|r| answered_at.is_some_and(|a| a < r))
             })
-        });
+        };
+        let mut verdict = self.judge(view, &own, roster, may_approve);
+        // Likewise, an unsigned answer the relay accepted before the device's key was pinned (a device paired
+        // before keys, which registered one later) counts as it did then: unsigned, never as signed.
+        let pinned_later = view
+            .answered_by
+            .as_deref()
+            .and_then(|d| roster.device(d))
+            .is_some_and(|d| {
+                d.signing_key_pinned_at
+                    .is_some_and(|p| answered_at.is_some_and(|a| a < p))
+            });
+        if pinned_later && verdict.rejected == Some(pacerelle_core::question::UNSIGNED_BUT_KEYED) {
+            verdict = self.judge_with(view, &own, may_approve, |_| None);
+        }
         let payload = &own.payload;
         entry.kind = payload.kind;
         entry.question = payload.question.clone();

@@ -269,6 +269,17 @@ impl AgentClient {
         roster: &Roster,
         may_approve: impl Fn(&str) -> bool,
     ) -> question::Verdict {
+        self.judge_with(view, own, may_approve, |device| pinned_key(roster, device))
+    }
+
+    /// [`AgentClient::judge`] with the signing keys given by `signing_key`.
+    pub(crate) fn judge_with(
+        &self,
+        view: &QuestionView,
+        own: &OwnQuestion,
+        may_approve: impl Fn(&str) -> bool,
+        signing_key: impl Fn(&str) -> Option<PublicKey>,
+    ) -> question::Verdict {
         let report = RelayReport {
             state: view.state,
             answered_by: view.answered_by.as_deref(),
@@ -281,7 +292,7 @@ impl AgentClient {
             &report,
             |device| self.inner.token.device_key(&self.inner.agent_id, device),
             may_approve,
-            |device| pinned_key(roster, device),
+            signing_key,
             Timestamp::now(),
         )
     }

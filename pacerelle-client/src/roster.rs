@@ -223,6 +223,7 @@ impl AgentClient {
                     added_at: now,
                     revoked_at: None,
                     signing_key: None,
+                    signing_key_pinned_at: None,
                 });
             }
         })
@@ -244,6 +245,7 @@ impl AgentClient {
                     added_at: now,
                     revoked_at: Some(now),
                     signing_key: None,
+                    signing_key_pinned_at: None,
                 }),
             },
         )
@@ -267,6 +269,7 @@ impl AgentClient {
                             added_at: now,
                             revoked_at: None,
                             signing_key: None,
+                            signing_key_pinned_at: None,
                         });
                     }
                 }
@@ -298,12 +301,14 @@ impl AgentClient {
         if opened.is_empty() {
             return Ok(roster);
         }
+        let now = Timestamp::now();
         self.change_roster(|devices| {
             for (device_id, key) in &opened {
                 if let Some(d) = devices.iter_mut().find(|d| &d.device_id == device_id)
                     && d.signing_key.is_none()
                 {
                     d.signing_key = Some(key.to_b64());
+                    d.signing_key_pinned_at = Some(now);
                 }
             }
         })

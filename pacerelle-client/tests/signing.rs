@@ -644,4 +644,43 @@ async fn a_device_without_a_key_answers_unsigned_and_its_answer_does_not_verify_
     assert_eq!(export.records[0].signature, None);
     let failure = verify_answer_log(&serde_json::to_vec(&export).unwrap()).expect_err("unsigned");
     assert_eq!((failure.index, failure.question_id.as_str()), (1, "q_old"));
+
+    // The device registers its key later (as `PUT /v1/device/signing-key` stores it) and the agent pins it.
+    let key = signing_key(&device);
+    let seal = seal_signing_key(
+        &agent.token().device_key(agent.agent_id(), &id),
+        agent.agent_id(),
+        &id,
+        &key.public_key(),
+    );
+    let pool = db(&relay).await;
+    sqlx::query("UPDATE devices SET signing_key = ?, signing_key_seal = ? WHERE device_id = ?")
+        .bind(key.public_key().to_b64())
+        .bind(&seal)
+        .bind(&id)
+        .execute(&pool)
+        .await
+        .expect("edit the relay's database");
+    pool.close().await;
+    let roster = agent.pin_signing_keys().await.expect("pin");
+    assert!(roster.device(&id).and_then(|d| d.signing_key_pinned_at).is_some());
+    // The log, a record of the past, still counts the unsigned yes given before the key was pinned…
+    let log = agent.answer_log(&AuditFilter::default()).await.expect("log");
+    let old = log.iter().find(|e| e.question_id == "q_old").expect("q_old");
+    assert!(old.approved && !old.signed && old.rejected.is_none(), "{old:?}");
+    // …while an unsigned answer given now is refused, live and in the log.
+    let asked = agent
+        .ask_user(QuestionRequest::yes_no("And once more?").with_id("q_late"))
+        .await
+        .expect("ask");
+    let q = pending_question(&device, &["q_old".to_string(), "q_signed".to_string()]).await;
+    send_answer(&agent, &device, &q, Answer::Yes, Signature::Missing).await;
+    let read = agent
+        .wait_for_answer(&asked.question_id, NO_WAIT)
+        .await
+        .expect("read");
+    assert!(!read.approved && read.rejected.is_some(), "{read:?}");
+    let log = agent.answer_log(&AuditFilter::default()).await.expect("log");
+    let late = log.iter().find(|e| e.question_id == "q_late").expect("q_late");
+    assert!(!late.approved && late.rejected.is_some(), "{late:?}");
 }

@@ -1619,6 +1619,7 @@ fn roster_device(device_id: &str, role: Role, added_at: &str, revoked_at: Option
         added_at: time(added_at),
         revoked_at: revoked_at.map(time),
         signing_key: None,
+        signing_key_pinned_at: None,
     }
 }
 

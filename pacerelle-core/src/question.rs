@@ -449,6 +449,9 @@ pub struct Verdict {
     pub rejected: Option<&'static str>,
 }
 
+/// The reason [`verdict_signed`] gives for an unsigned answer from a device with a pinned signing key.
+pub const UNSIGNED_BUT_KEYED: &str = "the answer is not signed, but the device has a signing key";
+
 /// Decides what a question's report means, on the agent side, for an agent that pins no signing key:
 /// [`verdict_signed`] with no key for any device (an unsigned answer from a trusted device still counts; a
 /// signed one is refused, since the agent cannot check it).
@@ -559,7 +562,7 @@ pub fn verdict_signed(
             }
         }
         (Some(_), None) => {
-            return unanswered(Some("the answer is not signed, but the device has a signing key"));
+            return unanswered(Some(UNSIGNED_BUT_KEYED));
         }
         (None, Some(_)) => {
             return unanswered(Some(

@@ -42,6 +42,11 @@ pub struct RosterDevice {
     /// before signing keys. Once pinned it never changes: the device's answers must carry its signature.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signing_key: Option<String>,
+    /// When the agent pinned `signing_key`. The answer log (a record of the past) still counts an unsigned
+    /// answer the relay accepted before this time, from a device that had no key then; a live verdict never
+    /// does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signing_key_pinned_at: Option<Timestamp>,
 }
 
 /// The agent's own list of devices, sealed with its self key.
@@ -218,6 +223,7 @@ mod tests {
             added_at: Timestamp(1),
             revoked_at: None,
             signing_key: None,
+            signing_key_pinned_at: None,
         }
     }
 
