@@ -100,22 +100,26 @@ def test_coroutine_handlers_and_non_text_results(paired: Paired, caplog: pytest.
         answered.append(message.text)
         if message.text == "quiet":
             return None
+        if message.text == "blank":
+            return "   "
         if message.text == "number":
             return 42
         agent.stop()
         return f"async: {message.text}"
 
     quiet = device.send("quiet")
+    blank = device.send("blank")
     number = device.send("number")
     last = device.send("last")
     Background(lambda: agent.run(handler, timeout=5)).join(30)
-    assert answered == ["quiet", "number", "last"]
+    assert answered == ["quiet", "blank", "number", "last"]
     assert device.wait_for_reply(last.id, timeout=10).text == "async: last"
     replies = [i for i in device.conversation().items if i.kind == "reply"]
     assert [r.source_message_id for r in replies] == [last.id]
     assert "only a str is sent as a reply" in caplog.text
-    assert agent.status().processed == 3
-    del quiet, number
+    # A blank reply is no reply (the runner's rule), and its task is processed all the same.
+    assert agent.status().processed == 4
+    del quiet, blank, number
 
 
 def test_a_task_that_keeps_failing_or_cannot_be_answered_is_set_aside_and_the_loop_goes_on(

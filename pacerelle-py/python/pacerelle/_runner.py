@@ -42,16 +42,14 @@ def _wants_context(handler: Callable[..., Any]) -> bool:
 
 
 def _reply_text(message: _native.Message, result: Any) -> str | None:
-    if isinstance(result, str):
-        if result.strip():
-            return result
-        return None
-    if result is not None:
-        logger.warning(
-            "the handler returned a %s for task %s; only a str is sent as a reply",
-            type(result).__name__,
-            message.message_id,
-        )
+    """The handler's reply: a `str` (the runner sends none for a blank one), else None."""
+    if result is None or isinstance(result, str):
+        return result
+    logger.warning(
+        "the handler returned a %s for task %s; only a str is sent as a reply",
+        type(result).__name__,
+        message.message_id,
+    )
     return None
 
 
