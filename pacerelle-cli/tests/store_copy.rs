@@ -222,6 +222,37 @@ async fn a_sqlite_relay_moves_to_postgresql_and_goes_on_with_the_same_cursors() 
         url, "http://127.0.0.1:9/moved",
         "the webhook kept its state of the first run"
     );
+    // Every text column of every device arrived as it was, whatever columns this version has (a column a
+    // migration adds is copied without a change to store copy).
+    let text_columns: Vec<String> = sqlx::query_scalar(
+        "SELECT column_name::text FROM information_schema.columns
+         WHERE table_name = 'devices' AND data_type = 'text' ORDER BY column_name",
+    )
+    .fetch_all(&mut pg)
+    .await
+    .expect("the columns");
+    let mut source = <sqlx::SqliteConnection as sqlx::Connection>::connect(&format!(
+        "sqlite://{}",
+        setup.data.path().join("pacerelle.db").display()
+    ))
+    .await
+    .expect("the SQLite file opens");
+    for column in &text_columns {
+        let ours: Vec<Option<String>> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT {column} FROM devices ORDER BY device_id"
+        )))
+        .fetch_all(&mut pg)
+        .await
+        .expect("the copied column");
+        let theirs: Vec<Option<String>> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT {column} FROM devices ORDER BY device_id"
+        )))
+        .fetch_all(&mut source)
+        .await
+        .expect("the source column");
+        assert_eq!(ours, theirs, "devices.{column}");
+    }
+    drop(source);
     // The counters are the source's, not what the triggers counted while the rows went in.
     let (messages, processed): (i64, i64) = sqlx::query_as("SELECT messages, processed FROM agent_counts")
         .fetch_one(&mut pg)
