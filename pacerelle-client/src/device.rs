@@ -383,6 +383,9 @@ struct Inner {
     signing: Mutex<Option<Arc<SigningKey>>>,
     /// Held while a signing key is registered, so that two answers at once register one key.
     registering: tokio::sync::Mutex<()>,
+    /// Whether the relay was seen to list this device's signing key: answers are signed only then, since an
+    /// agent pins only the keys its relay lists and refuses a signature by a key it never received.
+    key_listed: std::sync::atomic::AtomicBool,
 }
 
 impl DeviceClient {
@@ -447,6 +450,7 @@ impl DeviceClient {
                 push: Mutex::new(Vec::new()),
                 signing: Mutex::new(Some(Arc::new(signing))),
                 registering: tokio::sync::Mutex::new(()),
+                key_listed: std::sync::atomic::AtomicBool::new(false),
             }),
         })
     }
@@ -480,6 +484,7 @@ impl DeviceClient {
                 push,
                 signing: Mutex::new(signing),
                 registering: tokio::sync::Mutex::new(()),
+                key_listed: std::sync::atomic::AtomicBool::new(false),
             }),
         })
     }
@@ -565,6 +570,9 @@ impl DeviceClient {
         if let Ok(mut slot) = self.inner.signing.lock() {
             *slot = Some(key);
         }
+        self.inner
+            .key_listed
+            .store(true, std::sync::atomic::Ordering::Release);
         Ok(public.fingerprint())
     }
 
@@ -572,8 +580,31 @@ impl DeviceClient {
     /// signing keys. `None` when the relay does not know signing keys (an older relay answers the
     /// registration with 404 or 405): the agent then pins none, and the answer goes unsigned as before.
     async fn key_for_answer(&self) -> Result<Option<Arc<SigningKey>>> {
+        use std::sync::atomic::Ordering;
         if let Some(key) = self.signing_key() {
-            return Ok(Some(key));
+            if self.inner.key_listed.load(Ordering::Acquire) {
+                return Ok(Some(key));
+            }
+            // Once per client: the relay must list the key the claim carried (an older relay dropped it, and
+            // an agent would refuse a signature by a key it never received).
+            let listed = self.info().await?.device.signing_key;
+            match listed {
+                Some(listed) if listed == key.public_key().to_b64() => {
+                    self.inner.key_listed.store(true, Ordering::Release);
+                    return Ok(Some(key));
+                }
+                Some(_) => {
+                    return Err(Error::local(
+                        409,
+                        wire::code::SIGNING_KEY_EXISTS,
+                        "the relay lists another signing key for this device than the one it holds (its record \
+                         was changed, or these are not the credentials that paired): the answer was not sent; \
+                         pair this device again"
+                            .into(),
+                    ));
+                }
+                None => {}
+            }
         }
         match self.register_signing_key().await {
             Ok(_) => Ok(self.signing_key()),

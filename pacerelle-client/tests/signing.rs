@@ -511,14 +511,27 @@ async fn a_signing_key_replaced_in_the_relays_database_is_refused_and_the_device
         );
     }
 
-    // The device's signed answers (real client) are then refused, and so is one the attacker signs.
-    let o = ask_and_answer(
+    // The real device sees that the relay lists another key than its own and does not answer; an answer signed
+    // with its true key is refused by the agent (no key pinned), and so is one the attacker signs.
+    agent
+        .ask_user(QuestionRequest::yes_no("Transfer the funds?").with_id("q_real"))
+        .await
+        .expect("ask");
+    let q = pending_question(&device, &[]).await;
+    let refused = device
+        .answer(&q.question_id, Answer::Yes)
+        .await
+        .expect_err("the device refuses to sign for a key the relay does not list");
+    assert_eq!(refused.code(), Some("signing_key_exists"), "{refused:?}");
+    send_answer(
         &agent,
         &device,
-        QuestionRequest::yes_no("Transfer the funds?").with_id("q_real"),
+        &q,
         Answer::Yes,
+        Signature::By(&signing_key(&device)),
     )
     .await;
+    let o = agent.wait_for_answer("q_real", NO_WAIT).await.expect("read");
     assert!(!o.approved && !o.signed && o.rejected.is_some(), "{o:?}");
     let asked = agent
         .ask_user(QuestionRequest::yes_no("Transfer again?").with_id("q_forged"))
@@ -558,13 +571,20 @@ async fn a_signing_key_replaced_in_the_relays_database_is_refused_and_the_device
         pinned,
         "a pinned key never changes"
     );
-    let o = ask_and_answer(
+    agent
+        .ask_user(QuestionRequest::yes_no("Transfer now?").with_id("q_after"))
+        .await
+        .expect("ask");
+    let q = pending_question(&device, &["q_real".to_string(), "q_forged".to_string()]).await;
+    send_answer(
         &agent,
         &device,
-        QuestionRequest::yes_no("Transfer now?").with_id("q_after"),
+        &q,
         Answer::Yes,
+        Signature::By(&signing_key(&device)),
     )
     .await;
+    let o = agent.wait_for_answer("q_after", NO_WAIT).await.expect("read");
     assert!(o.approved && o.signed, "{o:?}");
     assert!(PublicKey::parse(pinned.as_deref().unwrap()).is_some());
 }
