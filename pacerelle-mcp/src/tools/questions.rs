@@ -221,6 +221,9 @@ pub struct AnswerResult {
     pub answered_at: Option<String>,
     /// When the person answered (RFC 3339), by the answering device's clock, as sealed in its answer.
     pub device_answered_at: Option<String>,
+    /// True when the answer carries the answering device's own signature, checked with the key the agent
+    /// pinned for it: it then appears, verifiable, in `pacerelle audit export --format signed`.
+    pub signed: bool,
     /// When the question expires (RFC 3339). Null only when the relay did not answer in time.
     pub expires_at: Option<String>,
     /// Set when the relay reported an answer that could not be authenticated (why): not approved, whatever
@@ -241,6 +244,7 @@ impl From<&AnswerOutcome> for AnswerResult {
             answered_by_name: o.answered_by_name.clone(),
             answered_at: o.answered_at.map(|t| t.to_string()),
             device_answered_at: o.device_answered_at.map(|t| t.to_string()),
+            signed: o.signed,
             expires_at: Some(o.expires_at.to_string()),
             rejected: o.rejected.clone(),
         }
@@ -466,7 +470,7 @@ impl PacerelleServer {
         description = "Wait for the person's answer to a question asked with ask_user. Returns within \
                        timeoutSeconds (default 30, at most 55) with state pending, answered, expired or \
                        cancelled, conclusion, approved, answer (\"yes\"/\"no\", the chosen options, or \
-                       the text), answeredBy (the device id), answeredByName, answeredAt (the relay's clock) and deviceAnsweredAt (the phone's). pending: call again with the same questionId. expired or \
+                       the text), answeredBy (the device id), answeredByName, answeredAt (the relay's clock), deviceAnsweredAt (the phone's) and signed (the phone's own signature checked). pending: call again with the same questionId. expired or \
                        cancelled: treat it as a no and do not act. answered with approved false (a no): do \
                        not act. Proceed only when approved is true. An answer that could not be \
                        authenticated is never approved.",
@@ -514,6 +518,7 @@ impl PacerelleServer {
                     answered_by_name: None,
                     answered_at: None,
                     device_answered_at: None,
+                    signed: false,
                     expires_at: None,
                     rejected: None,
                 };
