@@ -56,13 +56,18 @@ struct ConversationRow {
     answer_copy: Option<String>,
 }
 
+/// The greatest sequence number ever given to an item, deleted ones included (the identity sequence's last
+/// value, which may also count a value taken by a transaction not yet committed: an upper bound, as a cursor
+/// check needs): retention deleting the newest items must not make the cursors that named them invalid.
+const GLOBAL_HEAD_SQL: &str = "SELECT GREATEST(
+         (SELECT COALESCE(MAX(seq), 0) FROM items),
+         COALESCE(pg_sequence_last_value(pg_get_serial_sequence('items', 'seq')::regclass), 0))";
+
 impl PgStore {
-    /// The greatest sequence number ever given to any item still stored (0 when there is none): no valid cursor
-    /// is beyond.
+    /// The greatest sequence number ever given to any item (0 when there is none), even if that item was
+    /// deleted since (the sequence's last value): no valid cursor is beyond.
     pub(crate) async fn global_head(&self) -> Result<Cursor> {
-        let seq: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM items")
-            .fetch_one(&self.pool)
-            .await?;
+        let seq: i64 = sqlx::query_scalar(GLOBAL_HEAD_SQL).fetch_one(&self.pool).await?;
         Ok(cursor(seq))
     }
 
@@ -152,7 +157,10 @@ impl PgStore {
         // agent has (or had) a session with its id: the lease's own session is one of those.
         let rows = sqlx::query(
             "WITH facts AS (
-                 SELECT (SELECT COALESCE(MAX(seq), 0) FROM items) AS global_head,
+                 SELECT GREATEST(
+                            (SELECT COALESCE(MAX(seq), 0) FROM items),
+                            COALESCE(pg_sequence_last_value(pg_get_serial_sequence('items', 'seq')::regclass), 0)
+                        ) AS global_head,
                         (SELECT COALESCE(MAX(seq), 0) FROM items WHERE agent_id = $1) AS head,
                         ($2::text IS NOT NULL
                          AND EXISTS (SELECT 1 FROM sessions WHERE agent_id = $1 AND session_id = $2))
@@ -724,6 +732,18 @@ pub(super) mod tests {
         let task = send(&store, "m1").await;
         assert!(task.cursor > last);
         assert_eq!(store.global_head().await.expect("ok"), task.cursor);
+        // Retention deleting the newest items leaves the head where it was: the cursors that named them stay
+        // valid, and the wait's own read agrees.
+        sqlx::query("DELETE FROM items WHERE item_id IN ('c2', 'm1')")
+            .execute(&store.pool)
+            .await
+            .expect("deleted");
+        assert_eq!(store.global_head().await.expect("ok"), task.cursor);
+        let read = store
+            .wait_read("ag_1", None, task.cursor, 10, Timestamp(T0))
+            .await
+            .expect("reads");
+        assert_eq!(read.global_head, task.cursor);
     }
 
     #[tokio::test]

@@ -29,12 +29,18 @@ fn pending_tasks(conn: &Connection, agent_id: &str) -> Result<i64> {
         .query_row([agent_id], |r| r.get(0))?)
 }
 
+/// The greatest sequence number ever given to an item, deleted ones included (`sqlite_sequence` keeps it for
+/// an `AUTOINCREMENT` table): retention deleting the newest items must not make the cursors that named them
+/// invalid.
+const GLOBAL_HEAD_SQL: &str =
+    "SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'items'), 0),
+                                   COALESCE((SELECT MAX(seq) FROM items), 0))";
+
 impl SqliteStore {
-    /// The greatest sequence number ever given to any item (0 when there is none): no valid cursor is beyond.
+    /// The greatest sequence number ever given to any item (0 when there is none), even if that item was
+    /// deleted since: no valid cursor is beyond.
     pub(crate) async fn global_head(&self) -> Result<Cursor> {
-        let seq: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM items")
-            .fetch_one(&self.read)
-            .await?;
+        let seq: i64 = sqlx::query_scalar(GLOBAL_HEAD_SQL).fetch_one(&self.read).await?;
         Ok(cursor(seq))
     }
 
@@ -129,7 +135,7 @@ impl SqliteStore {
                 (_, None) => false,
             };
             let global_head: i64 = conn
-                .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM items")?
+                .prepare_cached(GLOBAL_HEAD_SQL)?
                 .query_row([], |r| r.get(0))?;
             let head: i64 = conn
                 .prepare_cached("SELECT COALESCE(MAX(seq), 0) FROM items WHERE agent_id = ?1")?
@@ -595,5 +601,17 @@ mod tests {
             last = c.cursor;
         }
         assert_eq!(store.global_head().await.expect("ok"), last);
+        // Retention deleting the newest items leaves the head where it was: the cursors that named them stay
+        // valid, and the wait's own read agrees.
+        store
+            .write(|conn| Ok(conn.execute("DELETE FROM items WHERE item_id IN ('c1', 'c2')", [])?))
+            .await
+            .expect("deleted");
+        assert_eq!(store.global_head().await.expect("ok"), last);
+        let read = store
+            .wait_read("ag_1", None, last, 10, Timestamp(T0))
+            .await
+            .expect("reads");
+        assert_eq!(read.global_head, last);
     }
 }
