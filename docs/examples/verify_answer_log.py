@@ -102,7 +102,8 @@ def main(path):
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         print(f"{path}: not an answer-log export ({type(e).__name__}: {e})", file=sys.stderr)
         return 2
-    print(f"{len(export['records'])} records verify")
+    count = len(export["records"])
+    print(f"{count} record{'' if count == 1 else 's'} verif{'ies' if count == 1 else 'y'}")
     return 0
 
 if __name__ == "__main__":
