@@ -9,6 +9,7 @@
 pub mod copy;
 pub(crate) mod marks;
 pub(crate) mod postgres;
+pub(crate) mod principals;
 pub(crate) mod sqlite;
 
 use pacerelle_core::Timestamp;

@@ -84,7 +84,14 @@ pub(crate) struct PgStore {
     counts: Arc<WriterCounts>,
     /// Delivered marks of this instance not yet committed, so that a wait's `redelivered` flags are exact.
     marks: Arc<crate::store::marks::PendingMarks>,
+    /// The principals found recently ([`crate::store::principals`]): credentials from memory, forgotten when
+    /// any instance revokes one (`NOTIFY`, see `wakes.rs`) and read again after [`PRINCIPAL_MAX_AGE`].
+    principals: Arc<crate::store::principals::Principals>,
 }
+
+/// How long an instance uses a principal it read before reading it again: the bound on how long a revocation
+/// whose notification this instance missed (its listening connection lost without its knowing) goes unseen.
+pub(super) const PRINCIPAL_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(10);
 
 impl PgStore {
     /// Connects to the database at `url`, brings its schema up to date, and reads (or creates) the webhook key
@@ -106,6 +113,9 @@ impl PgStore {
             key,
             counts: Default::default(),
             marks: Default::default(),
+            principals: Arc::new(crate::store::principals::Principals::with_max_age(
+                PRINCIPAL_MAX_AGE,
+            )),
         })
     }
 

@@ -27,7 +27,6 @@ pub(crate) mod gauges;
 mod lease;
 mod messages;
 mod pairing;
-mod principals;
 pub(crate) mod push;
 mod questions;
 mod reader;
@@ -66,8 +65,8 @@ pub(crate) struct SqliteStore {
     key: Arc<WebhookKey>,
     /// Delivered marks queued and not yet committed, per agent ([`messages`]).
     marks: Arc<crate::store::marks::PendingMarks>,
-    /// The principals found recently ([`principals`]): credentials from memory.
-    principals: Arc<principals::Principals>,
+    /// The principals found recently ([`crate::store::principals`]): credentials from memory.
+    principals: Arc<crate::store::principals::Principals>,
 }
 
 use crate::store::{cursor, seq_of, ts};

@@ -119,3 +119,45 @@ async fn what_one_instance_stores_wakes_the_waits_parked_on_the_other() {
     );
     assert!(took < WOKEN_WITHIN, "woken after {took:?}");
 }
+
+#[tokio::test]
+async fn a_device_revoked_through_one_instance_is_refused_by_the_other_that_had_its_credential_in_memory() {
+    if !on_postgres() {
+        eprintln!("skipped: two instances need PostgreSQL (PACERELLE_TEST_POSTGRES)");
+        return;
+    }
+    let a = start().await;
+    let b = second_instance(&a).await;
+    let agent = register(&a).await;
+    let phone = pair(&a, &agent).await;
+    // B has seen the device's credential (and keeps it in memory).
+    for _ in 0..3 {
+        let reply = b.get("/v1/device", &phone.bearer).await;
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    }
+    let revoked = a
+        .delete(&format!("/v1/agent/devices/{}", phone.id), &agent.bearer)
+        .await;
+    assert_eq!(revoked.status, StatusCode::OK, "{}", revoked.body);
+    // The revocation's notification reaches B within milliseconds; a generous bound well below the 10 s after
+    // which B would read the credential again anyway.
+    let started = Instant::now();
+    loop {
+        let reply = b.get("/v1/device", &phone.bearer).await;
+        if reply.status == StatusCode::FORBIDDEN {
+            reply.error(StatusCode::FORBIDDEN, pacerelle_core::wire::code::DEVICE_REVOKED);
+            break;
+        }
+        assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "B still accepted the revoked device after {:?}",
+            started.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // And A at once.
+    a.get("/v1/device", &phone.bearer)
+        .await
+        .error(StatusCode::FORBIDDEN, pacerelle_core::wire::code::DEVICE_REVOKED);
+}

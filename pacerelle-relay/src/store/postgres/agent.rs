@@ -9,6 +9,7 @@
 use pacerelle_core::keys;
 
 use super::prelude::*;
+use crate::store::principals::Cached;
 
 /// Takes, until the transaction ends, an advisory lock on each of `ids` (an agent, device or pairing id): two
 /// transactions that check and then claim the same id run one after the other. The locks are taken in the
@@ -100,11 +101,24 @@ impl PgStore {
         }))
     }
 
-    /// The agent or device named `id`, read from the database at every call (one query): several relay
-    /// instances share the database, and a revocation on one must hold on all at once, so no instance keeps
-    /// principals in memory. The secret is compared with the hash in constant time by the caller
-    /// ([`crate::auth`]).
+    /// The agent or device named `id`, from memory when it was found before ([`crate::store::principals`]),
+    /// else read (one query). A revocation committed by any instance is announced with `NOTIFY` in its own
+    /// transaction and forgotten here when it arrives (milliseconds); an instance that is not listening
+    /// empties its memory when it listens again, and reads an entry again after [`super::PRINCIPAL_MAX_AGE`]
+    /// in any case. The secret is compared with the hash in constant time by the caller ([`crate::auth`]).
     pub(crate) async fn principal(&self, id: &str) -> Result<Option<Principal>> {
+        let generation = match self.principals.get(id) {
+            Cached::Hit(principal) => return Ok(Some(principal)),
+            Cached::Miss { generation } => generation,
+        };
+        let found = self.read_principal(id).await?;
+        if let Some(principal) = &found {
+            self.principals.keep(id, principal, generation);
+        }
+        Ok(found)
+    }
+
+    async fn read_principal(&self, id: &str) -> Result<Option<Principal>> {
         let row: Option<(Option<String>, Vec<u8>, bool)> = sqlx::query_as(
             "SELECT owner, hash, revoked FROM (
                  SELECT 0 AS rank, NULL::text AS owner, auth_hash AS hash, FALSE AS revoked

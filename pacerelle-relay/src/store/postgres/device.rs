@@ -147,7 +147,17 @@ impl PgStore {
         .bind(now.millis())
         .fetch_optional(&mut *tx)
         .await?;
-        tx.commit().await?;
+        // Delivered to every instance when (and only if) this transaction commits: each forgets the device's
+        // credential from memory and reads it, revoked, at its next request.
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(super::wakes::PRINCIPALS_CHANNEL)
+            .bind(device_id)
+            .execute(&mut *tx)
+            .await?;
+        let committed = tx.commit().await;
+        // Committed (or, after a failed commit, perhaps): the next request of this device reads the database.
+        self.principals.changed(device_id);
+        committed?;
         self.committed();
         row.map(device_info).transpose()
     }

@@ -15,6 +15,9 @@ use crate::app::Inner;
 
 /// The notification channel of wake-ups.
 const CHANNEL: &str = "pacerelle_wakes";
+/// The notification channel of revocations: the payload is the id of a principal whose credential changed
+/// (sent inside the revoking transaction, so delivered only once it committed).
+pub(super) const PRINCIPALS_CHANNEL: &str = "pacerelle_principals";
 /// How long the listener waits before it connects again after losing its connection.
 const RECONNECT_AFTER: Duration = Duration::from_secs(1);
 
@@ -72,13 +75,14 @@ async fn listen(store: PgStore, instance: String, relay: Weak<Inner>) {
                 continue;
             }
         };
-        if let Err(e) = listener.listen(CHANNEL).await {
+        if let Err(e) = listener.listen_all([CHANNEL, PRINCIPALS_CHANNEL]).await {
             tracing::warn!(error = %e, "cannot listen for the other instances' wake-ups; trying again");
             tokio::time::sleep(RECONNECT_AFTER).await;
             continue;
         }
-        // A publication may have passed before this connection listened (at start, or while it was lost):
-        // every waiter parked here reads again.
+        // A publication or a revocation may have passed before this connection listened (at start, or while
+        // it was lost): every waiter parked here reads again, and every credential is read again.
+        store.principals.clear();
         if let Some(inner) = relay.upgrade() {
             inner.wakes.wake_all();
         }
@@ -90,6 +94,9 @@ async fn listen(store: PgStore, instance: String, relay: Weak<Inner>) {
             tokio::select! {
                 () = shutdown => return,
                 received = listener.try_recv() => match received {
+                    Ok(Some(note)) if note.channel() == PRINCIPALS_CHANNEL => {
+                        store.principals.changed(note.payload());
+                    }
                     Ok(Some(note)) => {
                         if let Some((_, key)) = note.payload().split_once('|')
                             && !note.payload().starts_with(&own)

@@ -4,8 +4,8 @@ use pacerelle_core::wire::AgentInfo;
 use pacerelle_core::{Timestamp, keys};
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::principals::Cached;
 use super::{Result, SqliteStore, ts};
+use crate::store::principals::Cached;
 use crate::store::{Principal, Registered};
 
 impl SqliteStore {
@@ -68,7 +68,7 @@ impl SqliteStore {
         }))
     }
 
-    /// The agent or device named `id`, from memory when it was found before ([`super::principals`]). Agent
+    /// The agent or device named `id`, from memory when it was found before ([`crate::store::principals`]). Agent
     /// ids and device ids never collide: registration and pairing refuse an id that the other already uses.
     pub(crate) async fn principal(&self, id: &str) -> Result<Option<Principal>> {
         let generation = match self.principals.get(id) {

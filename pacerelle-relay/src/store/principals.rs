@@ -10,9 +10,14 @@
 //! on every request ([`crate::auth`]); only the lookup is saved.
 //!
 //! The cache is per process. Beyond [`MAX_ENTRIES`] it is emptied and refills with the principals in use.
+//! With several instances on PostgreSQL, a revocation committed by one instance reaches the others' caches by
+//! `NOTIFY` (`store/postgres/wakes.rs`); each instance empties its cache whenever it starts listening (a
+//! revocation may have passed meanwhile) and keeps an entry at most [`Principals::with_max_age`], so that a
+//! listener that lost its connection without knowing it cannot keep a revoked device in for long.
 
 use std::collections::HashMap;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
+use std::time::{Duration, Instant};
 
 use crate::store::Principal;
 
@@ -21,25 +26,35 @@ const MAX_ENTRIES: usize = 100_000;
 
 #[derive(Debug, Default)]
 struct State {
-    by_id: HashMap<String, Principal>,
+    by_id: HashMap<String, (Principal, Instant)>,
     /// Moved on by every change to a principal; a lookup read from the database before a change is not kept.
     generation: u64,
 }
 
 /// The principals found recently, by id.
 #[derive(Debug, Default)]
-pub(super) struct Principals {
+pub(crate) struct Principals {
     state: RwLock<State>,
+    /// How long an entry is used before it is read again; `None`: until it changes.
+    max_age: Option<Duration>,
 }
 
 /// Where a lookup stands: the principal from memory, or the generation to hand back to [`Principals::keep`]
 /// with what the database said.
-pub(super) enum Cached {
+pub(crate) enum Cached {
     Hit(Principal),
     Miss { generation: u64 },
 }
 
 impl Principals {
+    /// A cache whose entries are read again from the database once they are `max_age` old.
+    pub(crate) fn with_max_age(max_age: Duration) -> Self {
+        Principals {
+            state: Default::default(),
+            max_age: Some(max_age),
+        }
+    }
+
     fn read(&self) -> RwLockReadGuard<'_, State> {
         self.state.read().unwrap_or_else(|poisoned| poisoned.into_inner())
     }
@@ -51,11 +66,13 @@ impl Principals {
     }
 
     /// The principal named `id` if it is in memory.
-    pub(super) fn get(&self, id: &str) -> Cached {
+    pub(crate) fn get(&self, id: &str) -> Cached {
         let state = self.read();
         match state.by_id.get(id) {
-            Some(principal) => Cached::Hit(principal.clone()),
-            None => Cached::Miss {
+            Some((principal, kept)) if self.max_age.is_none_or(|age| kept.elapsed() < age) => {
+                Cached::Hit(principal.clone())
+            }
+            _ => Cached::Miss {
                 generation: state.generation,
             },
         }
@@ -63,7 +80,7 @@ impl Principals {
 
     /// Keeps what the database said about `id`, unless a principal changed since the lookup's `generation`
     /// was taken (the row read may predate that change).
-    pub(super) fn keep(&self, id: &str, principal: &Principal, generation: u64) {
+    pub(crate) fn keep(&self, id: &str, principal: &Principal, generation: u64) {
         let mut state = self.write();
         if state.generation != generation {
             return;
@@ -71,14 +88,23 @@ impl Principals {
         if state.by_id.len() >= MAX_ENTRIES {
             state.by_id.clear();
         }
-        state.by_id.insert(id.to_string(), principal.clone());
+        state
+            .by_id
+            .insert(id.to_string(), (principal.clone(), Instant::now()));
     }
 
     /// Forgets `id` after a committed change to it (a revocation): the next lookup reads the database.
-    pub(super) fn changed(&self, id: &str) {
+    pub(crate) fn changed(&self, id: &str) {
         let mut state = self.write();
         state.generation = state.generation.wrapping_add(1);
         state.by_id.remove(id);
+    }
+
+    /// Forgets every principal (changes may have been missed): each next lookup reads the database.
+    pub(crate) fn clear(&self) {
+        let mut state = self.write();
+        state.generation = state.generation.wrapping_add(1);
+        state.by_id.clear();
     }
 }
 
@@ -130,6 +156,32 @@ mod tests {
         };
         cache.keep("dev", &device(true), generation);
         assert_eq!(revoked(cache.get("dev")), Some(true));
+    }
+
+    #[test]
+    fn an_entry_older_than_the_max_age_and_a_cleared_cache_are_read_again() {
+        let cache = Principals::with_max_age(Duration::from_millis(50));
+        let Cached::Miss { generation } = cache.get("dev") else {
+            panic!("empty at first");
+        };
+        cache.keep("dev", &device(false), generation);
+        assert_eq!(revoked(cache.get("dev")), Some(false));
+        std::thread::sleep(Duration::from_millis(60));
+        let Cached::Miss { generation } = cache.get("dev") else {
+            panic!("an old entry is read again");
+        };
+        cache.keep("dev", &device(false), generation);
+        // A read begun before a clear is not kept after it.
+        let Cached::Hit(_) = cache.get("dev") else {
+            panic!("kept");
+        };
+        let Cached::Miss { generation } = cache.get("other") else {
+            panic!("unknown");
+        };
+        cache.clear();
+        assert!(matches!(cache.get("dev"), Cached::Miss { .. }));
+        cache.keep("other", &device(false), generation);
+        assert!(matches!(cache.get("other"), Cached::Miss { .. }));
     }
 
     #[test]
