@@ -1,15 +1,17 @@
 //! Two real `pacerelle serve --database URL` processes on one PostgreSQL database: a wait parked on one is woken
-//! by a task sent through the other, and an agent whose relay is killed (SIGKILL) while its wait is parked goes
-//! on through the other with no task lost or delivered twice, in the order they are stored. Skipped without
-//! PostgreSQL (`PACERELLE_TEST_POSTGRES=start`).
+//! by what is stored through the other (a task, an agent's reply, a device's answer), and an agent whose relay
+//! is killed (SIGKILL) while its wait is parked goes on through the other with no task lost or delivered twice,
+//! in the order they are stored. Skipped without PostgreSQL (`PACERELLE_TEST_POSTGRES=start`).
 
 mod common;
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{Proc, pacerelle, run, serve_with, stderr};
-use pacerelle_client::{AgentClient, AgentCredentials, DeviceClient, DeviceCredentials};
+use common::{Proc, next_question, pacerelle, run, serve_with, stderr};
+use pacerelle_client::{
+    AgentClient, AgentCredentials, Answer, DeviceClient, DeviceCredentials, ItemKind, QuestionRequest,
+};
 use pacerelle_test_support::postgres::Cluster;
 
 /// A wait parked on one instance ends well before its own end (20 s) when the other stores a task: a generous
@@ -129,6 +131,98 @@ async fn a_wait_parked_on_one_serve_is_woken_by_a_task_sent_through_the_other() 
     assert!(took < WOKEN_WITHIN, "woken after {took:?}");
     let ids: Vec<&str> = inbox.messages.iter().map(|m| m.message_id.as_str()).collect();
     assert_eq!(ids, vec![sent.id.as_str()]);
+    drop(p.data);
+    drop(p.database);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_reply_stored_through_one_serve_wakes_a_conversation_parked_on_the_other() {
+    let Some(cluster) = Cluster::from_env() else {
+        eprintln!("skipped: two instances need PostgreSQL (PACERELLE_TEST_POSTGRES=start)");
+        return;
+    };
+    let p = two_instances(cluster).await;
+    let agent_a = agent_on(p.setup.agent_home.path(), &p.a.1);
+    let device_b = device_on(p.setup.device_home.path(), &p.b.1);
+    let task = device_b.send("a task to answer", None).await.expect("sent");
+    let head = device_b
+        .conversation(None, Duration::ZERO)
+        .await
+        .expect("the conversation")
+        .cursor;
+
+    // The device parks on B (its wait would end after 20 s); the agent replies through A.
+    let parked = tokio::spawn(async move {
+        let started = Instant::now();
+        let (mut cursor, mut replies) = (head, Vec::new());
+        // A state change of the task may come first: the reply must follow within the bound.
+        while replies.is_empty() && started.elapsed() < WOKEN_WITHIN {
+            let page = device_b
+                .conversation(Some(cursor), Duration::from_secs(20))
+                .await
+                .expect("the wait ends");
+            replies.extend(
+                page.items
+                    .into_iter()
+                    .filter(|i| i.kind == ItemKind::Reply)
+                    .map(|i| (i.id, i.text, i.source_message_id)),
+            );
+            cursor = page.cursor;
+        }
+        (started.elapsed(), replies)
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let reply = agent_a
+        .reply(&task.id, "done, through A", None)
+        .await
+        .expect("the reply is stored");
+    let (took, replies) = parked.await.expect("the wait");
+    assert!(took < WOKEN_WITHIN, "woken after {took:?}");
+    assert_eq!(
+        replies,
+        vec![(reply.id, "done, through A".to_string(), Some(task.id))]
+    );
+    drop(p.data);
+    drop(p.database);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_question_asked_through_one_serve_and_answered_through_the_other_is_approved() {
+    let Some(cluster) = Cluster::from_env() else {
+        eprintln!("skipped: two instances need PostgreSQL (PACERELLE_TEST_POSTGRES=start)");
+        return;
+    };
+    let p = two_instances(cluster).await;
+    let agent_a = agent_on(p.setup.agent_home.path(), &p.a.1);
+    let device_b = device_on(p.setup.device_home.path(), &p.b.1);
+    let asked = agent_a
+        .ask_user(QuestionRequest::yes_no("Deploy through A?"))
+        .await
+        .expect("asked through A");
+
+    // The agent parks on A (its wait would end after 20 s); the device answers through B.
+    let question_id = asked.question_id.clone();
+    let parked = tokio::spawn(async move {
+        let outcome = agent_a
+            .wait_for_answer(&question_id, Duration::from_secs(20))
+            .await
+            .expect("the wait ends");
+        (Instant::now(), outcome)
+    });
+    let q = next_question(&device_b, &[]).await;
+    assert_eq!(q.question_id, asked.question_id);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let answered = Instant::now();
+    device_b
+        .answer(&q.question_id, Answer::Yes)
+        .await
+        .expect("answered through B");
+    let (ended, outcome) = parked.await.expect("the wait");
+    let took = ended.saturating_duration_since(answered);
+    assert!(took < WOKEN_WITHIN, "woken after {took:?}");
+    assert!(outcome.approved, "not approved: {outcome:?}");
+    assert_eq!(outcome.answer, Some(Answer::Yes));
+    assert_eq!(outcome.rejected, None);
     drop(p.data);
     drop(p.database);
 }
