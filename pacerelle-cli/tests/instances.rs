@@ -1,7 +1,8 @@
 //! Two real `pacerelle serve --database URL` processes on one PostgreSQL database: a wait parked on one is woken
 //! by what is stored through the other (a task, an agent's reply, a device's answer), and an agent whose relay
 //! is killed (SIGKILL) while its wait is parked goes on through the other with no task lost or delivered twice,
-//! in the order they are stored. Skipped without PostgreSQL (`PACERELLE_TEST_POSTGRES=start`).
+//! in the order they are stored, even when it is killed and restarted again and again under concurrent sends
+//! through both (a crash loop). Skipped without PostgreSQL (`PACERELLE_TEST_POSTGRES=start`).
 
 mod common;
 
@@ -342,4 +343,194 @@ async fn an_agent_goes_on_through_the_other_serve_when_its_own_is_killed_with_no
             .expect("the stored tasks");
     assert_eq!(delivered, stored);
     drop(restarted);
+}
+
+/// Times A is killed (SIGKILL) and restarted in the crash loop.
+const KILLS: usize = 3;
+/// Tasks each of the crash loop's two senders sends at least (both go on until the last restart).
+const TASKS_PER_SENDER: usize = 60;
+
+/// Sends `text` as task `id` through A (when `prefer_a` and A is up) or B; a send that fails goes again, with the
+/// same id, through the other instance, as behind a load balancer. Returns how many tries failed; panics when
+/// it is never acknowledged.
+async fn send_somewhere(
+    home: &Path,
+    a_url: &std::sync::Mutex<Option<String>>,
+    b_url: &str,
+    prefer_a: bool,
+    id: &str,
+) -> usize {
+    let mut via_a = prefer_a;
+    for failed in 0..10 {
+        let url = if via_a {
+            a_url.lock().expect("the lock").clone()
+        } else {
+            Some(b_url.to_string())
+        };
+        if let Some(url) = url
+            && device_on(home, &url).send(id, Some(id)).await.is_ok()
+        {
+            return failed;
+        }
+        via_a = !via_a;
+    }
+    panic!("task {id} was never acknowledged");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_crash_loop_of_one_serve_under_concurrent_sends_loses_and_repeats_nothing() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+
+    let Some(cluster) = Cluster::from_env() else {
+        eprintln!("skipped: two instances need PostgreSQL (PACERELLE_TEST_POSTGRES=start)");
+        return;
+    };
+    let Pair {
+        data,
+        database,
+        setup,
+        a,
+        b,
+    } = two_instances(cluster).await;
+    let (a_proc, a_url) = a;
+    let (_b_proc, b_url) = b;
+    // A's address while it is up (a load balancer's health check), None while it is down.
+    let a_now = Arc::new(Mutex::new(Some(a_url)));
+    let killed_enough = Arc::new(AtomicBool::new(false));
+    let all_sent = Arc::new(AtomicBool::new(false));
+
+    // The agent: long-polls on A while it is up, else on B; on an error, retries from the same cursor on B.
+    let agent = {
+        let (home, a_now, b_url) = (
+            setup.agent_home.path().to_path_buf(),
+            a_now.clone(),
+            b_url.clone(),
+        );
+        let all_sent = all_sent.clone();
+        tokio::spawn(async move {
+            let b = agent_on(&home, &b_url);
+            let (mut cursor, mut delivered, mut failures) = (None, Vec::<String>::new(), 0u32);
+            let deadline = Instant::now() + Duration::from_secs(180);
+            while Instant::now() < deadline {
+                let on_a = a_now.lock().expect("the lock").clone();
+                let client = on_a.map_or_else(|| b.clone(), |u| agent_on(&home, &u));
+                match client.wait_for_messages(cursor, Duration::from_secs(2)).await {
+                    Ok(inbox) => {
+                        // Every send was acknowledged before this wait began, and it found nothing more.
+                        if inbox.messages.is_empty() && all_sent.load(Ordering::SeqCst) {
+                            break;
+                        }
+                        for m in &inbox.messages {
+                            delivered.push(m.message_id.clone());
+                            if client.mark_processed(&m.message_id).await.is_err() {
+                                b.mark_processed(&m.message_id).await.expect("marked processed");
+                            }
+                        }
+                        if let Some(before) = cursor {
+                            assert!(inbox.cursor >= before, "the cursor went back");
+                        }
+                        cursor = Some(inbox.cursor);
+                    }
+                    Err(_) => {
+                        failures += 1;
+                        let again = b
+                            .wait_for_messages(cursor, Duration::ZERO)
+                            .await
+                            .expect("B answers");
+                        for m in &inbox_ids(&again) {
+                            delivered.push(m.clone());
+                            b.mark_processed(m).await.expect("marked processed");
+                        }
+                        cursor = Some(again.cursor);
+                    }
+                }
+            }
+            (delivered, failures)
+        })
+    };
+
+    // Two senders, one preferring A and one B, until A has been killed and restarted KILLS times.
+    let senders: Vec<_> = [true, false]
+        .into_iter()
+        .map(|prefer_a| {
+            let (home, a_now, b_url) = (
+                setup.device_home.path().to_path_buf(),
+                a_now.clone(),
+                b_url.clone(),
+            );
+            let killed_enough = killed_enough.clone();
+            tokio::spawn(async move {
+                let (mut acked, mut failed) = (Vec::new(), 0);
+                let mut i = 0;
+                while i < TASKS_PER_SENDER || !killed_enough.load(Ordering::SeqCst) {
+                    let id = format!("task-{}-{i:04}", if prefer_a { "a" } else { "b" });
+                    failed += send_somewhere(&home, &a_now, &b_url, prefer_a, &id).await;
+                    acked.push(id);
+                    i += 1;
+                }
+                (acked, failed)
+            })
+        })
+        .collect();
+
+    // The crash loop: A is killed while sends and the agent's wait go on, then started again on a new port.
+    let mut a_proc = Some(a_proc);
+    for _ in 0..KILLS {
+        // Longer than a client's retries of one request (5 attempts, 3 s of pauses): each kill finds the sender
+        // that prefers A sending to it, not still retrying the last kill's send.
+        tokio::time::sleep(Duration::from_millis(4000)).await;
+        let mut gone = a_proc.take().expect("A runs");
+        gone.0.kill().expect("SIGKILL");
+        gone.0.wait().expect("A ends");
+        // The load balancer's health check takes a moment to take A out: sends and waits meanwhile find it gone.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        *a_now.lock().expect("the lock") = None;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let (dir, db) = (data.path().to_path_buf(), database.clone());
+        let (proc, url) = tokio::task::spawn_blocking(move || serve_with(&dir, &["--database", &db]))
+            .await
+            .expect("A starts again");
+        a_proc = Some(proc);
+        *a_now.lock().expect("the lock") = Some(url);
+    }
+    killed_enough.store(true, Ordering::SeqCst);
+
+    let (mut acked, mut sends_failed) = (Vec::new(), 0);
+    for s in senders {
+        let (ids, failed) = s.await.expect("a sender");
+        acked.extend(ids);
+        sends_failed += failed;
+    }
+    all_sent.store(true, Ordering::SeqCst);
+    let (delivered, failures) = agent.await.expect("the agent");
+    eprintln!(
+        "crash loop: {} tasks acknowledged, {} delivered, {sends_failed} sends and {failures} waits failed over",
+        acked.len(),
+        delivered.len()
+    );
+    // Each kill found the sender that prefers A sending to it.
+    assert!(sends_failed >= KILLS, "{sends_failed} sends failed over");
+    let mut unique = delivered.clone();
+    unique.sort();
+    unique.dedup();
+    assert_eq!(unique.len(), delivered.len(), "a task was delivered twice");
+    acked.sort();
+    assert_eq!(unique, acked, "acknowledged and delivered tasks differ");
+
+    // The delivered order is the stored order.
+    let mut db = <sqlx::PgConnection as sqlx::Connection>::connect(&database)
+        .await
+        .expect("the database opens");
+    let stored: Vec<String> =
+        sqlx::query_scalar("SELECT item_id FROM items WHERE kind = 'message' ORDER BY seq")
+            .fetch_all(&mut db)
+            .await
+            .expect("the stored tasks");
+    assert_eq!(delivered, stored);
+    drop(a_proc);
+}
+
+fn inbox_ids(inbox: &pacerelle_client::Inbox) -> Vec<String> {
+    inbox.messages.iter().map(|m| m.message_id.clone()).collect()
 }
