@@ -125,7 +125,7 @@ fn test(root: &Path) -> Result<()> {
 fn postgres(root: &Path) -> Result<()> {
     for line in [
         "test -p pacerelle-relay --lib --test relay",
-        "test -p pacerelle-cli --test store_copy --test instances",
+        "test -p pacerelle-cli --test store_copy --test instances --test instances_webhooks",
     ] {
         println!("$ PACERELLE_TEST_POSTGRES=start cargo {line}");
         let status = Command::new("cargo")
