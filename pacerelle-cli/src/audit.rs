@@ -226,7 +226,11 @@ pub async fn run(global: &Global, cmd: AuditCommand) -> Result<ExitCode> {
             sink.flush()?;
             if let Some(path) = output {
                 // "1 answer", "2 answers": the nouns above are plural.
-                let what = if count == 1 { what.trim_end_matches('s') } else { what };
+                let what = if count == 1 {
+                    what.trim_end_matches('s')
+                } else {
+                    what
+                };
                 eprintln!("{count} {what} written to {}", path.display());
             }
             Ok(ExitCode::SUCCESS)
