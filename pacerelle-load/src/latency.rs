@@ -104,9 +104,10 @@ impl Shared {
     }
 }
 
-/// Runs one rate for `seconds` and returns its figures.
+/// Runs one rate for `seconds` and returns its figures. Sends go to `relays[0]`; the agents' waits park where
+/// their clients point (the last instance, see `main.rs`); the store counters are summed over every instance.
 pub async fn run(
-    relay: &Relay,
+    relays: &[Relay],
     pairs: &[Pair],
     cursors: &Arc<Cursors>,
     rate: u32,
@@ -141,7 +142,8 @@ pub async fn run(
     // Let every wait park before the first send.
     tokio::time::sleep(Duration::from_millis(200)).await;
 
-    let counters_before = relay.store_counters().await;
+    let relay = &relays[0];
+    let counters_before = crate::relay::store_counters(relays).await;
     let pool: Arc<Mutex<Vec<Conn>>> = Arc::new(Mutex::new(Vec::new()));
     for _ in 0..16 {
         let conn = Conn::open(relay.addr, None).await?;
@@ -213,7 +215,7 @@ pub async fn run(
     waiters.abort_all();
     while waiters.join_next().await.is_some() {}
     let commits_per_task = counters_before
-        .zip(relay.store_counters().await)
+        .zip(crate::relay::store_counters(relays).await)
         .map(|(before, after)| (after.commits - before.commits) / n as f64);
     let span = first.map_or(Duration::ZERO, |f| last - f);
     let achieved = if n > 1 && !span.is_zero() {

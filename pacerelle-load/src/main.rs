@@ -15,6 +15,11 @@
 //! and sent by a plain HTTP/1.1 driver, so that the load process spends its CPU on little more than the
 //! sockets; the agents' side is the real client, which opens every task it receives. The relay is killed at
 //! the end, on an error and on Ctrl-C. Everything is printed as one table at the end.
+//!
+//! With `--database postgres` (a throw-away cluster, `fsync=on`) or `--database postgres://…`, the relays store
+//! in PostgreSQL, and `--instances 2` starts two of them on the one database: the throughput phase spreads its
+//! senders over both, the latency phase sends to the first while the agents' waits park on the second, so each
+//! task crosses instances (the wake-up goes through `LISTEN/NOTIFY`).
 
 mod floor;
 mod http;
@@ -80,6 +85,14 @@ struct Args {
     /// Synced writes of each floor measurement [default: 2000; 200 with --quick].
     #[arg(long, value_name = "N")]
     floor_writes: Option<usize>,
+    /// The relays' store: a `postgres://…` URL (a database used as is, shared by every instance), or
+    /// `postgres` for a throw-away cluster started here with `fsync=on` [default: each relay's SQLite file].
+    #[arg(long, value_name = "URL")]
+    database: Option<String>,
+    /// Relay instances on the one PostgreSQL database (needs --database): the throughput phase spreads its
+    /// senders over them, the latency phase sends to the first and parks the agents' waits on the last.
+    #[arg(long, default_value_t = 1, value_name = "N")]
+    instances: usize,
 }
 
 /// A phase of the run.
@@ -131,8 +144,11 @@ async fn run(args: Args) -> Result<()> {
     let parked_n = args.parked.unwrap_or(if quick { 500 } else { 10_000 });
     let seconds = args.seconds.unwrap_or(if quick { 1.0 } else { 10.0 });
     let floor_writes = args.floor_writes.unwrap_or(if quick { 200 } else { 2000 });
-    if args.senders.contains(&0) || args.rates.contains(&0) || seconds <= 0.0 {
-        bail!("--senders, --rates and --seconds must be positive");
+    if args.senders.contains(&0) || args.rates.contains(&0) || seconds <= 0.0 || args.instances == 0 {
+        bail!("--senders, --rates, --seconds and --instances must be positive");
+    }
+    if args.instances > 1 && args.database.is_none() {
+        bail!("--instances above 1 needs --database: SQLite relays cannot share a store");
     }
 
     let bin = match &args.relay_bin {
@@ -183,7 +199,7 @@ async fn run(args: Args) -> Result<()> {
     }
 
     if needs_relay {
-        let flags = vec![
+        let mut flags = vec![
             // Senders here outrun any agent: no quota refusal may cut a phase short.
             "--max-pending-tasks".to_string(),
             u32::MAX.to_string(),
@@ -191,19 +207,51 @@ async fn run(args: Args) -> Result<()> {
             "--max-connections".into(),
             (parked_n + 1024).to_string(),
         ];
-        let mut flags = flags;
         if relay::serve_has_flag(&bin, "--metrics").await {
             // The store counters (commits, writes) of `GET /metrics`; a relay without the flag gets n/a.
             flags.push("--metrics".into());
         }
-        let mut relay = Relay::start(&bin, work.path(), &flags).await?;
-        report.relay_flags = relay.flags.clone();
-        println!("relay: pid {} on {}", relay.pid, relay.addr);
-        let outcome = phases(&args, &mut relay, &mut report, seconds, parked_n).await;
-        let tail = relay.log_tail();
-        relay.stop().await?;
+        // Kept until the relays are gone: dropping it stops the throw-away cluster.
+        let cluster = match args.database.as_deref() {
+            Some("postgres") => {
+                let started =
+                    tokio::task::spawn_blocking(pacerelle_test_support::postgres::Cluster::start_durable)
+                        .await
+                        .context(
+                            "cannot start a throw-away PostgreSQL cluster (initdb and postgres on the PATH?)",
+                        )?;
+                let url = started.fresh_database().await;
+                println!(
+                    "postgres: a throw-away cluster (fsync=on) in {}",
+                    started.dir().map(|d| d.display().to_string()).unwrap_or_default()
+                );
+                flags.extend(["--database".to_string(), url]);
+                Some(started)
+            }
+            Some(url) => {
+                flags.extend(["--database".to_string(), url.to_string()]);
+                None
+            }
+            None => None,
+        };
+        let mut relays = Vec::with_capacity(args.instances);
+        for i in 0..args.instances {
+            let dir = work.path().join(format!("relay{i}"));
+            std::fs::create_dir_all(&dir)?;
+            let relay = Relay::start(&bin, &dir, &flags).await?;
+            println!("relay {i}: pid {} on {}", relay.pid, relay.addr);
+            relays.push(relay);
+        }
+        report.relay_flags = relays[0].flags.clone();
+        report.instances = args.instances;
+        let outcome = phases(&args, &mut relays, &mut report, seconds, parked_n).await;
+        let tails: Vec<String> = relays.iter().map(Relay::log_tail).collect();
+        for relay in relays {
+            relay.stop().await?;
+        }
+        drop(cluster);
         if let Err(e) = outcome {
-            bail!("{e:#}\nthe relay's last lines:\n{tail}");
+            bail!("{e:#}\nthe relays' last lines:\n{}", tails.join("\n--\n"));
         }
     }
 
@@ -217,20 +265,21 @@ async fn run(args: Args) -> Result<()> {
 /// The phases that need the relay.
 async fn phases(
     args: &Args,
-    relay: &mut Relay,
+    relays: &mut [Relay],
     report: &mut Report,
     seconds: f64,
     parked_n: usize,
 ) -> Result<()> {
     let wants = |p: Phase| args.only.is_empty() || args.only.contains(&p);
     if wants(Phase::Latency) || wants(Phase::Throughput) {
-        let url = format!("http://{}", relay.addr);
+        // The agents' waits park on the last instance; the latency phase sends to the first.
+        let url = format!("http://{}", relays[relays.len() - 1].addr);
         let pairs = setup::pair(&url, AGENTS, DEVICES_PER_AGENT).await?;
         println!("paired {AGENTS} agents with {DEVICES_PER_AGENT} devices each");
         if wants(Phase::Latency) {
             let cursors = latency::Cursors::at_head(&pairs).await?;
             for &rate in &args.rates {
-                let r = latency::run(relay, &pairs, &cursors, rate, seconds).await?;
+                let r = latency::run(relays, &pairs, &cursors, rate, seconds).await?;
                 println!(
                     "latency at {rate}/s: {} sent, {} received, p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms{}",
                     r.sent,
@@ -245,7 +294,7 @@ async fn phases(
                     }
                 );
                 report.latency.push(r);
-                relay.check_alive()?;
+                check_alive(relays)?;
             }
         }
         if wants(Phase::Throughput) {
@@ -258,7 +307,7 @@ async fn phases(
                 } else {
                     40_000
                 });
-                let r = saturation::run(relay, &devices, senders, tasks, &format!("sat{senders}")).await?;
+                let r = saturation::run(relays, &devices, senders, tasks, &format!("sat{senders}")).await?;
                 println!(
                     "throughput with {senders} senders: {} tasks in {:.2} s, {:.0} tasks/s",
                     r.tasks,
@@ -266,11 +315,12 @@ async fn phases(
                     r.per_second()
                 );
                 report.throughput.push(r);
-                relay.check_alive()?;
+                check_alive(relays)?;
             }
         }
     }
     if wants(Phase::Parked) {
+        let relay = &mut relays[0];
         let r = parked::run(relay, parked_n).await?;
         println!(
             "parked: {} waits parked in {:.1} s ({} agents registered in {:.1} s), relay RSS {} → {} KiB",
@@ -285,6 +335,11 @@ async fn phases(
         relay.check_alive()?;
     }
     Ok(())
+}
+
+/// Fails when one of the relays has ended.
+fn check_alive(relays: &mut [Relay]) -> Result<()> {
+    relays.iter_mut().try_for_each(Relay::check_alive)
 }
 
 /// Raises this process's file limit (soft and hard: as root the hard one can grow) to `need` if it is lower;

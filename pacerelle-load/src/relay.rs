@@ -144,6 +144,41 @@ impl Relay {
     }
 }
 
+/// The store counters summed over `relays`, or `None` when one of them has none.
+pub async fn store_counters(relays: &[Relay]) -> Option<StoreCounters> {
+    let mut sum = StoreCounters {
+        commits: 0.0,
+        writes: 0.0,
+    };
+    for relay in relays {
+        let c = relay.store_counters().await?;
+        sum.commits += c.commits;
+        sum.writes += c.writes;
+    }
+    Some(sum)
+}
+
+/// `flags` with the value of `--database` shown without its password, for printing.
+pub fn redacted(flags: &[String]) -> Vec<String> {
+    let mut after_flag = false;
+    flags
+        .iter()
+        .map(|flag| {
+            let value = std::mem::replace(&mut after_flag, flag == "--database");
+            match flag.split_once("://") {
+                Some((scheme, rest)) if value => match rest.split_once('@') {
+                    Some((user, host)) => {
+                        let user = user.split(':').next().unwrap_or_default();
+                        format!("{scheme}://{user}:…@{host}")
+                    }
+                    None => flag.clone(),
+                },
+                _ => flag.clone(),
+            }
+        })
+        .collect()
+}
+
 /// True when `bin serve --help` lists `flag` (a relay older than a flag refuses it).
 pub async fn serve_has_flag(bin: &Path, flag: &str) -> bool {
     let Ok(out) = Command::new(bin).args(["serve", "--help"]).output().await else {
@@ -254,6 +289,24 @@ mod tests {
             })
         );
         assert_eq!(parse_counters("pacerelle_store_commits_total 1\n"), None);
+    }
+
+    #[test]
+    fn a_database_password_is_not_printed() {
+        let flags: Vec<String> = ["--metrics", "--database", "postgres://u:secret@h:5432/db"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(
+            redacted(&flags),
+            ["--metrics", "--database", "postgres://u:…@h:5432/db"].map(String::from)
+        );
+        let plain: Vec<String> = ["--database", "postgres://nobody@127.0.0.1:5/db"]
+            .map(String::from)
+            .to_vec();
+        assert_eq!(
+            redacted(&plain),
+            ["--database", "postgres://nobody:…@127.0.0.1:5/db"].map(String::from)
+        );
     }
 
     #[test]

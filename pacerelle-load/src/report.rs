@@ -18,6 +18,8 @@ pub struct Report {
     notes: Vec<String>,
     /// The relay's `serve` flags.
     pub relay_flags: Vec<String>,
+    /// Relay instances on one database (1 unless `--instances`).
+    pub instances: usize,
     /// The floor before the phases (the `f` of the targets).
     pub floor_start: Option<Summary>,
     /// The floor after them.
@@ -86,7 +88,18 @@ impl Report {
             }
         );
         if !self.relay_flags.is_empty() {
-            println!("relay: pacerelle serve {}", self.relay_flags.join(" "));
+            println!(
+                "relay: pacerelle serve {}{}",
+                crate::relay::redacted(&self.relay_flags).join(" "),
+                if self.instances > 1 {
+                    format!(
+                        " ({} instances: senders spread over them, the agents' waits on the last)",
+                        self.instances
+                    )
+                } else {
+                    String::new()
+                }
+            );
         }
         println!();
         println!("| figure | measured | target | met |");

@@ -52,9 +52,10 @@ impl LevelResult {
 }
 
 /// Sends `tasks` tasks (rounded up to a multiple of `senders`) from `senders` concurrent senders, sender `s`
-/// as device `s % devices.len()`. Message ids start with `tag`.
+/// as device `s % devices.len()` to instance `s % relays.len()`. Message ids start with `tag`. Store counters
+/// and the relays' CPU are summed over the instances.
 pub async fn run(
-    relay: &Relay,
+    relays: &[Relay],
     devices: &[Arc<Device>],
     senders: usize,
     tasks: usize,
@@ -68,14 +69,14 @@ pub async fn run(
         let requests: Vec<Vec<u8>> = (0..per_sender)
             .map(|i| device.sealed_send(&format!("{tag}-{s}-{i}")))
             .collect();
-        work.push((Conn::open(relay.addr, None).await?, requests));
+        let addr = relays[s % relays.len()].addr;
+        work.push((addr, Conn::open(addr, None).await?, requests));
     }
-    let before = relay.store_counters().await;
-    let (relay_cpu, load_cpu, machine_cpu) = (relay.cpu()?, relay::own_cpu()?, relay::machine_cpu()?);
+    let before = relay::store_counters(relays).await;
+    let (relay_cpu, load_cpu, machine_cpu) = (relays_cpu(relays)?, relay::own_cpu()?, relay::machine_cpu()?);
     let start = Instant::now();
     let mut set = JoinSet::new();
-    for (mut conn, requests) in work {
-        let addr = relay.addr;
+    for (addr, mut conn, requests) in work {
         set.spawn(async move {
             for request in &requests {
                 let answer = match conn.send(request).await {
@@ -99,11 +100,11 @@ pub async fn run(
     }
     let elapsed = start.elapsed();
     let (relay_cpu, load_cpu, machine_cpu) = (
-        relay.cpu()? - relay_cpu,
+        relays_cpu(relays)? - relay_cpu,
         relay::own_cpu()? - load_cpu,
         relay::machine_cpu()? - machine_cpu,
     );
-    let after = relay.store_counters().await;
+    let after = relay::store_counters(relays).await;
     Ok(LevelResult {
         senders,
         tasks: done,
@@ -113,4 +114,9 @@ pub async fn run(
         load_cpu,
         machine_cpu,
     })
+}
+
+/// The CPU time of every instance so far.
+fn relays_cpu(relays: &[Relay]) -> Result<Duration> {
+    relays.iter().map(Relay::cpu).sum()
 }

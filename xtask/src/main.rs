@@ -26,7 +26,8 @@ tasks:
   test --list                              list the steps
   bench [ARGS]...                          cargo bench -p pacerelle-client --bench relay [-- ARGS]
   bench --load [ARGS]...                   the load generator against a release relay in its own process
-                                           (target/release/pacerelle-load ARGS; --help for its ARGS)
+                                           (target/release/pacerelle-load ARGS; --help for its ARGS;
+                                           --database postgres --instances 2: two relays on PostgreSQL)
   fuzz [--time 10m] [--target NAME]...     run the fuzz targets (release), the time split between them
   soak [--minutes N] [ARGS]...             senders, a supervised agent and random SIGKILLs (release
                                            build), then a check; --seconds N for a short one
