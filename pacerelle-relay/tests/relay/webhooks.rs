@@ -276,8 +276,16 @@ async fn answered_expired_and_cancelled_events_arrive_signed_once_each() {
     assert_eq!(qe.question.closed_at, Some(qe.question.expires_at));
     assert!(qe.question.answer_envelope.is_none());
 
-    // The delivery log: one event per question, each delivered on its first attempt.
-    let log = deliveries(&relay, &agent).await;
+    // The delivery log: one event per question, each delivered on its first attempt. The receiver counts an
+    // event when its request arrives, before the relay has read the 200 and recorded it: wait for the record.
+    let log = eventually(10, "three deliveries recorded", || async {
+        let log = deliveries(&relay, &agent).await;
+        log.deliveries
+            .iter()
+            .all(|d| d.state == "delivered")
+            .then_some(log)
+    })
+    .await;
     assert_eq!(log.deliveries.len(), 3);
     for d in &log.deliveries {
         assert_eq!(d.state, "delivered");
