@@ -273,10 +273,9 @@ impl ClosedQuestion {
     pub fn from_error(e: &Error) -> Option<ClosedQuestion> {
         match e {
             Error::Api {
-                code,
                 details: Some(details),
                 ..
-            } if closed_state(code).is_some() => serde_json::from_value((**details).clone()).ok(),
+            } if e.closed_state().is_some() => serde_json::from_value((**details).clone()).ok(),
             _ => None,
         }
     }
@@ -330,16 +329,6 @@ impl ClosedQuestion {
             message,
             details: serde_json::to_value(&self).ok().map(Box::new),
         }
-    }
-}
-
-/// The state a refusal code of an answer stands for.
-fn closed_state(code: &str) -> Option<QuestionState> {
-    match code {
-        wire::code::QUESTION_ANSWERED => Some(QuestionState::Answered),
-        wire::code::QUESTION_CANCELLED => Some(QuestionState::Cancelled),
-        wire::code::QUESTION_EXPIRED => Some(QuestionState::Expired),
-        _ => None,
     }
 }
 
@@ -1068,7 +1057,7 @@ impl DeviceClient {
     /// The relay refused an answer: when because the question is closed, the refusal states the question as
     /// read again (its state, the answer that counts); any other error is returned as it is.
     async fn refused(&self, question_id: &str, e: Error) -> Error {
-        let Some(state) = e.code().and_then(closed_state) else {
+        let Some(state) = e.closed_state() else {
             return e;
         };
         let again = self
