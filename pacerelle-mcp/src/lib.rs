@@ -2,12 +2,12 @@
 
 pub mod config;
 pub mod host;
+pub mod http;
 pub mod lease;
 pub mod server;
 pub mod tools;
 pub mod wait;
 
-use std::net::SocketAddr;
 use std::sync::Arc;
 
 use rmcp::ServiceExt;
@@ -16,6 +16,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio_util::sync::CancellationToken;
 
 pub use config::{Config, ConfigError};
+pub use http::{Bearer, HttpError, HttpOptions, Origin, Tls};
 pub use server::{PacerelleServer, State};
 
 /// Where the MCP endpoint is mounted in HTTP mode.
@@ -71,36 +72,57 @@ pub async fn serve_stdio(state: Arc<State>) -> anyhow::Result<()> {
     outcome
 }
 
-/// Serves MCP over streamable HTTP at `http://addr/mcp` (loopback only) until a signal arrives, then
-/// releases the lease.
-pub async fn serve_http(state: Arc<State>, addr: SocketAddr) -> anyhow::Result<()> {
-    if !addr.ip().is_loopback() {
-        anyhow::bail!(
-            "--http {addr}: only a loopback address is allowed (127.0.0.1:PORT or [::1]:PORT); the endpoint \
-             has no authentication of its own"
-        );
-    }
-    let listener = tokio::net::TcpListener::bind(addr).await?;
+/// Serves MCP over streamable HTTP at `http(s)://addr/mcp` until a signal arrives, then releases the lease.
+/// Checks `options` first ([`HttpOptions::check`]): beyond loopback, a bearer and TLS (or `--insecure-http`).
+/// Every request passes the bearer and Origin guard ([`http`]) before it reaches rmcp's session handling.
+pub async fn serve_http(state: Arc<State>, options: HttpOptions) -> anyhow::Result<()> {
+    options.check()?;
+    let listener = tokio::net::TcpListener::bind(options.addr).await?;
     let local = listener.local_addr()?;
     take_lease_early(&state);
     let ct = CancellationToken::new();
+    let config = StreamableHttpServerConfig::default().with_cancellation_token(ct.child_token());
+    let config = match options.host_check(local) {
+        Some(hosts) => config.with_allowed_hosts(hosts),
+        None => {
+            tracing::info!(
+                "no Host check: the endpoint is beyond loopback and requires the bearer (--allowed-host \
+                 names the hosts clients use, to check it too)"
+            );
+            config.disable_allowed_hosts()
+        }
+    };
     let service = StreamableHttpService::new(
         {
             let state = state.clone();
             move || Ok(PacerelleServer::new(state.clone()))
         },
         LocalSessionManager::default().into(),
-        StreamableHttpServerConfig::default().with_cancellation_token(ct.child_token()),
+        config,
     );
-    let app = axum::Router::new().nest_service(HTTP_PATH, service);
-    tracing::info!("MCP endpoint at http://{local}{HTTP_PATH}");
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(async move {
-            shutdown_signal().await;
-            tracing::info!("signal received; stopping");
-            ct.cancel();
-        })
-        .await;
+    let app = axum::Router::new()
+        .nest_service(HTTP_PATH, service)
+        .layer(axum::middleware::from_fn_with_state(options.guard(), http::guard));
+    let scheme = if options.tls.is_some() { "https" } else { "http" };
+    let bearer = if options.bearer.is_some() {
+        "required"
+    } else {
+        "none"
+    };
+    tracing::info!(bearer, "MCP endpoint at {scheme}://{local}{HTTP_PATH}");
+    let shutdown = async move {
+        shutdown_signal().await;
+        tracing::info!("signal received; stopping");
+        ct.cancel();
+    };
+    let served = match &options.tls {
+        Some(tls) => {
+            axum::serve(http::TlsListener::new(listener, tls)?, app)
+                .with_graceful_shutdown(shutdown)
+                .await
+        }
+        None => axum::serve(listener, app).with_graceful_shutdown(shutdown).await,
+    };
     state.lease.release().await;
     served.map_err(anyhow::Error::from)
 }

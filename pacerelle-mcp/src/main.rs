@@ -2,10 +2,11 @@
 //! stdout carries the protocol.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use pacerelle_mcp::{Config, State, serve_http, serve_stdio};
+use pacerelle_mcp::{Bearer, Config, HttpError, HttpOptions, Origin, State, Tls, serve_http, serve_stdio};
 
 /// Pacerelle's MCP server: gives an MCP host (Claude Code, Codex, Claude Desktop, Cursor) an end-to-end
 /// encrypted inbox of tasks sent from the person's phone.
@@ -17,12 +18,34 @@ use pacerelle_mcp::{Config, State, serve_http, serve_stdio};
     after_help = "Environment:\n  PACERELLE_AGENT_ID     the agent's id (ag_…), required\n  \
                   PACERELLE_AGENT_TOKEN  the agent's token (pcr1_…), required; keep it secret\n  \
                   PACERELLE_RELAY_URL    the relay (default http://127.0.0.1:8787)\n  \
+                  PACERELLE_MCP_BEARER   with --http: the bearer HTTP clients must send (at least 32 \
+                  characters, e.g. `openssl rand -hex 32`; not the agent token)\n  \
                   RUST_LOG               log filter (default info); logs go to stderr"
 )]
 struct Cli {
-    /// Serve streamable HTTP at http://ADDR/mcp (loopback only, e.g. 127.0.0.1:8788) instead of stdio.
+    /// Serve streamable HTTP at http(s)://ADDR/mcp (e.g. 127.0.0.1:8788) instead of stdio. Beyond loopback
+    /// a bearer (PACERELLE_MCP_BEARER or --bearer-file) and TLS (or --insecure-http) are required.
     #[arg(long, value_name = "ADDR")]
     http: Option<SocketAddr>,
+    /// Read the bearer HTTP clients must send from this file (instead of PACERELLE_MCP_BEARER).
+    #[arg(long, value_name = "PATH", requires = "http")]
+    bearer_file: Option<PathBuf>,
+    /// Serve HTTPS with this certificate chain (PEM, the server's certificate first).
+    #[arg(long, value_name = "PEM", requires_all = ["http", "tls_key"])]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert (PEM).
+    #[arg(long, value_name = "PEM", requires_all = ["http", "tls_cert"])]
+    tls_key: Option<PathBuf>,
+    /// Allow plain HTTP beyond loopback, for a proxy in front that terminates TLS.
+    #[arg(long, requires = "http", conflicts_with = "tls_cert")]
+    insecure_http: bool,
+    /// A browser origin allowed to call the endpoint (repeatable, e.g. https://app.example.com); a request
+    /// with another Origin header gets 403, one without (not a browser) is allowed.
+    #[arg(long, value_name = "ORIGIN", requires = "http")]
+    allowed_origin: Vec<String>,
+    /// A host name clients reach the endpoint by (repeatable), checked against the Host header.
+    #[arg(long, value_name = "HOST", requires = "http")]
+    allowed_host: Vec<String>,
     /// Take the agent's lease even if another session holds it (that session stops receiving tasks).
     #[arg(long)]
     takeover: bool,
@@ -52,6 +75,13 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    let http = match cli.http.map(|addr| http_options(&cli, addr, &config)).transpose() {
+        Ok(http) => http,
+        Err(e) => {
+            eprintln!("pacerelle-mcp: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
@@ -61,8 +91,8 @@ fn main() -> ExitCode {
     };
     tracing::info!(agent = %config.agent_id, relay = %config.relay_url, "pacerelle-mcp starting");
     let outcome = runtime.block_on(async move {
-        match cli.http {
-            Some(addr) => serve_http(state, addr).await,
+        match http {
+            Some(options) => serve_http(state, options).await,
             None => serve_stdio(state).await,
         }
     });
@@ -75,4 +105,32 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// The HTTP endpoint's options from the flags and the environment, checked before anything starts.
+fn http_options(cli: &Cli, addr: SocketAddr, config: &Config) -> Result<HttpOptions, HttpError> {
+    let bearer = Bearer::from_sources(
+        |name| std::env::var(name).ok(),
+        cli.bearer_file.as_deref(),
+        &config.token,
+    )?;
+    let tls = match (&cli.tls_cert, &cli.tls_key) {
+        (Some(cert), Some(key)) => Some(Tls::from_pem_files(cert, key)?),
+        _ => None,
+    };
+    let allowed_origins = cli
+        .allowed_origin
+        .iter()
+        .map(|text| Origin::parse(text).ok_or_else(|| HttpError::Origin(text.clone())))
+        .collect::<Result<_, _>>()?;
+    let options = HttpOptions {
+        bearer,
+        tls,
+        insecure_http: cli.insecure_http,
+        allowed_origins,
+        allowed_hosts: cli.allowed_host.clone(),
+        ..HttpOptions::loopback(addr)
+    };
+    options.check()?;
+    Ok(options)
 }
