@@ -45,5 +45,9 @@ pub use webhook::{
     verify_webhook,
 };
 
+/// What an agent is told about Pacerelle — when to ask, how to wait, that no answer is a no: the MCP server's
+/// instructions and the agent skill `pacerelle hook install` writes, one text (`src/instructions.md`).
+pub const INSTRUCTIONS: &str = include_str!("instructions.md").trim_ascii_end();
+
 /// The relay address used when none is given: a relay started by `pacerelle serve` on this machine.
 pub const DEFAULT_RELAY_URL: &str = "http://127.0.0.1:8787";
