@@ -12,9 +12,13 @@
 //! bad policy file, malformed input, a timeout, a no, an answer that does not open, even a crash of this
 //! process — denies, with the reason. Each decision is logged at `info` with its conclusion
 //! (`PACERELLE_LOG=pacerelle::gate=info`).
+//!
+//! `hook install --write` also writes the agent skill ([`skill`]): the MCP server's instructions where each
+//! host reads instructions.
 
 mod host;
 mod install;
+pub mod skill;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -65,7 +69,8 @@ pub enum HookCommand {
     ClaudeCode(GateArgs),
     /// The PreToolUse gate for Codex: reads the hook input on stdin, prints the decision JSON.
     Codex(GateArgs),
-    /// Print (or, with --write, merge into the host's settings) the hook entry.
+    /// Print (or, with --write, merge into the host's settings) the hook entry; with --write, write the agent
+    /// skill too.
     Install(InstallArgs),
 }
 

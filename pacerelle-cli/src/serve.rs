@@ -540,6 +540,27 @@ pub async fn serve(global: &Global, args: ServeArgs) -> Result<()> {
     Ok(())
 }
 
+/// Where `hook install --skill-only --global` puts the agent skill for each host: `up` says it and leaves
+/// the writing to that command, as it leaves the MCP configuration to the host's own.
+fn print_skill_commands() {
+    use crate::hook::{Host, skill};
+    let (Ok(claude), Ok(codex)) = (
+        skill::path(Host::ClaudeCode, None),
+        skill::path(Host::Codex, None),
+    ) else {
+        return;
+    };
+    println!(
+        "\nAgent skill (when to ask, how to wait: the MCP server's instructions, as a file the host reads):\n\n  \
+         pacerelle hook install claude-code --skill-only --global   writes {}\n  \
+         pacerelle hook install codex --skill-only --global         adds a section to {}\n\n\
+         (--dir PROJECT instead of --global for one project; without --skill-only the PreToolUse gate is \
+         installed too: docs/hooks.md)",
+        claude.display(),
+        codex.display()
+    );
+}
+
 pub async fn up(global: &Global, args: UpArgs) -> Result<()> {
     // Off loopback (--domain, --listen 0.0.0.0:…) registration is closed without a secret: `up` then makes
     // one for this run, to register its own agent.
@@ -643,6 +664,7 @@ pub async fn up(global: &Global, args: UpArgs) -> Result<()> {
                  target/release/), run `up` again, and the configurations above name its absolute path."
             );
         }
+        print_skill_commands();
         println!("\nMore: docs/hosts/ (one page per host) and docs/hooks.md (the gate before tool calls).");
         println!(
             "\nPairing link (valid {}, single use):\n\n  {}\n",

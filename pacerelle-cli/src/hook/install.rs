@@ -1,11 +1,12 @@
-//! `pacerelle hook install`: prints the hosts' settings entry, or merges it into their settings file.
+//! `pacerelle hook install`: prints the hosts' settings entry, or merges it into their settings file, and
+//! writes the agent skill ([`super::skill`]) beside it.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow, bail};
 use serde_json::{Value, json};
 
-use super::Host;
+use super::{Host, skill};
 
 /// The `timeout` written in the hosts' settings, in seconds.
 pub const HOST_TIMEOUT_SECONDS: u64 = 600;
@@ -36,27 +37,47 @@ pub struct InstallArgs {
     /// Passed to the gate as --policy.
     #[arg(long)]
     policy: Option<PathBuf>,
+    /// With --write, leave the agent skill (SKILL.md for Claude Code, a section of AGENTS.md for Codex) out.
+    #[arg(long)]
+    no_skill: bool,
+    /// Write the agent skill only: no hook entry, the settings file untouched.
+    #[arg(long, conflicts_with_all = ["no_skill", "write", "matcher", "command", "budget", "policy"])]
+    skill_only: bool,
+}
+
+/// The user's home folder.
+pub(super) fn home() -> Result<PathBuf> {
+    dirs::home_dir().ok_or_else(|| anyhow!("no home directory: use --dir"))
+}
+
+/// Codex's home folder: `CODEX_HOME`, else `~/.codex`.
+pub(super) fn codex_home() -> Result<PathBuf> {
+    match std::env::var_os("CODEX_HOME").filter(|v| !v.is_empty()) {
+        Some(dir) => Ok(PathBuf::from(dir)),
+        None => Ok(home()?.join(".codex")),
+    }
+}
+
+/// The project folder, `None` for the user's settings (--global).
+fn project_dir(args: &InstallArgs) -> Result<Option<PathBuf>> {
+    if args.global {
+        return Ok(None);
+    }
+    match &args.dir {
+        Some(dir) => Ok(Some(dir.clone())),
+        None => std::env::current_dir()
+            .map(Some)
+            .context("no current directory: use --dir"),
+    }
 }
 
 /// The settings file of a host: the project's or the user's.
 fn settings_path(args: &InstallArgs) -> Result<PathBuf> {
-    let home = || dirs::home_dir().ok_or_else(|| anyhow!("no home directory: use --dir"));
-    Ok(match (args.host, args.global) {
-        (Host::ClaudeCode, true) => home()?.join(".claude").join("settings.json"),
-        (Host::Codex, true) => match std::env::var_os("CODEX_HOME").filter(|v| !v.is_empty()) {
-            Some(dir) => PathBuf::from(dir).join("hooks.json"),
-            None => home()?.join(".codex").join("hooks.json"),
-        },
-        (host, false) => {
-            let dir = match &args.dir {
-                Some(dir) => dir.clone(),
-                None => std::env::current_dir().context("no current directory: use --dir")?,
-            };
-            match host {
-                Host::ClaudeCode => dir.join(".claude").join("settings.json"),
-                Host::Codex => dir.join(".codex").join("hooks.json"),
-            }
-        }
+    Ok(match (args.host, project_dir(args)?) {
+        (Host::ClaudeCode, None) => home()?.join(".claude").join("settings.json"),
+        (Host::Codex, None) => codex_home()?.join("hooks.json"),
+        (Host::ClaudeCode, Some(dir)) => dir.join(".claude").join("settings.json"),
+        (Host::Codex, Some(dir)) => dir.join(".codex").join("hooks.json"),
     })
 }
 
@@ -115,6 +136,10 @@ fn merge(mut settings: Value, host: Host, group: Value) -> Result<Value> {
 }
 
 pub fn install(args: InstallArgs) -> Result<()> {
+    let skill_path = skill::path(args.host, project_dir(&args)?.as_deref())?;
+    if args.skill_only {
+        return install_skill(args.host, &skill_path);
+    }
     let command = hook_command(&args);
     let group = entry(&args.matcher, &command);
     let path = settings_path(&args)?;
@@ -128,6 +153,11 @@ pub fn install(args: InstallArgs) -> Result<()> {
         if args.host == Host::Codex {
             eprintln!("Codex runs a new hook only after you trust it: open /hooks in Codex.");
         }
+        eprintln!(
+            "With --write, the agent skill (when to ask, how to wait) goes to {} too (--no-skill to leave it \
+             out; --skill-only for the skill alone).",
+            skill_path.display()
+        );
         return Ok(());
     }
     let existing = match std::fs::read_to_string(&path) {
@@ -149,6 +179,26 @@ pub fn install(args: InstallArgs) -> Result<()> {
     println!("PreToolUse hook `{command}` written to {}", path.display());
     if args.host == Host::Codex {
         println!("Codex runs a new hook only after you trust it: open /hooks in Codex.");
+    }
+    if args.no_skill {
+        return Ok(());
+    }
+    install_skill(args.host, &skill_path)
+}
+
+/// Writes the agent skill and says what became of it; a file that is not ours is left alone with a warning.
+fn install_skill(host: Host, path: &Path) -> Result<()> {
+    match skill::install(host, path)? {
+        skill::Outcome::Written => println!("Agent skill written to {}", path.display()),
+        skill::Outcome::Unchanged => println!("Agent skill in {} is up to date", path.display()),
+        skill::Outcome::LeftAlone(reason) => eprintln!("warning: {reason}"),
+    }
+    if let Some(over) = skill::shadowed_by(host, path) {
+        eprintln!(
+            "warning: {} is read instead of {} by Codex: copy the Pacerelle section into it",
+            over.display(),
+            path.display()
+        );
     }
     Ok(())
 }
