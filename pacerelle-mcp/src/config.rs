@@ -1,4 +1,5 @@
-//! Configuration from the environment: the agent's credentials and the relay's address.
+//! Configuration from the environment: the agent's credentials, the relay's address, and what the text of a
+//! tool result carries.
 
 use pacerelle_client::{AgentToken, DEFAULT_RELAY_URL};
 
@@ -8,6 +9,53 @@ pub const AGENT_ID_VAR: &str = "PACERELLE_AGENT_ID";
 pub const AGENT_TOKEN_VAR: &str = "PACERELLE_AGENT_TOKEN";
 /// Variable holding the relay's base URL.
 pub const RELAY_URL_VAR: &str = "PACERELLE_RELAY_URL";
+/// Variable choosing what the text of a successful tool result carries: `json` (default) or `guide`.
+pub const RESULT_TEXT_VAR: &str = "PACERELLE_MCP_RESULT_TEXT";
+
+/// What the text blocks of a successful tool result carry besides the next step for the model. The result's
+/// `structuredContent` is always there (every tool declares an `outputSchema`); this only decides whether
+/// its JSON is repeated as text.
+///
+/// MCP 2025-11-25 and 2026-07-28 both say: "For backwards compatibility, a tool that returns structured
+/// content SHOULD also return the serialized JSON in a TextContent block." A host that gives the model only
+/// the text blocks needs that copy to see a task at all; a host that gives the model both pays for every
+/// task twice. Which hosts do which is not established here, so the default keeps every host working.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ResultText {
+    /// The next step, then the result's JSON (as the specification recommends). Works with every host.
+    #[default]
+    Json,
+    /// The next step and where to read the result in `structuredContent`, without repeating it: a 64 KiB
+    /// task travels once. Only for hosts that show `structuredContent` to the model.
+    Guide,
+}
+
+impl ResultText {
+    /// Reads `PACERELLE_MCP_RESULT_TEXT` through `var`: unset or empty is [`ResultText::Json`].
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Result<ResultText, ConfigError> {
+        match var(RESULT_TEXT_VAR)
+            .map(|v| v.trim().to_ascii_lowercase())
+            .as_deref()
+        {
+            None | Some("") | Some("json") => Ok(ResultText::Json),
+            Some("guide") => Ok(ResultText::Guide),
+            Some(other) => Err(ConfigError::ResultText(other.to_string())),
+        }
+    }
+
+    /// Reads it from the process environment.
+    pub fn from_env() -> Result<ResultText, ConfigError> {
+        ResultText::from_vars(|name| std::env::var(name).ok())
+    }
+
+    /// Its name, as the variable spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ResultText::Json => "json",
+            ResultText::Guide => "guide",
+        }
+    }
+}
 
 /// What the server needs to act as an agent.
 #[derive(Debug, Clone)]
@@ -20,6 +68,8 @@ pub struct Config {
     pub token: AgentToken,
     /// Take the agent's lease even if another session holds it.
     pub takeover: bool,
+    /// What the text of a successful tool result carries (`PACERELLE_MCP_RESULT_TEXT`).
+    pub result_text: ResultText,
 }
 
 /// Why the configuration is unusable. Messages name the variable and never echo a secret.
@@ -47,6 +97,12 @@ pub enum ConfigError {
     /// The relay URL is not http(s).
     #[error("PACERELLE_RELAY_URL must start with http:// or https:// (got {0:?})")]
     RelayUrl(String),
+    /// The result text mode is neither `json` nor `guide`.
+    #[error(
+        "PACERELLE_MCP_RESULT_TEXT must be json (the result's JSON repeated as text, the default) or guide \
+         (only the next step, for hosts that show structuredContent to the model); got {0:?}"
+    )]
+    ResultText(String),
 }
 
 impl Config {
@@ -62,11 +118,13 @@ impl Config {
         if !(relay_url.starts_with("http://") || relay_url.starts_with("https://")) {
             return Err(ConfigError::RelayUrl(relay_url));
         }
+        let result_text = ResultText::from_vars(&var)?;
         Ok(Config {
             relay_url,
             agent_id,
             token,
             takeover,
+            result_text,
         })
     }
 
@@ -99,6 +157,11 @@ mod tests {
         assert_eq!(config.agent_id, "ag_x");
         assert_eq!(config.token, token);
         assert!(config.takeover);
+        assert_eq!(
+            config.result_text,
+            ResultText::Json,
+            "json unless asked otherwise"
+        );
         assert!(
             !format!("{config:?}").contains(&text),
             "Debug must not show the token"
@@ -139,5 +202,31 @@ mod tests {
             ),
             Err(ConfigError::RelayUrl(_))
         ));
+    }
+
+    #[test]
+    fn the_result_text_is_json_by_default_guide_on_request_and_nothing_else() {
+        let token = AgentToken::generate().expose();
+        let with = |mode: &str| {
+            Config::from_vars(
+                vars(&[
+                    (AGENT_ID_VAR, "ag_x"),
+                    (AGENT_TOKEN_VAR, &token),
+                    (RESULT_TEXT_VAR, mode),
+                ]),
+                false,
+            )
+            .map(|c| c.result_text)
+        };
+        assert_eq!(with(""), Ok(ResultText::Json));
+        assert_eq!(with("json"), Ok(ResultText::Json));
+        assert_eq!(with(" Guide "), Ok(ResultText::Guide));
+        assert_eq!(with("none"), Err(ConfigError::ResultText("none".into())));
+        assert!(
+            with("text")
+                .expect_err("refused")
+                .to_string()
+                .contains(RESULT_TEXT_VAR)
+        );
     }
 }

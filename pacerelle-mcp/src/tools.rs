@@ -6,14 +6,17 @@
 //! Conventions: arguments are camelCase and unknown fields are refused; a malformed call returns
 //! `Err(McpError::invalid_params)`; a call that ran and failed (relay unreachable, lease held elsewhere)
 //! returns `Ok(CallToolResult::error)` with a text saying what to do; a success carries structured content
-//! and two text blocks: what to do next, then the same JSON for clients that ignore structured content.
+//! and text for the model, as [`ResultText`] says: by default two blocks, what to do next, then the same
+//! JSON for hosts that ignore structured content; with `PACERELLE_MCP_RESULT_TEXT=guide`, one block, what
+//! to do next and where in the structured content to read what the result carries (a task is then sent
+//! once, not twice).
 
 pub mod checkpoints;
 pub mod inbox;
 pub mod questions;
 pub mod status;
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use pacerelle_client::core::wire::code;
 use pacerelle_client::{Cursor, Error, ErrorKind};
@@ -24,6 +27,7 @@ use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use crate::config::{RESULT_TEXT_VAR, ResultText};
 use crate::lease::Holder;
 
 /// A tool's arguments. Unlike rmcp's `Parameters`, arguments that do not deserialise (a wrong type, a
@@ -46,13 +50,71 @@ pub fn input_schema<T: schemars::JsonSchema + 'static>() -> Arc<JsonObject> {
     schema_for_input::<T>().unwrap_or_else(|e| panic!("input schema of {}: {e}", std::any::type_name::<T>()))
 }
 
-/// A successful result: structured content, the next step for the model, and the JSON as text.
+/// What the text of a successful result carries in this process: `PACERELLE_MCP_RESULT_TEXT`, read once
+/// (the same variable [`crate::Config`] reads and checks at start, so a bad value never gets this far; if it
+/// did, the default, which works with every host).
+pub fn result_text() -> ResultText {
+    static MODE: OnceLock<ResultText> = OnceLock::new();
+    *MODE.get_or_init(|| ResultText::from_env().unwrap_or_default())
+}
+
+/// A successful result: structured content and the next step for the model (`next`), with the JSON as
+/// text in [`ResultText::Json`] mode. For a result whose content is short or already in `next`.
 pub fn output<T: Serialize>(value: &T, next: impl Into<String>) -> Result<CallToolResult, McpError> {
-    let json = serde_json::to_value(value)
-        .map_err(|e| McpError::internal_error(format!("result did not serialise: {e}"), None))?;
-    let mut result = CallToolResult::structured(json);
-    result.content.insert(0, ContentBlock::text(next.into()));
-    Ok(result)
+    Ok(render(to_json(value)?, next.into(), None, result_text()))
+}
+
+/// A successful result that carries content the model must read (a task's text, a written answer, a
+/// checkpoint): as [`output`], and in [`ResultText::Guide`] mode the text says where that content is
+/// (`content`, e.g. "Task texts: structuredContent.messages[].text (msg_1, 65536 bytes)") and what to do if
+/// the host does not show it.
+pub fn output_reading<T: Serialize>(
+    value: &T,
+    next: impl Into<String>,
+    content: impl Into<String>,
+) -> Result<CallToolResult, McpError> {
+    Ok(render(
+        to_json(value)?,
+        next.into(),
+        Some(content.into()),
+        result_text(),
+    ))
+}
+
+fn to_json<T: Serialize>(value: &T) -> Result<serde_json::Value, McpError> {
+    serde_json::to_value(value)
+        .map_err(|e| McpError::internal_error(format!("result did not serialise: {e}"), None))
+}
+
+/// The result for `json` in `mode`: `structuredContent` always; as text, the next step, then either the
+/// JSON again (`Json`) or where to read it (`Guide`).
+pub fn render(
+    json: serde_json::Value,
+    next: String,
+    content: Option<String>,
+    mode: ResultText,
+) -> CallToolResult {
+    match mode {
+        ResultText::Json => {
+            let mut result = CallToolResult::structured(json);
+            result.content.insert(0, ContentBlock::text(next));
+            result
+        }
+        ResultText::Guide => {
+            let text = match content {
+                None => format!("{next} (The full result is this call's structuredContent.)"),
+                Some(content) => format!(
+                    "{next}\n\n{content}. Read it there: it is not repeated in this text. If no \
+                     structuredContent is visible to you, this host does not pass it on: do not act on, reply \
+                     to as done or mark processed anything you could not read, and ask the person \
+                     (send_notification) to set {RESULT_TEXT_VAR}=json for pacerelle-mcp."
+                ),
+            };
+            let mut result = CallToolResult::structured(json);
+            result.content = vec![ContentBlock::text(text)];
+            result
+        }
+    }
 }
 
 /// A tool that ran and failed: the model reads `text`.
@@ -226,11 +288,50 @@ mod tests {
         );
     }
 
+    fn texts(result: &CallToolResult) -> Vec<&str> {
+        result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.as_str()))
+            .collect()
+    }
+
     #[test]
-    fn success_has_next_step_first_and_json() {
-        let result = output(&serde_json::json!({"a": 1}), "next").expect("ok");
-        assert_eq!(result.structured_content, Some(serde_json::json!({"a": 1})));
-        assert_eq!(result.content.len(), 2);
-        assert_eq!(result.content[0].as_text().map(|t| t.text.as_str()), Some("next"));
+    fn in_json_mode_a_success_has_the_next_step_first_then_its_json() {
+        let value = serde_json::json!({"a": "LONG-CONTENT"});
+        let result = render(
+            value.clone(),
+            "next".into(),
+            Some("The a: a".into()),
+            ResultText::Json,
+        );
+        assert_eq!(result.structured_content, Some(value.clone()));
+        assert_eq!(texts(&result), vec!["next", value.to_string().as_str()]);
+    }
+
+    #[test]
+    fn in_guide_mode_a_success_says_where_its_content_is_and_does_not_repeat_it() {
+        let value = serde_json::json!({"a": "LONG-CONTENT"});
+        let result = render(
+            value.clone(),
+            "next".into(),
+            Some("The a: structuredContent.a (12 bytes)".into()),
+            ResultText::Guide,
+        );
+        assert_eq!(result.structured_content, Some(value.clone()));
+        let text = texts(&result);
+        assert_eq!(text.len(), 1, "{text:?}");
+        assert!(
+            text[0].starts_with("next\n\nThe a: structuredContent.a (12 bytes)"),
+            "{text:?}"
+        );
+        assert!(!text[0].contains("LONG-CONTENT"), "{text:?}");
+        assert!(text[0].contains("PACERELLE_MCP_RESULT_TEXT=json"), "{text:?}");
+        // Without content to point at: one short pointer.
+        let result = render(value, "next".into(), None, ResultText::Guide);
+        assert_eq!(
+            texts(&result),
+            vec!["next (The full result is this call's structuredContent.)"]
+        );
     }
 }

@@ -6,9 +6,12 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Era, TestRelay, assert_no_plaintext, eventually, file_contains, files_in, spawn, text};
-use pacerelle_client::{ItemKind, MessageState, Presence, QuestionRequest};
-use rmcp::model::{GetPromptRequestParams, ProtocolVersion};
+use common::{
+    Era, Server, TestRelay, assert_no_plaintext, eventually, file_contains, files_in, occurrences, spawn,
+    spawn_with, text,
+};
+use pacerelle_client::{Answer, DeviceClient, ItemKind, MessageState, Presence, QuestionRequest};
+use rmcp::model::{CallToolResult, GetPromptRequestParams, ProtocolVersion};
 use serde_json::json;
 
 const TOOLS: [&str; 10] = [
@@ -246,4 +249,207 @@ async fn listening_flow(era: Era) {
     );
     let dir = relay.stop().await;
     assert_no_plaintext(dir.path(), &canaries);
+}
+
+// ----- lean results: what the text of a result carries (PACERELLE_MCP_RESULT_TEXT) -----
+
+const GUIDE: (&str, &str) = ("PACERELLE_MCP_RESULT_TEXT", "guide");
+
+/// A task of exactly `bytes` bytes that starts with `marker`, in plain words (nothing JSON escapes).
+fn task_of(marker: &str, bytes: usize) -> String {
+    let mut text = format!("{marker} ");
+    while text.len() < bytes {
+        text.push_str("Check the build on the staging branch and tell me what fails. ");
+    }
+    text.truncate(bytes);
+    text
+}
+
+/// Sends `text` from the phone and returns the wait that received it (the whole result).
+async fn receive(server: &Server, device: &DeviceClient, text: &str) -> (String, CallToolResult) {
+    let sent = device.send(text, None).await.expect("send");
+    let result = server
+        .call("wait_for_messages", json!({"timeoutSeconds": 10}))
+        .await;
+    assert_ne!(result.is_error, Some(true), "{}", common::text(&result));
+    let inbox = result.structured_content.clone().expect("structured");
+    assert_eq!(inbox["messages"][0]["messageId"], sent.id.as_str(), "{inbox}");
+    assert_eq!(inbox["messages"][0]["text"], text);
+    (sent.id, result)
+}
+
+#[tokio::test]
+async fn in_guide_mode_a_64_kib_task_travels_once_and_the_text_says_where_to_read_it() {
+    let relay = TestRelay::start().await;
+    let (agent, device) = relay.agent_and_device().await;
+    let server = spawn_with(&agent, &relay.url, &[], &[GUIDE], Era::Modern).await;
+    let marker = "LEAN-GUIDE-MARKER-5e1c";
+    let task = task_of(marker, 64 * 1024);
+
+    let (id, result) = receive(&server, &device, &task).await;
+    assert_eq!(
+        occurrences(&result, marker),
+        1,
+        "the task is in structuredContent only"
+    );
+    assert_eq!(result.content.len(), 1, "one text block: the guide");
+    let guide = text(&result);
+    assert!(
+        guide.contains("structuredContent.messages[].text") && guide.contains(&format!("{id}, 65536 bytes")),
+        "the model learns where the task is and how long it is: {guide}"
+    );
+    assert!(
+        guide.contains("reply") && guide.contains("mark_processed"),
+        "{guide}"
+    );
+    assert!(
+        guide.contains("PACERELLE_MCP_RESULT_TEXT=json"),
+        "and what to do if its host does not show structured content: {guide}"
+    );
+    assert!(guide.len() < 1024, "the guide stays short: {} bytes", guide.len());
+
+    // A timeout carries no content: the guide names the cursor and points at the structured content.
+    server.ok("mark_processed", json!({"messageId": id})).await;
+    let cursor = result.structured_content.as_ref().unwrap()["cursor"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let timeout = server
+        .call(
+            "wait_for_messages",
+            json!({"cursor": cursor, "timeoutSeconds": 0}),
+        )
+        .await;
+    let guide = text(&timeout);
+    assert!(
+        guide.contains(&cursor) && guide.contains("structuredContent") && !guide.contains("\"messages\""),
+        "{guide}"
+    );
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn in_json_mode_the_default_a_64_kib_task_is_also_in_a_json_text_block() {
+    let relay = TestRelay::start().await;
+    let (agent, device) = relay.agent_and_device().await;
+    let server = spawn(&agent, &relay.url, &[], Era::Legacy).await;
+    let marker = "LEAN-JSON-MARKER-a90b";
+    let task = task_of(marker, 64 * 1024);
+
+    let (_, result) = receive(&server, &device, &task).await;
+    assert_eq!(result.content.len(), 2, "the guide, then the JSON");
+    let json_block = result.content[1].as_text().expect("a text block").text.clone();
+    let parsed: serde_json::Value = serde_json::from_str(&json_block).expect("the second block is JSON");
+    assert_eq!(Some(parsed), result.structured_content);
+    assert_eq!(
+        occurrences(&result, marker),
+        2,
+        "structuredContent and its JSON copy, for hosts that read only text"
+    );
+    let guide = result.content[0].as_text().expect("a text block").text.clone();
+    assert!(!guide.contains(marker) && guide.contains("reply"), "{guide}");
+    server.stop().await;
+}
+
+/// Bytes of a result's text blocks and of its structured content (compact JSON).
+fn sizes(result: &CallToolResult) -> (usize, usize) {
+    let text: usize = result
+        .content
+        .iter()
+        .filter_map(|c| c.as_text().map(|t| t.text.len()))
+        .sum();
+    let structured = result
+        .structured_content
+        .as_ref()
+        .map_or(0, |v| v.to_string().len());
+    (text, structured)
+}
+
+/// The calls measured in docs/mcp.md ("Result size"), in one mode: (call, text bytes, structured bytes).
+async fn measure(relay: &TestRelay, mode: &str) -> Vec<(&'static str, usize, usize)> {
+    let (agent, device) = relay.agent_and_device().await;
+    let server = spawn_with(
+        &agent,
+        &relay.url,
+        &[],
+        &[("PACERELLE_MCP_RESULT_TEXT", mode)],
+        Era::Modern,
+    )
+    .await;
+    let mut rows = Vec::new();
+    let mut call = |name: &'static str, result: &CallToolResult| {
+        assert_ne!(result.is_error, Some(true), "{name}: {}", text(result));
+        let (t, s) = sizes(result);
+        rows.push((name, t, s));
+    };
+    let status = server.call("get_status", json!({})).await;
+    call("get_status", &status);
+    let timeout = server
+        .call("wait_for_messages", json!({"timeoutSeconds": 0}))
+        .await;
+    call("wait_for_messages, timeout", &timeout);
+    for (name, bytes) in [
+        ("wait_for_messages, 1 KiB task", 1024),
+        ("wait_for_messages, 64 KiB task", 64 * 1024),
+    ] {
+        let (id, result) = receive(&server, &device, &task_of("MEASURE", bytes)).await;
+        call(name, &result);
+        server.ok("mark_processed", json!({"messageId": id})).await;
+    }
+    let asked = server
+        .call(
+            "ask_user",
+            json!({"question": "Push 3 commits to origin/main?", "kind": "yes_no",
+                   "details": "git push origin main"}),
+        )
+        .await;
+    call("ask_user", &asked);
+    let id = asked.structured_content.as_ref().unwrap()["questionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    device.answer(&id, Answer::Yes).await.expect("the phone answers");
+    let answered = server
+        .call("wait_for_answer", json!({"questionId": id, "timeoutSeconds": 10}))
+        .await;
+    assert_eq!(answered.structured_content.as_ref().unwrap()["approved"], true);
+    call("wait_for_answer, yes", &answered);
+    server.stop().await;
+    rows
+}
+
+/// Prints the table of docs/mcp.md's "Result size" section:
+/// `cargo test -p pacerelle-mcp --test listening -- --ignored --nocapture result_size`.
+/// Tokens are approximated as bytes / 4, rounded up.
+#[tokio::test]
+#[ignore = "a measurement: prints the table of docs/mcp.md"]
+async fn result_size_per_call_and_mode() {
+    let relay = TestRelay::start().await;
+    let json_rows = measure(&relay, "json").await;
+    let guide_rows = measure(&relay, "guide").await;
+    let tokens = |bytes: usize| bytes.div_ceil(4);
+    println!(
+        "| call | structuredContent | text, json (before) | text, guide | model reads both: json (before) | \
+         model reads both: guide |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|");
+    for ((name, json_text, structured), (guide_name, guide_text, guide_structured)) in
+        json_rows.iter().zip(&guide_rows)
+    {
+        assert_eq!(name, guide_name);
+        // The structured content is the same in both modes, up to ids and times of the same length.
+        assert!(structured.abs_diff(*guide_structured) <= 8, "{name}");
+        assert!(
+            guide_text < json_text,
+            "{name}: the guide is shorter than guide + JSON"
+        );
+        println!(
+            "| {name} | {} | {} | {} | {} | {} |",
+            tokens(*structured),
+            tokens(*json_text),
+            tokens(*guide_text),
+            tokens(*json_text) + tokens(*structured),
+            tokens(*guide_text) + tokens(*structured),
+        );
+    }
 }

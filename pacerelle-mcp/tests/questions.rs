@@ -7,7 +7,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Era, Server, TestRelay, assert_no_plaintext, eventually, spawn, text};
+use common::{Era, Server, TestRelay, assert_no_plaintext, eventually, occurrences, spawn, spawn_with, text};
 use pacerelle_client::{
     AgentClient, Answer, DeviceClient, ItemKind, Level, OpenedQuestion, QuestionKind, QuestionState,
 };
@@ -630,4 +630,64 @@ async fn a_question_id_used_again_for_another_question_is_refused() {
     assert_eq!(ask(&server, tests).await, "deploy-approval");
     let (again, _) = wait_until_settled(&server, &id).await;
     assert_eq!(again["approved"], true, "{again}");
+}
+
+#[tokio::test]
+async fn in_guide_mode_a_written_answer_travels_once_and_a_yes_is_said_in_the_text() {
+    let relay = TestRelay::start().await;
+    let (agent, device) = relay.agent_and_device().await;
+    let server = spawn_with(
+        &agent,
+        &relay.url,
+        &[],
+        &[("PACERELLE_MCP_RESULT_TEXT", "guide")],
+        Era::Legacy,
+    )
+    .await;
+
+    let marker = "LEAN-ANSWER-MARKER-3d7e";
+    let written = format!(
+        "{marker} {}",
+        "use the branch named after the ticket; ".repeat(100)
+    );
+    let id = ask(&server, json!({"question": "Which branch name?", "kind": "text"})).await;
+    seen_on_phone(&device, &id).await;
+    device
+        .answer(&id, Answer::Text(written.clone()))
+        .await
+        .expect("write");
+    let result = server
+        .call("wait_for_answer", json!({"questionId": id, "timeoutSeconds": 10}))
+        .await;
+    assert_eq!(
+        result.structured_content.as_ref().unwrap()["answer"],
+        written.as_str()
+    );
+    assert_eq!(
+        occurrences(&result, marker),
+        1,
+        "the answer is in structuredContent only"
+    );
+    let guide = text(&result);
+    assert!(
+        guide.contains(&format!("structuredContent.answer ({} bytes)", written.len()))
+            && guide.contains("not an approval"),
+        "{guide}"
+    );
+
+    // A yes needs no pointer: the guide says it, and that the result is in structuredContent.
+    let id = ask(&server, json!({"question": "Run the tests?", "kind": "yes_no"})).await;
+    seen_on_phone(&device, &id).await;
+    device.answer(&id, Answer::Yes).await.expect("yes");
+    let result = server
+        .call("wait_for_answer", json!({"questionId": id, "timeoutSeconds": 10}))
+        .await;
+    assert_eq!(result.structured_content.as_ref().unwrap()["approved"], true);
+    assert_eq!(result.content.len(), 1);
+    let guide = text(&result);
+    assert!(
+        guide.contains("YES") && guide.contains("structuredContent") && !guide.contains("\"approved\""),
+        "{guide}"
+    );
+    server.stop().await;
 }

@@ -328,7 +328,7 @@ async fn a_wait_outlives_a_relay_restart_on_the_clients_backoff_and_returns_the_
 async fn missing_or_malformed_credentials_exit_with_a_clear_message() {
     let exe = env!("CARGO_BIN_EXE_pacerelle-mcp");
     let token = pacerelle_client::AgentToken::generate().expose();
-    let cases: [(&[(&str, &str)], &str); 4] = [
+    let cases: [(&[(&str, &str)], &str); 5] = [
         (&[], "PACERELLE_AGENT_ID is not set"),
         (
             &[("PACERELLE_AGENT_ID", "ag_x")],
@@ -349,12 +349,21 @@ async fn missing_or_malformed_credentials_exit_with_a_clear_message() {
             ],
             "PACERELLE_RELAY_URL",
         ),
+        (
+            &[
+                ("PACERELLE_AGENT_ID", "ag_x"),
+                ("PACERELLE_AGENT_TOKEN", &token),
+                ("PACERELLE_MCP_RESULT_TEXT", "none"),
+            ],
+            "PACERELLE_MCP_RESULT_TEXT must be json",
+        ),
     ];
     for (vars, expected) in cases {
         let mut cmd = std::process::Command::new(exe);
         cmd.env_remove("PACERELLE_AGENT_ID")
             .env_remove("PACERELLE_AGENT_TOKEN")
             .env_remove("PACERELLE_RELAY_URL")
+            .env_remove("PACERELLE_MCP_RESULT_TEXT")
             .stdin(Stdio::null());
         for (k, v) in vars {
             cmd.env(k, v);

@@ -11,7 +11,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use crate::server::PacerelleServer;
-use crate::tools::{Args, check_id, input_schema, output, relay_failure};
+use crate::tools::{Args, check_id, input_schema, output, output_reading, relay_failure};
 
 /// Checkpoints returned when `limit` is not given.
 pub const DEFAULT_LIMIT: u32 = 5;
@@ -131,11 +131,22 @@ impl PacerelleServer {
              yet processed come again from wait_for_messages without a cursor. Next: call wait_for_messages \
              without a cursor."
         };
-        output(
-            &CheckpointsResult {
-                checkpoints: checkpoints.into_iter().map(CheckpointView::from).collect(),
-            },
+        let result = CheckpointsResult {
+            checkpoints: checkpoints.into_iter().map(CheckpointView::from).collect(),
+        };
+        if result.checkpoints.is_empty() {
+            return output(&result, next);
+        }
+        let ids = result
+            .checkpoints
+            .iter()
+            .map(|c| c.id.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        output_reading(
+            &result,
             next,
+            format!("Checkpoints: structuredContent.checkpoints[] (summary, nextAction; {ids})"),
         )
     }
 

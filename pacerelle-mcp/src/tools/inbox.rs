@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::server::PacerelleServer;
 use crate::tools::{
-    Args, check_id, failure, input_schema, lease_failure, output, parse_cursor, relay_failure,
+    Args, check_id, failure, input_schema, lease_failure, output, output_reading, parse_cursor, relay_failure,
 };
 use crate::wait::{ANSWER_GRACE, Parked, Progress, park, timeout_of};
 
@@ -214,6 +214,42 @@ fn wait_next_step(result: &WaitResult, timeout: u64) -> String {
     text
 }
 
+/// Where a wait's tasks are in its structured content, by id and size, for a text that does not repeat
+/// them; `None` for a wait that returned none.
+fn wait_content(result: &WaitResult) -> Option<String> {
+    let mut parts = Vec::new();
+    if !result.messages.is_empty() {
+        let tasks = result
+            .messages
+            .iter()
+            .map(|m| format!("{}, {} bytes", m.message_id, m.text.len()))
+            .collect::<Vec<_>>()
+            .join("; ");
+        parts.push(format!("Task texts: structuredContent.messages[].text ({tasks})"));
+    }
+    if !result.rejected.is_empty() {
+        let ids = result
+            .rejected
+            .iter()
+            .map(|r| r.message_id.as_str())
+            .collect::<Vec<_>>()
+            .join(", ");
+        parts.push(format!(
+            "Tasks that did not open: structuredContent.rejected[] ({ids})"
+        ));
+    }
+    (!parts.is_empty()).then(|| parts.join(". "))
+}
+
+/// A wait's result: tasks are content the model must read, a timeout is not.
+fn wait_output(result: &WaitResult, timeout: u64) -> Result<CallToolResult, McpError> {
+    let next = wait_next_step(result, timeout);
+    match wait_content(result) {
+        Some(content) => output_reading(result, next, content),
+        None => output(result, next),
+    }
+}
+
 #[tool_router(router = inbox_router, vis = "pub(crate)")]
 impl PacerelleServer {
     #[tool(
@@ -256,11 +292,7 @@ impl PacerelleServer {
         )
         .await
         {
-            Parked::Done(Ok(inbox)) => {
-                let result = wait_result(inbox);
-                let next = wait_next_step(&result, timeout);
-                output(&result, next)
-            }
+            Parked::Done(Ok(inbox)) => wait_output(&wait_result(inbox), timeout),
             Parked::Done(Err(e)) => lease_failure(&state.relay_url, e),
             Parked::Deadline => {
                 let result = WaitResult {
@@ -269,8 +301,7 @@ impl PacerelleServer {
                     rejected: Vec::new(),
                     cursor: cursor.map(|c| c.to_string()),
                 };
-                let next = wait_next_step(&result, timeout);
-                output(&result, next)
+                wait_output(&result, timeout)
             }
             Parked::Cancelled => failure("The wait was cancelled."),
         }
@@ -397,6 +428,38 @@ mod tests {
         };
         let text = wait_next_step(&result, 30);
         assert!(text.contains("c1.AAAAAAAAAAE") && text.contains("30 s"), "{text}");
+    }
+
+    #[test]
+    fn the_content_of_a_wait_names_each_task_and_its_size() {
+        let mut result = WaitResult {
+            status: WaitStatus::Timeout,
+            messages: Vec::new(),
+            rejected: Vec::new(),
+            cursor: Some("c1.AAAAAAAAAAE".into()),
+        };
+        assert_eq!(wait_content(&result), None);
+        result.status = WaitStatus::Messages;
+        result.messages.push(TaskView {
+            message_id: "msg_1".into(),
+            text: "x".repeat(65536),
+            from: "dv_1".into(),
+            from_name: "phone".into(),
+            sent_at: "2026-11-30T10:00:00.000Z".into(),
+            redelivered: false,
+        });
+        result.rejected.push(RejectedView {
+            message_id: "msg_2".into(),
+            from: "dv_9".into(),
+            reason: "did not open".into(),
+        });
+        assert_eq!(
+            wait_content(&result).as_deref(),
+            Some(
+                "Task texts: structuredContent.messages[].text (msg_1, 65536 bytes). Tasks that did not \
+                 open: structuredContent.rejected[] (msg_2)"
+            )
+        );
     }
 
     #[test]

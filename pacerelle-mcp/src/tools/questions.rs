@@ -25,7 +25,7 @@ use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::server::PacerelleServer;
-use crate::tools::{Args, check_id, failure, input_schema, output, relay_failure};
+use crate::tools::{Args, check_id, failure, input_schema, output, output_reading, relay_failure};
 use crate::wait::{ANSWER_GRACE, Parked, Progress, park, timeout_of};
 
 /// Longest title of a notification, in bytes.
@@ -373,6 +373,29 @@ pub fn answer_next_step(result: &AnswerResult, answer: Option<&Answer>) -> Strin
     }
 }
 
+/// A question's result: a written answer (up to 64 KiB) is content the model must read; a yes, a no or
+/// chosen options are already in `next`.
+fn answer_output(
+    result: &AnswerResult,
+    next: String,
+    answer: Option<&Answer>,
+) -> Result<CallToolResult, McpError> {
+    match answer {
+        Some(Answer::Text(text)) => output_reading(
+            result,
+            next,
+            format!(
+                "The written answer: structuredContent.answer ({} bytes)",
+                text.len()
+            ),
+        ),
+        Some(Answer::Options(_)) if !result.approved => {
+            output_reading(result, next, "The chosen options: structuredContent.answer")
+        }
+        _ => output(result, next),
+    }
+}
+
 /// Adds to a tool error that nothing was approved.
 fn not_approved(
     result: Result<CallToolResult, McpError>,
@@ -502,7 +525,7 @@ impl PacerelleServer {
             Parked::Done(Ok(outcome)) => {
                 let result = AnswerResult::from(&outcome);
                 let next = answer_next_step(&result, outcome.answer.as_ref());
-                output(&result, next)
+                answer_output(&result, next, outcome.answer.as_ref())
             }
             Parked::Done(Err(e)) if e.kind() == ErrorKind::NotFound => unknown_question(&args.question_id),
             Parked::Done(Err(e)) => not_approved(relay_failure(&state.relay_url, e), &args.question_id),
@@ -598,7 +621,7 @@ impl PacerelleServer {
                 } else {
                     answer_next_step(&result, outcome.answer.as_ref())
                 };
-                output(&result, next)
+                answer_output(&result, next, outcome.answer.as_ref())
             }
             Err(e) if e.kind() == ErrorKind::NotFound => unknown_question(id),
             Err(e) if e.closed_state() == Some(QuestionState::Answered) => failure(format!(

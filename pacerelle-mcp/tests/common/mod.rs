@@ -77,7 +77,20 @@ pub fn command(agent: &AgentClient, relay_url: &str, args: &[&str]) -> Command {
 }
 
 pub async fn spawn(agent: &AgentClient, relay_url: &str, args: &[&str], era: Era) -> Server {
-    let (transport, _) = TokioChildProcess::builder(command(agent, relay_url, args))
+    spawn_with(agent, relay_url, args, &[], era).await
+}
+
+/// As [`spawn`], with more environment variables (`PACERELLE_MCP_RESULT_TEXT=guide`).
+pub async fn spawn_with(
+    agent: &AgentClient,
+    relay_url: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+    era: Era,
+) -> Server {
+    let mut cmd = command(agent, relay_url, args);
+    cmd.envs(env.iter().copied());
+    let (transport, _) = TokioChildProcess::builder(cmd)
         .stderr(Stdio::inherit())
         .spawn()
         .expect("spawn pacerelle-mcp");
@@ -191,6 +204,15 @@ pub fn text(result: &CallToolResult) -> String {
         .filter_map(|c| c.as_text().map(|t| t.text.clone()))
         .collect::<Vec<_>>()
         .join("\n")
+}
+
+/// How many times `needle` occurs in a whole result: every content block and the structured content, as
+/// they travel (JSON).
+pub fn occurrences(result: &CallToolResult, needle: &str) -> usize {
+    serde_json::to_string(result)
+        .expect("a result serialises")
+        .matches(needle)
+        .count()
 }
 
 /// Polls `check` every 50 ms until it returns true or `limit` passes.
