@@ -9,11 +9,12 @@ use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::Duration;
 
-use common::{Server, TestClient, TestRelay, command};
+use common::{Era, Server, TestClient, TestRelay, command};
 use pacerelle_client::AgentClient;
-use rmcp::ServiceExt;
+use rmcp::model::ProtocolVersion;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+use rmcp::{ClientLifecycleMode, ClientServiceExt, ServiceExt};
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Child;
@@ -188,28 +189,45 @@ async fn an_https_client_with_the_bearer_lists_the_tools_and_reads_the_status() 
     .await;
     let url = format!("https://localhost:{}/mcp", endpoint.port);
 
-    let transport = StreamableHttpClientTransport::with_client(
-        https_client(&pki),
-        StreamableHttpClientTransportConfig::with_uri(url.as_str()).auth_header(bearer.as_str()),
-    );
-    let handler = TestClient::default();
-    let progress = handler.progress.clone();
-    let client = handler.serve(transport).await.expect("initialize over HTTPS");
-    let server = Server {
-        client,
-        pid: endpoint.child.id().expect("pid"),
-        progress,
-    };
-    let tools = server.client.list_all_tools().await.expect("tools/list");
-    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
-    for tool in ["get_status", "wait_for_messages", "ask_user", "wait_for_answer"] {
-        assert!(names.contains(&tool), "{tool} in {names:?}");
+    for era in [Era::Legacy, Era::Modern] {
+        let transport = StreamableHttpClientTransport::with_client(
+            https_client(&pki),
+            StreamableHttpClientTransportConfig::with_uri(url.as_str()).auth_header(bearer.as_str()),
+        );
+        let handler = TestClient::default();
+        let progress = handler.progress.clone();
+        let client = match era {
+            Era::Legacy => handler.serve(transport).await.expect("initialize over HTTPS"),
+            Era::Modern => handler
+                .serve_with_lifecycle(
+                    transport,
+                    ClientLifecycleMode::Discover {
+                        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                    },
+                )
+                .await
+                .expect("discover over HTTPS"),
+        };
+        let server = Server {
+            client,
+            pid: endpoint.child.id().expect("pid"),
+            progress,
+        };
+        let tools = server.client.list_all_tools().await.expect("tools/list");
+        let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+        for tool in ["get_status", "wait_for_messages", "ask_user", "wait_for_answer"] {
+            assert!(names.contains(&tool), "{era:?}: {tool} in {names:?}");
+        }
+        let status = server.ok("get_status", json!({})).await;
+        assert_eq!(status["relayReachable"], true, "{era:?}: {status}");
+        assert_eq!(status["agentId"], agent.agent_id(), "{era:?}: {status}");
+        assert_eq!(
+            status["devices"].as_array().map(Vec::len),
+            Some(1),
+            "{era:?}: {status}"
+        );
+        server.stop().await;
     }
-    let status = server.ok("get_status", json!({})).await;
-    assert_eq!(status["relayReachable"], true, "{status}");
-    assert_eq!(status["agentId"], agent.agent_id(), "{status}");
-    assert_eq!(status["devices"].as_array().map(Vec::len), Some(1), "{status}");
-    server.stop().await;
 
     // Plain HTTP to the TLS port is not served.
     let plain = reqwest::Client::new()
