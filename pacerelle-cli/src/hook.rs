@@ -29,7 +29,7 @@ use pacerelle_client::gate::{self, Asking, Gate, Ruling};
 use pacerelle_client::{Conclusion, QuestionRequest};
 
 pub use host::{Decision, guard_against_panics, print_decision};
-use install::InstallArgs;
+use install::{InstallArgs, UninstallArgs};
 
 use crate::Global;
 use crate::home;
@@ -72,12 +72,14 @@ pub enum HookCommand {
     /// Print (or, with --write, merge into the host's settings) the hook entry; with --write, write the agent
     /// skill too.
     Install(InstallArgs),
+    /// Take the hook entry and the agent skill written by `install --write` out again.
+    Uninstall(UninstallArgs),
 }
 
 impl HookCommand {
     /// True for the gates, which must answer with a decision whatever happens.
     pub fn is_gate(&self) -> bool {
-        !matches!(self, HookCommand::Install(_))
+        matches!(self, HookCommand::ClaudeCode(_) | HookCommand::Codex(_))
     }
 }
 
@@ -108,6 +110,7 @@ pub async fn run(global: &Global, cmd: HookCommand) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         HookCommand::Install(args) => install::install(args).map(|()| ExitCode::SUCCESS),
+        HookCommand::Uninstall(args) => install::uninstall(args).map(|()| ExitCode::SUCCESS),
     }
 }
 
@@ -215,6 +218,6 @@ mod tests {
 
     #[test]
     fn gate_words_name_the_gates() {
-        assert!(is_gate("claude-code") && is_gate("codex") && !is_gate("install"));
+        assert!(is_gate("claude-code") && is_gate("codex") && !is_gate("install") && !is_gate("uninstall"));
     }
 }

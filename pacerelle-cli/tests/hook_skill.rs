@@ -1,6 +1,7 @@
 //! The agent skill written by the real `pacerelle hook install`: Claude Code's SKILL.md is front matter then
 //! exactly the MCP server's instructions, Codex's is one section of AGENTS.md between the user's own text;
-//! installing again changes no byte, and a file that is not ours is left alone.
+//! installing again changes no byte, a file that is not ours is left alone, and `hook uninstall` takes out
+//! what install wrote and nothing else.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 mod common;
@@ -16,13 +17,22 @@ const END: &str = "<!-- pacerelle:end -->";
 
 /// `pacerelle hook install ARGS` with `home` as the user's home folder and Codex's.
 fn install(home: &Path, args: &[&str]) -> Output {
+    hook(home, "install", args)
+}
+
+/// `pacerelle hook uninstall ARGS`, the same way.
+fn uninstall(home: &Path, args: &[&str]) -> Output {
+    hook(home, "uninstall", args)
+}
+
+fn hook(home: &Path, command: &str, args: &[&str]) -> Output {
     let mut c: Command = common::pacerelle(&home.join("pacerelle"), "http://127.0.0.1:9");
     c.env("HOME", home)
         .env("CODEX_HOME", home.join("codex-home"))
-        .args(["hook", "install"])
+        .args(["hook", command])
         .args(args);
     let out = run(c);
-    assert!(out.status.success(), "{args:?}: {}", stderr(&out));
+    assert!(out.status.success(), "{command} {args:?}: {}", stderr(&out));
     out
 }
 
@@ -209,4 +219,67 @@ fn the_user_scope_skill_goes_to_the_hosts_home_folders() {
     let out = install(home.path(), &["codex", "--skill-only", "--global"]);
     assert!(stderr(&out).contains("AGENTS.override.md"), "{}", stderr(&out));
     assert_eq!(read(&codex_agents), text);
+}
+
+#[test]
+fn uninstall_takes_out_only_what_install_wrote() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let project = tempfile::tempdir().expect("tempdir");
+    let dir = project.path().to_str().expect("utf-8");
+    let agents = project.path().join("AGENTS.md");
+    let hooks = project.path().join(".codex/hooks.json");
+    let mine = "# Project\n\nRun `make test` before committing.\n";
+    std::fs::write(&agents, mine).expect("write");
+    std::fs::create_dir_all(hooks.parent().expect("parent")).expect("mkdir");
+    std::fs::write(
+        &hooks,
+        r#"{"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "mine"}]}]}}"#,
+    )
+    .expect("write");
+
+    // Codex: the user's AGENTS.md comes back byte for byte, the user's hook stays.
+    install(home.path(), &["codex", "--write", "--dir", dir]);
+    assert!(read(&agents).contains(BEGIN));
+    let out = uninstall(home.path(), &["codex", "--dir", dir]);
+    assert!(stdout(&out).contains("Agent skill taken out"), "{}", stdout(&out));
+    assert_eq!(read(&agents), mine);
+    let settings: serde_json::Value = serde_json::from_str(&read(&hooks)).expect("json");
+    assert_eq!(
+        settings,
+        serde_json::json!({"hooks": {"PreToolUse": [{"matcher": "Bash", "hooks": [{"type": "command", "command": "mine"}]}]}})
+    );
+    // Again: nothing of ours is left, and nothing changes.
+    let out = uninstall(home.path(), &["codex", "--dir", dir]);
+    assert!(
+        stdout(&out).contains("No Pacerelle agent skill"),
+        "{}",
+        stdout(&out)
+    );
+    assert_eq!(read(&agents), mine);
+
+    // An AGENTS.md that held only our section goes; --skill-only keeps the hook.
+    std::fs::remove_file(&agents).expect("remove");
+    install(home.path(), &["codex", "--write", "--dir", dir]);
+    uninstall(home.path(), &["codex", "--skill-only", "--dir", dir]);
+    assert!(!agents.exists());
+    assert!(read(&hooks).contains("pacerelle hook codex"));
+
+    // Claude Code: our SKILL.md and its folder go; someone else's stays, with a warning.
+    let skill = project.path().join(".claude/skills/pacerelle/SKILL.md");
+    install(home.path(), &["claude-code", "--write", "--dir", dir]);
+    assert!(skill.exists());
+    uninstall(home.path(), &["claude-code", "--dir", dir]);
+    assert!(!skill.parent().expect("folder").exists());
+    assert!(!read(&project.path().join(".claude/settings.json")).contains("pacerelle hook"));
+
+    std::fs::create_dir_all(skill.parent().expect("parent")).expect("mkdir");
+    let theirs = "---\nname: pacerelle\ndescription: my own notes\n---\n\nAsk me on Signal instead.\n";
+    std::fs::write(&skill, theirs).expect("write");
+    let out = uninstall(home.path(), &["claude-code", "--skill-only", "--dir", dir]);
+    assert!(
+        stderr(&out).contains("not written by pacerelle"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(read(&skill), theirs);
 }

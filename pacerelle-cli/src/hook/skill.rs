@@ -8,6 +8,9 @@
 //!   Codex home (`$CODEX_HOME`, else `~/.codex`) for the user: the text is a section between
 //!   [`BEGIN`] and [`END`] lines, replaced in place when installed again, appended when absent; every byte
 //!   outside it is the user's and is kept.
+//!
+//! Uninstalling takes out what we wrote only: our `SKILL.md`, our section (and the file, if nothing else is
+//! left in it).
 
 use std::path::{Path, PathBuf};
 
@@ -52,6 +55,17 @@ pub fn agents_section() -> String {
     )
 }
 
+/// What uninstalling the skill did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Removal {
+    /// Our file or section was taken out.
+    Removed,
+    /// There was nothing of ours.
+    Absent,
+    /// A file at our path is not ours: left alone, for this reason.
+    LeftAlone(String),
+}
+
 /// Where the skill goes for `host`: in the project folder `project`, or the user's (`None`).
 pub fn path(host: Host, project: Option<&Path>) -> Result<PathBuf> {
     Ok(match (host, project) {
@@ -92,6 +106,40 @@ pub fn install(host: Host, path: &Path) -> Result<Outcome> {
     }
     write(path, &wanted)?;
     Ok(Outcome::Written)
+}
+
+/// Takes the skill for `host` out of `path`.
+pub fn uninstall(host: Host, path: &Path) -> Result<Removal> {
+    let Some(text) = read(path)? else {
+        return Ok(Removal::Absent);
+    };
+    let rest = match host {
+        Host::ClaudeCode if is_ours(&text) => String::new(),
+        Host::ClaudeCode => {
+            return Ok(Removal::LeftAlone(format!(
+                "{} was not written by pacerelle; left alone",
+                path.display()
+            )));
+        }
+        Host::Codex => {
+            match without_section(&text).with_context(|| format!("{} was left alone", path.display()))? {
+                Some(rest) => rest,
+                None => return Ok(Removal::Absent),
+            }
+        }
+    };
+    if rest.trim().is_empty() {
+        std::fs::remove_file(path).with_context(|| format!("cannot remove {}", path.display()))?;
+        if host == Host::ClaudeCode
+            && let Some(dir) = path.parent()
+        {
+            // Our skill's folder, if nothing else is in it.
+            let _ = std::fs::remove_dir(dir);
+        }
+    } else {
+        write(path, &rest)?;
+    }
+    Ok(Removal::Removed)
 }
 
 /// A file next to `path` that the host reads instead of it, if any: Codex reads a non-empty
@@ -150,6 +198,39 @@ fn with_section(text: &str, section: &str) -> Result<String> {
         }
         ([(begin, _)], [(_, end)]) if begin < end => {
             Ok(format!("{}{section}{}", &text[..*begin], &text[*end..]))
+        }
+        _ => bail!(
+            "its {BEGIN} / {END} lines do not enclose one section: fix them by hand, or remove them and run \
+             this again"
+        ),
+    }
+}
+
+/// `text` without our section (and the blank line put before it when it was appended last); `None` when it
+/// has none. Markers that do not enclose one section are for the user to fix.
+fn without_section(text: &str) -> Result<Option<String>> {
+    let begins = marker_lines(text, BEGIN);
+    let ends = marker_lines(text, END);
+    match (begins.as_slice(), ends.as_slice()) {
+        ([], []) => Ok(None),
+        ([(begin, _)], [(_, end)]) if begin < end => {
+            let mut before = &text[..*begin];
+            let rest = &text[*end..];
+            let after = rest
+                .strip_prefix("\r\n")
+                .or_else(|| rest.strip_prefix('\n'))
+                .unwrap_or(rest);
+            if after.is_empty() {
+                for blank in ["\r\n", "\n"] {
+                    if let Some(shorter) = before.strip_suffix(blank)
+                        && shorter.ends_with('\n')
+                    {
+                        before = shorter;
+                        break;
+                    }
+                }
+            }
+            Ok(Some(format!("{before}{after}")))
         }
         _ => bail!(
             "its {BEGIN} / {END} lines do not enclose one section: fix them by hand, or remove them and run \
@@ -232,6 +313,32 @@ mod tests {
             with_section(&around, &section).expect("replace"),
             format!("# Before\r\n\n{section}\r\n\n## After\nkept\n")
         );
+    }
+
+    #[test]
+    fn taking_the_section_out_gives_back_the_users_text() {
+        let section = agents_section();
+        for user in [
+            "",
+            "# Project\n\nBuild with make.\n",
+            "# Windows\r\n\r\nline\r\n",
+            "ends with a blank line\n\n",
+        ] {
+            let installed = with_section(user, &section).expect("install");
+            assert_eq!(
+                without_section(&installed).expect("uninstall").as_deref(),
+                Some(user),
+                "{user:?}"
+            );
+        }
+        // Written around by the user: what was before and after stays.
+        let around = format!("# Before\n\n{section}\n\n## After\nkept\n");
+        assert_eq!(
+            without_section(&around).expect("uninstall").as_deref(),
+            Some("# Before\n\n\n## After\nkept\n")
+        );
+        assert_eq!(without_section("# Mine\n").expect("none"), None);
+        assert!(without_section(&format!("{BEGIN}\nno end\n")).is_err());
     }
 
     #[test]
