@@ -283,3 +283,43 @@ fn uninstall_takes_out_only_what_install_wrote() {
     );
     assert_eq!(read(&skill), theirs);
 }
+
+#[test]
+fn up_names_the_commands_that_write_the_skill_for_this_user() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+
+    let home = tempfile::tempdir().expect("tempdir");
+    let data = tempfile::tempdir().expect("tempdir");
+    let mut c = common::pacerelle(&home.path().join("pacerelle"), "http://127.0.0.1:9");
+    c.env_remove("PACERELLE_RELAY_URL")
+        .env("HOME", home.path())
+        .env("CODEX_HOME", home.path().join("codex-home"))
+        .args(["up", "--listen", "127.0.0.1:0", "--data"])
+        .arg(data.path())
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    let mut up = common::Proc(c.spawn().expect("spawn"));
+    let mut reader = BufReader::new(up.0.stdout.take().expect("stdout"));
+    let mut text = String::new();
+    while !text.contains("A new link at any time") {
+        assert!(
+            reader.read_line(&mut text).expect("read") > 0,
+            "up exited: {text}"
+        );
+    }
+    let claude = home.path().join(".claude/skills/pacerelle/SKILL.md");
+    let codex = home.path().join("codex-home/AGENTS.md");
+    assert!(
+        text.contains("pacerelle hook install claude-code --skill-only --global")
+            && text.contains(&claude.display().to_string())
+            && text.contains("pacerelle hook install codex --skill-only --global")
+            && text.contains(&codex.display().to_string()),
+        "{text}"
+    );
+    assert!(
+        !claude.exists() && !codex.exists(),
+        "up only says where the skill goes"
+    );
+}
