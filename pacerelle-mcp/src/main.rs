@@ -20,6 +20,7 @@ use pacerelle_mcp::{Bearer, Config, HttpError, HttpOptions, Origin, State, Tls, 
                   PACERELLE_RELAY_URL    the relay (default http://127.0.0.1:8787)\n  \
                   PACERELLE_MCP_BEARER   with --http: the bearer HTTP clients must send (at least 32 \
                   characters, e.g. `openssl rand -hex 32`; not the agent token)\n  \
+                  PACERELLE_MCP_RESULT_TEXT  json (default) or guide: what a result's text carries\n  \
                   RUST_LOG               log filter (default info); logs go to stderr"
 )]
 struct Cli {
