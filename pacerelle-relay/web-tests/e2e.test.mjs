@@ -897,11 +897,24 @@ test("answering a question already answered on another device shows the answer t
   assert.equal(joined.code, 0, joined.err);
 
   // The browser does not learn of the tablet's answer before its own is sent: neither from the question list nor
-  // from the conversation's `update` item (taken out of what the relay answers, until then).
+  // from the conversation's `update` item (taken out of what the relay answers, until then). Its first reading
+  // of the question after the refusal fails too (the network drops it): the app reads it again on its own.
   let hold = true;
+  let refusedSeen = false;
+  let rereadFailed;
+  const rereadDropped = new Promise((resolve) => (rereadFailed = resolve));
+  const answerUrl = "/v1/device/questions/qst_e2e_closed/answer";
+  const onResponse = (r) => {
+    if (r.url().includes(answerUrl)) refusedSeen = true;
+  };
+  page.on("response", onResponse);
   const listing = (url) => url.pathname === "/v1/device/questions";
   const conversation = (url) => url.pathname === "/v1/device/conversation";
-  await page.route(listing, (route) => (hold ? route.abort("connectionreset") : route.continue()));
+  await page.route(listing, (route) => {
+    if (!hold) return route.continue();
+    if (refusedSeen) rereadFailed();
+    return route.abort("connectionreset");
+  });
   await page.route(conversation, async (route) => {
     let response;
     try {
@@ -923,10 +936,12 @@ test("answering a question already answered on another device shows the answer t
   assert.equal(await exitOf(child), 0, child.err);
   assert.equal(JSON.parse(child.out).answeredByName, "Bob’s tablet");
 
-  const answered = page.waitForResponse((r) => r.url().includes("/v1/device/questions/qst_e2e_closed/answer"));
+  const answered = page.waitForResponse((r) => r.url().includes(answerUrl));
   await card.locator("button.deny").click();
   assert.equal((await answered).status(), 409);
+  await rereadDropped;
   hold = false;
+  page.off("response", onResponse);
   await card.locator(".q-status", { hasText: "Approved — by Bob’s tablet" }).waitFor();
   assert.equal(await card.getAttribute("data-state"), "answered");
   assert.equal(await card.locator("button").count(), 0);

@@ -440,6 +440,9 @@ async function statusLoop() {
         // An older relay: no `update` items, so the states of open tasks and questions are read again.
         await refreshTaskStates();
         await refreshQuestions();
+      } else if ([...app.questions.values()].some((q) => q.stale)) {
+        // A refusal whose reading again failed: the answer that counts is read here, not left unknown.
+        await refreshQuestions();
       }
     } catch (e) {
       if (isRevocation(e)) return revoked();
@@ -737,6 +740,11 @@ async function updateQuestionMeta(q, meta) {
   if (!changed) return;
   q.counted = await openAnswerCopy(q);
   renderQuestion(q);
+  if (q.toldWithoutCounted && q.counted) {
+    // The refusal was told before the answer that counts could be read: tell it again, with that answer.
+    q.toldWithoutCounted = false;
+    toast(closedMessage(q, q.notRecorded));
+  }
 }
 
 /** The question's answer key (a CryptoKey), or null when it carries none. */
@@ -1044,6 +1052,7 @@ async function refused(entry, e) {
       renderQuestion(q);
       await rereadQuestion(q);
       toast(closedMessage(q, sent));
+      q.toldWithoutCounted = state === "answered" && !q.counted;
     } else {
       q.error = `The answer was refused: ${e.message}`;
     }
