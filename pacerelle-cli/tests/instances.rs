@@ -411,14 +411,27 @@ async fn a_crash_loop_of_one_serve_under_concurrent_sends_loses_and_repeats_noth
         tokio::spawn(async move {
             let b = agent_on(&home, &b_url);
             let (mut cursor, mut delivered, mut failures) = (None, Vec::<String>::new(), 0u32);
-            let deadline = Instant::now() + Duration::from_secs(180);
+            let mut rejected = Vec::<String>::new();
+            let mut ended = "the deadline passed";
+            // Until every send is acknowledged the agent keeps up with the senders, however slow the machine;
+            // from then on a minute is more than enough to read what is left (and a hang is reported, not waited).
+            let started = Instant::now();
+            let mut deadline = started + Duration::from_secs(900);
+            let mut after_all_sent = false;
             while Instant::now() < deadline {
+                if !after_all_sent && all_sent.load(Ordering::SeqCst) {
+                    after_all_sent = true;
+                    deadline = deadline.min(Instant::now() + Duration::from_secs(60));
+                }
                 let on_a = a_now.lock().expect("the lock").clone();
                 let client = on_a.map_or_else(|| b.clone(), |u| agent_on(&home, &u));
+                let sent_before = all_sent.load(Ordering::SeqCst);
                 match client.wait_for_messages(cursor, Duration::from_secs(2)).await {
                     Ok(inbox) => {
+                        rejected.extend(inbox.rejected.iter().map(|r| r.message_id.clone()));
                         // Every send was acknowledged before this wait began, and it found nothing more.
-                        if inbox.messages.is_empty() && all_sent.load(Ordering::SeqCst) {
+                        if inbox.messages.is_empty() && inbox.rejected.is_empty() && sent_before {
+                            ended = "a wait found nothing more";
                             break;
                         }
                         for m in &inbox.messages {
@@ -438,6 +451,7 @@ async fn a_crash_loop_of_one_serve_under_concurrent_sends_loses_and_repeats_noth
                             .wait_for_messages(cursor, Duration::ZERO)
                             .await
                             .expect("B answers");
+                        rejected.extend(again.rejected.iter().map(|r| r.message_id.clone()));
                         for m in &inbox_ids(&again) {
                             delivered.push(m.clone());
                             b.mark_processed(m).await.expect("marked processed");
@@ -446,7 +460,14 @@ async fn a_crash_loop_of_one_serve_under_concurrent_sends_loses_and_repeats_noth
                     }
                 }
             }
-            (delivered, failures)
+            let elapsed = started.elapsed();
+            (
+                delivered,
+                failures,
+                rejected,
+                format!("{ended} after {elapsed:?}"),
+                cursor,
+            )
         })
     };
 
@@ -503,12 +524,15 @@ async fn a_crash_loop_of_one_serve_under_concurrent_sends_loses_and_repeats_noth
         sends_failed += failed;
     }
     all_sent.store(true, Ordering::SeqCst);
-    let (delivered, failures) = agent.await.expect("the agent");
+    let (delivered, failures, rejected, ended, last_cursor) = agent.await.expect("the agent");
     eprintln!(
-        "crash loop: {} tasks acknowledged, {} delivered, {sends_failed} sends and {failures} waits failed over",
+        "crash loop: {} tasks acknowledged, {} delivered, {} rejected, {sends_failed} sends and {failures} waits \
+         failed over; the agent stopped because {ended}, at cursor {last_cursor:?}",
         acked.len(),
-        delivered.len()
+        delivered.len(),
+        rejected.len(),
     );
+    assert!(rejected.is_empty(), "tasks rejected: {rejected:?}");
     // Each kill found the sender that prefers A sending to it.
     assert!(sends_failed >= KILLS, "{sends_failed} sends failed over");
     let mut unique = delivered.clone();
@@ -516,12 +540,38 @@ async fn a_crash_loop_of_one_serve_under_concurrent_sends_loses_and_repeats_noth
     unique.dedup();
     assert_eq!(unique.len(), delivered.len(), "a task was delivered twice");
     acked.sort();
-    assert_eq!(unique, acked, "acknowledged and delivered tasks differ");
-
-    // The delivered order is the stored order.
     let mut db = <sqlx::PgConnection as sqlx::Connection>::connect(&database)
         .await
         .expect("the database opens");
+    if unique != acked {
+        // Name the difference, and what the database holds of the tasks never delivered.
+        let missing: Vec<&String> = acked
+            .iter()
+            .filter(|id| unique.binary_search(id).is_err())
+            .collect();
+        let extra: Vec<&String> = unique
+            .iter()
+            .filter(|id| acked.binary_search(id).is_err())
+            .collect();
+        let rows: Vec<(String, i64, Option<i64>, Option<i64>)> = sqlx::query_as(
+            "SELECT item_id, seq, delivered_at, processed_at FROM items
+             WHERE kind = 'message' AND item_id = ANY($1) ORDER BY seq",
+        )
+        .bind(missing.iter().map(|s| s.as_str()).collect::<Vec<_>>())
+        .fetch_all(&mut db)
+        .await
+        .expect("the missing tasks' rows");
+        let last_delivered = delivered.last();
+        panic!(
+            "acknowledged and delivered tasks differ: {} missing, {} never acknowledged ({extra:?}); the last \
+             delivered is {last_delivered:?}; the database holds of the missing ones (id, seq, delivered_at, \
+             processed_at): {rows:?}",
+            missing.len(),
+            extra.len()
+        );
+    }
+
+    // The delivered order is the stored order.
     let stored: Vec<String> =
         sqlx::query_scalar("SELECT item_id FROM items WHERE kind = 'message' ORDER BY seq")
             .fetch_all(&mut db)
