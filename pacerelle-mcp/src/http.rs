@@ -11,6 +11,10 @@
 //! `--allowed-host` it is off: a bearer is required there, and a page that rebinds a name to this address
 //! cannot send it — the browser does not have it — so the check would add nothing but refusals of the names
 //! clients really use.
+//!
+//! Connections are served by our own accept loop ([`conn`], the relay's design at this scale), under
+//! [`Limits`]: a header-read timeout, an idle timeout that never cuts a request in progress (an SSE stream, a
+//! streaming answer), a body timeout, and a cap on connections at which a silent one gives way to a new one.
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -25,10 +29,11 @@ use pacerelle_client::AgentToken;
 use pacerelle_client::core::keys::{constant_time_eq, sha256};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, mpsc};
+use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
-use tokio_rustls::server::TlsStream;
+
+mod conn;
+pub use conn::BODY_TIMEOUT;
 
 /// Variable holding the bearer token HTTP clients must send (never on the command line: argv is public).
 pub const BEARER_VAR: &str = "PACERELLE_MCP_BEARER";
@@ -42,6 +47,33 @@ const LOOPBACK_HOSTS: [&str; 3] = ["localhost", "127.0.0.1", "::1"];
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Most TLS handshakes in progress at once; more connections wait to be accepted.
 const MAX_HANDSHAKES: usize = 64;
+
+/// What a connection may hold (`--header-timeout`, `--idle-timeout`, `--max-connections`): a client that
+/// connects and sends nothing, sends a request head slowly, or keeps connections open without using them
+/// cannot exhaust the process's file descriptors. A request in progress — a `GET /mcp` SSE stream, a `POST`
+/// whose answer streams — is never cut by these; only its body's arrival is timed ([`BODY_TIMEOUT`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// A request head (line and headers) must be complete this long after the connection opened (after the
+    /// TLS handshake), or after the first byte of a next request on a kept-alive connection. Default 10 s.
+    pub header_timeout: Duration,
+    /// A kept-alive connection with no request in progress is closed after this long. Default 60 s.
+    pub idle_timeout: Duration,
+    /// Connections open at once at most, TLS handshakes included. Beyond it a new connection takes the
+    /// place of the one longest without a request in progress; when every one has a request in progress,
+    /// the new one is refused at once. Default 256.
+    pub max_connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            header_timeout: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(60),
+            max_connections: 256,
+        }
+    }
+}
 
 /// Why the HTTP endpoint does not start. Messages name the flag or variable and never echo a secret.
 #[derive(Debug, thiserror::Error)]
@@ -98,6 +130,9 @@ pub enum HttpError {
     /// The certificate or key cannot be used.
     #[error("{0}")]
     Tls(String),
+    /// A connection limit of zero.
+    #[error("{0} must be at least 1")]
+    Limit(&'static str),
 }
 
 /// The secret HTTP clients present as `Authorization: Bearer …`. Only its SHA-256 is kept; `Debug` shows
@@ -264,6 +299,8 @@ pub struct HttpOptions {
     pub allowed_origins: Vec<Origin>,
     /// Names clients reach this endpoint by (`--allowed-host`), for rmcp's `Host` check.
     pub allowed_hosts: Vec<String>,
+    /// Timeouts and the cap on connections.
+    pub limits: Limits,
 }
 
 impl HttpOptions {
@@ -276,11 +313,21 @@ impl HttpOptions {
             insecure_http: false,
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
+            limits: Limits::default(),
         }
     }
 
     /// The rules checked before listening: beyond loopback, a bearer, and TLS or `--insecure-http`.
     pub fn check(&self) -> Result<(), HttpError> {
+        if self.limits.max_connections == 0 {
+            return Err(HttpError::Limit("--max-connections"));
+        }
+        if self.limits.header_timeout.is_zero() {
+            return Err(HttpError::Limit("--header-timeout"));
+        }
+        if self.limits.idle_timeout.is_zero() {
+            return Err(HttpError::Limit("--idle-timeout"));
+        }
         if self.addr.ip().is_loopback() {
             return Ok(());
         }
@@ -390,78 +437,19 @@ fn unauthorized(challenge: &'static str) -> Response {
         .into_response()
 }
 
-/// Accepts TCP connections and hands them to axum once their TLS handshake is done. Handshakes run beside
-/// each other (a slow client holds up no one), at most [`MAX_HANDSHAKES`] at once, each within
-/// [`HANDSHAKE_TIMEOUT`]; one that fails is dropped.
-pub(crate) struct TlsListener {
-    ready: mpsc::Receiver<(TlsStream<TcpStream>, SocketAddr)>,
-    local: SocketAddr,
-    accepting: tokio::task::AbortHandle,
-}
-
-impl TlsListener {
-    pub(crate) fn new(listener: TcpListener, tls: &Tls) -> std::io::Result<TlsListener> {
-        let local = listener.local_addr()?;
-        let acceptor = TlsAcceptor::from(tls.server.clone());
-        let (done, ready) = mpsc::channel(MAX_HANDSHAKES);
-        let handshakes = Arc::new(Semaphore::new(MAX_HANDSHAKES));
-        let accepting = tokio::spawn(async move {
-            loop {
-                let Ok(slot) = handshakes.clone().acquire_owned().await else {
-                    return;
-                };
-                let (stream, addr) = match listener.accept().await {
-                    Ok(accepted) => accepted,
-                    Err(e) => {
-                        // Out of file descriptors and the like: let the condition pass, as axum does.
-                        tracing::debug!(error = %e, "accept failed");
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                        continue;
-                    }
-                };
-                let (acceptor, done) = (acceptor.clone(), done.clone());
-                tokio::spawn(async move {
-                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
-                        Ok(Ok(tls)) => {
-                            drop(slot);
-                            let _ = done.send((tls, addr)).await;
-                        }
-                        Ok(Err(e)) => tracing::debug!(%addr, error = %e, "TLS handshake failed"),
-                        Err(_) => tracing::debug!(%addr, "TLS handshake timed out"),
-                    }
-                });
-            }
-        })
-        .abort_handle();
-        Ok(TlsListener {
-            ready,
-            local,
-            accepting,
-        })
-    }
-}
-
-impl Drop for TlsListener {
-    fn drop(&mut self) {
-        self.accepting.abort();
-    }
-}
-
-impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
-    type Addr = SocketAddr;
-
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        match self.ready.recv().await {
-            Some(connection) => connection,
-            // The accepting task ended (it is aborted only with this listener): nothing more comes.
-            None => std::future::pending().await,
-        }
-    }
-
-    fn local_addr(&self) -> std::io::Result<SocketAddr> {
-        Ok(self.local)
-    }
+/// Serves `app` on `listener` under `options`' TLS and [`Limits`] until `signal` resolves, then lets the
+/// requests in progress finish (see [`conn`]).
+pub(crate) async fn serve(
+    listener: TcpListener,
+    options: &HttpOptions,
+    app: axum::Router,
+    signal: impl std::future::Future<Output = ()> + Send,
+) -> std::io::Result<()> {
+    let tls = options
+        .tls
+        .as_ref()
+        .map(|tls| TlsAcceptor::from(tls.server.clone()));
+    conn::serve(listener, tls, app, options.limits, signal).await
 }
 
 #[cfg(test)]

@@ -115,14 +115,7 @@ pub async fn serve_http(state: Arc<State>, options: HttpOptions) -> anyhow::Resu
         tracing::info!("signal received; stopping");
         ct.cancel();
     };
-    let served = match &options.tls {
-        Some(tls) => {
-            axum::serve(http::TlsListener::new(listener, tls)?, app)
-                .with_graceful_shutdown(shutdown)
-                .await
-        }
-        None => axum::serve(listener, app).with_graceful_shutdown(shutdown).await,
-    };
+    let served = http::serve(listener, &options, app, shutdown).await;
     state.lease.release().await;
     served.map_err(anyhow::Error::from)
 }

@@ -4,8 +4,10 @@
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
 use clap::Parser;
+use pacerelle_mcp::http::Limits;
 use pacerelle_mcp::{Bearer, Config, HttpError, HttpOptions, Origin, State, Tls, serve_http, serve_stdio};
 
 /// Pacerelle's MCP server: gives an MCP host (Claude Code, Codex, Claude Desktop, Cursor) an end-to-end
@@ -47,6 +49,21 @@ struct Cli {
     /// A host name clients reach the endpoint by (repeatable), checked against the Host header.
     #[arg(long, value_name = "HOST", requires = "http")]
     allowed_host: Vec<String>,
+    /// With --http: a connection must have sent a complete request head (line and headers) this many seconds
+    /// after it opened, or after the first byte of a next request; otherwise it is closed.
+    #[arg(long, value_name = "SECONDS", requires = "http", default_value_t = 10,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    header_timeout: u64,
+    /// With --http: a kept-alive connection with no request in progress is closed after this many seconds (an
+    /// SSE stream or a streaming answer is a request in progress).
+    #[arg(long, value_name = "SECONDS", requires = "http", default_value_t = 60,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    idle_timeout: u64,
+    /// With --http: connections open at once at most. Beyond it a new connection replaces the one longest
+    /// without a request in progress; if every one has a request in progress, it is refused.
+    #[arg(long, value_name = "N", requires = "http", default_value_t = 256,
+          value_parser = clap::value_parser!(u64).range(1..=65_536))]
+    max_connections: u64,
     /// Take the agent's lease even if another session holds it (that session stops receiving tasks).
     #[arg(long)]
     takeover: bool,
@@ -130,6 +147,11 @@ fn http_options(cli: &Cli, addr: SocketAddr, config: &Config) -> Result<HttpOpti
         insecure_http: cli.insecure_http,
         allowed_origins,
         allowed_hosts: cli.allowed_host.clone(),
+        limits: Limits {
+            header_timeout: Duration::from_secs(cli.header_timeout),
+            idle_timeout: Duration::from_secs(cli.idle_timeout),
+            max_connections: usize::try_from(cli.max_connections).unwrap_or(usize::MAX),
+        },
         ..HttpOptions::loopback(addr)
     };
     options.check()?;

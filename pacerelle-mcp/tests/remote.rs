@@ -535,3 +535,249 @@ async fn the_bearer_can_come_from_a_file() {
     .await;
     endpoint.stop().await;
 }
+
+// ----- connection limits -----
+
+/// Reads `stream` until the server closes it (end of file, or a reset), within a generous bound; returns what
+/// it was sent.
+async fn read_until_closed(stream: &mut tokio::net::TcpStream) -> Vec<u8> {
+    use tokio::io::AsyncReadExt;
+    let mut received = Vec::new();
+    tokio::time::timeout(Duration::from_secs(20), async {
+        let mut buf = [0u8; 1024];
+        loop {
+            match stream.read(&mut buf).await {
+                Ok(0) | Err(_) => return,
+                Ok(n) => received.extend_from_slice(&buf[..n]),
+            }
+        }
+    })
+    .await
+    .expect("the server closes the connection");
+    received
+}
+
+/// A 2025-11-25 session opened with raw requests (`initialize`, then `notifications/initialized`): its id.
+async fn open_session(client: &reqwest::Client, url: &str) -> String {
+    let response = initialize(client, url).send().await.expect("initialize");
+    let session = response
+        .headers()
+        .get("mcp-session-id")
+        .expect("a session id")
+        .to_str()
+        .expect("text")
+        .to_string();
+    server_info(response).await;
+    let initialized = in_session(client.post(url), &session)
+        .header("content-type", "application/json")
+        .body(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string())
+        .send()
+        .await
+        .expect("initialized");
+    assert_eq!(initialized.status(), 202);
+    session
+}
+
+/// A request in the session `session`.
+fn in_session(request: reqwest::RequestBuilder, session: &str) -> reqwest::RequestBuilder {
+    request
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", session)
+        .header("mcp-protocol-version", "2025-11-25")
+}
+
+/// The session's SSE stream (`GET /mcp`), open: the server answered 200 and streams.
+async fn sse_stream(client: &reqwest::Client, url: &str, session: &str) -> reqwest::Response {
+    let stream = in_session(client.get(url), session)
+        .header("accept", "text/event-stream")
+        .send()
+        .await
+        .expect("GET /mcp");
+    assert_eq!(stream.status(), 200, "the SSE stream opens");
+    stream
+}
+
+/// `tools/list` in the session: the status of the answer.
+async fn list_tools(client: &reqwest::Client, url: &str, session: &str) -> u16 {
+    match in_session(client.post(url), session)
+        .header("content-type", "application/json")
+        .body(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"}).to_string())
+        .send()
+        .await
+    {
+        Ok(response) => response.status().as_u16(),
+        Err(_) => 0,
+    }
+}
+
+#[tokio::test]
+async fn a_client_that_sends_half_a_request_line_and_then_nothing_is_closed_after_the_header_timeout() {
+    let relay = TestRelay::start().await;
+    let (agent, _device) = relay.agent_and_device().await;
+    let args = ["--http", "127.0.0.1:0", "--header-timeout", "1"];
+    let endpoint = Endpoint::start(&agent, &relay.url, &args, None).await;
+    let addr = format!("127.0.0.1:{}", endpoint.port);
+
+    let mut half = tokio::net::TcpStream::connect(&addr).await.expect("connect");
+    tokio::io::AsyncWriteExt::write_all(&mut half, b"POST /mcp HTT")
+        .await
+        .expect("write");
+    assert_eq!(
+        read_until_closed(&mut half).await,
+        b"",
+        "closed without an answer"
+    );
+
+    let mut silent = tokio::net::TcpStream::connect(&addr).await.expect("connect");
+    assert_eq!(
+        read_until_closed(&mut silent).await,
+        b"",
+        "closed without an answer"
+    );
+
+    // A client that sends its request at once is served as before.
+    server_info(
+        initialize(&reqwest::Client::new(), &format!("http://{addr}/mcp"))
+            .send()
+            .await
+            .expect("response"),
+    )
+    .await;
+    endpoint.stop().await;
+}
+
+#[tokio::test]
+async fn an_sse_stream_and_a_streaming_answer_held_longer_than_the_idle_timeout_are_not_cut() {
+    let relay = TestRelay::start().await;
+    let (agent, _device) = relay.agent_and_device().await;
+    let args = [
+        "--http",
+        "127.0.0.1:0",
+        "--idle-timeout",
+        "1",
+        "--header-timeout",
+        "1",
+    ];
+    let endpoint = Endpoint::start(&agent, &relay.url, &args, None).await;
+    let url = format!("http://127.0.0.1:{}/mcp", endpoint.port);
+    let client = reqwest::Client::new();
+    let session = open_session(&client, &url).await;
+    let mut stream = sse_stream(&reqwest::Client::new(), &url, &session).await;
+
+    // An rmcp client: its wait_for_messages answer streams on a POST for 3 s, three idle timeouts.
+    let transport = StreamableHttpClientTransport::with_client(
+        reqwest::Client::new(),
+        StreamableHttpClientTransportConfig::with_uri(url.as_str()),
+    );
+    let rmcp_client = TestClient::default().serve(transport).await.expect("initialize");
+    let waited = rmcp_client
+        .call_tool(
+            rmcp::model::CallToolRequestParams::new("wait_for_messages")
+                .with_arguments(json!({"timeoutSeconds": 3}).as_object().unwrap().clone()),
+        )
+        .await
+        .expect("the answer arrives on its stream, 3 s after the call");
+    assert_ne!(waited.is_error, Some(true), "{waited:?}");
+    rmcp_client.cancel().await.expect("close");
+
+    // Meanwhile the GET stream (idle in bytes, as keep-alives come every 15 s) has stayed open.
+    let ended = tokio::time::timeout(Duration::from_millis(200), async {
+        loop {
+            match stream.chunk().await {
+                Ok(Some(_)) => continue,
+                _ => return,
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_err(), "the SSE stream was cut");
+    assert_eq!(
+        list_tools(&client, &url, &session).await,
+        200,
+        "the session lives"
+    );
+    endpoint.stop().await;
+}
+
+#[tokio::test]
+async fn beyond_the_cap_a_silent_connection_gives_way_and_then_new_ones_are_refused_while_the_streams_go_on()
+{
+    let relay = TestRelay::start().await;
+    let (agent, _device) = relay.agent_and_device().await;
+    let args = [
+        "--http",
+        "127.0.0.1:0",
+        "--max-connections",
+        "2",
+        "--header-timeout",
+        "60",
+    ];
+    let endpoint = Endpoint::start(&agent, &relay.url, &args, None).await;
+    let addr = format!("127.0.0.1:{}", endpoint.port);
+    let url = format!("http://{addr}/mcp");
+    let setup = reqwest::Client::new();
+    let (first, second) = (open_session(&setup, &url).await, open_session(&setup, &url).await);
+    drop(setup);
+
+    // One connection streams (a request in progress), one is silent: at the cap, a new connection takes
+    // the silent one's place, long before its header timeout.
+    let mut a = sse_stream(&reqwest::Client::new(), &url, &first).await;
+    let mut silent = tokio::net::TcpStream::connect(&addr).await.expect("connect");
+    assert_eq!(list_tools(&reqwest::Client::new(), &url, &first).await, 200);
+    assert_eq!(
+        read_until_closed(&mut silent).await,
+        b"",
+        "the silent connection gave way"
+    );
+
+    // Two streams in progress: a third connection is refused at once.
+    let b_client = reqwest::Client::new();
+    let b = sse_stream(&b_client, &url, &second).await;
+    let mut refused = tokio::net::TcpStream::connect(&addr).await.expect("connect");
+    let answer = read_until_closed(&mut refused).await;
+    assert!(
+        String::from_utf8_lossy(&answer).starts_with("HTTP/1.1 503 "),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+
+    // The earlier connections go on: once the second stream ends, its session and the first are served
+    // again, and the first stream is still open.
+    drop(b);
+    drop(b_client);
+    let client = reqwest::Client::new();
+    assert!(
+        common::eventually(Duration::from_secs(30), || async {
+            list_tools(&client, &url, &second).await == 200
+        })
+        .await,
+        "a connection is served once a slot is free"
+    );
+    let ended = tokio::time::timeout(Duration::from_millis(200), async {
+        loop {
+            match a.chunk().await {
+                Ok(Some(_)) => continue,
+                _ => return,
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_err(), "the first SSE stream was cut");
+    endpoint.stop().await;
+}
+
+#[tokio::test]
+async fn a_zero_connection_limit_is_refused_at_start() {
+    let relay = TestRelay::start().await;
+    let (agent, _device) = relay.agent_and_device().await;
+    for flag in ["--max-connections", "--header-timeout", "--idle-timeout"] {
+        let mut cmd = command(&agent, &relay.url, &["--http", "127.0.0.1:0", flag, "0"]);
+        let out = tokio::time::timeout(Duration::from_secs(30), cmd.stdin(Stdio::null()).output())
+            .await
+            .expect("ends")
+            .expect("run");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{flag}: {stderr}");
+        assert!(stderr.contains(flag), "{stderr}");
+    }
+}
