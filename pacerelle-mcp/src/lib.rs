@@ -5,6 +5,7 @@ pub mod host;
 pub mod http;
 pub mod lease;
 pub mod server;
+mod tasks;
 pub mod tools;
 pub mod wait;
 

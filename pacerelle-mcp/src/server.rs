@@ -4,12 +4,21 @@
 use std::sync::Arc;
 
 use pacerelle_client::{AgentClient, Listener};
-use rmcp::model::{Implementation, PromptMessage, Role, ServerCapabilities, ServerConfig};
-use rmcp::{ServerHandler, prompt, prompt_handler, prompt_router, tool_handler};
+use rmcp::handler::server::router::tool::ToolRouter;
+use rmcp::handler::server::tool::ToolCallContext;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CancelTaskParams, GetTaskParams, GetTaskResult, Implementation,
+    PromptMessage, Role, ServerCapabilities, ServerConfig,
+};
+use rmcp::service::RequestContext;
+use rmcp::{
+    ErrorData as McpError, RoleServer, ServerHandler, prompt, prompt_handler, prompt_router, tool_handler,
+};
 
 use crate::config::Config;
 use crate::host::host_label;
 use crate::lease::LeaseView;
+use crate::tasks::{self, Tasks};
 
 /// What the server says to every client when it connects (hosts show it to the model; Claude Code keeps
 /// the first 2 KB): the text the agent skill carries too, kept once in pacerelle-client.
@@ -40,6 +49,8 @@ pub struct State {
     pub lease: Listener,
     /// The relay's base URL, for messages.
     pub relay_url: String,
+    /// The MCP tasks of every session (`wait_for_answer` for hosts that declared tasks).
+    pub(crate) tasks: Tasks,
 }
 
 impl State {
@@ -50,6 +61,7 @@ impl State {
             lease: Listener::new(client.clone(), host_label(), config.takeover),
             relay_url: client.relay_url().to_string(),
             client,
+            tasks: Tasks::default(),
         }))
     }
 
@@ -70,6 +82,11 @@ impl PacerelleServer {
     pub fn new(state: Arc<State>) -> Self {
         PacerelleServer { state }
     }
+
+    /// Every tool, one router per group (`crate::tools`).
+    fn tools() -> ToolRouter<Self> {
+        Self::status_router() + Self::checkpoints_router() + Self::inbox_router() + Self::questions_router()
+    }
 }
 
 #[prompt_router]
@@ -86,20 +103,53 @@ impl PacerelleServer {
     }
 }
 
-// One router per group of tools (`crate::tools`).
-#[tool_handler(
-    router = (Self::status_router()
-        + Self::checkpoints_router()
-        + Self::inbox_router()
-        + Self::questions_router())
-)]
+#[tool_handler(router = Self::tools())]
 #[prompt_handler]
 impl ServerHandler for PacerelleServer {
+    /// Every tool through its router, except `wait_for_answer` for a client that declared tasks
+    /// ([`crate::tasks`]).
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        if request.name == tasks::TASK_TOOL
+            && tasks::declared(&context)
+            && let Some(response) = tasks::wait_for_answer(&self.state, &request, &context.ct).await?
+        {
+            return Ok(response);
+        }
+        Self::tools()
+            .call(ToolCallContext::new(self, request, context))
+            .await
+    }
+
+    /// `tasks/get` (rmcp answers it only for clients that declared tasks).
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        self.state.tasks.get(&request.task_id)
+    }
+
+    /// `tasks/cancel`: stops the wait; the question stays open on the phone (`cancel_question` withdraws it).
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.state.tasks.cancel(&request.task_id)
+    }
+
     fn get_info(&self) -> ServerConfig {
+        // The tasks extension is declared because rmcp answers tasks/get and tasks/cancel only for a server
+        // that declares it; clients that do not declare it never get a task.
         ServerConfig::new(
             ServerCapabilities::builder()
                 .enable_tools()
                 .enable_prompts()
+                .enable_tasks()
                 .build(),
         )
         .with_server_info(

@@ -412,6 +412,25 @@ fn not_approved(
     })
 }
 
+/// What `wait_for_answer` returns for what it read of question `question_id`: the answer as it stands, or
+/// why none could be read (never approved then). The plain call and its task ([`crate::tasks`]) both end
+/// here, so a task's result is exactly the plain call's.
+pub(crate) fn answer_call_result(
+    relay_url: &str,
+    question_id: &str,
+    read: Result<AnswerOutcome, Error>,
+) -> Result<CallToolResult, McpError> {
+    match read {
+        Ok(outcome) => {
+            let result = AnswerResult::from(&outcome);
+            let next = answer_next_step(&result, outcome.answer.as_ref());
+            answer_output(&result, next, outcome.answer.as_ref())
+        }
+        Err(e) if e.kind() == ErrorKind::NotFound => unknown_question(question_id),
+        Err(e) => not_approved(relay_failure(relay_url, e), question_id),
+    }
+}
+
 fn no_device_text(what: &str) -> String {
     format!(
         "No phone is paired with this agent to receive {what}, so nothing was sent and nobody can answer. \
@@ -522,13 +541,7 @@ impl PacerelleServer {
         let state = &self.state;
         let work = state.client.wait_for_answer(&args.question_id, total);
         match park(work, total + ANSWER_GRACE, &ct, progress).await {
-            Parked::Done(Ok(outcome)) => {
-                let result = AnswerResult::from(&outcome);
-                let next = answer_next_step(&result, outcome.answer.as_ref());
-                answer_output(&result, next, outcome.answer.as_ref())
-            }
-            Parked::Done(Err(e)) if e.kind() == ErrorKind::NotFound => unknown_question(&args.question_id),
-            Parked::Done(Err(e)) => not_approved(relay_failure(&state.relay_url, e), &args.question_id),
+            Parked::Done(read) => answer_call_result(&state.relay_url, &args.question_id, read),
             Parked::Deadline => {
                 // The relay did not answer in time: nothing was read, so nothing is approved.
                 let result = AnswerResult {

@@ -1,0 +1,167 @@
+//! `wait_for_answer` as an MCP task (the `io.modelcontextprotocol/tasks` extension, SEP-2663), for hosts
+//! that declared it.
+//!
+//! A plain `wait_for_answer` returns within `timeoutSeconds` (at most 55), often `pending`, and the model
+//! calls it again: an approval that takes the person ten minutes costs a dozen calls, and a host whose tool
+//! timeout is shorter than the wait ends it early. A host that declared tasks gets a task at once instead;
+//! this server waits for the answer until the question is answered, expires or is cancelled (the question's
+//! own expiry bounds the wait, never beyond it: no answer is a no), and the host polls `tasks/get` for the
+//! result — exactly the result the plain call gives once the question has settled.
+//!
+//! Only `wait_for_answer` becomes a task: `ask_user` returns as soon as the relay stored the question, well
+//! within any host's timeout, so a task would only add a round trip. A question that has already settled
+//! when the call arrives (or that cannot be read) is answered at once, as a plain result: the host has
+//! nothing to wait for.
+//!
+//! `tasks/cancel` stops this server's wait (the task ends `cancelled`); it does not withdraw the question on
+//! the phone: that is `cancel_question`. Hosts without tasks see none of this: their calls take the plain
+//! path, byte for byte as before.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use pacerelle_client::{AnswerOutcome, Asked, Timestamp};
+use rmcp::ErrorData as McpError;
+use rmcp::RoleServer;
+use rmcp::model::{CallToolRequestParams, CallToolResponse, CreateTaskResult, GetTaskResult};
+use rmcp::service::RequestContext;
+use rmcp::task_manager::{TaskExit, TaskManager, TaskOptions};
+use tokio_util::sync::CancellationToken;
+
+use crate::server::State;
+use crate::tools::check_id;
+use crate::tools::questions::{WaitAnswerArgs, answer_call_result};
+use crate::wait::{ANSWER_GRACE, Parked, park, timeout_of};
+
+/// The tool that becomes a task for hosts that declared tasks.
+pub const TASK_TOOL: &str = "wait_for_answer";
+
+/// How long a task is kept beyond its question's expiry: its wait ends at the expiry (plus the relay's
+/// reply), and the host still has this long to read the result.
+pub const TTL_MARGIN: Duration = Duration::from_secs(120);
+
+/// How often the host is asked to poll `tasks/get`: a person answers in seconds at best.
+pub const POLL_INTERVAL: Duration = Duration::from_secs(2);
+
+/// How long past the question's expiry the wait may last, for the relay's last reply to arrive.
+const SETTLE_GRACE: Duration = Duration::from_secs(10);
+
+/// The tasks of this server: shared by every MCP session, so that `tasks/get` finds a task whatever
+/// connection (or, on 2026-07-28 without sessions, whatever request) created it.
+#[derive(Clone, Default)]
+pub struct Tasks {
+    manager: TaskManager,
+}
+
+impl fmt::Debug for Tasks {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Tasks").finish_non_exhaustive()
+    }
+}
+
+impl Tasks {
+    /// `tasks/get`: where the task stands, with the result once it settled.
+    pub fn get(&self, task_id: &str) -> Result<GetTaskResult, McpError> {
+        Ok(GetTaskResult::new(self.manager.get_task(task_id)?))
+    }
+
+    /// `tasks/cancel`: stops the wait (the question stays open on the phone).
+    pub fn cancel(&self, task_id: &str) -> Result<(), McpError> {
+        self.manager.cancel_task(task_id)
+    }
+}
+
+/// Whether the client declared the tasks extension (at `initialize`, or in this request's capabilities).
+pub fn declared(context: &RequestContext<RoleServer>) -> bool {
+    context
+        .client_capabilities()
+        .is_some_and(|capabilities| capabilities.supports_tasks())
+}
+
+/// Time left until `expires_at`, by this machine's clock (zero once past).
+fn until(expires_at: Timestamp) -> Duration {
+    Duration::from_millis(u64::try_from(expires_at.millis() - Timestamp::now().millis()).unwrap_or(0))
+}
+
+/// `wait_for_answer` for a client that declared tasks: a task while the question is pending, the plain
+/// result when it has already settled or could not be read. `None` when the first read did not come back
+/// in time (or the call was cancelled meanwhile): the plain call then answers, as it always has.
+pub async fn wait_for_answer(
+    state: &Arc<State>,
+    request: &CallToolRequestParams,
+    ct: &CancellationToken,
+) -> Result<Option<CallToolResponse>, McpError> {
+    // The same checks, with the same messages, as the plain call.
+    let arguments = request.arguments.clone().unwrap_or_default();
+    let args: WaitAnswerArgs = serde_json::from_value(serde_json::Value::Object(arguments))
+        .map_err(|e| McpError::invalid_params(format!("invalid arguments: {e}"), None))?;
+    check_id("question id", &args.question_id)?;
+    // timeoutSeconds is checked but does not bound a task: the question's expiry does.
+    timeout_of(args.timeout_seconds)?;
+
+    let first = state.client.wait_for_answer(&args.question_id, Duration::ZERO);
+    let outcome = match park(first, ANSWER_GRACE, ct, None).await {
+        Parked::Done(Ok(outcome)) if !outcome.is_final() => outcome,
+        Parked::Done(read) => {
+            return answer_call_result(&state.relay_url, &args.question_id, read)
+                .map(|result| Some(CallToolResponse::Complete(result)));
+        }
+        Parked::Deadline | Parked::Cancelled => return Ok(None),
+    };
+    Ok(Some(CallToolResponse::Task(CreateTaskResult::new(spawn(
+        state, outcome,
+    )))))
+}
+
+/// Starts the wait for a pending question as a task and returns its first state.
+fn spawn(state: &Arc<State>, pending: AnswerOutcome) -> rmcp::model::Task {
+    let left = until(pending.expires_at);
+    let options = TaskOptions::new()
+        .with_ttl_ms(duration_ms(left + TTL_MARGIN))
+        .with_poll_interval_ms(duration_ms(POLL_INTERVAL))
+        .with_status_message(format!(
+            "Waiting for the person's answer on the phone to question \"{}\" (it expires at {}).",
+            pending.question_id, pending.expires_at
+        ));
+    let asked = Asked {
+        question_id: pending.question_id,
+        expires_at: pending.expires_at,
+        digest: None,
+    };
+    let deadline = tokio::time::Instant::now() + left + SETTLE_GRACE;
+    let waiting = state.clone();
+    state.tasks.manager.spawn(options, move |context| {
+        let state = waiting;
+        Box::pin(async move {
+            tokio::select! {
+                // Only this wait stops: the question stays open on the phone.
+                _ = context.cancelled() => Err(TaskExit::Cancelled),
+                read = state.client.wait_until_final(&asked, deadline) => {
+                    answer_call_result(&state.relay_url, &asked.question_id, read).map_err(TaskExit::Error)
+                }
+            }
+        })
+    })
+}
+
+fn duration_ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_time_left_is_zero_once_the_expiry_passed() {
+        let past = Timestamp(Timestamp::now().millis() - 5_000);
+        assert_eq!(until(past), Duration::ZERO);
+        let later = Timestamp(Timestamp::now().millis() + 60_000);
+        let left = until(later);
+        assert!(
+            left > Duration::from_secs(55) && left <= Duration::from_secs(60),
+            "{left:?}"
+        );
+    }
+}

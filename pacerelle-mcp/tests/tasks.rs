@@ -1,0 +1,342 @@
+//! `wait_for_answer` as an MCP task, through the real binary over stdio, against a real relay, with the phone
+//! played by `DeviceClient` and an rmcp client that declares the tasks extension and gives each request
+//! 10 s: the call returns a task at once, the wait outlives the client's timeout, and `tasks/get` yields
+//! exactly the plain call's result. A client without tasks gets the plain result.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::{Era, TestRelay, command, spawn, text};
+use pacerelle_client::{AgentClient, Answer, DeviceClient, QuestionState};
+use rmcp::model::{
+    CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
+    ClientCapabilities, ClientConfig, ClientRequest, CreateTaskResult, GetTaskParams, GetTaskRequest,
+    Implementation, ProtocolVersion, ServerResult, TaskPayload, TaskStatus,
+};
+use rmcp::service::{PeerRequestOptions, RunningService};
+use rmcp::transport::TokioChildProcess;
+use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
+use serde_json::{Value, json};
+
+/// The client's own timeout for every request, shorter than the person takes to answer.
+const CLIENT_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A client that declares the tasks extension.
+#[derive(Clone, Default)]
+struct TasksClient;
+
+impl ClientHandler for TasksClient {
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::builder().enable_tasks().build(),
+            Implementation::new("pacerelle-mcp-task-tests", "0"),
+        )
+        .with_protocol_version(ProtocolVersion::V_2025_11_25)
+    }
+}
+
+type Client = RunningService<RoleClient, TasksClient>;
+
+async fn spawn_tasks_client(agent: &AgentClient, relay_url: &str, era: Era) -> Client {
+    let (transport, _) = TokioChildProcess::builder(command(agent, relay_url, &[]))
+        .stderr(std::process::Stdio::inherit())
+        .spawn()
+        .expect("spawn pacerelle-mcp");
+    match era {
+        Era::Legacy => TasksClient.serve(transport).await.expect("initialize"),
+        Era::Modern => TasksClient
+            .serve_with_lifecycle(
+                transport,
+                ClientLifecycleMode::Discover {
+                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+                },
+            )
+            .await
+            .expect("discover"),
+    }
+}
+
+/// Sends `request` with the client's 10 s timeout.
+async fn send(client: &Client, request: ClientRequest) -> ServerResult {
+    client
+        .peer()
+        .send_request_with_option(request, PeerRequestOptions::with_timeout(CLIENT_TIMEOUT))
+        .await
+        .expect("sent")
+        .await_response()
+        .await
+        .expect("answered within the client's timeout")
+}
+
+async fn call(client: &Client, name: &'static str, arguments: Value) -> ServerResult {
+    let params =
+        CallToolRequestParams::new(name).with_arguments(arguments.as_object().expect("object").clone());
+    send(
+        client,
+        ClientRequest::CallToolRequest(CallToolRequest::new(params)),
+    )
+    .await
+}
+
+async fn ask(client: &Client, arguments: Value) -> String {
+    match call(client, "ask_user", arguments).await {
+        ServerResult::CallToolResult(result) => {
+            assert_ne!(result.is_error, Some(true), "{}", text(&result));
+            let asked = result.structured_content.expect("structured");
+            asked["questionId"].as_str().expect("questionId").to_string()
+        }
+        other => panic!("ask_user returns its result at once, not {other:?}"),
+    }
+}
+
+/// Calls `wait_for_answer` and expects a task.
+async fn wait_as_task(client: &Client, question_id: &str) -> CreateTaskResult {
+    match call(
+        client,
+        "wait_for_answer",
+        json!({"questionId": question_id, "timeoutSeconds": 30}),
+    )
+    .await
+    {
+        ServerResult::CreateTaskResult(task) => task,
+        other => panic!("a client with tasks gets a task, not {other:?}"),
+    }
+}
+
+/// Polls `tasks/get` at the interval the task suggests until it ends; returns how it ended.
+async fn poll_until_done(client: &Client, task: &CreateTaskResult, limit: Duration) -> TaskPayload {
+    let every = Duration::from_millis(task.task.poll_interval_ms.expect("a poll interval"));
+    let deadline = Instant::now() + limit;
+    loop {
+        let request = GetTaskRequest::new(GetTaskParams::new(task.task.task_id.clone()));
+        let got = match send(client, ClientRequest::GetTaskRequest(request)).await {
+            ServerResult::GetTaskResult(got) => got,
+            other => panic!("tasks/get answers with the task, not {other:?}"),
+        };
+        if got.task.status().is_terminal() {
+            return got.task.payload;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the task is still {:?}",
+            got.task.status()
+        );
+        tokio::time::sleep(every).await;
+    }
+}
+
+fn completed(payload: TaskPayload) -> CallToolResult {
+    match payload {
+        TaskPayload::Completed { result } => {
+            serde_json::from_value(Value::Object(result)).expect("a tool result")
+        }
+        other => panic!("the task should have completed, not {other:?}"),
+    }
+}
+
+/// What a plain `wait_for_answer` returns now for `question_id` (the question has settled).
+async fn plain(client: &Client, question_id: &str) -> CallToolResult {
+    let params = CallToolRequestParams::new("wait_for_answer").with_arguments(
+        json!({"questionId": question_id, "timeoutSeconds": 0})
+            .as_object()
+            .unwrap()
+            .clone(),
+    );
+    // A settled question is answered at once, as a plain result, even to a client with tasks.
+    match client.call_tool_once(params).await.expect("wait_for_answer") {
+        CallToolResponse::Complete(result) => result,
+        other => panic!("a settled question is answered at once, not {other:?}"),
+    }
+}
+
+/// The task's result is the plain call's: the same text blocks, structured content and error flag. (Only
+/// the `resultType: "complete"` discriminator may differ: 2025-11-25 results travel without it.)
+fn assert_same_result(from_task: &CallToolResult, from_plain_call: &CallToolResult) {
+    assert_eq!(from_task.content, from_plain_call.content);
+    assert_eq!(from_task.structured_content, from_plain_call.structured_content);
+    assert_eq!(from_task.is_error, from_plain_call.is_error);
+    assert_eq!(from_task.meta, from_plain_call.meta);
+}
+
+async fn seen_on_phone(device: &DeviceClient, question_id: &str) {
+    let list = device
+        .questions(Some(QuestionState::Pending))
+        .await
+        .expect("the phone lists its questions");
+    assert!(
+        list.questions.iter().any(|q| q.question_id == question_id),
+        "the phone should see question {question_id}"
+    );
+}
+
+#[tokio::test]
+async fn an_approval_given_after_the_clients_timeout_is_read_from_the_task_on_2025_11_25() {
+    an_approval_given_after_the_clients_timeout_is_read_from_the_task(Era::Legacy).await;
+}
+
+#[tokio::test]
+async fn an_approval_given_after_the_clients_timeout_is_read_from_the_task_on_2026_07_28() {
+    an_approval_given_after_the_clients_timeout_is_read_from_the_task(Era::Modern).await;
+}
+
+async fn an_approval_given_after_the_clients_timeout_is_read_from_the_task(era: Era) {
+    let relay = TestRelay::start().await;
+    let (agent, device) = relay.agent_and_device().await;
+    let client = spawn_tasks_client(&agent, &relay.url, era).await;
+    let declared = client
+        .peer_info()
+        .expect("server info")
+        .capabilities
+        .supports_tasks();
+    assert!(declared, "the server declares the tasks extension");
+
+    let id = ask(
+        &client,
+        json!({"question": "Deploy to production?", "kind": "yes_no", "expiresInSeconds": 600}),
+    )
+    .await;
+    seen_on_phone(&device, &id).await;
+
+    let called = Instant::now();
+    let task = wait_as_task(&client, &id).await;
+    assert!(
+        called.elapsed() < Duration::from_secs(5),
+        "the task comes at once"
+    );
+    assert_eq!(task.task.status, TaskStatus::Working);
+    let ttl = Duration::from_millis(task.task.ttl_ms.expect("a TTL"));
+    assert!(
+        ttl > Duration::from_secs(600),
+        "the TTL covers the question's 10 minutes: {ttl:?}"
+    );
+
+    // The person answers after the client's own timeout: a plain call would have been given up by then.
+    let answering = tokio::spawn(async move {
+        tokio::time::sleep(CLIENT_TIMEOUT + Duration::from_secs(1)).await;
+        device.answer(&id, Answer::Yes).await.expect("the phone answers");
+        id
+    });
+    let result = completed(poll_until_done(&client, &task, Duration::from_secs(60)).await);
+    assert!(
+        called.elapsed() > CLIENT_TIMEOUT,
+        "answered after the client's timeout"
+    );
+    let id = answering.await.expect("join");
+    assert_ne!(result.is_error, Some(true), "{}", text(&result));
+    let approved = result.structured_content.clone().expect("structured");
+    assert_eq!(approved["state"], "answered", "{approved}");
+    assert_eq!(approved["approved"], true);
+    assert_eq!(approved["answer"], "yes");
+    // Exactly what the plain call gives.
+    assert_same_result(&result, &plain(&client, &id).await);
+    client.cancel().await.expect("close");
+}
+
+#[tokio::test]
+async fn a_no_read_from_the_task_is_not_approved() {
+    let relay = TestRelay::start().await;
+    let (agent, device) = relay.agent_and_device().await;
+    let client = spawn_tasks_client(&agent, &relay.url, Era::Legacy).await;
+    let id = ask(
+        &client,
+        json!({"question": "Drop the staging database?", "kind": "yes_no"}),
+    )
+    .await;
+    seen_on_phone(&device, &id).await;
+    let task = wait_as_task(&client, &id).await;
+    device.answer(&id, Answer::No).await.expect("the phone says no");
+
+    let result = completed(poll_until_done(&client, &task, Duration::from_secs(30)).await);
+    let no = result.structured_content.clone().expect("structured");
+    assert_eq!(no["state"], "answered", "{no}");
+    assert_eq!(no["approved"], false);
+    assert_eq!(no["answer"], "no");
+    assert!(text(&result).contains("Do not act"), "{}", text(&result));
+    assert_same_result(&result, &plain(&client, &id).await);
+    client.cancel().await.expect("close");
+}
+
+#[tokio::test]
+async fn a_question_that_expires_while_its_task_waits_ends_expired_and_not_approved() {
+    let relay = TestRelay::start().await;
+    let (agent, _device) = relay.agent_and_device().await;
+    let client = spawn_tasks_client(&agent, &relay.url, Era::Legacy).await;
+    let id = ask(
+        &client,
+        json!({"question": "Force-push over main?", "kind": "yes_no", "expiresInSeconds": 3}),
+    )
+    .await;
+    let task = wait_as_task(&client, &id).await;
+    let ttl = Duration::from_millis(task.task.ttl_ms.expect("a TTL"));
+    assert!(
+        ttl < Duration::from_secs(600),
+        "the TTL follows the question's expiry: {ttl:?}"
+    );
+
+    // Nobody answers: the task ends with the expired result, a no.
+    let result = completed(poll_until_done(&client, &task, Duration::from_secs(30)).await);
+    let expired = result.structured_content.clone().expect("structured");
+    assert_eq!(expired["state"], "expired", "{expired}");
+    assert_eq!(expired["approved"], false);
+    assert_eq!(expired["answer"], Value::Null);
+    assert!(text(&result).contains("NO"), "{}", text(&result));
+    assert_same_result(&result, &plain(&client, &id).await);
+    client.cancel().await.expect("close");
+}
+
+#[tokio::test]
+async fn cancelling_the_task_stops_the_wait_and_leaves_the_question_open_on_the_phone() {
+    let relay = TestRelay::start().await;
+    let (agent, device) = relay.agent_and_device().await;
+    let client = spawn_tasks_client(&agent, &relay.url, Era::Legacy).await;
+    let id = ask(
+        &client,
+        json!({"question": "Rotate the API keys?", "kind": "yes_no"}),
+    )
+    .await;
+    let task = wait_as_task(&client, &id).await;
+
+    client
+        .peer()
+        .cancel_task(CancelTaskParams::new(task.task.task_id.clone()))
+        .await
+        .expect("tasks/cancel");
+    let ended = poll_until_done(&client, &task, Duration::from_secs(10)).await;
+    assert!(matches!(ended, TaskPayload::Cancelled), "{ended:?}");
+    // The question itself is still pending: the phone can still answer it.
+    seen_on_phone(&device, &id).await;
+    client.cancel().await.expect("close");
+}
+
+#[tokio::test]
+async fn a_client_without_tasks_gets_the_plain_result() {
+    let relay = TestRelay::start().await;
+    let (agent, _device) = relay.agent_and_device().await;
+    let server = spawn(&agent, &relay.url, &[], Era::Legacy).await;
+    let asked = server
+        .ok("ask_user", json!({"question": "Tag v1.2.0?", "kind": "yes_no"}))
+        .await;
+    let id = asked["questionId"].as_str().expect("questionId");
+    let params = CallToolRequestParams::new("wait_for_answer").with_arguments(
+        json!({"questionId": id, "timeoutSeconds": 1})
+            .as_object()
+            .unwrap()
+            .clone(),
+    );
+    match server
+        .client
+        .call_tool_once(params)
+        .await
+        .expect("wait_for_answer")
+    {
+        CallToolResponse::Complete(result) => {
+            let pending = result.structured_content.expect("structured");
+            assert_eq!(pending["state"], "pending", "{pending}");
+            assert_eq!(pending["approved"], false);
+        }
+        other => panic!("a client without tasks never gets a task: {other:?}"),
+    }
+    server.stop().await;
+}
