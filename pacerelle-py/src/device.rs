@@ -71,6 +71,13 @@ impl DeviceClient {
         }
     }
 
+    /// The fingerprint of this device's signing key (six groups of four hex digits), to compare with the one
+    /// an answer-log export names; `None` for a device paired before signing keys.
+    #[getter]
+    fn signing_fingerprint(&self) -> Option<String> {
+        self.inner.signing_fingerprint()
+    }
+
     #[pyo3(signature = (text, message_id = None))]
     fn send(&self, text: String, message_id: Option<String>) -> Call {
         let c = self.inner.clone();

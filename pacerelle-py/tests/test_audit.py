@@ -34,6 +34,10 @@ def test_signed_answers_export_and_verify(paired: Paired, tmp_path: Path) -> Non
     assert export["format"] == "pacerelle-answer-log"
     assert [r["questionId"] for r in export["records"]] == ["q_deploy", "q_drop"]
     assert export["devices"][0]["name"] == "Ana's phone"
+    # The fingerprint the export names is the one the phone shows.
+    fingerprint = paired.device.signing_fingerprint
+    assert fingerprint is not None and len(fingerprint.split()) == 6
+    assert export["devices"][0]["fingerprint"] == fingerprint
     assert pacerelle.verify_answer_log(export) == 2
 
     text = agent.export_answer_log(as_text=True)

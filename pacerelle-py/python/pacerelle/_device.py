@@ -63,6 +63,12 @@ class _Base:
     def agent_id(self) -> str:
         return self._client.credentials.agent_id
 
+    @property
+    def signing_fingerprint(self) -> str | None:
+        """The fingerprint of this device's signing key, as an answer-log export names it (None for a device
+        paired before signing keys)."""
+        return self._client.signing_fingerprint
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(agent_id={self.agent_id!r}, device_id={self.device_id!r})"
 
