@@ -20,6 +20,7 @@ pub const TARGET_NAMES: &[&str] = &[
     "policy",
     "hook",
     "webhook",
+    "answer-log",
     "relay",
 ];
 

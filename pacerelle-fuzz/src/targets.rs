@@ -65,6 +65,7 @@ pub fn parser_targets() -> Vec<Box<dyn Target>> {
         Box::new(PolicyTarget),
         Box::new(HookTarget::new()),
         Box::new(WebhookTarget),
+        Box::new(AnswerLogTarget::new()),
     ]
 }
 
@@ -729,6 +730,93 @@ impl Target for WebhookTarget {
                 1
             }
             Err(e) => signal_of(&e.to_string()),
+        }
+    }
+}
+
+// ---- answer-log export -----------------------------------------------------------------------------------
+
+/// Answer-log exports (`pacerelle audit verify`): a record is accepted only if it is one a device signed. The
+/// seeds are the export of the core's signature vectors and its 25 tampered copies; whatever `verify_export`
+/// accepts must carry, record by record, exactly what the untouched export's records carry (question bytes,
+/// digest, device, answer, time, approval, signature) — a mutation may reorder keys or change what is not
+/// signed (names, the export's time), never what an auditor relies on.
+#[derive(Debug)]
+pub struct AnswerLogTarget {
+    /// The export's texts: the untouched one first.
+    exports: Vec<Vec<u8>>,
+    /// The signed content of the untouched export's records.
+    signed: Vec<String>,
+}
+
+/// What a record's signature vouches for, as one comparable string.
+fn signed_content(record: &pacerelle_core::signing::ExportRecord) -> String {
+    serde_json::json!([
+        record.question_id,
+        record.question,
+        record.question_digest,
+        record.device_id,
+        record.answer,
+        record.answered_at,
+        record.approved,
+        record.signature,
+    ])
+    .to_string()
+}
+
+impl AnswerLogTarget {
+    fn new() -> Self {
+        let vectors: serde_json::Value =
+            serde_json::from_str(include_str!("../../pacerelle-core/tests/vectors/signature.json"))
+                .expect("the signature vectors parse");
+        let cases = vectors["cases"].as_array().cloned().unwrap_or_default();
+        let mut exports = Vec::new();
+        let mut signed = Vec::new();
+        for case in &cases {
+            let Some(export) = case.get("export") else {
+                continue;
+            };
+            let text = serde_json::to_vec(export).expect("an export serialises");
+            if case["type"] == "export" {
+                let parsed: pacerelle_core::signing::AnswerLogExport =
+                    serde_json::from_value(export.clone()).expect("the vectors' export parses");
+                signed = parsed.records.iter().map(signed_content).collect();
+                exports.insert(0, text);
+            } else {
+                exports.push(text);
+            }
+        }
+        assert!(!signed.is_empty(), "the signature vectors hold an export");
+        AnswerLogTarget { exports, signed }
+    }
+}
+
+impl Target for AnswerLogTarget {
+    fn name(&self) -> &'static str {
+        "answer-log"
+    }
+
+    fn seeds(&self) -> Vec<Vec<u8>> {
+        self.exports.clone()
+    }
+
+    fn run(&self, input: &[u8]) -> u64 {
+        let Ok(export) = serde_json::from_slice::<pacerelle_core::signing::AnswerLogExport>(input) else {
+            return 1;
+        };
+        match pacerelle_core::signing::verify_export(&export) {
+            Ok(count) => {
+                assert_eq!(count, export.records.len());
+                for record in &export.records {
+                    assert!(
+                        self.signed.contains(&signed_content(record)),
+                        "a record no device signed verified: {}",
+                        record.question_id
+                    );
+                }
+                2 + count as u64
+            }
+            Err(failure) => signal_of(failure.reason),
         }
     }
 }
