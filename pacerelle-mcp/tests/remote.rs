@@ -7,6 +7,7 @@ mod common;
 
 use std::path::PathBuf;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::time::Duration;
 
 use common::{Era, Server, TestClient, TestRelay, command};
@@ -15,6 +16,7 @@ use rmcp::model::ProtocolVersion;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ClientLifecycleMode, ClientServiceExt, ServiceExt};
+use rustls::pki_types::pem::PemObject;
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Child;
@@ -643,6 +645,56 @@ async fn a_client_that_sends_half_a_request_line_and_then_nothing_is_closed_afte
             .expect("response"),
     )
     .await;
+    endpoint.stop().await;
+}
+
+#[tokio::test]
+async fn over_tls_half_a_request_line_after_the_handshake_is_closed_after_the_header_timeout() {
+    use tokio::io::AsyncWriteExt;
+    let relay = TestRelay::start().await;
+    let (agent, _device) = relay.agent_and_device().await;
+    let pki = pki();
+    let args = [
+        "--http",
+        "0.0.0.0:0",
+        "--tls-cert",
+        pki.cert.to_str().unwrap(),
+        "--tls-key",
+        pki.key.to_str().unwrap(),
+        "--header-timeout",
+        "1",
+    ];
+    let endpoint = Endpoint::start(&agent, &relay.url, &args, Some(&new_bearer())).await;
+    let mut roots = rustls::RootCertStore::empty();
+    roots
+        .add(rustls::pki_types::CertificateDer::from_pem_slice(pki.ca_pem.as_bytes()).expect("CA"))
+        .expect("trusted");
+    let config =
+        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+    let tcp = tokio::net::TcpStream::connect(("127.0.0.1", endpoint.port))
+        .await
+        .expect("connect");
+    let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+        .connect(
+            rustls::pki_types::ServerName::try_from("localhost").expect("name"),
+            tcp,
+        )
+        .await
+        .expect("handshake");
+    tls.write_all(b"POST /mcp HTT").await.expect("write");
+    tls.flush().await.expect("flush");
+    let closed = tokio::time::timeout(Duration::from_secs(20), async {
+        let mut received = Vec::new();
+        let _ = tokio::io::AsyncReadExt::read_to_end(&mut tls, &mut received).await;
+        received
+    })
+    .await
+    .expect("the server closes the connection");
+    assert_eq!(closed, b"", "closed without an answer");
     endpoint.stop().await;
 }
 
