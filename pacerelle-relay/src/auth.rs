@@ -87,7 +87,8 @@ impl FromRequestParts<AppState> for AgentAuth {
     type Rejection = AppError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, AppError> {
-        match authenticate(parts, state).await? {
+        // Boxed: the lookup's room is not part of the handler's future, which a parked wait keeps.
+        match Box::pin(authenticate(parts, state)).await? {
             Principal::Agent { agent_id, .. } => Ok(AgentAuth { agent_id }),
             Principal::Device { .. } => Err(AppError::forbidden(
                 "a device credential cannot use /v1/agent routes; use the agent's credential",
@@ -100,7 +101,8 @@ impl FromRequestParts<AppState> for DeviceAuth {
     type Rejection = AppError;
 
     async fn from_request_parts(parts: &mut Parts, state: &AppState) -> Result<Self, AppError> {
-        match authenticate(parts, state).await? {
+        // Boxed: the lookup's room is not part of the handler's future, which a parked wait keeps.
+        match Box::pin(authenticate(parts, state)).await? {
             Principal::Device {
                 agent_id, device_id, ..
             } => Ok(DeviceAuth { agent_id, device_id }),

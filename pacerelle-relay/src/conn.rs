@@ -164,16 +164,32 @@ pub(crate) async fn serve(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        tokio::spawn(connection(
-            stream,
-            addr,
-            tls.clone(),
-            handshake,
-            slot,
-            router.clone(),
-            limits,
-            stopped.clone(),
-        ));
+        // Two kinds of task, each sized to its own path: a plain connection's task does not carry the room
+        // of a TLS stream and handshake (several KiB per connection, held by every parked wait).
+        match &tls {
+            None => {
+                tokio::spawn(plain_connection(
+                    stream,
+                    addr,
+                    slot,
+                    router.clone(),
+                    limits,
+                    stopped.clone(),
+                ));
+            }
+            Some(acceptor) => {
+                tokio::spawn(tls_connection(
+                    stream,
+                    addr,
+                    acceptor.clone(),
+                    handshake,
+                    slot,
+                    router.clone(),
+                    limits,
+                    stopped.clone(),
+                ));
+            }
+        }
     }
     drop(listener);
     let _ = stop.send(true);
@@ -398,12 +414,26 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Runs one connection: the TLS handshake if any, then HTTP/1.1 under the watchdog.
-#[allow(clippy::too_many_arguments)]
-async fn connection(
+/// Runs one plain-HTTP connection under the watchdog.
+async fn plain_connection(
     stream: TcpStream,
     addr: SocketAddr,
-    tls: Option<TlsAcceptor>,
+    slot: Slot,
+    router: Router,
+    limits: Limits,
+    stopped: watch::Receiver<bool>,
+) {
+    let conn = slot.conn.clone();
+    http(stream, addr, &conn, router, limits, stopped).await;
+    drop(slot);
+}
+
+/// Runs one HTTPS connection: the TLS handshake, then HTTP/1.1 under the watchdog.
+#[allow(clippy::too_many_arguments)]
+async fn tls_connection(
+    stream: TcpStream,
+    addr: SocketAddr,
+    acceptor: TlsAcceptor,
     handshake: Option<OwnedSemaphorePermit>,
     slot: Slot,
     router: Router,
@@ -411,26 +441,22 @@ async fn connection(
     mut stopped: watch::Receiver<bool>,
 ) {
     let conn = slot.conn.clone();
-    match tls {
-        None => http(stream, addr, &conn, router, limits, stopped).await,
-        Some(acceptor) => {
-            let tls = tokio::select! {
-                tls = crate::tls::handshake(&acceptor, stream, addr) => tls,
-                _ = conn.evict.notified() => None,
-                _ = stopped.wait_for(|stop| *stop) => None,
-            };
-            drop(handshake);
-            let Some(tls) = tls else { return };
-            {
-                // The head's time starts once the handshake (with its own timeout) is done.
-                let mut phase = lock(&conn.phase);
-                if let Phase::Head(_) = *phase {
-                    *phase = Phase::Head(Instant::now());
-                }
-            }
-            http(tls, addr, &conn, router, limits, stopped).await;
+    // The handshake is boxed: its room is gone once it is done, not kept for the connection's life.
+    let tls = tokio::select! {
+        tls = Box::pin(crate::tls::handshake(&acceptor, stream, addr)) => tls,
+        _ = conn.evict.notified() => None,
+        _ = stopped.wait_for(|stop| *stop) => None,
+    };
+    drop(handshake);
+    let Some(tls) = tls else { return };
+    {
+        // The head's time starts once the handshake (with its own timeout) is done.
+        let mut phase = lock(&conn.phase);
+        if let Phase::Head(_) = *phase {
+            *phase = Phase::Head(Instant::now());
         }
     }
+    http(tls, addr, &conn, router, limits, stopped).await;
     drop(slot);
 }
 
@@ -685,6 +711,39 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The size of the future `f` returns, without calling it.
+    fn future_of6<F, A, B, C, D, E, G, Fut>(_: &F) -> usize
+    where
+        F: Fn(A, B, C, D, E, G) -> Fut,
+    {
+        std::mem::size_of::<Fut>()
+    }
+
+    /// The same for a function of eight arguments.
+    fn future_of8<F, A, B, C, D, E, G, H, I, Fut>(_: &F) -> usize
+    where
+        F: Fn(A, B, C, D, E, G, H, I) -> Fut,
+    {
+        std::mem::size_of::<Fut>()
+    }
+
+    #[test]
+    fn a_plain_connection_task_has_no_room_for_tls() {
+        // Every open connection (a parked wait holds one) is a task this size: HTTP over TCP and the watchdog,
+        // not the TLS stream and handshake of the HTTPS path.
+        let plain = future_of6(&plain_connection);
+        let http = future_of6(&http::<TcpStream>);
+        let tls = future_of8(&tls_connection);
+        assert!(
+            plain < http + 512,
+            "plain connection task {plain} bytes, HTTP alone {http}"
+        );
+        assert!(
+            plain + 1024 < tls,
+            "plain connection task {plain} bytes, HTTPS {tls}"
+        );
+    }
 
     #[test]
     fn the_derived_cap_leaves_a_reserve_within_bounds() {

@@ -15,7 +15,7 @@ use pacerelle_core::wire::{
 };
 use pacerelle_core::{Cursor, Timestamp};
 
-use super::session::{lease_verdict, require_lease, session_of};
+use super::session::{SessionHeader, lease_verdict, require_lease};
 use super::{check_envelope, check_id, stored};
 use crate::app::AppState;
 use crate::auth::{AgentAuth, DeviceAuth};
@@ -65,7 +65,7 @@ pub(crate) async fn park(state: &AppState, sub: &mut Subscription<'_>, wait: Dur
 pub(crate) async fn wait(
     State(state): State<AppState>,
     auth: AgentAuth,
-    headers: HeaderMap,
+    session: SessionHeader,
     Query(q): Query<WaitQuery>,
 ) -> Result<Json<MessageBatch>, AppError> {
     let wait = wait_of(&q);
@@ -73,11 +73,13 @@ pub(crate) async fn wait(
         Some(text) => Some(Cursor::parse(text).map_err(|_| AppError::bad_cursor())?),
         None => None,
     };
+    drop(q);
     let agent_id = auth.agent_id;
-    let session = session_of(&headers);
+    let session = session.as_str();
     let after = given.unwrap_or(Cursor::START);
     let mut sub = state.wakes.subscribe(Topic::Inbox(agent_id.clone()));
-    let read = step(&state, &agent_id, session, after).await?;
+    // The reads are boxed: their room is not part of what a parked wait keeps.
+    let read = Box::pin(step(&state, &agent_id, session, after)).await?;
     if given.is_some_and(|given| given > read.global_head) {
         return Err(AppError::bad_cursor());
     }
@@ -90,7 +92,7 @@ pub(crate) async fn wait(
     park(&state, &mut sub, wait).await;
     drop(sub);
     // The lease may have changed hands while this wait was parked: the step reads it again.
-    let read = step(&state, &agent_id, session, after).await?;
+    let read = Box::pin(step(&state, &agent_id, session, after)).await?;
     Ok(Json(handed(&state, &agent_id, after, read, given)))
 }
 
@@ -264,22 +266,21 @@ pub(crate) async fn conversation(
     Query(q): Query<WaitQuery>,
 ) -> Result<Json<Conversation>, AppError> {
     let wait = wait_of(&q);
-    let given = cursor_of(&state, &q).await?;
+    let given = Box::pin(cursor_of(&state, &q)).await?;
     let after = given.unwrap_or(Cursor::START);
     let updates = q.updates.unwrap_or(false);
 
     let mut sub = state.wakes.subscribe(Topic::Conversation(auth.agent_id.clone()));
-    let (items, cursor) = state
-        .store
-        .conversation(
-            &auth.agent_id,
-            &auth.device_id,
-            after,
-            PAGE_LIMIT,
-            updates,
-            Timestamp::now(),
-        )
-        .await?;
+    // The reads are boxed: their room is not part of what a parked wait keeps.
+    let (items, cursor) = Box::pin(state.store.conversation(
+        &auth.agent_id,
+        &auth.device_id,
+        after,
+        PAGE_LIMIT,
+        updates,
+        Timestamp::now(),
+    ))
+    .await?;
     if !items.is_empty() || wait.is_zero() || state.shutdown.is_triggered() {
         return Ok(Json(Conversation {
             cursor: keep_if_empty(items.is_empty(), cursor, given),
@@ -289,20 +290,52 @@ pub(crate) async fn conversation(
 
     park(&state, &mut sub, wait).await;
     drop(sub);
-    auth.still_valid(&state).await?;
-    let (items, cursor) = state
-        .store
-        .conversation(
-            &auth.agent_id,
-            &auth.device_id,
-            after,
-            PAGE_LIMIT,
-            updates,
-            Timestamp::now(),
-        )
-        .await?;
+    Box::pin(auth.still_valid(&state)).await?;
+    let (items, cursor) = Box::pin(state.store.conversation(
+        &auth.agent_id,
+        &auth.device_id,
+        after,
+        PAGE_LIMIT,
+        updates,
+        Timestamp::now(),
+    ))
+    .await?;
     Ok(Json(Conversation {
         cursor: keep_if_empty(items.is_empty(), cursor, given),
         items,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The size of the future `f` returns, without calling it.
+    fn future_of<F, A, B, C, D, Fut>(_: &F) -> usize
+    where
+        F: Fn(A, B, C, D) -> Fut,
+    {
+        std::mem::size_of::<Fut>()
+    }
+
+    /// The same for a function of three arguments.
+    fn future_of3<F, A, B, C, Fut>(_: &F) -> usize
+    where
+        F: Fn(A, B, C) -> Fut,
+    {
+        std::mem::size_of::<Fut>()
+    }
+
+    #[test]
+    fn a_parked_wait_keeps_no_room_for_the_store_reads() {
+        // What a parked wait holds is the wait's future: the park and what the wait keeps across it. The store's
+        // reads before and after are boxed, so their room is not part of it.
+        let wait = future_of(&wait);
+        let park = future_of3(&park);
+        let read = future_of(&step);
+        assert!(
+            wait < park + read,
+            "the wait's future ({wait} bytes) holds the park ({park}) and a store read ({read})"
+        );
+    }
 }

@@ -1,6 +1,7 @@
 //! Agent sessions and the lease (DESIGN §7): one session consumes the inbox at a time.
 
-use axum::extract::State;
+use axum::extract::{FromRequestParts, State};
+use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode};
 use pacerelle_core::wire::{OpenSession, SESSION_HEADER, SessionInfo};
 use pacerelle_core::{Timestamp, ids};
@@ -37,6 +38,28 @@ pub(crate) async fn require_lease(
 /// The session header of a request, if any.
 pub(crate) fn session_of(headers: &HeaderMap) -> Option<&str> {
     headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok())
+}
+
+/// The session header alone, for a handler that holds it across a long-poll: its text copied out, so that
+/// nothing of the request (whose header values share hyper's read buffer) outlives the extractors — a header
+/// value kept would keep that buffer, and the connection would take a second one to watch for the client's
+/// close while the request is parked.
+#[derive(Debug, Clone)]
+pub(crate) struct SessionHeader(Option<String>);
+
+impl SessionHeader {
+    /// The header's text, as [`session_of`] reads it.
+    pub(crate) fn as_str(&self) -> Option<&str> {
+        self.0.as_deref()
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for SessionHeader {
+    type Rejection = std::convert::Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        Ok(SessionHeader(session_of(&parts.headers).map(str::to_owned)))
+    }
 }
 
 /// [`require_lease`]'s rule on facts already read: the lease now, the caller's session, and whether that
