@@ -665,6 +665,10 @@ pub async fn up(global: &Global, args: UpArgs) -> Result<()> {
             );
         }
         print_skill_commands();
+        println!(
+            "\nAn agent on another machine (a CI runner, a cloud agent): serve pacerelle-mcp over HTTPS with a \
+             bearer of your own, one `url` + `Authorization` entry in its host (docs/hosts/remote.md)."
+        );
         println!("\nMore: docs/hosts/ (one page per host) and docs/hooks.md (the gate before tool calls).");
         println!(
             "\nPairing link (valid {}, single use):\n\n  {}\n",

@@ -322,4 +322,6 @@ fn up_names_the_commands_that_write_the_skill_for_this_user() {
         !claude.exists() && !codex.exists(),
         "up only says where the skill goes"
     );
+    // And where the one-entry configuration for an agent on another machine is.
+    assert!(text.contains("docs/hosts/remote.md"), "{text}");
 }
