@@ -272,15 +272,17 @@ pub(crate) async fn conversation(
 
     let mut sub = state.wakes.subscribe(Topic::Conversation(auth.agent_id.clone()));
     // The reads are boxed: their room is not part of what a parked wait keeps.
-    let (items, cursor) = Box::pin(state.store.conversation(
-        &auth.agent_id,
-        &auth.device_id,
-        after,
-        PAGE_LIMIT,
-        updates,
-        Timestamp::now(),
-    ))
-    .await?;
+    let read = || {
+        Box::pin(state.store.conversation(
+            &auth.agent_id,
+            &auth.device_id,
+            after,
+            PAGE_LIMIT,
+            updates,
+            Timestamp::now(),
+        ))
+    };
+    let (items, cursor) = read().await?;
     if !items.is_empty() || wait.is_zero() || state.shutdown.is_triggered() {
         return Ok(Json(Conversation {
             cursor: keep_if_empty(items.is_empty(), cursor, given),
@@ -291,15 +293,7 @@ pub(crate) async fn conversation(
     park(&state, &mut sub, wait).await;
     drop(sub);
     Box::pin(auth.still_valid(&state)).await?;
-    let (items, cursor) = Box::pin(state.store.conversation(
-        &auth.agent_id,
-        &auth.device_id,
-        after,
-        PAGE_LIMIT,
-        updates,
-        Timestamp::now(),
-    ))
-    .await?;
+    let (items, cursor) = read().await?;
     Ok(Json(Conversation {
         cursor: keep_if_empty(items.is_empty(), cursor, given),
         items,
