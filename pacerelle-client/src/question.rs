@@ -285,6 +285,7 @@ impl AgentClient {
             answered_by: view.answered_by.as_deref(),
             answered_at: view.answered_at,
             answer_envelope: view.answer_envelope.as_deref(),
+            channel: view.channel,
         };
         question::verdict_signed(
             &self.inner.agent_id,
@@ -376,6 +377,7 @@ impl AgentClient {
             expires_at,
             recipients: Vec::new(),
             answer_key: None,
+            channels: Vec::new(),
         };
         payload
             .validate()

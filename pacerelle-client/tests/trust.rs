@@ -164,6 +164,7 @@ async fn a_question_id_never_carries_two_questions() {
         expires_at: Timestamp::now().plus_millis(600_000),
         recipients: vec![phone.credentials().device_id.as_str().to_string()],
         answer_key: None,
+        channels: Vec::new(),
     };
     let swapped = envelope::seal_json(
         &agent.token().self_key(agent.agent_id()),

@@ -574,6 +574,7 @@ fn digest_question() -> QuestionPayload {
         expires_at: Timestamp::parse("2026-11-30T01:00:00.000Z").expect("fixed time parses"),
         recipients: vec![DEVICE_ID.into(), "dv_other".into()],
         answer_key: Some(b64::encode(&ANSWER_KEY)),
+        channels: Vec::new(),
     }
 }
 
@@ -622,6 +623,7 @@ fn envelope_file() -> File<EnvelopeCase> {
         expires_at: Timestamp::parse("2026-11-30T00:20:00.000Z").expect("fixed time parses"),
         recipients: vec![DEVICE_ID.into()],
         answer_key: None,
+        channels: Vec::new(),
     })
     .expect("question serialises");
     let answer = serde_json::to_string(&AnswerPayload {
@@ -641,6 +643,7 @@ fn envelope_file() -> File<EnvelopeCase> {
         expires_at: Timestamp::parse("2026-12-01T09:00:00.000Z").expect("fixed time parses"),
         recipients: vec![DEVICE_ID.into()],
         answer_key: None,
+        channels: Vec::new(),
     })
     .expect("question serialises");
     let choice_answer = serde_json::to_string(&AnswerPayload {
@@ -1215,6 +1218,7 @@ fn verdict_case(own: &OwnQuestion, own_envelope: &str, input: VerdictInput) -> Q
         answered_by: input.answered_by,
         answered_at: input.answered_at.map(time),
         answer_envelope: envelope.as_deref(),
+        channel: None,
     };
     let now = time(input.now);
     let v = question::verdict(
@@ -2086,6 +2090,7 @@ fn signed_verdict_cases() -> Vec<SignatureCase> {
             answered_by: Some(DEVICE_ID),
             answered_at: Some(relay_time),
             answer_envelope: Some(&answer_envelope),
+            channel: None,
         };
         let v = question::verdict_signed(
             AGENT_ID,
@@ -2230,6 +2235,7 @@ fn answered() -> Vec<Answered> {
                 expires_at: time(expires),
                 recipients: to.iter().map(|d| d.to_string()).collect(),
                 answer_key: None,
+                channels: Vec::new(),
             }
         };
     vec![

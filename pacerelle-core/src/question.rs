@@ -94,6 +94,28 @@ impl QuestionState {
     }
 }
 
+/// The way an answer reached the agent (docs/mcp.md, "Asking at the computer too").
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Channel {
+    /// On a paired device: sealed by that device, signed with its key when it has one.
+    Phone,
+    /// At the computer, through the agent's host (an MCP elicitation): sealed by the agent itself, with its
+    /// own key. The host is the party a gate watches, so such an answer counts only for a question whose
+    /// sealed [`QuestionPayload::channels`] accepts it.
+    Host,
+}
+
+impl Channel {
+    /// The channel's wire name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Channel::Phone => "phone",
+            Channel::Host => "host",
+        }
+    }
+}
+
 /// What a question carries, sealed for each device and for the agent itself.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -120,17 +142,28 @@ pub struct QuestionPayload {
     /// a copy of its answer so that every recipient can show which answer counts. Never a reason to approve.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer_key: Option<String>,
+    /// The channels whose answers count besides the phone: empty (the default) for the phone only,
+    /// `[host]` when the agent also asks at the computer. Sealed, so neither the relay nor a host can widen
+    /// it after the question is asked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub channels: Vec<Channel>,
 }
 
 impl QuestionPayload {
-    /// True when `other` asks the same thing: same text, kind, options, `multiple` and details. The expiry,
-    /// recipients and answer key are drawn at each ask and not compared.
+    /// True when an answer given at the computer counts for this question.
+    pub fn accepts_host(&self) -> bool {
+        self.channels.contains(&Channel::Host)
+    }
+
+    /// True when `other` asks the same thing: same text, kind, options, `multiple`, details and accepted
+    /// channels. The expiry, recipients and answer key are drawn at each ask and not compared.
     pub fn same_question(&self, other: &QuestionPayload) -> bool {
         self.question == other.question
             && self.kind == other.kind
             && self.options == other.options
             && self.multiple == other.multiple
             && self.details == other.details
+            && self.accepts_host() == other.accepts_host()
     }
 
     /// The answer key, when the question carries a valid one.
@@ -324,6 +357,17 @@ pub fn answer_aad<'a>(agent_id: &'a str, device_id: &'a str, question_id: &'a st
     }
 }
 
+/// The context of an answer given at the computer, which the agent seals for itself (`deviceId` = "").
+pub fn host_answer_aad<'a>(agent_id: &'a str, question_id: &'a str) -> Aad<'a> {
+    Aad {
+        agent_id,
+        device_id: "",
+        direction: Direction::AgentToSelf,
+        kind: KIND_ANSWER,
+        object_id: question_id,
+    }
+}
+
 /// Why the relay refuses a transition.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
@@ -391,6 +435,19 @@ impl QuestionRecord {
         Ok(())
     }
 
+    /// Records the first answer as given at the computer (channel `host`: no device). The same rules as
+    /// [`QuestionRecord::answer`]: later, late and cancelled are refused.
+    pub fn answer_at_host(&mut self, now: Timestamp) -> Result<(), Refusal> {
+        self.expire_if_due(now);
+        if self.state != QuestionState::Pending {
+            return Err(Self::refusal(self.state));
+        }
+        self.state = QuestionState::Answered;
+        self.answered_by = None;
+        self.closed_at = Some(now);
+        Ok(())
+    }
+
     /// Cancels a pending question. Cancelling a cancelled one is a no-op; other terminal states refuse.
     pub fn cancel(&mut self, now: Timestamp) -> Result<(), Refusal> {
         self.expire_if_due(now);
@@ -428,6 +485,9 @@ pub struct RelayReport<'a> {
     pub answered_at: Option<Timestamp>,
     /// The sealed answer it returned.
     pub answer_envelope: Option<&'a str>,
+    /// The channel it says the answer came through (none: the phone, as from a relay that predates
+    /// channels).
+    pub channel: Option<Channel>,
 }
 
 /// The agent's conclusion about a question.
@@ -447,6 +507,8 @@ pub struct Verdict {
     pub signature: Option<String>,
     /// Why an answer the relay reported was not accepted.
     pub rejected: Option<&'static str>,
+    /// The channel of the answer that opened.
+    pub channel: Option<Channel>,
 }
 
 /// The reason [`verdict_signed`] gives for an unsigned answer from a device with a pinned signing key.
@@ -505,10 +567,16 @@ pub fn verdict_signed(
             answered_at: None,
             rejected,
             signature: None,
+            channel: None,
         }
     };
     if report.state != QuestionState::Answered {
         return unanswered(None);
+    }
+    if report.channel == Some(Channel::Host) {
+        return unanswered(Some(
+            "the relay reported an answer given at the computer, which only host_verdict judges",
+        ));
     }
     let (Some(device), Some(sealed)) = (report.answered_by, report.answer_envelope) else {
         return unanswered(Some("the relay reported an answer without its sealed content"));
@@ -588,6 +656,90 @@ pub fn verdict_signed(
         answered_at: Some(payload.answered_at),
         rejected: None,
         signature: payload.signature,
+        channel: Some(Channel::Phone),
+    }
+}
+
+/// Why [`host_verdict`] refuses an answer given at the computer to a question that did not accept one.
+pub const HOST_NOT_ACCEPTED: &str =
+    "the answer was given at the computer, and this question accepts answers from the phone only";
+
+/// Decides what a report of an answer given at the computer means, on the agent side.
+///
+/// Such an answer is sealed by the agent itself with `self_key` ([`host_answer_aad`]): the relay can neither
+/// read nor forge it. It counts only for a question whose sealed payload accepts the host channel
+/// ([`QuestionPayload::accepts_host`]), for exactly that question (its digest), and before the expiry;
+/// otherwise it is treated as no answer and never approved. It carries no device signature: it is not in the
+/// log a verifier can check without the agent's keys.
+#[cfg(feature = "content")]
+pub fn host_verdict(
+    agent_id: &str,
+    own: &OwnQuestion,
+    report: &RelayReport<'_>,
+    self_key: &ContentKey,
+    now: Timestamp,
+) -> Verdict {
+    let question = &own.payload;
+    let question_id = own.question_id.as_str();
+    let unanswered = |rejected: Option<&'static str>| Verdict {
+        state: match report.state {
+            QuestionState::Cancelled => QuestionState::Cancelled,
+            _ if now >= question.expires_at => QuestionState::Expired,
+            QuestionState::Expired => QuestionState::Expired,
+            _ => QuestionState::Pending,
+        },
+        approved: false,
+        answer: None,
+        answered_by: None,
+        answered_at: None,
+        rejected,
+        signature: None,
+        channel: None,
+    };
+    if report.state != QuestionState::Answered || report.channel != Some(Channel::Host) {
+        return unanswered(None);
+    }
+    let Some(sealed) = report.answer_envelope else {
+        return unanswered(Some("the relay reported an answer without its sealed content"));
+    };
+    if report.answered_by.is_some() {
+        return unanswered(Some("the relay reported an answer at the computer from a device"));
+    }
+    let payload =
+        match envelope::open_json::<AnswerPayload>(self_key, &host_answer_aad(agent_id, question_id), sealed)
+        {
+            Ok(payload) => payload,
+            Err(_) => {
+                return unanswered(Some(
+                    "the answer at the computer did not open with the agent's key",
+                ));
+            }
+        };
+    if payload.question_id != question_id || payload.question_digest.as_deref() != Some(own.digest.as_str()) {
+        return unanswered(Some(
+            "the answer was given to a different question asked under the same id",
+        ));
+    }
+    if !question.accepts_host() {
+        return unanswered(Some(HOST_NOT_ACCEPTED));
+    }
+    let in_time = payload.answered_at < question.expires_at
+        && report.answered_at.is_none_or(|t| t < question.expires_at);
+    if !in_time {
+        return unanswered(Some("the answer came after the expiry"));
+    }
+    if !crate::signing::answer_fits(question, &payload.answer) {
+        return unanswered(Some("the answer does not fit the question"));
+    }
+    Verdict {
+        state: QuestionState::Answered,
+        approved: matches!(payload.answer, Answer::Yes | Answer::Options(_)),
+        answer: Some(payload.answer),
+        answered_by: None,
+        answered_at: Some(payload.answered_at),
+        rejected: None,
+        signature: None,
+        channel: Some(Channel::Host),
     }
 }
 
@@ -612,6 +764,7 @@ mod tests {
             expires_at: Timestamp(expires),
             recipients: vec!["dv_0".into(), "dv_1".into(), "dv_2".into()],
             answer_key: None,
+            channels: Vec::new(),
         }
     }
 
@@ -652,6 +805,7 @@ mod tests {
             answered_by: Some(by),
             answered_at: Some(Timestamp(at)),
             answer_envelope: Some(env),
+            channel: None,
         }
     }
 
@@ -748,6 +902,7 @@ mod tests {
             answered_by: Some("dv_1"),
             answered_at: None,
             answer_envelope: None,
+            channel: None,
         };
         assert!(!judge(&q, &bare, 60).approved);
     }
@@ -888,6 +1043,7 @@ mod tests {
             answered_by: None,
             answered_at: None,
             answer_envelope: None,
+            channel: None,
         };
         assert_eq!(judge(&q, &none, 50).state, QuestionState::Pending);
         // The relay says pending past the expiry: the agent's clock says expired.
@@ -972,8 +1128,8 @@ mod tests {
             }
             let state = record.state_at(Timestamp(clock));
             let rep = match &stored {
-                Some((dv, env, _, _)) => RelayReport { state, answered_by: Some(dv), answered_at: record.closed_at, answer_envelope: Some(env) },
-                None => RelayReport { state, answered_by: None, answered_at: None, answer_envelope: None },
+                Some((dv, env, _, _)) => RelayReport { state, answered_by: Some(dv), answered_at: record.closed_at, answer_envelope: Some(env), channel: None,  },
+                None => RelayReport { state, answered_by: None, answered_at: None, answer_envelope: None, channel: None,  },
             };
             let v = judge(&q, &rep, clock);
             let expected = matches!(&stored, Some((_, _, true, true))) && state == QuestionState::Answered;

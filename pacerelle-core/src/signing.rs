@@ -491,6 +491,7 @@ mod tests {
             expires_at: Timestamp(2_000_000),
             recipients: recipients.iter().map(|r| r.to_string()).collect(),
             answer_key: None,
+            channels: Vec::new(),
         }
     }
 

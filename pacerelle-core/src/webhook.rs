@@ -144,6 +144,7 @@ mod tests {
                 answered_at: None,
                 answer_envelope: Some("AQ".into()),
                 cursor: Cursor(1),
+                channel: None,
             },
         };
         serde_json::to_vec(&event).expect("json")

@@ -47,7 +47,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::cursor::Cursor;
 use crate::pairing::Role;
-use crate::question::{QuestionKind, QuestionState};
+use crate::question::{Channel, QuestionKind, QuestionState};
 use crate::time::Timestamp;
 
 /// Header carrying the registration secret when the relay is not open for registration.
@@ -717,6 +717,10 @@ pub struct QuestionMeta {
     /// The answer sealed with the question's answer key ([`AnswerQuestion::copy`]), for display only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub answer_copy: Option<String>,
+    /// How the answer came: `phone` (a device; `answeredBy` names it) or `host` (at the computer, through
+    /// the agent; no `answeredBy`). Absent while unanswered.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<Channel>,
 }
 
 /// `POST /v1/agent/questions`: a question sealed for each owner device and for the agent itself.
@@ -769,6 +773,10 @@ pub struct QuestionView {
     /// The sealed [`crate::question::AnswerPayload`].
     #[serde(default)]
     pub answer_envelope: Option<String>,
+    /// How the answer came: `phone` (`answeredBy` names the device) or `host` (at the computer, sealed by the
+    /// agent itself). Absent while unanswered, and from relays that predate channels (then `phone`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<Channel>,
     /// Its position in the agent's stream (the answer log pages by it).
     pub cursor: Cursor,
 }
@@ -1023,6 +1031,7 @@ mod tests {
                 answered_at: Some(Timestamp(1000)),
                 answered_by_name: Some("phone".into()),
                 answer_copy: None,
+                channel: None,
             }),
             created_at: Timestamp(1000),
             cursor: Cursor(4),

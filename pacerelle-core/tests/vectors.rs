@@ -779,6 +779,7 @@ fn check_verdict(case: &VerdictCase) {
         answered_by: case.report.answered_by.as_deref(),
         answered_at: case.report.answered_at.as_deref().map(time),
         answer_envelope: case.report.answer_envelope.as_deref(),
+        channel: None,
     };
     let v = question::verdict(
         &case.agent_id,
@@ -1192,6 +1193,7 @@ fn question_answer_and_roster_vectors_agree_with_the_verdict() {
             answered_by: Some("dv_vector"),
             answered_at: Timestamp::parse("2026-11-30T00:41:02.500Z"),
             answer_envelope: Some(envelope),
+            channel: None,
         }
     }
     for roster in &rosters {
@@ -1807,6 +1809,7 @@ fn check_signed_verdict(case: SignatureCase) {
         answered_by: Some(&device_id),
         answered_at: Some(time(&answered_at)),
         answer_envelope: Some(&answer_envelope),
+        channel: None,
     };
     let pinned = pinned_key
         .as_deref()

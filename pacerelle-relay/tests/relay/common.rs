@@ -414,6 +414,7 @@ pub fn yes_no(text: &str, devices: &[&Device], expires_in_ms: i64) -> QuestionPa
         expires_at: Timestamp::now().plus_millis(expires_in_ms),
         recipients: devices.iter().map(|d| d.id.clone()).collect(),
         answer_key: None,
+        channels: Vec::new(),
     }
 }
 

@@ -141,6 +141,7 @@ async fn a_question_is_created_once_answered_once_and_the_answer_opens_as_sent()
         answered_by: v.answered_by.as_deref(),
         answered_at: v.answered_at,
         answer_envelope: v.answer_envelope.as_deref(),
+        channel: None,
     };
     let decided = verdict(
         &agent.id,

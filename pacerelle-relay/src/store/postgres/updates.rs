@@ -57,6 +57,9 @@ pub(super) fn conversation_meta(
         kind: kind_of(kind)?,
         state: record.state_at(now),
         expires_at: record.expires_at,
+        channel: answered_by
+            .as_ref()
+            .map(|_| pacerelle_core::question::Channel::Phone),
         answered_by,
         answered_at: answered_at.map(Timestamp),
         answered_by_name,

@@ -139,6 +139,10 @@ impl QuestionRow {
             kind: kind_of(&self.kind)?,
             state: record.state,
             expires_at: record.expires_at,
+            channel: self
+                .answered_by
+                .as_ref()
+                .map(|_| pacerelle_core::question::Channel::Phone),
             answered_by: self.answered_by.clone(),
             answered_at: self.answered_at.map(ts),
             answered_by_name: self.answered_by_name.clone(),
@@ -166,6 +170,10 @@ impl QuestionRow {
             closed_at: record.closed_at,
             self_envelope: self.self_envelope,
             recipients,
+            channel: self
+                .answered_by
+                .as_ref()
+                .map(|_| pacerelle_core::question::Channel::Phone),
             answered_by: self.answered_by,
             answered_by_name: self.answered_by_name,
             answered_at: self.answered_at.map(ts),
@@ -676,6 +684,9 @@ pub(super) fn conversation_meta(
         kind: kind_of(kind)?,
         state: record.state_at(now),
         expires_at: record.expires_at,
+        channel: answered_by
+            .as_ref()
+            .map(|_| pacerelle_core::question::Channel::Phone),
         answered_by,
         answered_at: answered_at.map(ts),
         answered_by_name,
