@@ -208,6 +208,7 @@ mod tests {
             created_at: Timestamp(0),
             digest: String::new(),
             answer_key: None,
+            channel: None,
         }
     }
 

@@ -148,6 +148,7 @@ pub async fn ask(global: &Global, args: AskArgs) -> Result<ExitCode> {
         details,
         expires_in: args.expires,
         question_id: args.id,
+        channels: Vec::new(),
     };
     let asked = agent.ask_user(request).await?;
     if !global.json {
@@ -222,6 +223,7 @@ mod tests {
             expires_at: Timestamp(0),
             rejected: None,
             signed: false,
+            channel: None,
         }
     }
 

@@ -25,8 +25,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Result;
+use pacerelle_client::Conclusion;
 use pacerelle_client::gate::{self, Asking, Gate, Ruling};
-use pacerelle_client::{Conclusion, QuestionRequest};
 
 pub use host::{Decision, guard_against_panics, print_decision};
 use install::{InstallArgs, UninstallArgs};
@@ -182,7 +182,7 @@ async fn rule(
                 input.cwd.as_deref(),
                 &evaluation.reason,
             );
-            let request = QuestionRequest::yes_no(question).with_details(details);
+            let request = gate.question(question).with_details(details);
             let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
             gate::ask(&agent, Asking::within(request, remaining)).await
         }

@@ -9,7 +9,7 @@ use pacerelle_core::keys::ContentKey;
 use pacerelle_core::message::{ReplyPayload, TaskPayload, reply_aad, task_aad};
 use pacerelle_core::pairing::{self, PairingSecret, Role};
 use pacerelle_core::question::{
-    Answer, AnswerPayload, Level, NotificationPayload, QuestionKind, QuestionPayload, QuestionState,
+    Answer, AnswerPayload, Channel, Level, NotificationPayload, QuestionKind, QuestionPayload, QuestionState,
     answer_aad, answer_copy_aad, notification_aad, question_aad, question_digest,
 };
 use pacerelle_core::signing::{PublicKey, SignedAnswer, SigningKey, seal_signing_key};
@@ -182,6 +182,10 @@ pub struct OpenedQuestion {
     /// display (the agent decides from the answer sealed for it alone). `None` while unanswered, or for an
     /// answer given without a copy.
     pub answer: Option<Answer>,
+    /// How the answer came: `phone` (a device; `answered_by` names it) or `host` (the person answered at the
+    /// computer, through the agent). `None` while unanswered.
+    #[serde(default)]
+    pub channel: Option<Channel>,
     /// When it was asked.
     pub created_at: Timestamp,
     /// [`pacerelle_core::question::question_digest`] of the question as opened: an answer names it.
@@ -805,6 +809,7 @@ impl DeviceClient {
         q.answered_by = meta.answered_by.clone();
         q.answered_at = meta.answered_at;
         q.answered_by_name = meta.answered_by_name.clone();
+        q.channel = meta.channel;
         let key = q
             .answer_key
             .as_deref()
@@ -849,6 +854,7 @@ impl DeviceClient {
             answered_at: meta.answered_at,
             answered_by_name: meta.answered_by_name.clone(),
             answer,
+            channel: meta.channel,
             created_at,
             digest,
             answer_key: payload.answer_key,
@@ -863,7 +869,13 @@ impl DeviceClient {
         digest: &str,
         meta: &QuestionMeta,
     ) -> Option<Answer> {
-        let (Some(by), Some(copy), Some(key)) = (&meta.answered_by, &meta.answer_copy, key) else {
+        // An answer given at the computer has its copy sealed by the agent itself (device "").
+        let by = match (meta.channel, &meta.answered_by) {
+            (Some(Channel::Host), None) => "",
+            (Some(Channel::Host), Some(_)) => return None,
+            (_, by) => by.as_deref()?,
+        };
+        let (Some(copy), Some(key)) = (&meta.answer_copy, key) else {
             return None;
         };
         let copy: AnswerPayload = open(&key, &answer_copy_aad(agent_id, by, question_id), copy).ok()?;

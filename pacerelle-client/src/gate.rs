@@ -297,6 +297,12 @@ impl Gate {
         }
     }
 
+    /// The gate's question for a call: yes or no, with the channels the policy accepts (the phone only,
+    /// unless the policy's `channels` lists `host`).
+    pub fn question(&self, question: String) -> QuestionRequest {
+        QuestionRequest::yes_no(question).answered_at_host(self.policy.accepts_host())
+    }
+
     /// The file the policy came from, if any.
     pub fn file(&self) -> Option<&Path> {
         self.file.as_deref()
@@ -513,6 +519,7 @@ mod tests {
             expires_at: Timestamp(0),
             rejected: None,
             signed: false,
+            channel: None,
         }
     }
 

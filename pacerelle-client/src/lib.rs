@@ -30,7 +30,7 @@ pub use gate::{Conclusion, Gate, Ruling};
 pub use listener::{LeaseState, Listener};
 pub use machine::machine_name;
 pub use pacerelle_core as core;
-pub use pacerelle_core::question::{Answer, Level, QuestionKind, QuestionState};
+pub use pacerelle_core::question::{Answer, Channel, Level, QuestionKind, QuestionState};
 pub use pacerelle_core::signing::{AnswerLogExport, ExportDevice, ExportRecord, VerifyFailure};
 pub use pacerelle_core::wire::{
     AgentInfo, DeviceInfo, DeviceSelf, ItemKind, ItemState, MessageState, Presence, Processed, QuestionMeta,

@@ -11,12 +11,15 @@ use std::time::Duration;
 
 use pacerelle_core::envelope;
 use pacerelle_core::question::{
-    self, Answer, Level, NotificationPayload, OwnQuestion, QuestionKind, QuestionPayload, QuestionState,
-    RelayReport, notification_aad, question_aad,
+    self, Answer, AnswerPayload, Channel, Level, NotificationPayload, OwnQuestion, QuestionKind,
+    QuestionPayload, QuestionState, RelayReport, answer_copy_aad, host_answer_aad, notification_aad,
+    question_aad,
 };
 use pacerelle_core::roster::Roster;
 use pacerelle_core::signing::PublicKey;
-use pacerelle_core::wire::{self, CreateQuestion, DeviceEnvelope, QuestionView, SendNotification, Stored};
+use pacerelle_core::wire::{
+    self, AnswerQuestion, CreateQuestion, DeviceEnvelope, QuestionView, SendNotification, Stored,
+};
 use pacerelle_core::{Timestamp, b64, ids, keys};
 use reqwest::Method;
 use serde::{Deserialize, Serialize};
@@ -54,6 +57,10 @@ pub struct QuestionRequest {
     /// An id names one question for good: asking the same question under it again resumes it (and returns
     /// its answer if it has one); asking a different question under it fails with `question_id_conflict`.
     pub question_id: Option<String>,
+    /// The channels whose answers count besides the phone: empty for the phone only (the default);
+    /// `[Channel::Host]` when the agent also asks at the computer ([`AgentClient::answer_at_host`]). Sealed
+    /// into the question, so it cannot be widened later.
+    pub channels: Vec<Channel>,
 }
 
 impl QuestionRequest {
@@ -119,6 +126,7 @@ impl QuestionRequest {
             details: None,
             expires_in: Duration::from_secs(question::DEFAULT_EXPIRES_SECONDS),
             question_id: None,
+            channels: Vec::new(),
         }
     }
 
@@ -160,6 +168,15 @@ impl QuestionRequest {
     /// Sets the question's id.
     pub fn with_id(mut self, question_id: impl Into<String>) -> Self {
         self.question_id = Some(question_id.into());
+        self
+    }
+
+    /// Lets an answer given at the computer count too (`true`), or only the phone's (`false`, the default).
+    pub fn answered_at_host(mut self, also: bool) -> Self {
+        self.channels.retain(|c| *c != Channel::Host);
+        if also {
+            self.channels.push(Channel::Host);
+        }
         self
     }
 }
@@ -210,6 +227,10 @@ pub struct AnswerOutcome {
     /// for an accepted answer of a device paired before signing keys.
     #[serde(default)]
     pub signed: bool,
+    /// How the answer that opened came: `phone` (a device; `answered_by` names it) or `host` (at the
+    /// computer, through [`AgentClient::answer_at_host`]; never signed). None without an answer.
+    #[serde(default)]
+    pub channel: Option<Channel>,
 }
 
 impl AnswerOutcome {
@@ -287,6 +308,10 @@ impl AgentClient {
             answer_envelope: view.answer_envelope.as_deref(),
             channel: view.channel,
         };
+        if view.channel == Some(Channel::Host) {
+            let self_key = self.inner.token.self_key(&self.inner.agent_id);
+            return question::host_verdict(&self.inner.agent_id, own, &report, &self_key, Timestamp::now());
+        }
         question::verdict_signed(
             &self.inner.agent_id,
             own,
@@ -342,6 +367,7 @@ impl AgentClient {
             expires_at: own.payload.expires_at,
             rejected: verdict.rejected.map(str::to_string),
             signed: verdict.signature.is_some(),
+            channel: verdict.channel,
         })
     }
 
@@ -377,7 +403,13 @@ impl AgentClient {
             expires_at,
             recipients: Vec::new(),
             answer_key: None,
-            channels: Vec::new(),
+            channels: request
+                .channels
+                .iter()
+                .copied()
+                .filter(|c| *c == Channel::Host)
+                .take(1)
+                .collect(),
         };
         payload
             .validate()
@@ -541,6 +573,74 @@ impl AgentClient {
         }
     }
 
+    /// Records an answer the person gave at the computer (through the agent's host, e.g. an MCP
+    /// elicitation) for a question asked with [`QuestionRequest::answered_at_host`]: sealed with the agent's
+    /// own key for itself, with a copy under the question's answer key so that every device shows it as
+    /// answered at the computer. The first answer wins, on either channel: fails with `question_answered`
+    /// when a device answered first (read the question again for that answer), `question_expired` or
+    /// `question_cancelled` when it is too late. A retry after an uncertain failure returns the same outcome.
+    ///
+    /// `expected` is the digest from [`Asked`] when this process asked the question: the answer then counts
+    /// only for exactly that question. The answer must fit the question (yes or no, listed options, text).
+    pub async fn answer_at_host(
+        &self,
+        question_id: &str,
+        expected: Option<&str>,
+        answer: Answer,
+    ) -> Result<AnswerOutcome> {
+        ids::validate("question id", question_id)?;
+        let path = Self::question_path(question_id);
+        let view: QuestionView = self.inner.http.send(self.req::<()>(Method::GET, &path)).await?;
+        let own = self.open_own_question(question_id, &view.self_envelope)?;
+        if expected.is_some_and(|digest| digest != own.digest) {
+            return Err(Self::id_conflict(question_id));
+        }
+        if !own.payload.accepts_host() {
+            return Err(Error::InvalidInput(question::HOST_NOT_ACCEPTED.into()));
+        }
+        if !pacerelle_core::signing::answer_fits(&own.payload, &answer) {
+            return Err(Error::InvalidInput(
+                "the answer does not fit the question (yes or no, listed options, or text)".into(),
+            ));
+        }
+        let payload = AnswerPayload {
+            question_id: question_id.to_string(),
+            answer,
+            answered_at: Timestamp::now(),
+            question_digest: Some(own.digest.clone()),
+            signature: None,
+        };
+        #[allow(clippy::unwrap_used)] // a payload of strings serialises infallibly
+        let plain = serde_json::to_vec(&payload).unwrap();
+        let agent_id = &self.inner.agent_id;
+        let body = AnswerQuestion {
+            envelope: envelope::seal(
+                &self.inner.token.self_key(agent_id),
+                &host_answer_aad(agent_id, question_id),
+                &plain,
+            ),
+            copy: own
+                .payload
+                .answer_key()
+                .map(|key| envelope::seal(&key, &answer_copy_aad(agent_id, "", question_id), &plain)),
+        };
+        let path = format!("{path}/answer");
+        let view: QuestionView = self
+            .inner
+            .http
+            .send(Req {
+                body: Some(&body),
+                ..self.req(Method::POST, &path)
+            })
+            .await?;
+        if view.question_id != question_id {
+            return Err(Error::InvalidInput(
+                "the relay answered about another question".into(),
+            ));
+        }
+        self.outcome(&view, Some(&own.digest)).await
+    }
+
     /// Withdraws a pending question; cancelling a cancelled one changes nothing. Fails with
     /// `question_answered` or `question_expired` when it is too late.
     pub async fn cancel_question(&self, question_id: &str) -> Result<AnswerOutcome> {
@@ -634,6 +734,7 @@ mod tests {
             expires_at: Timestamp(0),
             rejected: Some("x".into()),
             signed: false,
+            channel: None,
         };
         assert!(o.is_final());
         assert!(!o.approved);

@@ -21,8 +21,15 @@
 //!
 //! Rules are tried in order; the first that matches decides. A rule matches when its `tool` matches and,
 //! if it has `command` or `path`, the call has a command or a path that matches one of them.
+//!
+//! `channels = ["phone", "host"]` (top level) lets an answer given at the computer approve a call too; the
+//! default, `["phone"]`, accepts only a paired device's answer. The host is the party the gate watches —
+//! whatever runs as the agent holds the agent's key and could record a "yes" at the host — so widening it
+//! is the operator's choice, written in the policy, never the agent's.
 
 use globset::{Glob, GlobMatcher};
+
+use crate::question::Channel;
 use serde::{Deserialize, Serialize};
 
 /// What to do with a tool call.
@@ -75,6 +82,8 @@ struct RuleFile {
 #[serde(deny_unknown_fields)]
 struct PolicyFile {
     default: Decision,
+    #[serde(default)]
+    channels: Option<Vec<Channel>>,
     #[serde(default, rename = "rule")]
     rules: Vec<RuleFile>,
 }
@@ -94,6 +103,7 @@ struct Rule {
 pub struct Policy {
     default: Decision,
     rules: Vec<Rule>,
+    accepts_host: bool,
 }
 
 /// The outcome of evaluating a call.
@@ -144,10 +154,22 @@ impl Policy {
                 })
             })
             .collect::<Result<_, PolicyError>>()?;
+        let channels = file.channels.unwrap_or_else(|| vec![Channel::Phone]);
+        if !channels.contains(&Channel::Phone) {
+            return Err(PolicyError(
+                "channels must include \"phone\": the phone is where a gate is answered".into(),
+            ));
+        }
         Ok(Policy {
             default: file.default,
             rules,
+            accepts_host: channels.contains(&Channel::Host),
         })
+    }
+
+    /// True when the policy's `channels` lets an answer given at the computer approve a call.
+    pub fn accepts_host(&self) -> bool {
+        self.accepts_host
     }
 
     /// The policy used when no file is given: ask for everything.
@@ -155,6 +177,7 @@ impl Policy {
         Policy {
             default: Decision::Ask,
             rules: Vec::new(),
+            accepts_host: false,
         }
     }
 
@@ -330,5 +353,16 @@ decision = "deny"
             Policy::parse("default = \"ask\"\n[[rule]]\ntool = \"x\"\ndecision = \"allow\"\ncolour = 1")
                 .is_err()
         );
+    }
+
+    #[test]
+    fn channels_default_to_the_phone_and_widen_only_in_the_file() {
+        assert!(!Policy::parse("default = \"ask\"").expect("policy").accepts_host());
+        assert!(!Policy::ask_everything().accepts_host());
+        let wide = Policy::parse("default = \"ask\"\nchannels = [\"phone\", \"host\"]").expect("policy");
+        assert!(wide.accepts_host());
+        let err = Policy::parse("default = \"ask\"\nchannels = [\"host\"]").expect_err("no phone");
+        assert!(err.0.contains("phone"), "{err}");
+        assert!(Policy::parse("default = \"ask\"\nchannels = [\"fax\"]").is_err());
     }
 }

@@ -809,6 +809,138 @@ mod tests {
         }
     }
 
+    fn self_key() -> ContentKey {
+        crate::keys::self_key(&[7; 32], AGENT)
+    }
+
+    fn seal_host_answer(q: &QuestionPayload, qid: &str, answer: Answer, at: i64) -> String {
+        let payload = AnswerPayload {
+            question_id: qid.into(),
+            answer,
+            answered_at: Timestamp(at),
+            question_digest: Some(own(q).digest),
+            signature: None,
+        };
+        envelope::seal_json(&self_key(), &host_answer_aad(AGENT, qid), &payload)
+    }
+
+    fn host_report(env: &str, at: i64) -> RelayReport<'_> {
+        RelayReport {
+            state: QuestionState::Answered,
+            answered_by: None,
+            answered_at: Some(Timestamp(at)),
+            answer_envelope: Some(env),
+            channel: Some(Channel::Host),
+        }
+    }
+
+    fn also_here(expires: i64) -> QuestionPayload {
+        QuestionPayload {
+            channels: vec![Channel::Host],
+            ..yes_no(expires)
+        }
+    }
+
+    #[test]
+    fn a_yes_at_the_computer_approves_only_a_question_that_accepts_it() {
+        let q = also_here(100);
+        let env = seal_host_answer(&q, "q1", Answer::Yes, 50);
+        let v = host_verdict(
+            AGENT,
+            &own(&q),
+            &host_report(&env, 51),
+            &self_key(),
+            Timestamp(60),
+        );
+        assert!(v.approved);
+        assert_eq!(v.channel, Some(Channel::Host));
+        assert_eq!(v.answered_by, None);
+        assert_eq!(v.signature, None);
+
+        // The same answer to a question asked for the phone only is no answer at all.
+        let phone_only = yes_no(100);
+        let env = seal_host_answer(&phone_only, "q1", Answer::Yes, 50);
+        let v = host_verdict(
+            AGENT,
+            &own(&phone_only),
+            &host_report(&env, 51),
+            &self_key(),
+            Timestamp(60),
+        );
+        assert!(!v.approved);
+        assert_eq!(v.rejected, Some(HOST_NOT_ACCEPTED));
+        assert_eq!(v.state, QuestionState::Pending);
+    }
+
+    #[test]
+    fn the_phone_verdict_never_accepts_a_host_report() {
+        let q = also_here(100);
+        let env = seal_host_answer(&q, "q1", Answer::Yes, 50);
+        let v = judge(&q, &host_report(&env, 51), 60);
+        assert!(!v.approved);
+        assert!(v.rejected.is_some());
+    }
+
+    #[test]
+    fn a_host_answer_that_is_late_forged_or_for_another_question_is_no_answer() {
+        let q = also_here(100);
+        let judge_host = |env: &str, at: i64, now: i64| {
+            host_verdict(
+                AGENT,
+                &own(&q),
+                &host_report(env, at),
+                &self_key(),
+                Timestamp(now),
+            )
+        };
+        // Late by the sealed time, then by the relay's time.
+        let late = seal_host_answer(&q, "q1", Answer::Yes, 100);
+        assert!(!judge_host(&late, 99, 120).approved);
+        let in_time = seal_host_answer(&q, "q1", Answer::Yes, 50);
+        assert!(!judge_host(&in_time, 100, 120).approved);
+        // Sealed by a device (the relay relabelling a phone answer as host) or with another key.
+        let by_device = seal_answer_to(&q, "dv_1", "q1", Answer::Yes, 50);
+        assert!(!judge_host(&by_device, 51, 60).approved);
+        // For another question under the same id.
+        let other = QuestionPayload {
+            question: "delete?".into(),
+            ..also_here(100)
+        };
+        let env = seal_host_answer(&other, "q1", Answer::Yes, 50);
+        assert!(!judge_host(&env, 51, 60).approved);
+        // A host answer the relay attributes to a device.
+        let env = seal_host_answer(&q, "q1", Answer::Yes, 50);
+        let mut report = host_report(&env, 51);
+        report.answered_by = Some("dv_1");
+        assert!(!host_verdict(AGENT, &own(&q), &report, &self_key(), Timestamp(60)).approved);
+        // A no at the computer is a final answer, not an approval.
+        let no = seal_host_answer(&q, "q1", Answer::No, 50);
+        let v = judge_host(&no, 51, 60);
+        assert_eq!((v.state, v.approved), (QuestionState::Answered, false));
+    }
+
+    #[test]
+    fn a_question_that_accepts_the_host_is_another_question() {
+        assert!(!yes_no(100).same_question(&also_here(100)));
+        assert!(also_here(100).same_question(&also_here(200)));
+        // Phone-only questions seal the same bytes as before channels existed.
+        let json = serde_json::to_string(&yes_no(100)).expect("json");
+        assert!(!json.contains("channels"));
+    }
+
+    #[test]
+    fn a_host_answer_is_recorded_like_a_first_answer() {
+        let mut q = QuestionRecord::new(Timestamp(100));
+        assert_eq!(q.answer_at_host(Timestamp(10)), Ok(()));
+        assert_eq!(q.answered_by, None);
+        assert_eq!(q.answer("dv_1", Timestamp(11)), Err(Refusal::AlreadyAnswered));
+        let mut q = QuestionRecord::new(Timestamp(100));
+        assert_eq!(q.answer("dv_1", Timestamp(10)), Ok(()));
+        assert_eq!(q.answer_at_host(Timestamp(11)), Err(Refusal::AlreadyAnswered));
+        let mut q = QuestionRecord::new(Timestamp(100));
+        assert_eq!(q.answer_at_host(Timestamp(100)), Err(Refusal::Expired));
+    }
+
     #[test]
     fn transitions() {
         let mut q = QuestionRecord::new(Timestamp(100));

@@ -11,6 +11,9 @@ pub const AGENT_TOKEN_VAR: &str = "PACERELLE_AGENT_TOKEN";
 pub const RELAY_URL_VAR: &str = "PACERELLE_RELAY_URL";
 /// Variable choosing what the text of a successful tool result carries: `json` (default) or `guide`.
 pub const RESULT_TEXT_VAR: &str = "PACERELLE_MCP_RESULT_TEXT";
+/// Variable giving `ask_user`'s `alsoAskHere` default: `1`/`true` to also ask at the computer when the host
+/// supports elicitation, `0`/`false` (the default) for the phone only.
+pub const ALSO_ASK_HERE_VAR: &str = "PACERELLE_MCP_ALSO_ASK_HERE";
 
 /// What the text blocks of a successful tool result carry besides the next step for the model. The result's
 /// `structuredContent` is always there (every tool declares an `outputSchema`); this only decides whether
@@ -70,6 +73,8 @@ pub struct Config {
     pub takeover: bool,
     /// What the text of a successful tool result carries (`PACERELLE_MCP_RESULT_TEXT`).
     pub result_text: ResultText,
+    /// `ask_user`'s `alsoAskHere` when the call does not say (`PACERELLE_MCP_ALSO_ASK_HERE`).
+    pub also_ask_here: bool,
 }
 
 /// Why the configuration is unusable. Messages name the variable and never echo a secret.
@@ -103,6 +108,9 @@ pub enum ConfigError {
          (only the next step, for hosts that show structuredContent to the model); got {0:?}"
     )]
     ResultText(String),
+    /// The `alsoAskHere` default is not a yes or a no.
+    #[error("PACERELLE_MCP_ALSO_ASK_HERE must be 1, true, 0 or false; got {0:?}")]
+    AlsoAskHere(String),
 }
 
 impl Config {
@@ -119,12 +127,18 @@ impl Config {
             return Err(ConfigError::RelayUrl(relay_url));
         }
         let result_text = ResultText::from_vars(&var)?;
+        let also_ask_here = match get(ALSO_ASK_HERE_VAR).map(|v| v.to_ascii_lowercase()).as_deref() {
+            None | Some("0") | Some("false") => false,
+            Some("1") | Some("true") => true,
+            Some(other) => return Err(ConfigError::AlsoAskHere(other.to_string())),
+        };
         Ok(Config {
             relay_url,
             agent_id,
             token,
             takeover,
             result_text,
+            also_ask_here,
         })
     }
 
@@ -162,6 +176,7 @@ mod tests {
             ResultText::Json,
             "json unless asked otherwise"
         );
+        assert!(!config.also_ask_here, "the phone only unless asked otherwise");
         assert!(
             !format!("{config:?}").contains(&text),
             "Debug must not show the token"
@@ -228,5 +243,26 @@ mod tests {
                 .to_string()
                 .contains(RESULT_TEXT_VAR)
         );
+    }
+
+    #[test]
+    fn also_ask_here_is_a_yes_or_a_no() {
+        let token = AgentToken::generate().expose();
+        let with = |v: &str| {
+            Config::from_vars(
+                vars(&[
+                    (AGENT_ID_VAR, "ag_x"),
+                    (AGENT_TOKEN_VAR, &token),
+                    (ALSO_ASK_HERE_VAR, v),
+                ]),
+                false,
+            )
+            .map(|c| c.also_ask_here)
+        };
+        assert_eq!(with("1"), Ok(true));
+        assert_eq!(with(" TRUE "), Ok(true));
+        assert_eq!(with("0"), Ok(false));
+        assert_eq!(with(""), Ok(false));
+        assert_eq!(with("maybe"), Err(ConfigError::AlsoAskHere("maybe".into())));
     }
 }

@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 pub mod config;
+mod here;
 pub mod host;
 pub mod http;
 pub mod lease;

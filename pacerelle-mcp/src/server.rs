@@ -51,6 +51,8 @@ pub struct State {
     pub relay_url: String,
     /// The MCP tasks of every session (`wait_for_answer` for hosts that declared tasks).
     pub(crate) tasks: Tasks,
+    /// `ask_user`'s `alsoAskHere` when the call does not say.
+    pub also_ask_here: bool,
 }
 
 impl State {
@@ -62,6 +64,7 @@ impl State {
             relay_url: client.relay_url().to_string(),
             client,
             tasks: Tasks::default(),
+            also_ask_here: config.also_ask_here,
         }))
     }
 

@@ -14,7 +14,8 @@ use std::time::Duration;
 use pacerelle_client::core::ids;
 use pacerelle_client::core::question::{DEFAULT_EXPIRES_SECONDS, MAX_EXPIRES_SECONDS};
 use pacerelle_client::{
-    Answer, AnswerOutcome, Conclusion, Error, ErrorKind, Level, QuestionKind, QuestionRequest, QuestionState,
+    Answer, AnswerOutcome, Channel, Conclusion, Error, ErrorKind, Level, QuestionKind, QuestionRequest,
+    QuestionState,
 };
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::tool::schema_for_output;
@@ -24,6 +25,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+use crate::here;
 use crate::server::PacerelleServer;
 use crate::tools::{Args, check_id, failure, input_schema, output, output_reading, relay_failure};
 use crate::wait::{ANSWER_GRACE, Parked, Progress, park, timeout_of};
@@ -102,6 +104,10 @@ pub struct AskArgs {
     /// Your own id for this question, to ask again safely after an uncertain failure: the same id never
     /// asks twice (the first question with that id is kept). One is drawn when omitted.
     pub question_id: Option<String>,
+    /// Also ask at this computer, in the host's own dialog, when the host supports it (MCP elicitation):
+    /// the first answer, here or on the phone, counts, and the other is withdrawn. Default: the server's
+    /// setting (PACERELLE_MCP_ALSO_ASK_HERE, off unless set).
+    pub also_ask_here: Option<bool>,
 }
 
 /// Arguments of `wait_for_answer`.
@@ -144,6 +150,12 @@ pub struct AskResult {
     pub question_id: String,
     /// When the question expires (RFC 3339): after it, no answer counts, and it is a no.
     pub expires_at: String,
+    /// True when the question is also asked at this computer (the host's dialog): an answer there counts
+    /// like the phone's.
+    pub asked_here: bool,
+    /// Why it was not asked here too, when `alsoAskHere` asked for it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_asked_here: Option<String>,
 }
 
 /// Where a question stands (its state), as this agent reads it.
@@ -195,6 +207,26 @@ impl From<&Answer> for AnswerValue {
     }
 }
 
+/// Where an answer was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, JsonSchema)]
+#[schemars(inline)]
+#[serde(rename_all = "snake_case")]
+pub enum ChannelWord {
+    /// On the person's paired phone.
+    Phone,
+    /// At this computer, in the host's dialog.
+    Host,
+}
+
+impl From<Channel> for ChannelWord {
+    fn from(channel: Channel) -> Self {
+        match channel {
+            Channel::Phone => ChannelWord::Phone,
+            Channel::Host => ChannelWord::Host,
+        }
+    }
+}
+
 /// The result of `wait_for_answer` and `cancel_question`.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -224,6 +256,9 @@ pub struct AnswerResult {
     /// True when the answer carries the answering device's own signature, checked with the key the agent
     /// pinned for it: it then appears, verifiable, in `pacerelle audit export --format signed`.
     pub signed: bool,
+    /// Where the answer was given: `phone`, or `host` (at this computer, in the host's dialog, for a
+    /// question asked with alsoAskHere); null without an answer that opened.
+    pub channel: Option<ChannelWord>,
     /// When the question expires (RFC 3339). Null only when the relay did not answer in time.
     pub expires_at: Option<String>,
     /// Set when the relay reported an answer that could not be authenticated (why): not approved, whatever
@@ -245,6 +280,7 @@ impl From<&AnswerOutcome> for AnswerResult {
             answered_at: o.answered_at.map(|t| t.to_string()),
             device_answered_at: o.device_answered_at.map(|t| t.to_string()),
             signed: o.signed,
+            channel: o.channel.map(ChannelWord::from),
             expires_at: Some(o.expires_at.to_string()),
             rejected: o.rejected.clone(),
         }
@@ -295,6 +331,7 @@ pub fn question_request(args: AskArgs) -> Result<QuestionRequest, McpError> {
         details: args.details,
         expires_in: expires,
         question_id: Some(question_id),
+        channels: Vec::new(),
     };
     // The client's checks, with its messages as they are.
     request.check().map_err(|e| match e {
@@ -318,6 +355,7 @@ pub fn answer_next_step(result: &AnswerResult, answer: Option<&Answer>) -> Strin
         .as_deref()
         .or(result.answered_by.as_deref())
         .map(|d| format!(" on \"{d}\""))
+        .or_else(|| (result.channel == Some(ChannelWord::Host)).then(|| " here at the computer".to_string()))
         .unwrap_or_default();
     match result.conclusion {
         Conclusion::Rejected => match &result.rejected {
@@ -467,14 +505,41 @@ impl PacerelleServer {
             open_world_hint = true
         )
     )]
-    pub async fn ask_user(&self, Args(args): Args<AskArgs>) -> Result<CallToolResult, McpError> {
-        let request = question_request(args)?;
-        let question_id = request.question_id.clone().unwrap_or_default();
+    pub async fn ask_user(
+        &self,
+        Args(args): Args<AskArgs>,
+        peer: Peer<RoleServer>,
+    ) -> Result<CallToolResult, McpError> {
         let state = &self.state;
+        let wanted_here = args.also_ask_here.unwrap_or(state.also_ask_here);
+        let not_here = if wanted_here { here::why_not(&peer) } else { None };
+        let here = wanted_here && not_here.is_none();
+        let request = question_request(args)?.answered_at_host(here);
+        let question_id = request.question_id.clone().unwrap_or_default();
+        let form = here.then(|| here::Form {
+            message: match request.details.as_deref().filter(|d| !d.trim().is_empty()) {
+                Some(details) => format!("{}\n\n{details}", request.question),
+                None => request.question.clone(),
+            },
+            kind: request.kind,
+            options: request.options.clone(),
+            multiple: request.multiple,
+        });
         match state.client.ask_user(request).await {
             Ok(asked) => {
+                let (where_, not_asked_here) = match (form, not_here) {
+                    (Some(form), _) => {
+                        here::spawn(state.client.clone(), peer, asked.clone(), form);
+                        (
+                            "the person's phone and here at the computer (the first answer counts)",
+                            None,
+                        )
+                    }
+                    (None, Some(why)) => ("the person's phone only", Some(why.to_string())),
+                    (None, None) => ("the person's phone", None),
+                };
                 let next = format!(
-                    "Question sent to the person's phone; it expires at {}. Now call wait_for_answer with \
+                    "Question sent to {where_}; it expires at {}. Now call wait_for_answer with \
                      questionId \"{}\", again while it is pending. Act only if it returns approved: true; \
                      expired, cancelled or a no means do not act.",
                     asked.expires_at, asked.question_id
@@ -483,6 +548,8 @@ impl PacerelleServer {
                     &AskResult {
                         question_id: asked.question_id,
                         expires_at: asked.expires_at.to_string(),
+                        asked_here: where_.contains("here"),
+                        not_asked_here,
                     },
                     next,
                 )
@@ -555,6 +622,7 @@ impl PacerelleServer {
                     answered_at: None,
                     device_answered_at: None,
                     signed: false,
+                    channel: None,
                     expires_at: None,
                     rejected: None,
                 };
@@ -665,6 +733,7 @@ mod tests {
             details: None,
             expires_in_seconds: None,
             question_id: None,
+            also_ask_here: None,
         }
     }
 
@@ -755,6 +824,7 @@ mod tests {
             expires_at: Timestamp(2_000),
             rejected: None,
             signed: false,
+            channel: None,
         }
     }
 
