@@ -9,7 +9,7 @@
 use std::io::Write;
 
 use pacerelle_core::pairing::Role;
-use pacerelle_core::question::{OwnQuestion, QuestionKind, QuestionState, Verdict};
+use pacerelle_core::question::{Channel, OwnQuestion, QuestionKind, QuestionState, Verdict};
 use pacerelle_core::roster::Roster;
 use pacerelle_core::signing::{
     AnswerLogExport, EXPORT_FORMAT, ExportDevice, ExportRecord, PublicKey, VerifyFailure, verify_export,
@@ -81,6 +81,10 @@ pub struct AuditEntry {
     /// the roster: the answer is in the log anyone can verify ([`AgentClient::export_answer_log`]).
     #[serde(default)]
     pub signed: bool,
+    /// Where the answer that opened was given: `phone` or `host` (at the computer, through the agent; never
+    /// signed, so not in the log anyone can verify). None without one.
+    #[serde(default)]
+    pub channel: Option<Channel>,
 }
 
 impl AuditEntry {
@@ -110,7 +114,7 @@ pub fn write_jsonl<W: Write>(entries: &[AuditEntry], mut writer: W) -> Result<us
 }
 
 /// The columns of [`write_csv`], in order.
-pub const CSV_COLUMNS: [&str; 17] = [
+pub const CSV_COLUMNS: [&str; 18] = [
     "questionId",
     "kind",
     "state",
@@ -128,6 +132,7 @@ pub const CSV_COLUMNS: [&str; 17] = [
     "rejected",
     "deviceAnsweredAt",
     "signed",
+    "channel",
 ];
 
 /// Writes entries as CSV with a header row ([`CSV_COLUMNS`]); options are joined by ` | `, times are
@@ -156,6 +161,7 @@ pub fn write_csv<W: Write>(entries: &[AuditEntry], writer: W) -> Result<usize> {
             e.rejected.clone().unwrap_or_default(),
             time(e.device_answered_at),
             e.signed.to_string(),
+            e.channel.map(Channel::as_str).unwrap_or_default().to_string(),
         ])
         .map_err(csv_error)?;
     }
@@ -206,6 +212,7 @@ impl AgentClient {
             closed_at: view.closed_at,
             rejected: None,
             signed: false,
+            channel: None,
         };
         let own = match self.open_own_question(&view.question_id, &view.self_envelope) {
             Ok(own) => own,
@@ -245,13 +252,14 @@ impl AgentClient {
         entry.state = verdict.state;
         entry.approved = verdict.approved;
         entry.answer = verdict.answer.as_ref().map(answer_text);
-        let opened = matches!((&verdict.answered_by, &view.answered_by), (Some(a), Some(b)) if a == b);
+        let opened = crate::question::opened_as_reported(&verdict, view);
         entry.answered_by_name = view.answered_by_name.clone().filter(|_| opened);
         entry.answered_at = view.answered_at.filter(|_| opened);
         entry.answered_by = verdict.answered_by.clone();
         entry.device_answered_at = verdict.answered_at;
         entry.rejected = verdict.rejected.map(str::to_string);
         entry.signed = verdict.signature.is_some();
+        entry.channel = verdict.channel;
         Judged {
             entry,
             judged: Some((own, verdict)),
@@ -443,6 +451,7 @@ mod tests {
             closed_at: Some(Timestamp(1_001)),
             rejected: None,
             signed: true,
+            channel: None,
         }
     }
 

@@ -246,6 +246,16 @@ impl AnswerOutcome {
     }
 }
 
+/// True when the answer that opened is the one the relay reports (the same device, or both at the host):
+/// only then are the relay's metadata in clear (device name, time of acceptance) shown beside it.
+pub(crate) fn opened_as_reported(verdict: &question::Verdict, view: &QuestionView) -> bool {
+    match (&verdict.answered_by, &view.answered_by) {
+        (Some(a), Some(b)) => a == b,
+        (None, None) => verdict.channel == Some(Channel::Host) && view.channel == Some(Channel::Host),
+        _ => false,
+    }
+}
+
 /// The signing key the roster pins for `device`, parsed.
 pub(crate) fn pinned_key(roster: &Roster, device: &str) -> Option<PublicKey> {
     roster
@@ -353,8 +363,8 @@ impl AgentClient {
             Roster::empty(&self.inner.agent_id)
         };
         let verdict = self.judge(view, &own, &roster, |device| roster.may_approve(device));
-        // The name and the relay's time are metadata in clear: shown only beside a device whose answer opened.
-        let opened = matches!((&verdict.answered_by, &view.answered_by), (Some(a), Some(b)) if a == b);
+        // The name and the relay's time are metadata in clear: shown only beside an answer that opened.
+        let opened = opened_as_reported(&verdict, view);
         Ok(AnswerOutcome {
             question_id: view.question_id.clone(),
             state: verdict.state,
