@@ -107,6 +107,10 @@ pub(crate) fn app(state: AppState) -> Router {
             "/v1/agent/questions/{question_id}/cancel",
             post(questions::cancel),
         )
+        .route(
+            "/v1/agent/questions/{question_id}/answer",
+            post(questions::answer_at_host),
+        )
         .route("/v1/agent/notifications", post(questions::notify))
         .route(
             "/v1/agent/webhook",

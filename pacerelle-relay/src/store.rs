@@ -14,7 +14,7 @@ pub(crate) mod sqlite;
 
 use pacerelle_core::Timestamp;
 use pacerelle_core::pairing::Role;
-use pacerelle_core::question::{QuestionKind, QuestionState, Refusal};
+use pacerelle_core::question::{Channel, QuestionKind, QuestionState, Refusal};
 use pacerelle_core::wire::{
     LeaseHolder, MessageCounts, PairingClaimed, PairingCreated, QuestionView, SessionInfo, Stored,
 };
@@ -141,6 +141,7 @@ forward! {
     async fn put_question(&self, agent_id: &str, q: &NewQuestion<'_>, max_open: u32, now: Timestamp) -> Result<QuestionPut>;
     async fn question(&self, agent_id: &str, question_id: &str, now: Timestamp) -> Result<Option<QuestionView>>;
     async fn answer_question(&self, agent_id: &str, device_id: &str, question_id: &str, answer_envelope: &str, answer_copy: Option<&str>, now: Timestamp) -> Result<(Transition<DeviceQuestion>, Effects)>;
+    async fn answer_question_at_host(&self, agent_id: &str, question_id: &str, answer_envelope: &str, answer_copy: Option<&str>, now: Timestamp) -> Result<(Transition<QuestionView>, Effects)>;
     async fn cancel_question(&self, agent_id: &str, question_id: &str, now: Timestamp) -> Result<(Transition<QuestionView>, Effects)>;
     async fn device_questions(&self, agent_id: &str, device_id: &str, filter: StateFilter, limit: u32, now: Timestamp) -> Result<Vec<DeviceQuestion>>;
     async fn answer_log(&self, agent_id: &str, q: &LogQuery, now: Timestamp) -> Result<LogPage>;
@@ -363,12 +364,47 @@ pub(crate) struct Marked {
 /// Outcome of an answer or a cancel.
 #[derive(Debug)]
 pub(crate) enum Transition<T> {
-    /// Done now, or already done this way (a retry by the device that answered, a second cancel).
+    /// Done now, or already done this way (a retry by the device that answered, or of an answer at the host;
+    /// a second cancel).
     Done(T),
     /// The state machine refused it.
     Refused(Refusal),
     /// No such question for this credential (or this device is not one of its recipients).
     NotFound,
+}
+
+/// Who gives an answer: one of the question's recipient devices (channel `phone`), or the agent recording an
+/// answer given at the computer (channel `host`, no device).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Answerer<'a> {
+    Device(&'a str),
+    Host,
+}
+
+impl<'a> Answerer<'a> {
+    /// The device that answers (the `answered_by` stored), and the channel stored with the answer.
+    pub(crate) fn device_and_channel(self) -> (Option<&'a str>, Channel) {
+        match self {
+            Answerer::Device(device_id) => (Some(device_id), Channel::Phone),
+            Answerer::Host => (None, Channel::Host),
+        }
+    }
+
+    /// Records this answer in `record` through the state machine: [`QuestionRecord::answer`] for a device,
+    /// [`QuestionRecord::answer_at_host`] at the computer.
+    ///
+    /// [`QuestionRecord::answer`]: pacerelle_core::question::QuestionRecord::answer
+    /// [`QuestionRecord::answer_at_host`]: pacerelle_core::question::QuestionRecord::answer_at_host
+    pub(crate) fn answer(
+        self,
+        record: &mut pacerelle_core::question::QuestionRecord,
+        now: Timestamp,
+    ) -> Result<(), Refusal> {
+        match self {
+            Answerer::Device(device_id) => record.answer(device_id, now),
+            Answerer::Host => record.answer_at_host(now),
+        }
+    }
 }
 
 /// Which questions a listing wants, by the state they have at the time of the read.
@@ -442,6 +478,21 @@ pub(crate) struct WaitRead {
 /// A timestamp as stored (milliseconds since the epoch).
 pub(crate) fn ts(ms: i64) -> Timestamp {
     Timestamp(ms)
+}
+
+/// The channel of a question's answer, from its stored state and `channel` column: none unless it is answered;
+/// an answered row without a channel (as none was stored before there were channels) was answered by a device.
+pub(crate) fn channel_of(state: QuestionState, stored: Option<&str>) -> Result<Option<Channel>> {
+    if state != QuestionState::Answered {
+        return Ok(None);
+    }
+    match stored {
+        None | Some("phone") => Ok(Some(Channel::Phone)),
+        Some("host") => Ok(Some(Channel::Host)),
+        Some(other) => Err(StoreError::internal(format!(
+            "unknown answer channel {other:?} in the database"
+        ))),
+    }
 }
 
 /// The cursor of the item at `seq`.

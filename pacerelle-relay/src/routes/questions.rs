@@ -1,4 +1,5 @@
-//! Questions and notifications (DESIGN §6): the agent asks, a device answers, and no answer is a no.
+//! Questions and notifications (DESIGN §6): the agent asks, a device answers (or the agent records an answer
+//! given at the computer), and no answer is a no.
 //!
 //! The relay keeps each question's state in clear and moves it only through
 //! [`pacerelle_core::question::QuestionRecord`]; it never reads a question or an answer, and never decides
@@ -240,6 +241,44 @@ pub(crate) async fn for_device(
     Ok(Json(DeviceQuestions { questions }))
 }
 
+/// The envelopes of an answer (`AnswerQuestion`), checked as the relay checks every envelope: it opens none.
+fn check_answer(body: &AnswerQuestion) -> Result<(), AppError> {
+    check_envelope("envelope", &body.envelope)?;
+    if let Some(copy) = &body.copy {
+        check_envelope("copy", copy)?;
+    }
+    Ok(())
+}
+
+/// `POST /v1/agent/questions/{questionId}/answer`: an answer given at the computer (channel `host`), sealed by
+/// the agent with its own key, and for the devices with the question's answer key (`copy`). The same rule as a
+/// device's answer: the first wins. A retry once the question is answered at the host gets it again; an answer
+/// from a device came first: `question_answered`.
+pub(crate) async fn answer_at_host(
+    State(state): State<AppState>,
+    auth: AgentAuth,
+    Path(question_id): Path<String>,
+    Json(body): Json<AnswerQuestion>,
+) -> Result<Json<QuestionView>, AppError> {
+    check_answer(&body)?;
+    let (outcome, effects) = state
+        .store
+        .answer_question_at_host(
+            &auth.agent_id,
+            &question_id,
+            &body.envelope,
+            body.copy.as_deref(),
+            Timestamp::now(),
+        )
+        .await?;
+    after(&state, &auth.agent_id, &effects);
+    match outcome {
+        Transition::Done(view) => Ok(Json(view)),
+        Transition::Refused(refusal) => Err(AppError::refused(refusal)),
+        Transition::NotFound => Err(AppError::not_found("question")),
+    }
+}
+
 /// `POST /v1/device/questions/{questionId}/answer`: the first valid answer wins; the device that answered
 /// gets its answer again on a retry.
 pub(crate) async fn answer(
@@ -248,10 +287,7 @@ pub(crate) async fn answer(
     Path(question_id): Path<String>,
     Json(body): Json<AnswerQuestion>,
 ) -> Result<Json<DeviceQuestion>, AppError> {
-    check_envelope("envelope", &body.envelope)?;
-    if let Some(copy) = &body.copy {
-        check_envelope("copy", copy)?;
-    }
+    check_answer(&body)?;
     let (outcome, effects) = state
         .store
         .answer_question(

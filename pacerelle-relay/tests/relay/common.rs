@@ -9,7 +9,8 @@ use std::time::Duration;
 use pacerelle_core::message::{TaskPayload, task_aad};
 use pacerelle_core::pairing::{OfferPayload, PairingSecret, Role, seal_offer};
 use pacerelle_core::question::{
-    Answer, AnswerPayload, QuestionKind, QuestionPayload, QuestionState, answer_aad, question_aad,
+    Answer, AnswerPayload, QuestionKind, QuestionPayload, QuestionState, answer_aad, answer_copy_aad,
+    host_answer_aad, question_aad,
 };
 use pacerelle_core::wire::{
     AgentInfo, AnswerQuestion, ClaimPairing, CreatePairing, DeviceEnvelope, ErrorBody, PairingClaimed,
@@ -496,6 +497,61 @@ pub async fn answer(relay: &TestRelay, device: &Device, question_id: &str, answe
             &format!("/v1/device/questions/{question_id}/answer"),
             &device.bearer,
             &body,
+        )
+        .await
+}
+
+/// An answer given at the computer, sealed by the agent with its own key as its host does it, with a copy
+/// sealed for the devices with an answer key of the question's.
+pub fn seal_host_answer(agent: &Agent, question_id: &str, answer: Answer) -> (AnswerPayload, AnswerQuestion) {
+    seal_host_answer_to(agent, question_id, answer, None)
+}
+
+/// [`seal_host_answer`] naming the digest of the question the agent opened, as its host does.
+pub fn seal_host_answer_to(
+    agent: &Agent,
+    question_id: &str,
+    answer: Answer,
+    question_digest: Option<String>,
+) -> (AnswerPayload, AnswerQuestion) {
+    let payload = AnswerPayload {
+        question_id: question_id.into(),
+        answer,
+        answered_at: Timestamp::now(),
+        question_digest,
+        signature: None,
+    };
+    let sealed = envelope::seal_json(
+        &agent.token.self_key(&agent.id),
+        &host_answer_aad(&agent.id, question_id),
+        &payload,
+    );
+    let copy = envelope::seal_json(
+        &ContentKey::from_bytes([7; 32]),
+        &answer_copy_aad(&agent.id, "", question_id),
+        &payload,
+    );
+    (
+        payload,
+        AnswerQuestion {
+            envelope: sealed,
+            copy: Some(copy),
+        },
+    )
+}
+
+/// Posts an answer given at the computer; the raw reply.
+pub async fn answer_at_host(
+    relay: &TestRelay,
+    agent: &Agent,
+    question_id: &str,
+    body: &AnswerQuestion,
+) -> Reply {
+    relay
+        .post(
+            &format!("/v1/agent/questions/{question_id}/answer"),
+            &agent.bearer,
+            body,
         )
         .await
 }

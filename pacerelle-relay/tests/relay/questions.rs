@@ -1,19 +1,19 @@
 use std::time::{Duration, Instant};
 
 use pacerelle_core::question::{
-    Answer, AnswerPayload, Level, NotificationPayload, OwnQuestion, QuestionPayload, QuestionState,
-    RelayReport, notification_aad, question_aad, verdict,
+    Answer, AnswerPayload, Channel, Level, NotificationPayload, OwnQuestion, QuestionPayload, QuestionState,
+    RelayReport, host_answer_aad, host_verdict, notification_aad, question_aad, verdict,
 };
 use pacerelle_core::wire::{
-    AnswerLog, Conversation, DeviceEnvelope, DeviceQuestion, DeviceQuestions, ItemKind, QuestionView,
-    SendNotification, Stored, code,
+    AnswerLog, AnswerQuestion, Conversation, DeviceEnvelope, DeviceQuestion, DeviceQuestions, ItemKind,
+    ItemState, QuestionView, SendNotification, Stored, code,
 };
 use pacerelle_core::{Timestamp, envelope};
 use reqwest::{Method, StatusCode};
 
 use crate::common::{
-    Agent, Device, TestRelay, answer, ask, eventually, pair, register, seal_answer_to, seal_question, start,
-    yes_no,
+    Agent, Device, TestRelay, answer, answer_at_host, ask, eventually, pair, register, seal_answer_to,
+    seal_host_answer, seal_host_answer_to, seal_question, start, yes_no,
 };
 
 async fn view(relay: &TestRelay, agent: &Agent, question_id: &str) -> QuestionView {
@@ -64,7 +64,7 @@ async fn a_question_is_created_once_answered_once_and_the_answer_opens_as_sent()
 
     let (payload, created) = ask(&relay, &agent, "q1", &[&phone, &tablet], 600_000).await;
     assert_eq!(created.recipients.len(), 2);
-    assert!(created.answered_by.is_none() && created.closed_at.is_none());
+    assert!(created.answered_by.is_none() && created.closed_at.is_none() && created.channel.is_none());
     // The same id again: the stored question, nothing new.
     let again = relay
         .post(
@@ -118,11 +118,13 @@ async fn a_question_is_created_once_answered_once_and_the_answer_opens_as_sent()
         .ok();
     assert_eq!(answered.meta.state, QuestionState::Answered);
     assert_eq!(answered.meta.answered_by.as_deref(), Some(phone.id.as_str()));
+    assert_eq!(answered.meta.channel, Some(Channel::Phone));
 
     let v = view(&relay, &agent, "q1").await;
     assert_eq!(v.state, QuestionState::Answered);
     assert_eq!(v.answered_by.as_deref(), Some(phone.id.as_str()));
     assert_eq!(v.answered_by_name.as_deref(), Some("Ana's phone"));
+    assert_eq!(v.channel, Some(Channel::Phone));
     let at = v.answered_at.expect("answered at");
     assert!(at >= before && at <= Timestamp::now());
     assert_eq!(v.closed_at, Some(at));
@@ -587,4 +589,242 @@ async fn questions_and_notifications_appear_in_each_recipients_conversation() {
     let woken = waiting.await.expect("the wait");
     assert_eq!(woken.items.len(), 1);
     assert_eq!(woken.items[0].id, "n2");
+}
+
+#[tokio::test]
+async fn an_answer_at_the_computer_is_recorded_once_with_channel_host_and_no_device() {
+    let relay = start().await;
+    let agent = register(&relay).await;
+    let phone = pair(&relay, &agent).await;
+    let tablet = pair(&relay, &agent).await;
+
+    // A question that accepts an answer at the computer (the relay never sees that: it is sealed).
+    let mut payload = yes_no("may I deploy?", &[&phone, &tablet], 600_000);
+    payload.channels = vec![Channel::Host, Channel::Phone];
+    let created: QuestionView = relay
+        .post(
+            "/v1/agent/questions",
+            &agent.bearer,
+            &seal_question(&agent, "h1", &payload, &[&phone, &tablet]),
+        )
+        .await
+        .ok();
+    assert_eq!(created.channel, None);
+    let own = OwnQuestion::open(
+        &agent.token.self_key(&agent.id),
+        &agent.id,
+        "h1",
+        &created.self_envelope,
+    )
+    .expect("the agent opens its copy");
+
+    // A long-poll on the question is woken by the answer.
+    let waiting = {
+        let (base, bearer) = (relay.base.clone(), agent.bearer.clone());
+        tokio::spawn(async move {
+            reqwest::Client::new()
+                .get(format!("{base}/v1/agent/questions/h1?wait=30"))
+                .bearer_auth(bearer)
+                .send()
+                .await
+                .expect("answers")
+                .json::<QuestionView>()
+                .await
+                .expect("a question")
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+
+    let (sent, body) = seal_host_answer_to(&agent, "h1", Answer::Yes, Some(own.digest.clone()));
+    let before = Timestamp::now();
+    let reply = answer_at_host(&relay, &agent, "h1", &body).await;
+    assert_eq!(reply.status, StatusCode::OK, "{}", reply.body);
+    assert_eq!(reply.body["channel"], "host");
+    assert!(reply.body["answeredBy"].is_null(), "{}", reply.body);
+    assert!(reply.body["answeredByName"].is_null(), "{}", reply.body);
+    let answered: QuestionView = reply.ok();
+    assert_eq!(answered.state, QuestionState::Answered);
+    assert_eq!(answered.channel, Some(Channel::Host));
+    assert_eq!(answered.answer_envelope.as_deref(), Some(body.envelope.as_str()));
+    let at = answered.answered_at.expect("answered at");
+    assert!(at >= before && at <= Timestamp::now());
+    assert_eq!(answered.closed_at, Some(at));
+    let woken = tokio::time::timeout(Duration::from_secs(10), waiting)
+        .await
+        .expect("the wait ends with the answer")
+        .expect("joins");
+    assert_eq!(woken.state, QuestionState::Answered);
+    assert_eq!(woken.channel, Some(Channel::Host));
+
+    // The agent's view and its answer log say the same; the answer opens with the agent's key and counts.
+    let v = view(&relay, &agent, "h1").await;
+    assert_eq!(v, answered);
+    let log: AnswerLog = relay.get("/v1/agent/questions", &agent.bearer).await.ok();
+    assert_eq!(log.questions, std::slice::from_ref(&answered));
+    let opened: AnswerPayload = envelope::open_json(
+        &agent.token.self_key(&agent.id),
+        &host_answer_aad(&agent.id, "h1"),
+        v.answer_envelope.as_deref().expect("sealed"),
+    )
+    .expect("opens");
+    assert_eq!(opened, sent);
+    let report = RelayReport {
+        state: v.state,
+        answered_by: v.answered_by.as_deref(),
+        answered_at: v.answered_at,
+        answer_envelope: v.answer_envelope.as_deref(),
+        channel: v.channel,
+    };
+    let decided = host_verdict(
+        &agent.id,
+        &own,
+        &report,
+        &agent.token.self_key(&agent.id),
+        Timestamp::now(),
+    );
+    assert!(decided.approved, "{decided:?}");
+    assert_eq!(decided.channel, Some(Channel::Host));
+
+    // Each recipient sees it answered at the host, with the copy, in its list and as an update item.
+    for device in [&phone, &tablet] {
+        let raw = relay
+            .get("/v1/device/questions?state=answered", &device.bearer)
+            .await;
+        assert_eq!(raw.body["questions"][0]["channel"], "host", "{}", raw.body);
+        let list: DeviceQuestions = raw.ok();
+        assert_eq!(ids(&list.questions), ["h1"]);
+        let meta = &list.questions[0].meta;
+        assert_eq!(meta.channel, Some(Channel::Host));
+        assert_eq!(meta.answered_by, None);
+        assert_eq!(meta.answered_by_name, None);
+        assert_eq!(meta.answer_copy, body.copy);
+        let conv: Conversation = relay
+            .get("/v1/device/conversation?updates=true&wait=0", &device.bearer)
+            .await
+            .ok();
+        let update = conv
+            .items
+            .iter()
+            .find(|i| i.kind == ItemKind::Update && i.subject_id.as_deref() == Some("h1"))
+            .expect("the update item");
+        assert_eq!(update.state, Some(ItemState::Answered));
+        let meta = update.question.as_ref().expect("its question");
+        assert_eq!(meta.channel, Some(Channel::Host));
+        assert_eq!(meta.answer_copy, body.copy);
+        let question = conv
+            .items
+            .iter()
+            .find(|i| i.kind == ItemKind::Question)
+            .expect("the question item");
+        assert_eq!(
+            question.question.as_ref().and_then(|m| m.channel),
+            Some(Channel::Host)
+        );
+    }
+
+    // A device after it is refused; the agent's retry gets the stored answer, unchanged.
+    answer(&relay, &phone, "h1", Answer::No)
+        .await
+        .error(StatusCode::CONFLICT, code::QUESTION_ANSWERED);
+    let (_, again) = seal_host_answer(&agent, "h1", Answer::No);
+    let retry = answer_at_host(&relay, &agent, "h1", &again).await;
+    assert_eq!(retry.status, StatusCode::OK);
+    let retry: QuestionView = retry.ok();
+    assert_eq!(retry, answered);
+    cancel(&relay, &agent, "h1")
+        .await
+        .error(StatusCode::CONFLICT, code::QUESTION_ANSWERED);
+
+    // A device answered first: the computer is refused, and the question stays the phone's.
+    ask(&relay, &agent, "h2", &[&phone], 600_000).await;
+    answer(&relay, &phone, "h2", Answer::Yes)
+        .await
+        .ok::<DeviceQuestion>();
+    let (_, late) = seal_host_answer(&agent, "h2", Answer::No);
+    answer_at_host(&relay, &agent, "h2", &late)
+        .await
+        .error(StatusCode::CONFLICT, code::QUESTION_ANSWERED);
+    let v = view(&relay, &agent, "h2").await;
+    assert_eq!(v.channel, Some(Channel::Phone));
+    assert_eq!(v.answered_by.as_deref(), Some(phone.id.as_str()));
+}
+
+#[tokio::test]
+async fn an_answer_at_the_computer_is_refused_as_a_devices_would_be() {
+    let relay = start().await;
+    let agent = register(&relay).await;
+    let phone = pair(&relay, &agent).await;
+    let other = register(&relay).await;
+
+    // Expired, cancelled: the device route's codes.
+    ask(&relay, &agent, "short", &[&phone], 1_000).await;
+    until_expired(&relay, &agent, "short").await;
+    let (_, body) = seal_host_answer(&agent, "short", Answer::Yes);
+    answer_at_host(&relay, &agent, "short", &body)
+        .await
+        .error(StatusCode::GONE, code::QUESTION_EXPIRED);
+    let v = view(&relay, &agent, "short").await;
+    assert_eq!((v.state, v.channel), (QuestionState::Expired, None));
+    assert!(v.answer_envelope.is_none());
+
+    ask(&relay, &agent, "withdrawn", &[&phone], 600_000).await;
+    cancel(&relay, &agent, "withdrawn").await.ok::<QuestionView>();
+    let (_, body) = seal_host_answer(&agent, "withdrawn", Answer::Yes);
+    answer_at_host(&relay, &agent, "withdrawn", &body)
+        .await
+        .error(StatusCode::CONFLICT, code::QUESTION_CANCELLED);
+
+    // Unknown, or another agent's: not found. A device's credential on the agent's route: forbidden.
+    ask(&relay, &agent, "mine", &[&phone], 600_000).await;
+    let (_, body) = seal_host_answer(&agent, "nope", Answer::Yes);
+    answer_at_host(&relay, &agent, "nope", &body)
+        .await
+        .error(StatusCode::NOT_FOUND, code::NOT_FOUND);
+    let (_, body) = seal_host_answer(&other, "mine", Answer::Yes);
+    answer_at_host(&relay, &other, "mine", &body)
+        .await
+        .error(StatusCode::NOT_FOUND, code::NOT_FOUND);
+    let (_, body) = seal_host_answer(&agent, "mine", Answer::Yes);
+    relay
+        .post("/v1/agent/questions/mine/answer", &phone.bearer, &body)
+        .await
+        .error(StatusCode::FORBIDDEN, code::FORBIDDEN);
+    relay
+        .call(
+            Method::POST,
+            "/v1/agent/questions/mine/answer",
+            None,
+            Some(serde_json::to_value(&body).expect("json")),
+        )
+        .await
+        .error(StatusCode::UNAUTHORIZED, code::UNAUTHORIZED);
+
+    // Envelopes are checked as on the device's route.
+    for bad in [
+        AnswerQuestion {
+            envelope: String::new(),
+            copy: None,
+        },
+        AnswerQuestion {
+            envelope: body.envelope.clone(),
+            copy: Some("not base64url!".into()),
+        },
+    ] {
+        answer_at_host(&relay, &agent, "mine", &bad)
+            .await
+            .error(StatusCode::BAD_REQUEST, code::INVALID_INPUT);
+    }
+    // Nothing of that was stored: the question is still open, and a copy is optional.
+    assert_eq!(view(&relay, &agent, "mine").await.state, QuestionState::Pending);
+    let body = AnswerQuestion {
+        envelope: body.envelope,
+        copy: None,
+    };
+    let done: QuestionView = answer_at_host(&relay, &agent, "mine", &body).await.ok();
+    assert_eq!(done.channel, Some(Channel::Host));
+    let meta = &device_list(&relay, &phone, "answered").await[0].meta;
+    assert_eq!(
+        (meta.channel, meta.answer_copy.as_deref()),
+        (Some(Channel::Host), None)
+    );
 }

@@ -10,7 +10,7 @@ use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode as AxumStatus};
 use pacerelle_core::Timestamp;
-use pacerelle_core::question::{Answer, QuestionState};
+use pacerelle_core::question::{Answer, Channel, QuestionState};
 use pacerelle_core::wire::{
     DeliveryLog, DeviceQuestion, EVENT_ID_HEADER, QuestionView, SIGNATURE_HEADER, SetWebhook, WebhookEvent,
     WebhookInfo,
@@ -22,8 +22,8 @@ use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
 use crate::common::{
-    Agent, TestRelay, answer, ask, db_path, eventually, fast_webhooks, pair, register, start_in,
-    start_with_settings,
+    Agent, TestRelay, answer, answer_at_host, ask, db_path, eventually, fast_webhooks, pair, register,
+    seal_host_answer, start_in, start_with_settings,
 };
 
 const SECRET: &str = "whsec_test_0123456789abcdef";
@@ -219,6 +219,39 @@ async fn delivery_where(
 }
 
 #[tokio::test]
+async fn an_answer_at_the_computer_sends_one_answered_event_with_channel_host() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let relay = start_in(dir, fast_webhooks()).await;
+    let agent = register(&relay).await;
+    let phone = pair(&relay, &agent).await;
+    let receiver = Receiver::start().await;
+    set_webhook(&relay, &agent, &receiver.url()).await;
+
+    ask(&relay, &agent, "qh", &[&phone], 600_000).await;
+    let (_, body) = seal_host_answer(&agent, "qh", Answer::Yes);
+    let answered: QuestionView = answer_at_host(&relay, &agent, "qh", &body).await.ok();
+    // A retry queues nothing more.
+    answer_at_host(&relay, &agent, "qh", &body)
+        .await
+        .ok::<QuestionView>();
+
+    let got = eventually(30, "the event", || async {
+        let got = receiver.received();
+        (!got.is_empty()).then_some(got)
+    })
+    .await;
+    let event = verify(&got[0], SECRET).expect("a valid signature");
+    assert_eq!(event.event_type, "question.answered");
+    assert_eq!(event.question, answered);
+    assert_eq!(event.question.channel, Some(Channel::Host));
+    assert_eq!(event.question.answered_by, None);
+    let raw: serde_json::Value = serde_json::from_slice(&got[0].body).expect("json");
+    assert_eq!(raw["question"]["channel"], "host");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(receiver.received().len(), 1, "one event for the question");
+}
+
+#[tokio::test]
 async fn answered_expired_and_cancelled_events_arrive_signed_once_each() {
     let dir = tempfile::tempdir().expect("a directory");
     let relay = start_in(dir, fast_webhooks()).await;
@@ -266,6 +299,7 @@ async fn answered_expired_and_cancelled_events_arrive_signed_once_each() {
     assert_eq!(qa.event_type, "question.answered");
     assert_eq!(qa.question.state, QuestionState::Answered);
     assert_eq!(qa.question.answered_by.as_deref(), Some(phone.id.as_str()));
+    assert_eq!(qa.question.channel, Some(Channel::Phone));
     assert!(qa.question.answer_envelope.is_some());
     let qc = &by_question["qc"];
     assert_eq!(qc.event_type, "question.cancelled");

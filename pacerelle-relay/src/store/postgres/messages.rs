@@ -54,6 +54,7 @@ struct ConversationRow {
     answered_at: Option<i64>,
     answered_by_name: Option<String>,
     answer_copy: Option<String>,
+    channel: Option<String>,
 }
 
 /// The greatest sequence number ever given to an item, deleted ones included (the identity sequence's last
@@ -461,7 +462,7 @@ impl PgStore {
                     i.source_message_id, i.created_at, i.delivered_at, i.processed_at,
                     i.update_state, s.kind AS subject_kind, s.item_id AS subject_id,
                     q.kind AS question_kind, q.state AS question_state, q.expires_at, q.answered_by, q.answered_at,
-                    q.answered_by_name, q.answer_copy
+                    q.answered_by_name, q.answer_copy, q.channel
              FROM items i
                   LEFT JOIN item_envelopes e ON e.item_seq = i.seq AND e.device_id = $2
                   LEFT JOIN items s ON s.seq = i.subject_seq
@@ -526,6 +527,7 @@ impl PgStore {
                         r.answered_at,
                         r.answered_by_name,
                         r.answer_copy,
+                        r.channel.as_deref(),
                         now,
                     )?,
                     created_at: Timestamp(r.created_at),

@@ -20,11 +20,12 @@
 
 use std::collections::HashMap;
 
-use pacerelle_core::question::{QuestionKind, QuestionRecord, QuestionState, Refusal};
+use pacerelle_core::question::{Channel, QuestionKind, QuestionRecord, QuestionState, Refusal};
 use pacerelle_core::wire::QuestionMeta;
 
 use super::prelude::*;
 use crate::error::StoreError;
+use crate::store::{Answerer, channel_of};
 
 /// Event types of the webhook outbox.
 pub(super) const ANSWERED: &str = "question.answered";
@@ -38,7 +39,7 @@ macro_rules! columns {
         "i.seq, i.item_id, q.agent_id, q.kind, q.state, i.created_at, q.expires_at, q.closed_at,
          COALESCE(i.envelope, '') AS self_envelope,
          (SELECT string_agg(ie.device_id, ',') FROM item_envelopes ie WHERE ie.item_seq = i.seq) AS recipients,
-         q.answered_by, q.answered_by_name, q.answered_at, q.answer_envelope, q.answer_copy"
+         q.answered_by, q.answered_by_name, q.answered_at, q.answer_envelope, q.answer_copy, q.channel"
     };
 }
 
@@ -109,6 +110,7 @@ pub(super) struct QuestionRow {
     answered_at: Option<i64>,
     answer_envelope: Option<String>,
     answer_copy: Option<String>,
+    channel: Option<String>,
 }
 
 /// A question and the envelope sealed for one device.
@@ -130,6 +132,11 @@ impl QuestionRow {
         })
     }
 
+    /// The channel of its answer (none while unanswered).
+    fn channel(&self) -> Result<Option<Channel>> {
+        channel_of(state_of(&self.state)?, self.channel.as_deref())
+    }
+
     /// The record as of `now`: a pending question past its expiry reads as expired (closed at its expiry).
     fn record_at(&self, now: Timestamp) -> Result<QuestionRecord> {
         let mut record = self.record()?;
@@ -143,10 +150,7 @@ impl QuestionRow {
             kind: kind_of(&self.kind)?,
             state: record.state,
             expires_at: record.expires_at,
-            channel: self
-                .answered_by
-                .as_ref()
-                .map(|_| pacerelle_core::question::Channel::Phone),
+            channel: self.channel()?,
             answered_by: self.answered_by.clone(),
             answered_at: self.answered_at.map(ts),
             answered_by_name: self.answered_by_name.clone(),
@@ -157,6 +161,7 @@ impl QuestionRow {
     /// The question as the agent sees it at `now` (also the body of its webhook events).
     pub(super) fn view(self, now: Timestamp) -> Result<QuestionView> {
         let record = self.record_at(now)?;
+        let channel = self.channel()?;
         let mut recipients: Vec<String> = self
             .recipients
             .as_deref()
@@ -175,10 +180,7 @@ impl QuestionRow {
             closed_at: record.closed_at,
             self_envelope: self.self_envelope,
             recipients,
-            channel: self
-                .answered_by
-                .as_ref()
-                .map(|_| pacerelle_core::question::Channel::Phone),
+            channel,
             answered_by: self.answered_by,
             answered_by_name: self.answered_by_name,
             answered_at: self.answered_at.map(ts),
@@ -356,6 +358,67 @@ async fn put_question_in(
     Ok(QuestionPut::Item(Box::new(ItemPut::Stored(view, true))))
 }
 
+/// An answer to store: who gives it, sealed for the agent (`envelope`) and with the question's answer key
+/// (`copy`).
+#[derive(Debug, Clone, Copy)]
+struct Answer<'a> {
+    by: Answerer<'a>,
+    envelope: &'a str,
+    copy: Option<&'a str>,
+}
+
+/// Records `answer` to the question `row` (locked, under the agent's lock) through the state machine and, when
+/// it is accepted, what an answer stores with it: the answered row, its `question.answered` event and its
+/// `update` item ([`Effects`]). An answer that meets the question's expiry writes the expiry first
+/// ([`store_expiry`]). Returns the row as stored now, or the refusal; the caller decides whether a refusal is a
+/// retry of the answer already stored.
+async fn store_answer(
+    conn: &mut PgConnection,
+    agent_id: &str,
+    row: &QuestionRow,
+    answer: Answer<'_>,
+    now: Timestamp,
+    effects: &mut Effects,
+) -> Result<Result<QuestionRow, Refusal>> {
+    let mut record = row.record()?;
+    let was = record.state;
+    let outcome = answer.by.answer(&mut record, now);
+    if was == QuestionState::Pending && record.state == QuestionState::Expired {
+        effects.closed = true;
+        (effects.event, effects.update) = store_expiry(&mut *conn, row, &record, now).await?;
+    }
+    if let Err(refusal) = outcome {
+        return Ok(Err(refusal));
+    }
+    let (device_id, channel) = answer.by.device_and_channel();
+    let answered_at = record.closed_at.unwrap_or(now);
+    let changed = sqlx::query(
+        "UPDATE questions SET state = $2, closed_at = $3, answered_by = $4,
+                answered_by_name = (SELECT name FROM devices WHERE device_id = $4),
+                answered_at = $3, answer_envelope = $5, answer_copy = $6, channel = $7
+         WHERE item_seq = $1 AND state = 'pending'",
+    )
+    .bind(row.seq)
+    .bind(record.state.as_str())
+    .bind(answered_at.millis())
+    .bind(device_id)
+    .bind(answer.envelope)
+    .bind(answer.copy)
+    .bind(channel.as_str())
+    .execute(&mut *conn)
+    .await?
+    .rows_affected();
+    if changed == 0 {
+        // Cannot happen under the agent's lock and the row's; refuse rather than report an answer not stored.
+        return Err(corrupt("a pending question changed under its write lock".into()));
+    }
+    effects.closed = true;
+    effects.event = super::webhooks::queue_event(&mut *conn, agent_id, row.seq, ANSWERED, now).await?;
+    effects.update =
+        super::updates::insert_update(&mut *conn, agent_id, row.seq, ItemState::Answered, now).await?;
+    Ok(Ok(row_at(&mut *conn, row.seq).await?))
+}
+
 /// The body of [`PgStore::answer_question`], in its transaction.
 async fn answer_in(
     conn: &mut PgConnection,
@@ -380,47 +443,44 @@ async fn answer_in(
     let Some(device_envelope) = sealed_for_device else {
         return Ok((Transition::NotFound, effects));
     };
-    let mut record = row.record()?;
-    let was = record.state;
-    let outcome = record.answer(device_id, now);
-    if was == QuestionState::Pending && record.state == QuestionState::Expired {
-        effects.closed = true;
-        (effects.event, effects.update) = store_expiry(&mut *conn, &row, &record, now).await?;
-    }
-    let transition = match outcome {
-        Ok(()) => {
-            let answered_at = record.closed_at.unwrap_or(now);
-            let changed = sqlx::query(
-                "UPDATE questions SET state = $2, closed_at = $3, answered_by = $4,
-                        answered_by_name = (SELECT name FROM devices WHERE device_id = $4),
-                        answered_at = $3, answer_envelope = $5, answer_copy = $6
-                 WHERE item_seq = $1 AND state = 'pending'",
-            )
-            .bind(row.seq)
-            .bind(record.state.as_str())
-            .bind(answered_at.millis())
-            .bind(device_id)
-            .bind(answer_envelope)
-            .bind(answer_copy)
-            .execute(&mut *conn)
-            .await?
-            .rows_affected();
-            if changed == 0 {
-                // Cannot happen under the agent's lock and the row's; refuse rather than report an answer not
-                // stored.
-                return Err(corrupt("a pending question changed under its write lock".into()));
-            }
-            effects.closed = true;
-            effects.event =
-                super::webhooks::queue_event(&mut *conn, agent_id, row.seq, ANSWERED, now).await?;
-            effects.update =
-                super::updates::insert_update(&mut *conn, agent_id, row.seq, ItemState::Answered, now)
-                    .await?;
-            let stored = row_at(&mut *conn, row.seq).await?;
-            Transition::Done(stored.device_question(device_envelope, now)?)
-        }
-        Err(Refusal::AlreadyAnswered) if record.answered_by.as_deref() == Some(device_id) => {
+    let answer = Answer {
+        by: Answerer::Device(device_id),
+        envelope: answer_envelope,
+        copy: answer_copy,
+    };
+    let transition = match store_answer(&mut *conn, agent_id, &row, answer, now, &mut effects).await? {
+        Ok(stored) => Transition::Done(stored.device_question(device_envelope, now)?),
+        Err(Refusal::AlreadyAnswered) if row.answered_by.as_deref() == Some(device_id) => {
             Transition::Done(row.device_question(device_envelope, now)?)
+        }
+        Err(refusal) => Transition::Refused(refusal),
+    };
+    Ok((transition, effects))
+}
+
+/// The body of [`PgStore::answer_question_at_host`], in its transaction.
+async fn answer_at_host_in(
+    conn: &mut PgConnection,
+    agent_id: &str,
+    question_id: &str,
+    answer_envelope: &str,
+    answer_copy: Option<&str>,
+    now: Timestamp,
+) -> Result<(Transition<QuestionView>, Effects)> {
+    let mut effects = Effects::default();
+    super::lock_agent(&mut *conn, agent_id).await?;
+    let Some(row) = row_of_locked(&mut *conn, agent_id, question_id).await? else {
+        return Ok((Transition::NotFound, effects));
+    };
+    let answer = Answer {
+        by: Answerer::Host,
+        envelope: answer_envelope,
+        copy: answer_copy,
+    };
+    let transition = match store_answer(&mut *conn, agent_id, &row, answer, now, &mut effects).await? {
+        Ok(stored) => Transition::Done(stored.view(now)?),
+        Err(Refusal::AlreadyAnswered) if row.channel()? == Some(Channel::Host) => {
+            Transition::Done(row.view(now)?)
         }
         Err(refusal) => Transition::Refused(refusal),
     };
@@ -627,6 +687,26 @@ impl PgStore {
             now,
         )
         .await?;
+        tx.commit().await?;
+        wrote(self);
+        Ok(outcome)
+    }
+
+    /// Records an answer given at the computer, sealed by the agent itself, through
+    /// [`QuestionRecord::answer_at_host`]: the same rule as a device's (the first valid answer wins), channel
+    /// `host` and no device. A retry once the question is answered at the host gets the stored question again;
+    /// an answer from a device came first: refused.
+    pub(crate) async fn answer_question_at_host(
+        &self,
+        agent_id: &str,
+        question_id: &str,
+        answer_envelope: &str,
+        answer_copy: Option<&str>,
+        now: Timestamp,
+    ) -> Result<(Transition<QuestionView>, Effects)> {
+        let mut tx = self.pool.begin().await?;
+        let outcome =
+            answer_at_host_in(&mut tx, agent_id, question_id, answer_envelope, answer_copy, now).await?;
         tx.commit().await?;
         wrote(self);
         Ok(outcome)

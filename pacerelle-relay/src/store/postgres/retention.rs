@@ -276,7 +276,8 @@ mod tests {
             "UPDATE questions SET state = $2, closed_at = $3,
                  answered_by = CASE WHEN $2 = 'answered' THEN 'dv_1' END,
                  answered_at = CASE WHEN $2 = 'answered' THEN $3 END,
-                 answer_envelope = CASE WHEN $2 = 'answered' THEN 'BBBB' END
+                 answer_envelope = CASE WHEN $2 = 'answered' THEN 'BBBB' END,
+                 channel = CASE WHEN $2 = 'answered' THEN 'phone' END
              WHERE item_seq = $1",
         )
         .bind(seq)

@@ -40,6 +40,7 @@ pub(super) fn conversation_meta(
     answered_at: Option<i64>,
     answered_by_name: Option<String>,
     answer_copy: Option<String>,
+    channel: Option<&str>,
     now: Timestamp,
 ) -> Result<Option<QuestionMeta>> {
     let (Some(kind), Some(state), Some(expires_at)) = (kind, state, expires_at) else {
@@ -57,9 +58,7 @@ pub(super) fn conversation_meta(
         kind: kind_of(kind)?,
         state: record.state_at(now),
         expires_at: record.expires_at,
-        channel: answered_by
-            .as_ref()
-            .map(|_| pacerelle_core::question::Channel::Phone),
+        channel: crate::store::channel_of(record.state, channel)?,
         answered_by,
         answered_at: answered_at.map(Timestamp),
         answered_by_name,
@@ -77,6 +76,7 @@ struct Meta {
     answered_at: Option<i64>,
     answered_by_name: Option<String>,
     answer_copy: Option<String>,
+    channel: Option<String>,
 }
 
 /// Inserts the `update` item saying that the item at `subject_seq` (a task or a question of `agent_id`)
@@ -148,7 +148,8 @@ pub(super) async fn insert_update(
     // The question's metadata as it now stands (the caller wrote the state change before this).
     let question = if subject_kind == SubjectKind::Question {
         let meta: Option<Meta> = sqlx::query_as(
-            "SELECT kind, state, expires_at, answered_by, answered_at, answered_by_name, answer_copy
+            "SELECT kind, state, expires_at, answered_by, answered_at, answered_by_name, answer_copy,
+                    channel
              FROM questions WHERE item_seq = $1",
         )
         .bind(subject_seq)
@@ -163,6 +164,7 @@ pub(super) async fn insert_update(
                 m.answered_at,
                 m.answered_by_name,
                 m.answer_copy,
+                m.channel.as_deref(),
                 now,
             )?,
             None => None,

@@ -377,6 +377,7 @@ impl SqliteStore {
             answered_at: Option<i64>,
             answered_by_name: Option<String>,
             answer_copy: Option<String>,
+            channel: Option<String>,
         }
         // An update is about its subject `s`: the device that sent the task sees it (`i.device_id`), or every
         // device the question was sealed for (the question's envelopes). Its question metadata is the
@@ -386,7 +387,7 @@ impl SqliteStore {
                     i.source_message_id, i.created_at, i.delivered_at, i.processed_at,
                     i.update_state, s.kind AS subject_kind, s.item_id AS subject_id,
                     q.kind AS question_kind, q.state AS question_state, q.expires_at, q.answered_by, q.answered_at,
-                    q.answered_by_name, q.answer_copy
+                    q.answered_by_name, q.answer_copy, q.channel
              FROM items i
                   LEFT JOIN item_envelopes e ON e.item_seq = i.seq AND e.device_id = ?2
                   LEFT JOIN items s ON s.seq = i.subject_seq
@@ -451,6 +452,7 @@ impl SqliteStore {
                         r.answered_at,
                         r.answered_by_name,
                         r.answer_copy,
+                        r.channel.as_deref(),
                         now,
                     )?,
                     created_at: ts(r.created_at),

@@ -7,15 +7,17 @@
 //! queued exactly once. Reads never write: they show the state [`QuestionRecord::state_at`] gives.
 
 use pacerelle_core::Timestamp;
-use pacerelle_core::question::{QuestionKind, QuestionRecord, QuestionState, Refusal};
+use pacerelle_core::question::{Channel, QuestionKind, QuestionRecord, QuestionState, Refusal};
 use pacerelle_core::wire::{DeviceEnvelope, DeviceQuestion, ItemState, QuestionMeta, QuestionView, Stored};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::updates::{NewUpdate, insert_update};
 use super::{Result, SqliteStore, cursor, seq_of, ts};
 use crate::error::StoreError;
+use crate::store::channel_of;
 use crate::store::{
-    Effects, ExpiryPass, ItemPut, LogPage, LogQuery, NewQuestion, QuestionPut, StateFilter, Transition,
+    Answerer, Effects, ExpiryPass, ItemPut, LogPage, LogQuery, NewQuestion, QuestionPut, StateFilter,
+    Transition,
 };
 
 /// Event types of the webhook outbox.
@@ -30,7 +32,7 @@ macro_rules! columns {
         "i.seq, i.item_id, q.agent_id, q.kind, q.state, i.created_at, q.expires_at, q.closed_at,
          COALESCE(i.envelope, '') AS self_envelope,
          (SELECT group_concat(device_id, ',') FROM item_envelopes WHERE item_seq = i.seq) AS recipients,
-         q.answered_by, q.answered_by_name, q.answered_at, q.answer_envelope, q.answer_copy"
+         q.answered_by, q.answered_by_name, q.answered_at, q.answer_envelope, q.answer_copy, q.channel"
     };
 }
 
@@ -84,6 +86,7 @@ pub(super) struct QuestionRow {
     answered_at: Option<i64>,
     answer_envelope: Option<String>,
     answer_copy: Option<String>,
+    channel: Option<String>,
 }
 
 /// A question and the envelope sealed for one device.
@@ -113,6 +116,7 @@ impl QuestionRow {
             answered_at: r.get("answered_at")?,
             answer_envelope: r.get("answer_envelope")?,
             answer_copy: r.get("answer_copy")?,
+            channel: r.get("channel")?,
         })
     }
 
@@ -124,6 +128,11 @@ impl QuestionRow {
             answered_by: self.answered_by.clone(),
             closed_at: self.closed_at.map(ts),
         })
+    }
+
+    /// The channel of its answer (none while unanswered).
+    fn channel(&self) -> Result<Option<Channel>> {
+        channel_of(state_of(&self.state)?, self.channel.as_deref())
     }
 
     /// The record as of `now`: a pending question past its expiry reads as expired (closed at its expiry).
@@ -139,10 +148,7 @@ impl QuestionRow {
             kind: kind_of(&self.kind)?,
             state: record.state,
             expires_at: record.expires_at,
-            channel: self
-                .answered_by
-                .as_ref()
-                .map(|_| pacerelle_core::question::Channel::Phone),
+            channel: self.channel()?,
             answered_by: self.answered_by.clone(),
             answered_at: self.answered_at.map(ts),
             answered_by_name: self.answered_by_name.clone(),
@@ -152,6 +158,7 @@ impl QuestionRow {
 
     pub(super) fn view(self, now: Timestamp) -> Result<QuestionView> {
         let record = self.record_at(now)?;
+        let channel = self.channel()?;
         let mut recipients: Vec<String> = self
             .recipients
             .as_deref()
@@ -170,10 +177,7 @@ impl QuestionRow {
             closed_at: record.closed_at,
             self_envelope: self.self_envelope,
             recipients,
-            channel: self
-                .answered_by
-                .as_ref()
-                .map(|_| pacerelle_core::question::Channel::Phone),
+            channel,
             answered_by: self.answered_by,
             answered_by_name: self.answered_by_name,
             answered_at: self.answered_at.map(ts),
@@ -240,6 +244,65 @@ fn store_expiry(
     let event = super::webhooks::queue_event(conn, &row.agent_id, row.seq, EXPIRED, now)?;
     let update = insert_update(conn, &row.agent_id, row.seq, ItemState::Expired, now)?;
     Ok((event, update))
+}
+
+/// An answer to store: who gives it, sealed for the agent (`envelope`) and with the question's answer key
+/// (`copy`).
+#[derive(Debug, Clone, Copy)]
+struct Answer<'a> {
+    by: Answerer<'a>,
+    envelope: &'a str,
+    copy: Option<&'a str>,
+}
+
+/// Records `answer` to the question `row` through the state machine and, when it is accepted, what an answer
+/// stores with it: the answered row, its `question.answered` event and its `update` item ([`Effects`]). An
+/// answer that meets the question's expiry writes the expiry first ([`store_expiry`]). Returns the row as
+/// stored now, or the refusal; the caller decides whether a refusal is a retry of the answer already stored.
+fn store_answer(
+    conn: &Connection,
+    agent_id: &str,
+    row: &QuestionRow,
+    answer: Answer<'_>,
+    now: Timestamp,
+    effects: &mut Effects,
+) -> Result<Result<QuestionRow, Refusal>> {
+    let mut record = row.record()?;
+    let was = record.state;
+    let outcome = answer.by.answer(&mut record, now);
+    if was == QuestionState::Pending && record.state == QuestionState::Expired {
+        effects.closed = true;
+        (effects.event, effects.update) = store_expiry(conn, row, &record, now)?;
+    }
+    if let Err(refusal) = outcome {
+        return Ok(Err(refusal));
+    }
+    let (device_id, channel) = answer.by.device_and_channel();
+    let answered_at = record.closed_at.unwrap_or(now);
+    let changed = conn
+        .prepare_cached(
+            "UPDATE questions SET state = ?2, closed_at = ?3, answered_by = ?4,
+                    answered_by_name = (SELECT name FROM devices WHERE device_id = ?4),
+                    answered_at = ?3, answer_envelope = ?5, answer_copy = ?6, channel = ?7
+             WHERE item_seq = ?1 AND state = 'pending'",
+        )?
+        .execute(params![
+            row.seq,
+            record.state.as_str(),
+            answered_at.millis(),
+            device_id,
+            answer.envelope,
+            answer.copy,
+            channel.as_str()
+        ])?;
+    if changed == 0 {
+        // Cannot happen inside this transaction; refuse rather than report an answer not stored.
+        return Err(corrupt("a pending question changed under its write lock".into()));
+    }
+    effects.closed = true;
+    effects.event = super::webhooks::queue_event(conn, agent_id, row.seq, ANSWERED, now)?;
+    effects.update = insert_update(conn, agent_id, row.seq, ItemState::Answered, now)?;
+    Ok(Ok(row_at(conn, row.seq)?))
 }
 
 /// Whether every device is an active device of this agent; the first that is not, otherwise.
@@ -383,46 +446,53 @@ impl SqliteStore {
             let Some(device_envelope) = sealed_for_device else {
                 return Ok((Transition::NotFound, effects));
             };
-            let mut record = row.record()?;
-            let was = record.state;
-            let outcome = record.answer(&device_id, now);
-            if was == QuestionState::Pending && record.state == QuestionState::Expired {
-                effects.closed = true;
-                (effects.event, effects.update) = store_expiry(conn, &row, &record, now)?;
-            }
-            let transition = match outcome {
-                Ok(()) => {
-                    let answered_at = record.closed_at.unwrap_or(now);
-                    let changed = conn
-                        .prepare_cached(
-                            "UPDATE questions SET state = ?2, closed_at = ?3, answered_by = ?4,
-                                    answered_by_name = (SELECT name FROM devices WHERE device_id = ?4),
-                                    answered_at = ?3, answer_envelope = ?5, answer_copy = ?6
-                             WHERE item_seq = ?1 AND state = 'pending'",
-                        )?
-                        .execute(params![
-                            row.seq,
-                            record.state.as_str(),
-                            answered_at.millis(),
-                            device_id,
-                            answer_envelope,
-                            answer_copy
-                        ])?;
-                    if changed == 0 {
-                        // Cannot happen inside this transaction; refuse rather than report an answer not
-                        // stored.
-                        return Err(corrupt("a pending question changed under its write lock".into()));
-                    }
-                    effects.closed = true;
-                    effects.event = super::webhooks::queue_event(conn, &agent_id, row.seq, ANSWERED, now)?;
-                    effects.update = insert_update(conn, &agent_id, row.seq, ItemState::Answered, now)?;
-                    let stored = row_at(conn, row.seq)?;
-                    Transition::Done(stored.device_question(device_envelope, now)?)
-                }
-                Err(Refusal::AlreadyAnswered)
-                    if record.answered_by.as_deref() == Some(device_id.as_str()) =>
-                {
+            let answer = Answer {
+                by: Answerer::Device(&device_id),
+                envelope: &answer_envelope,
+                copy: answer_copy.as_deref(),
+            };
+            let transition = match store_answer(conn, &agent_id, &row, answer, now, &mut effects)? {
+                Ok(stored) => Transition::Done(stored.device_question(device_envelope, now)?),
+                Err(Refusal::AlreadyAnswered) if row.answered_by.as_deref() == Some(device_id.as_str()) => {
                     Transition::Done(row.device_question(device_envelope, now)?)
+                }
+                Err(refusal) => Transition::Refused(refusal),
+            };
+            Ok((transition, effects))
+        })
+        .await
+    }
+
+    /// Records an answer given at the computer, sealed by the agent itself, through
+    /// [`QuestionRecord::answer_at_host`]: the same rule as a device's (the first valid answer wins), channel
+    /// `host` and no device. A retry once the question is answered at the host gets the stored question again;
+    /// an answer from a device came first: refused.
+    pub(crate) async fn answer_question_at_host(
+        &self,
+        agent_id: &str,
+        question_id: &str,
+        answer_envelope: &str,
+        answer_copy: Option<&str>,
+        now: Timestamp,
+    ) -> Result<(Transition<QuestionView>, Effects)> {
+        let agent_id = agent_id.to_string();
+        let question_id = question_id.to_string();
+        let answer_envelope = answer_envelope.to_string();
+        let answer_copy = answer_copy.map(str::to_string);
+        self.write(move |conn| {
+            let mut effects = Effects::default();
+            let Some(row) = row_of(conn, &agent_id, &question_id)? else {
+                return Ok((Transition::NotFound, effects));
+            };
+            let answer = Answer {
+                by: Answerer::Host,
+                envelope: &answer_envelope,
+                copy: answer_copy.as_deref(),
+            };
+            let transition = match store_answer(conn, &agent_id, &row, answer, now, &mut effects)? {
+                Ok(stored) => Transition::Done(stored.view(now)?),
+                Err(Refusal::AlreadyAnswered) if row.channel()? == Some(Channel::Host) => {
+                    Transition::Done(row.view(now)?)
                 }
                 Err(refusal) => Transition::Refused(refusal),
             };
@@ -669,6 +739,7 @@ pub(super) fn conversation_meta(
     answered_at: Option<i64>,
     answered_by_name: Option<String>,
     answer_copy: Option<String>,
+    channel: Option<&str>,
     now: Timestamp,
 ) -> Result<Option<QuestionMeta>> {
     let (Some(kind), Some(state), Some(expires_at)) = (kind, state, expires_at) else {
@@ -684,9 +755,7 @@ pub(super) fn conversation_meta(
         kind: kind_of(kind)?,
         state: record.state_at(now),
         expires_at: record.expires_at,
-        channel: answered_by
-            .as_ref()
-            .map(|_| pacerelle_core::question::Channel::Phone),
+        channel: channel_of(record.state, channel)?,
         answered_by,
         answered_at: answered_at.map(ts),
         answered_by_name,
@@ -918,6 +987,216 @@ mod tests {
         assert_eq!(v.answered_by_name.as_deref(), Some("phone"));
         assert_eq!(v.recipients, ["dv_1", "dv_2"]);
         assert_eq!(events(&store).await, [("q3".to_string(), ANSWERED.to_string())]);
+    }
+
+    #[tokio::test]
+    async fn an_answer_at_the_host_wins_once_and_a_device_after_it_is_refused() {
+        let (store, _dir) = store().await;
+        ask(&store, "q4", T0 + 60_000).await;
+        let (first, effects) = store
+            .answer_question_at_host("ag_1", "q4", "HOST", Some("COPY"), Timestamp(T0 + 10))
+            .await
+            .expect("ok");
+        let Transition::Done(first) = first else {
+            panic!("accepted")
+        };
+        assert_eq!(first.state, QuestionState::Answered);
+        assert_eq!(first.channel, Some(Channel::Host));
+        assert_eq!(first.answered_by, None);
+        assert_eq!(first.answered_by_name, None);
+        assert_eq!(first.answered_at, Some(Timestamp(T0 + 10)));
+        assert_eq!(first.answer_envelope.as_deref(), Some("HOST"));
+        assert!(effects.closed && effects.event);
+        let update = effects.update.expect("an update item");
+        assert_eq!(update.state, ItemState::Answered);
+        // A retry gets the stored answer; a device after it is refused.
+        let (retry, effects) = store
+            .answer_question_at_host("ag_1", "q4", "OTHER", None, Timestamp(T0 + 11))
+            .await
+            .expect("ok");
+        assert!(matches!(retry, Transition::Done(ref v) if v.answer_envelope.as_deref() == Some("HOST")));
+        assert!(!effects.closed && !effects.event && effects.update.is_none());
+        let (device, _) = store
+            .answer_question("ag_1", "dv_1", "q4", "AQID", None, Timestamp(T0 + 12))
+            .await
+            .expect("ok");
+        assert!(matches!(device, Transition::Refused(Refusal::AlreadyAnswered)));
+        let listed = store
+            .device_questions("ag_1", "dv_2", StateFilter::All, 10, Timestamp(T0 + 13))
+            .await
+            .expect("ok");
+        assert_eq!(listed[0].meta.channel, Some(Channel::Host));
+        assert_eq!(listed[0].meta.answer_copy.as_deref(), Some("COPY"));
+        assert_eq!(events(&store).await, [("q4".to_string(), ANSWERED.to_string())]);
+
+        // A device answered first: the host is refused; and a host answer to an unknown question is not found.
+        ask(&store, "q5", T0 + 60_000).await;
+        store
+            .answer_question("ag_1", "dv_1", "q5", "AQID", None, Timestamp(T0 + 20))
+            .await
+            .expect("ok");
+        let (late, _) = store
+            .answer_question_at_host("ag_1", "q5", "HOST", None, Timestamp(T0 + 21))
+            .await
+            .expect("ok");
+        assert!(matches!(late, Transition::Refused(Refusal::AlreadyAnswered)));
+        let v = store
+            .question("ag_1", "q5", Timestamp(T0 + 22))
+            .await
+            .expect("ok")
+            .expect("found");
+        assert_eq!(v.channel, Some(Channel::Phone));
+        let (missing, _) = store
+            .answer_question_at_host("ag_1", "nope", "HOST", None, Timestamp(T0 + 23))
+            .await
+            .expect("ok");
+        assert!(matches!(missing, Transition::NotFound));
+    }
+
+    #[tokio::test]
+    async fn migrating_a_version_12_database_keeps_questions_and_events_and_reads_answers_as_phone() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("v12.db");
+        let pool = super::super::tests::database_at(&path, 12).await;
+        for sql in [
+            "INSERT INTO agents (agent_id, name, auth_hash, created_at) VALUES ('ag_1', 'laptop', x'01', 1)",
+            "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
+             VALUES ('dv_1', 'ag_1', 'phone', 'owner', x'00', 1)",
+            // seq 1: answered; 2: pending; 3: expired; 4: the update of the answer.
+            "INSERT INTO items (agent_id, kind, item_id, envelope, created_at) VALUES ('ag_1', 'question', 'q1', 'SELF', 2)",
+            "INSERT INTO items (agent_id, kind, item_id, envelope, created_at) VALUES ('ag_1', 'question', 'q2', 'SELF', 3)",
+            "INSERT INTO items (agent_id, kind, item_id, envelope, created_at) VALUES ('ag_1', 'question', 'q3', 'SELF', 4)",
+            "INSERT INTO item_envelopes (item_seq, device_id, envelope)
+             VALUES (1, 'dv_1', 'Q1'), (2, 'dv_1', 'Q2'), (3, 'dv_1', 'Q3')",
+            "INSERT INTO questions (item_seq, agent_id, kind, state, expires_at, closed_at, answered_by,
+                                    answered_by_name, answered_at, answer_envelope, answer_copy)
+             VALUES (1, 'ag_1', 'yes_no', 'answered', 9000000000000, 5, 'dv_1', 'phone', 5, 'ANS', 'COPY')",
+            "INSERT INTO questions (item_seq, agent_id, kind, state, expires_at)
+             VALUES (2, 'ag_1', 'text', 'pending', 9000000000000)",
+            "INSERT INTO questions (item_seq, agent_id, kind, state, expires_at, closed_at)
+             VALUES (3, 'ag_1', 'choice', 'expired', 6, 6)",
+            "INSERT INTO items (agent_id, kind, item_id, created_at, subject_seq, update_state)
+             VALUES ('ag_1', 'update', 'upd_1', 5, 1, 'answered')",
+            "INSERT INTO webhooks (agent_id, url, sealed_secret, updated_at) VALUES ('ag_1', 'https://h.example/', x'01', 1)",
+            "INSERT INTO webhook_events (event_id, agent_id, event_type, question_seq, question_id, body, state,
+                                         attempts, created_at, delivered_at)
+             VALUES ('evt_1', 'ag_1', 'question.answered', 1, 'q1', '{}', 'delivered', 1, 5, 6)",
+            "INSERT INTO webhook_events (event_id, agent_id, event_type, question_seq, question_id, body, state,
+                                         attempts, created_at, next_attempt_at)
+             VALUES ('evt_2', 'ag_1', 'question.expired', 3, 'q3', '{}', 'pending', 0, 6, 6)",
+        ] {
+            sqlx::query(sql).execute(&pool).await.expect(sql);
+        }
+        pool.close().await;
+
+        let store = SqliteStore::open(&path).await.expect("migrates");
+        let now = Timestamp(10);
+        let q1 = store
+            .question("ag_1", "q1", now)
+            .await
+            .expect("ok")
+            .expect("found");
+        assert_eq!(q1.state, QuestionState::Answered);
+        assert_eq!(q1.channel, Some(Channel::Phone));
+        assert_eq!(q1.answered_by.as_deref(), Some("dv_1"));
+        assert_eq!(q1.answered_by_name.as_deref(), Some("phone"));
+        assert_eq!(q1.answered_at, Some(Timestamp(5)));
+        assert_eq!(q1.answer_envelope.as_deref(), Some("ANS"));
+        let q2 = store
+            .question("ag_1", "q2", now)
+            .await
+            .expect("ok")
+            .expect("found");
+        assert_eq!((q2.state, q2.channel), (QuestionState::Pending, None));
+        let q3 = store
+            .question("ag_1", "q3", now)
+            .await
+            .expect("ok")
+            .expect("found");
+        assert_eq!(
+            (q3.state, q3.closed_at, q3.channel),
+            (QuestionState::Expired, Some(Timestamp(6)), None)
+        );
+        let listed = store
+            .device_questions("ag_1", "dv_1", StateFilter::All, 10, now)
+            .await
+            .expect("ok");
+        let metas: Vec<(&str, Option<Channel>, Option<&str>)> = listed
+            .iter()
+            .map(|q| {
+                (
+                    q.question_id.as_str(),
+                    q.meta.channel,
+                    q.meta.answer_copy.as_deref(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            metas,
+            [
+                ("q1", Some(Channel::Phone), Some("COPY")),
+                ("q2", None, None),
+                ("q3", None, None)
+            ]
+        );
+        let (items, _) = store
+            .conversation("ag_1", "dv_1", Cursor::START, 10, true, now)
+            .await
+            .expect("reads");
+        let update = items.iter().find(|i| i.id == "upd_1").expect("the update");
+        assert_eq!(
+            update.question.as_ref().and_then(|m| m.channel),
+            Some(Channel::Phone)
+        );
+        assert_eq!(
+            events(&store).await,
+            [
+                ("q1".to_string(), ANSWERED.to_string()),
+                ("q3".to_string(), EXPIRED.to_string())
+            ]
+        );
+        let violations: Vec<(String, i64, String, i64)> = sqlx::query_as("PRAGMA foreign_key_check")
+            .fetch_all(&store.read)
+            .await
+            .expect("checks");
+        assert!(violations.is_empty(), "{violations:?}");
+        let parent: String = sqlx::query_scalar(
+            "SELECT \"table\" FROM pragma_foreign_key_list('webhook_events') WHERE \"from\" = 'question_seq'",
+        )
+        .fetch_one(&store.read)
+        .await
+        .expect("a foreign key");
+        assert_eq!(parent, "questions");
+        let mut indexes: Vec<String> = sqlx::query_scalar(
+            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'questions' AND sql IS NOT NULL",
+        )
+        .fetch_all(&store.read)
+        .await
+        .expect("indexes");
+        indexes.sort();
+        assert_eq!(
+            indexes,
+            [
+                "questions_by_agent",
+                "questions_closed_by_age",
+                "questions_open_by_agent",
+                "questions_pending_by_expiry"
+            ]
+        );
+
+        // The new rule admits an answer without a device, at the host, and still refuses a second answer.
+        let (host, _) = store
+            .answer_question_at_host("ag_1", "q2", "HOST", None, Timestamp(11))
+            .await
+            .expect("ok");
+        assert!(matches!(host, Transition::Done(ref v) if v.channel == Some(Channel::Host)));
+        let bad = store
+            .write(|conn| {
+                conn.execute("UPDATE questions SET answered_by = NULL WHERE item_seq = 1", [])?;
+                Ok(())
+            })
+            .await;
+        assert!(bad.is_err(), "a phone answer without its device breaks the CHECK");
     }
 
     #[tokio::test]

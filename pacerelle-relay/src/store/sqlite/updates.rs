@@ -113,10 +113,12 @@ pub(crate) fn insert_update(
         Option<i64>,
         Option<String>,
         Option<String>,
+        Option<String>,
     );
     let meta: Option<Meta> = conn
         .prepare_cached(
-            "SELECT kind, state, expires_at, answered_by, answered_at, answered_by_name, answer_copy
+            "SELECT kind, state, expires_at, answered_by, answered_at, answered_by_name, answer_copy,
+                channel
          FROM questions WHERE item_seq = ?1",
         )?
         .query_row([subject_seq], |r| {
@@ -128,11 +130,12 @@ pub(crate) fn insert_update(
                 r.get(4)?,
                 r.get(5)?,
                 r.get(6)?,
+                r.get(7)?,
             ))
         })
         .optional()?;
     let question = match meta.filter(|_| subject_kind == SubjectKind::Question) {
-        Some((kind, q_state, expires_at, by, at, by_name, copy)) => questions::conversation_meta(
+        Some((kind, q_state, expires_at, by, at, by_name, copy, channel)) => questions::conversation_meta(
             Some(&kind),
             Some(&q_state),
             Some(expires_at),
@@ -140,6 +143,7 @@ pub(crate) fn insert_update(
             at,
             by_name,
             copy,
+            channel.as_deref(),
             now,
         )?,
         None => None,
