@@ -5,8 +5,10 @@ use std::time::Duration;
 
 use anyhow::{Result, anyhow};
 use pacerelle_client::{
-    Answer, AnswerOutcome, Level, QuestionKind, QuestionRequest, QuestionState, answer_text,
+    AgentClient, Answer, AnswerOutcome, Asked, Channel, ErrorKind, Level, QuestionKind, QuestionRequest,
+    QuestionState, answer_text,
 };
+use tokio::io::AsyncBufReadExt;
 
 use crate::Global;
 use crate::home;
@@ -49,6 +51,11 @@ pub struct AskArgs {
     /// exits 3 with question_id_conflict.
     #[arg(long)]
     id: Option<String>,
+    /// Ask here too: while waiting for the phone, read one answer typed on standard input (yes/no; an option,
+    /// or options separated by commas with --multiple; the text). The first answer, here or on the phone,
+    /// counts; the exit status is the same either way.
+    #[arg(long)]
+    here: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -103,16 +110,21 @@ fn print_outcome(global: &Global, outcome: &AnswerOutcome) -> Result<()> {
         (_, _, Some(reason)) => eprintln!("error: the answer was rejected: {reason}"),
         (QuestionState::Answered, Some(answer), None) => {
             println!("{}", answer_text(answer));
-            let who = outcome
-                .answered_by_name
-                .as_deref()
-                .or(outcome.answered_by.as_deref())
-                .unwrap_or("?");
             let when = outcome
                 .device_answered_at
+                .or(outcome.answered_at)
                 .map(|t| t.to_string())
                 .unwrap_or_default();
-            eprintln!("answered by {who} at {when}");
+            if outcome.channel == Some(Channel::Host) {
+                eprintln!("answered here at the computer at {when}");
+            } else {
+                let who = outcome
+                    .answered_by_name
+                    .as_deref()
+                    .or(outcome.answered_by.as_deref())
+                    .unwrap_or("?");
+                eprintln!("answered by {who} at {when}");
+            }
         }
         (QuestionState::Expired, _, None) => {
             eprintln!(
@@ -127,6 +139,27 @@ fn print_outcome(global: &Global, outcome: &AnswerOutcome) -> Result<()> {
 }
 
 pub async fn ask(global: &Global, args: AskArgs) -> Result<ExitCode> {
+    if !args.here {
+        return ask_and_wait(global, args).await.map(ExitCode::from);
+    }
+    // The read of standard input runs on a blocking thread that cannot be cancelled: a runtime shut down
+    // normally would wait for a line nobody types. The outcome decided, exit here, as `main` would.
+    let result = ask_and_wait(global, args).await;
+    let code = match result {
+        Ok(code) => code,
+        Err(e) => {
+            output::error(global.json, &e);
+            EXIT_ERROR
+        }
+    };
+    use std::io::Write;
+    let _ = std::io::stdout().flush();
+    let _ = std::io::stderr().flush();
+    std::process::exit(i32::from(code))
+}
+
+/// Asks and waits; the exit status of the outcome.
+async fn ask_and_wait(global: &Global, args: AskArgs) -> Result<u8> {
     let details = match (args.details, args.details_file.as_deref()) {
         (_, Some(path)) => Some(crate::text::from_file(path)?),
         (Some(text), None) => Some(crate::text::check("--details", text)?),
@@ -140,6 +173,11 @@ pub async fn ask(global: &Global, args: AskArgs) -> Result<ExitCode> {
     } else {
         QuestionKind::YesNo
     };
+    let here = args.here.then(|| Here {
+        kind,
+        options: args.choices.clone(),
+        multiple: args.multiple,
+    });
     let request = QuestionRequest {
         question: args.question,
         kind,
@@ -149,12 +187,18 @@ pub async fn ask(global: &Global, args: AskArgs) -> Result<ExitCode> {
         expires_in: args.expires,
         question_id: args.id,
         channels: Vec::new(),
-    };
+    }
+    .answered_at_host(args.here);
     let asked = agent.ask_user(request).await?;
     if !global.json {
         eprintln!(
-            "asked {} — waiting for the answer on the phone (expires in {})",
+            "asked {} — waiting for the answer {} (expires in {})",
             asked.question_id,
+            if here.is_some() {
+                "here or on the phone"
+            } else {
+                "on the phone"
+            },
             output::until(asked.expires_at)
         );
     }
@@ -165,8 +209,18 @@ pub async fn ask(global: &Global, args: AskArgs) -> Result<ExitCode> {
                 .unwrap_or(0),
         )
         + Duration::from_secs(5);
+    // Without --here, standard input is never read: this never finishes.
+    let typed = async {
+        match &here {
+            Some(here) => answer_here(&agent, &asked, here).await,
+            None => std::future::pending().await,
+        }
+    };
     let outcome = tokio::select! {
         outcome = agent.wait_until_final(&asked, deadline) => outcome?,
+        // Recorded here first. Every other end of reading here (the phone answered first, the question
+        // closed, no more input) never finishes, and the phone's side decides.
+        outcome = typed => outcome,
         _ = tokio::signal::ctrl_c() => {
             // Interrupted: withdraw the question so that a later answer cannot count.
             match agent.cancel_question(&asked.question_id).await {
@@ -176,7 +230,140 @@ pub async fn ask(global: &Global, args: AskArgs) -> Result<ExitCode> {
         }
     };
     print_outcome(global, &outcome)?;
-    Ok(ExitCode::from(exit_status(&outcome)))
+    Ok(exit_status(&outcome))
+}
+
+/// The question as `--here` reads an answer to it.
+#[derive(Debug)]
+struct Here {
+    kind: QuestionKind,
+    options: Vec<String>,
+    multiple: bool,
+}
+
+impl Here {
+    fn prompt(&self) -> String {
+        let how = match self.kind {
+            QuestionKind::YesNo => "yes/no".to_string(),
+            QuestionKind::Choice if self.multiple => {
+                format!("{}; several separated by commas", self.options.join(" / "))
+            }
+            QuestionKind::Choice => self.options.join(" / "),
+            QuestionKind::Text => "type it".to_string(),
+        };
+        format!("Answer here too ({how}), or on the phone: ")
+    }
+
+    /// The answer a typed line gives, or why it is not one.
+    fn parse(&self, line: &str) -> Result<Answer, String> {
+        let line = line.trim();
+        match self.kind {
+            QuestionKind::YesNo => match line.to_lowercase().as_str() {
+                "yes" | "y" => Ok(Answer::Yes),
+                "no" | "n" => Ok(Answer::No),
+                _ => Err(format!("{line:?} is not an answer: type yes or no")),
+            },
+            QuestionKind::Choice => {
+                let typed: Vec<&str> = if self.multiple {
+                    line.split(',').map(str::trim).filter(|t| !t.is_empty()).collect()
+                } else {
+                    vec![line]
+                };
+                if typed.is_empty() || typed.iter().any(|t| t.is_empty()) {
+                    return Err(format!("type {}", self.one_of()));
+                }
+                let mut chosen: Vec<String> = Vec::new();
+                for t in typed {
+                    let option = self
+                        .option(t)
+                        .ok_or_else(|| format!("{t:?} is not an option: type {}", self.one_of()))?;
+                    if !chosen.contains(&option) {
+                        chosen.push(option);
+                    }
+                }
+                Ok(Answer::Options(chosen))
+            }
+            QuestionKind::Text if line.is_empty() => Err("type the answer".to_string()),
+            QuestionKind::Text => Ok(Answer::Text(line.to_string())),
+        }
+    }
+
+    fn one_of(&self) -> String {
+        let list = self.options.join(", ");
+        if self.multiple {
+            format!("one or more of {list} (separated by commas)")
+        } else {
+            format!("one of {list}")
+        }
+    }
+
+    /// The option `typed` names: exactly, then ignoring case, then by its number in the list (1, 2, …).
+    fn option(&self, typed: &str) -> Option<String> {
+        if let Some(o) = self.options.iter().find(|o| o.as_str() == typed) {
+            return Some(o.clone());
+        }
+        let folded: Vec<&String> = self
+            .options
+            .iter()
+            .filter(|o| o.to_lowercase() == typed.to_lowercase())
+            .collect();
+        if let [one] = folded.as_slice() {
+            return Some((*one).clone());
+        }
+        let n: usize = typed.parse().ok()?;
+        self.options.get(n.checked_sub(1)?).cloned()
+    }
+}
+
+/// Reads standard input until a line gives an answer, and records it as answered at the computer. Returns
+/// the outcome once the relay took it; never returns when it did not (the phone answered first, the
+/// question closed, standard input ended, or answering here failed): the phone's side decides then.
+async fn answer_here(agent: &AgentClient, asked: &Asked, here: &Here) -> AnswerOutcome {
+    let mut lines = tokio::io::BufReader::new(tokio::io::stdin()).lines();
+    loop {
+        eprint!("{}", here.prompt());
+        let line = match lines.next_line().await {
+            Ok(Some(line)) => line,
+            Ok(None) => {
+                eprintln!();
+                eprintln!("(no more input here; waiting for the phone)");
+                break;
+            }
+            Err(e) => {
+                eprintln!();
+                eprintln!("(standard input cannot be read: {e}; waiting for the phone)");
+                break;
+            }
+        };
+        let answer = match here.parse(&line) {
+            Ok(answer) => answer,
+            Err(why) => {
+                eprintln!("{why}");
+                continue;
+            }
+        };
+        match agent
+            .answer_at_host(&asked.question_id, asked.digest.as_deref(), answer)
+            .await
+        {
+            Ok(outcome) if outcome.is_final() => return outcome,
+            Ok(_) => break,
+            Err(e) if e.kind() == ErrorKind::QuestionClosed => {
+                // Answered on the phone first (or expired, or cancelled): that outcome counts, read by the
+                // wait beside this one.
+                eprintln!("too late here: {e}");
+                break;
+            }
+            Err(e) if e.is_transient() => {
+                eprintln!("the answer could not be recorded ({e}); type it again, or answer on the phone");
+            }
+            Err(e) => {
+                eprintln!("the answer could not be recorded here: {e}; waiting for the phone");
+                break;
+            }
+        }
+    }
+    std::future::pending().await
 }
 
 pub async fn notify(global: &Global, args: NotifyArgs) -> Result<()> {
@@ -248,5 +435,60 @@ mod tests {
         let mut rejected = outcome(Answered, Some(Answer::Yes), true);
         rejected.rejected = Some("x".into());
         assert_eq!(exit_status(&rejected), 3);
+    }
+
+    #[test]
+    fn lines_typed_here_are_read_by_kind() {
+        let yes_no = Here {
+            kind: QuestionKind::YesNo,
+            options: Vec::new(),
+            multiple: false,
+        };
+        assert_eq!(yes_no.parse("yes"), Ok(Answer::Yes));
+        assert_eq!(yes_no.parse(" Y "), Ok(Answer::Yes));
+        assert_eq!(yes_no.parse("NO"), Ok(Answer::No));
+        assert_eq!(yes_no.parse("n"), Ok(Answer::No));
+        assert!(yes_no.parse("maybe").is_err());
+        assert!(yes_no.parse("").is_err());
+
+        let one = Here {
+            kind: QuestionKind::Choice,
+            options: vec!["staging".into(), "production".into(), "a, b".into()],
+            multiple: false,
+        };
+        assert_eq!(one.parse("staging"), Ok(Answer::Options(vec!["staging".into()])));
+        assert_eq!(
+            one.parse("Production"),
+            Ok(Answer::Options(vec!["production".into()]))
+        );
+        assert_eq!(one.parse("2"), Ok(Answer::Options(vec!["production".into()])));
+        assert_eq!(one.parse("a, b"), Ok(Answer::Options(vec!["a, b".into()])));
+        assert!(one.parse("moon").is_err());
+        assert!(one.parse("4").is_err());
+        assert!(one.parse("0").is_err());
+        assert!(one.parse("staging, production").is_err());
+
+        let several = Here {
+            kind: QuestionKind::Choice,
+            options: vec!["staging".into(), "production".into()],
+            multiple: true,
+        };
+        assert_eq!(
+            several.parse("staging, Production"),
+            Ok(Answer::Options(vec!["staging".into(), "production".into()]))
+        );
+        assert_eq!(several.parse("1,1"), Ok(Answer::Options(vec!["staging".into()])));
+        assert!(several.parse("staging, moon").is_err());
+        assert!(several.parse(" , ").is_err());
+
+        let text = Here {
+            kind: QuestionKind::Text,
+            options: Vec::new(),
+            multiple: false,
+        };
+        assert_eq!(text.parse("ship it "), Ok(Answer::Text("ship it".into())));
+        assert!(text.parse("   ").is_err());
+        assert!(text.prompt().starts_with("Answer here too"));
+        assert!(yes_no.prompt().contains("yes/no"));
     }
 }
