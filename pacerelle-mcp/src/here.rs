@@ -30,7 +30,8 @@ const FIELD: &str = "answer";
 /// Why the question cannot also be asked at this host, or `None` when it can.
 pub(crate) fn why_not(peer: &Peer<RoleServer>) -> Option<&'static str> {
     let Some(info) = peer.peer_info() else {
-        return Some("the host did not declare what it supports");
+        // No initialize handshake: MCP 2026-07-28, where a server sends the host no request of its own.
+        return Some("on MCP 2026-07-28 a server can no longer send the host a request during a session");
     };
     if info.protocol_version >= ProtocolVersion::V_2026_07_28 {
         return Some("on MCP 2026-07-28 a server can no longer send the host a request during a session");

@@ -172,7 +172,11 @@ fn soak_run(root: &Path, profile: &str, args: &[&str]) -> Result<()> {
 /// answer-log verifier against `pacerelle-core/tests/vectors/signature.json`.
 fn py(root: &Path) -> Result<()> {
     const VENV: &str = "target/xtask/venv";
-    run(root, "cargo", &["build", "-p", "pacerelle-cli"])?;
+    run(
+        root,
+        "cargo",
+        &["build", "-p", "pacerelle-cli", "-p", "pacerelle-mcp"],
+    )?;
     run(root, "python3", &["-m", "venv", "--clear", VENV])?;
     let python = root.join(VENV).join("bin/python");
     let install = [
@@ -185,6 +189,8 @@ fn py(root: &Path) -> Result<()> {
         "mypy",
         // The independent answer-log verifier of docs/crypto.md §4.9 (docs/examples/verify_answer_log.py).
         "cryptography",
+        // The official MCP Python SDK, a second client of pacerelle-mcp beside rmcp (tests/test_mcp_official_sdk.py).
+        "mcp==1.30.0",
     ];
     println!(
         "$ MATURIN_PEP517_ARGS=\"--profile dev\" {VENV}/bin/python {}",
