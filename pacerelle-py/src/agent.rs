@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use tokio::sync::{Mutex as AsyncMutex, mpsc, oneshot};
 
 use crate::Call;
-use crate::convert::{parse_name, seconds, timestamp_arg};
+use crate::convert::{answer_arg, parse_name, seconds, timestamp_arg};
 use crate::errors::{invalid, to_py_err};
 use crate::types::{PyAsked, ToPy};
 
@@ -57,7 +57,24 @@ fn audit_filter(
     })
 }
 
+/// A question named by its id or by an `Asked` (which also names the exact question asked).
+fn question_arg(question: &Bound<'_, PyAny>) -> PyResult<(String, Option<pacerelle_client::Asked>)> {
+    match question.cast::<PyAsked>() {
+        Ok(a) => {
+            let a = a.get().to_client();
+            Ok((a.question_id.clone(), Some(a)))
+        }
+        Err(_) => Ok((
+            question
+                .extract::<String>()
+                .map_err(|_| invalid("question is a question id or an Asked"))?,
+            None,
+        )),
+    }
+}
+
 /// A question request from the Python arguments; the kind is 'choice' when options are given, else 'yes_no'.
+/// `answered_at_host` seals that an answer given at the computer (`answer_at_host`) counts too.
 #[allow(clippy::too_many_arguments)]
 fn request(
     question: String,
@@ -67,6 +84,7 @@ fn request(
     details: Option<String>,
     expires_in: f64,
     question_id: Option<String>,
+    answered_at_host: bool,
 ) -> PyResult<QuestionRequest> {
     let options = options.unwrap_or_default();
     let kind: QuestionKind = match kind {
@@ -86,7 +104,7 @@ fn request(
     req.details = details;
     req.expires_in = seconds("expires_in", expires_in)?;
     req.question_id = question_id;
-    Ok(req)
+    Ok(req.answered_at_host(answered_at_host))
 }
 
 #[pymethods]
@@ -265,7 +283,7 @@ impl AgentClient {
     }
 
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (question, *, kind = None, options = None, multiple = false, details = None, expires_in = 600.0, question_id = None))]
+    #[pyo3(signature = (question, *, kind = None, options = None, multiple = false, details = None, expires_in = 600.0, question_id = None, answered_at_host = false))]
     fn ask_user(
         &self,
         question: String,
@@ -275,6 +293,7 @@ impl AgentClient {
         details: Option<String>,
         expires_in: f64,
         question_id: Option<String>,
+        answered_at_host: bool,
     ) -> PyResult<Call> {
         let req = request(
             question,
@@ -284,6 +303,7 @@ impl AgentClient {
             details,
             expires_in,
             question_id,
+            answered_at_host,
         )?;
         let c = self.inner.clone();
         Ok(Call::new(async move { c.ask_user(req).await }))
@@ -293,18 +313,7 @@ impl AgentClient {
     /// passes (then the pending outcome is returned). `timeout=None`: until the question expires.
     #[pyo3(signature = (question, timeout = Some(30.0)))]
     fn wait_for_answer(&self, question: &Bound<'_, PyAny>, timeout: Option<f64>) -> PyResult<Call> {
-        let (question_id, asked) = match question.cast::<PyAsked>() {
-            Ok(a) => {
-                let a = a.get().to_client();
-                (a.question_id.clone(), Some(a))
-            }
-            Err(_) => (
-                question
-                    .extract::<String>()
-                    .map_err(|_| invalid("question is a question id or an Asked"))?,
-                None,
-            ),
-        };
+        let (question_id, asked) = question_arg(question)?;
         let timeout = timeout.map(|t| seconds("timeout", t)).transpose()?;
         let c = self.inner.clone();
         Ok(Call::new(async move {
@@ -337,7 +346,7 @@ impl AgentClient {
 
     /// Asks, then waits as `wait_for_answer` does.
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (question, *, kind = None, options = None, multiple = false, details = None, expires_in = 600.0, question_id = None, timeout = None))]
+    #[pyo3(signature = (question, *, kind = None, options = None, multiple = false, details = None, expires_in = 600.0, question_id = None, timeout = None, answered_at_host = false))]
     fn ask(
         &self,
         question: String,
@@ -348,6 +357,7 @@ impl AgentClient {
         expires_in: f64,
         question_id: Option<String>,
         timeout: Option<f64>,
+        answered_at_host: bool,
     ) -> PyResult<Call> {
         let req = request(
             question,
@@ -357,6 +367,7 @@ impl AgentClient {
             details,
             expires_in,
             question_id,
+            answered_at_host,
         )?;
         let overall = match timeout {
             Some(t) => seconds("timeout", t)?,
@@ -382,7 +393,7 @@ impl AgentClient {
     ) -> PyResult<Call> {
         use pacerelle_client::gate::{self, Asking, Ruling};
         let settled = evaluation.and_then(|e| Ruling::by_policy(e.get().evaluation()));
-        let req = request(question, None, None, false, details, expires_in, None)?;
+        let req = request(question, None, None, false, details, expires_in, None, false)?;
         let timeout = timeout.map(|t| seconds("timeout", t)).transpose()?;
         let c = self.inner.clone();
         Ok(Call::new(async move {
@@ -399,6 +410,19 @@ impl AgentClient {
         let c = self.inner.clone();
         Ok(Call::new(async move {
             c.notify(&text, title.as_deref(), level).await
+        }))
+    }
+
+    /// Records an answer the person gave at the computer (`pacerelle_client::AgentClient::answer_at_host`),
+    /// for a question asked with `answered_at_host=True`: the first answer wins, on either channel. With an
+    /// `Asked`, the answer counts only for exactly the question this process asked.
+    fn answer_at_host(&self, question: &Bound<'_, PyAny>, answer: &Bound<'_, PyAny>) -> PyResult<Call> {
+        let (question_id, asked) = question_arg(question)?;
+        let digest = asked.and_then(|a| a.digest);
+        let answer = answer_arg(answer)?;
+        let c = self.inner.clone();
+        Ok(Call::new(async move {
+            c.answer_at_host(&question_id, digest.as_deref(), answer).await
         }))
     }
 

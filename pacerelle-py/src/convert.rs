@@ -2,8 +2,9 @@
 
 use std::time::Duration;
 
-use pacerelle_client::Timestamp;
+use pacerelle_client::{Answer, Timestamp};
 use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyString};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -70,6 +71,20 @@ pub(crate) fn name<T: Serialize>(value: &T) -> String {
 pub(crate) fn parse_name<T: DeserializeOwned>(what: &str, text: &str, accepted: &str) -> PyResult<T> {
     serde_json::from_value(serde_json::Value::String(text.to_string()))
         .map_err(|_| invalid(format!("{what} is one of {accepted}, not {text:?}")))
+}
+
+/// An answer from Python: True/False for yes/no, a list of options for a choice, a string for text (the
+/// device's `answer` and the agent's `answer_at_host` alike).
+pub(crate) fn answer_arg(answer: &Bound<'_, PyAny>) -> PyResult<Answer> {
+    if let Ok(yes) = answer.cast::<PyBool>() {
+        return Ok(if yes.is_true() { Answer::Yes } else { Answer::No });
+    }
+    if let Ok(text) = answer.cast::<PyString>() {
+        return Ok(Answer::Text(text.to_str()?.to_string()));
+    }
+    answer.extract::<Vec<String>>().map(Answer::Options).map_err(|_| {
+        invalid("an answer is True or False (yes/no), a list of options (choice) or a string (text)")
+    })
 }
 
 /// A JSON value as the Python value `json.loads` would give.

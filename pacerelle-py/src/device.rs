@@ -1,11 +1,10 @@
 //! `pacerelle._native.DeviceClient`: the device side (a phone, or a test or bot playing one).
 
-use pacerelle_client::{Answer, Cursor, DeviceCredentials, QuestionState};
+use pacerelle_client::{Cursor, DeviceCredentials, QuestionState};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyString};
 
 use crate::Call;
-use crate::convert::seconds;
+use crate::convert::{answer_arg, seconds};
 use crate::errors::{invalid, to_py_err};
 use crate::types::{PyDeviceCredentials, ToPy};
 
@@ -20,19 +19,6 @@ impl ToPy for DeviceClient {
     fn to_py(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         Ok(Py::new(py, self)?.into_any())
     }
-}
-
-/// An answer from Python: True/False for yes/no, a list of options for a choice, a string for text.
-fn answer_arg(answer: &Bound<'_, PyAny>) -> PyResult<Answer> {
-    if let Ok(yes) = answer.cast::<PyBool>() {
-        return Ok(if yes.is_true() { Answer::Yes } else { Answer::No });
-    }
-    if let Ok(text) = answer.cast::<PyString>() {
-        return Ok(Answer::Text(text.to_str()?.to_string()));
-    }
-    answer.extract::<Vec<String>>().map(Answer::Options).map_err(|_| {
-        invalid("an answer is True or False (yes/no), a list of options (choice) or a string (text)")
-    })
 }
 
 #[pymethods]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Literal, TypeVar, Union, overload
 
 from . import _approval, _bridge, _config, _native, _runner
 from ._audit import AnswerLogApi
+from ._device import AnswerValue, _answer_arg
 from ._twin import Awaiting, Blocking, call
 from ._native import (
     AgentInfo,
@@ -181,6 +182,7 @@ def _kwargs_question(
     details: str | None,
     expires_in: float,
     question_id: str | None,
+    answered_at_host: bool,
 ) -> dict[str, Any]:
     return {
         "kind": kind,
@@ -189,6 +191,7 @@ def _kwargs_question(
         "details": details,
         "expires_in": expires_in,
         "question_id": question_id,
+        "answered_at_host": answered_at_host,
     }
 
 
@@ -259,12 +262,14 @@ class _AgentApi(AnswerLogApi, _Base):
         details: str | None = None,
         expires_in: float = 600.0,
         question_id: str | None = None,
+        answered_at_host: bool = False,
     ) -> _native.Call[Asked]:
         """Asks the owner a question and returns at once. `kind` defaults to 'choice' when `options` are
         given, else 'yes_no'. Raises `NoDevice` when no phone is paired. `question_id` names one question for
         good: the same question under it resumes it (with its answer, if any); a different one raises
-        `QuestionIdConflict`."""
-        kw = _kwargs_question(kind, options, multiple, details, expires_in, question_id)
+        `QuestionIdConflict`. `answered_at_host=True` seals into the question that an answer the person gives
+        at the computer (`answer_at_host`) counts too; by default only a phone's answer does."""
+        kw = _kwargs_question(kind, options, multiple, details, expires_in, question_id, answered_at_host)
         return self._client.ask_user(question, **kw)
 
     @call
@@ -285,10 +290,24 @@ class _AgentApi(AnswerLogApi, _Base):
         expires_in: float = 600.0,
         question_id: str | None = None,
         timeout: float | None = None,
+        answered_at_host: bool = False,
     ) -> _native.Call[AnswerOutcome]:
-        """Asks and waits for the answer (until the question expires, or `timeout`)."""
-        kw = _kwargs_question(kind, options, multiple, details, expires_in, question_id)
+        """Asks and waits for the answer (until the question expires, or `timeout`). With
+        `answered_at_host=True`, an answer recorded by `answer_at_host` (from another thread or task) ends
+        the wait as well as a phone's."""
+        kw = _kwargs_question(kind, options, multiple, details, expires_in, question_id, answered_at_host)
         return self._client.ask(question, timeout=timeout, **kw)
+
+    @call
+    def answer_at_host(self, question: str | Asked, answer: AnswerValue) -> _native.Call[AnswerOutcome]:
+        """Records the answer the person gave at the computer, for a question asked with
+        `answered_at_host=True`: True/False (yes/no), a list of options (choice) or a str (text), as
+        `Device.answer` takes it. The first answer wins, on either channel; the outcome has `channel`
+        'host' and no `answered_by`. Raises `InvalidInput` when the question does not accept host answers
+        or the answer does not fit it (nothing is recorded), `QuestionClosed` when a phone answered first or
+        it expired or was cancelled. With the `Asked` from `ask_user`, the answer counts only for exactly
+        that question."""
+        return self._client.answer_at_host(question, _answer_arg(answer))
 
     @call
     def notify(self, text: str, *, title: str | None = None, level: Level = "info") -> _native.Call[Stored]:

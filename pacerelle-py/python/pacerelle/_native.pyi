@@ -338,6 +338,10 @@ class AnswerOutcome:
         """True when the answer carried the device's signature and it verified with the key pinned in the
         roster."""
     @property
+    def channel(self) -> Literal["phone", "host"] | None:
+        """Where the answer was given: 'phone' (a device; `answered_by` names it) or 'host' (at the
+        computer, through `answer_at_host`; `answered_by` is None). None without an answer."""
+    @property
     def is_final(self) -> bool: ...
 
 @final
@@ -380,6 +384,9 @@ class AuditEntry:
     def signed(self) -> bool:
         """True when the answer carried the device's signature and it verified with the key pinned in the
         roster: the answer is in the log anyone can verify."""
+    @property
+    def channel(self) -> Literal["phone", "host"] | None:
+        """Where the answer was given: 'phone' or 'host' (at the computer; never signed)."""
     def to_json(self) -> str: ...
 
 @final
@@ -431,6 +438,8 @@ class WebhookEvent:
     @property
     def answered_by_name(self) -> str | None: ...
     @property
+    def channel(self) -> Literal["phone", "host"] | None: ...
+    @property
     def expires_at(self) -> datetime: ...
     @property
     def closed_at(self) -> datetime | None: ...
@@ -475,6 +484,9 @@ class Question:
     def answered_by(self) -> str | None: ...
     @property
     def answered_at(self) -> datetime | None: ...
+    @property
+    def channel(self) -> Literal["phone", "host"] | None:
+        """'phone' (a device answered) or 'host' (answered at the computer; no `answered_by`)."""
     @property
     def created_at(self) -> datetime: ...
     @property
@@ -616,6 +628,7 @@ class AgentClient:
         details: str | None = None,
         expires_in: float = 600.0,
         question_id: str | None = None,
+        answered_at_host: bool = False,
     ) -> Call[Asked]: ...
     def wait_for_answer(self, question: str | Asked, timeout: float | None = 30.0) -> Call[AnswerOutcome]: ...
     def ask(
@@ -629,6 +642,7 @@ class AgentClient:
         expires_in: float = 600.0,
         question_id: str | None = None,
         timeout: float | None = None,
+        answered_at_host: bool = False,
     ) -> Call[AnswerOutcome]: ...
     def approve(
         self,
@@ -640,6 +654,7 @@ class AgentClient:
         evaluation: Evaluation | None = None,
     ) -> Call[Ruling]: ...
     def notify(self, text: str, title: str | None = None, level: str = "info") -> Call[Stored]: ...
+    def answer_at_host(self, question: str | Asked, answer: bool | list[str] | str) -> Call[AnswerOutcome]: ...
     def cancel_question(self, question_id: str) -> Call[AnswerOutcome]: ...
     def answer_log(
         self,

@@ -123,6 +123,13 @@ impl PyAuditEntry {
         self.inner.signed
     }
 
+    /// Where the answer that opened was given: 'phone' or 'host' (at the computer, through the agent; never
+    /// signed, so not in the log anyone can verify). None without one.
+    #[getter]
+    fn channel(&self) -> Option<&'static str> {
+        self.inner.channel.map(client::Channel::as_str)
+    }
+
     /// The entry as one line of the JSON Lines export (camelCase, RFC 3339 times).
     fn to_json(&self) -> String {
         serde_json::to_string(&self.inner).unwrap_or_default()
@@ -132,7 +139,7 @@ impl PyAuditEntry {
         let e = &self.inner;
         format!(
             "AuditEntry(question_id={}, kind={}, question={}, state={}, approved={}, answer={}, \
-             answered_by={}, signed={}, created_at={})",
+             answered_by={}, channel={}, signed={}, created_at={})",
             r(&e.question_id),
             r(e.kind.as_str()),
             r(&e.question),
@@ -140,6 +147,7 @@ impl PyAuditEntry {
             b(e.approved),
             ro(e.answer.as_deref()),
             ro(e.answered_by.as_deref()),
+            ro(e.channel.map(client::Channel::as_str)),
             b(e.signed),
             r(&ts(e.created_at))
         )

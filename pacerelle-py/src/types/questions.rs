@@ -142,6 +142,13 @@ impl PyAnswerOutcome {
         self.inner.signed
     }
 
+    /// Where the answer that opened was given: 'phone' (a device; `answered_by` names it) or 'host' (at the
+    /// computer, through `answer_at_host`; `answered_by` is None, never signed). None without an answer.
+    #[getter]
+    fn channel(&self) -> Option<&'static str> {
+        self.inner.channel.map(client::Channel::as_str)
+    }
+
     /// True when waiting longer cannot change the outcome.
     #[getter]
     fn is_final(&self) -> bool {
@@ -152,7 +159,8 @@ impl PyAnswerOutcome {
         let o = &self.inner;
         format!(
             "AnswerOutcome(question_id={}, state={}, approved={}, answer={}, answered_by={}, \
-             answered_by_name={}, answered_at={}, device_answered_at={}, expires_at={}, rejected={})",
+             answered_by_name={}, answered_at={}, device_answered_at={}, expires_at={}, rejected={}, \
+             channel={})",
             r(&o.question_id),
             r(o.state.as_str()),
             b(o.approved),
@@ -162,7 +170,8 @@ impl PyAnswerOutcome {
             ots(o.answered_at),
             ots(o.device_answered_at),
             r(&ts(o.expires_at)),
-            ro(o.rejected.as_deref())
+            ro(o.rejected.as_deref()),
+            ro(o.channel.map(client::Channel::as_str))
         )
     }
 }
@@ -247,6 +256,13 @@ impl PyQuestion {
     #[getter]
     fn answered_at<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
         opt_datetime(py, self.inner.answered_at)
+    }
+
+    /// How it was answered: 'phone' (a device; `answered_by` names it) or 'host' (the person answered at the
+    /// computer, through the agent; `answered_by` is None). None while unanswered.
+    #[getter]
+    fn channel(&self) -> Option<&'static str> {
+        self.inner.channel.map(client::Channel::as_str)
     }
 
     /// When it was asked.

@@ -183,6 +183,13 @@ impl PyWebhookEvent {
         self.inner.question.answered_by_name.as_deref()
     }
 
+    /// How it was answered, by the relay's record: 'phone' (a device) or 'host' (at the computer, through
+    /// the agent; no `answered_by`). None while unanswered.
+    #[getter]
+    fn channel(&self) -> Option<&'static str> {
+        self.inner.question.channel.map(client::Channel::as_str)
+    }
+
     /// When the question expires.
     #[getter]
     fn expires_at<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
