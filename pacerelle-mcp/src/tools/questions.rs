@@ -495,7 +495,9 @@ impl PacerelleServer {
                        BEFORE a risky or irreversible action (deleting, pushing, deploying, paying, sending \
                        something outside), choice to pick among options, text for a written answer. Put the \
                        exact command or files in details. No answer is a no: a question that expires never \
-                       becomes a yes. The same questionId never asks twice. Does not need the lease.",
+                       becomes a yes. The same questionId never asks twice. With alsoAskHere the question \
+                       is also asked in this host's own dialog when it supports that: the first answer, \
+                       here or on the phone, counts. Does not need the lease.",
         output_schema = schema_for_output::<AskResult>(),
         annotations(
             title = "Ask the person on their phone",
