@@ -970,6 +970,87 @@ pub(super) mod tests {
     }
 
     #[tokio::test]
+    async fn migrating_a_version_2_database_reads_its_answers_as_phone_and_admits_answers_at_the_host() {
+        let Some(url) = database().await else {
+            return;
+        };
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(1)
+            .connect(&url)
+            .await
+            .expect("connects");
+        super::super::MIGRATOR.run_to(2, &pool).await.expect("migrated");
+        for sql in [
+            "INSERT INTO agents (agent_id, name, auth_hash, created_at) VALUES ('ag_1', 'laptop', '\\x01', 1)",
+            "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
+             VALUES ('dv_1', 'ag_1', 'phone', 'owner', '\\x00', 1)",
+            "INSERT INTO items (seq, agent_id, kind, item_id, envelope, created_at)
+             VALUES (1, 'ag_1', 'question', 'q1', 'SELF', 2), (2, 'ag_1', 'question', 'q2', 'SELF', 3)",
+            "INSERT INTO item_envelopes (item_seq, device_id, envelope) VALUES (1, 'dv_1', 'Q1'), (2, 'dv_1', 'Q2')",
+            "INSERT INTO questions (item_seq, agent_id, kind, state, expires_at, closed_at, answered_by,
+                                    answered_by_name, answered_at, answer_envelope, answer_copy)
+             VALUES (1, 'ag_1', 'yes_no', 'answered', 9000000000000, 5, 'dv_1', 'phone', 5, 'ANS', 'COPY')",
+            "INSERT INTO questions (item_seq, agent_id, kind, state, expires_at)
+             VALUES (2, 'ag_1', 'text', 'pending', 9000000000000)",
+        ] {
+            sqlx::query(sql).execute(&pool).await.expect(sql);
+        }
+        pool.close().await;
+
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let store = open(&url, &dir).await;
+        let now = Timestamp(10);
+        let q1 = store
+            .question("ag_1", "q1", now)
+            .await
+            .expect("ok")
+            .expect("found");
+        assert_eq!(
+            (q1.state, q1.channel),
+            (QuestionState::Answered, Some(Channel::Phone))
+        );
+        assert_eq!(q1.answered_by.as_deref(), Some("dv_1"));
+        let stored: Option<String> = sqlx::query_scalar("SELECT channel FROM questions WHERE item_seq = 1")
+            .fetch_one(&store.pool)
+            .await
+            .expect("a row");
+        assert_eq!(stored.as_deref(), Some("phone"));
+        let q2 = store
+            .question("ag_1", "q2", now)
+            .await
+            .expect("ok")
+            .expect("found");
+        assert_eq!((q2.state, q2.channel), (QuestionState::Pending, None));
+
+        // The new rule: an answer at the host has no device; a phone answer keeps its device.
+        sqlx::query(
+            "UPDATE questions SET state = 'answered', closed_at = 11, answered_at = 11, answer_envelope = 'HOST',
+                                  channel = 'host'
+             WHERE item_seq = 2",
+        )
+        .execute(&store.pool)
+        .await
+        .expect("an answer at the host is admitted");
+        let q2 = store
+            .question("ag_1", "q2", now)
+            .await
+            .expect("ok")
+            .expect("found");
+        assert_eq!((q2.channel, q2.answered_by), (Some(Channel::Host), None));
+        let refused = sqlx::query("UPDATE questions SET answered_by = NULL WHERE item_seq = 1")
+            .execute(&store.pool)
+            .await;
+        assert!(
+            refused.is_err(),
+            "a phone answer without its device breaks the check"
+        );
+        let refused = sqlx::query("UPDATE questions SET channel = NULL WHERE item_seq = 2")
+            .execute(&store.pool)
+            .await;
+        assert!(refused.is_err(), "an answer without a channel breaks the check");
+    }
+
+    #[tokio::test]
     async fn the_expirer_writes_each_expiry_and_its_event_exactly_once() {
         let Some((store, _url, _dir)) = store().await else {
             return;
