@@ -58,11 +58,11 @@ let page;
 const requests = [];
 const problems = [];
 
-/** Starts a process; its output is kept for failure messages. */
-function start(program, args, env = {}) {
+/** Starts a process; its output is kept for failure messages. `stdin` "pipe" keeps its standard input open. */
+function start(program, args, env = {}, stdin = "ignore") {
   const child = spawn(program, args, {
     env: { ...process.env, PACERELLE_HOME: home, PACERELLE_LOG: "warn", ...env },
-    stdio: ["ignore", "pipe", "pipe"],
+    stdio: [stdin, "pipe", "pipe"],
   });
   child.out = "";
   child.err = "";
@@ -110,6 +110,11 @@ async function cliJson(args) {
 /** Starts `pacerelle ask …` and returns the running child; `await child.done` for its exit. */
 function ask(args) {
   return start(PACERELLE, ["ask", ...args], { PACERELLE_RELAY_URL: relayUrl });
+}
+
+/** Starts `pacerelle ask --here …`, its standard input open: `child.stdin.write("yes\n")` answers at the computer. */
+function askHere(args) {
+  return start(PACERELLE, ["ask", "--here", ...args], { PACERELLE_RELAY_URL: relayUrl }, "pipe");
 }
 
 async function exitOf(child, timeoutMs = 30000) {
@@ -960,6 +965,69 @@ test("answering a question already answered on another device shows the answer t
   assert.equal(left.code, 0, left.err);
 });
 
+test("`pacerelle ask --here` answered at the computer: the card says so with the answer, never “this device”, and `ask` exits 0", async () => {
+  const child = askHere(["Restart the staging database?", "--id", "qst_e2e_here"]);
+  const card = question("qst_e2e_here");
+  await card.locator("button.approve").waitFor();
+  child.stdin.write("yes\n");
+  assert.equal(await exitOf(child), 0, child.err);
+  assert.match(child.err, /answered here at the computer/);
+  await card.locator(".q-status", { hasText: "Answered at the computer: yes" }).waitFor({ timeout: 20000 });
+  assert.equal(await card.getAttribute("data-state"), "answered");
+  assert.equal(await card.locator(".q-status").getAttribute("data-channel"), "host");
+  assert.equal(await card.locator("button").count(), 0);
+  assert.doesNotMatch(await card.textContent(), /this device|another device/);
+  await shot("answered-at-the-computer");
+
+  // A no typed at the computer shows as denied; an answer the app then tries is refused and says who answered.
+  const no = askHere(["Drop the cache tables?", "--id", "qst_e2e_here_no"]);
+  const noCard = question("qst_e2e_here_no");
+  await noCard.locator("button.approve").waitFor();
+  no.stdin.write("no\n");
+  assert.equal(await exitOf(no), 1, no.err);
+  await noCard.locator(".q-status.denied", { hasText: "Answered at the computer: no" }).waitFor({ timeout: 20000 });
+
+  // After a reload, the same: read from the copy the agent sealed.
+  await page.reload();
+  await question("qst_e2e_here").locator(".q-status", { hasText: "Answered at the computer: yes" }).waitFor();
+  await question("qst_e2e_here_no").locator(".q-status", { hasText: "Answered at the computer: no" }).waitFor();
+});
+
+test("a question answered at the computer before the app's answer is sent: the refusal names the computer and its answer", async () => {
+  // The app does not learn of the answer at the computer before its own is sent.
+  let hold = true;
+  const listing = (url) => url.pathname === "/v1/device/questions";
+  const conversation = (url) => url.pathname === "/v1/device/conversation";
+  await page.route(listing, (route) => (hold ? route.abort("connectionreset") : route.continue()));
+  await page.route(conversation, async (route) => {
+    let response;
+    try {
+      response = await route.fetch({ timeout: 0 });
+    } catch {
+      return route.abort("connectionreset").catch(() => {});
+    }
+    const json = await response.json();
+    if (hold && Array.isArray(json.items)) {
+      json.items = json.items.filter((i) => !(i.kind === "update" && i.subjectId === "qst_e2e_here_first"));
+    }
+    await route.fulfill({ response, json }).catch(() => {});
+  });
+  const child = askHere(["Bump the version?", "--id", "qst_e2e_here_first"]);
+  const card = question("qst_e2e_here_first");
+  await card.locator("button.deny").waitFor();
+  child.stdin.write("y\n");
+  assert.equal(await exitOf(child), 0, child.err);
+  const answered = page.waitForResponse((r) => r.url().includes("/v1/device/questions/qst_e2e_here_first/answer"));
+  hold = false;
+  await card.locator("button.deny").click();
+  assert.equal((await answered).status(), 409);
+  await card.locator(".q-status", { hasText: "Answered at the computer: yes" }).waitFor();
+  assert.match(await card.textContent(), /Your answer \(Denied\) was not recorded/);
+  await page.locator("#toast", { hasText: "Already answered at the computer: yes. Your answer (Denied) was not recorded." }).waitFor();
+  await page.unroute(listing);
+  await page.unroute(conversation);
+});
+
 test("notifications and cancelled questions are shown as such", async () => {
   const note = await cliJson(["notify", "3 files renamed in drafts/", "--title", "Drafts tidied", "--level", "success"]);
   await page.locator(`li.notification[data-id="${note.notificationId}"]`, { hasText: "3 files renamed" }).waitFor();
@@ -1221,6 +1289,22 @@ test("a question closed elsewhere: the update push removes its notification", as
   const [notice] = await pushShown(pushPayload(update), "qst_push_closed", (n) => n.length === 1 && n[0].actions.length === 0, "the notice");
   assert.equal(notice.body, "Cancelled by the agent");
   await waitForNotification("qst_push_closed", (n) => n.length === 0, "the notification is removed");
+});
+
+test("a question answered at the computer: the update push replaces its notification with “Answered at the computer: yes”", async (t) => {
+  if (!(await relayHasUpdates())) return t.skip(OLD_RELAY);
+  const child = askHere(["Renew the certificate?", "--id", "qst_push_here"]);
+  const item = await deviceItem((i) => i.kind === "question" && i.id === "qst_push_here", "question");
+  await pushShown(pushPayload(item), "qst_push_here", (n) => n.length === 1 && n[0].actions.length === 2, "the question");
+  child.stdin.write("yes\n");
+  assert.equal(await exitOf(child), 0, child.err);
+  const update = await deviceItem(
+    (i) => i.kind === "update" && i.subjectId === "qst_push_here" && i.state === "answered", "update item");
+  assert.equal(update.question.channel, "host");
+  assert.equal(update.question.answeredBy ?? null, null);
+  const [notice] = await pushShown(pushPayload(update), "qst_push_here", (n) => n.length === 1 && n[0].actions.length === 0, "the notice");
+  assert.equal(notice.body, "Answered at the computer: yes");
+  await waitForNotification("qst_push_here", (n) => n.length === 0, "the notification is removed");
 });
 
 test("a real push: the relay encrypts the question to the subscription, the worker shows it, Approve answers", async (t) => {

@@ -99,23 +99,57 @@ const isAnswer = (a) =>
     (a.type === "text" && typeof a.value === "string"));
 
 /**
+ * True when the relay says the person answered at the computer, through the agent (`channel` "host"), not on a
+ * device: never "this device", whatever else the metadata says.
+ */
+export const answeredAtComputer = (meta) => !!meta && meta.channel === "host";
+
+/**
  * The answer that counts, from the copy the answering device sealed with the question's answer key (for display:
  * the agent decides from the answer sealed for it alone). `q` is `{id, payload, digest}`, `meta` the relay's
- * `answeredBy` and `answerCopy`. Null when there is none, when it does not open, or when it answers another
- * question than the one opened here.
+ * `answeredBy`, `channel` and `answerCopy`. An answer given at the computer has no `answeredBy`: its copy is
+ * sealed by the agent, under the context of device "". Null when there is none, when it does not open, or when it
+ * answers another question than the one opened here.
  */
 export async function openAnswerCopy(device, q, meta) {
   const { answeredBy, answerCopy } = meta || {};
-  if (typeof answeredBy !== "string" || typeof answerCopy !== "string") return null;
+  if (typeof answerCopy !== "string") return null;
+  let sealedBy;
+  if (answeredAtComputer(meta)) {
+    // At the computer and by a device at once: the relay's metadata disagrees with itself.
+    if (answeredBy !== undefined && answeredBy !== null) return null;
+    sealedBy = "";
+  } else if (typeof answeredBy === "string") {
+    sealedBy = answeredBy;
+  } else {
+    return null;
+  }
   const key = q.answerKey !== undefined ? q.answerKey : await answerKey(q.payload);
   if (!key) return null;
   try {
-    const copy = await c.openJson(key, c.context.answerCopy(device.agentId, answeredBy, q.id), answerCopy);
+    const copy = await c.openJson(key, c.context.answerCopy(device.agentId, sealedBy, q.id), answerCopy);
     if (copy.questionId !== q.id || !isAnswer(copy.answer)) return null;
     if (copy.questionDigest !== undefined && copy.questionDigest !== q.digest) return null;
     return copy.answer;
   } catch {
     return null;
+  }
+}
+
+/** An answer as typed: "yes", "no", the chosen options joined by ", ", or the text. */
+export function answerText(a) {
+  if (!a) return "";
+  switch (a.type) {
+    case "yes":
+      return "yes";
+    case "no":
+      return "no";
+    case "options":
+      return a.value.join(", ");
+    case "text":
+      return a.value;
+    default:
+      return "";
   }
 }
 

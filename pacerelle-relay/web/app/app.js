@@ -722,6 +722,7 @@ function questionMeta(meta) {
     answeredAt: meta.answeredAt,
     answeredByName: meta.answeredByName,
     answerCopy: meta.answerCopy,
+    channel: meta.channel,
   };
 }
 
@@ -735,7 +736,8 @@ async function updateQuestionMeta(q, meta) {
     next.state !== q.meta.state ||
     next.answeredBy !== q.meta.answeredBy ||
     next.answeredByName !== q.meta.answeredByName ||
-    next.answerCopy !== q.meta.answerCopy;
+    next.answerCopy !== q.meta.answerCopy ||
+    next.channel !== q.meta.channel;
   q.meta = next;
   if (!changed) return;
   q.counted = await openAnswerCopy(q);
@@ -792,18 +794,27 @@ function renderQuestion(q) {
   const answerable = state === "pending" && !q.sending;
   const status = el("p", "q-status");
   if (state === "answered") {
-    const mine = q.meta.answeredBy === app.device.deviceId;
+    // At the computer: the person answered through the agent, never on this device.
+    const host = answers.answeredAtComputer(q.meta);
+    const mine = !host && q.meta.answeredBy === app.device.deviceId;
     // The answer that counts: from its copy; else, when this device gave it, as kept here.
     const shown = q.counted || (mine ? q.answer : null);
     const who = mine ? "this device" : q.meta.answeredByName || "another device";
     const at = q.meta.answeredAt ? ` at ${clock(q.meta.answeredAt)}` : "";
-    status.textContent = shown
-      ? `${describeAnswer(shown, payload)} — by ${who}${at}`
-      : mine
-        ? `Answered — by this device${at}`
-        : `Answered on ${who}${at}`;
+    if (host) {
+      status.textContent = shown
+        ? `Answered at the computer: ${answers.answerText(shown)}${q.meta.answeredAt ? ` (${clock(q.meta.answeredAt)})` : ""}`
+        : `Answered at the computer${at}`;
+    } else {
+      status.textContent = shown
+        ? `${describeAnswer(shown, payload)} — by ${who}${at}`
+        : mine
+          ? `Answered — by this device${at}`
+          : `Answered on ${who}${at}`;
+    }
     status.className = shown && shown.type === "no" ? "q-status denied" : "q-status answered";
     status.dataset.answer = shown ? shown.type : "";
+    status.dataset.channel = host ? "host" : "phone";
   } else if (state === "expired") {
     status.textContent = "Expired — no answer was given in time";
     status.className = "q-status expired";
@@ -1020,6 +1031,10 @@ function closedMessage(q, refused) {
     case "cancelled":
       return `The agent cancelled the question.${yours}`;
     default: {
+      if (answers.answeredAtComputer(q.meta)) {
+        const what = q.counted ? `: ${answers.answerText(q.counted)}` : "";
+        return `Already answered at the computer${what}.${yours}`;
+      }
       const mine = q.meta.answeredBy === app.device.deviceId;
       const who = mine ? "this device" : q.meta.answeredByName || "another device";
       const counted = q.counted || (mine ? q.answer : null);

@@ -176,24 +176,47 @@ const CLOSED = {
 /**
  * A question was closed (answered elsewhere, expired, cancelled): its notification goes away. Browsers require a
  * visible notification for each push, so it is replaced by a short, silent notice with the same tag ("Answered on
- * Bob's tablet"), which closes itself after a few seconds. When this device answered, the confirmation shown
- * after the action ("Approved") stays as it is. Without a notification for that question, nothing is shown.
+ * Bob's tablet", or "Answered at the computer: yes" when the person answered through the agent), which closes
+ * itself after a few seconds. When this device answered, the confirmation shown after the action ("Approved")
+ * stays as it is. Without a notification for that question, nothing is shown.
  */
 async function closeQuestion(questionId, state, meta, device) {
   const [current] = await self.registration.getNotifications({ tag: questionId });
   if (!current) return { closed: questionId };
   if (current.data && current.data.kind === "answered") return { closed: questionId, kept: true };
-  const mine = device && meta && meta.answeredBy === device.deviceId;
+  const host = answers.answeredAtComputer(meta);
+  const mine = !host && device && meta && meta.answeredBy === device.deviceId;
   const body =
     state === "answered"
-      ? mine
-        ? "Answered on this device"
-        : `Answered on ${(meta && meta.answeredByName) || "another device"}`
+      ? host
+        ? await atComputerNotice(current, meta, device)
+        : mine
+          ? "Answered on this device"
+          : `Answered on ${(meta && meta.answeredByName) || "another device"}`
       : CLOSED[state] || "Closed";
   await show(current.title, { body, tag: questionId, silent: true, data: { kind: "closed", url: questionUrl(questionId) } });
   // After this push's handling ends (so that the notice counts as shown), it closes itself.
   setTimeout(() => closeTag(questionId, "closed"), NOTICE_MS);
   return { closed: questionId, notice: body };
+}
+
+/**
+ * "Answered at the computer: <answer>", the answer read from the copy the agent sealed (device ""), opened with the
+ * question the notification keeps; without it, or when it does not open, "Answered at the computer".
+ */
+async function atComputerNotice(current, meta, device) {
+  const item = current.data && current.data.item;
+  try {
+    const d = device || (await pairing());
+    if (d && item) {
+      const { payload, digest } = await answers.openQuestion(d, item);
+      const answer = await answers.openAnswerCopy(d, { id: item.id, payload, digest }, meta);
+      if (answer) return `Answered at the computer: ${answers.answerText(answer)}`;
+    }
+  } catch {
+    /* shown without the answer */
+  }
+  return "Answered at the computer";
 }
 
 async function closeTag(tag, kind) {
