@@ -5,7 +5,7 @@ use std::time::SystemTime;
 
 pub use pacerelle_client::{Level, MessageState};
 
-use crate::question::Question;
+use crate::question::{AnswerChannel, Question};
 use crate::time::system_time;
 
 /// The state of a task this device sent.
@@ -61,7 +61,8 @@ pub enum SubjectKind {
 pub enum UpdateState {
     /// The agent marked the task processed.
     Processed,
-    /// The question was answered (here or on another device): see `answeredBy`.
+    /// The question was answered (here, on another device, or at the computer): see `answeredBy` and
+    /// `channel`.
     Answered,
     /// The question expired unanswered.
     Expired,
@@ -82,12 +83,14 @@ pub struct ItemUpdate {
     /// For a question this client read earlier (in this process): the question brought up to date, with the
     /// answer that counts. `null`/`nil` otherwise: `questions()` reads it.
     pub question: Option<Question>,
-    /// For an answered question, the device that answered.
+    /// For an answered question, the device that answered (absent when answered at the computer).
     pub answered_by: Option<String>,
     /// Its name, as the relay reports it.
     pub answered_by_name: Option<String>,
     /// When the relay accepted the answer.
     pub answered_at: Option<SystemTime>,
+    /// For an answered question, how: on a device (`Phone`) or at the computer (`Host`).
+    pub channel: Option<AnswerChannel>,
 }
 
 impl ItemUpdate {
@@ -114,6 +117,7 @@ impl ItemUpdate {
             answered_by: meta.and_then(|m| m.answered_by.clone()),
             answered_by_name: meta.and_then(|m| m.answered_by_name.clone()),
             answered_at: meta.and_then(|m| m.answered_at).map(system_time),
+            channel: meta.and_then(|m| AnswerChannel::of(m.channel, m.answered_by.as_deref())),
             question: u.question.map(Question::from),
         })
     }

@@ -6,7 +6,7 @@ use std::time::SystemTime;
 
 use pacerelle_client::{ClosedQuestion, ErrorKind};
 
-use crate::question::{Answer, QuestionState};
+use crate::question::{Answer, AnswerChannel, QuestionState};
 use crate::time::system_time;
 
 /// What went wrong, in the cases an app handles differently. None of them carries plaintext or key material.
@@ -50,7 +50,7 @@ pub enum PacerelleError {
         reason: String,
         /// The answer that counts, read from its copy; `None` when not answered, or when it has no readable copy.
         answer: Option<Answer>,
-        /// The device whose answer counts.
+        /// The device whose answer counts; absent when it was given at the computer (`channel` is `Host`).
         answered_by: Option<String>,
         /// Its name, as the relay reports it.
         answered_by_name: Option<String>,
@@ -58,6 +58,9 @@ pub enum PacerelleError {
         answered_at: Option<SystemTime>,
         /// True when the answer that counts is this device's own, given earlier.
         by_this_device: bool,
+        /// How the answer that counts was given: on a device (`Phone`) or at the computer (`Host`); `null`/`nil`
+        /// when not answered, or when the question could not be read again.
+        channel: Option<AnswerChannel>,
     },
     /// The agent already holds as much as its relay allows (`quota_exceeded`): for a send, as many tasks not
     /// yet processed as the relay keeps for it. Nothing was stored. Sending again at once is refused the same
@@ -146,6 +149,7 @@ impl From<pacerelle_client::Error> for PacerelleError {
 fn question_closed(state: QuestionState, reason: String, closed: Option<ClosedQuestion>) -> PacerelleError {
     match closed {
         Some(c) => PacerelleError::QuestionClosed {
+            channel: channel_of(&c),
             state: c.state,
             reason,
             answer: c.answer.map(Answer::from),
@@ -162,8 +166,22 @@ fn question_closed(state: QuestionState, reason: String, closed: Option<ClosedQu
             answered_by_name: None,
             answered_at: None,
             by_this_device: false,
+            channel: None,
         },
     }
+}
+
+/// The channel of the answer that counts. The refusal states the question as read again without naming its
+/// channel, so it is read from the wire's rule: an answered question was answered by a device, named in
+/// `answered_by`, unless it was answered at the computer, which names no device.
+fn channel_of(c: &ClosedQuestion) -> Option<AnswerChannel> {
+    if c.state != QuestionState::Answered || c.answered_at.is_none() {
+        return None;
+    }
+    Some(match c.answered_by {
+        Some(_) => AnswerChannel::Phone,
+        None => AnswerChannel::Host,
+    })
 }
 
 impl From<uniffi::UnexpectedUniFFICallbackError> for PacerelleError {
@@ -245,6 +263,38 @@ mod tests {
         assert!(matches!(
             Error::Crypto(pacerelle_client::core::CryptoError::Open).into(),
             PacerelleError::Crypto { .. }
+        ));
+    }
+
+    #[test]
+    fn a_closed_question_names_the_channel_of_the_answer_that_counts() {
+        let closed = |state, answered_by: Option<&str>, answered: bool| ClosedQuestion {
+            question_id: "q_1".into(),
+            state,
+            answer: None,
+            answered_by: answered_by.map(str::to_string),
+            answered_by_name: None,
+            answered_at: answered.then_some(pacerelle_client::Timestamp(1)),
+            by_this_device: false,
+            expires_at: None,
+        };
+        let channel = |c| match question_closed(QuestionState::Answered, "m".into(), Some(c)) {
+            PacerelleError::QuestionClosed { channel, .. } => channel,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(
+            channel(closed(QuestionState::Answered, Some("dev_1"), true)),
+            Some(AnswerChannel::Phone)
+        );
+        assert_eq!(
+            channel(closed(QuestionState::Answered, None, true)),
+            Some(AnswerChannel::Host)
+        );
+        assert_eq!(channel(closed(QuestionState::Answered, None, false)), None);
+        assert_eq!(channel(closed(QuestionState::Expired, None, false)), None);
+        assert!(matches!(
+            question_closed(QuestionState::Answered, "m".into(), None),
+            PacerelleError::QuestionClosed { channel: None, .. }
         ));
     }
 }

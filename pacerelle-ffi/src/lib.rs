@@ -19,5 +19,5 @@ pub use device::{DeviceClient, DeviceIdentity};
 pub use error::{PacerelleError, Result};
 pub use listener::{ConversationListener, ListenerHandle};
 pub use push::{PushEvent, PushKeys};
-pub use question::{Answer, Question, QuestionKind, QuestionState};
+pub use question::{Answer, AnswerChannel, Question, QuestionKind, QuestionState};
 pub use status::{AgentStatus, Presence};

@@ -22,12 +22,41 @@ pub enum QuestionKind {
 pub enum QuestionState {
     /// Waiting for an answer.
     Pending,
-    /// A device answered.
+    /// Answered: on a device, or at the computer (see `channel`).
     Answered,
     /// Nobody answered in time (the agent takes it as a no).
     Expired,
     /// The agent withdrew it.
     Cancelled,
+}
+
+/// How an answer reached the agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, uniffi::Enum)]
+pub enum AnswerChannel {
+    /// On a paired device (this one or another): `answeredBy` names it.
+    Phone,
+    /// At the computer: the person answered through the agent's host (its terminal or editor), so no device
+    /// answered and `answeredBy` is absent. Show it as "answered at the computer".
+    Host,
+}
+
+impl AnswerChannel {
+    /// The channel the relay reports for an answer. A relay that predates channels reports none: its answers
+    /// all came from a device, named in `answered_by`, and read as `Phone` (docs/relay-api.md).
+    pub(crate) fn of(channel: Option<pacerelle_client::Channel>, answered_by: Option<&str>) -> Option<Self> {
+        channel
+            .map(AnswerChannel::from)
+            .or(answered_by.map(|_| AnswerChannel::Phone))
+    }
+}
+
+impl From<pacerelle_client::Channel> for AnswerChannel {
+    fn from(c: pacerelle_client::Channel) -> Self {
+        match c {
+            pacerelle_client::Channel::Phone => AnswerChannel::Phone,
+            pacerelle_client::Channel::Host => AnswerChannel::Host,
+        }
+    }
 }
 
 /// A question from the agent, opened on this device.
@@ -51,12 +80,14 @@ pub struct Question {
     pub is_open: bool,
     /// When it expires, as the agent sealed it.
     pub expires_at: SystemTime,
-    /// The device that answered.
+    /// The device that answered; absent for an answer given at the computer (`channel` is `Host`).
     pub answered_by: Option<String>,
     /// When the relay accepted the answer.
     pub answered_at: Option<SystemTime>,
     /// The answering device's name, as the relay reports it.
     pub answered_by_name: Option<String>,
+    /// How it was answered: on a device (`Phone`) or at the computer (`Host`). `null`/`nil` while unanswered.
+    pub channel: Option<AnswerChannel>,
     /// The answer that counts, read from the copy the answering device sealed for every recipient: to show
     /// which answer was given. `None` while unanswered, or for an answer given without a copy.
     pub answer: Option<Answer>,
@@ -68,6 +99,7 @@ impl From<pacerelle_client::OpenedQuestion> for Question {
     fn from(q: pacerelle_client::OpenedQuestion) -> Self {
         Question {
             is_open: q.is_open(),
+            channel: AnswerChannel::of(q.channel, q.answered_by.as_deref()),
             question_id: q.question_id,
             question: q.question,
             kind: q.kind,
@@ -123,5 +155,26 @@ impl From<pacerelle_client::Answer> for Answer {
             pacerelle_client::Answer::Options(options) => Answer::Options { options },
             pacerelle_client::Answer::Text(text) => Answer::Text { text },
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pacerelle_client::Channel;
+
+    #[test]
+    fn the_channel_is_the_relays_and_a_device_answer_without_one_is_a_phones() {
+        assert_eq!(
+            AnswerChannel::of(Some(Channel::Host), None),
+            Some(AnswerChannel::Host)
+        );
+        assert_eq!(
+            AnswerChannel::of(Some(Channel::Phone), Some("dev_1")),
+            Some(AnswerChannel::Phone)
+        );
+        // From a relay that predates channels.
+        assert_eq!(AnswerChannel::of(None, Some("dev_1")), Some(AnswerChannel::Phone));
+        assert_eq!(AnswerChannel::of(None, None), None);
     }
 }

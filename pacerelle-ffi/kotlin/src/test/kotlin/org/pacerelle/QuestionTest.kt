@@ -4,6 +4,7 @@ import java.util.concurrent.TimeUnit
 import kotlinx.coroutines.runBlocking
 import org.junit.jupiter.api.Assertions.assertEquals
 import org.junit.jupiter.api.Assertions.assertFalse
+import org.junit.jupiter.api.Assertions.assertNull
 import org.junit.jupiter.api.Assertions.assertTrue
 import org.junit.jupiter.api.Test
 import org.junit.jupiter.api.assertThrows
@@ -43,6 +44,7 @@ class QuestionTest {
         val answered = device.answer(question.questionId, Answer.Yes)
         assertEquals(QuestionState.ANSWERED, answered.state)
         assertEquals(device.identity().deviceId, answered.answeredBy)
+        assertEquals(AnswerChannel.PHONE, answered.channel)
         assertFalse(answered.isOpen)
 
         val (status, out) = finished(ask)
@@ -54,6 +56,7 @@ class QuestionTest {
             other.answer(question.questionId, Answer.No)
         }
         assertEquals(QuestionState.ANSWERED, closed.state)
+        assertEquals(AnswerChannel.PHONE, closed.channel)
         assertTrue(other.pendingQuestions().none { it.questionId == question.questionId })
         assertEquals(
             QuestionState.ANSWERED,
@@ -153,6 +156,43 @@ class QuestionTest {
         }
         assertEquals(QuestionState.CANCELLED, closed.state)
         assertEquals(null, closed.answer)
+        assertNull(closed.channel)
+    }
+
+    @Test
+    fun `an answer given at the computer shows as such`() = runBlocking<Unit> {
+        val device = joinNewDevice("watching phone")
+        val start = device.conversation(null).cursor
+        val text = unique("Restart the service?")
+        // `--here` asks at the computer too, and the question accepts an answer given there.
+        val ask = TestRelay.ask(text, "--here", "--expires", "2m")
+        val question = device.awaitQuestion(text)
+        assertNull(question.channel)
+        ask.outputStream.bufferedWriter().use { it.write("yes\n") }
+        val (status, out) = finished(ask)
+        assertEquals(0, status, out)
+
+        // The update says how it was answered: at the computer, by no device.
+        val update = device.awaitItem(start) {
+            it.kind == ItemKind.UPDATE && it.update?.subjectId == question.questionId
+        }.update!!
+        assertEquals(UpdateState.ANSWERED, update.state)
+        assertEquals(AnswerChannel.HOST, update.channel)
+        assertNull(update.answeredBy)
+        // So does the question read again, with the answer that counts.
+        val seen = device.questions(QuestionState.ANSWERED).single { it.questionId == question.questionId }
+        assertEquals(AnswerChannel.HOST, seen.channel)
+        assertNull(seen.answeredBy)
+        assertEquals(Answer.Yes, seen.answer)
+        // The phone's own answer comes too late.
+        val closed = assertThrows<PacerelleException.QuestionClosed> {
+            device.answer(question.questionId, Answer.No)
+        }
+        assertEquals(QuestionState.ANSWERED, closed.state)
+        assertEquals(AnswerChannel.HOST, closed.channel)
+        assertEquals(Answer.Yes, closed.answer)
+        assertNull(closed.answeredBy)
+        assertFalse(closed.byThisDevice)
     }
 
     @Test
