@@ -12,7 +12,7 @@
 //! cannot send it — the browser does not have it — so the check would add nothing but refusals of the names
 //! clients really use.
 //!
-//! Connections are served by our own accept loop ([`conn`], the relay's design at this scale), under
+//! Connections are served by the relay's accept loop (`pacerelle_serve`, through [`conn`]), under
 //! [`Limits`]: a header-read timeout, an idle timeout that never cuts a request in progress (an SSE stream, a
 //! streaming answer), a body timeout, and a cap on connections at which a silent one gives way to a new one.
 
@@ -27,8 +27,6 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use pacerelle_client::AgentToken;
 use pacerelle_client::core::keys::{constant_time_eq, sha256};
-use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, PrivateKeyDer};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
@@ -230,8 +228,8 @@ impl Origin {
     }
 }
 
-/// A certificate chain and its private key, checked and ready to serve. The same rustls setup as the
-/// relay's `--tls-cert/--tls-key` (ring provider, TLS 1.2 and 1.3, HTTP/1.1).
+/// A certificate chain and its private key, checked and ready to serve. The relay's rustls setup for
+/// `--tls-cert/--tls-key`, from `pacerelle_serve` (ring provider, TLS 1.2 and 1.3, HTTP/1.1).
 #[derive(Clone)]
 pub struct Tls {
     server: Arc<rustls::ServerConfig>,
@@ -247,25 +245,8 @@ impl Tls {
     /// From PEM text: the certificate chain (the server's first, then intermediates) and its private key
     /// (PKCS#8, PKCS#1 or SEC1). Refuses a chain without a certificate and a key that does not fit.
     pub fn from_pem(cert_chain: &[u8], private_key: &[u8]) -> Result<Tls, HttpError> {
-        let certs = CertificateDer::pem_slice_iter(cert_chain)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| HttpError::Tls(format!("cannot read the TLS certificate chain: {e}")))?;
-        if certs.is_empty() {
-            return Err(HttpError::Tls(
-                "the TLS certificate file holds no certificate (expected PEM: -----BEGIN CERTIFICATE-----)"
-                    .into(),
-            ));
-        }
-        let key = PrivateKeyDer::from_pem_slice(private_key)
-            .map_err(|e| HttpError::Tls(format!("cannot read the TLS private key: {e}")))?;
-        let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let mut server = rustls::ServerConfig::builder_with_provider(provider)
-            .with_safe_default_protocol_versions()
-            .map_err(|e| HttpError::Tls(format!("TLS: {e}")))?
-            .with_no_client_auth()
-            .with_single_cert(certs, key)
-            .map_err(|e| HttpError::Tls(format!("the TLS certificate and key do not fit: {e}")))?;
-        server.alpn_protocols = vec![b"http/1.1".to_vec()];
+        let server = pacerelle_serve::server_config_from_pem(cert_chain, private_key)
+            .map_err(|e| HttpError::Tls(e.to_string()))?;
         Ok(Tls {
             server: Arc::new(server),
         })
@@ -273,14 +254,11 @@ impl Tls {
 
     /// From PEM files (`--tls-cert`, `--tls-key`).
     pub fn from_pem_files(cert_chain: &Path, private_key: &Path) -> Result<Tls, HttpError> {
-        let read = |path: &Path, what: &str| {
-            std::fs::read(path)
-                .map_err(|e| HttpError::Tls(format!("cannot read the TLS {what} {}: {e}", path.display())))
-        };
-        Tls::from_pem(
-            &read(cert_chain, "certificate")?,
-            &read(private_key, "private key")?,
-        )
+        let server = pacerelle_serve::server_config_from_pem_files(cert_chain, private_key)
+            .map_err(|e| HttpError::Tls(e.to_string()))?;
+        Ok(Tls {
+            server: Arc::new(server),
+        })
     }
 }
 
@@ -445,10 +423,12 @@ pub(crate) async fn serve(
     app: axum::Router,
     signal: impl std::future::Future<Output = ()> + Send,
 ) -> std::io::Result<()> {
-    let tls = options
-        .tls
-        .as_ref()
-        .map(|tls| TlsAcceptor::from(tls.server.clone()));
+    let tls = options.tls.as_ref().map(|tls| pacerelle_serve::Tls {
+        acceptor: TlsAcceptor::from(tls.server.clone()),
+        max_handshakes: MAX_HANDSHAKES,
+        handshake_timeout: HANDSHAKE_TIMEOUT,
+        handshake_only_alpn: None,
+    });
     conn::serve(listener, tls, app, options.limits, signal).await
 }
 
