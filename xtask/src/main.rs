@@ -62,8 +62,9 @@ fn fmt(root: &Path) -> Result<()> {
 }
 
 /// The dependency rules the compiler can prove (ARCHITECTURE.md): the adapters (MCP, Python, FFI) never
-/// depend on the relay outside their dev-dependencies, and the relay builds against the core without its
-/// `content` feature — no content key, no envelope sealing or opening — so it cannot read what it stores.
+/// depend on the relay outside their dev-dependencies, the relay builds against the core without its
+/// `content` feature — no content key, no envelope sealing or opening — so it cannot read what it stores, and
+/// the accept loop both share (`pacerelle-serve`) depends on neither.
 fn layers(root: &Path) -> Result<()> {
     for adapter in ["pacerelle-mcp", "pacerelle-py", "pacerelle-ffi"] {
         let manifest = root.join(adapter).join("Cargo.toml");
@@ -88,7 +89,18 @@ fn layers(root: &Path) -> Result<()> {
             );
         }
     }
-    println!("adapters depend on the client only; the relay's core has no `content` feature");
+    // The shared accept loop sits below the relay and the MCP adapter: it names no crate of ours.
+    let manifest = root.join("pacerelle-serve/Cargo.toml");
+    let text =
+        std::fs::read_to_string(&manifest).with_context(|| format!("cannot read {}", manifest.display()))?;
+    if section_names_dependency(&text, "dependencies", "pacerelle-") {
+        bail!(
+            "pacerelle-serve's [dependencies] name a pacerelle crate: it serves HTTP and knows no relay or MCP"
+        );
+    }
+    println!(
+        "adapters depend on the client only; the relay's core has no `content` feature; pacerelle-serve names no crate of ours"
+    );
     // Built alone, the relay's core is compiled without `content`: any use of a content key fails here.
     run(root, "cargo", &["check", "-p", "pacerelle-relay", "--lib"])
 }
