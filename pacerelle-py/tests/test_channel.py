@@ -32,7 +32,7 @@ def test_an_answer_at_the_computer_counts_when_the_question_says_so(paired: Pair
 
     # The phone shows it as answered at the computer, and its own answer no longer counts.
     seen = next(q for q in device.questions("answered").questions if q.question_id == asked.question_id)
-    assert (seen.state, seen.channel, seen.answered_by) == ("answered", "host", None)
+    assert (seen.state, seen.channel, seen.answered_by, seen.answer) == ("answered", "host", None, True)
     with pytest.raises(pacerelle.QuestionClosed) as closed:
         device.deny(asked.question_id)
     assert closed.value.state == "answered"
@@ -61,7 +61,9 @@ def test_a_question_asked_for_the_phone_only_refuses_an_answer_at_the_computer(p
     assert outcome.channel == "phone"
     assert outcome.answered_by == device.device_id
     seen = next(q for q in device.questions("answered").questions if q.question_id == asked.question_id)
-    assert (seen.channel, seen.answered_by) == ("phone", device.device_id)
+    assert (seen.channel, seen.answered_by, seen.answered_by_name, seen.answer) == (
+        "phone", device.device_id, "Ana's phone", True
+    )
 
 
 def test_the_first_answer_wins_on_either_channel(paired: Paired) -> None:

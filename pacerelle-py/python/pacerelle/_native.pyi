@@ -483,6 +483,11 @@ class Question:
     @property
     def answered_by(self) -> str | None: ...
     @property
+    def answered_by_name(self) -> str | None: ...
+    @property
+    def answer(self) -> bool | list[str] | str | None:
+        """The answer that counts (for display), read from its copy; None while unanswered or without one."""
+    @property
     def answered_at(self) -> datetime | None: ...
     @property
     def channel(self) -> Literal["phone", "host"] | None:

@@ -252,6 +252,23 @@ impl PyQuestion {
         self.inner.answered_by.as_deref()
     }
 
+    /// That device's name, as the relay reports it.
+    #[getter]
+    fn answered_by_name(&self) -> Option<&str> {
+        self.inner.answered_by_name.as_deref()
+    }
+
+    /// The answer that counts, for display (True, False, options or text), read from the copy sealed for every
+    /// recipient; None while unanswered, or for an answer given without a copy.
+    #[getter]
+    fn answer(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+        self.inner
+            .answer
+            .as_ref()
+            .map(|a| answer_to_py(py, a))
+            .transpose()
+    }
+
     /// When the relay accepted the answer.
     #[getter]
     fn answered_at<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
