@@ -94,7 +94,7 @@ async fn forge_answer(relay: &TestRelay, agent: &AgentClient, question_id: &str,
     );
     sqlx::query(
         "UPDATE questions SET state = 'answered', answered_by = ?2, answered_at = ?3, closed_at = ?3,
-                answer_envelope = ?4
+                answer_envelope = ?4, channel = 'phone'
          WHERE item_seq = ?1",
     )
     .bind(seq)
