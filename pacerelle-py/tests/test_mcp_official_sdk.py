@@ -1,7 +1,7 @@
 """`pacerelle-mcp` driven by the official MCP Python SDK (`mcp` on PyPI) over stdio, against a real relay, with
 the phone played by the wheel's `Device`: asking at the computer too (`alsoAskHere`, MCP elicitation) — an
 answer in the host's dialog counts and the phone shows it answered at the computer; an answer on the phone
-first withdraws the dialog; a host without elicitation is asked on the phone only, as before."""
+given first wins over a later yes in the dialog; a host without elicitation is asked on the phone only, as before."""
 
 from __future__ import annotations
 
@@ -75,19 +75,30 @@ def test_a_yes_in_the_hosts_dialog_counts_and_the_phone_shows_it(paired: Paired)
     assert len(dialogs) == 1 and "Ship version 2?" in dialogs[0].message
     shown = on_phone(paired, result["questionId"], "answered")
     assert shown.answer is True
+    assert shown.channel == "host"
 
 
-def test_an_answer_on_the_phone_first_withdraws_the_hosts_dialog(paired: Paired) -> None:
-    opened = anyio.Event()
-    withdrawn: list[str] = []
+def pending_on_phone(paired: Paired, text: str) -> Any:
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        for q in paired.device.questions().questions:
+            if q.question == text and q.state == "pending":
+                return q
+        time.sleep(0.05)
+    raise AssertionError(f"the phone never saw {text!r} pending")
+
+
+def test_the_phone_answering_while_the_hosts_dialog_is_open_wins(paired: Paired) -> None:
+    # This SDK runs an elicitation callback inside its receive loop: nothing else from the server (the tool's
+    # result, a cancellation) is read until it returns, so the withdrawal itself is tested with rmcp
+    # (pacerelle-mcp/tests/here.rs). What holds here: the phone answered first, so the dialog's later yes
+    # counts for nothing.
+    answered_on_phone: list[str] = []
 
     async def dialog(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
-        opened.set()
-        try:
-            await anyio.sleep(60)
-        except anyio.get_cancelled_exc_class():
-            withdrawn.append(params.message)
-            raise
+        q = await anyio.to_thread.run_sync(pending_on_phone, paired, "Drop the table?")
+        await anyio.to_thread.run_sync(paired.device.answer, q.question_id, False)
+        answered_on_phone.append(q.question_id)
         return types.ElicitResult(action="accept", content={"answer": "yes"})
 
     async def main() -> dict[str, Any]:
@@ -99,21 +110,16 @@ def test_an_answer_on_the_phone_first_withdraws_the_hosts_dialog(paired: Paired)
                     "ask_user",
                     {"question": "Drop the table?", "kind": "yes_no", "alsoAskHere": True},
                 )
-                question_id = asked["questionId"]
-                with anyio.fail_after(20):
-                    await opened.wait()
-                await anyio.to_thread.run_sync(on_phone, paired, question_id, "pending")
-                await anyio.to_thread.run_sync(paired.device.answer, question_id, False)
-                with anyio.fail_after(20):
-                    while not withdrawn:
-                        await anyio.sleep(0.05)
-                return await settled(session, question_id)
+                assert asked["askedHere"] is True, asked
+                return await settled(session, asked["questionId"])
 
     result = anyio.run(main)
-    assert withdrawn, "the dialog should be withdrawn once the phone answered"
+    assert answered_on_phone == [result["questionId"]]
     assert result["channel"] == "phone", result
     assert result["answer"] == "no"
     assert result["approved"] is False
+    shown = on_phone(paired, result["questionId"], "answered")
+    assert shown.channel == "phone"
 
 
 def test_a_host_without_elicitation_is_asked_on_the_phone_only(paired: Paired) -> None:
