@@ -253,6 +253,7 @@ mod tests {
             answered_at: Some(Timestamp::parse("2026-11-30T15:02:07Z").expect("time")),
             by_this_device,
             expires_at: Some(Timestamp::parse("2026-11-30T15:10:00Z").expect("time")),
+            channel: None,
         };
         assert_eq!(
             closed_message(

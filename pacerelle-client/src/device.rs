@@ -267,6 +267,9 @@ pub struct ClosedQuestion {
     /// True when the answer that counts is this device's own (given earlier).
     #[serde(default)]
     pub by_this_device: bool,
+    /// Where the answer that counts was given: `phone`, or `host` (at the computer; no `answered_by`).
+    #[serde(default)]
+    pub channel: Option<Channel>,
     /// When it expires (or expired), as the agent sealed it; `None` when the question could not be read again.
     #[serde(default)]
     pub expires_at: Option<Timestamp>,
@@ -294,6 +297,7 @@ impl ClosedQuestion {
             answered_by_name: q.answered_by_name.clone().filter(|_| answered),
             answered_at: q.answered_at.filter(|_| answered),
             by_this_device: answered && q.answered_by.as_deref() == Some(device_id),
+            channel: q.channel.filter(|_| answered),
             expires_at: Some(q.expires_at),
         }
     }
@@ -317,6 +321,8 @@ impl ClosedQuestion {
             _ => {
                 let by = if self.by_this_device {
                     "this device".to_string()
+                } else if self.channel == Some(Channel::Host) {
+                    "the person at the computer".to_string()
                 } else {
                     self.answered_by_name
                         .clone()
@@ -1091,6 +1097,7 @@ impl DeviceClient {
                 answered_by_name: None,
                 answered_at: None,
                 by_this_device: false,
+                channel: None,
                 expires_at: None,
             }
             .into_error(),

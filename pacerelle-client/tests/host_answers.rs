@@ -117,6 +117,10 @@ async fn a_yes_at_the_computer_approves_a_question_that_accepts_it_and_every_dev
         .await
         .expect_err("answered already");
     assert_eq!(late.kind(), ErrorKind::QuestionClosed);
+    let closed = pacerelle_client::ClosedQuestion::from_error(&late).expect("details");
+    assert_eq!(closed.channel, Some(Channel::Host));
+    assert_eq!(closed.answer, Some(Answer::Yes));
+    assert!(late.to_string().contains("at the computer"), "{late}");
 
     // The answer log records the channel; the export anyone can verify holds device-signed answers only.
     let log = agent.answer_log(&AuditFilter::default()).await.expect("log");

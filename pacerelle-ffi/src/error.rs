@@ -277,6 +277,7 @@ mod tests {
             answered_at: answered.then_some(pacerelle_client::Timestamp(1)),
             by_this_device: false,
             expires_at: None,
+            channel: None,
         };
         let channel = |c| match question_closed(QuestionState::Answered, "m".into(), Some(c)) {
             PacerelleError::QuestionClosed { channel, .. } => channel,
