@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use anyhow::{Result, anyhow};
 use pacerelle_client::{
-    Backoff, ConversationItem, Cursor, DeviceClient, ItemKind, Level, MessageState, OpenedQuestion,
-    QuestionKind, QuestionState, Status,
+    Backoff, Channel, ConversationItem, Cursor, DeviceClient, ItemKind, Level, MessageState, OpenedQuestion,
+    QuestionKind, QuestionState, Status, answer_text,
 };
 use serde::Serialize;
 
@@ -252,6 +252,10 @@ fn question_state(q: &OpenedQuestion) -> String {
     match q.state {
         QuestionState::Pending if q.is_open() => format!("pending, {} left", output::until(q.expires_at)),
         QuestionState::Pending => "expired".into(),
+        QuestionState::Answered if q.channel == Some(Channel::Host) => match &q.answer {
+            Some(answer) => format!("answered at the computer: {}", answer_text(answer)),
+            None => "answered at the computer".into(),
+        },
         QuestionState::Answered => match q.answered_by_name.as_ref().or(q.answered_by.as_ref()) {
             Some(by) => format!("answered by {by}"),
             None => "answered".into(),
@@ -455,4 +459,41 @@ fn print_status(s: &Status) {
         println!("checkpoint:  {t}");
     }
     println!("devices:     {}", s.devices);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pacerelle_client::{Answer, Timestamp};
+
+    fn answered(channel: Option<Channel>, by: Option<&str>, answer: Option<Answer>) -> OpenedQuestion {
+        OpenedQuestion {
+            question_id: "q1".into(),
+            question: "Deploy?".into(),
+            kind: QuestionKind::YesNo,
+            options: Vec::new(),
+            multiple: false,
+            details: None,
+            state: QuestionState::Answered,
+            expires_at: Timestamp(0),
+            answered_by: by.map(str::to_string),
+            answered_at: Some(Timestamp(0)),
+            answered_by_name: by.map(|b| format!("{b}'s phone")),
+            answer,
+            channel,
+            created_at: Timestamp(0),
+            digest: String::new(),
+            answer_key: None,
+        }
+    }
+
+    #[test]
+    fn a_question_answered_at_the_computer_says_so_with_its_answer() {
+        let here = answered(Some(Channel::Host), None, Some(Answer::Yes));
+        assert_eq!(question_state(&here), "answered at the computer: yes");
+        let unread = answered(Some(Channel::Host), None, None);
+        assert_eq!(question_state(&unread), "answered at the computer");
+        let phone = answered(Some(Channel::Phone), Some("Ana"), Some(Answer::No));
+        assert_eq!(question_state(&phone), "answered by Ana's phone");
+    }
 }
