@@ -994,8 +994,11 @@ test("`pacerelle ask --here` answered at the computer: the card says so with the
 });
 
 test("a question answered at the computer before the app's answer is sent: the refusal names the computer and its answer", async () => {
-  // The app does not learn of the answer at the computer before its own is sent.
+  // The app does not learn of the answer at the computer before its own is sent: the listing is held until the
+  // click, the update item until the refusal came back (a conversation answer that reaches the route late must
+  // not tell the app first).
   let hold = true;
+  let holdUpdates = true;
   const listing = (url) => url.pathname === "/v1/device/questions";
   const conversation = (url) => url.pathname === "/v1/device/conversation";
   await page.route(listing, (route) => (hold ? route.abort("connectionreset") : route.continue()));
@@ -1007,7 +1010,7 @@ test("a question answered at the computer before the app's answer is sent: the r
       return route.abort("connectionreset").catch(() => {});
     }
     const json = await response.json();
-    if (hold && Array.isArray(json.items)) {
+    if (holdUpdates && Array.isArray(json.items)) {
       json.items = json.items.filter((i) => !(i.kind === "update" && i.subjectId === "qst_e2e_here_first"));
     }
     await route.fulfill({ response, json }).catch(() => {});
@@ -1021,6 +1024,7 @@ test("a question answered at the computer before the app's answer is sent: the r
   hold = false;
   await card.locator("button.deny").click();
   assert.equal((await answered).status(), 409);
+  holdUpdates = false;
   await card.locator(".q-status", { hasText: "Answered at the computer: yes" }).waitFor();
   assert.match(await card.textContent(), /Your answer \(Denied\) was not recorded/);
   await page.locator("#toast", { hasText: "Already answered at the computer: yes. Your answer (Denied) was not recorded." }).waitFor();
