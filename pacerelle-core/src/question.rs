@@ -511,6 +511,33 @@ pub struct Verdict {
     pub channel: Option<Channel>,
 }
 
+impl Verdict {
+    /// No answer the agent accepts: `cancelled` if the relay says so; otherwise `expired` once `now` reaches
+    /// the expiry of the agent's own copy, or if the relay says `expired`; otherwise `pending`. Never approved.
+    fn unanswered(
+        reported: QuestionState,
+        expires_at: Timestamp,
+        now: Timestamp,
+        rejected: Option<&'static str>,
+    ) -> Verdict {
+        Verdict {
+            state: match reported {
+                QuestionState::Cancelled => QuestionState::Cancelled,
+                _ if now >= expires_at => QuestionState::Expired,
+                QuestionState::Expired => QuestionState::Expired,
+                _ => QuestionState::Pending,
+            },
+            approved: false,
+            answer: None,
+            answered_by: None,
+            answered_at: None,
+            rejected,
+            signature: None,
+            channel: None,
+        }
+    }
+}
+
 /// The reason [`verdict_signed`] gives for an unsigned answer from a device with a pinned signing key.
 pub const UNSIGNED_BUT_KEYED: &str = "the answer is not signed, but the device has a signing key";
 
@@ -552,24 +579,7 @@ pub fn verdict_signed(
 ) -> Verdict {
     let question = &own.payload;
     let question_id = own.question_id.as_str();
-    let unanswered = |rejected: Option<&'static str>| {
-        let state = match report.state {
-            QuestionState::Cancelled => QuestionState::Cancelled,
-            _ if now >= question.expires_at => QuestionState::Expired,
-            QuestionState::Expired => QuestionState::Expired,
-            _ => QuestionState::Pending,
-        };
-        Verdict {
-            state,
-            approved: false,
-            answer: None,
-            answered_by: None,
-            answered_at: None,
-            rejected,
-            signature: None,
-            channel: None,
-        }
-    };
+    let unanswered = |rejected| Verdict::unanswered(report.state, question.expires_at, now, rejected);
     if report.state != QuestionState::Answered {
         return unanswered(None);
     }
@@ -681,21 +691,7 @@ pub fn host_verdict(
 ) -> Verdict {
     let question = &own.payload;
     let question_id = own.question_id.as_str();
-    let unanswered = |rejected: Option<&'static str>| Verdict {
-        state: match report.state {
-            QuestionState::Cancelled => QuestionState::Cancelled,
-            _ if now >= question.expires_at => QuestionState::Expired,
-            QuestionState::Expired => QuestionState::Expired,
-            _ => QuestionState::Pending,
-        },
-        approved: false,
-        answer: None,
-        answered_by: None,
-        answered_at: None,
-        rejected,
-        signature: None,
-        channel: None,
-    };
+    let unanswered = |rejected| Verdict::unanswered(report.state, question.expires_at, now, rejected);
     if report.state != QuestionState::Answered || report.channel != Some(Channel::Host) {
         return unanswered(None);
     }
