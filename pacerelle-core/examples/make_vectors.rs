@@ -388,6 +388,8 @@ fn pairing_case(
         device_key: b64::encode(&keys::device_key(&master, AGENT_ID, device_id).to_bytes()),
         role,
         expires_at: Timestamp::parse(expires_at).expect("fixed time parses"),
+        branding: None,
+        user: None,
     };
     let offer_json = serde_json::to_string(&offer).expect("offer serialises");
     let pairing_id = s.pairing_id();
@@ -575,6 +577,7 @@ fn digest_question() -> QuestionPayload {
         recipients: vec![DEVICE_ID.into(), "dv_other".into()],
         answer_key: Some(b64::encode(&ANSWER_KEY)),
         channels: Vec::new(),
+        user: None,
     }
 }
 
@@ -624,6 +627,7 @@ fn envelope_file() -> File<EnvelopeCase> {
         recipients: vec![DEVICE_ID.into()],
         answer_key: None,
         channels: Vec::new(),
+        user: None,
     })
     .expect("question serialises");
     let answer = serde_json::to_string(&AnswerPayload {
@@ -644,6 +648,7 @@ fn envelope_file() -> File<EnvelopeCase> {
         recipients: vec![DEVICE_ID.into()],
         answer_key: None,
         channels: Vec::new(),
+        user: None,
     })
     .expect("question serialises");
     let choice_answer = serde_json::to_string(&AnswerPayload {
@@ -1624,6 +1629,7 @@ fn roster_device(device_id: &str, role: Role, added_at: &str, revoked_at: Option
         revoked_at: revoked_at.map(time),
         signing_key: None,
         signing_key_pinned_at: None,
+        user: None,
     }
 }
 
@@ -2236,6 +2242,7 @@ fn answered() -> Vec<Answered> {
                 recipients: to.iter().map(|d| d.to_string()).collect(),
                 answer_key: None,
                 channels: Vec::new(),
+                user: None,
             }
         };
     vec![

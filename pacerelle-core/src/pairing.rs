@@ -123,6 +123,68 @@ pub struct OfferPayload {
     pub role: Role,
     /// When the offer stops being claimable.
     pub expires_at: Timestamp,
+    /// Partner mode: the user the new device will answer for (role `user`); absent for an owner device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<OfferUser>,
+    /// Partner mode: how the app shows the agent to that user; absent for the default look.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branding: Option<Branding>,
+}
+
+/// The user a Partner-mode offer is for, as the integrator named them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OfferUser {
+    /// The integrator's id for the user.
+    pub external_id: String,
+    /// The user's name.
+    pub name: String,
+}
+
+/// How an app shows the agent to a Partner-mode user, sealed in the offer (the relay never sees it).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Branding {
+    /// An accent colour, `#rrggbb`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accent_color: Option<String>,
+    /// An icon: a `data:image/png;base64,…`, `data:image/svg+xml;base64,…` or `data:image/jpeg;base64,…` URL
+    /// of at most [`MAX_ICON_LEN`] characters (inline, so that showing it reveals nothing to another server).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub icon: Option<String>,
+}
+
+/// Most characters of a branding icon's data URL.
+pub const MAX_ICON_LEN: usize = 16 * 1024;
+
+impl Branding {
+    /// Checks the accent colour (`#rrggbb`) and the icon (an inline PNG, SVG or JPEG data URL of at most
+    /// [`MAX_ICON_LEN`] characters).
+    pub fn validate(&self) -> std::result::Result<(), &'static str> {
+        if let Some(colour) = &self.accent_color {
+            let hex = colour.strip_prefix('#').unwrap_or("");
+            if hex.len() != 6 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                return Err("an accent colour is written #rrggbb");
+            }
+        }
+        if let Some(icon) = &self.icon {
+            let inline = ["data:image/png;base64,", "data:image/svg+xml;base64,", "data:image/jpeg;base64,"];
+            let Some(data) = inline.iter().find_map(|p| icon.strip_prefix(p)) else {
+                return Err("an icon is a data:image/png, image/svg+xml or image/jpeg base64 URL");
+            };
+            if icon.len() > MAX_ICON_LEN {
+                return Err("an icon's data URL is at most 16 KiB");
+            }
+            if data.is_empty()
+                || !data
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'='))
+            {
+                return Err("an icon's data is not base64");
+            }
+        }
+        Ok(())
+    }
 }
 
 impl OfferPayload {
@@ -211,11 +273,41 @@ mod tests {
             device_key: crate::b64::encode(&[4; 32]),
             role: Role::Owner,
             expires_at: Timestamp(1),
+            user: None,
+            branding: None,
         };
         let sealed = seal_offer(&s, &offer);
         assert_eq!(open_offer(&s, "ag_1", "dv_1", &sealed).expect("opens"), offer);
         assert!(open_offer(&s, "ag_1", "dv_2", &sealed).is_err());
         assert!(open_offer(&PairingSecret::generate(), "ag_1", "dv_1", &sealed).is_err());
         assert_ne!(s.pairing_id(), crate::b64::encode(&s.claim_secret()[..16]));
+    }
+
+    #[test]
+    fn branding_is_checked() {
+        let ok = Branding {
+            accent_color: Some("#1a2B3c".into()),
+            icon: Some("data:image/png;base64,iVBORw0KGgo=".into()),
+        };
+        assert!(ok.validate().is_ok());
+        for colour in ["1a2b3c", "#1a2b3", "#zzzzzz", "red"] {
+            let b = Branding {
+                accent_color: Some(colour.into()),
+                ..Branding::default()
+            };
+            assert!(b.validate().is_err(), "{colour}");
+        }
+        for icon in [
+            "https://example.com/icon.png".to_string(),
+            "data:image/png;base64,".to_string(),
+            "data:image/png;base64,<svg>".to_string(),
+            format!("data:image/png;base64,{}", "A".repeat(MAX_ICON_LEN)),
+        ] {
+            let b = Branding {
+                icon: Some(icon.clone()),
+                ..Branding::default()
+            };
+            assert!(b.validate().is_err(), "{icon:.40}");
+        }
     }
 }

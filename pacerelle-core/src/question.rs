@@ -147,6 +147,11 @@ pub struct QuestionPayload {
     /// it after the question is asked.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub channels: Vec<Channel>,
+    /// Partner mode: the `externalId` of the user the question is addressed to; absent when it is asked of
+    /// the owner. Only that user's devices receive it and only their answers count
+    /// ([`crate::roster::Roster::may_answer_for`]); sealed, so the relay cannot re-address it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
 }
 
 impl QuestionPayload {
@@ -156,7 +161,8 @@ impl QuestionPayload {
     }
 
     /// True when `other` asks the same thing: same text, kind, options, `multiple`, details and accepted
-    /// channels. The expiry, recipients and answer key are drawn at each ask and not compared.
+    /// channels, and the same user. The expiry, recipients and answer key are drawn at each ask and not
+    /// compared.
     pub fn same_question(&self, other: &QuestionPayload) -> bool {
         self.question == other.question
             && self.kind == other.kind
@@ -164,6 +170,7 @@ impl QuestionPayload {
             && self.multiple == other.multiple
             && self.details == other.details
             && self.accepts_host() == other.accepts_host()
+            && self.user == other.user
     }
 
     /// The answer key, when the question carries a valid one.
@@ -761,6 +768,7 @@ mod tests {
             recipients: vec!["dv_0".into(), "dv_1".into(), "dv_2".into()],
             answer_key: None,
             channels: Vec::new(),
+            user: None,
         }
     }
 

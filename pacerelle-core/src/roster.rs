@@ -47,6 +47,60 @@ pub struct RosterDevice {
     /// does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signing_key_pinned_at: Option<Timestamp>,
+    /// Partner mode: the `externalId` of the user this device belongs to (role `user`), absent for the
+    /// owner's devices. Sealed in the roster, so the relay cannot move a device to another user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+}
+
+/// Partner mode: one of the agent's own users, a named group of devices answering for that user only.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct RosterUser {
+    /// The id the integrator chose for this user (its own user id), unique within the agent.
+    pub external_id: String,
+    /// The name shown for the user.
+    pub name: String,
+    /// When the agent first connected the user.
+    pub connected_at: Timestamp,
+    /// When the agent disconnected the user (every device of the user revoked then); absent while connected.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disconnected_at: Option<Timestamp>,
+}
+
+/// Most characters of a user's `externalId`.
+pub const MAX_EXTERNAL_ID_LEN: usize = 128;
+/// Most characters of a user's name.
+pub const MAX_USER_NAME_LEN: usize = 200;
+/// Most users a roster holds (disconnected ones included).
+pub const MAX_USERS: usize = 1000;
+
+/// Checks a user's `externalId`: 1 to 128 characters, no control characters, not only spaces.
+pub fn check_external_id(external_id: &str) -> Result<(), &'static str> {
+    if external_id.trim().is_empty() {
+        return Err("a user's externalId cannot be empty");
+    }
+    if external_id.chars().count() > MAX_EXTERNAL_ID_LEN {
+        return Err("a user's externalId is at most 128 characters");
+    }
+    if external_id.chars().any(char::is_control) {
+        return Err("a user's externalId cannot hold control characters");
+    }
+    Ok(())
+}
+
+/// Checks a user's name: 1 to 200 characters, no control characters, not only spaces.
+pub fn check_user_name(name: &str) -> Result<(), &'static str> {
+    if name.trim().is_empty() {
+        return Err("a user's name cannot be empty");
+    }
+    if name.chars().count() > MAX_USER_NAME_LEN {
+        return Err("a user's name is at most 200 characters");
+    }
+    if name.chars().any(char::is_control) {
+        return Err("a user's name cannot hold control characters");
+    }
+    Ok(())
 }
 
 /// The agent's own list of devices, sealed with its self key.
@@ -63,6 +117,9 @@ pub struct Roster {
     pub updated_at: Timestamp,
     /// Every device ever added, revoked ones included, in the order they were added.
     pub devices: Vec<RosterDevice>,
+    /// Partner mode: every user ever connected, disconnected ones included, in the order they were added.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub users: Vec<RosterUser>,
 }
 
 /// Why a roster was refused.
@@ -118,6 +175,7 @@ impl Roster {
             version: 0,
             updated_at: Timestamp(0),
             devices: Vec::new(),
+            users: Vec::new(),
         }
     }
 
@@ -131,22 +189,80 @@ impl Roster {
         self.device(device_id).is_some_and(|d| d.revoked_at.is_none())
     }
 
-    /// True only for a listed, unrevoked `owner`: the only devices whose answers approve.
+    /// True only for a listed, unrevoked `owner`: the only devices whose answers approve a question asked
+    /// of the owner.
     pub fn may_approve(&self, device_id: &str) -> bool {
-        self.device(device_id)
-            .is_some_and(|d| d.revoked_at.is_none() && d.role == Role::Owner)
+        self.may_answer_for(device_id, None, None)
     }
 
-    /// The next version, with `change` applied and the time stamped.
+    /// The user `external_id` (Partner mode), disconnected or not.
+    pub fn user(&self, external_id: &str) -> Option<&RosterUser> {
+        self.users.iter().find(|u| u.external_id == external_id)
+    }
+
+    /// Whether `device_id`'s answer counts for a question addressed to `user` (`None`: the owner), as of
+    /// `at` (`None`: now, when any revocation refuses it; `Some(t)`: a record of the past, where a device or
+    /// user revoked after `t` still counts).
+    ///
+    /// - For the owner: a listed `owner` device.
+    /// - For a user: a listed `user` device whose sealed `user` is that `externalId`, of a listed user.
+    ///
+    /// In both cases the device (and the user) must not have been revoked (disconnected) by then. The
+    /// audience is sealed in the question and the device's user in the roster, so the relay can move
+    /// neither a question nor a device from one user to another.
+    pub fn may_answer_for(&self, device_id: &str, user: Option<&str>, at: Option<Timestamp>) -> bool {
+        let live = |revoked: Option<Timestamp>| match (revoked, at) {
+            (None, _) => true,
+            (Some(_), None) => false,
+            (Some(r), Some(t)) => t < r,
+        };
+        let Some(d) = self.device(device_id) else {
+            return false;
+        };
+        if !live(d.revoked_at) {
+            return false;
+        }
+        match user {
+            None => d.role == Role::Owner,
+            Some(external_id) => {
+                d.role == Role::User
+                    && d.user.as_deref() == Some(external_id)
+                    && self
+                        .user(external_id)
+                        .is_some_and(|u| live(u.disconnected_at))
+            }
+        }
+    }
+
+    /// The active devices that a question, notification or reply for `user` (`None`: the owner) goes to:
+    /// exactly those whose answer would count now ([`Roster::may_answer_for`]).
+    pub fn audience<'a>(&'a self, user: Option<&'a str>) -> impl Iterator<Item = &'a RosterDevice> + 'a {
+        self.devices
+            .iter()
+            .filter(move |d| self.may_answer_for(&d.device_id, user, None))
+    }
+
+    /// The next version, with `change` applied to the devices and the time stamped.
     pub fn next(&self, now: Timestamp, change: impl FnOnce(&mut Vec<RosterDevice>)) -> Roster {
+        self.next_with(now, |devices, _| change(devices))
+    }
+
+    /// The next version, with `change` applied to the devices and the users, and the time stamped.
+    pub fn next_with(
+        &self,
+        now: Timestamp,
+        change: impl FnOnce(&mut Vec<RosterDevice>, &mut Vec<RosterUser>),
+    ) -> Roster {
         let mut devices = self.devices.clone();
-        change(&mut devices);
+        let mut users = self.users.clone();
+        change(&mut devices, &mut users);
         Roster {
             v: 1,
             agent_id: self.agent_id.clone(),
             version: self.version + 1,
             updated_at: now,
             devices,
+            users,
         }
     }
 
@@ -161,6 +277,23 @@ impl Roster {
         let mut seen = std::collections::HashSet::new();
         if !self.devices.iter().all(|d| seen.insert(d.device_id.as_str())) {
             return Err(RosterError::Malformed("a device is listed twice"));
+        }
+        if self.users.len() > MAX_USERS {
+            return Err(RosterError::Malformed("too many users"));
+        }
+        let mut users = std::collections::HashSet::new();
+        if !self.users.iter().all(|u| users.insert(u.external_id.as_str())) {
+            return Err(RosterError::Malformed("a user is listed twice"));
+        }
+        let belongs = |d: &RosterDevice| match (&d.user, d.role) {
+            (None, _) => true,
+            (Some(u), Role::User) => users.contains(u.as_str()),
+            (Some(_), Role::Owner) => false,
+        };
+        if !self.devices.iter().all(belongs) {
+            return Err(RosterError::Malformed(
+                "a device names a user the roster does not list, or an owner device names a user",
+            ));
         }
         Ok(())
     }
@@ -224,7 +357,74 @@ mod tests {
             revoked_at: None,
             signing_key: None,
             signing_key_pinned_at: None,
+            user: None,
         }
+    }
+
+    fn user_device(id: &str, user: &str) -> RosterDevice {
+        RosterDevice {
+            role: Role::User,
+            user: Some(user.into()),
+            ..owner(id)
+        }
+    }
+
+    fn user(external_id: &str) -> RosterUser {
+        RosterUser {
+            external_id: external_id.into(),
+            name: external_id.into(),
+            connected_at: Timestamp(1),
+            disconnected_at: None,
+        }
+    }
+
+    #[test]
+    fn a_user_device_answers_for_its_own_user_only() {
+        let r = Roster::empty(AGENT).next_with(Timestamp(5), |d, u| {
+            u.push(user("alice"));
+            u.push(RosterUser {
+                disconnected_at: Some(Timestamp(10)),
+                ..user("bob")
+            });
+            d.push(owner("dv_o"));
+            d.push(user_device("dv_a", "alice"));
+            d.push(user_device("dv_b", "bob"));
+        });
+        assert!(r.validate().is_ok());
+        assert!(r.may_answer_for("dv_a", Some("alice"), None));
+        assert!(!r.may_answer_for("dv_a", Some("bob"), None), "not another user's");
+        assert!(!r.may_answer_for("dv_a", None, None), "a user device never answers for the owner");
+        assert!(!r.may_answer_for("dv_o", Some("alice"), None), "the owner does not answer for a user");
+        assert!(r.may_answer_for("dv_o", None, None));
+        assert!(!r.may_answer_for("dv_b", Some("bob"), None), "a disconnected user answers no more");
+        assert!(r.may_answer_for("dv_b", Some("bob"), Some(Timestamp(9))), "but did before");
+        assert!(!r.may_answer_for("dv_b", Some("bob"), Some(Timestamp(10))));
+        assert!(!r.may_answer_for("dv_a", Some("carol"), None));
+        let alice: Vec<_> = r.audience(Some("alice")).map(|d| d.device_id.as_str()).collect();
+        assert_eq!(alice, ["dv_a"]);
+        let owners: Vec<_> = r.audience(None).map(|d| d.device_id.as_str()).collect();
+        assert_eq!(owners, ["dv_o"]);
+    }
+
+    #[test]
+    fn a_device_of_an_unlisted_user_is_malformed() {
+        let stray = Roster::empty(AGENT).next(Timestamp(5), |d| d.push(user_device("dv_a", "alice")));
+        assert!(matches!(stray.validate(), Err(RosterError::Malformed(_))));
+        let owner_with_user = Roster::empty(AGENT).next_with(Timestamp(5), |d, u| {
+            u.push(user("alice"));
+            d.push(RosterDevice {
+                user: Some("alice".into()),
+                ..owner("dv_o")
+            });
+        });
+        assert!(matches!(owner_with_user.validate(), Err(RosterError::Malformed(_))));
+        let twice = Roster::empty(AGENT).next_with(Timestamp(5), |_, u| {
+            u.push(user("alice"));
+            u.push(user("alice"));
+        });
+        assert!(matches!(twice.validate(), Err(RosterError::Malformed(_))));
+        assert!(check_external_id("").is_err() && check_external_id("a\nb").is_err());
+        assert!(check_external_id(&"x".repeat(129)).is_err() && check_external_id("user-42").is_ok());
     }
 
     #[test]

@@ -492,6 +492,7 @@ mod tests {
             recipients: recipients.iter().map(|r| r.to_string()).collect(),
             answer_key: None,
             channels: Vec::new(),
+            user: None,
         }
     }
 
