@@ -187,6 +187,7 @@ async fn ask_and_wait(global: &Global, args: AskArgs) -> Result<u8> {
         expires_in: args.expires,
         question_id: args.id,
         channels: Vec::new(),
+        user: None,
     }
     .answered_at_host(args.here);
     let asked = agent.ask_user(request).await?;

@@ -56,6 +56,7 @@ impl FilterArgs {
             since: self.since,
             until: self.until,
             limit: self.limit,
+            user: None,
         }
     }
 }

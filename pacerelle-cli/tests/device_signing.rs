@@ -192,6 +192,8 @@ async fn a_device_home_from_before_signing_keys_gets_a_key_at_its_first_answer_a
         device_key: b64::encode(&payload.key().expect("key").to_bytes()),
         push: Vec::new(),
         signing_seed: None,
+        branding: None,
+        user: None,
     };
     pacerelle_client::write_private(
         &device_home.path().join("device.json"),

@@ -6,7 +6,8 @@ use std::time::Duration;
 use pacerelle_core::checkpoint::{CheckpointPayload, checkpoint_aad};
 use pacerelle_core::envelope;
 use pacerelle_core::message::{ReplyPayload, TaskPayload, reply_aad, task_aad};
-use pacerelle_core::pairing::{self, OfferPayload, PairingSecret, Role};
+use pacerelle_core::pairing::{self, Branding, OfferPayload, OfferUser, PairingSecret, Role};
+use pacerelle_core::roster;
 use pacerelle_core::wire::{
     self, AgentInfo, CheckpointList, CreatePairing, DeviceEnvelope, DeviceInfo, DeviceList, MessageBatch,
     OpenSession, PairingCreated, Processed, RegisterAgent, SaveCheckpoint, SendReply, SessionInfo, Status,
@@ -40,7 +41,13 @@ pub struct Message {
     pub redelivered: bool,
     /// Its position in the stream.
     pub cursor: Cursor,
+    /// Partner mode: the `externalId` of the user whose device sent it, as the agent's roster says; `None`
+    /// when the owner sent it. A user's task is that user's request, not the owner's instruction.
+    pub user: Option<String>,
 }
+
+/// How many tasks' senders a client remembers to address its replies ([`AgentClient::reply`]).
+const REMEMBERED_SENDERS: usize = 4096;
 
 /// A task whose envelope did not open. It is not the person's instruction; mark it processed to drop it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,6 +97,11 @@ pub struct PairingOptions {
     pub role: Role,
     /// The base URL a phone uses to reach the relay, when it differs from the one this client uses.
     pub public_url: Option<String>,
+    /// Partner mode: the user the device will answer for (its role is then `user`); see
+    /// [`AgentClient::connect_user`].
+    pub user: Option<OfferUser>,
+    /// Partner mode: how the app shows the agent to that user (accent colour, icon), sealed in the offer.
+    pub branding: Option<Branding>,
 }
 
 impl Default for PairingOptions {
@@ -99,6 +111,8 @@ impl Default for PairingOptions {
             ttl: Duration::from_secs(pairing::DEFAULT_TTL_SECONDS),
             role: Role::Owner,
             public_url: None,
+            user: None,
+            branding: None,
         }
     }
 }
@@ -130,6 +144,9 @@ pub(crate) struct Inner {
     bearer: Bearer,
     session: Mutex<Option<SessionState>>,
     pub(crate) roster_mark: RosterMark,
+    /// The user (Partner mode; `None`: the owner) of each task received, by message id: a reply goes to the
+    /// same audience as the task it answers.
+    senders: Mutex<std::collections::HashMap<String, Option<String>>>,
 }
 
 #[derive(Debug)]
@@ -162,6 +179,7 @@ impl AgentClient {
                 bearer,
                 session: Mutex::new(None),
                 roster_mark: RosterMark::new(RosterMark::default_home().as_deref(), agent_id),
+                senders: Mutex::new(std::collections::HashMap::new()),
             }),
         })
     }
@@ -249,11 +267,25 @@ impl AgentClient {
                 "a pairing offer lasts between 1 second and 1 hour".into(),
             ));
         }
+        let role = if options.user.is_some() {
+            Role::User
+        } else {
+            options.role
+        };
+        if let Some(user) = &options.user {
+            let checked = roster::check_external_id(&user.external_id)
+                .and_then(|()| roster::check_user_name(&user.name));
+            checked.map_err(|e| Error::InvalidInput(e.into()))?;
+        }
+        if let Some(branding) = &options.branding {
+            branding.validate().map_err(|e| Error::InvalidInput(e.into()))?;
+        }
         let info = self.info().await?;
         let secret = PairingSecret::generate();
         let device_id = ids::generate(ids::DEVICE);
         // Listed in the agent's roster before the offer exists: the device it creates is the agent's own.
-        self.add_to_roster(&device_id, options.role).await?;
+        self.add_to_roster(&device_id, role, options.user.as_ref())
+            .await?;
         let expires_at = Timestamp::now().plus_millis(options.ttl.as_millis() as i64);
         let offer = OfferPayload {
             v: 1,
@@ -267,14 +299,16 @@ impl AgentClient {
                     .device_key(&self.inner.agent_id, &device_id)
                     .to_bytes(),
             ),
-            role: options.role,
+            role,
             expires_at,
+            user: options.user.clone(),
+            branding: options.branding.clone(),
         };
         let body = CreatePairing {
             pairing_id: secret.pairing_id(),
             device_id: device_id.clone(),
             label: options.label,
-            role: options.role,
+            role,
             claim_hash: b64::encode(&secret.claim_hash()),
             offer: pairing::seal_offer(&secret, &offer),
             expires_at,
@@ -415,15 +449,23 @@ impl AgentClient {
             let key = self.inner.token.device_key(&self.inner.agent_id, &m.from);
             let aad = task_aad(&self.inner.agent_id, &m.from, &m.message_id);
             match envelope::open_json::<TaskPayload>(&key, &aad, &m.envelope) {
-                Ok(task) => inbox.messages.push(Message {
-                    message_id: m.message_id,
-                    text: task.text,
-                    from: m.from,
-                    from_name: m.from_name,
-                    sent_at: m.sent_at,
-                    redelivered: m.redelivered,
-                    cursor: m.cursor,
-                }),
+                Ok(task) => {
+                    let user = roster
+                        .as_ref()
+                        .and_then(|r| r.device(&m.from))
+                        .and_then(|d| d.user.clone());
+                    self.remember_sender(&m.message_id, user.clone());
+                    inbox.messages.push(Message {
+                        message_id: m.message_id,
+                        text: task.text,
+                        from: m.from,
+                        from_name: m.from_name,
+                        sent_at: m.sent_at,
+                        redelivered: m.redelivered,
+                        cursor: m.cursor,
+                        user,
+                    });
+                }
                 Err(e) => {
                     let reason = match e {
                         pacerelle_core::Error::Crypto(c) => c,
@@ -441,8 +483,19 @@ impl AgentClient {
         Ok(inbox)
     }
 
-    /// Replies to a task, sealed for each device that the agent's roster and the relay both list as active.
-    /// Idempotent by `reply_id`
+    fn remember_sender(&self, message_id: &str, user: Option<String>) {
+        if let Ok(mut senders) = self.inner.senders.lock() {
+            if senders.len() >= REMEMBERED_SENDERS {
+                senders.clear();
+            }
+            senders.insert(message_id.to_string(), user);
+        }
+    }
+
+    /// Replies to a task, sealed for each device of the task's audience that the agent's roster and the
+    /// relay both list as active: the owner's devices, or (Partner mode) the devices of the user who sent
+    /// it. The sender is known for tasks this client received ([`AgentClient::wait_for_messages`]); a reply
+    /// to a task it did not receive goes to the owner's devices, never to a user's. Idempotent by `reply_id`
     /// (one is drawn when `None`; pass your own to retry safely across restarts).
     pub async fn reply(&self, source_message_id: &str, text: &str, reply_id: Option<&str>) -> Result<Stored> {
         ids::validate("source message id", source_message_id)?;
@@ -458,9 +511,16 @@ impl AgentClient {
             text: text.to_string(),
             source_message_id: source_message_id.to_string(),
         };
+        let user = self
+            .inner
+            .senders
+            .lock()
+            .ok()
+            .and_then(|s| s.get(source_message_id).cloned())
+            .flatten();
         // No trusted device left: the reply is stored for nobody, as before any device was paired.
         let envelopes = self
-            .trusted_devices(false)
+            .trusted_devices(user.as_deref())
             .await?
             .0
             .into_iter()

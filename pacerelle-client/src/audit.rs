@@ -8,7 +8,6 @@
 
 use std::io::Write;
 
-use pacerelle_core::pairing::Role;
 use pacerelle_core::question::{Channel, OwnQuestion, QuestionKind, QuestionState, Verdict};
 use pacerelle_core::roster::Roster;
 use pacerelle_core::signing::{
@@ -38,6 +37,8 @@ pub struct AuditFilter {
     pub until: Option<Timestamp>,
     /// At most this many entries (all when `None`).
     pub limit: Option<usize>,
+    /// Partner mode: only questions addressed to this user (`externalId`, as sealed in the question).
+    pub user: Option<String>,
 }
 
 /// One question of the answer log, opened.
@@ -85,6 +86,10 @@ pub struct AuditEntry {
     /// signed, so not in the log anyone can verify). None without one.
     #[serde(default)]
     pub channel: Option<Channel>,
+    /// Partner mode: the `externalId` of the user the question was addressed to, as sealed in it; `None`
+    /// for a question asked of the owner.
+    #[serde(default)]
+    pub user: Option<String>,
 }
 
 impl AuditEntry {
@@ -114,7 +119,7 @@ pub fn write_jsonl<W: Write>(entries: &[AuditEntry], mut writer: W) -> Result<us
 }
 
 /// The columns of [`write_csv`], in order.
-pub const CSV_COLUMNS: [&str; 18] = [
+pub const CSV_COLUMNS: [&str; 19] = [
     "questionId",
     "kind",
     "state",
@@ -133,6 +138,7 @@ pub const CSV_COLUMNS: [&str; 18] = [
     "deviceAnsweredAt",
     "signed",
     "channel",
+    "user",
 ];
 
 /// Writes entries as CSV with a header row ([`CSV_COLUMNS`]); options are joined by ` | `, times are
@@ -162,6 +168,7 @@ pub fn write_csv<W: Write>(entries: &[AuditEntry], writer: W) -> Result<usize> {
             time(e.device_answered_at),
             e.signed.to_string(),
             e.channel.map(Channel::as_str).unwrap_or_default().to_string(),
+            e.user.clone().unwrap_or_default(),
         ])
         .map_err(csv_error)?;
     }
@@ -213,6 +220,7 @@ impl AgentClient {
             rejected: None,
             signed: false,
             channel: None,
+            user: None,
         };
         let own = match self.open_own_question(&view.question_id, &view.self_envelope) {
             Ok(own) => own,
@@ -224,11 +232,9 @@ impl AgentClient {
         // A record of the past: an owner revoked later still approved what it answered before (by the
         // relay's time of the answer), unlike a live verdict, where a revoked device never approves.
         let answered_at = view.answered_at;
-        let may_approve = |device: &str| {
-            roster.device(device).is_some_and(|d| {
-                d.role == Role::Owner && d.revoked_at.is_none_or(|r| answered_at.is_some_and(|a| a < r))
-            })
-        };
+        let user = own.payload.user.clone();
+        // Without the relay's time of the answer, nothing revoked counts, as in a live verdict.
+        let may_approve = |device: &str| roster.may_answer_for(device, user.as_deref(), answered_at);
         let mut verdict = self.judge(view, &own, roster, may_approve);
         // Likewise, an unsigned answer the relay accepted before the device's key was pinned (a device paired
         // before keys, which registered one later) counts as it did then: unsigned, never as signed.
@@ -260,6 +266,7 @@ impl AgentClient {
         entry.rejected = verdict.rejected.map(str::to_string);
         entry.signed = verdict.signature.is_some();
         entry.channel = verdict.channel;
+        entry.user = payload.user.clone();
         Judged {
             entry,
             judged: Some((own, verdict)),
@@ -314,7 +321,12 @@ impl AgentClient {
                 let listed = self.devices().await?;
                 roster = self.pin_signing_keys_from(&listed, roster).await?;
             }
-            out.extend(page.questions.iter().map(|v| self.audit_entry(v, &roster)));
+            out.extend(
+                page.questions
+                    .iter()
+                    .map(|v| self.audit_entry(v, &roster))
+                    .filter(|j| filter.user.is_none() || j.entry.user == filter.user),
+            );
             match page.next {
                 // A relay that hands back the same cursor would loop forever.
                 Some(next) if Some(next) != cursor && !page.questions.is_empty() => cursor = Some(next),
@@ -452,6 +464,7 @@ mod tests {
             rejected: None,
             signed: true,
             channel: None,
+            user: None,
         }
     }
 

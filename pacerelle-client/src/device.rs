@@ -74,6 +74,12 @@ pub struct DeviceCredentials {
     /// ([`DeviceClient::credentials_to_store`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signing_seed: Option<String>,
+    /// Partner mode: the user this device answers for (role `user`), as the offer sealed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<pacerelle_core::pairing::OfferUser>,
+    /// Partner mode: how to show the agent (accent colour, icon), as the offer sealed it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub branding: Option<pacerelle_core::pairing::Branding>,
 }
 
 impl std::fmt::Debug for DeviceCredentials {
@@ -439,6 +445,8 @@ impl DeviceClient {
             device_key: b64::encode(&key.to_bytes()),
             push: Vec::new(),
             signing_seed: Some(b64::encode(&signing.seed())),
+            user: payload.user,
+            branding: payload.branding.filter(|b| b.validate().is_ok()),
         };
         Ok(DeviceClient {
             inner: Arc::new(Inner {

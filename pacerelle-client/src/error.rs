@@ -193,7 +193,7 @@ impl ErrorKind {
         match code {
             c::UNAUTHORIZED | c::FORBIDDEN | c::REGISTRATION_CLOSED => ErrorKind::Unauthorized,
             c::DEVICE_REVOKED => ErrorKind::DeviceRevoked,
-            c::NOT_FOUND | c::NO_ROUTE => ErrorKind::NotFound,
+            c::NOT_FOUND | c::NO_ROUTE | c::USER_NOT_FOUND => ErrorKind::NotFound,
             c::INVALID_INPUT
             | c::INVALID_JSON
             | c::BODY_TOO_LARGE

@@ -13,6 +13,7 @@ mod push;
 mod question;
 mod roster;
 mod runner;
+mod users;
 mod webhook;
 
 pub use agent::{
@@ -30,6 +31,7 @@ pub use gate::{Conclusion, Gate, Ruling};
 pub use listener::{LeaseState, Listener};
 pub use machine::machine_name;
 pub use pacerelle_core as core;
+pub use pacerelle_core::pairing::Branding;
 pub use pacerelle_core::question::{Answer, Channel, Level, QuestionKind, QuestionState};
 pub use pacerelle_core::signing::{AnswerLogExport, ExportDevice, ExportRecord, VerifyFailure};
 pub use pacerelle_core::wire::{
@@ -40,6 +42,7 @@ pub use pacerelle_core::{AgentToken, Cursor, Timestamp};
 pub use push::{MAX_PUSH_SUBSCRIPTIONS, PushError, PushEvent, PushKeys, PushSubscriptionKeys};
 pub use question::{AnswerOutcome, Asked, MAX_QUESTION_BYTES, QuestionRequest, answer_text};
 pub use runner::{Backoff, Context, DEFAULT_MAX_ATTEMPTS, Event, Handler, Lease, Runner, shutdown_signal};
+pub use users::{ConnectOptions, UserDevice, UserInfo};
 pub use webhook::{
     DEFAULT_TOLERANCE, Delivery, EVENT_ID_HEADER, SIGNATURE_HEADER, WebhookError, sign_webhook,
     verify_webhook,

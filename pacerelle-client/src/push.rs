@@ -383,6 +383,8 @@ mod tests {
             device_key: b64::encode(&key),
             push: vec![subscription],
             signing_seed: None,
+            branding: None,
+            user: None,
         };
         let device = DeviceClient::from_credentials(credentials).expect("device");
         (device, ContentKey::from_bytes(key))

@@ -61,6 +61,9 @@ pub struct QuestionRequest {
     /// `[Channel::Host]` when the agent also asks at the computer ([`AgentClient::answer_at_host`]). Sealed
     /// into the question, so it cannot be widened later.
     pub channels: Vec<Channel>,
+    /// Partner mode: the `externalId` of the user to ask ([`AgentClient::connect_user`]); `None` asks the
+    /// owner. Sealed into the question: only that user's devices receive it, and only their answers count.
+    pub user: Option<String>,
 }
 
 impl QuestionRequest {
@@ -73,6 +76,9 @@ impl QuestionRequest {
             check_text("a question's details", details)?;
         }
         let invalid = |text: String| Err(Error::InvalidInput(text));
+        if let Some(user) = &self.user {
+            pacerelle_core::roster::check_external_id(user).map_err(|e| Error::InvalidInput(e.into()))?;
+        }
         match self.kind {
             QuestionKind::Choice => {
                 let n = self.options.len();
@@ -127,6 +133,7 @@ impl QuestionRequest {
             expires_in: Duration::from_secs(question::DEFAULT_EXPIRES_SECONDS),
             question_id: None,
             channels: Vec::new(),
+            user: None,
         }
     }
 
@@ -168,6 +175,12 @@ impl QuestionRequest {
     /// Sets the question's id.
     pub fn with_id(mut self, question_id: impl Into<String>) -> Self {
         self.question_id = Some(question_id.into());
+        self
+    }
+
+    /// Addresses the question to a user of the agent (Partner mode) instead of the owner.
+    pub fn for_user(mut self, external_id: impl Into<String>) -> Self {
+        self.user = Some(external_id.into());
         self
     }
 
@@ -362,7 +375,10 @@ impl AgentClient {
         } else {
             Roster::empty(&self.inner.agent_id)
         };
-        let verdict = self.judge(view, &own, &roster, |device| roster.may_approve(device));
+        let user = own.payload.user.as_deref();
+        let verdict = self.judge(view, &own, &roster, |device| {
+            roster.may_answer_for(device, user, None)
+        });
         // The name and the relay's time are metadata in clear: shown only beside an answer that opened.
         let opened = opened_as_reported(&verdict, view);
         Ok(AnswerOutcome {
@@ -420,11 +436,14 @@ impl AgentClient {
                 .filter(|c| *c == Channel::Host)
                 .take(1)
                 .collect(),
+            user: request.user,
         };
         payload
             .validate()
             .map_err(|e| Error::InvalidInput(e.to_string()))?;
-        payload.recipients = self.devices_to_reach(true, "a question").await?;
+        payload.recipients = self
+            .devices_to_reach(payload.user.as_deref(), "a question")
+            .await?;
         payload.answer_key = Some(b64::encode(&keys::random_array::<32>()));
 
         // The same bytes for every copy: each recipient's digest of what it opened is the agent's.
@@ -660,10 +679,28 @@ impl AgentClient {
         self.outcome(&view, None).await
     }
 
-    /// Sends a notification (no answer expected), sealed for each active device.
+    /// Sends a notification (no answer expected) to the owner, sealed for each active owner device.
     ///
     /// Fails with code `no_device` when no device is paired.
     pub async fn notify(&self, text: &str, title: Option<&str>, level: Level) -> Result<Stored> {
+        self.notify_user(None, text, title, level).await
+    }
+
+    /// Sends a notification to a user of the agent (Partner mode: `Some(externalId)`, sealed for that user's
+    /// devices only) or to the owner (`None`).
+    ///
+    /// Fails with code `user_not_found` for a user never connected or disconnected, and `no_device` when
+    /// the addressee has no paired device.
+    pub async fn notify_user(
+        &self,
+        user: Option<&str>,
+        text: &str,
+        title: Option<&str>,
+        level: Level,
+    ) -> Result<Stored> {
+        if let Some(user) = user {
+            crate::users::check_user(user)?;
+        }
         check_text("a notification", text)?;
         let title = title.map(str::trim).filter(|t| !t.is_empty());
         if title.is_some_and(|t| t.len() > 1024) {
@@ -679,7 +716,7 @@ impl AgentClient {
         };
         let agent_id = &self.inner.agent_id;
         let envelopes = self
-            .devices_to_reach(false, "a notification")
+            .devices_to_reach(user, "a notification")
             .await?
             .into_iter()
             .map(|device| DeviceEnvelope {

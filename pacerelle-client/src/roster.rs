@@ -12,7 +12,7 @@ use std::sync::Mutex;
 
 use pacerelle_core::Timestamp;
 use pacerelle_core::pairing::Role;
-use pacerelle_core::roster::{Roster, RosterDevice, RosterError};
+use pacerelle_core::roster::{Roster, RosterDevice, RosterError, RosterUser};
 use pacerelle_core::signing::{self, PublicKey};
 use pacerelle_core::wire::{self, DeviceInfo, PutRoster, RosterView};
 use reqwest::Method;
@@ -177,12 +177,20 @@ impl AgentClient {
     /// Applies `change` to the newest roster and stores the result as the next version, retrying when
     /// another host changed it meanwhile. A change that changes nothing stores nothing.
     pub(crate) async fn change_roster(&self, change: impl Fn(&mut Vec<RosterDevice>)) -> Result<Roster> {
+        self.change_roster_with(|devices, _| change(devices)).await
+    }
+
+    /// [`AgentClient::change_roster`] for a change to the devices and the users (Partner mode).
+    pub(crate) async fn change_roster_with(
+        &self,
+        change: impl Fn(&mut Vec<RosterDevice>, &mut Vec<RosterUser>),
+    ) -> Result<Roster> {
         let key = self.inner.token.self_key(&self.inner.agent_id);
         let mut last = None;
         for _ in 0..CHANGE_TRIES {
             let current = self.roster().await?;
-            let next = current.next(Timestamp::now(), &change);
-            if next.devices == current.devices {
+            let next = current.next_with(Timestamp::now(), &change);
+            if next.devices == current.devices && next.users == current.users {
                 return Ok(current);
             }
             next.validate().map_err(|e| Error::InvalidInput(e.to_string()))?;
@@ -212,10 +220,31 @@ impl AgentClient {
     }
 
     /// Adds a device to the roster (done before its pairing offer is uploaded, so that a claimed device is
-    /// always listed). Adding a listed device changes nothing.
-    pub(crate) async fn add_to_roster(&self, device_id: &str, role: Role) -> Result<Roster> {
+    /// always listed). Adding a listed device changes nothing. With `user` (Partner mode), the device is a
+    /// `user` device of that user, and the user is added (or connected again, under its new name) in the
+    /// same version.
+    pub(crate) async fn add_to_roster(
+        &self,
+        device_id: &str,
+        role: Role,
+        user: Option<&pacerelle_core::pairing::OfferUser>,
+    ) -> Result<Roster> {
         let now = Timestamp::now();
-        self.change_roster(|devices| {
+        self.change_roster_with(|devices, users| {
+            if let Some(u) = user {
+                match users.iter_mut().find(|r| r.external_id == u.external_id) {
+                    Some(r) => {
+                        r.name.clone_from(&u.name);
+                        r.disconnected_at = None;
+                    }
+                    None => users.push(RosterUser {
+                        external_id: u.external_id.clone(),
+                        name: u.name.clone(),
+                        connected_at: now,
+                        disconnected_at: None,
+                    }),
+                }
+            }
             if !devices.iter().any(|d| d.device_id == device_id) {
                 devices.push(RosterDevice {
                     device_id: device_id.to_string(),
@@ -224,6 +253,7 @@ impl AgentClient {
                     revoked_at: None,
                     signing_key: None,
                     signing_key_pinned_at: None,
+                    user: user.map(|u| u.external_id.clone()),
                 });
             }
         })
@@ -246,6 +276,7 @@ impl AgentClient {
                     revoked_at: Some(now),
                     signing_key: None,
                     signing_key_pinned_at: None,
+                    user: None,
                 }),
             },
         )
@@ -270,6 +301,7 @@ impl AgentClient {
                             revoked_at: None,
                             signing_key: None,
                             signing_key_pinned_at: None,
+                            user: None,
                         });
                     }
                 }
@@ -346,13 +378,24 @@ impl AgentClient {
         opened
     }
 
-    /// The devices a question or notification goes to: active at the relay (it routes) **and** active in the
-    /// roster (the agent decides), owners only when `owners_only`. The relay can remove a device from this
-    /// list, never add one. For a question (`owners_only`), the signing keys the list carries are pinned
-    /// first, from the list already read (no extra request unless there is a key to pin).
-    pub(crate) async fn devices_to_reach(&self, owners_only: bool, what: &str) -> Result<Vec<String>> {
-        let (reach, roster, listed) = self.trusted_devices(owners_only).await?;
-        let roster = if owners_only && !reach.is_empty() {
+    /// The devices a question or notification for `user` goes to (`None`: the owner; Partner mode:
+    /// `Some(externalId)`): active at the relay (it routes) **and** in the roster's audience for that user
+    /// ([`Roster::audience`]: the agent decides). The relay can remove a device from this list, never add
+    /// one. The signing keys the list carries are pinned first, from the list already read (no extra request
+    /// unless there is a key to pin).
+    ///
+    /// Fails with `user_not_found` for a user never connected or disconnected, and `no_device` when nobody
+    /// is left to reach.
+    pub(crate) async fn devices_to_reach(&self, user: Option<&str>, what: &str) -> Result<Vec<String>> {
+        let (reach, roster, listed) = self.trusted_devices(user).await?;
+        if let Some(external_id) = user
+            && roster
+                .user(external_id)
+                .is_none_or(|u| u.disconnected_at.is_some())
+        {
+            return Err(user_not_found(external_id));
+        }
+        let roster = if !reach.is_empty() {
             // The answer's judgement pins again if this fails: asking does not depend on it.
             match self.pin_signing_keys_from(&listed, roster.clone()).await {
                 Ok(pinned) => pinned,
@@ -369,7 +412,11 @@ impl AgentClient {
                 .iter()
                 .filter(|d| d.revoked_at.is_none() && roster.device(&d.device_id).is_none())
                 .count();
-            let hint = if roster.version == 0 && unlisted > 0 {
+            let hint = if let Some(external_id) = user {
+                format!(
+                    ": user {external_id:?} has no paired device yet (send them the link `connect_user` gave)"
+                )
+            } else if roster.version == 0 && unlisted > 0 {
                 format!(
                     ": the relay lists {unlisted} device(s) paired before this agent kept a device roster; \
                      check them with `pacerelle agent devices` and adopt them with `pacerelle agent adopt`, or pair again"
@@ -386,26 +433,31 @@ impl AgentClient {
         Ok(reach)
     }
 
-    /// The devices active at the relay and in the roster (owners only when `owners_only`), possibly none,
-    /// with the roster and the relay's list they came from.
+    /// The devices active at the relay and in the roster's audience for `user` (`None`: the owner's),
+    /// possibly none, with the roster and the relay's list they came from.
     pub(crate) async fn trusted_devices(
         &self,
-        owners_only: bool,
+        user: Option<&str>,
     ) -> Result<(Vec<String>, Roster, Vec<pacerelle_core::wire::DeviceInfo>)> {
         let roster = self.roster().await?;
         let listed = self.devices().await?;
         let reach: Vec<String> = listed
             .iter()
             .filter(|d| d.revoked_at.is_none())
-            .filter(|d| {
-                if owners_only {
-                    roster.may_approve(&d.device_id)
-                } else {
-                    roster.is_active(&d.device_id)
-                }
-            })
+            .filter(|d| roster.may_answer_for(&d.device_id, user, None))
             .map(|d| d.device_id.clone())
             .collect();
         Ok((reach, roster, listed))
     }
+}
+
+/// `user_not_found` for a user the roster does not list as connected.
+pub(crate) fn user_not_found(external_id: &str) -> Error {
+    Error::local(
+        404,
+        wire::code::USER_NOT_FOUND,
+        format!(
+            "no connected user {external_id:?}: connect them first (connect_user), or check the externalId"
+        ),
+    )
 }

@@ -137,6 +137,8 @@ async fn join_without_key(link: &str) -> DeviceCredentials {
         device_key: b64::encode(&payload.key().expect("key").to_bytes()),
         push: Vec::new(),
         signing_seed: None,
+        branding: None,
+        user: None,
     }
 }
 
@@ -420,6 +422,8 @@ fn a_malformed_seed_in_credentials_is_refused() {
         device_key: b64::encode(&[1u8; 32]),
         push: Vec::new(),
         signing_seed: Some("not a seed".into()),
+        branding: None,
+        user: None,
     };
     let e = DeviceClient::from_credentials(base.clone()).expect_err("refused");
     assert!(e.to_string().contains("signing key"), "{e}");

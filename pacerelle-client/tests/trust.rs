@@ -165,6 +165,7 @@ async fn a_question_id_never_carries_two_questions() {
         recipients: vec![phone.credentials().device_id.as_str().to_string()],
         answer_key: None,
         channels: Vec::new(),
+        user: None,
     };
     let swapped = envelope::seal_json(
         &agent.token().self_key(agent.agent_id()),

@@ -168,7 +168,11 @@ impl Branding {
             }
         }
         if let Some(icon) = &self.icon {
-            let inline = ["data:image/png;base64,", "data:image/svg+xml;base64,", "data:image/jpeg;base64,"];
+            let inline = [
+                "data:image/png;base64,",
+                "data:image/svg+xml;base64,",
+                "data:image/jpeg;base64,",
+            ];
             let Some(data) = inline.iter().find_map(|p| icon.strip_prefix(p)) else {
                 return Err("an icon is a data:image/png, image/svg+xml or image/jpeg base64 URL");
             };

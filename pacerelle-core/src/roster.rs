@@ -227,9 +227,7 @@ impl Roster {
             Some(external_id) => {
                 d.role == Role::User
                     && d.user.as_deref() == Some(external_id)
-                    && self
-                        .user(external_id)
-                        .is_some_and(|u| live(u.disconnected_at))
+                    && self.user(external_id).is_some_and(|u| live(u.disconnected_at))
             }
         }
     }
@@ -393,11 +391,23 @@ mod tests {
         assert!(r.validate().is_ok());
         assert!(r.may_answer_for("dv_a", Some("alice"), None));
         assert!(!r.may_answer_for("dv_a", Some("bob"), None), "not another user's");
-        assert!(!r.may_answer_for("dv_a", None, None), "a user device never answers for the owner");
-        assert!(!r.may_answer_for("dv_o", Some("alice"), None), "the owner does not answer for a user");
+        assert!(
+            !r.may_answer_for("dv_a", None, None),
+            "a user device never answers for the owner"
+        );
+        assert!(
+            !r.may_answer_for("dv_o", Some("alice"), None),
+            "the owner does not answer for a user"
+        );
         assert!(r.may_answer_for("dv_o", None, None));
-        assert!(!r.may_answer_for("dv_b", Some("bob"), None), "a disconnected user answers no more");
-        assert!(r.may_answer_for("dv_b", Some("bob"), Some(Timestamp(9))), "but did before");
+        assert!(
+            !r.may_answer_for("dv_b", Some("bob"), None),
+            "a disconnected user answers no more"
+        );
+        assert!(
+            r.may_answer_for("dv_b", Some("bob"), Some(Timestamp(9))),
+            "but did before"
+        );
         assert!(!r.may_answer_for("dv_b", Some("bob"), Some(Timestamp(10))));
         assert!(!r.may_answer_for("dv_a", Some("carol"), None));
         let alice: Vec<_> = r.audience(Some("alice")).map(|d| d.device_id.as_str()).collect();
@@ -417,7 +427,10 @@ mod tests {
                 ..owner("dv_o")
             });
         });
-        assert!(matches!(owner_with_user.validate(), Err(RosterError::Malformed(_))));
+        assert!(matches!(
+            owner_with_user.validate(),
+            Err(RosterError::Malformed(_))
+        ));
         let twice = Roster::empty(AGENT).next_with(Timestamp(5), |_, u| {
             u.push(user("alice"));
             u.push(user("alice"));

@@ -136,6 +136,9 @@ pub mod code {
     pub const QUESTION_ANSWERED: &str = "question_answered";
     /// A question or notification needs at least one paired device to go to.
     pub const NO_DEVICE: &str = "no_device";
+    /// 404: Partner mode — no user with this `externalId` was ever connected to the agent, or it was
+    /// disconnected. Agent side.
+    pub const USER_NOT_FOUND: &str = "user_not_found";
     /// A question id already names a different question (text, kind, options or details differ): one id
     /// never carries two questions. Asking the same question again under its id resumes it. Agent side.
     pub const QUESTION_ID_CONFLICT: &str = "question_id_conflict";

@@ -241,6 +241,8 @@ impl RelayTarget {
             device_key: b64::encode(&self.token.device_key(AGENT_ID, device_id).to_bytes()),
             role: Role::Owner,
             expires_at,
+            branding: None,
+            user: None,
         };
         json!({
             "pairingId": secret.pairing_id(), "deviceId": device_id, "role": "owner",

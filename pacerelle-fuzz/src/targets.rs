@@ -336,6 +336,8 @@ impl OfferTarget {
                 device_key: b64::encode(&[4; 32]),
                 role: Role::Owner,
                 expires_at: Timestamp(1_796_083_034_123),
+                branding: None,
+                user: None,
             },
         }
     }

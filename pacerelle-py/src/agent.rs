@@ -54,6 +54,7 @@ fn audit_filter(
         since: since.map(timestamp_arg).transpose()?,
         until: until.map(timestamp_arg).transpose()?,
         limit,
+        user: None,
     })
 }
 
@@ -209,6 +210,8 @@ impl AgentClient {
             ttl: seconds("ttl", ttl)?,
             role: parse_name::<Role>("role", role, "'owner' or 'user'")?,
             public_url,
+            branding: None,
+            user: None,
         };
         let c = self.inner.clone();
         Ok(Call::new(async move { c.create_pairing(options).await }))

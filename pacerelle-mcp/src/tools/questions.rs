@@ -332,6 +332,7 @@ pub fn question_request(args: AskArgs) -> Result<QuestionRequest, McpError> {
         expires_in: expires,
         question_id: Some(question_id),
         channels: Vec::new(),
+        user: None,
     };
     // The client's checks, with its messages as they are.
     request.check().map_err(|e| match e {

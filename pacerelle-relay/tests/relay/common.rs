@@ -307,6 +307,8 @@ pub fn offer_for(agent: &Agent, device_id: &str, expires_at: Timestamp) -> (Pair
         device_key: b64::encode(&agent.token.device_key(&agent.id, device_id).to_bytes()),
         role: Role::Owner,
         expires_at,
+        branding: None,
+        user: None,
     };
     let body = CreatePairing {
         pairing_id: secret.pairing_id(),
@@ -416,6 +418,7 @@ pub fn yes_no(text: &str, devices: &[&Device], expires_in_ms: i64) -> QuestionPa
         recipients: devices.iter().map(|d| d.id.clone()).collect(),
         answer_key: None,
         channels: Vec::new(),
+        user: None,
     }
 }
 
