@@ -126,6 +126,94 @@ test("pairing.json", async (t) => {
   }
 });
 
+test("Partner-mode offers: the user and the branding are kept; a wrong branding is dropped, anything malformed refused", async (t) => {
+  const secret = c.randomBytes(32);
+  const p = await c.pairingValues(secret);
+  const agentId = "ag_partner";
+  const deviceId = "dv_alice_phone";
+  const base = {
+    v: 1,
+    agentId,
+    agentName: "Shop assistant",
+    deviceId,
+    deviceKey: e(c.randomBytes(32)),
+    role: "user",
+    expiresAt: "2030-01-01T00:00:00Z",
+  };
+  const seal = (offer) => c.sealJson(p.pairingKey, c.context.offer(agentId, deviceId, p.pairingId), offer);
+  const open = async (offer) => {
+    const { deviceKeyBytes, ...payload } = await c.openOffer(p.pairingKey, p.pairingId, agentId, deviceId, await seal(offer));
+    assert.equal(deviceKeyBytes.length, 32);
+    return payload;
+  };
+  const svg = `data:image/svg+xml;base64,${Buffer.from('<svg xmlns="http://www.w3.org/2000/svg"/>').toString("base64")}`;
+  const user = { externalId: "alice", name: "Alice" };
+
+  await t.test("an owner offer opens as before", async () => {
+    assert.deepEqual(await open({ ...base, role: "owner" }), { ...base, role: "owner" });
+  });
+  await t.test("user and branding are kept", async () => {
+    const branding = { accentColor: "#0a7D5a", icon: svg };
+    assert.deepEqual(await open({ ...base, user, branding }), { ...base, user, branding });
+    assert.deepEqual(await open({ ...base, user }), { ...base, user });
+    for (const b of [{}, { accentColor: "#000000" }, { icon: "data:image/png;base64,iVBORw0KGgo=" }, { icon: "data:image/jpeg;base64,/9j/4A==" }]) {
+      assert.deepEqual(await open({ ...base, user, branding: b }), { ...base, user, branding: b });
+    }
+    // null is an absent member (serde's Option), and is left out.
+    assert.deepEqual(await open({ ...base, user: null, branding: null }), base);
+    assert.deepEqual(await open({ ...base, user, branding: { accentColor: null, icon: svg } }), { ...base, user, branding: { icon: svg } });
+  });
+  await t.test("a branding with a wrong value is dropped, and the offer still opens", async () => {
+    const wrong = [
+      { accentColor: "0a7d5a" },
+      { accentColor: "#0a7d5" },
+      { accentColor: "#0a7d5ag" },
+      { accentColor: "#zzzzzz" },
+      { accentColor: "red" },
+      { accentColor: "#0a7d5a\n" },
+      { accentColor: "#0a7d5a", icon: "https://example.com/icon.png" },
+      { icon: "data:image/gif;base64,R0lGOD==" },
+      { icon: "data:image/png;base64," },
+      { icon: "data:image/png;base64,<svg>" },
+      { icon: "data:image/svg+xml,<svg/>" },
+      { icon: `data:image/png;base64,${"A".repeat(c.MAX_ICON_LEN)}` },
+    ];
+    for (const branding of wrong) {
+      assert.notEqual(c.brandingProblem(branding), null, JSON.stringify(branding).slice(0, 60));
+      assert.deepEqual(await open({ ...base, user, branding }), { ...base, user }, JSON.stringify(branding).slice(0, 60));
+    }
+    // At the limit exactly: kept.
+    const prefix = "data:image/png;base64,";
+    const biggest = { icon: prefix + "A".repeat(c.MAX_ICON_LEN - prefix.length) };
+    assert.equal(c.brandingProblem(biggest), null);
+    assert.deepEqual(await open({ ...base, user, branding: biggest }), { ...base, user, branding: biggest });
+  });
+  await t.test("unknown members and malformed users or brandings are refused", async () => {
+    const refused = [
+      { ...base, extra: 1 },
+      { ...base, user, users: [user] },
+      { ...base, user: { externalId: "alice" } },
+      { ...base, user: { name: "Alice" } },
+      { ...base, user: { externalId: "", name: "Alice" } },
+      { ...base, user: { externalId: "alice", name: "" } },
+      { ...base, user: { externalId: 42, name: "Alice" } },
+      { ...base, user: { ...user, email: "alice@example.com" } },
+      { ...base, user: "alice" },
+      { ...base, user: [user] },
+      { ...base, user, branding: "#0a7d5a" },
+      { ...base, user, branding: [] },
+      { ...base, user, branding: { accentColor: "#0a7d5a", logo: svg } },
+      { ...base, user, branding: { accentColor: 0x0a7d5a } },
+    ];
+    for (const offer of refused) {
+      const err = await refuses(async () => open(offer), "malformed");
+      assert.doesNotMatch(err.message, /alice|Alice|svg/, "an error never carries the offer's content");
+    }
+    const { expiresAt: _gone, ...missing } = { ...base, user };
+    await refuses(async () => open(missing), "malformed");
+  });
+});
+
 test("envelope.json", async (t) => {
   for (const v of vectors("envelope")) {
     await t.test(`${v.type}: ${v.name}`, async () => {

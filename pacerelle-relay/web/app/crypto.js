@@ -287,6 +287,14 @@ export function generateId(prefix) {
 
 const PAIRING_SALT = encodeUtf8("pacerelle/v1/pairing");
 const OFFER_MEMBERS = ["v", "agentId", "agentName", "deviceId", "deviceKey", "role", "expiresAt"];
+/** Partner mode's members of an offer, both optional: the user a device answers for, and the agent's look. */
+const OFFER_OPTIONAL = ["user", "branding"];
+const BRANDING_MEMBERS = ["accentColor", "icon"];
+/** Most characters of a branding icon's data URL (`MAX_ICON_LEN` in the core). */
+export const MAX_ICON_LEN = 16 * 1024;
+const ICON_PREFIXES = ["data:image/png;base64,", "data:image/svg+xml;base64,", "data:image/jpeg;base64,"];
+const ACCENT = /^#[0-9A-Fa-f]{6}$/;
+const ICON_DATA = /^[A-Za-z0-9+/=]+$/;
 
 /** `pairingId`, `pairingKey`, `claimSecret` and `claimHash` from the 32-byte pairing secret. */
 export async function pairingValues(secret) {
@@ -328,14 +336,42 @@ export function pairingLink(relayUrl, secret) {
   return `${relayUrl.replace(/\/+$/, "")}/pair#v1.${b64encode(secret)}`;
 }
 
+const isObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
+const onlyMembers = (obj, allowed) => Object.keys(obj).every((k) => allowed.includes(k));
+
+/**
+ * Why a branding (`{accentColor?, icon?}`) cannot be used, or null when it can — `Branding::validate` in the
+ * core: an accent colour `#rrggbb`, an icon an inline PNG, SVG or JPEG base64 data URL of at most 16 KiB (inline, so
+ * that showing it asks nothing of another server).
+ */
+export function brandingProblem(branding) {
+  if (!isObject(branding)) return "a branding is an object";
+  const { accentColor, icon } = branding;
+  if (accentColor !== undefined && accentColor !== null) {
+    if (typeof accentColor !== "string" || !ACCENT.test(accentColor)) return "an accent colour is written #rrggbb";
+  }
+  if (icon !== undefined && icon !== null) {
+    const prefix = typeof icon === "string" ? ICON_PREFIXES.find((p) => icon.startsWith(p)) : undefined;
+    if (!prefix) return "an icon is a data:image/png, image/svg+xml or image/jpeg base64 URL";
+    if (icon.length > MAX_ICON_LEN) return "an icon's data URL is at most 16 KiB";
+    if (!ICON_DATA.test(icon.slice(prefix.length))) return "an icon's data is not base64";
+  }
+  return null;
+}
+
 /**
  * Opens an offer with the pairing key, bound to the `agentId` and `deviceId` the relay returned, and checks
  * it (§3.5 step 3). Returns the payload, its `deviceKey` decoded to 32 bytes as `deviceKeyBytes`.
+ *
+ * Partner mode: `user` (`{externalId, name}`, the user this device answers for) and `branding` (`{accentColor?,
+ * icon?}`) may be there too; any other member is refused, as is a malformed `user` or a `branding` that is not an
+ * object of strings. A branding whose values are wrong (`brandingProblem`) is dropped, not fatal, as the Rust device
+ * drops it: the device pairs and shows the default look. An absent (or null) member is left out of the result.
  */
 export async function openOffer(pairingKey, pairingId, agentId, deviceId, sealed) {
   const offer = await openJson(pairingKey, context.offer(agentId, deviceId, pairingId), sealed);
   const keys = Object.keys(offer);
-  if (keys.length !== OFFER_MEMBERS.length || !keys.every((k) => OFFER_MEMBERS.includes(k))) {
+  if (!OFFER_MEMBERS.every((k) => keys.includes(k)) || !onlyMembers(offer, [...OFFER_MEMBERS, ...OFFER_OPTIONAL])) {
     throw malformed("the offer has unexpected members");
   }
   if (offer.v !== 1 || offer.agentId !== agentId || offer.deviceId !== deviceId) {
@@ -345,9 +381,37 @@ export async function openOffer(pairingKey, pairingId, agentId, deviceId, sealed
     throw malformed("malformed offer");
   }
   if (typeof offer.expiresAt !== "string" || typeof offer.deviceKey !== "string") throw malformed("malformed offer");
+  const { user, branding, ...rest } = offer;
+  const result = { ...rest };
+  if (user !== undefined && user !== null) {
+    if (
+      !isObject(user) ||
+      !onlyMembers(user, ["externalId", "name"]) ||
+      typeof user.externalId !== "string" ||
+      typeof user.name !== "string" ||
+      !user.externalId ||
+      !user.name
+    ) {
+      throw malformed("the offer's user is malformed");
+    }
+    result.user = { externalId: user.externalId, name: user.name };
+  }
+  if (branding !== undefined && branding !== null) {
+    if (
+      !isObject(branding) ||
+      !onlyMembers(branding, BRANDING_MEMBERS) ||
+      !BRANDING_MEMBERS.every((k) => branding[k] === undefined || branding[k] === null || typeof branding[k] === "string")
+    ) {
+      throw malformed("the offer's branding is malformed");
+    }
+    if (brandingProblem(branding) === null) {
+      result.branding = {};
+      for (const k of BRANDING_MEMBERS) if (typeof branding[k] === "string") result.branding[k] = branding[k];
+    }
+  }
   const deviceKeyBytes = b64decode(offer.deviceKey);
   if (deviceKeyBytes.length !== 32) throw malformed("the offer's key is not 32 bytes");
-  return { ...offer, deviceKeyBytes };
+  return { ...result, deviceKeyBytes };
 }
 
 // ── credentials (§1) ──────────────────────────────────────────────────────────────────────────────
