@@ -43,6 +43,7 @@ fn audit_filter(
     since: Option<&Bound<'_, PyAny>>,
     until: Option<&Bound<'_, PyAny>>,
     limit: Option<usize>,
+    user: Option<String>,
 ) -> PyResult<AuditFilter> {
     Ok(AuditFilter {
         state: state
@@ -54,7 +55,7 @@ fn audit_filter(
         since: since.map(timestamp_arg).transpose()?,
         until: until.map(timestamp_arg).transpose()?,
         limit,
-        user: None,
+        user,
     })
 }
 
@@ -75,7 +76,8 @@ fn question_arg(question: &Bound<'_, PyAny>) -> PyResult<(String, Option<pacerel
 }
 
 /// A question request from the Python arguments; the kind is 'choice' when options are given, else 'yes_no'.
-/// `answered_at_host` seals that an answer given at the computer (`answer_at_host`) counts too.
+/// `answered_at_host` seals that an answer given at the computer (`answer_at_host`) counts too; `user`
+/// (Partner mode) addresses it to that user's devices instead of the owner's.
 #[allow(clippy::too_many_arguments)]
 fn request(
     question: String,
@@ -86,6 +88,7 @@ fn request(
     expires_in: f64,
     question_id: Option<String>,
     answered_at_host: bool,
+    user: Option<String>,
 ) -> PyResult<QuestionRequest> {
     let options = options.unwrap_or_default();
     let kind: QuestionKind = match kind {
@@ -105,6 +108,7 @@ fn request(
     req.details = details;
     req.expires_in = seconds("expires_in", expires_in)?;
     req.question_id = question_id;
+    req.user = user;
     Ok(req.answered_at_host(answered_at_host))
 }
 
@@ -227,6 +231,50 @@ impl AgentClient {
         Call::new(async move { c.revoke_device(&device_id).await })
     }
 
+    /// Partner mode: a pairing link for one user of the agent (`AgentClient::connect_user`), under the
+    /// agent's name and the given branding; connecting a known user again gives another link and
+    /// reconnects a disconnected one.
+    #[pyo3(signature = (external_id, name, *, accent_color = None, icon = None, ttl = None, public_url = None))]
+    fn connect_user(
+        &self,
+        external_id: String,
+        name: String,
+        accent_color: Option<String>,
+        icon: Option<String>,
+        ttl: Option<f64>,
+        public_url: Option<String>,
+    ) -> PyResult<Call> {
+        let branding = (accent_color.is_some() || icon.is_some())
+            .then_some(pacerelle_client::Branding { accent_color, icon });
+        let options = pacerelle_client::ConnectOptions {
+            branding,
+            ttl: ttl.map(|t| seconds("ttl_seconds", t)).transpose()?,
+            public_url,
+        };
+        let c = self.inner.clone();
+        Ok(Call::new(async move {
+            c.connect_user(&external_id, &name, options).await
+        }))
+    }
+
+    /// Partner mode: every user ever connected, disconnected ones included.
+    fn list_users(&self) -> Call {
+        let c = self.inner.clone();
+        Call::new(async move { c.list_users().await })
+    }
+
+    /// Partner mode: one user; `NotFound` (code `user_not_found`) when never connected.
+    fn get_user(&self, external_id: String) -> Call {
+        let c = self.inner.clone();
+        Call::new(async move { c.get_user(&external_id).await })
+    }
+
+    /// Partner mode: revokes every device of the user, in the roster then at the relay.
+    fn disconnect_user(&self, external_id: String) -> Call {
+        let c = self.inner.clone();
+        Call::new(async move { c.disconnect_user(&external_id).await })
+    }
+
     #[pyo3(signature = (host, takeover = false))]
     fn open_session(&self, host: String, takeover: bool) -> Call {
         let c = self.inner.clone();
@@ -286,7 +334,7 @@ impl AgentClient {
     }
 
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (question, *, kind = None, options = None, multiple = false, details = None, expires_in = 600.0, question_id = None, answered_at_host = false))]
+    #[pyo3(signature = (question, *, kind = None, options = None, multiple = false, details = None, expires_in = 600.0, question_id = None, answered_at_host = false, user = None))]
     fn ask_user(
         &self,
         question: String,
@@ -297,6 +345,7 @@ impl AgentClient {
         expires_in: f64,
         question_id: Option<String>,
         answered_at_host: bool,
+        user: Option<String>,
     ) -> PyResult<Call> {
         let req = request(
             question,
@@ -307,6 +356,7 @@ impl AgentClient {
             expires_in,
             question_id,
             answered_at_host,
+            user,
         )?;
         let c = self.inner.clone();
         Ok(Call::new(async move { c.ask_user(req).await }))
@@ -349,7 +399,7 @@ impl AgentClient {
 
     /// Asks, then waits as `wait_for_answer` does.
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (question, *, kind = None, options = None, multiple = false, details = None, expires_in = 600.0, question_id = None, timeout = None, answered_at_host = false))]
+    #[pyo3(signature = (question, *, kind = None, options = None, multiple = false, details = None, expires_in = 600.0, question_id = None, timeout = None, answered_at_host = false, user = None))]
     fn ask(
         &self,
         question: String,
@@ -361,6 +411,7 @@ impl AgentClient {
         question_id: Option<String>,
         timeout: Option<f64>,
         answered_at_host: bool,
+        user: Option<String>,
     ) -> PyResult<Call> {
         let req = request(
             question,
@@ -371,6 +422,7 @@ impl AgentClient {
             expires_in,
             question_id,
             answered_at_host,
+            user,
         )?;
         let overall = match timeout {
             Some(t) => seconds("timeout", t)?,
@@ -385,7 +437,7 @@ impl AgentClient {
     /// is final or `timeout` passes (default: its expiry and a minute), and a question still open then —
     /// or when the call is interrupted — is withdrawn. Never raises for a relay error: returns a Call of
     /// Ruling, whose `lets_run` is true only for an allow rule or an authenticated yes.
-    #[pyo3(signature = (question, *, details = None, expires_in = 600.0, timeout = None, evaluation = None))]
+    #[pyo3(signature = (question, *, details = None, expires_in = 600.0, timeout = None, evaluation = None, user = None))]
     fn approve(
         &self,
         question: String,
@@ -393,10 +445,13 @@ impl AgentClient {
         expires_in: f64,
         timeout: Option<f64>,
         evaluation: Option<&Bound<'_, crate::policy::PyEvaluation>>,
+        user: Option<String>,
     ) -> PyResult<Call> {
         use pacerelle_client::gate::{self, Asking, Ruling};
         let settled = evaluation.and_then(|e| Ruling::by_policy(e.get().evaluation()));
-        let req = request(question, None, None, false, details, expires_in, None, false)?;
+        let req = request(
+            question, None, None, false, details, expires_in, None, false, user,
+        )?;
         let timeout = timeout.map(|t| seconds("timeout", t)).transpose()?;
         let c = self.inner.clone();
         Ok(Call::new(async move {
@@ -407,12 +462,20 @@ impl AgentClient {
         }))
     }
 
-    #[pyo3(signature = (text, title = None, level = "info"))]
-    fn notify(&self, text: String, title: Option<String>, level: &str) -> PyResult<Call> {
+    /// A notification for the owner's devices, or (Partner mode) for `user`'s devices only.
+    #[pyo3(signature = (text, title = None, level = "info", user = None))]
+    fn notify(
+        &self,
+        text: String,
+        title: Option<String>,
+        level: &str,
+        user: Option<String>,
+    ) -> PyResult<Call> {
         let level: Level = parse_name("level", level, "'info', 'warning', 'error' or 'success'")?;
         let c = self.inner.clone();
         Ok(Call::new(async move {
-            c.notify(&text, title.as_deref(), level).await
+            c.notify_user(user.as_deref(), &text, title.as_deref(), level)
+                .await
         }))
     }
 
@@ -439,7 +502,7 @@ impl AgentClient {
 
     /// The answer log, newest first, opened and judged here; `search` keeps the entries whose question,
     /// details or answer contain it (ignoring case).
-    #[pyo3(signature = (*, state = None, since = None, until = None, limit = None, search = None))]
+    #[pyo3(signature = (*, state = None, since = None, until = None, limit = None, search = None, user = None))]
     fn answer_log(
         &self,
         state: Option<&str>,
@@ -447,8 +510,9 @@ impl AgentClient {
         until: Option<&Bound<'_, PyAny>>,
         limit: Option<usize>,
         search: Option<String>,
+        user: Option<String>,
     ) -> PyResult<Call> {
-        let filter = audit_filter(state, since, until, limit)?;
+        let filter = audit_filter(state, since, until, limit, user)?;
         let c = self.inner.clone();
         Ok(Call::new(async move {
             match search {
@@ -460,15 +524,16 @@ impl AgentClient {
 
     /// The answer log anyone can verify (`pacerelle audit export --format signed`), as JSON text: the
     /// accepted answers, oldest first, with the question's exact bytes, the device's signature and key.
-    #[pyo3(signature = (*, state = None, since = None, until = None, limit = None))]
+    #[pyo3(signature = (*, state = None, since = None, until = None, limit = None, user = None))]
     fn export_answer_log(
         &self,
         state: Option<&str>,
         since: Option<&Bound<'_, PyAny>>,
         until: Option<&Bound<'_, PyAny>>,
         limit: Option<usize>,
+        user: Option<String>,
     ) -> PyResult<Call> {
-        let filter = audit_filter(state, since, until, limit)?;
+        let filter = audit_filter(state, since, until, limit, user)?;
         let c = self.inner.clone();
         Ok(Call::new(async move { c.export_answer_log(&filter).await }))
     }

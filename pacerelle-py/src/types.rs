@@ -1,5 +1,5 @@
 //! The typed results: frozen classes with a `__repr__`, each built from the client's value, one file per
-//! client module (`inbox`, `agent`, `questions`, `device`, `audit`, `webhook`).
+//! client module (`inbox`, `agent`, `questions`, `device`, `audit`, `users`, `webhook`).
 //!
 //! A class that shows one client value is a thin `PyX { inner }` wrapper with getters; a class holding other
 //! classes (an `Inbox`'s messages, a `Status`'s session…) builds them once, so that every read gives the
@@ -60,6 +60,7 @@ mod audit;
 mod device;
 mod inbox;
 mod questions;
+mod users;
 mod webhook;
 
 pub(crate) use agent::{PyAgentInfo, PyLeaseHolder, PyPairingLink, PySessionInfo, PyStatus};
@@ -69,6 +70,7 @@ pub(crate) use device::{
 };
 pub(crate) use inbox::{PyCheckpoint, PyInbox, PyMessage, PyProcessed, PyRejected, PyStored};
 pub(crate) use questions::{PyAnswerOutcome, PyAsked, PyQuestion, PyQuestionList};
+pub(crate) use users::{PyUser, PyUserDevice};
 pub(crate) use webhook::{PyDelivery, PyWebhookEvent, PyWebhookInfo};
 
 /// An answer as Python sees it: True (yes), False (no), a list of options, or the written text.

@@ -7,6 +7,7 @@ The API is written once (`_AgentApi`): each method returns one call of the nativ
 
 from __future__ import annotations
 
+import base64
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from datetime import datetime
@@ -30,6 +31,7 @@ from ._native import (
     SessionInfo,
     Status,
     Stored,
+    User,
     WebhookInfo,
 )
 
@@ -45,6 +47,22 @@ Level = Literal["info", "warning", "error", "success"]
 State = Literal["pending", "answered", "expired", "cancelled"]
 Time = Union[datetime, float]
 Handler = Callable[..., Any]
+Icon = Union[str, "os.PathLike[str]"]
+"""A branding icon: a `data:image/(png|svg+xml|jpeg);base64,…` URL, or the path of a .png, .svg or .jpg file."""
+
+_ICON_TYPES = {".png": "image/png", ".svg": "image/svg+xml", ".jpg": "image/jpeg", ".jpeg": "image/jpeg"}
+
+
+def _icon_arg(icon: Icon | None) -> str | None:
+    """A branding icon as the data URL the pairing offer carries (the core checks its type and size)."""
+    if icon is None or (isinstance(icon, str) and icon.startswith("data:")):
+        return icon
+    path = os.fspath(icon)
+    media = _ICON_TYPES.get(os.path.splitext(path)[1].lower())
+    if media is None:
+        raise _native.InvalidInput(f"the icon is a data: URL or a .png, .svg or .jpg file, not {path!r}")
+    with open(path, "rb") as file:
+        return f"data:{media};base64,{base64.b64encode(file.read()).decode('ascii')}"
 
 
 class _Base:
@@ -164,12 +182,13 @@ class _Base:
         details: str | None = None,
         expires_in: float = 600.0,
         timeout: float | None = None,
+        user: str | None = None,
     ) -> _approval.Approval:
         """Context manager: `with agent.approval("Deploy to prod?"):` (or `async with`) asks and waits;
-        the block runs only on an authenticated yes, else `NotApproved` is raised before it."""
-        return _approval.Approval(
-            self._client, _approval.Request(question, details=details, expires_in=expires_in, timeout=timeout)
-        )
+        the block runs only on an authenticated yes, else `NotApproved` is raised before it. With `user`
+        (Partner mode), that user of the agent is asked, on their own devices, instead of the owner."""
+        request = _approval.Request(question, details=details, expires_in=expires_in, timeout=timeout, user=user)
+        return _approval.Approval(self._client, request)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(relay_url={self.relay_url!r}, agent_id={self.agent_id!r})"
@@ -183,6 +202,7 @@ def _kwargs_question(
     expires_in: float,
     question_id: str | None,
     answered_at_host: bool,
+    user: str | None,
 ) -> dict[str, Any]:
     return {
         "kind": kind,
@@ -192,6 +212,7 @@ def _kwargs_question(
         "expires_in": expires_in,
         "question_id": question_id,
         "answered_at_host": answered_at_host,
+        "user": user,
     }
 
 
@@ -263,13 +284,18 @@ class _AgentApi(AnswerLogApi, _Base):
         expires_in: float = 600.0,
         question_id: str | None = None,
         answered_at_host: bool = False,
+        user: str | None = None,
     ) -> _native.Call[Asked]:
         """Asks the owner a question and returns at once. `kind` defaults to 'choice' when `options` are
         given, else 'yes_no'. Raises `NoDevice` when no phone is paired. `question_id` names one question for
         good: the same question under it resumes it (with its answer, if any); a different one raises
         `QuestionIdConflict`. `answered_at_host=True` seals into the question that an answer the person gives
-        at the computer (`answer_at_host`) counts too; by default only a phone's answer does."""
-        kw = _kwargs_question(kind, options, multiple, details, expires_in, question_id, answered_at_host)
+        at the computer (`answer_at_host`) counts too; by default only a phone's answer does.
+
+        With `user` (Partner mode: an `external_id` given to `connect_user`), the question goes to that user's
+        devices only, and only their answer counts; raises `NotFound` (code 'user_not_found') for a user never
+        connected or disconnected, `NoDevice` when the user has not opened their link yet."""
+        kw = _kwargs_question(kind, options, multiple, details, expires_in, question_id, answered_at_host, user)
         return self._client.ask_user(question, **kw)
 
     @call
@@ -291,11 +317,12 @@ class _AgentApi(AnswerLogApi, _Base):
         question_id: str | None = None,
         timeout: float | None = None,
         answered_at_host: bool = False,
+        user: str | None = None,
     ) -> _native.Call[AnswerOutcome]:
         """Asks and waits for the answer (until the question expires, or `timeout`). With
         `answered_at_host=True`, an answer recorded by `answer_at_host` (from another thread or task) ends
-        the wait as well as a phone's."""
-        kw = _kwargs_question(kind, options, multiple, details, expires_in, question_id, answered_at_host)
+        the wait as well as a phone's. `user` asks that user of the agent, as in `ask_user`."""
+        kw = _kwargs_question(kind, options, multiple, details, expires_in, question_id, answered_at_host, user)
         return self._client.ask(question, timeout=timeout, **kw)
 
     @call
@@ -310,9 +337,12 @@ class _AgentApi(AnswerLogApi, _Base):
         return self._client.answer_at_host(question, _answer_arg(answer))
 
     @call
-    def notify(self, text: str, *, title: str | None = None, level: Level = "info") -> _native.Call[Stored]:
-        """Sends a notification to the paired devices (no answer expected)."""
-        return self._client.notify(text, title, level)
+    def notify(
+        self, text: str, *, title: str | None = None, level: Level = "info", user: str | None = None
+    ) -> _native.Call[Stored]:
+        """Sends a notification to the owner's paired devices (no answer expected), or with `user`
+        (Partner mode) to that user's devices only."""
+        return self._client.notify(text, title, level, user)
 
     @call
     def cancel_question(self, question_id: str) -> _native.Call[AnswerOutcome]:
@@ -328,9 +358,11 @@ class _AgentApi(AnswerLogApi, _Base):
         until: Time | None = None,
         limit: int | None = None,
         search: str | None = None,
+        user: str | None = None,
     ) -> _native.Call[list[AuditEntry]]:
-        """The answer log, newest first, opened and judged here (expired, cancelled and denied stay distinct)."""
-        return self._client.answer_log(state=state, since=since, until=until, limit=limit, search=search)
+        """The answer log, newest first, opened and judged here (expired, cancelled and denied stay distinct).
+        `user` (Partner mode) keeps the questions addressed to that user."""
+        return self._client.answer_log(state=state, since=since, until=until, limit=limit, search=search, user=user)
 
     # -- webhooks --------------------------------------------------------------------------------------
 
@@ -382,6 +414,48 @@ class _AgentApi(AnswerLogApi, _Base):
     def revoke_device(self, device_id: str) -> _native.Call[DeviceInfo]:
         """Revokes a device: its credential stops working at once."""
         return self._client.revoke_device(device_id)
+
+    # -- Partner mode: the agent's own users -----------------------------------------------------------
+
+    @call
+    def connect_user(
+        self,
+        external_id: str,
+        name: str,
+        *,
+        accent_color: str | None = None,
+        icon: Icon | None = None,
+        ttl_seconds: float | None = None,
+        public_url: str | None = None,
+    ) -> _native.Call[PairingLink]:
+        """Connects a user of the agent (Partner mode) and returns their pairing link: whoever opens it
+        becomes one of that user's devices, and sees only what is addressed to that user. `external_id` is
+        your own id for the user (1–128 characters), `name` how the app shows them (1–200). `accent_color`
+        (`#rrggbb`) and `icon` (a data URL, or a .png/.svg/.jpg file of at most about 12 KiB) brand the app
+        for them, sealed in the link. `ttl_seconds`: how long the link can be opened (default 10 minutes,
+        at most one hour). Connecting a known user again gives another link (a second phone) and connects a
+        disconnected user again."""
+        return self._client.connect_user(
+            external_id, name, accent_color=accent_color, icon=_icon_arg(icon), ttl=ttl_seconds, public_url=public_url
+        )
+
+    @call
+    def list_users(self) -> _native.Call[list[User]]:
+        """Every user ever connected, disconnected ones included, in the order they were connected."""
+        return self._client.list_users()
+
+    @call
+    def get_user(self, external_id: str) -> _native.Call[User]:
+        """One user, with their devices and last answer. Raises `NotFound` (code 'user_not_found') for a
+        user never connected."""
+        return self._client.get_user(external_id)
+
+    @call
+    def disconnect_user(self, external_id: str) -> _native.Call[User]:
+        """Disconnects a user: every device of theirs is revoked (their answers never count again, and their
+        requests are refused with `AuthError`). Raises `NotFound` for a user never connected; disconnecting
+        a disconnected user changes nothing."""
+        return self._client.disconnect_user(external_id)
 
 
 class Agent(_AgentApi, Blocking):

@@ -73,8 +73,10 @@ class Request:
         expires_in: float,
         timeout: float | None,
         evaluation: _native.Evaluation | None = None,
+        user: str | None = None,
     ) -> None:
         self.question = question
+        self.user = user
         self.details = details
         self.expires_in = expires_in
         self.timeout = timeout
@@ -87,6 +89,7 @@ class Request:
             expires_in=self.expires_in,
             timeout=self.timeout,
             evaluation=self.evaluation,
+            user=self.user,
         )
 
     def approve(self, client: _native.AgentClient) -> _native.AnswerOutcome | None:

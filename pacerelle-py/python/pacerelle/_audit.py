@@ -33,13 +33,17 @@ class AnswerLogApi:
         since: Time | None = None,
         until: Time | None = None,
         limit: int | None = None,
+        user: str | None = None,
         as_text: bool = False,
     ) -> Flow[Any]:
         """The answer log anyone can verify: a dict (or, with `as_text=True`, the JSON text that
         `pacerelle audit export --format signed` writes) with the agent, its devices (name, time of pairing,
         signing key and fingerprint) and one record per accepted answer, oldest first. Check it with
-        `pacerelle.verify_answer_log` or `pacerelle audit verify FILE`. `limit` keeps the newest questions."""
-        text: str = yield self._client.export_answer_log(state=state, since=since, until=until, limit=limit)
+        `pacerelle.verify_answer_log` or `pacerelle audit verify FILE`. `limit` keeps the newest questions;
+        `user` (Partner mode) only the questions addressed to that user."""
+        text: str = yield self._client.export_answer_log(
+            state=state, since=since, until=until, limit=limit, user=user
+        )
         return text if as_text else json.loads(text)
 
 

@@ -156,6 +156,9 @@ class Message:
     def redelivered(self) -> bool: ...
     @property
     def cursor(self) -> str: ...
+    @property
+    def user(self) -> str | None:
+        """Partner mode: the `external_id` of the user whose device sent it; None when the owner sent it."""
 
 @final
 class Rejected:
@@ -387,6 +390,47 @@ class AuditEntry:
     @property
     def channel(self) -> Literal["phone", "host"] | None:
         """Where the answer was given: 'phone' or 'host' (at the computer; never signed)."""
+    @property
+    def user(self) -> str | None:
+        """Partner mode: the `external_id` of the user the question was addressed to; None for the owner."""
+    def to_json(self) -> str: ...
+
+@final
+class UserDevice:
+    """One device of a user (Partner mode): a phone that opened the user's link, or a link not yet used."""
+
+    @property
+    def device_id(self) -> str: ...
+    @property
+    def name(self) -> str | None:
+        """The name the device gave when it opened the link; None while the link is unused."""
+    @property
+    def paired(self) -> bool: ...
+    @property
+    def paired_at(self) -> datetime | None: ...
+    @property
+    def revoked_at(self) -> datetime | None: ...
+
+@final
+class User:
+    """A user of the agent (Partner mode): your `external_id`, a name, and the user's devices."""
+
+    @property
+    def external_id(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def connected_at(self) -> datetime: ...
+    @property
+    def disconnected_at(self) -> datetime | None: ...
+    @property
+    def connected(self) -> bool:
+        """True until the user is disconnected."""
+    @property
+    def devices(self) -> list[UserDevice]: ...
+    @property
+    def last_answer(self) -> AuditEntry | None:
+        """The newest question addressed to the user that was answered, when the recent log holds one."""
     def to_json(self) -> str: ...
 
 @final
@@ -459,6 +503,17 @@ class DeviceCredentials:
     def device_id(self) -> str: ...
     @property
     def role(self) -> Literal["owner", "user"]: ...
+    @property
+    def user(self) -> str | None:
+        """Partner mode: the `external_id` of the user this device belongs to; None for an owner's device."""
+    @property
+    def user_name(self) -> str | None: ...
+    @property
+    def accent_color(self) -> str | None:
+        """Partner mode: the accent colour (`#rrggbb`) the offer sealed."""
+    @property
+    def icon(self) -> str | None:
+        """Partner mode: the agent's icon (a data URL) the offer sealed."""
 
 @final
 class Question:
@@ -614,6 +669,19 @@ class AgentClient:
     ) -> Call[PairingLink]: ...
     def devices(self) -> Call[list[DeviceInfo]]: ...
     def revoke_device(self, device_id: str) -> Call[DeviceInfo]: ...
+    def connect_user(
+        self,
+        external_id: str,
+        name: str,
+        *,
+        accent_color: str | None = None,
+        icon: str | None = None,
+        ttl: float | None = None,
+        public_url: str | None = None,
+    ) -> Call[PairingLink]: ...
+    def list_users(self) -> Call[list[User]]: ...
+    def get_user(self, external_id: str) -> Call[User]: ...
+    def disconnect_user(self, external_id: str) -> Call[User]: ...
     def open_session(self, host: str, takeover: bool = False) -> Call[SessionInfo]: ...
     def heartbeat(self) -> Call[SessionInfo]: ...
     def close_session(self) -> Call[None]: ...
@@ -634,6 +702,7 @@ class AgentClient:
         expires_in: float = 600.0,
         question_id: str | None = None,
         answered_at_host: bool = False,
+        user: str | None = None,
     ) -> Call[Asked]: ...
     def wait_for_answer(self, question: str | Asked, timeout: float | None = 30.0) -> Call[AnswerOutcome]: ...
     def ask(
@@ -648,6 +717,7 @@ class AgentClient:
         question_id: str | None = None,
         timeout: float | None = None,
         answered_at_host: bool = False,
+        user: str | None = None,
     ) -> Call[AnswerOutcome]: ...
     def approve(
         self,
@@ -657,8 +727,11 @@ class AgentClient:
         expires_in: float = 600.0,
         timeout: float | None = None,
         evaluation: Evaluation | None = None,
+        user: str | None = None,
     ) -> Call[Ruling]: ...
-    def notify(self, text: str, title: str | None = None, level: str = "info") -> Call[Stored]: ...
+    def notify(
+        self, text: str, title: str | None = None, level: str = "info", user: str | None = None
+    ) -> Call[Stored]: ...
     def answer_at_host(self, question: str | Asked, answer: bool | list[str] | str) -> Call[AnswerOutcome]: ...
     def cancel_question(self, question_id: str) -> Call[AnswerOutcome]: ...
     def answer_log(
@@ -669,6 +742,7 @@ class AgentClient:
         until: Time | None = None,
         limit: int | None = None,
         search: str | None = None,
+        user: str | None = None,
     ) -> Call[list[AuditEntry]]: ...
     def export_answer_log(
         self,
@@ -677,6 +751,7 @@ class AgentClient:
         since: Time | None = None,
         until: Time | None = None,
         limit: int | None = None,
+        user: str | None = None,
     ) -> Call[str]: ...
     def set_webhook(self, url: str, secret: str) -> Call[WebhookInfo]: ...
     def webhook(self) -> Call[WebhookInfo]: ...

@@ -130,6 +130,12 @@ impl PyAuditEntry {
         self.inner.channel.map(client::Channel::as_str)
     }
 
+    /// Partner mode: the `external_id` of the user the question was addressed to; None for the owner.
+    #[getter]
+    fn user(&self) -> Option<&str> {
+        self.inner.user.as_deref()
+    }
+
     /// The entry as one line of the JSON Lines export (camelCase, RFC 3339 times).
     fn to_json(&self) -> String {
         serde_json::to_string(&self.inner).unwrap_or_default()
@@ -138,11 +144,12 @@ impl PyAuditEntry {
     fn __repr__(&self) -> String {
         let e = &self.inner;
         format!(
-            "AuditEntry(question_id={}, kind={}, question={}, state={}, approved={}, answer={}, \
+            "AuditEntry(question_id={}, kind={}, question={}, user={}, state={}, approved={}, answer={}, \
              answered_by={}, channel={}, signed={}, created_at={})",
             r(&e.question_id),
             r(e.kind.as_str()),
             r(&e.question),
+            ro(e.user.as_deref()),
             r(e.state.as_str()),
             b(e.approved),
             ro(e.answer.as_deref()),

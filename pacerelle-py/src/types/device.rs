@@ -72,6 +72,31 @@ impl PyDeviceCredentials {
         self.inner.role.as_str()
     }
 
+    /// Partner mode: the `external_id` of the user this device belongs to, as the pairing offer sealed it;
+    /// None for an owner's device.
+    #[getter]
+    fn user(&self) -> Option<String> {
+        self.inner.user.as_ref().map(|u| u.external_id.clone())
+    }
+
+    /// Partner mode: that user's name.
+    #[getter]
+    fn user_name(&self) -> Option<String> {
+        self.inner.user.as_ref().map(|u| u.name.clone())
+    }
+
+    /// Partner mode: the accent colour (`#rrggbb`) to show the agent with, as the offer sealed it.
+    #[getter]
+    fn accent_color(&self) -> Option<String> {
+        self.inner.branding.as_ref().and_then(|b| b.accent_color.clone())
+    }
+
+    /// Partner mode: the agent's icon (a `data:image/…;base64,…` URL), as the offer sealed it.
+    #[getter]
+    fn icon(&self) -> Option<String> {
+        self.inner.branding.as_ref().and_then(|b| b.icon.clone())
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "DeviceCredentials(relay_url={}, agent_id={}, agent_name={}, device_id={}, role={}, …)",

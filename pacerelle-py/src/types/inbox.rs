@@ -5,7 +5,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyList;
 
 use super::{b, ts};
-use crate::convert::{datetime, r, rl};
+use crate::convert::{datetime, r, rl, ro};
 
 to_py_wrap! {
     client::Message => PyMessage,
@@ -69,14 +69,23 @@ impl PyMessage {
         self.inner.cursor.to_string()
     }
 
+    /// Partner mode: the `external_id` of the user whose device sent it, as the agent's roster says; None
+    /// when the owner sent it. A user's task is that user's request, not the owner's instruction.
+    #[getter]
+    fn user(&self) -> Option<&str> {
+        self.inner.user.as_deref()
+    }
+
     fn __repr__(&self) -> String {
         let m = &self.inner;
         format!(
-            "Message(message_id={}, text={}, device_id={}, device_name={}, sent_at={}, redelivered={}, cursor={})",
+            "Message(message_id={}, text={}, device_id={}, device_name={}, user={}, sent_at={}, redelivered={}, \
+             cursor={})",
             r(&m.message_id),
             r(&m.text),
             r(&m.from),
             r(&m.from_name),
+            ro(m.user.as_deref()),
             r(&ts(m.sent_at)),
             b(m.redelivered),
             r(&m.cursor.to_string())
