@@ -25,6 +25,28 @@ pub struct DeviceIdentity {
     /// This device's role: `owner` (sends tasks, answers questions) or `user` (answers the questions
     /// addressed to it).
     pub role: String,
+    /// Partner mode: the user this device answers for; null for the owner's devices.
+    pub user: Option<PartnerUser>,
+    /// Partner mode: how to show the agent to that user (accent colour, icon); null for the default look.
+    pub branding: Option<Branding>,
+}
+
+/// Partner mode: the user a device answers for, as the agent named them in the pairing offer.
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct PartnerUser {
+    /// The integrator's id for the user.
+    pub external_id: String,
+    /// The user's name.
+    pub name: String,
+}
+
+/// Partner mode: how the app shows the agent, sealed in the pairing offer (checked: an invalid one is dropped).
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct Branding {
+    /// An accent colour, `#rrggbb`.
+    pub accent_color: Option<String>,
+    /// An icon, an inline `data:image/png|svg+xml|jpeg;base64,…` URL: show it as it is, it fetches nothing.
+    pub icon: Option<String>,
 }
 
 /// A paired device: one per set of credentials. Thread-safe; share one instance across the app.
@@ -93,6 +115,14 @@ impl DeviceClient {
             agent_name: c.agent_name.clone(),
             device_id: c.device_id.clone(),
             role: c.role.as_str().to_string(),
+            user: c.user.as_ref().map(|u| PartnerUser {
+                external_id: u.external_id.clone(),
+                name: u.name.clone(),
+            }),
+            branding: c.branding.as_ref().map(|b| Branding {
+                accent_color: b.accent_color.clone(),
+                icon: b.icon.clone(),
+            }),
         }
     }
 

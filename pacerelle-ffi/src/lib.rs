@@ -6,6 +6,7 @@ mod conversation;
 mod device;
 mod error;
 mod listener;
+mod pairings;
 mod push;
 mod question;
 mod status;
@@ -15,9 +16,10 @@ pub use conversation::{
     ConversationItem, ConversationPage, ItemKind, ItemUpdate, Level, MessageState, RejectedItem, SentMessage,
     SubjectKind, UpdateState,
 };
-pub use device::{DeviceClient, DeviceIdentity};
+pub use device::{Branding, DeviceClient, DeviceIdentity, PartnerUser};
 pub use error::{PacerelleError, Result};
 pub use listener::{ConversationListener, ListenerHandle};
+pub use pairings::{AgentPresence, AgentQuestion, PairingFailure, Pairings, PendingQuestions};
 pub use push::{PushEvent, PushKeys};
 pub use question::{Answer, AnswerChannel, Question, QuestionKind, QuestionState};
 pub use status::{AgentStatus, Presence};
