@@ -103,7 +103,7 @@ function showScreen(name) {
 // ── state ─────────────────────────────────────────────────────────────────────────────────────────
 
 const app = {
-  device: null, // {agentId, agentName, deviceId, deviceName, role, deviceToken, key}
+  device: null, // {agentId, agentName, deviceId, deviceName, role, deviceToken, key, user?, branding?}
   api: null,
   cursor: null, // where the long-poll continues (opaque, issued by the relay)
   entries: new Map(), // item id → {kind, node, …}
@@ -129,6 +129,11 @@ function setBanner() {
   }
   let kind;
   let text;
+  // A Partner-mode user answers questions and sends no tasks: whether the agent listens for tasks is not theirs.
+  if (app.device && app.device.user && app.connected !== false) {
+    banner.hidden = true;
+    return;
+  }
   if (app.connected === false) {
     kind = "down";
     text = "Server disconnected — retrying…";
@@ -178,6 +183,49 @@ function reconnectNow() {
   app.reconnect.wake();
   app.retry.reset();
   flushOutbox();
+}
+
+// ── Partner mode: the agent as its product shows it to a user ─────────────────────────────────────
+
+/** The WCAG relative luminance of `#rrggbb`. */
+function luminance(hex) {
+  const [r, g, b] = [1, 3, 5].map((i) => {
+    const v = parseInt(hex.slice(i, i + 2), 16) / 255;
+    return v <= 0.04045 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
+  });
+  return 0.2126 * r + 0.7152 * g + 0.0722 * b;
+}
+
+/** White or black, whichever contrasts more with `hex`: never below 4.58:1, whatever the colour. */
+function inkOn(hex) {
+  const l = luminance(hex);
+  return 1.05 / (l + 0.05) >= (l + 0.05) / 0.05 ? "#ffffff" : "#000000";
+}
+
+const DEFAULT_ICON = "/app/icon.svg";
+const DEFAULT_THEME = document.querySelector('meta[name="theme-color"]').content;
+
+/**
+ * Shows the agent as a Partner-mode pairing (or offer) describes it, `{branding?}`: its accent colour becomes the
+ * app's brand colour (buttons, the question's frame, a line under the header), with white or black text on it,
+ * whichever reads better; its icon, an inline data URL (nothing is fetched), replaces Pacerelle's in the header.
+ * Without a branding — an owner's pairing — the app keeps its own look.
+ */
+function applyLook(who) {
+  const branding = who && who.branding && c.brandingProblem(who.branding) === null ? who.branding : null;
+  const accent = branding && branding.accentColor;
+  const root = document.documentElement.style;
+  if (accent) {
+    root.setProperty("--accent", accent);
+    root.setProperty("--brand", accent);
+    root.setProperty("--brand-fg", inkOn(accent));
+  } else {
+    for (const name of ["--accent", "--brand", "--brand-fg"]) root.removeProperty(name);
+  }
+  document.body.classList.toggle("branded", Boolean(accent));
+  document.querySelector('meta[name="theme-color"]').content = accent || DEFAULT_THEME;
+  const icon = (branding && branding.icon) || DEFAULT_ICON;
+  if ($("brand-icon").getAttribute("src") !== icon) $("brand-icon").src = icon;
 }
 
 // ── boot ──────────────────────────────────────────────────────────────────────────────────────────
@@ -266,6 +314,18 @@ async function startPairing() {
   $("pair-status").hidden = true;
   $("pair-agent").textContent = payload.agentName;
   $("pair-role").textContent = payload.role === "owner" ? "owner" : "answers questions";
+  // Partner mode: the product's name, icon and colour, and who this device will answer as, before accepting.
+  if (payload.user || payload.branding) {
+    applyLook(payload);
+    $("agent-name").textContent = payload.agentName;
+    const icon = payload.branding && payload.branding.icon;
+    $("pair-icon").hidden = !icon;
+    if (icon) $("pair-icon").src = icon;
+  }
+  if (payload.user) {
+    $("pair-user-name").textContent = payload.user.name;
+    $("pair-user").hidden = false;
+  }
   if (existing) {
     const replace = $("pair-replace");
     replace.textContent = `This browser is paired with “${existing.agentName}”. Pairing again replaces that pairing here.`;
@@ -324,6 +384,9 @@ async function startPairing() {
       key,
       pairedAt: new Date().toISOString(),
     };
+    // Partner mode: the user this device answers for, and the product's look, kept with the pairing.
+    if (payload.user) device.user = payload.user;
+    if (payload.branding) device.branding = payload.branding;
     // Registered once the relay lists it (checked at the start of the conversation: an older relay ignores it).
     if (signing) device.signing = signing;
     await store.forgetDevice();
@@ -346,8 +409,12 @@ async function startConversation(device) {
   }
   app.device = { ...device, key };
   app.api = deviceApi(device.deviceToken);
+  applyLook(device);
   $("agent-name").textContent = device.agentName;
-  $("device-name").textContent = `${device.deviceName} · end to end encrypted`;
+  $("device-name").textContent = device.user
+    ? `You answer as ${device.user.name} · end to end encrypted`
+    : `${device.deviceName} · end to end encrypted`;
+  if (device.user) $("empty").textContent = `No question yet. What ${device.agentName} asks you will appear here.`;
   document.title = `${device.agentName} — Pacerelle`;
   app.focus = new URLSearchParams(location.search).get("question");
   if (app.focus) history.replaceState(null, "", "/" + location.hash);
@@ -1204,6 +1271,8 @@ async function renderSettings() {
   const d = app.device;
   if (!d) return;
   $("s-agent").textContent = d.agentName;
+  $("s-user").textContent = d.user ? d.user.name : "";
+  $("s-user").hidden = $("s-user-label").hidden = !d.user;
   $("s-relay").textContent = location.host;
   $("s-device").textContent = d.deviceName;
   $("s-device-id").textContent = d.deviceId;

@@ -1,9 +1,10 @@
 // What the web app keeps in this browser, in IndexedDB:
-// - "device": the pairing — ids, names, the device token, and the device key as a non-extractable
-//   CryptoKey (page scripts can use it; nothing can read its bytes). Where the browser cannot store a
-//   CryptoKey, the key's bytes are kept instead and `keyBytes` says so. Beside it, `signing`: the device's
-//   Ed25519 key pair (CryptoKeys, the private one non-extractable), its public key in base64url and whether the
-//   relay holds it (docs/crypto.md §4.8); absent where the browser has no Ed25519 or cannot keep the keys.
+// - "device": the pairing — ids, names, the device token, for a Partner-mode user's device the user it answers
+//   for (`user`: {externalId, name}) and the product's look (`branding`: {accentColor?, icon?}), and the device key
+//   as a non-extractable CryptoKey (page scripts can use it; nothing can read its bytes). Where the browser
+//   cannot store a CryptoKey, the key's bytes are kept instead and `keyBytes` says so. Beside it, `signing`: the
+//   device's Ed25519 key pair (CryptoKeys, the private one non-extractable), its public key in base64url and
+//   whether the relay holds it (docs/crypto.md §4.8); absent where the browser has no Ed25519 or cannot keep them.
 // - "outbox": tasks and answers not yet acknowledged by the relay, kept *sealed* (the envelope and the
 //   id chosen for it) so that a retry after a reload sends the same id: the relay stores it once.
 // - "answer:<questionId>": the sealed answer this browser gave, to show it again after a reload.

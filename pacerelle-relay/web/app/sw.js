@@ -45,9 +45,15 @@ async function pairing() {
 
 const questionUrl = (questionId) => `/?question=${encodeURIComponent(questionId)}`;
 
-/** Shows a notification; `tag` replaces the one shown before with the same tag. */
-function show(title, options) {
-  return self.registration.showNotification(title, { icon: ICON, lang: "en", ...options });
+/**
+ * Shows a notification; `tag` replaces the one shown before with the same tag. Its icon is Pacerelle's, or for a
+ * Partner-mode pairing with an icon, the product's (an inline data URL: nothing is fetched).
+ */
+async function show(title, options) {
+  const device = await store.loadDevice().catch(() => null);
+  const branding = device && device.branding;
+  const icon = branding && branding.icon && c.brandingProblem(branding) === null ? branding.icon : ICON;
+  return self.registration.showNotification(title, { icon, lang: "en", ...options });
 }
 
 /** A short text for a notification body (the lock screen shows a few lines anyway). */
