@@ -1046,6 +1046,205 @@ test("notifications and cancelled questions are shown as such", async () => {
   assert.equal(await card.locator("button").count(), 0);
 });
 
+// ── Partner mode: a product's user pairs under the product's look and answers their own questions ──────
+
+/** Whether this CLI has Partner mode's `pacerelle user` (the test that needs it is skipped otherwise). */
+function hasUserCommand() {
+  try {
+    execFileSync(PACERELLE, ["user", "connect", "--help"], { stdio: "pipe" });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** The WCAG contrast ratio of two computed colours (`rgb(r, g, b)`). */
+function contrast(a, b) {
+  const lum = (css) => {
+    const [r, g, bl] = css.match(/\d+(\.\d+)?/g).slice(0, 3).map((v) => {
+      const x = Number(v) / 255;
+      return x <= 0.04045 ? x / 12.92 : ((x + 0.055) / 1.055) ** 2.4;
+    });
+    return 0.2126 * r + 0.7152 * g + 0.0722 * bl;
+  };
+  const [hi, lo] = [lum(a), lum(b)].sort((x, y) => y - x);
+  return (hi + 0.05) / (lo + 0.05);
+}
+
+/** A page's stored pairing, without its keys. */
+async function storedPairing(target) {
+  return target.evaluate(async () => {
+    const db = await new Promise((resolve, reject) => {
+      const req = indexedDB.open("pacerelle");
+      req.onsuccess = () => resolve(req.result);
+      req.onerror = () => reject(req.error);
+    });
+    const device = await new Promise((resolve) => {
+      const req = db.transaction("kv").objectStore("kv").get("device");
+      req.onsuccess = () => resolve(req.result);
+    });
+    db.close();
+    return { deviceId: device.deviceId, role: device.role, user: device.user, branding: device.branding };
+  });
+}
+
+const USER_COMMAND = hasUserCommand() ? false : "this pacerelle has no `user` command (Partner mode's CLI)";
+
+test("Partner mode: a user's link shows the product's name, colour and icon; the user pairs and approves the question asked for them", { skip: USER_COMMAND }, async () => {
+  const svg =
+    '<svg xmlns="http://www.w3.org/2000/svg" viewBox="0 0 64 64"><rect width="64" height="64" rx="14" fill="#0a7d5a"/>' +
+    '<path d="M17 33l10 10 20-22" stroke="#fff" stroke-width="7" fill="none"/></svg>';
+  const iconFile = path.join(work, "shop-icon.svg");
+  writeFileSync(iconFile, svg);
+  const iconUrl = `data:image/svg+xml;base64,${Buffer.from(svg).toString("base64")}`;
+  const made = await cli(["user", "connect", "alice", "--name", "Alice", "--accent", "#0a7d5a", "--icon", iconFile, "--json"]);
+  assert.equal(made.code, 0, made.err);
+  const connected = JSON.parse(made.out);
+  assert.equal(connected.externalId, "alice");
+  assert.equal(connected.name, "Alice");
+  assert.match(connected.link, /\/pair#v1\./);
+
+  // Alice's phone: a browser of its own (the owner's phone stays paired in the other).
+  const browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+      "--disable-component-update", "--disable-sync"],
+  });
+  try {
+    const phone = await browser.newContext({
+      viewport: { width: 390, height: 844 },
+      deviceScaleFactor: 2,
+      isMobile: true,
+      hasTouch: true,
+      locale: "en-GB",
+      colorScheme: "light",
+      reducedMotion: "reduce",
+    });
+    const seen = [];
+    phone.on("request", (r) => seen.push(r.url()));
+    const alice = await phone.newPage();
+    alice.setDefaultTimeout(20000);
+    const errors = [];
+    alice.on("console", (m) => {
+      if (m.type() === "error" && !/Failed to load resource/.test(m.text())) errors.push(`console: ${m.text()}`);
+    });
+    alice.on("pageerror", (e) => errors.push(`page error: ${e.message}`));
+
+    // Before accepting: the product's name and icon, who this phone will answer as, the accent colour.
+    await alice.goto(connected.link);
+    await alice.locator("#pair-form").waitFor();
+    assert.equal(new URL(alice.url()).hash, "");
+    assert.equal(await alice.locator("#pair-agent").textContent(), "Ana’s laptop — Claude Code");
+    assert.equal(await alice.locator("#agent-name").textContent(), "Ana’s laptop — Claude Code");
+    assert.equal(await alice.locator("#pair-user-name").textContent(), "Alice");
+    assert.ok(await alice.locator("#pair-user").isVisible());
+    for (const icon of ["#pair-icon", "#brand-icon"]) {
+      assert.equal(await alice.locator(icon).getAttribute("src"), iconUrl);
+      assert.ok(await alice.locator(icon).isVisible(), `${icon} is shown`);
+      // Drawn: the policy allows data: images, and nothing is fetched for it.
+      assert.ok(await alice.locator(icon).evaluate((img) => img.complete && img.naturalWidth > 0), `${icon} is drawn`);
+    }
+    const [background, ink] = await alice.locator("#pair-submit").evaluate((b) => {
+      const st = getComputedStyle(b);
+      return [st.backgroundColor, st.color];
+    });
+    assert.deepEqual([background, ink], ["rgb(10, 125, 90)", "rgb(255, 255, 255)"]);
+    assert.ok(contrast(background, ink) >= 4.5, `contrast ${contrast(background, ink)}`);
+    await shot("pair-user", alice);
+
+    await alice.locator("#pair-name").fill("Alice’s phone");
+    await alice.locator("#pair-submit").click();
+    await alice.locator("#screen-conversation").waitFor();
+    assert.deepEqual(await storedPairing(alice), {
+      deviceId: connected.deviceId,
+      role: "user",
+      user: { externalId: "alice", name: "Alice" },
+      branding: { accentColor: "#0a7d5a", icon: iconUrl },
+    });
+
+    // The conversation: the agent under its name, in the product's colour and icon; "You answer as Alice"; no
+    // composer (a user answers, and sends no tasks).
+    const header = async () => ({
+      agent: await alice.locator("#agent-name").textContent(),
+      line: await alice.locator("#device-name").textContent(),
+      icon: await alice.locator("#brand-icon").getAttribute("src"),
+      underline: await alice.locator("header.top").evaluate((h) => getComputedStyle(h).borderBottomColor),
+      composer: await alice.locator("#composer").isVisible(),
+    });
+    const expected = {
+      agent: "Ana’s laptop — Claude Code",
+      line: "You answer as Alice · end to end encrypted",
+      icon: iconUrl,
+      underline: "rgb(10, 125, 90)",
+      composer: false,
+    };
+    assert.deepEqual(await header(), expected);
+    assert.equal(
+      await alice.locator("#empty").textContent(),
+      "No question yet. What Ana’s laptop — Claude Code asks you will appear here.",
+    );
+    // Whether the agent listens for tasks is the owner's business: no presence banner here.
+    await alice.waitForTimeout(1000);
+    assert.ok(await alice.locator("#banner").isHidden());
+
+    const asked = ask(["--user", "alice", "Refund order 42?", "--id", "qst_e2e_user_refund"]);
+    const card = alice.locator('li.question[data-id="qst_e2e_user_refund"]');
+    await card.locator("button.approve").waitFor();
+    assert.equal(await card.locator(".q-text").textContent(), "Refund order 42?");
+    assert.equal(await card.evaluate((n) => getComputedStyle(n).borderTopColor), "rgb(10, 125, 90)");
+    await shot("user-question", alice);
+    await card.locator("button.approve").click();
+    assert.equal(await exitOf(asked), 0, asked.err);
+    await card.locator(".q-status", { hasText: "Approved — by this device" }).waitFor();
+    const answer = await sealedAnswer("qst_e2e_user_refund", alice);
+    assert.deepEqual(answer.answer, { type: "yes" });
+
+    // Addressed to Alice only: the owner's phone never got it, and keeps its own look.
+    assert.equal((await deviceItems()).filter((i) => i.id === "qst_e2e_user_refund").length, 0);
+    assert.equal(await page.locator("#brand-icon").getAttribute("src"), "/app/icon.svg");
+    assert.equal(await page.locator("body.branded").count(), 0);
+    assert.match(await page.locator("#device-name").textContent(), /^Ana’s phone · /);
+
+    // The agent lists Alice's phone, paired.
+    const shown = await cli(["user", "show", "alice", "--json"]);
+    assert.equal(shown.code, 0, shown.err);
+    const info = JSON.parse(shown.out);
+    assert.equal(info.externalId, "alice");
+    assert.ok(info.devices.some((d) => d.deviceId === connected.deviceId && d.paired), JSON.stringify(info.devices));
+
+    // The settings say who this phone answers as; after a reload the look is read from the stored pairing.
+    await alice.locator("#open-settings").click();
+    await alice.locator("#s-user", { hasText: "Alice" }).waitFor();
+    assert.ok(await alice.locator("#s-user-label").isVisible());
+    await alice.reload();
+    await alice.locator("#screen-settings").waitFor();
+    await alice.locator("#s-user", { hasText: "Alice" }).waitFor();
+    await alice.locator("#settings-back").click();
+    await alice.locator("#screen-conversation").waitFor();
+    assert.deepEqual(await header(), expected);
+
+    // A light accent gets dark text on it, still readable.
+    const light = await cli(["user", "connect", "bob", "--name", "Bob", "--accent", "#f5d90a", "--json"]);
+    assert.equal(light.code, 0, light.err);
+    const bob = await phone.newPage();
+    await bob.goto(JSON.parse(light.out).link);
+    await bob.locator("#pair-form").waitFor();
+    const [bg, fg] = await bob.locator("#pair-submit").evaluate((b) => [getComputedStyle(b).backgroundColor, getComputedStyle(b).color]);
+    assert.deepEqual([bg, fg], ["rgb(245, 217, 10)", "rgb(0, 0, 0)"]);
+    assert.ok(contrast(bg, fg) >= 4.5);
+    assert.ok(await bob.locator("#pair-icon").isHidden(), "no icon: none shown");
+    assert.equal(await bob.locator("#brand-icon").getAttribute("src"), "/app/icon.svg");
+    await bob.close();
+
+    const origin = new URL(relayUrl).origin;
+    assert.deepEqual(seen.filter((u) => !u.startsWith(origin) && !u.startsWith("data:")), [], "nothing fetched elsewhere");
+    assert.deepEqual(errors, []);
+  } finally {
+    await browser.close();
+  }
+});
+
 test("the settings screen shows the pairing, the relay's version and notifications off", async () => {
   await page.locator("#open-settings").click();
   await page.locator("#screen-settings").waitFor();
