@@ -1163,21 +1163,18 @@ test("Partner mode: a user's link shows the product's name, colour and icon; the
       branding: { accentColor: "#0a7d5a", icon: iconUrl },
     });
 
-    // The conversation: the agent under its name, in the product's colour and icon; "You answer as Alice"; no
-    // composer (a user answers, and sends no tasks).
+    // The conversation: the agent under its name, in the product's colour and icon; "You answer as Alice".
     const header = async () => ({
       agent: await alice.locator("#agent-name").textContent(),
       line: await alice.locator("#device-name").textContent(),
       icon: await alice.locator("#brand-icon").getAttribute("src"),
       underline: await alice.locator("header.top").evaluate((h) => getComputedStyle(h).borderBottomColor),
-      composer: await alice.locator("#composer").isVisible(),
     });
     const expected = {
       agent: "Ana’s laptop — Claude Code",
       line: "You answer as Alice · end to end encrypted",
       icon: iconUrl,
       underline: "rgb(10, 125, 90)",
-      composer: false,
     };
     assert.deepEqual(await header(), expected);
     assert.equal(

@@ -129,7 +129,8 @@ function setBanner() {
   }
   let kind;
   let text;
-  // A Partner-mode user answers questions and sends no tasks: whether the agent listens for tasks is not theirs.
+  // A Partner-mode user's device answers questions here (the composer is the owner's): whether the agent listens
+  // for tasks says nothing to them.
   if (app.device && app.device.user && app.connected !== false) {
     banner.hidden = true;
     return;
