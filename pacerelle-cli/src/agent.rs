@@ -182,6 +182,12 @@ pub async fn pair(global: &Global, args: PairArgs) -> Result<()> {
             "link": link.link, "pairingId": link.pairing_id, "deviceId": link.device_id, "expiresAt": link.expires_at,
         }));
     }
+    print_link(&link);
+    Ok(())
+}
+
+/// Prints a pairing link for a terminal: the link, its QR code, and how to open it from another terminal.
+pub fn print_link(link: &pacerelle_client::PairingLink) {
     println!(
         "Pairing link (single use, valid {}):\n\n  {}\n",
         output::until(link.expires_at),
@@ -193,7 +199,6 @@ pub async fn pair(global: &Global, args: PairArgs) -> Result<()> {
     println!(
         "On another terminal: pacerelle device join -   (then paste the link: a link in a command line is visible to other users)"
     );
-    Ok(())
 }
 
 /// What the agent's roster says of a device, in one word.
@@ -202,6 +207,7 @@ fn roster_word(roster: &pacerelle_client::core::roster::Roster, device_id: &str)
         None => "absent (cannot approve)",
         Some(d) if d.revoked_at.is_some() => "revoked",
         Some(d) if roster.may_approve(&d.device_id) => "owner (approves)",
+        Some(d) if d.user.is_some() => "user's device (answers for its user only)",
         Some(_) => "user (cannot approve)",
     }
 }

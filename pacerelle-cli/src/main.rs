@@ -15,6 +15,7 @@ mod serve;
 mod store;
 mod text;
 mod time;
+mod user;
 mod webhook;
 
 use std::path::PathBuf;
@@ -50,6 +51,10 @@ enum Command {
     Agent(agent::AgentCommand),
     /// Create a pairing link for a new device (agent side).
     Pair(agent::PairArgs),
+    /// Partner mode: connect, list and disconnect the agent's own users, each answering on their own
+    /// device the questions addressed to them (agent side).
+    #[command(subcommand)]
+    User(user::UserCommand),
     /// Act as a device from this terminal.
     #[command(subcommand)]
     Device(device::DeviceCommand),
@@ -61,12 +66,13 @@ enum Command {
     Answer(answer::AnswerArgs),
     /// Show the agent's presence, from the agent side or the device side.
     Status(device::StatusArgs),
-    /// Ask the owner a question on the phone and wait for the answer (agent side).
+    /// Ask the owner (or, with `--user`, one of the agent's users) a question on the phone and wait for the
+    /// answer (agent side).
     ///
     /// Exit status: 0 on yes, a chosen option or a written answer; 1 on no; 2 when the question expired or
     /// was cancelled; 3 on any error (relay unreachable, bad input, an answer that could not be authenticated).
     Ask(ask::AskArgs),
-    /// Send a notification to the owner's devices; no answer expected (agent side).
+    /// Send a notification to the owner's devices, or a user's (`--user`); no answer expected (agent side).
     Notify(ask::NotifyArgs),
     /// Cancel a pending question (agent side).
     Cancel(ask::CancelArgs),
@@ -196,6 +202,7 @@ fn main() -> ExitCode {
             Command::Up(args) => done(serve::up(&global, args).await),
             Command::Agent(cmd) => done(agent::run(&global, cmd).await),
             Command::Pair(args) => done(agent::pair(&global, args).await),
+            Command::User(cmd) => done(user::run(&global, cmd).await),
             Command::Device(cmd) => done(device::run(&global, cmd).await),
             Command::Send(args) => done(device::send(&global, args).await),
             Command::Inbox(args) => done(device::inbox(&global, args).await),
