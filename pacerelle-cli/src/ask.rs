@@ -54,8 +54,12 @@ pub struct AskArgs {
     /// Ask here too: while waiting for the phone, read one answer typed on standard input (yes/no; an option,
     /// or options separated by commas with --multiple; the text). The first answer, here or on the phone,
     /// counts; the exit status is the same either way.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "user")]
     here: bool,
+    /// Partner mode: ask this user of the agent (their `externalId`, see `pacerelle user list`) instead of the
+    /// owner. Only that user's devices receive the question and only their answers count.
+    #[arg(long, value_name = "EXTERNAL_ID")]
+    user: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -68,6 +72,9 @@ pub struct NotifyArgs {
     /// How much it matters.
     #[arg(long, default_value = "info", value_parser = parse_level)]
     level: Level,
+    /// Partner mode: notify this user of the agent (their `externalId`) instead of the owner.
+    #[arg(long, value_name = "EXTERNAL_ID")]
+    user: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -187,18 +194,22 @@ async fn ask_and_wait(global: &Global, args: AskArgs) -> Result<u8> {
         expires_in: args.expires,
         question_id: args.id,
         channels: Vec::new(),
-        user: None,
+        user: args.user.clone(),
     }
     .answered_at_host(args.here);
     let asked = agent.ask_user(request).await?;
     if !global.json {
+        let whose = match &args.user {
+            Some(user) => format!("on {user}'s device"),
+            None => "on the phone".to_string(),
+        };
         eprintln!(
             "asked {} — waiting for the answer {} (expires in {})",
             asked.question_id,
             if here.is_some() {
                 "here or on the phone"
             } else {
-                "on the phone"
+                &whose
             },
             output::until(asked.expires_at)
         );
@@ -370,7 +381,12 @@ async fn answer_here(agent: &AgentClient, asked: &Asked, here: &Here) -> AnswerO
 pub async fn notify(global: &Global, args: NotifyArgs) -> Result<()> {
     let agent = home::agent_client(global)?;
     let stored = agent
-        .notify(&args.text, args.title.as_deref(), args.level)
+        .notify_user(
+            args.user.as_deref(),
+            &args.text,
+            args.title.as_deref(),
+            args.level,
+        )
         .await?;
     if global.json {
         output::json(&serde_json::json!({

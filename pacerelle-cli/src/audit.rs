@@ -47,6 +47,9 @@ pub struct FilterArgs {
     /// At most this many questions, newest first.
     #[arg(long)]
     limit: Option<usize>,
+    /// Partner mode: only questions addressed to this user of the agent (their `externalId`).
+    #[arg(long, value_name = "EXTERNAL_ID")]
+    user: Option<String>,
 }
 
 impl FilterArgs {
@@ -56,7 +59,7 @@ impl FilterArgs {
             since: self.since,
             until: self.until,
             limit: self.limit,
-            user: None,
+            user: self.user.clone(),
         }
     }
 }
@@ -115,8 +118,13 @@ fn print_entry(e: &AuditEntry) {
         .or(e.answered_by.as_deref())
         .map(|n| format!(" — {n}"))
         .unwrap_or_default();
+    // Whom the question was asked of: the owner, or a user of the agent (Partner mode).
+    let user = match &e.user {
+        Some(user) => format!("user:{user}"),
+        None => "owner".to_string(),
+    };
     println!(
-        "{}  {}  {}  [{}]{by}",
+        "{}  {}  {user}  {}  [{}]{by}",
         e.created_at, e.question_id, e.question, outcome
     );
 }
