@@ -92,15 +92,23 @@ pub async fn run(global: &Global, cmd: DeviceCommand) -> Result<()> {
             let c = device.credentials();
             let fingerprint = device.signing_fingerprint();
             if global.json {
-                output::json(&serde_json::json!({
+                let mut out = serde_json::json!({
                     "deviceId": c.device_id, "agentId": c.agent_id, "agentName": c.agent_name, "relayUrl": c.relay_url,
                     "signingFingerprint": fingerprint,
-                }))
+                });
+                // Partner mode: the user this device answers for, as the link sealed it.
+                if let Some(user) = &c.user {
+                    out["user"] = serde_json::to_value(user)?;
+                }
+                output::json(&out)
             } else {
                 println!(
                     "paired with agent \"{}\" ({}) as device {}",
                     c.agent_name, c.agent_id, c.device_id
                 );
+                if let Some(user) = &c.user {
+                    println!("{}", answers_for(user, &c.agent_name));
+                }
                 if let Some(fingerprint) = fingerprint {
                     println!("signing key: {fingerprint}");
                 }
@@ -153,10 +161,14 @@ async fn info(global: &Global) -> Result<()> {
             "signingKey": key,
             "signingFingerprint": fingerprint,
             "relaySigningKey": record.device.signing_key,
+            "user": c.user,
         }));
     }
     println!("device:      {} ({})", record.device.name, c.device_id);
     println!("role:        {}", c.role.as_str());
+    if let Some(user) = &c.user {
+        println!("user:        {}", answers_for(user, &c.agent_name));
+    }
     println!("agent:       {} ({})", c.agent_name, c.agent_id);
     println!("relay:       {}", c.relay_url);
     println!("paired:      {}", record.device.created_at);
@@ -165,6 +177,14 @@ async fn info(global: &Global) -> Result<()> {
         None => println!("signing key: {listed}"),
     }
     Ok(())
+}
+
+/// `answers for Alice (alice) on Acme`: the user a Partner-mode device answers for.
+fn answers_for(user: &pacerelle_client::core::pairing::OfferUser, agent_name: &str) -> String {
+    format!(
+        "answers for {} ({}) on {agent_name}: it sees and answers only the questions addressed to {}",
+        user.name, user.external_id, user.name
+    )
 }
 
 /// Keeps in the device home a signing key that an answer of a device paired before signing keys just
