@@ -1234,6 +1234,16 @@ test("Partner mode: a user's link shows the product's name, colour and icon; the
     assert.equal(await bob.locator("#brand-icon").getAttribute("src"), "/app/icon.svg");
     await bob.close();
 
+    // Disconnecting Alice revokes her phone, which says so in the product's words.
+    const disconnected = await cli(["user", "disconnect", "alice", "--json"]);
+    assert.equal(disconnected.code, 0, disconnected.err);
+    await alice.locator("#screen-revoked").waitFor({ timeout: 20000 });
+    assert.equal(
+      await alice.locator("#revoked-text").textContent(),
+      "Ana’s laptop — Claude Code disconnected this device. To answer here again, ask Ana’s laptop — Claude Code for a new link and open it here.",
+    );
+    await shot("user-revoked", alice);
+
     const origin = new URL(relayUrl).origin;
     assert.deepEqual(seen.filter((u) => !u.startsWith(origin) && !u.startsWith("data:")), [], "nothing fetched elsewhere");
     assert.deepEqual(errors, []);

@@ -461,6 +461,12 @@ async function relaySendsUpdates() {
 function revoked() {
   if (app.stopped) return;
   app.stopped = true;
+  // A Partner-mode user knows the product, not the computer behind it.
+  if (app.device && app.device.user) {
+    const product = app.device.agentName;
+    $("revoked-text").textContent =
+      `${product} disconnected this device. To answer here again, ask ${product} for a new link and open it here.`;
+  }
   app.device = null;
   showScreen("revoked");
 }
