@@ -88,7 +88,11 @@ impl PacerelleServer {
 
     /// Every tool, one router per group (`crate::tools`).
     fn tools() -> ToolRouter<Self> {
-        Self::status_router() + Self::checkpoints_router() + Self::inbox_router() + Self::questions_router()
+        Self::status_router()
+            + Self::checkpoints_router()
+            + Self::inbox_router()
+            + Self::questions_router()
+            + Self::users_router()
     }
 }
 

@@ -1,7 +1,8 @@
 //! The tools, one file per group, each with its own router combined in [`crate::server`]:
 //! [`status`] (`get_status`), [`checkpoints`] (`get_checkpoints`, `save_checkpoint`), [`inbox`]
-//! (`wait_for_messages`, `reply`, `mark_processed`) and [`questions`], the human in the loop (`ask_user`,
-//! `wait_for_answer`, `send_notification`, `cancel_question`).
+//! (`wait_for_messages`, `reply`, `mark_processed`), [`questions`], the human in the loop (`ask_user`,
+//! `wait_for_answer`, `send_notification`, `cancel_question`) and [`users`], Partner mode's users
+//! (`connect_user`, `list_users`, `get_user`, `disconnect_user`).
 //!
 //! Conventions: arguments are camelCase and unknown fields are refused; a malformed call returns
 //! `Err(McpError::invalid_params)`; a call that ran and failed (relay unreachable, lease held elsewhere)
@@ -15,6 +16,7 @@ pub mod checkpoints;
 pub mod inbox;
 pub mod questions;
 pub mod status;
+pub mod users;
 
 use std::sync::{Arc, OnceLock};
 
@@ -81,7 +83,7 @@ pub fn output_reading<T: Serialize>(
     ))
 }
 
-fn to_json<T: Serialize>(value: &T) -> Result<serde_json::Value, McpError> {
+pub(crate) fn to_json<T: Serialize>(value: &T) -> Result<serde_json::Value, McpError> {
     serde_json::to_value(value)
         .map_err(|e| McpError::internal_error(format!("result did not serialise: {e}"), None))
 }

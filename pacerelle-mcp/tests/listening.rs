@@ -14,7 +14,7 @@ use pacerelle_client::{Answer, DeviceClient, ItemKind, MessageState, Presence, Q
 use rmcp::model::{CallToolResult, GetPromptRequestParams, ProtocolVersion};
 use serde_json::json;
 
-const TOOLS: [&str; 10] = [
+const TOOLS: [&str; 14] = [
     "get_status",
     "get_checkpoints",
     "wait_for_messages",
@@ -25,6 +25,10 @@ const TOOLS: [&str; 10] = [
     "wait_for_answer",
     "send_notification",
     "cancel_question",
+    "connect_user",
+    "list_users",
+    "get_user",
+    "disconnect_user",
 ];
 
 #[tokio::test]
@@ -64,7 +68,7 @@ async fn listening_flow(era: Era) {
     let instructions = info.instructions.clone().expect("instructions");
     assert!(instructions.contains("wait_for_messages") && instructions.contains("paired device"));
 
-    // Exactly the ten tools, each with its four annotations and an output schema.
+    // Exactly the fourteen tools, each with its four annotations and an output schema.
     let tools = server.client.list_all_tools().await.expect("list tools");
     let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     names.sort_unstable();

@@ -80,6 +80,10 @@ pub struct TaskView {
     pub sent_at: String,
     /// Delivered before and not marked processed: it may have been started already.
     pub redelivered: bool,
+    /// Partner mode: the externalId of the user whose device sent it (their request, not the owner's
+    /// instruction); absent when the owner sent it. reply answers that user.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<String>,
 }
 
 /// A task whose envelope did not open: not the person's instruction.
@@ -159,6 +163,7 @@ fn wait_result(inbox: Inbox) -> WaitResult {
                 from_name: m.from_name,
                 sent_at: m.sent_at.to_string(),
                 redelivered: m.redelivered,
+                user_id: m.user,
             })
             .collect(),
         rejected: inbox
@@ -200,6 +205,14 @@ fn wait_next_step(result: &WaitResult, timeout: u64) -> String {
                 "{} flagged redelivered: delivered before and not marked processed, so it may have been \
                  started already; check get_checkpoints before repeating an action. ",
                 plural(redelivered, "task is", "tasks are")
+            ));
+        }
+        let from_users = result.messages.iter().filter(|m| m.user_id.is_some()).count();
+        if from_users > 0 {
+            text.push_str(&format!(
+                "{} a userId: sent by that user's device (Partner mode), their request and not the owner's \
+                 instruction; reply answers that user. ",
+                plural(from_users, "task carries", "tasks carry")
             ));
         }
     }
@@ -447,6 +460,7 @@ mod tests {
             from_name: "phone".into(),
             sent_at: "2026-11-30T10:00:00.000Z".into(),
             redelivered: false,
+            user_id: None,
         });
         result.rejected.push(RejectedView {
             message_id: "msg_2".into(),
@@ -473,6 +487,7 @@ mod tests {
                 from_name: "phone".into(),
                 sent_at: "2026-11-30T10:00:00.000Z".into(),
                 redelivered: false,
+                user_id: None,
             }],
             rejected: Vec::new(),
             cursor: Some("c1.AAAAAAAAAAE".into()),

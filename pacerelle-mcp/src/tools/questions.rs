@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::here;
 use crate::server::PacerelleServer;
+use crate::tools::users::{is_user_failure, user_failure};
 use crate::tools::{Args, check_id, failure, input_schema, output, output_reading, relay_failure};
 use crate::wait::{ANSWER_GRACE, Parked, Progress, park, timeout_of};
 
@@ -108,6 +109,9 @@ pub struct AskArgs {
     /// the first answer, here or on the phone, counts, and the other is withdrawn. Default: the server's
     /// setting (PACERELLE_MCP_ALSO_ASK_HERE, off unless set).
     pub also_ask_here: Option<bool>,
+    /// Partner mode: the externalId of the user to ask (connected with connect_user): only that user's
+    /// devices see the question and only their answer counts. Omitted: the person who owns this agent.
+    pub user_id: Option<String>,
 }
 
 /// Arguments of `wait_for_answer`.
@@ -132,6 +136,9 @@ pub struct NotifyArgs {
     pub title: Option<String>,
     /// `info` (default), `warning`, `error` or `success`.
     pub level: Option<LevelArg>,
+    /// Partner mode: the externalId of the user to notify (connected with connect_user): only that user's
+    /// devices receive it. Omitted: the person who owns this agent.
+    pub user_id: Option<String>,
 }
 
 /// Arguments of `cancel_question`.
@@ -332,7 +339,7 @@ pub fn question_request(args: AskArgs) -> Result<QuestionRequest, McpError> {
         expires_in: expires,
         question_id: Some(question_id),
         channels: Vec::new(),
-        user: None,
+        user: args.user_id,
     };
     // The client's checks, with its messages as they are.
     request.check().map_err(|e| match e {
@@ -341,6 +348,9 @@ pub fn question_request(args: AskArgs) -> Result<QuestionRequest, McpError> {
     })?;
     Ok(request)
 }
+
+/// Why a question for a user is not asked at this computer too.
+const FOR_USER_NOT_HERE: &str = "a question for a user is answered on that user's devices only";
 
 /// The sentence every path that is not an approval ends with.
 const NOT_A_YES: &str = "Until wait_for_answer returns approved: true, this is not a yes: do not do what you \
@@ -498,7 +508,8 @@ impl PacerelleServer {
                        exact command or files in details. No answer is a no: a question that expires never \
                        becomes a yes. The same questionId never asks twice. With alsoAskHere the question \
                        is also asked in this host's own dialog when it supports that: the first answer, \
-                       here or on the phone, counts. Does not need the lease.",
+                       here or on the phone, counts. Partner mode: userId (an externalId from connect_user) asks \
+                       that user on their own devices instead. Does not need the lease.",
         output_schema = schema_for_output::<AskResult>(),
         annotations(
             title = "Ask the person on their phone",
@@ -514,11 +525,20 @@ impl PacerelleServer {
         peer: Peer<RoleServer>,
     ) -> Result<CallToolResult, McpError> {
         let state = &self.state;
-        let wanted_here = args.also_ask_here.unwrap_or(state.also_ask_here);
-        let not_here = if wanted_here { here::why_not(&peer) } else { None };
+        // A user's question is answered on that user's devices only: the person at this computer is not them.
+        let for_user = args.user_id.is_some();
+        let wanted_here = !for_user && args.also_ask_here.unwrap_or(state.also_ask_here);
+        let not_here = if wanted_here {
+            here::why_not(&peer)
+        } else if for_user && args.also_ask_here == Some(true) {
+            Some(FOR_USER_NOT_HERE)
+        } else {
+            None
+        };
         let here = wanted_here && not_here.is_none();
         let request = question_request(args)?.answered_at_host(here);
         let question_id = request.question_id.clone().unwrap_or_default();
+        let user = request.user.clone();
         let form = here.then(|| here::Form {
             message: match request.details.as_deref().filter(|d| !d.trim().is_empty()) {
                 Some(details) => format!("{}\n\n{details}", request.question),
@@ -541,6 +561,11 @@ impl PacerelleServer {
                     (None, Some(why)) => ("the person's phone only", Some(why.to_string())),
                     (None, None) => ("the person's phone", None),
                 };
+                let asked_here = where_.contains("here");
+                let where_ = match &user {
+                    Some(user) => format!("the devices of user \"{user}\" only"),
+                    None => where_.to_string(),
+                };
                 let next = format!(
                     "Question sent to {where_}; it expires at {}. Now call wait_for_answer with \
                      questionId \"{}\", again while it is pending. Act only if it returns approved: true; \
@@ -551,12 +576,19 @@ impl PacerelleServer {
                     &AskResult {
                         question_id: asked.question_id,
                         expires_at: asked.expires_at.to_string(),
-                        asked_here: where_.contains("here"),
+                        asked_here,
                         not_asked_here,
                     },
                     next,
                 )
             }
+            Err(e) if user.is_some() && is_user_failure(&e) => user_failure(
+                &state.relay_url,
+                user.as_deref().unwrap_or_default(),
+                "question",
+                "Nothing was asked, so nothing is approved: do not act on what needed their approval.",
+                e,
+            ),
             Err(e) if e.kind() == ErrorKind::NoDevice => failure(no_device_text("a question")),
             Err(e) if e.kind() == ErrorKind::QuestionIdConflict => failure(format!(
                 "questionId \"{question_id}\" already names a different question, so this one was NOT asked and \
@@ -644,8 +676,8 @@ impl PacerelleServer {
         description = "Send a notification to the person's phone, end-to-end encrypted; no answer is \
                        expected: a task finished, an error, something they should know. level: info \
                        (default), warning, error or success. It does not wait and approves nothing: to get a \
-                       decision, use ask_user. Each call sends one more notification. Does not need the \
-                       lease.",
+                       decision, use ask_user. Each call sends one more notification. userId (Partner mode) \
+                       notifies that user's devices instead. Does not need the lease.",
         output_schema = schema_for_output::<NotifyResult>(),
         annotations(
             title = "Notify the person's phone",
@@ -662,13 +694,26 @@ impl PacerelleServer {
         }
         let level = args.level.map_or(Level::Info, Level::from);
         let state = &self.state;
-        match state.client.notify(&args.text, title, level).await {
+        let user = args.user_id.as_deref();
+        match state.client.notify_user(user, &args.text, title, level).await {
             Ok(stored) => output(
                 &NotifyResult {
                     notification_id: stored.id,
                     created_at: stored.created_at.to_string(),
                 },
-                "Notification sent to the person's phone. It expects no answer: carry on.",
+                match user {
+                    Some(user) => format!(
+                        "Notification sent to the devices of user \"{user}\". It expects no answer: carry on."
+                    ),
+                    None => "Notification sent to the person's phone. It expects no answer: carry on.".into(),
+                },
+            ),
+            Err(e) if user.is_some() && is_user_failure(&e) => user_failure(
+                &state.relay_url,
+                user.unwrap_or_default(),
+                "notification",
+                "Nothing was sent.",
+                e,
             ),
             Err(e) if e.kind() == ErrorKind::NoDevice => failure(no_device_text("a notification")),
             Err(e) => relay_failure(&state.relay_url, e),
@@ -737,6 +782,7 @@ mod tests {
             expires_in_seconds: None,
             question_id: None,
             also_ask_here: None,
+            user_id: None,
         }
     }
 
