@@ -107,10 +107,12 @@ pub fn exit_status(outcome: &AnswerOutcome) -> u8 {
     }
 }
 
-fn print_outcome(global: &Global, outcome: &AnswerOutcome) -> Result<()> {
+fn print_outcome(global: &Global, outcome: &AnswerOutcome, user: Option<&str>) -> Result<()> {
     if global.json {
         let mut value = serde_json::to_value(outcome)?;
         value["answerText"] = serde_json::json!(outcome.answer_text());
+        // Whom it was asked of: a user of the agent (Partner mode), or null for the owner.
+        value["user"] = serde_json::json!(user);
         return output::json(&value);
     }
     match (outcome.state, &outcome.answer, &outcome.rejected) {
@@ -241,7 +243,7 @@ async fn ask_and_wait(global: &Global, args: AskArgs) -> Result<u8> {
             }
         }
     };
-    print_outcome(global, &outcome)?;
+    print_outcome(global, &outcome, args.user.as_deref())?;
     Ok(exit_status(&outcome))
 }
 
@@ -391,6 +393,7 @@ pub async fn notify(global: &Global, args: NotifyArgs) -> Result<()> {
     if global.json {
         output::json(&serde_json::json!({
             "notificationId": stored.id, "createdAt": stored.created_at, "created": stored.created,
+            "user": args.user,
         }))
     } else {
         println!("{}", stored.id);

@@ -167,7 +167,10 @@ async fn info(global: &Global) -> Result<()> {
     println!("device:      {} ({})", record.device.name, c.device_id);
     println!("role:        {}", c.role.as_str());
     if let Some(user) = &c.user {
-        println!("user:        {}", answers_for(user, &c.agent_name));
+        println!(
+            "user:        {} ({}): only the questions addressed to them",
+            user.name, user.external_id
+        );
     }
     println!("agent:       {} ({})", c.agent_name, c.agent_id);
     println!("relay:       {}", c.relay_url);

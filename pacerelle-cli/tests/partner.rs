@@ -137,10 +137,28 @@ async fn a_question_for_one_user_reaches_and_is_answered_by_that_users_device_on
     let (bob, said) = join(&homes, bob_link["link"].as_str().expect("link"), "Bob's phone");
     assert!(said.contains("answers for Bob (bob) on Acme Shop"), "{said}");
 
+    // The person at the computer does not answer for a user: --here is refused with --user (a usage error,
+    // exit 3 as for every `ask` error).
+    let out = run({
+        let mut c = homes.agent();
+        c.args(["ask", "--user", "alice", "--here", "Refund order 41?"]);
+        c
+    });
+    assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
+    assert!(stderr(&out).contains("--here"), "{}", stderr(&out));
+
     // The question for alice, asked in the background.
     let asking = homes
         .agent()
-        .args(["ask", "--user", "alice", "Refund order 42?", "--expires", "2m"])
+        .args([
+            "ask",
+            "--user",
+            "alice",
+            "Refund order 42?",
+            "--expires",
+            "2m",
+            "--json",
+        ])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -181,12 +199,12 @@ async fn a_question_for_one_user_reaches_and_is_answered_by_that_users_device_on
         .await
         .expect("join");
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
-    assert_eq!(stdout(&out).trim(), "yes");
-    assert!(
-        stderr(&out).contains("answered by Alice's phone"),
-        "{}",
-        stderr(&out)
-    );
+    let outcome: Value = serde_json::from_slice(&out.stdout).expect("outcome");
+    assert_eq!(outcome["approved"], true, "{outcome}");
+    assert_eq!(outcome["answerText"], "yes", "{outcome}");
+    assert_eq!(outcome["answeredByName"], "Alice's phone", "{outcome}");
+    assert_eq!(outcome["answeredBy"], alice_link["deviceId"], "{outcome}");
+    assert_eq!(outcome["user"], "alice", "{outcome}");
 
     // A notification for bob reaches bob only.
     let out = run({
@@ -230,6 +248,14 @@ async fn a_question_for_one_user_reaches_and_is_answered_by_that_users_device_on
             .starts_with("alice  Alice  connected  devices: 1 paired, 0 waiting, 0 revoked  last answer")),
         "{text}"
     );
+
+    let out = run({
+        let mut c = homes.agent();
+        c.args(["user", "show", "alice"]);
+        c
+    });
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).contains("Alice's phone  paired"), "{}", stdout(&out));
 
     // The answer log filters by user and names the user.
     let log = run({
