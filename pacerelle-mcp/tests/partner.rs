@@ -10,7 +10,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Era, Server, TestRelay, spawn};
+use common::{Era, Server, TestRelay, occurrences, spawn, text};
 use pacerelle_client::core::envelope;
 use pacerelle_client::core::question::{AnswerPayload, answer_aad};
 use pacerelle_client::core::wire::code;
@@ -107,7 +107,12 @@ async fn each_user_answers_only_their_own_questions() {
     assert_eq!(alice_link["externalId"], "alice");
     assert!(alice_link["expiresAt"].is_string(), "{alice_link}");
     let qr = alice_link["qrCode"].as_str().expect("qrCode");
-    assert!(qr.starts_with("data:image/svg+xml;base64,"), "{qr}");
+    let svg = qr
+        .strip_prefix("data:image/svg+xml;base64,")
+        .and_then(|data| data_encoding::BASE64.decode(data.as_bytes()).ok())
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .unwrap_or_else(|| panic!("an SVG data URL: {qr}"));
+    assert!(svg.starts_with("<svg ") && svg.ends_with("</svg>"), "{svg}");
     let alice_id = alice.credentials().device_id.clone();
     let offered = alice
         .credentials()
@@ -125,12 +130,17 @@ async fn each_user_answers_only_their_own_questions() {
         .expect("the offer carries the branding");
     assert_eq!(branding.accent_color.as_deref(), Some("#0a7cff"));
     assert_eq!(branding.icon.as_deref(), Some(ICON));
-    let (_, bob) = connect(
-        &server,
-        json!({"externalId": "bob", "name": "Bob Stone"}),
-        "Bob's phone",
-    )
-    .await;
+    // The text for the model carries the link and leaves the image to structuredContent.
+    let connected = server
+        .call("connect_user", json!({"externalId": "bob", "name": "Bob Stone"}))
+        .await;
+    let bob_link = connected.structured_content.clone().expect("structured");
+    let bob_qr = bob_link["qrCode"].as_str().expect("qrCode");
+    assert_eq!(occurrences(&connected, bob_qr), 1, "{}", text(&connected));
+    assert!(text(&connected).contains(bob_link["link"].as_str().expect("link")));
+    let bob = DeviceClient::join(bob_link["link"].as_str().expect("link"), "Bob's phone")
+        .await
+        .expect("bob opens his link");
     let bob_id = bob.credentials().device_id.clone();
 
     // Malformed branding is refused before anything is created.
