@@ -2,7 +2,10 @@
 
 use anyhow::{Result, anyhow, bail};
 use pacerelle_client::core::wire::code;
-use pacerelle_client::{Answer, ClosedQuestion, OpenedQuestion, QuestionKind, QuestionState, answer_text};
+use pacerelle_client::{
+    Answer, ClosedQuestion, DeviceClient, OpenedQuestion, QuestionKind, QuestionList, QuestionState,
+    answer_text,
+};
 
 use crate::Global;
 use crate::home;
@@ -18,6 +21,8 @@ pub struct AnswerArgs {
     /// A written answer (for a text question).
     #[arg(long, conflicts_with = "values")]
     text: Option<String>,
+    #[command(flatten)]
+    target: crate::device::AgentArg,
 }
 
 /// Turns the command line into an answer that fits the question.
@@ -70,9 +75,7 @@ fn to_answer(q: &OpenedQuestion, values: &[String], text: Option<String>) -> Res
 }
 
 pub async fn answer(global: &Global, args: AnswerArgs) -> Result<()> {
-    let device = home::device_client(global)?;
-    // Reading the questions first lets the client refuse locally an answer that cannot count.
-    let list = device.questions(None).await?;
+    let (device, list) = find_question(global, &args).await?;
     let q = list
         .questions
         .iter()
@@ -116,6 +119,60 @@ pub async fn answer(global: &Global, args: AnswerArgs) -> Result<()> {
     } else {
         println!("answered {}: {}", answered.question_id, answer_text(&counted));
         Ok(())
+    }
+}
+
+/// The device that holds the question and its questions: the only pairing's, the one `--agent` names, or,
+/// with several pairings, the agent whose question it is (reading the questions first lets the client
+/// refuse locally an answer that cannot count).
+async fn find_question(global: &Global, args: &AnswerArgs) -> Result<(DeviceClient, QuestionList)> {
+    let pairings = home::pick(global, args.target.agent.as_deref())?;
+    if let [one] = pairings.as_slice() {
+        let device = home::client_for(global, one)?;
+        let list = device.questions(None).await?;
+        return Ok((device, list));
+    }
+    let mut holders = Vec::new();
+    let mut failed = Vec::new();
+    for pairing in &pairings {
+        let device = home::client_for(global, pairing)?;
+        match device.questions(None).await {
+            Ok(list)
+                if list.questions.iter().any(|q| q.question_id == args.question_id)
+                    || list.rejected.iter().any(|r| r.message_id == args.question_id) =>
+            {
+                holders.push((pairing, device, list))
+            }
+            Ok(_) => {}
+            Err(e) => failed.push(format!("{}: {e}", pairing.label())),
+        }
+    }
+    match holders.len() {
+        1 => {
+            let (_, device, list) = holders.remove(0);
+            Ok((device, list))
+        }
+        0 if failed.is_empty() => Err(output::invalid_input(format!(
+            "no question {} for any paired agent ({}): see `pacerelle inbox`",
+            args.question_id,
+            home::paired_list(&pairings)
+        ))),
+        0 => Err(output::invalid_input(format!(
+            "question {} is not among the readable agents' questions, and some could not be read ({}); \
+             paired with: {}; name the agent with `--agent AGENT_ID|NAME`",
+            args.question_id,
+            failed.join("; "),
+            home::paired_list(&pairings)
+        ))),
+        _ => Err(output::invalid_input(format!(
+            "several paired agents have a question {}: {}; name one with `--agent AGENT_ID|NAME`",
+            args.question_id,
+            holders
+                .iter()
+                .map(|(p, _, _)| p.label())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ))),
     }
 }
 

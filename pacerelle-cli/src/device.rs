@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use anyhow::{Result, anyhow};
+use anyhow::Result;
 use pacerelle_client::{
     Backoff, Channel, ConversationItem, Cursor, DeviceClient, ItemKind, Level, MessageState, OpenedQuestion,
     QuestionKind, QuestionState, Status, answer_text,
@@ -34,9 +34,22 @@ pub enum DeviceCommand {
     },
     /// Show this terminal's device: its agent, its id and role, and the fingerprint of its signing key (to
     /// compare with the one an answer-log export shows), with what the relay records.
-    Info,
-    /// Unpair this terminal: the relay revokes its credential and the local file is removed.
-    Leave,
+    Info(AgentArg),
+    /// Unpair this terminal from one agent: the relay revokes its credential and the local file is removed
+    /// (the pairings with other agents stay).
+    Leave(AgentArg),
+    /// List the agents this terminal is paired with: agent, device, role, user (Partner mode) and the
+    /// agent's presence.
+    List,
+}
+
+/// `--agent`: which paired agent a device-side command acts through.
+#[derive(Debug, Clone, Default, clap::Args)]
+pub struct AgentArg {
+    /// The paired agent, by id or name (see `pacerelle device list`). Needed only when this terminal is
+    /// paired with several agents.
+    #[arg(long, value_name = "AGENT_ID|NAME")]
+    pub agent: Option<String>,
 }
 
 #[derive(Debug, clap::Args)]
@@ -51,6 +64,8 @@ pub struct SendArgs {
     /// Your own message id, to retry safely (one is drawn otherwise).
     #[arg(long)]
     id: Option<String>,
+    #[command(flatten)]
+    target: AgentArg,
 }
 
 #[derive(Debug, clap::Args)]
@@ -58,6 +73,8 @@ pub struct InboxArgs {
     /// Keep listening and print new items as they come.
     #[arg(long)]
     follow: bool,
+    #[command(flatten)]
+    target: AgentArg,
 }
 
 #[derive(Debug, clap::Args)]
@@ -65,18 +82,15 @@ pub struct StatusArgs {
     /// Which credentials to use: the agent's or this terminal's device (default: the agent's if present).
     #[arg(long = "as", value_parser = ["agent", "device"])]
     side: Option<String>,
+    /// On the device side, the paired agent, by id or name (needed only when this terminal is paired with
+    /// several; implies `--as device`).
+    #[arg(long, value_name = "AGENT_ID|NAME")]
+    agent: Option<String>,
 }
 
 pub async fn run(global: &Global, cmd: DeviceCommand) -> Result<()> {
     match cmd {
         DeviceCommand::Join { link, name } => {
-            if let Some(existing) = global.home.read_device()? {
-                return Err(anyhow!(
-                    "this terminal is already paired with agent {} as {}: run `pacerelle device leave` first",
-                    existing.agent_name,
-                    existing.device_id
-                ));
-            }
             let link = match link.as_deref() {
                 Some("-") => secret::from_stdin("pairing link")?.trim().to_string(),
                 Some(link) => link.to_string(),
@@ -88,13 +102,19 @@ pub async fn run(global: &Global, cmd: DeviceCommand) -> Result<()> {
                 }
             };
             let device = DeviceClient::join(&link, &name).await?;
-            global.home.write_device(device.credentials())?;
             let c = device.credentials();
+            // A link of an agent already paired replaces that agent's pairing only; another agent's adds one.
+            let before = global.home.pairings()?;
+            let replaced = before.iter().find(|p| p.creds.agent_id == c.agent_id);
+            let path = global.home.write_pairing(c)?;
+            let paired = before.len() + usize::from(replaced.is_none());
             let fingerprint = device.signing_fingerprint();
             if global.json {
                 let mut out = serde_json::json!({
                     "deviceId": c.device_id, "agentId": c.agent_id, "agentName": c.agent_name, "relayUrl": c.relay_url,
                     "signingFingerprint": fingerprint,
+                    "replacedDeviceId": replaced.map(|p| p.creds.device_id.as_str()),
+                    "pairedAgents": paired,
                 });
                 // Partner mode: the user this device answers for, as the link sealed it.
                 if let Some(user) = &c.user {
@@ -114,20 +134,37 @@ pub async fn run(global: &Global, cmd: DeviceCommand) -> Result<()> {
                 }
                 println!(
                     "credentials and signing key saved in {} (readable by you only)",
-                    global.home.device_path().display()
+                    path.display()
                 );
+                if let Some(old) = replaced {
+                    println!(
+                        "replaced this terminal's earlier pairing with {} (device {}); the agent still lists \
+                         that device until it is revoked",
+                        c.agent_name, old.creds.device_id
+                    );
+                }
+                if paired > 1 {
+                    println!(
+                        "this terminal is paired with {paired} agents: see `pacerelle device list`; name one with \
+                         `--agent` where a command needs it"
+                    );
+                }
                 Ok(())
             }
         }
-        DeviceCommand::Info => info(global).await,
-        DeviceCommand::Leave => {
-            let device = home::device_client(global)?;
+        DeviceCommand::Info(target) => info(global, target.agent.as_deref()).await,
+        DeviceCommand::List => list(global).await,
+        DeviceCommand::Leave(target) => {
+            let (pairing, device) = home::device_client(global, target.agent.as_deref(), "leave one")?;
             let info = device.leave().await?;
-            global.home.remove_device()?;
+            global.home.remove_pairing(&pairing)?;
             if global.json {
                 output::json(&info)
             } else {
-                println!("left: device {} ({}) is revoked", info.name, info.device_id);
+                println!(
+                    "left {}: device {} ({}) is revoked",
+                    pairing.creds.agent_name, info.name, info.device_id
+                );
                 Ok(())
             }
         }
@@ -135,8 +172,8 @@ pub async fn run(global: &Global, cmd: DeviceCommand) -> Result<()> {
 }
 
 /// `pacerelle device info`: the stored credentials (nothing secret) and the relay's record of this device.
-async fn info(global: &Global) -> Result<()> {
-    let device = home::device_client(global)?;
+async fn info(global: &Global, agent: Option<&str>) -> Result<()> {
+    let (_, device) = home::device_client(global, agent, "show its device")?;
     let record = device.info().await?;
     let c = device.credentials();
     let key = device.signing_public_key().map(|k| k.to_b64());
@@ -182,6 +219,58 @@ async fn info(global: &Global) -> Result<()> {
     Ok(())
 }
 
+/// `pacerelle device list`: every paired agent with this terminal's device there, and the agent's presence
+/// as the device status call reports it (null, with the error, when the relay could not tell).
+async fn list(global: &Global) -> Result<()> {
+    let pairings = global.home.pairings()?;
+    let mut rows = Vec::new();
+    for pairing in &pairings {
+        let status = match home::client_for(global, pairing) {
+            Ok(device) => device.status().await.map_err(anyhow::Error::from),
+            Err(e) => Err(e),
+        };
+        let c = &pairing.creds;
+        let (presence, error) = match &status {
+            Ok(s) => (serde_json::to_value(s.presence)?, None),
+            Err(e) => (serde_json::Value::Null, Some(format!("{e:#}"))),
+        };
+        rows.push(serde_json::json!({
+            "agentId": c.agent_id,
+            "agentName": c.agent_name,
+            "deviceId": c.device_id,
+            "role": c.role,
+            "user": c.user,
+            "relayUrl": c.relay_url,
+            "presence": presence,
+            "error": error,
+            "file": pairing.path,
+        }));
+    }
+    if global.json {
+        return output::json(&rows);
+    }
+    if rows.is_empty() {
+        println!("not paired: run `pacerelle device join -` and paste a link from `pacerelle pair`");
+        return Ok(());
+    }
+    for (pairing, row) in pairings.iter().zip(&rows) {
+        let c = &pairing.creds;
+        let presence = match (row["presence"].as_str(), row["error"].as_str()) {
+            (Some(p), _) => p.to_string(),
+            (None, Some(e)) => format!("unknown ({e})"),
+            (None, None) => "unknown".to_string(),
+        };
+        println!("{} ({})", c.agent_name, c.agent_id);
+        println!("  device:    {} ({})", c.device_id, c.role.as_str());
+        if let Some(user) = &c.user {
+            println!("  user:      {} ({})", user.name, user.external_id);
+        }
+        println!("  relay:     {}", c.relay_url);
+        println!("  presence:  {presence}");
+    }
+    Ok(())
+}
+
 /// `answers for Alice (alice) on Acme`: the user a Partner-mode device answers for.
 fn answers_for(user: &pacerelle_client::core::pairing::OfferUser, agent_name: &str) -> String {
     format!(
@@ -197,18 +286,24 @@ pub fn keep_signing_key(global: &Global, device: &DeviceClient) -> Result<()> {
     let Some(seed) = device.credentials_to_store().signing_seed else {
         return Ok(());
     };
-    let Some(mut stored) = global.home.read_device()? else {
+    let agent_id = &device.credentials().agent_id;
+    let Some(mut stored) = global
+        .home
+        .pairings()?
+        .into_iter()
+        .find(|p| &p.creds.agent_id == agent_id)
+    else {
         return Ok(());
     };
-    if stored.signing_seed.is_some() {
+    if stored.creds.signing_seed.is_some() {
         return Ok(());
     }
-    stored.signing_seed = Some(seed);
-    global.home.write_device(&stored)?;
+    stored.creds.signing_seed = Some(seed);
+    global.home.write_pairing(&stored.creds)?;
     if let Some(fingerprint) = device.signing_fingerprint() {
         eprintln!(
             "this device now signs its answers: signing key {fingerprint} saved in {}",
-            global.home.device_path().display()
+            stored.path.display()
         );
     }
     Ok(())
@@ -216,7 +311,7 @@ pub fn keep_signing_key(global: &Global, device: &DeviceClient) -> Result<()> {
 
 pub async fn send(global: &Global, args: SendArgs) -> Result<()> {
     let text = crate::text::argument_or_file("the task", args.text, args.file.as_deref())?;
-    let device = home::device_client(global)?;
+    let (_, device) = home::device_client(global, args.target.agent.as_deref(), "send a task")?;
     let stored = device.send(&text, args.id.as_deref()).await?;
     if global.json {
         output::json(
@@ -251,10 +346,32 @@ struct ItemOut<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     subject_state: Option<pacerelle_client::ItemState>,
     time: pacerelle_client::Timestamp,
+    /// With several paired agents (and no `--agent`): the agent the item belongs to.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    agent_id: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    agent_name: Option<&'a str>,
+}
+
+/// The agent an inbox line is labelled with, when the inbox shows several agents' items.
+#[derive(Debug, Clone)]
+struct Label {
+    agent_id: String,
+    agent_name: String,
+}
+
+fn labelled<'a>(i: &'a ConversationItem, label: Option<&'a Label>) -> ItemOut<'a> {
+    ItemOut {
+        agent_id: label.map(|l| l.agent_id.as_str()),
+        agent_name: label.map(|l| l.agent_name.as_str()),
+        ..item_out(i)
+    }
 }
 
 fn item_out(i: &ConversationItem) -> ItemOut<'_> {
     ItemOut {
+        agent_id: None,
+        agent_name: None,
         id: &i.id,
         kind: i.kind,
         text: &i.text,
@@ -288,8 +405,11 @@ fn question_state(q: &OpenedQuestion) -> String {
     }
 }
 
-fn print_item(i: &ConversationItem) {
-    let when = output::clock(i.created_at);
+fn print_item(i: &ConversationItem, label: Option<&Label>) {
+    let when = match label {
+        Some(l) => format!("{}  [{}]", output::clock(i.created_at), l.agent_name),
+        None => output::clock(i.created_at),
+    };
     match (i.kind, &i.question) {
         (ItemKind::Message, _) => {
             let state = match i.state {
@@ -365,16 +485,19 @@ fn print_item(i: &ConversationItem) {
     }
 }
 
-pub async fn inbox(global: &Global, args: InboxArgs) -> Result<()> {
-    let device = home::device_client(global)?;
+/// Everything a device's conversation holds now, page by page, and the cursor after it.
+async fn read_all(
+    device: &DeviceClient,
+    label: Option<&Label>,
+) -> Result<(Vec<ConversationItem>, Option<Cursor>)> {
     let mut cursor: Option<Cursor> = None;
     let mut all = Vec::new();
-    // Read everything there is now, page by page.
     loop {
         let page = device.conversation(cursor, Duration::ZERO).await?;
         for r in &page.rejected {
+            let of = label.map(|l| format!(" of {}", l.agent_name)).unwrap_or_default();
             eprintln!(
-                "warning: item {} did not open (altered or not for this device); skipped",
+                "warning: item {}{of} did not open (altered or not for this device); skipped",
                 r.message_id
             );
         }
@@ -384,9 +507,62 @@ pub async fn inbox(global: &Global, args: InboxArgs) -> Result<()> {
         // followed (`--follow`).
         all.extend(page.items.into_iter().filter(|i| i.kind != ItemKind::Update));
         if empty {
-            break;
+            return Ok((all, cursor));
         }
     }
+}
+
+fn emit(json: bool, i: &ConversationItem, label: Option<&Label>) -> Result<()> {
+    if json {
+        println!("{}", serde_json::to_string(&labelled(i, label))?);
+    } else {
+        print_item(i, label);
+    }
+    Ok(())
+}
+
+/// Prints a device's new items as they come, until a lasting error.
+async fn follow(
+    json: bool,
+    device: DeviceClient,
+    mut cursor: Option<Cursor>,
+    label: Option<Label>,
+) -> Result<()> {
+    let backoff = Backoff::default();
+    let mut delays = backoff.delays();
+    loop {
+        match device.conversation(cursor, Duration::from_secs(30)).await {
+            Ok(page) => {
+                delays = backoff.delays();
+                page.items
+                    .iter()
+                    .try_for_each(|i| emit(json, i, label.as_ref()))?;
+                cursor = Some(page.cursor);
+            }
+            Err(e) if e.is_transient() => {
+                let pause = delays.next().unwrap_or(backoff.max);
+                let of = label
+                    .as_ref()
+                    .map(|l| format!(" ({})", l.agent_name))
+                    .unwrap_or_default();
+                eprintln!(
+                    "relay unreachable{of}, retrying in {:.1} s: {e}",
+                    pause.as_secs_f64()
+                );
+                tokio::time::sleep(pause).await;
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+pub async fn inbox(global: &Global, args: InboxArgs) -> Result<()> {
+    let pairings = home::pick(global, args.target.agent.as_deref())?;
+    if pairings.len() > 1 {
+        return inbox_of_several(global, args, pairings).await;
+    }
+    let (_, device) = home::device_client(global, args.target.agent.as_deref(), "read its inbox")?;
+    let (all, cursor) = read_all(&device, None).await?;
     if !args.follow {
         if global.json {
             return output::json(&all.iter().map(item_out).collect::<Vec<_>>());
@@ -394,40 +570,95 @@ pub async fn inbox(global: &Global, args: InboxArgs) -> Result<()> {
         if all.is_empty() {
             println!("nothing yet: send a task with `pacerelle send TEXT`");
         }
-        all.iter().for_each(print_item);
+        all.iter().for_each(|i| print_item(i, None));
         return Ok(());
     }
-    let emit = |i: &ConversationItem| -> Result<()> {
-        if global.json {
-            println!("{}", serde_json::to_string(&item_out(i))?);
-        } else {
-            print_item(i);
-        }
-        Ok(())
-    };
-    all.iter().try_for_each(emit)?;
-    let backoff = Backoff::default();
-    let mut delays = backoff.delays();
-    loop {
-        let page = tokio::select! {
-            page = device.conversation(cursor, Duration::from_secs(30)) => page,
-            _ = tokio::signal::ctrl_c() => return Ok(()),
+    all.iter().try_for_each(|i| emit(global.json, i, None))?;
+    tokio::select! {
+        done = follow(global.json, device, cursor, None) => done,
+        _ = tokio::signal::ctrl_c() => Ok(()),
+    }
+}
+
+/// `inbox` with several paired agents and no `--agent`: every agent's items, each labelled with its agent,
+/// the questions still open first, then the rest by time. An agent whose items cannot be read is named in a
+/// warning; the command fails only when none can be read.
+async fn inbox_of_several(global: &Global, args: InboxArgs, pairings: Vec<home::Pairing>) -> Result<()> {
+    let mut items: Vec<(ConversationItem, usize)> = Vec::new();
+    let mut followed = Vec::new();
+    let mut last_error = None;
+    for pairing in &pairings {
+        let label = Label {
+            agent_id: pairing.creds.agent_id.clone(),
+            agent_name: pairing.creds.agent_name.clone(),
         };
-        match page {
-            Ok(page) => {
-                delays = backoff.delays();
-                page.items.iter().try_for_each(emit)?;
-                cursor = Some(page.cursor);
+        let read = match home::client_for(global, pairing) {
+            Ok(device) => read_all(&device, Some(&label)).await.map(|r| (device, r)),
+            Err(e) => Err(e),
+        };
+        match read {
+            Ok((device, (all, cursor))) => {
+                let n = followed.len();
+                items.extend(all.into_iter().map(|i| (i, n)));
+                followed.push((device, cursor, label));
             }
-            Err(e) if e.is_transient() => {
-                let pause = delays.next().unwrap_or(backoff.max);
-                eprintln!("relay unreachable, retrying in {:.1} s: {e}", pause.as_secs_f64());
-                tokio::select! {
-                    _ = tokio::time::sleep(pause) => {}
-                    _ = tokio::signal::ctrl_c() => return Ok(()),
+            Err(e) => {
+                eprintln!(
+                    "warning: the inbox of {} could not be read: {e:#}",
+                    pairing.label()
+                );
+                last_error = Some(e);
+            }
+        }
+    }
+    if followed.is_empty()
+        && let Some(e) = last_error
+    {
+        return Err(e);
+    }
+    let open = |i: &ConversationItem| i.question.as_ref().is_some_and(|q| q.is_open());
+    items.sort_by_key(|(i, _)| (!open(i), i.created_at));
+    if !args.follow {
+        if global.json {
+            return output::json(
+                &items
+                    .iter()
+                    .map(|(i, n)| labelled(i, Some(&followed[*n].2)))
+                    .collect::<Vec<_>>(),
+            );
+        }
+        if items.is_empty() {
+            println!("nothing yet: send a task with `pacerelle send --agent AGENT TEXT`");
+        }
+        items
+            .iter()
+            .for_each(|(i, n)| print_item(i, Some(&followed[*n].2)));
+        return Ok(());
+    }
+    items
+        .iter()
+        .try_for_each(|(i, n)| emit(global.json, i, Some(&followed[*n].2)))?;
+    let mut tasks = tokio::task::JoinSet::new();
+    for (device, cursor, label) in followed {
+        let json = global.json;
+        tasks.spawn(async move {
+            let name = label.agent_name.clone();
+            (name, follow(json, device, cursor, Some(label)).await)
+        });
+    }
+    let mut last_error = None;
+    loop {
+        tokio::select! {
+            done = tasks.join_next() => match done {
+                Some(Ok((name, Err(e)))) => {
+                    eprintln!("warning: stopped following {name}: {e:#}");
+                    last_error = Some(e);
                 }
-            }
-            Err(e) => return Err(e.into()),
+                Some(Ok((_, Ok(())))) => {}
+                Some(Err(e)) => return Err(e.into()),
+                None => return last_error.map_or(Ok(()), Err),
+            },
+            _ = tokio::signal::ctrl_c() => return Ok(()),
         }
     }
 }
@@ -436,15 +667,16 @@ pub async fn status(global: &Global, args: StatusArgs) -> Result<()> {
     let use_agent = match args.side.as_deref() {
         Some("agent") => true,
         Some(_) => false,
+        None if args.agent.is_some() => false,
         None => {
             std::env::var_os("PACERELLE_AGENT_TOKEN").is_some()
-                || (global.home.read_agent()?.is_some() && global.home.read_device()?.is_none())
+                || (global.home.read_agent()?.is_some() && global.home.pairings()?.is_empty())
         }
     };
     let (status, fingerprint) = if use_agent {
         (home::agent_client(global)?.status().await?, None)
     } else {
-        let device = home::device_client(global)?;
+        let (_, device) = home::device_client(global, args.agent.as_deref(), "show its status")?;
         (device.status().await?, device.signing_fingerprint())
     };
     if global.json {
