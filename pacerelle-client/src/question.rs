@@ -472,6 +472,8 @@ impl AgentClient {
                 &plain,
             ),
             envelopes,
+            // In clear beside the sealed addressee, for the integrator's webhooks; the sealed one decides.
+            user_id: payload.user.clone(),
         };
         let view: QuestionView = self
             .inner

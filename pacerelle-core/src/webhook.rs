@@ -124,12 +124,13 @@ mod tests {
     const SECRET: &str = "whsec_0123456789abcdef";
     const NOW: i64 = 1_800_000_000;
 
-    fn body() -> Vec<u8> {
-        let event = WebhookEvent {
+    fn event() -> WebhookEvent {
+        WebhookEvent {
             id: "evt_1".into(),
             event_type: "question.answered".into(),
             created_at: Timestamp(NOW * 1000),
             agent_id: "ag_1".into(),
+            user_id: None,
             question: QuestionView {
                 question_id: "qst_1".into(),
                 kind: QuestionKind::YesNo,
@@ -145,9 +146,13 @@ mod tests {
                 answer_envelope: Some("AQ".into()),
                 cursor: Cursor(1),
                 channel: None,
+                user_id: None,
             },
-        };
-        serde_json::to_vec(&event).expect("json")
+        }
+    }
+
+    fn body() -> Vec<u8> {
+        serde_json::to_vec(&event()).expect("json")
     }
 
     fn now() -> Timestamp {
@@ -244,5 +249,26 @@ mod tests {
             verify_webhook(SECRET, &header, not_event, now(), tol()),
             Err(WebhookError::MalformedBody(_))
         ));
+    }
+
+    #[test]
+    fn the_user_an_event_is_for_is_named_beside_the_agent_and_in_the_question() {
+        // The owner's question: no userId anywhere, as before Partner mode.
+        let owner = String::from_utf8(body()).expect("utf-8");
+        assert!(!owner.contains("userId"), "{owner}");
+        let mut event = event();
+        event.user_id = Some("alice".into());
+        event.question.user_id = Some("alice".into());
+        let b = serde_json::to_vec(&event).expect("json");
+        let json: serde_json::Value = serde_json::from_slice(&b).expect("json");
+        assert_eq!(json["userId"], "alice");
+        assert_eq!(json["question"]["userId"], "alice");
+        let header = sign_webhook(SECRET, NOW, &b);
+        let parsed = verify_webhook(SECRET, &header, &b, now(), tol()).expect("valid");
+        assert_eq!(parsed, event);
+        // A body from a relay that predates user ids parses with none.
+        let header = sign_webhook(SECRET, NOW, &body());
+        let parsed = verify_webhook(SECRET, &header, &body(), now(), tol()).expect("valid");
+        assert_eq!((parsed.user_id, parsed.question.user_id), (None, None));
     }
 }

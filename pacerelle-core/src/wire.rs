@@ -741,6 +741,12 @@ pub struct CreateQuestion {
     pub self_envelope: String,
     /// One envelope per recipient device; at least one, each an active device of this agent.
     pub envelopes: Vec<DeviceEnvelope>,
+    /// The `externalId` of the agent's user the question is for (Partner mode), in clear beside the sealed
+    /// addressee: routing metadata the relay stores and repeats in the question's views and webhook events
+    /// ([`QuestionView::user_id`]). Informational only: who may answer is decided by the agent from the
+    /// sealed question. 1 to 128 characters, no control characters. Absent for the owner's questions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<String>,
 }
 
 /// A question as the agent sees it, with its answer when there is one. Also one line of the answer log.
@@ -780,6 +786,10 @@ pub struct QuestionView {
     /// agent itself). Absent while unanswered, and from relays that predate channels (then `phone`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub channel: Option<Channel>,
+    /// The user it was asked for, as the agent gave it in clear when it asked ([`CreateQuestion::user_id`]):
+    /// informational only, the sealed question decides. Absent for the owner's questions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<String>,
     /// Its position in the agent's stream (the answer log pages by it).
     pub cursor: Cursor,
 }
@@ -941,6 +951,10 @@ pub struct WebhookEvent {
     pub created_at: Timestamp,
     /// The agent.
     pub agent_id: String,
+    /// The user the question was for (Partner mode): the question's `userId`, repeated beside the agent for
+    /// routing. As the agent gave it in clear, informational only. Absent for the owner's questions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user_id: Option<String>,
     /// The question, with its sealed content (metadata in clear).
     pub question: QuestionView,
 }

@@ -323,6 +323,8 @@ pub(crate) struct NewQuestion<'a> {
     pub expires_at: Timestamp,
     pub self_envelope: &'a str,
     pub envelopes: &'a [pacerelle_core::wire::DeviceEnvelope],
+    /// The user it is for, as the agent gave it in clear (checked): stored and shown, never used to route.
+    pub user_id: Option<&'a str>,
 }
 
 /// Outcome of storing a question or a notification.

@@ -95,6 +95,10 @@ pub(crate) async fn create(
     check_id("question id", &body.question_id)?;
     check_envelope("selfEnvelope", &body.self_envelope)?;
     check_recipients(&body.envelopes)?;
+    if let Some(user_id) = &body.user_id {
+        pacerelle_core::roster::check_external_id(user_id)
+            .map_err(|e| AppError::invalid_input(format!("userId: {e}")))?;
+    }
     // A retry gets the stored question even once its expiry has passed.
     if let Some(view) = state
         .store
@@ -116,6 +120,7 @@ pub(crate) async fn create(
         expires_at: body.expires_at,
         self_envelope: &body.self_envelope,
         envelopes: &body.envelopes,
+        user_id: body.user_id.as_deref(),
     };
     let max_open = state.config.quotas.max_open_questions;
     let item = match state

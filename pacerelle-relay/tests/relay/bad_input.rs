@@ -220,6 +220,35 @@ async fn bad_question_log_and_webhook_input_gets_stable_codes() {
         .post("/v1/agent/questions", &agent.bearer, &body)
         .await
         .error(StatusCode::BAD_REQUEST, code::INVALID_INPUT);
+    // The user it is for, in clear: an externalId (1 to 128 characters, no control characters) or nothing.
+    let mut body = seal_question(&agent, "for-a-user", &payload, &[&phone]);
+    for user_id in [
+        String::new(),
+        "   ".into(),
+        "ali\u{7}ce".into(),
+        "line\nbreak".into(),
+        "u".repeat(129),
+    ] {
+        body.user_id = Some(user_id.clone());
+        let refused = relay
+            .post("/v1/agent/questions", &agent.bearer, &body)
+            .await
+            .error(StatusCode::BAD_REQUEST, code::INVALID_INPUT);
+        assert!(refused.error.contains("userId"), "{}", refused.error);
+    }
+    relay
+        .request(
+            Method::POST,
+            "/v1/agent/questions",
+            Some(&agent.bearer),
+            &[],
+            Some(
+                br#"{"questionId":"k","kind":"yes_no","expiresAt":"2030-01-01T00:00:00Z","selfEnvelope":"AQ","envelopes":[],"userId":7}"#
+                    .to_vec(),
+            ),
+        )
+        .await
+        .error(StatusCode::BAD_REQUEST, code::INVALID_JSON);
     relay
         .request(
             Method::POST,

@@ -422,7 +422,8 @@ pub fn yes_no(text: &str, devices: &[&Device], expires_in_ms: i64) -> QuestionPa
     }
 }
 
-/// The question sealed as the agent side does it: once for itself, once for each recipient.
+/// The question sealed as the agent side does it: once for itself, once for each recipient, with the
+/// payload's user in clear.
 pub fn seal_question(
     agent: &Agent,
     question_id: &str,
@@ -445,6 +446,8 @@ pub fn seal_question(
                 envelope: envelope::seal_json(&d.key, &question_aad(&agent.id, &d.id, question_id), payload),
             })
             .collect(),
+        // In clear beside the sealed addressee, as the agent side sends it.
+        user_id: payload.user.clone(),
     }
 }
 

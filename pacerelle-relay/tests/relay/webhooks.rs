@@ -12,8 +12,8 @@ use axum::http::{HeaderMap, StatusCode as AxumStatus};
 use pacerelle_core::Timestamp;
 use pacerelle_core::question::{Answer, Channel, QuestionState};
 use pacerelle_core::wire::{
-    DeliveryLog, DeviceQuestion, EVENT_ID_HEADER, QuestionView, SIGNATURE_HEADER, SetWebhook, WebhookEvent,
-    WebhookInfo,
+    AnswerLog, DeliveryLog, DeviceQuestion, EVENT_ID_HEADER, QuestionView, SIGNATURE_HEADER, SetWebhook,
+    WebhookEvent, WebhookInfo,
 };
 use pacerelle_relay::{Config, Quotas, WebhookSettings};
 use reqwest::Method;
@@ -23,7 +23,7 @@ use tokio::task::JoinHandle;
 
 use crate::common::{
     Agent, TestRelay, answer, answer_at_host, ask, db_path, eventually, fast_webhooks, pair, register,
-    seal_host_answer, start_in, start_with_settings,
+    seal_host_answer, seal_question, start_in, start_with_settings, yes_no,
 };
 
 const SECRET: &str = "whsec_test_0123456789abcdef";
@@ -249,6 +249,101 @@ async fn an_answer_at_the_computer_sends_one_answered_event_with_channel_host() 
     assert_eq!(raw["question"]["channel"], "host");
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(receiver.received().len(), 1, "one event for the question");
+}
+
+#[tokio::test]
+async fn a_question_for_a_user_names_that_user_in_its_views_and_events_and_the_owners_names_none() {
+    let dir = tempfile::tempdir().expect("a directory");
+    let relay = start_in(dir, fast_webhooks()).await;
+    let agent = register(&relay).await;
+    let phone = pair(&relay, &agent).await;
+    let receiver = Receiver::start().await;
+    set_webhook(&relay, &agent, &receiver.url()).await;
+
+    // Asked for alice: the agent sends her externalId in clear beside the sealed question.
+    let mut payload = yes_no("may I pay the invoice?", &[&phone], 600_000);
+    payload.user = Some("alice".into());
+    let body = seal_question(&agent, "qu", &payload, &[&phone]);
+    assert_eq!(body.user_id.as_deref(), Some("alice"));
+    let created = relay.post("/v1/agent/questions", &agent.bearer, &body).await;
+    assert_eq!(created.status, reqwest::StatusCode::CREATED);
+    assert_eq!(created.body["userId"], "alice");
+    let created: QuestionView = created.ok();
+    assert_eq!(created.user_id.as_deref(), Some("alice"));
+    // A retry under the same id gets the question as first stored, as for its other clear metadata.
+    for user_id in [None, Some("bob")] {
+        let mut retry = body.clone();
+        retry.user_id = user_id.map(str::to_string);
+        let again = relay.post("/v1/agent/questions", &agent.bearer, &retry).await;
+        assert_eq!(again.status, reqwest::StatusCode::OK);
+        assert_eq!(again.ok::<QuestionView>(), created);
+    }
+    // Another for alice, cancelled; and the owner's, with no user.
+    let cancelled = seal_question(&agent, "qc", &payload, &[&phone]);
+    relay
+        .post("/v1/agent/questions", &agent.bearer, &cancelled)
+        .await
+        .ok::<QuestionView>();
+    let (_, owner) = ask(&relay, &agent, "qo", &[&phone], 600_000).await;
+    assert_eq!(owner.user_id, None);
+    let raw = relay.get("/v1/agent/questions/qo", &agent.bearer).await;
+    assert!(!raw.body.to_string().contains("userId"), "{}", raw.body);
+
+    // The agent's view and its answer log carry it.
+    let view: QuestionView = relay.get("/v1/agent/questions/qu", &agent.bearer).await.ok();
+    assert_eq!(view.user_id.as_deref(), Some("alice"));
+    let log: AnswerLog = relay.get("/v1/agent/questions", &agent.bearer).await.ok();
+    let users: Vec<(&str, Option<&str>)> = log
+        .questions
+        .iter()
+        .map(|q| (q.question_id.as_str(), q.user_id.as_deref()))
+        .collect();
+    assert_eq!(
+        users,
+        [("qo", None), ("qc", Some("alice")), ("qu", Some("alice"))]
+    );
+
+    answer(&relay, &phone, "qu", Answer::Yes)
+        .await
+        .ok::<DeviceQuestion>();
+    answer(&relay, &phone, "qo", Answer::No)
+        .await
+        .ok::<DeviceQuestion>();
+    cancel(&relay, &agent, "qc").await;
+
+    let got = eventually(30, "three events", || async {
+        let got = receiver.received();
+        (got.len() >= 3).then_some(got)
+    })
+    .await;
+    let mut by_question = std::collections::HashMap::new();
+    for r in &got {
+        let event = verify(r, SECRET).expect("a valid signature");
+        let text = String::from_utf8(r.body.clone()).expect("utf-8");
+        by_question.insert(event.question.question_id.clone(), (event, text));
+    }
+    let (qu, text) = &by_question["qu"];
+    assert_eq!(qu.event_type, "question.answered");
+    assert!(text.contains(r#""userId":"alice""#), "{text}");
+    let raw: serde_json::Value = serde_json::from_str(text).expect("json");
+    assert_eq!(raw["userId"], "alice");
+    assert_eq!(raw["question"]["userId"], "alice");
+    assert_eq!(qu.user_id.as_deref(), Some("alice"));
+    assert_eq!(qu.question.user_id.as_deref(), Some("alice"));
+    let (qc, text) = &by_question["qc"];
+    assert_eq!(qc.event_type, "question.cancelled");
+    assert_eq!(
+        (qc.user_id.as_deref(), qc.question.user_id.as_deref()),
+        (Some("alice"), Some("alice"))
+    );
+    assert!(text.contains(r#""userId":"alice""#), "{text}");
+    let (qo, text) = &by_question["qo"];
+    assert_eq!(qo.event_type, "question.answered");
+    assert!(!text.contains("userId"), "{text}");
+    assert_eq!(
+        (qo.user_id.as_deref(), qo.question.user_id.as_deref()),
+        (None, None)
+    );
 }
 
 #[tokio::test]

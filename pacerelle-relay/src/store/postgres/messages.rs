@@ -1047,6 +1047,7 @@ pub(super) mod tests {
             expires_at: Timestamp(T0 + 60_000),
             self_envelope: "SELF",
             envelopes: &only_dv1,
+            user_id: None,
         };
         let put = store
             .put_question("ag_1", &q, 100, Timestamp(T0))

@@ -39,7 +39,8 @@ macro_rules! columns {
         "i.seq, i.item_id, q.agent_id, q.kind, q.state, i.created_at, q.expires_at, q.closed_at,
          COALESCE(i.envelope, '') AS self_envelope,
          (SELECT string_agg(ie.device_id, ',') FROM item_envelopes ie WHERE ie.item_seq = i.seq) AS recipients,
-         q.answered_by, q.answered_by_name, q.answered_at, q.answer_envelope, q.answer_copy, q.channel"
+         q.answered_by, q.answered_by_name, q.answered_at, q.answer_envelope, q.answer_copy, q.channel,
+         q.user_id"
     };
 }
 
@@ -111,6 +112,7 @@ pub(super) struct QuestionRow {
     answer_envelope: Option<String>,
     answer_copy: Option<String>,
     channel: Option<String>,
+    user_id: Option<String>,
 }
 
 /// A question and the envelope sealed for one device.
@@ -185,6 +187,7 @@ impl QuestionRow {
             answered_by_name: self.answered_by_name,
             answered_at: self.answered_at.map(ts),
             answer_envelope: self.answer_envelope,
+            user_id: self.user_id,
             cursor: cursor(self.seq),
         })
     }
@@ -344,13 +347,15 @@ async fn put_question_in(
     insert_envelopes(&mut *conn, seq, q.envelopes).await?;
     let record = QuestionRecord::new(q.expires_at);
     sqlx::query(
-        "INSERT INTO questions (item_seq, agent_id, kind, state, expires_at) VALUES ($1, $2, $3, $4, $5)",
+        "INSERT INTO questions (item_seq, agent_id, kind, state, expires_at, user_id)
+         VALUES ($1, $2, $3, $4, $5, $6)",
     )
     .bind(seq)
     .bind(agent_id)
     .bind(q.kind.as_str())
     .bind(record.state.as_str())
     .bind(record.expires_at.millis())
+    .bind(q.user_id)
     .execute(&mut *conn)
     .await?;
     super::push::enqueue(&mut *conn, agent_id, seq, now).await?;
@@ -935,6 +940,7 @@ pub(super) mod tests {
             expires_at: Timestamp(expires_at),
             self_envelope: "AAAA",
             envelopes: &envelopes,
+            user_id: None,
         };
         store
             .put_question("ag_1", &q, max_open, Timestamp(T0))
@@ -967,6 +973,97 @@ pub(super) mod tests {
         .fetch_one(&store.pool)
         .await
         .expect("a row")
+    }
+
+    #[tokio::test]
+    async fn migrating_a_version_3_database_gives_its_questions_no_user_and_stores_the_user_of_new_ones() {
+        let Some(url) = database().await else {
+            return;
+        };
+        let pool = sqlx::postgres::PgPoolOptions::new()
+            .max_connections(1)
+            .connect(&url)
+            .await
+            .expect("connects");
+        super::super::MIGRATOR.run_to(3, &pool).await.expect("migrated");
+        for sql in [
+            "INSERT INTO agents (agent_id, name, auth_hash, created_at) VALUES ('ag_1', 'laptop', '\\x01', 1)",
+            "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
+             VALUES ('dv_1', 'ag_1', 'phone', 'owner', '\\x00', 1)",
+            // The first of the sequence: seq 1.
+            "INSERT INTO items (agent_id, kind, item_id, envelope, created_at)
+             VALUES ('ag_1', 'question', 'q1', 'SELF', 2)",
+            "INSERT INTO item_envelopes (item_seq, device_id, envelope) VALUES (1, 'dv_1', 'Q1')",
+            "INSERT INTO questions (item_seq, agent_id, kind, state, expires_at)
+             VALUES (1, 'ag_1', 'yes_no', 'pending', 9000000000000)",
+        ] {
+            sqlx::query(sql).execute(&pool).await.expect(sql);
+        }
+        pool.close().await;
+
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let store = open(&url, &dir).await;
+        let now = Timestamp(10);
+        let q1 = store
+            .question("ag_1", "q1", now)
+            .await
+            .expect("ok")
+            .expect("found");
+        assert_eq!((q1.state, q1.user_id), (QuestionState::Pending, None));
+
+        let envelopes = [DeviceEnvelope {
+            device_id: "dv_1".into(),
+            envelope: "AQID".into(),
+        }];
+        let mut q = NewQuestion {
+            question_id: "q2",
+            kind: QuestionKind::YesNo,
+            expires_at: Timestamp(9_000_000_000_000),
+            self_envelope: "AAAA",
+            envelopes: &envelopes,
+            user_id: Some("alice"),
+        };
+        let put = store.put_question("ag_1", &q, u32::MAX, now).await.expect("ok");
+        let QuestionPut::Item(item) = put else {
+            panic!("stored");
+        };
+        let ItemPut::Stored(created, true) = *item else {
+            panic!("stored now");
+        };
+        assert_eq!(created.user_id.as_deref(), Some("alice"));
+        let stored: Option<String> = sqlx::query_scalar(
+            "SELECT user_id FROM questions q JOIN items i ON i.seq = q.item_seq WHERE i.item_id = 'q2'",
+        )
+        .fetch_one(&store.pool)
+        .await
+        .expect("a row");
+        assert_eq!(stored.as_deref(), Some("alice"));
+        // The same id again is the question as first stored.
+        q.user_id = Some("bob");
+        let again = store.put_question("ag_1", &q, u32::MAX, now).await.expect("ok");
+        assert!(
+            matches!(again, QuestionPut::Item(item) if matches!(*item, ItemPut::Stored(ref v, false) if *v == created))
+        );
+        let log = store
+            .answer_log(
+                "ag_1",
+                &LogQuery {
+                    state: StateFilter::All,
+                    since: None,
+                    until: None,
+                    before: None,
+                    limit: 10,
+                },
+                now,
+            )
+            .await
+            .expect("ok");
+        let users: Vec<(&str, Option<&str>)> = log
+            .questions
+            .iter()
+            .map(|v| (v.question_id.as_str(), v.user_id.as_deref()))
+            .collect();
+        assert_eq!(users, [("q2", Some("alice")), ("q1", None)]);
     }
 
     #[tokio::test]

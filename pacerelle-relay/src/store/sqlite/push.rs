@@ -357,6 +357,7 @@ mod tests {
             expires_at: Timestamp(T0 + 60_000),
             self_envelope: "SELF",
             envelopes: &envelopes(&["dv_1", "dv_3"]),
+            user_id: None,
         };
         store
             .put_question("ag_1", &q, u32::MAX, now)

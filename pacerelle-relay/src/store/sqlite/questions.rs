@@ -32,7 +32,8 @@ macro_rules! columns {
         "i.seq, i.item_id, q.agent_id, q.kind, q.state, i.created_at, q.expires_at, q.closed_at,
          COALESCE(i.envelope, '') AS self_envelope,
          (SELECT group_concat(device_id, ',') FROM item_envelopes WHERE item_seq = i.seq) AS recipients,
-         q.answered_by, q.answered_by_name, q.answered_at, q.answer_envelope, q.answer_copy, q.channel"
+         q.answered_by, q.answered_by_name, q.answered_at, q.answer_envelope, q.answer_copy, q.channel,
+         q.user_id"
     };
 }
 
@@ -87,6 +88,7 @@ pub(super) struct QuestionRow {
     answer_envelope: Option<String>,
     answer_copy: Option<String>,
     channel: Option<String>,
+    user_id: Option<String>,
 }
 
 /// A question and the envelope sealed for one device.
@@ -117,6 +119,7 @@ impl QuestionRow {
             answer_envelope: r.get("answer_envelope")?,
             answer_copy: r.get("answer_copy")?,
             channel: r.get("channel")?,
+            user_id: r.get("user_id")?,
         })
     }
 
@@ -182,6 +185,7 @@ impl QuestionRow {
             answered_by_name: self.answered_by_name,
             answered_at: self.answered_at.map(ts),
             answer_envelope: self.answer_envelope,
+            user_id: self.user_id,
             cursor: cursor(self.seq),
         })
     }
@@ -361,6 +365,7 @@ impl SqliteStore {
         let self_envelope = q.self_envelope.to_string();
         let envelopes = q.envelopes.to_vec();
         let (kind, expires_at) = (q.kind, q.expires_at);
+        let user_id = q.user_id.map(str::to_string);
         self.write(move |conn| {
             if let Some(row) = row_of(conn, &agent_id, &question_id)? {
                 return Ok(QuestionPut::Item(Box::new(ItemPut::Stored(
@@ -385,15 +390,16 @@ impl SqliteStore {
             insert_envelopes(conn, seq, &envelopes)?;
             let record = QuestionRecord::new(expires_at);
             conn.prepare_cached(
-                "INSERT INTO questions (item_seq, agent_id, kind, state, expires_at)
-                     VALUES (?1, ?2, ?3, ?4, ?5)",
+                "INSERT INTO questions (item_seq, agent_id, kind, state, expires_at, user_id)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )?
             .execute(params![
                 seq,
                 agent_id,
                 kind.as_str(),
                 record.state.as_str(),
-                record.expires_at.millis()
+                record.expires_at.millis(),
+                user_id
             ])?;
             super::push::enqueue(conn, &agent_id, seq, now)?;
             let view = row_at(conn, seq)?.view(now)?;
@@ -820,6 +826,7 @@ mod tests {
             expires_at: Timestamp(expires_at),
             self_envelope: "AAAA",
             envelopes: &envelopes,
+            user_id: None,
         };
         let put = store
             .put_question("ag_1", &q, u32::MAX, Timestamp(T0))
@@ -1051,6 +1058,87 @@ mod tests {
             .await
             .expect("ok");
         assert!(matches!(missing, Transition::NotFound));
+    }
+
+    #[tokio::test]
+    async fn migrating_a_version_13_database_gives_its_questions_no_user_and_stores_the_user_of_new_ones() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("v13.db");
+        let pool = super::super::tests::database_at(&path, 13).await;
+        for sql in [
+            "INSERT INTO agents (agent_id, name, auth_hash, created_at) VALUES ('ag_1', 'laptop', x'01', 1)",
+            "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
+             VALUES ('dv_1', 'ag_1', 'phone', 'owner', x'00', 1)",
+            "INSERT INTO items (agent_id, kind, item_id, envelope, created_at) VALUES ('ag_1', 'question', 'q1', 'SELF', 2)",
+            "INSERT INTO item_envelopes (item_seq, device_id, envelope) VALUES (1, 'dv_1', 'Q1')",
+            "INSERT INTO questions (item_seq, agent_id, kind, state, expires_at)
+             VALUES (1, 'ag_1', 'yes_no', 'pending', 9000000000000)",
+        ] {
+            sqlx::query(sql).execute(&pool).await.expect(sql);
+        }
+        pool.close().await;
+
+        let store = SqliteStore::open(&path).await.expect("migrates");
+        let now = Timestamp(10);
+        let q1 = store
+            .question("ag_1", "q1", now)
+            .await
+            .expect("ok")
+            .expect("found");
+        assert_eq!((q1.state, q1.user_id), (QuestionState::Pending, None));
+
+        let envelopes = [DeviceEnvelope {
+            device_id: "dv_1".into(),
+            envelope: "AQID".into(),
+        }];
+        let mut q = NewQuestion {
+            question_id: "q2",
+            kind: QuestionKind::YesNo,
+            expires_at: Timestamp(9_000_000_000_000),
+            self_envelope: "AAAA",
+            envelopes: &envelopes,
+            user_id: Some("alice"),
+        };
+        let put = store.put_question("ag_1", &q, u32::MAX, now).await.expect("ok");
+        let QuestionPut::Item(item) = put else {
+            panic!("stored");
+        };
+        let ItemPut::Stored(created, true) = *item else {
+            panic!("stored now");
+        };
+        assert_eq!(created.user_id.as_deref(), Some("alice"));
+        let stored: Option<String> = sqlx::query_scalar("SELECT user_id FROM questions WHERE item_seq = ?1")
+            .bind(seq_of(created.cursor))
+            .fetch_one(&store.read)
+            .await
+            .expect("a row");
+        assert_eq!(stored.as_deref(), Some("alice"));
+        // The same id again is the question as first stored.
+        q.user_id = Some("bob");
+        let again = store.put_question("ag_1", &q, u32::MAX, now).await.expect("ok");
+        assert!(
+            matches!(again, QuestionPut::Item(item) if matches!(*item, ItemPut::Stored(ref v, false) if *v == created))
+        );
+        let log = store
+            .answer_log(
+                "ag_1",
+                &LogQuery {
+                    state: StateFilter::All,
+                    since: None,
+                    until: None,
+                    before: None,
+                    limit: 10,
+                },
+                now,
+            )
+            .await
+            .expect("ok");
+        let users: Vec<(&str, Option<&str>)> = log
+            .questions
+            .iter()
+            .map(|v| (v.question_id.as_str(), v.user_id.as_deref()))
+            .collect();
+        assert_eq!(users, [("q2", Some("alice")), ("q1", None)]);
     }
 
     #[tokio::test]

@@ -266,6 +266,7 @@ mod tests {
             expires_at: Timestamp(expires_at),
             self_envelope: "AAAA",
             envelopes: &envelopes,
+            user_id: None,
         };
         let put = store
             .put_question("ag_1", &q, u32::MAX, Timestamp(at))

@@ -158,6 +158,7 @@ pub(super) fn queue_event(
         event_type: event_type.to_string(),
         created_at: now,
         agent_id: agent_id.to_string(),
+        user_id: question.user_id.clone(),
         question,
     };
     let body = serde_json::to_string(&event).map_err(|e| StoreError::Internal(Box::new(e)))?;
