@@ -134,18 +134,19 @@ const question = (id) => page.locator(`li.question[data-id="${id}"]`);
 
 // ── push: what the browser's push service would hand to the service worker ─────────────────────
 
-/** Every item of the conversation, read by the page with the device's own token, as the app reads them. */
-async function deviceItems() {
-  return page.evaluate(async () => {
+/**
+ * Every item of the conversation, read by the page with the device's own token, as the app reads them: the device of
+ * the pairing the app shows, or of agent `agent`'s.
+ */
+async function deviceItems(agent = null) {
+  return page.evaluate(async (agent) => {
     const db = await new Promise((resolve, reject) => {
       const req = indexedDB.open("pacerelle");
       req.onsuccess = () => resolve(req.result);
       req.onerror = () => reject(req.error);
     });
-    const device = await new Promise((resolve) => {
-      const req = db.transaction("kv").objectStore("kv").get("device");
-      req.onsuccess = () => resolve(req.result);
-    });
+    // The pairing the app shows (one per agent is kept, at "pairing:<agentId>"), or agent's.
+    const device = await (await import("/app/store.js")).loadDevice(agent || undefined);
     db.close();
     const items = [];
     let cursor = null;
@@ -158,13 +159,13 @@ async function deviceItems() {
       if (page.items.length < 200) return items;
       cursor = page.cursor;
     }
-  });
+  }, agent);
 }
 
-/** The conversation item `find` selects, once the relay has it. */
-async function deviceItem(find, what) {
+/** The conversation item `find` selects, once the relay has it (in agent `agent`'s conversation, when given). */
+async function deviceItem(find, what, agent = null) {
   for (let i = 0; i < 100; i++) {
-    const item = (await deviceItems()).find(find);
+    const item = (await deviceItems(agent)).find(find);
     if (item) return item;
     await page.waitForTimeout(200);
   }
@@ -339,10 +340,8 @@ async function storedSigning(target = page) {
       req.onsuccess = () => resolve(req.result);
       req.onerror = () => reject(req.error);
     });
-    const device = await new Promise((resolve) => {
-      const req = db.transaction("kv").objectStore("kv").get("device");
-      req.onsuccess = () => resolve(req.result);
-    });
+    // The pairing the app shows (one per agent is kept, at "pairing:<agentId>").
+    const device = await (await import("/app/store.js")).loadDevice();
     db.close();
     const s = device && device.signing;
     if (!s) return null;
@@ -394,7 +393,7 @@ async function sealedAnswer(questionId, target = page) {
           const req = db.transaction("kv").objectStore("kv").get(key);
           req.onsuccess = () => resolve(req.result);
         });
-      const device = await get("device");
+      const device = await (await import("/app/store.js")).loadDevice();
       const envelope = await get(`answer:${questionId}`);
       db.close();
       if (!envelope) return null;
@@ -551,10 +550,8 @@ test("opening a pairing link pairs the browser", async () => {
       req.onsuccess = () => resolve(req.result);
       req.onerror = () => reject(req.error);
     });
-    const device = await new Promise((resolve) => {
-      const req = db.transaction("kv").objectStore("kv").get("device");
-      req.onsuccess = () => resolve(req.result);
-    });
+    // The pairing the app shows (one per agent is kept, at "pairing:<agentId>").
+    const device = await (await import("/app/store.js")).loadDevice();
     let exported = true;
     try {
       await crypto.subtle.exportKey("raw", device.key);
@@ -1079,10 +1076,8 @@ async function storedPairing(target) {
       req.onsuccess = () => resolve(req.result);
       req.onerror = () => reject(req.error);
     });
-    const device = await new Promise((resolve) => {
-      const req = db.transaction("kv").objectStore("kv").get("device");
-      req.onsuccess = () => resolve(req.result);
-    });
+    // The pairing the app shows (one per agent is kept, at "pairing:<agentId>").
+    const device = await (await import("/app/store.js")).loadDevice();
     db.close();
     return { deviceId: device.deviceId, role: device.role, user: device.user, branding: device.branding };
   });
@@ -1723,6 +1718,201 @@ test("over HTTPS (`pacerelle serve --tls-cert --tls-key`), the app runs in a sec
   await other.locator("#screen-unpaired").waitFor();
   assert.deepEqual(await other.evaluate(() => [window.isSecureContext, typeof crypto.subtle.encrypt]), [true, "function"]);
   await other.close();
+});
+
+test("one browser paired with two agents: a switcher, the questions of both answered in one view, an overview; unpairing one leaves the other answering", async () => {
+  // A second agent, in a home of its own (another computer, say: a server).
+  const serverHome = path.join(work, "home-server");
+  mkdirSync(serverHome, { recursive: true });
+  const onServer = (args) => start(PACERELLE, args, { PACERELLE_HOME: serverHome, PACERELLE_RELAY_URL: relayUrl });
+  const serverJson = async (args) => {
+    const child = onServer(["--json", ...args]);
+    assert.equal(await exitOf(child), 0, `pacerelle ${args.join(" ")} failed: ${child.err}`);
+    return JSON.parse(child.out);
+  };
+  const laptopName = "Ana’s laptop — Claude Code";
+  const serverName = "Ana’s server";
+  const server = await serverJson(["agent", "create", "--name", serverName]);
+  const link = await serverJson(["pair", "--name", "phone"]);
+
+  // Pairing with the second agent adds it: the first stays paired, and the confirmation says so.
+  await page.goto(link.link);
+  await page.locator("#pair-form").waitFor();
+  assert.equal(await page.locator("#pair-agent").textContent(), serverName);
+  assert.match(await page.locator("#pair-replace").textContent(), new RegExp(`also paired with “${laptopName}”.*added beside it`));
+  await page.locator("#pair-name").fill("Ana’s phone");
+  await page.locator("#pair-submit").click();
+  await page.locator("#screen-conversation").waitFor();
+  assert.equal(await page.locator("#agent-name").textContent(), serverName);
+
+  // The switcher lists both agents, each with its presence dot.
+  const tabs = page.locator("#agents .agent-tab");
+  await page.locator("#agents").waitFor();
+  assert.deepEqual(await tabs.locator(".agent-tab-name").allTextContents(), [laptopName, serverName]);
+  assert.equal(await tabs.locator(".dot").count(), 2);
+  assert.equal(await page.locator(`#agents .agent-tab[data-agent-id="${server.agentId}"]`).getAttribute("aria-current"), "page");
+  const stored = await page.evaluate(async () => (await (await import("/app/store.js")).listDevices()).map((d) => d.agentId));
+  assert.deepEqual(stored.sort(), [agentId, server.agentId].sort());
+
+  // A question from each agent: opening the app shows them first, together, each labelled with its agent.
+  const fromLaptop = ask(["Ship the laptop build?", "--id", "qst_multi_laptop"]);
+  const fromServer = onServer(["ask", "Restart the server's database?", "--id", "qst_multi_server"]);
+  const pending = (id) => page.locator(`#pending-list li.pending-question[data-id="${id}"]`);
+  for (let i = 0; ; i++) {
+    await page.goto(`${relayUrl}/`);
+    await page.waitForFunction(() => ["conversation", "pending"].includes(document.body.dataset.screen));
+    await page.waitForTimeout(300);
+    if ((await pending("qst_multi_laptop").count()) === 1 && (await pending("qst_multi_server").count()) === 1) break;
+    assert.ok(i < 40, "the two questions never appeared in the pending view");
+    await page.waitForTimeout(500);
+  }
+  assert.equal(await page.locator("#screen-pending").isVisible(), true);
+  assert.equal(await pending("qst_multi_laptop").locator(".pending-agent").textContent(), laptopName);
+  assert.equal(await pending("qst_multi_server").locator(".pending-agent").textContent(), serverName);
+  assert.equal(await pending("qst_multi_server").locator(".q-text").textContent(), "Restart the server's database?");
+  await shot("pending-several-agents");
+
+  // A push names its agent and device: the worker finds that pairing among those kept here, and the notification
+  // names that agent; a tap opens that agent's conversation on the question.
+  for (const [agent, device, name, id] of [
+    [agentId, deviceId, laptopName, "qst_multi_laptop"],
+    [server.agentId, link.deviceId, serverName, "qst_multi_server"],
+  ]) {
+    const item = await deviceItem((i) => i.kind === "question" && i.id === id, "question", agent);
+    const [shown] = await pushShown(pushPayload(item, { agentId: agent, deviceId: device }), id, (n) => n.length === 1, `${name}'s question`);
+    assert.equal(shown.title, name);
+    assert.equal(shown.data.url, `/?agent=${agent}&question=${id}`);
+    assert.deepEqual(shown.actions, [["yes", "Approve"], ["no", "Deny"]]);
+  }
+  await page.locator(`#agents .agent-tab[data-agent-id="${server.agentId}"]`).click();
+  await page.locator("#agent-name", { hasText: serverName }).waitFor();
+  assert.deepEqual(await clickNotification("qst_multi_laptop", ""), { opened: `/?agent=${agentId}&question=qst_multi_laptop` });
+  await page.locator("#agent-name", { hasText: laptopName }).waitFor();
+  await question("qst_multi_laptop").locator("button.approve").waitFor();
+  await page.evaluate(async () => {
+    for (const n of await (await navigator.serviceWorker.getRegistration("/")).getNotifications()) n.close();
+  });
+  await page.locator("#open-pending").click();
+  await pending("qst_multi_server").locator("button.approve").waitFor();
+
+  // Answered in place, each through its own agent's device.
+  await pending("qst_multi_laptop").locator("button.approve").click();
+  await pending("qst_multi_server").locator("button.approve").click();
+  assert.equal(await exitOf(fromLaptop), 0, fromLaptop.err);
+  assert.equal(await exitOf(fromServer), 0, fromServer.err);
+  for (const id of ["qst_multi_laptop", "qst_multi_server"]) {
+    await pending(id).locator(".q-status", { hasText: "Approved — by this device" }).waitFor();
+  }
+
+  // The overview: each agent with its presence, read from its device's status.
+  await page.locator("#open-overview").click();
+  const row = (id) => page.locator(`#overview-list li.overview-agent[data-agent-id="${id}"]`);
+  await row(agentId).locator(".overview-presence", { hasText: /Listening|Busy|Connected|Offline/ }).waitFor();
+  await row(server.agentId).locator(".overview-presence", { hasText: /Listening|Busy|Connected|Offline/ }).waitFor();
+  assert.match(await row(agentId).getAttribute("data-presence"), /^(listening|busy|waiting_confirmation|connected)$/, "the echo agent runs");
+  assert.equal(await row(server.agentId).getAttribute("data-presence"), "offline", "nothing runs for the server's agent");
+  assert.equal(await row(agentId).locator(".overview-name").textContent(), laptopName);
+  assert.match(await row(agentId).locator(".facts").textContent(), /Last activity/);
+  await shot("overview-several-agents");
+
+  // Unpairing the server's agent (its own settings) revokes that device only.
+  await page.locator(`#agents .agent-tab[data-agent-id="${server.agentId}"]`).click();
+  await page.locator("#agent-name", { hasText: serverName }).waitFor();
+  await page.locator("#screen-conversation").waitFor();
+  await page.locator("#open-settings").click();
+  await page.locator("#s-device-id", { hasText: link.deviceId }).waitFor();
+  assert.equal(await page.locator("#unpair").textContent(), `Unpair from “${serverName}”`);
+  const left = page.waitForResponse((r) => r.url().endsWith("/v1/device") && r.request().method() === "DELETE");
+  await page.locator("#unpair").click();
+  await page.locator("#unpair-yes").click();
+  assert.equal((await left).status(), 200);
+  await page.locator("#agent-name", { hasText: laptopName }).waitFor();
+  await page.locator("#screen-conversation").waitFor();
+  assert.equal(await page.locator("#agents").isHidden(), true, "one agent left: no switcher");
+  const serverDevices = (await serverJson(["agent", "devices"])).devices;
+  assert.ok(serverDevices.find((d) => d.deviceId === link.deviceId).revokedAt, "revoked at the relay");
+  const laptopDevices = (await cliJson(["agent", "devices"])).devices;
+  assert.ok(!laptopDevices.find((d) => d.deviceId === deviceId).revokedAt, "the laptop's device stays paired");
+  const kept = await page.evaluate(async () => (await (await import("/app/store.js")).listDevices()).map((d) => d.agentId));
+  assert.deepEqual(kept, [agentId]);
+
+  // The laptop's agent still gets its answers here.
+  const again = ask(["Tag the release?", "--id", "qst_multi_after"]);
+  await question("qst_multi_after").locator("button.approve").click();
+  assert.equal(await exitOf(again), 0, again.err);
+  await question("qst_multi_after").locator(".q-status", { hasText: "Approved — by this device" }).waitFor();
+});
+
+test("a browser paired before several pairings keeps its pairing: the one stored pairing becomes the list's", async () => {
+  const pairing = await cliJson(["pair", "--name", "older phone"]);
+  const browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    args: ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+      "--disable-component-update", "--disable-sync"],
+  });
+  try {
+    const older = await (await browser.newContext({ locale: "en-GB" })).newPage();
+    older.setDefaultTimeout(20000);
+    const errors = [];
+    older.on("pageerror", (e) => errors.push(`page error: ${e.message}`));
+    await older.goto(pairing.link);
+    await older.locator("#pair-name").fill("Older phone");
+    await older.locator("#pair-submit").click();
+    await older.locator("#screen-conversation").waitFor();
+    // Stored as the app did before (database version 1): the pairing at "device", an outbox entry naming no agent.
+    // The page is loaded without the app's script meanwhile, so that only the store reads the database.
+    const noApp = (route) => route.fulfill({ status: 200, contentType: "text/javascript", body: "" });
+    await older.route("**/app/app.js", noApp);
+    await older.goto(`${relayUrl}/`);
+    await older.evaluate(async (agentId) => {
+      const open = (version, upgrade) =>
+        new Promise((resolve, reject) => {
+          const req = version ? indexedDB.open("pacerelle", version) : indexedDB.open("pacerelle");
+          if (upgrade) req.onupgradeneeded = () => upgrade(req.result);
+          req.onsuccess = () => resolve(req.result);
+          req.onerror = () => reject(req.error);
+        });
+      const done = (req) => new Promise((resolve, reject) => ((req.onsuccess = () => resolve(req.result)), (req.onerror = () => reject(req.error))));
+      let db = await open();
+      const device = await done(db.transaction("kv").objectStore("kv").get(`pairing:${agentId}`));
+      db.close();
+      await done(indexedDB.deleteDatabase("pacerelle"));
+      db = await open(1, (d) => {
+        d.createObjectStore("kv");
+        d.createObjectStore("outbox", { keyPath: "id" });
+      });
+      const t = db.transaction(["kv", "outbox"], "readwrite");
+      t.objectStore("kv").put(device, "device");
+      t.objectStore("outbox").put({ id: "ignored_legacy", type: "legacy", queuedAt: 1 });
+      await new Promise((resolve) => (t.oncomplete = resolve));
+      db.close();
+    }, agentId);
+    // The new app moves it into the list, with its outbox entry named after its agent, and works on.
+    const migrated = await older.evaluate(async () => {
+      const store = await import("/app/store.js");
+      const devices = await store.listDevices();
+      const outbox = await store.listOutbox();
+      const selected = await store.loadDevice();
+      return { agents: devices.map((d) => d.agentId), outbox: outbox.map((e) => [e.id, e.agentId]), selected: selected.deviceId, key: selected.key instanceof CryptoKey };
+    });
+    assert.deepEqual(migrated, { agents: [agentId], outbox: [["ignored_legacy", agentId]], selected: pairing.deviceId, key: true });
+    await older.unroute("**/app/app.js", noApp);
+    await older.goto(`${relayUrl}/?reload`);
+    await older.locator("#screen-conversation").waitFor();
+    assert.equal(await older.locator("#agent-name").textContent(), "Ana’s laptop — Claude Code");
+    await older.locator("#open-settings").click();
+    await older.locator("#s-device-id", { hasText: pairing.deviceId }).waitFor();
+    assert.deepEqual(errors, []);
+    // It leaves, so that the other tests find the one phone they expect.
+    const left = older.waitForResponse((r) => r.url().endsWith("/v1/device") && r.request().method() === "DELETE");
+    await older.locator("#unpair").click();
+    await older.locator("#unpair-yes").click();
+    assert.equal((await left).status(), 200);
+    await older.locator("#screen-unpaired").waitFor();
+  } finally {
+    await browser.close();
+  }
 });
 
 test("a revoked device is told, and can no longer read or send", async () => {

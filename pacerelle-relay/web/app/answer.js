@@ -64,7 +64,7 @@ export async function queueAnswer(device, q, answer) {
   // The same answer sealed with the question's answer key, so that every recipient can show which one counts.
   const copyKey = q.answerKey !== undefined ? q.answerKey : await answerKey(q.payload);
   const copy = copyKey ? await c.sealJson(copyKey, c.context.answerCopy(agentId, deviceId, q.id), payload) : undefined;
-  const entry = { id: outboxId(q.id), type: "answer", questionId: q.id, envelope, copy, queuedAt: Date.now() };
+  const entry = { id: outboxId(q.id), type: "answer", agentId, questionId: q.id, envelope, copy, queuedAt: Date.now() };
   await store.putOutbox(entry);
   return entry;
 }
@@ -222,10 +222,10 @@ async function signatureOf(device, payload) {
  * it, then registers it once (`PUT /v1/device/signing-key`, sealed with the device key). A key the relay already
  * lists is checked against the one kept here. Returns the stored pairing, updated. The key is kept before the relay
  * hears of it, so the relay never holds a key this browser lost; what cannot be done now (the relay unreachable, an
- * older relay) is tried again at the next start, and answers stay unsigned meanwhile.
+ * older relay) is tried again at the next start, and answers stay unsigned meanwhile. `agentId` names the pairing.
  */
-export async function ensureSigningKey(api) {
-  let device = await store.loadDevice();
+export async function ensureSigningKey(api, agentId) {
+  let device = await store.loadDevice(agentId);
   if (!device || device.keyBytes) return device; // a browser that cannot keep CryptoKeys keeps no signing key
   if (device.signing && (device.signing.registered || device.signing.conflict)) return device;
   if (!device.signing) {

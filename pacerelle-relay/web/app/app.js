@@ -89,7 +89,7 @@ function toast(text) {
   toastTimer = setTimeout(() => (t.hidden = true), 6000);
 }
 
-const SCREENS = ["loading", "insecure", "unpaired", "revoked", "pair", "conversation", "settings"];
+const SCREENS = ["loading", "insecure", "unpaired", "revoked", "pair", "conversation", "settings", "pending", "overview"];
 function showScreen(name) {
   for (const s of SCREENS) $(`screen-${s}`).hidden = s !== name;
   document.body.dataset.screen = name;
@@ -98,6 +98,7 @@ function showScreen(name) {
   $("open-settings").hidden = !chat;
   if (chat) setBanner();
   else $("banner").hidden = true;
+  renderSwitcher();
 }
 
 // ── state ─────────────────────────────────────────────────────────────────────────────────────────
@@ -119,6 +120,9 @@ const app = {
   updates: null, // true when the relay sends `update` items (then states are never read again on a timer)
   focus: null, // the question to show once it is in the thread (a tap on its notification)
   signingReady: Promise.resolve(), // settles once the relay is known to hold this device's signing key, or cannot
+  pairings: [], // every pairing this browser holds (the conversation shown is app.device's)
+  presences: new Map(), // agentId → presence, for the switcher's dots
+  revokedAgentId: null, // the agent whose device was revoked, shown on the revoked screen
 };
 
 function setBanner() {
@@ -240,12 +244,29 @@ async function boot() {
     await startPairing();
     return;
   }
+  // `?agent=` (the switcher, a notification): that agent's conversation is the one shown from now on.
+  const params = new URLSearchParams(location.search);
+  const chosen = params.get("agent");
+  if (chosen) {
+    if (await store.loadDevice(chosen)) await store.selectDevice(chosen);
+    params.delete("agent");
+    const query = params.toString();
+    history.replaceState(null, "", "/" + (query ? `?${query}` : "") + location.hash);
+  }
+  app.pairings = await store.listDevices();
   const device = await store.loadDevice();
   if (!device) {
     showScreen("unpaired");
     return;
   }
   await startConversation(device);
+  if (app.pairings.length > 1) {
+    presenceLoop();
+    // On open, the questions waiting across all agents come first (not when a notification or the switcher chose).
+    const opening = !chosen && !params.get("question") && location.hash !== "#settings";
+    const waiting = await loadPending();
+    if (opening && waiting.length > 0 && document.body.dataset.screen === "conversation") showPending(waiting);
+  }
 }
 
 function guessDeviceName() {
@@ -310,7 +331,9 @@ async function startPairing() {
     return;
   }
   const key = await c.importKey(payload.deviceKeyBytes);
-  const existing = await store.loadDevice();
+  // One pairing per agent: the same agent's is replaced, another agent's are kept beside it.
+  const existing = await store.loadDevice(payload.agentId);
+  const others = (await store.listDevices()).filter((d) => d.agentId !== payload.agentId);
 
   $("pair-status").hidden = true;
   $("pair-agent").textContent = payload.agentName;
@@ -329,8 +352,13 @@ async function startPairing() {
   }
   if (existing) {
     const replace = $("pair-replace");
-    replace.textContent = `This browser is paired with “${existing.agentName}”. Pairing again replaces that pairing here.`;
+    replace.textContent = `This browser is paired with “${existing.agentName}” already. Pairing again replaces that pairing here; the other agents paired here stay as they are.`;
     replace.hidden = false;
+  } else if (others.length > 0) {
+    const add = $("pair-replace");
+    const names = others.map((d) => `“${d.agentName}”`).join(", ");
+    add.textContent = `This browser is also paired with ${names}. This agent is added beside ${others.length > 1 ? "them" : "it"}: switch between them at the top.`;
+    add.hidden = false;
   }
   const name = $("pair-name");
   name.value = guessDeviceName();
@@ -390,12 +418,15 @@ async function startPairing() {
     if (payload.branding) device.branding = payload.branding;
     // Registered once the relay lists it (checked at the start of the conversation: an older relay ignores it).
     if (signing) device.signing = signing;
-    await store.forgetDevice();
+    if (existing) await store.forgetDevice(payload.agentId);
     await store.saveDevice(device, payload.deviceKeyBytes);
+    await store.selectDevice(payload.agentId);
     payload.deviceKeyBytes.fill(0);
     if (navigator.storage && navigator.storage.persist) navigator.storage.persist().catch(() => {});
     history.replaceState(null, "", "/");
-    await startConversation(await store.loadDevice());
+    app.pairings = await store.listDevices();
+    await startConversation(await store.loadDevice(payload.agentId));
+    if (app.pairings.length > 1) presenceLoop();
   });
   name.focus();
 }
@@ -421,14 +452,14 @@ async function startConversation(device) {
   if (app.focus) history.replaceState(null, "", "/" + location.hash);
   showScreen(location.hash === "#settings" ? "settings" : "conversation");
   if (location.hash === "#settings") renderSettings();
-  for (const entry of await store.listOutbox()) {
+  for (const entry of await store.listOutbox(device.agentId)) {
     if (entry.type === "message") await showPendingTask(entry);
     if (entry.type === "answer") app.pendingAnswers.set(entry.questionId, entry.envelope);
   }
   // The relay holds this device's signing key before any answer is sealed or leaves (a key drawn now is registered
   // now): the outbox and the answer buttons wait for this, the conversation does not.
   app.signingReady = answers
-    .ensureSigningKey(app.api)
+    .ensureSigningKey(app.api, device.agentId)
     .then((stored) => {
       if (stored && app.device && stored.deviceId === app.device.deviceId) app.device = { ...stored, key };
     })
@@ -442,6 +473,9 @@ async function startConversation(device) {
   push.refresh(app.api).then((e) => {
     if (e && isRevocation(e)) revoked();
   });
+  for (const other of app.pairings) {
+    if (other.agentId !== device.agentId) push.refresh(deviceApi(other.deviceToken));
+  }
 }
 
 /**
@@ -467,6 +501,7 @@ function revoked() {
     $("revoked-text").textContent =
       `${product} disconnected this device. To answer here again, ask ${product} for a new link and open it here.`;
   }
+  app.revokedAgentId = app.device ? app.device.agentId : null;
   app.device = null;
   showScreen("revoked");
 }
@@ -507,9 +542,11 @@ async function statusLoop() {
   while (!app.stopped) {
     try {
       const status = await app.api.status();
+      const changed = app.presence !== status.presence;
       app.presence = status.presence;
       setConnected(true);
       setBanner();
+      if (changed && app.pairings.length > 1) renderSwitcher();
       if (!app.updates) {
         // An older relay: no `update` items, so the states of open tasks and questions are read again.
         await refreshTaskStates();
@@ -925,7 +962,8 @@ function updateLeft(q) {
   }
 }
 
-function questionControls(q) {
+function questionControls(q, onAnswer = answerQuestion) {
+  const answerQuestion = onAnswer;
   const { payload } = q;
   const box = el("div", "q-controls");
   if (payload.kind === "yes_no") {
@@ -1028,7 +1066,8 @@ async function flushOutbox() {
   clearTimeout(app.retryTimer);
   try {
     await app.signingReady;
-    for (const entry of await store.listOutbox()) {
+    if (!app.device) return;
+    for (const entry of await store.listOutbox(app.device.agentId)) {
       try {
         await sendEntry(entry);
         app.retry.reset();
@@ -1153,7 +1192,7 @@ async function sendTask(text) {
   const d = app.device;
   const id = c.generateId("msg");
   const envelope = await c.sealJson(d.key, c.context.task(d.agentId, d.deviceId, id), { text });
-  const entry = { id, type: "message", envelope, queuedAt: Date.now() };
+  const entry = { id, type: "message", agentId: d.agentId, envelope, queuedAt: Date.now() };
   await store.putOutbox(entry);
   addTask(id, text, "pending", new Date(entry.queuedAt).toISOString(), null);
   $("thread").lastElementChild.scrollIntoView({ block: "end" });
@@ -1232,10 +1271,13 @@ function wire() {
   });
   wireSettings();
   $("forget-revoked").addEventListener("click", async () => {
-    await push.disable(null).catch(() => {});
-    await store.forgetDevice();
+    // The relay already dropped a revoked device's subscriptions; the browser keeps its own for the other agents.
+    const others = app.pairings.filter((d) => d.agentId !== app.revokedAgentId);
+    if (others.length === 0) await push.disable(null).catch(() => {});
+    await store.forgetDevice(app.revokedAgentId || undefined);
     location.replace("/");
   });
+  wireAgents();
   window.addEventListener("online", reconnectNow);
   document.addEventListener("visibilitychange", () => {
     if (document.visibilityState === "visible" && app.connected === false) reconnectNow();
@@ -1244,10 +1286,19 @@ function wire() {
   if ("serviceWorker" in navigator) {
     navigator.serviceWorker.addEventListener("message", (event) => {
       const data = event.data || {};
-      if (data.type !== "open" || !app.device) return;
+      if (data.type !== "open") return;
+      if (data.agentId && (!app.device || data.agentId !== app.device.agentId) && app.pairings.some((d) => d.agentId === data.agentId)) {
+        // Another agent's question: its conversation opens on it.
+        const q = new URLSearchParams({ agent: data.agentId });
+        if (data.questionId) q.set("question", data.questionId);
+        location.assign(`/?${q}`);
+        return;
+      }
+      if (!app.device) return;
       // An answer the worker could not send is in the outbox: sent (or its refusal explained) from here.
       flushOutbox();
       if (document.body.dataset.screen === "settings") $("settings-back").click();
+      else if (document.body.dataset.screen !== "conversation") showScreen("conversation");
       if (data.questionId) {
         app.focus = data.questionId;
         focusQuestion(data.questionId);
@@ -1264,6 +1315,263 @@ function focusQuestion(id) {
   q.node.scrollIntoView({ block: "center" });
   q.node.classList.add("focused");
   setTimeout(() => q.node.classList.remove("focused"), 2500);
+}
+
+// ── several agents: the switcher, the questions waiting across all of them, the overview ──────────────
+
+const PRESENCE_WORDS = {
+  listening: "Listening",
+  busy: "Busy",
+  waiting_confirmation: "Busy — probably waiting for a confirmation",
+  connected: "Connected, not listening",
+  offline: "Offline",
+};
+/** The dot's colour class: listening, busy or offline (and unknown until read). */
+const presenceDot = (presence) =>
+  presence === "listening" ? "ok" : presence === "busy" || presence === "waiting_confirmation" ? "busy" : presence ? "idle" : "unknown";
+
+/** The strip of agents (with their presence) and the two views across them: shown when several are paired here. */
+function renderSwitcher() {
+  const nav = $("agents");
+  const screen = document.body.dataset.screen;
+  const show = app.pairings.length > 1 && !["loading", "insecure", "unpaired", "pair"].includes(screen);
+  nav.hidden = !show;
+  document.body.classList.toggle("multi", show);
+  if (!show) return;
+  const current = app.device ? app.device.agentId : app.revokedAgentId;
+  const tabs = $("agent-tabs");
+  tabs.replaceChildren();
+  for (const d of app.pairings) {
+    const b = el("button", "agent-tab");
+    b.type = "button";
+    b.dataset.agentId = d.agentId;
+    const presence = d.agentId === current && app.device ? app.presence : app.presences.get(d.agentId);
+    const dot = el("span", `dot ${presenceDot(presence)}`);
+    dot.dataset.presence = presence || "";
+    dot.setAttribute("aria-hidden", "true");
+    b.append(dot, el("span", "agent-tab-name", d.agentName));
+    b.title = `${d.agentName}: ${PRESENCE_WORDS[presence] || "presence unknown"}`;
+    if (d.agentId === current && screen !== "pending" && screen !== "overview") b.setAttribute("aria-current", "page");
+    b.addEventListener("click", () => openAgent(d.agentId));
+    tabs.append(b);
+  }
+  $("open-pending").toggleAttribute("aria-current", screen === "pending");
+  $("open-overview").toggleAttribute("aria-current", screen === "overview");
+}
+
+/** Shows `agentId`'s conversation: the current one at once, another after a fresh start on it. */
+function openAgent(agentId) {
+  if (app.device && agentId === app.device.agentId && !app.stopped) {
+    if (location.hash === "#settings") history.replaceState(null, "", "/");
+    showScreen("conversation");
+    return;
+  }
+  location.assign(`/?agent=${encodeURIComponent(agentId)}`);
+}
+
+function wireAgents() {
+  $("open-pending").addEventListener("click", async () => {
+    showPending(null);
+    showPending(await loadPending());
+  });
+  $("open-overview").addEventListener("click", showOverview);
+}
+
+/** The presence of every other agent, for the switcher's dots (the current one's comes from its status loop). */
+async function presenceLoop() {
+  for (;;) {
+    for (const d of app.pairings) {
+      if (app.device && d.agentId === app.device.agentId) continue;
+      try {
+        app.presences.set(d.agentId, (await deviceApi(d.deviceToken).status()).presence);
+      } catch {
+        app.presences.set(d.agentId, null);
+      }
+    }
+    renderSwitcher();
+    await sleep(STATUS_EVERY_MS * 3);
+  }
+}
+
+/** A pairing with its device key, or null when it has none. */
+async function withKey(d) {
+  const key = await answers.deviceKey(d);
+  return key ? { ...d, key } : null;
+}
+
+/**
+ * The questions waiting across all agents paired here, each opened with its agent's device key: `[{agent, id,
+ * payload, digest, meta, createdAt}]`, oldest first. An agent that cannot be read is listed in `app.pendingErrors`.
+ */
+async function loadPending() {
+  const all = [];
+  app.pendingErrors = [];
+  for (const stored of app.pairings) {
+    const d = await withKey(stored);
+    if (!d) continue;
+    let list;
+    try {
+      list = (await deviceApi(d.deviceToken).questions("pending")).questions || [];
+    } catch (e) {
+      app.pendingErrors.push(`${d.agentName}: ${isRevocation(e) ? "this device is no longer paired" : "cannot be reached"}`);
+      continue;
+    }
+    for (const dq of list) {
+      const item = { id: dq.questionId, envelope: dq.envelope, question: dq };
+      try {
+        const { payload, digest } = await answers.openQuestion(d, item);
+        if (Date.parse(payload.expiresAt) <= Date.now()) continue;
+        all.push({ agent: d, id: dq.questionId, payload, digest, meta: questionMeta(dq), createdAt: dq.createdAt });
+      } catch {
+        /* not authenticated: shown (as rejected) in its agent's conversation only */
+      }
+    }
+  }
+  all.sort((a, b) => String(a.createdAt).localeCompare(String(b.createdAt)));
+  const count = $("pending-count");
+  count.textContent = String(all.length);
+  count.hidden = all.length === 0;
+  return all;
+}
+
+/** The view of the questions waiting across all agents, each labelled with its agent and answerable in place. */
+function showPending(waiting) {
+  if (location.hash === "#settings") history.replaceState(null, "", "/");
+  showScreen("pending");
+  const list = $("pending-list");
+  const status = $("pending-status");
+  if (waiting === null) {
+    status.textContent = "Reading the questions of every agent…";
+    return;
+  }
+  list.replaceChildren();
+  const errors = app.pendingErrors || [];
+  status.textContent =
+    (waiting.length === 0 ? "No question is waiting, from any agent." : "") + (errors.length ? ` ${errors.join(". ")}.` : "");
+  for (const p of waiting) {
+    p.node = el("li", "entry question pending-question");
+    p.node.dataset.id = p.id;
+    p.node.dataset.agentId = p.agent.agentId;
+    renderPendingQuestion(p);
+    list.append(p.node);
+  }
+}
+
+function renderPendingQuestion(p) {
+  const { node, payload } = p;
+  node.replaceChildren();
+  node.dataset.state = p.done ? "answered" : p.closed || "pending";
+  const head = el("div", "q-head");
+  head.append(el("span", "tag pending-agent", p.agent.agentName), el("span", "tag", payload.kind === "yes_no" ? "Approval" : "Question"));
+  const left = el("span", "time-left", timeLeft(Date.parse(payload.expiresAt) - Date.now()));
+  head.append(left);
+  node.append(head, el("p", "q-text", payload.question));
+  if (payload.details) node.append(...foldable(el("p", "q-details", payload.details), payload.details));
+  if (!p.done && !p.closed && !p.sending) node.append(questionControls(p, answerPending));
+  const status = el("p", "q-status");
+  if (p.done) {
+    status.textContent = `${describeAnswer(p.done, payload)} — by this device`;
+    status.className = p.done.type === "no" ? "q-status denied" : "q-status answered";
+    status.dataset.answer = p.done.type;
+  } else if (p.closed) {
+    status.textContent = p.closed;
+    status.className = "q-status cancelled";
+  } else if (p.sending) {
+    status.textContent = `${describeAnswer(p.sending, payload)} — sending…`;
+  } else if (p.error) {
+    status.textContent = p.error;
+    status.className = "q-status error";
+  }
+  if (status.textContent) node.append(status);
+  const open = el("button", "link open-agent", `Open ${p.agent.agentName}`);
+  open.type = "button";
+  open.addEventListener("click", () => openAgent(p.agent.agentId));
+  node.append(el("div", "meta", `Asked ${clock(p.createdAt)}`), open);
+}
+
+/** Answers a question of the pending view through its own agent's device: sealed, signed, queued and sent. */
+async function answerPending(p, answer) {
+  if (p.sending || p.done) return;
+  p.sending = answer;
+  p.error = null;
+  renderPendingQuestion(p);
+  // The pairing as stored now (its signing key may have been registered since the view was read).
+  const device = (await withKey((await store.loadDevice(p.agent.agentId)) || p.agent)) || p.agent;
+  const api = deviceApi(device.deviceToken);
+  try {
+    const entry = await answers.queueAnswer(device, p, answer);
+    const dq = await answers.sendAnswer(api, entry);
+    await store.saveAnswer(p.id, entry.envelope);
+    p.done = (await answers.openAnswerCopy(device, p, dq)) || answer;
+    const count = $("pending-count");
+    const left = Math.max(0, Number(count.textContent || 0) - 1);
+    count.textContent = String(left);
+    count.hidden = left === 0;
+  } catch (e) {
+    if (e instanceof ApiError && ANSWER_REFUSALS[e.code]) {
+      await store.deleteOutbox(answers.outboxId(p.id)).catch(() => {});
+      p.closed = { expired: "Too late: the question expired", cancelled: "Cancelled by the agent", answered: "Already answered elsewhere" }[ANSWER_REFUSALS[e.code]];
+    } else if (e instanceof ApiError && !e.transient) {
+      await store.deleteOutbox(answers.outboxId(p.id)).catch(() => {});
+      p.error = isRevocation(e) ? `${p.agent.agentName} no longer has this device: the answer was not sent.` : `The answer was refused: ${e.message}`;
+    } else {
+      // Kept in the outbox: sent when that agent's conversation is next open.
+      p.error = `Not sent yet (${e.message}): it is sent when ${p.agent.agentName}'s conversation is open.`;
+    }
+  }
+  p.sending = null;
+  renderPendingQuestion(p);
+  if (app.device && p.agent.agentId === app.device.agentId) flushOutbox();
+}
+
+/** The overview: every agent paired here, with its presence, its session's host and since when, its last activity. */
+async function showOverview() {
+  if (location.hash === "#settings") history.replaceState(null, "", "/");
+  showScreen("overview");
+  const list = $("overview-list");
+  list.replaceChildren();
+  const rows = app.pairings.map((d) => {
+    const row = el("li", "overview-agent");
+    row.dataset.agentId = d.agentId;
+    row.dataset.presence = "";
+    const name = el("button", "overview-name", d.agentName);
+    name.type = "button";
+    name.addEventListener("click", () => openAgent(d.agentId));
+    const presence = el("span", "overview-presence", "…");
+    const dot = el("span", "dot unknown");
+    dot.setAttribute("aria-hidden", "true");
+    const head = el("div", "overview-head");
+    head.append(dot, name, presence);
+    const facts = el("dl", "facts small");
+    row.append(head, facts);
+    list.append(row);
+    return { d, row, dot, presence, facts };
+  });
+  await Promise.all(
+    rows.map(async ({ d, row, dot, presence, facts }) => {
+      try {
+        const st = await deviceApi(d.deviceToken).status();
+        app.presences.set(d.agentId, st.presence);
+        row.dataset.presence = st.presence;
+        dot.className = `dot ${presenceDot(st.presence)}`;
+        presence.textContent = PRESENCE_WORDS[st.presence] || st.presence;
+        const add = (term, value) => {
+          if (!value) return;
+          facts.append(el("dt", null, term), el("dd", null, value));
+        };
+        add("Session", st.session ? `${st.session.host}, since ${dateTime(st.session.since)}` : "No session");
+        const times = [st.lastWaitAt, st.lastCheckpointAt, st.session && st.session.lastHeartbeatAt]
+          .filter(Boolean)
+          .sort();
+        add("Last activity", times.length ? dateTime(times[times.length - 1]) : "None yet");
+        if (st.messages) add("Tasks", `${st.messages.waiting} waiting, ${st.messages.inProgress} in progress`);
+      } catch (e) {
+        row.dataset.presence = "unknown";
+        presence.textContent = isRevocation(e) ? "This device is no longer paired" : "Cannot be reached";
+      }
+    }),
+  );
+  renderSwitcher();
 }
 
 // ── settings ──────────────────────────────────────────────────────────────────────────────────────
@@ -1288,6 +1596,16 @@ async function renderSettings() {
   renderSigning(d);
   $("unpair-confirm").hidden = true;
   $("unpair").hidden = false;
+  // Several agents paired here: unpairing is this agent's only, the others keep working.
+  const multi = app.pairings.length > 1;
+  $("unpair").textContent = multi ? `Unpair from “${d.agentName}”` : "Unpair this browser";
+  $("unpair-yes").textContent = multi ? `Unpair from “${d.agentName}”` : "Unpair";
+  $("unpair-question").replaceChildren(
+    el("strong", null, multi ? `Unpair from “${d.agentName}”?` : "Unpair this browser?"),
+    multi
+      ? ` The relay revokes this device for ${d.agentName}, and its key and conversation are deleted here. The other agents paired here are kept. To answer ${d.agentName} here again you will need a new pairing link.`
+      : " The relay revokes this device, and its key and conversation are deleted here. To use Pacerelle here again you will need a new pairing link.",
+  );
   renderPush();
   relayApi
     .health()
@@ -1368,9 +1686,11 @@ function wireSettings() {
     await renderPush();
     $("push-switch").checked = on;
     let error = null;
+    // One subscription for this browser, registered with every paired device (the current one first).
+    const apis = [app.api, ...app.pairings.filter((d) => d.agentId !== app.device.agentId).map((d) => deviceApi(d.deviceToken))];
     try {
-      if (on) await push.enable(app.api);
-      else await push.disable(app.api);
+      if (on) await push.enable(apis);
+      else await push.disable(apis.map((a, i) => (i === 0 ? a : { unregisterPush: (e) => a.unregisterPush(e).catch(() => {}) })));
     } catch (e) {
       if (isRevocation(e)) return revoked();
       error = e;
@@ -1394,8 +1714,12 @@ function wireSettings() {
 async function unpair() {
   $("unpair-yes").disabled = true;
   const api = app.api;
+  const agentId = app.device ? app.device.agentId : undefined;
+  const others = app.pairings.filter((d) => d.agentId !== agentId);
   if (api) {
-    await push.disable(api).catch(() => {});
+    // The other agents keep the browser's subscription: only this device's registration goes.
+    if (others.length > 0) await push.forget(api).catch(() => {});
+    else await push.disable(api).catch(() => {});
     try {
       await api.leave();
     } catch (e) {
@@ -1407,7 +1731,7 @@ async function unpair() {
     }
   }
   app.stopped = true;
-  await store.forgetDevice();
+  await store.forgetDevice(agentId);
   location.replace("/");
 }
 

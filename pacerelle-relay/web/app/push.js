@@ -105,9 +105,13 @@ async function subscribe(registration, key) {
   return subscription;
 }
 
+/** `api` or a list of them: one per pairing (the browser has one subscription, each paired device registers it). */
+const many = (api) => (Array.isArray(api) ? api : api ? [api] : []);
+
 /**
  * Turns notifications on: asks for the permission (call it from a tap: browsers ask only after a gesture),
- * subscribes with the relay's key and registers the subscription with the relay (`POST /v1/device/push`).
+ * subscribes with the relay's key and registers the subscription with the relay (`POST /v1/device/push`), for
+ * every paired device (`api`: one device's routes, or a list).
  */
 export async function enable(api) {
   const why = unsupported();
@@ -128,7 +132,7 @@ export async function enable(api) {
   }
   if (!subscription) subscription = await subscribe(registration, key);
   try {
-    await api.registerPush(subscription.toJSON());
+    for (const one of many(api)) await one.registerPush(subscription.toJSON());
   } catch (e) {
     // Not registered: nothing would ever arrive, so the subscription is not kept either.
     await subscription.unsubscribe().catch(() => {});
@@ -146,7 +150,7 @@ export async function disable(api) {
   const subscription = registration ? await registration.pushManager.getSubscription() : null;
   if (!subscription) return;
   try {
-    if (api) await api.unregisterPush(subscription.endpoint);
+    for (const one of many(api)) await one.unregisterPush(subscription.endpoint);
   } finally {
     await subscription.unsubscribe().catch(() => {});
   }
@@ -169,9 +173,19 @@ export async function refresh(api) {
       await subscription.unsubscribe();
       subscription = await subscribe(registration, key);
     }
-    await api.registerPush(subscription.toJSON());
+    for (const one of many(api)) await one.registerPush(subscription.toJSON());
     return null;
   } catch (e) {
     return e;
   }
+}
+
+/**
+ * One device leaves while others stay paired here: the relay forgets the subscription for that device only, and
+ * the browser keeps it for the others.
+ */
+export async function forget(api) {
+  const registration = await existing();
+  const subscription = registration ? await registration.pushManager.getSubscription() : null;
+  if (subscription) await api.unregisterPush(subscription.endpoint);
 }

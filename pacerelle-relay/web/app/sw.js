@@ -36,21 +36,34 @@ self.addEventListener("pushsubscriptionchange", (event) => {
   event.waitUntil(resubscribe(event.oldSubscription, event.newSubscription));
 });
 
-/** The stored pairing with its key, or null. */
-async function pairing() {
-  const device = await store.loadDevice();
+/**
+ * The stored pairing with its key, or null: the one of the agent and device a push names (this browser may be
+ * paired with several agents); without them, the one the app shows.
+ */
+async function pairing(agentId, deviceId) {
+  const device = deviceId ? await store.findDevice(agentId, deviceId) : await store.loadDevice(agentId);
   const key = await answers.deviceKey(device);
   return key ? { ...device, key } : null;
 }
 
-const questionUrl = (questionId) => `/?question=${encodeURIComponent(questionId)}`;
+/**
+ * The app, on the question when there is one; when this browser holds several pairings, on `agentId`'s
+ * conversation (with one, the address is the same as ever).
+ */
+const appUrl = async (agentId, questionId) => {
+  const q = new URLSearchParams();
+  if (agentId && (await store.listDevices().catch(() => [])).length > 1) q.set("agent", agentId);
+  if (questionId) q.set("question", questionId);
+  const query = q.toString();
+  return query ? `/?${query}` : "/";
+};
 
 /**
  * Shows a notification; `tag` replaces the one shown before with the same tag. Its icon is Pacerelle's, or for a
- * Partner-mode pairing with an icon, the product's (an inline data URL: nothing is fetched).
+ * Partner-mode pairing with an icon, the product's (an inline data URL: nothing is fetched). `device`: the
+ * pairing it is about.
  */
-async function show(title, options) {
-  const device = await store.loadDevice().catch(() => null);
+async function show(title, options, device = null) {
   const branding = device && device.branding;
   const icon = branding && branding.icon && c.brandingProblem(branding) === null ? branding.icon : ICON;
   return self.registration.showNotification(title, { icon, lang: "en", ...options });
@@ -73,9 +86,9 @@ async function handlePush(text) {
   } catch {
     push = null;
   }
-  const device = await pairing();
+  const device = push && push.v === 1 && typeof push.deviceId === "string" ? await pairing(push.agentId, push.deviceId) : null;
   if (!push || push.v !== 1 || !device || push.agentId !== device.agentId || push.deviceId !== device.deviceId) {
-    // Not for the pairing kept here (an old subscription): browsers require a visible notification for each push.
+    // Not for a pairing kept here (an old subscription): browsers require a visible notification for each push.
     return showGeneric();
   }
   let item = push.item;
@@ -87,8 +100,8 @@ async function handlePush(text) {
       body: push.kind === "question" ? "A question is waiting for you." : "Something new from your agent.",
       tag: push.kind === "question" ? push.id : "pacerelle",
       requireInteraction: push.kind === "question",
-      data: { url: push.kind === "question" ? questionUrl(push.id) : "/" },
-    });
+      data: { agentId: device.agentId, url: await appUrl(device.agentId, push.kind === "question" ? push.id : null) },
+    }, device);
     return { shown: "fetch-failed", tag: push.id };
   }
   return showItem(device, item);
@@ -126,13 +139,13 @@ async function showItem(device, item) {
         await show(d.agentName, {
           body: "A question arrived that could not be authenticated. Open the app.",
           tag: item.id,
-          data: { url: questionUrl(item.id) },
-        });
+          data: { agentId: d.agentId, url: await appUrl(d.agentId, item.id) },
+        }, d);
         return { shown: "rejected", tag: item.id };
       }
       const { payload } = opened;
       const closed = item.question.state !== "pending" || Date.parse(payload.expiresAt) <= Date.now();
-      if (closed) return closeQuestion(item.id, item.question.state, item.question);
+      if (closed) return closeQuestion(item.id, item.question.state, item.question, d);
       const yesNo = payload.kind === "yes_no";
       const body = payload.details ? `${brief(payload.question)}\n${brief(payload.details, 200)}` : brief(payload.question);
       await show(d.agentName, {
@@ -149,21 +162,21 @@ async function showItem(device, item) {
             ]
           : [],
         // Only the sealed item is kept with the notification; it is opened again when an action is chosen.
-        data: { kind: "question", questionId: item.id, item, url: questionUrl(item.id) },
-      });
+        data: { kind: "question", agentId: d.agentId, deviceId: d.deviceId, questionId: item.id, item, url: await appUrl(d.agentId, item.id) },
+      }, d);
       return { shown: "question", tag: item.id };
     }
     case "reply": {
       const reply = await c.openJson(d.key, c.context.reply(d.agentId, d.deviceId, item.id), item.envelope);
       if (typeof reply.text !== "string" || reply.sourceMessageId !== item.sourceMessageId) throw new c.CryptoError("open");
-      await show(d.agentName, { body: brief(reply.text), tag: item.id, data: { url: "/" } });
+      await show(d.agentName, { body: brief(reply.text), tag: item.id, data: { agentId: d.agentId, url: await appUrl(d.agentId) } }, d);
       return { shown: "reply", tag: item.id };
     }
     case "notification": {
       const n = await c.openJson(d.key, c.context.notification(d.agentId, d.deviceId, item.id), item.envelope);
       if (typeof n.text !== "string") throw new c.CryptoError("malformed");
       const title = typeof n.title === "string" && n.title ? `${n.title} — ${d.agentName}` : d.agentName;
-      await show(title, { body: brief(n.text), tag: item.id, data: { url: "/" } });
+      await show(title, { body: brief(n.text), tag: item.id, data: { agentId: d.agentId, url: await appUrl(d.agentId) } }, d);
       return { shown: "notification", tag: item.id };
     }
     case "update":
@@ -200,7 +213,8 @@ async function closeQuestion(questionId, state, meta, device) {
           ? "Answered on this device"
           : `Answered on ${(meta && meta.answeredByName) || "another device"}`
       : CLOSED[state] || "Closed";
-  await show(current.title, { body, tag: questionId, silent: true, data: { kind: "closed", url: questionUrl(questionId) } });
+  const agentId = device ? device.agentId : current.data && current.data.agentId;
+  await show(current.title, { body, tag: questionId, silent: true, data: { kind: "closed", agentId, url: await appUrl(agentId, questionId) } }, device);
   // After this push's handling ends (so that the notice counts as shown), it closes itself.
   setTimeout(() => closeTag(questionId, "closed"), NOTICE_MS);
   return { closed: questionId, notice: body };
@@ -213,7 +227,7 @@ async function closeQuestion(questionId, state, meta, device) {
 async function atComputerNotice(current, meta, device) {
   const item = current.data && current.data.item;
   try {
-    const d = device || (await pairing());
+    const d = device || (await pairing(current.data && current.data.agentId, current.data && current.data.deviceId));
     if (d && item) {
       const { payload, digest } = await answers.openQuestion(d, item);
       const answer = await answers.openAnswerCopy(d, { id: item.id, payload, digest }, meta);
@@ -246,23 +260,23 @@ async function handleNotificationClick(notification, action) {
         body: `${outcome.label} — ${brief(outcome.question, 200)}`,
         tag: data.questionId,
         silent: true,
-        data: { kind: "answered", url: data.url },
-      });
+        data: { kind: "answered", agentId: data.agentId, url: data.url },
+      }, outcome.device);
       setTimeout(() => closeTag(data.questionId, "answered"), NOTICE_MS * 2);
       return { answered: action, ok: true };
     }
     notification.close();
-    await openApp(data.url, data.questionId);
+    await openApp(data.url, data.questionId, data.agentId);
     return { answered: action, ok: false, error: outcome.error };
   }
   notification.close();
-  await openApp(data.url || "/", data.questionId);
+  await openApp(data.url || "/", data.questionId, data.agentId);
   return { opened: data.url || "/" };
 }
 
 async function answerFromNotification(data, action) {
   try {
-    const device = await pairing();
+    const device = await pairing(data.agentId, data.deviceId);
     if (!device) return { ok: false, error: "not paired" };
     const { payload, digest } = await answers.openQuestion(device, data.item);
     const q = { id: data.questionId, payload, digest };
@@ -271,19 +285,19 @@ async function answerFromNotification(data, action) {
     // A retry from this device gets the answer it stored first: the one that counts is read from its copy.
     const counted = (await answers.openAnswerCopy(device, q, dq)) || (await answers.openAnswer(device, q.id, entry.envelope));
     await store.saveAnswer(q.id, entry.envelope);
-    return { ok: true, label: answers.describeAnswer(counted, payload), question: payload.question };
+    return { ok: true, label: answers.describeAnswer(counted, payload), question: payload.question, device };
   } catch (e) {
     return { ok: false, error: e instanceof ApiError ? e.code : String(e && e.message ? e.message : e) };
   }
 }
 
-/** Focuses a window of the app (telling it which question to show), or opens one. */
-async function openApp(url, questionId) {
+/** Focuses a window of the app (telling it which agent and question to show), or opens one. */
+async function openApp(url, questionId, agentId) {
   const windows = await self.clients.matchAll({ type: "window", includeUncontrolled: true });
   const target = new URL(url, self.location.origin).href;
   const mine = windows.find((w) => new URL(w.url).origin === self.location.origin);
   if (mine) {
-    mine.postMessage({ type: "open", questionId: questionId || null });
+    mine.postMessage({ type: "open", questionId: questionId || null, agentId: agentId || null });
     try {
       await mine.focus();
     } catch {
@@ -294,18 +308,20 @@ async function openApp(url, questionId) {
   await self.clients.openWindow(target);
 }
 
-/** The browser replaced the subscription: the relay learns the new one and forgets the old. */
+/** The browser replaced the subscription: the relay learns the new one and forgets the old, for every pairing. */
 async function resubscribe(oldSubscription, newSubscription) {
-  const device = await pairing();
-  if (!device) return;
-  const api = deviceApi(device.deviceToken);
+  const devices = await store.listDevices();
+  if (devices.length === 0) return;
   let subscription = newSubscription;
   if (!subscription && oldSubscription && oldSubscription.options) {
     subscription = await self.registration.pushManager.subscribe(oldSubscription.options);
   }
-  if (subscription) await api.registerPush(subscription.toJSON());
-  if (oldSubscription && (!subscription || oldSubscription.endpoint !== subscription.endpoint)) {
-    await api.unregisterPush(oldSubscription.endpoint).catch(() => {});
+  for (const device of devices) {
+    const api = deviceApi(device.deviceToken);
+    if (subscription) await api.registerPush(subscription.toJSON()).catch(() => {});
+    if (oldSubscription && (!subscription || oldSubscription.endpoint !== subscription.endpoint)) {
+      await api.unregisterPush(oldSubscription.endpoint).catch(() => {});
+    }
   }
 }
 
