@@ -112,6 +112,10 @@ def test_sign_and_verify_round_trip() -> None:
     assert signature.startswith(f"t={int(at.timestamp())},v1=")
     event = pacerelle.verify_webhook(SECRET, {"Pacerelle-Signature": signature}, body, now=at)
     assert (event.type, event.question_id, event.state) == ("question.expired", "qst_1", "expired")
+    assert event.user_id is None
+    for_alice = body.replace(b'"agentId":"ag_1",', b'"agentId":"ag_1","userId":"alice",')
+    alice = pacerelle.verify_webhook(SECRET, pacerelle.sign_webhook(SECRET, for_alice, timestamp=at), for_alice, now=at)
+    assert alice.user_id == "alice"
     with pytest.raises(pacerelle.WebhookError) as caught:
         pacerelle.verify_webhook(SECRET, signature, body, now=at + timedelta(minutes=6))
     assert caught.value.reason == "outside_tolerance"

@@ -153,6 +153,13 @@ impl PyWebhookEvent {
         &self.inner.agent_id
     }
 
+    /// Partner mode: the `externalId` of the user the question was for, as the agent gave it; None for a
+    /// question asked of the owner. Informational: approval is decided on the agent side.
+    #[getter]
+    fn user_id(&self) -> Option<&str> {
+        self.inner.user_id.as_deref()
+    }
+
     /// The question.
     #[getter]
     fn question_id(&self) -> &str {
