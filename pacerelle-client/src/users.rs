@@ -83,8 +83,9 @@ impl AgentClient {
         options: ConnectOptions,
     ) -> Result<PairingLink> {
         let defaults = PairingOptions::default();
+        // No label: the relay stores a pairing's label in clear, and a user's name is sealed only.
         self.create_pairing(PairingOptions {
-            label: Some(name.to_string()),
+            label: None,
             ttl: options.ttl.unwrap_or(defaults.ttl),
             public_url: options.public_url,
             user: Some(OfferUser {

@@ -191,6 +191,20 @@ async fn a_users_question_reaches_only_that_user_and_only_their_yes_approves() {
     assert_eq!(alice.devices[0].name.as_deref(), Some("alice's phone"));
     let unknown = p.agent.get_user("carol").await.expect_err("no carol");
     assert_eq!(unknown.code(), Some(code::USER_NOT_FOUND));
+
+    // The relay's files hold the users' ids (routing metadata), never their names, the question or the
+    // branding: those are sealed. Read while the relay runs (WAL not yet checkpointed).
+    let files = pacerelle_test_support::files_in(relay.dir.path());
+    assert!(!files.is_empty());
+    for file in files {
+        for canary in ["Alice", "Bob", "Refund order 42", "#0a7d5a", "PHN2Zy8+"] {
+            assert!(
+                !common::file_contains(&file, canary.as_bytes()),
+                "{canary} found in {}",
+                file.display()
+            );
+        }
+    }
 }
 
 #[tokio::test]
