@@ -1803,6 +1803,12 @@ test("one browser paired with two agents: a switcher, the questions of both answ
   for (const id of ["qst_multi_laptop", "qst_multi_server"]) {
     await pending(id).locator(".q-status", { hasText: "Approved — by this device" }).waitFor();
   }
+  // A question asked while the view is open is added to it (read again with the agents' presence).
+  const later = onServer(["ask", "Rotate the server's logs?", "--id", "qst_multi_later"]);
+  await pending("qst_multi_later").locator("button.approve").waitFor({ timeout: 45000 });
+  assert.equal(await pending("qst_multi_later").locator(".pending-agent").textContent(), serverName);
+  await pending("qst_multi_later").locator("button.approve").click();
+  assert.equal(await exitOf(later), 0, later.err);
 
   // The overview: each agent with its presence, read from its device's status.
   await page.locator("#open-overview").click();

@@ -501,6 +501,11 @@ function revoked() {
     $("revoked-text").textContent =
       `${product} disconnected this device. To answer here again, ask ${product} for a new link and open it here.`;
   }
+  // Several agents paired here: this one only; the others are at the top.
+  if (app.device && app.pairings.length > 1) {
+    document.querySelector("#screen-revoked h1").textContent = `This browser is no longer paired with “${app.device.agentName}”`;
+    $("forget-revoked").textContent = `Forget “${app.device.agentName}” here`;
+  }
   app.revokedAgentId = app.device ? app.device.agentId : null;
   app.device = null;
   showScreen("revoked");
@@ -1377,9 +1382,13 @@ function wireAgents() {
   $("open-overview").addEventListener("click", showOverview);
 }
 
-/** The presence of every other agent, for the switcher's dots (the current one's comes from its status loop). */
+/**
+ * The presence of every other agent, for the switcher's dots (the current one's comes from its status loop), and
+ * the questions waiting across all of them: the count, and the pending view when it is open (new ones are added).
+ */
 async function presenceLoop() {
-  for (;;) {
+  for (let round = 0; ; round++) {
+    if (round > 0) await refreshPending();
     for (const d of app.pairings) {
       if (app.device && d.agentId === app.device.agentId) continue;
       try {
@@ -1391,6 +1400,23 @@ async function presenceLoop() {
     renderSwitcher();
     await sleep(STATUS_EVERY_MS * 3);
   }
+}
+
+/** Reads the questions waiting again; the pending view, when shown, gets those it does not show yet. */
+async function refreshPending() {
+  const waiting = await loadPending().catch(() => null);
+  if (!waiting || document.body.dataset.screen !== "pending") return;
+  const list = $("pending-list");
+  const shown = new Set([...list.children].map((n) => n.dataset.id));
+  const added = waiting.filter((p) => !shown.has(p.id));
+  for (const p of added) {
+    p.node = el("li", "entry question pending-question");
+    p.node.dataset.id = p.id;
+    p.node.dataset.agentId = p.agent.agentId;
+    renderPendingQuestion(p);
+    list.append(p.node);
+  }
+  if (added.length > 0) $("pending-status").textContent = "";
 }
 
 /** A pairing with its device key, or null when it has none. */
