@@ -2,7 +2,8 @@
 
 use axum::extract::State;
 use axum::http::StatusCode;
-use pacerelle_core::wire::{DeviceInfo, DeviceSelf, RegisterSigningKey, Status, code};
+use pacerelle_core::pairing::Role;
+use pacerelle_core::wire::{DeviceInfo, DeviceSelf, MessageCounts, RegisterSigningKey, Status, code};
 use pacerelle_core::{Timestamp, b64, signing};
 
 use crate::app::AppState;
@@ -98,10 +99,28 @@ pub(crate) async fn leave(
     Ok(Json(info))
 }
 
-/// `GET /v1/device/status`: the agent's status as the phone sees it.
+/// `GET /v1/device/status`: the agent's status as the phone sees it. A Partner-mode user's device (role
+/// `user`) learns whether the agent is there (presence, listening, last wait), not the agent's own figures,
+/// which count the owner's and the other users' work: no session host, task or device counts, nor checkpoint
+/// time.
 pub(crate) async fn status(
     State(state): State<AppState>,
     auth: DeviceAuth,
 ) -> Result<Json<Status>, AppError> {
-    status_of(&state, &auth.agent_id).await.map(Json)
+    let status = status_of(&state, &auth.agent_id).await?;
+    let role = state
+        .store
+        .device(&auth.agent_id, &auth.device_id)
+        .await?
+        .map(|d| d.role);
+    if role != Some(Role::User) {
+        return Ok(Json(status));
+    }
+    Ok(Json(Status {
+        session: None,
+        messages: MessageCounts::default(),
+        last_checkpoint_at: None,
+        devices: 0,
+        ..status
+    }))
 }

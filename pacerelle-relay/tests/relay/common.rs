@@ -333,8 +333,14 @@ pub fn claim_body(secret: &PairingSecret) -> ClaimPairing {
 
 /// Pairs a new device with `agent` (offer, claim) and returns it.
 pub async fn pair(relay: &TestRelay, agent: &Agent) -> Device {
+    pair_as(relay, agent, Role::Owner).await
+}
+
+/// [`pair`] with the role the relay records for the device (`user`: a Partner-mode user's device).
+pub async fn pair_as(relay: &TestRelay, agent: &Agent, role: Role) -> Device {
     let device_id = ids::generate(ids::DEVICE);
-    let (secret, offer) = offer_for(agent, &device_id, Timestamp::now().plus_millis(600_000));
+    let (secret, mut offer) = offer_for(agent, &device_id, Timestamp::now().plus_millis(600_000));
+    offer.role = role;
     relay
         .post("/v1/agent/pairings", &agent.bearer, &offer)
         .await

@@ -1,15 +1,17 @@
 use std::time::Duration;
 
 use pacerelle_core::message::{ReplyPayload, reply_aad};
+use pacerelle_core::pairing::Role;
 use pacerelle_core::wire::{
-    CheckpointList, Conversation, DeviceEnvelope, ItemKind, MessageBatch, MessageState, Presence,
-    SaveCheckpoint, SendReply, Status, Stored, code,
+    CheckpointList, Conversation, DeviceEnvelope, ItemKind, MessageBatch, MessageCounts, MessageState,
+    Presence, SaveCheckpoint, SendReply, Status, Stored, code,
 };
 use pacerelle_core::{Cursor, b64, envelope};
 use reqwest::{Method, StatusCode};
+use serde_json::{Value, json};
 
 use crate::common::{
-    Agent, Device, TestRelay, ids_of, pair, processed, register, send_task, send_task_reply, start,
+    Agent, Device, TestRelay, ids_of, pair, pair_as, processed, register, send_task, send_task_reply, start,
     wait_messages,
 };
 
@@ -358,6 +360,31 @@ async fn status_counts_tasks_by_state_for_agent_and_device() {
     );
     assert_eq!(status.presence, Presence::Busy);
     assert!(status.last_wait_at.is_some());
+
+    // A Partner-mode user's device learns whether the agent is there, not the agent's figures: no task
+    // counts (other users' and the owner's), no device count, no session host, no checkpoint time.
+    let session: Value = relay
+        .post(
+            "/v1/agent/sessions",
+            &agent.bearer,
+            &json!({"host": "ops-laptop-7"}),
+        )
+        .await
+        .ok();
+    assert!(session["sessionId"].is_string(), "{session}");
+    let user = pair_as(&relay, &agent, Role::User).await;
+    let owner_view: Status = relay.get("/v1/device/status", &phone.bearer).await.ok();
+    assert_eq!(
+        owner_view.session.map(|s| s.host).as_deref(),
+        Some("ops-laptop-7")
+    );
+    assert_eq!(owner_view.devices, 2);
+    let user_view: Status = relay.get("/v1/device/status", &user.bearer).await.ok();
+    assert_eq!(user_view.agent.agent_id, agent.id);
+    assert_eq!(user_view.presence, owner_view.presence);
+    assert_eq!(user_view.session, None);
+    assert_eq!(user_view.messages, MessageCounts::default());
+    assert_eq!((user_view.devices, user_view.last_checkpoint_at), (0, None));
 }
 
 #[tokio::test]
