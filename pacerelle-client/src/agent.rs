@@ -345,6 +345,11 @@ impl AgentClient {
     pub async fn revoke_device(&self, device_id: &str) -> Result<DeviceInfo> {
         ids::validate("device id", device_id)?;
         self.revoke_in_roster(device_id).await?;
+        self.revoke_at_relay(device_id).await
+    }
+
+    /// Tells the relay a device is revoked, for a device the roster already lists as revoked.
+    pub(crate) async fn revoke_at_relay(&self, device_id: &str) -> Result<DeviceInfo> {
         let path = format!("/v1/agent/devices/{device_id}");
         self.inner.http.send(self.req::<()>(Method::DELETE, &path)).await
     }

@@ -77,7 +77,7 @@ impl QuestionRequest {
         }
         let invalid = |text: String| Err(Error::InvalidInput(text));
         if let Some(user) = &self.user {
-            pacerelle_core::roster::check_external_id(user).map_err(|e| Error::InvalidInput(e.into()))?;
+            crate::users::check_user(user)?;
         }
         match self.kind {
             QuestionKind::Choice => {

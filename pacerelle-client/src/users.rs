@@ -173,11 +173,12 @@ impl AgentClient {
             .filter(|d| d.user.as_deref() == Some(external_id))
         {
             let paired = listed.iter().find(|l| l.device_id == device.device_id);
+            // The roster version above already revoked it: only the relay is left to tell.
             if paired.is_some_and(|l| l.revoked_at.is_none()) {
-                self.revoke_device(&device.device_id).await?;
+                self.revoke_at_relay(&device.device_id).await?;
             }
         }
-        let listed = self.devices().await?;
+        // Each device's revocation time comes from the roster, so the list read above still describes them.
         Ok(user_info(&roster, user, &listed, None))
     }
 }
