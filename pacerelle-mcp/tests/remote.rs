@@ -12,10 +12,9 @@ use std::time::Duration;
 
 use common::{Era, Server, TestClient, TestRelay, command};
 use pacerelle_client::AgentClient;
-use rmcp::model::ProtocolVersion;
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-use rmcp::{ClientLifecycleMode, ClientServiceExt, ServiceExt};
+use rmcp::{ClientServiceExt, ServiceExt};
 use rustls::pki_types::pem::PemObject;
 use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -198,18 +197,10 @@ async fn an_https_client_with_the_bearer_lists_the_tools_and_reads_the_status() 
         );
         let handler = TestClient::default();
         let progress = handler.progress.clone();
-        let client = match era {
-            Era::Legacy => handler.serve(transport).await.expect("initialize over HTTPS"),
-            Era::Modern => handler
-                .serve_with_lifecycle(
-                    transport,
-                    ClientLifecycleMode::Discover {
-                        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                    },
-                )
-                .await
-                .expect("discover over HTTPS"),
-        };
+        let client = handler
+            .serve_with_lifecycle(transport, era.lifecycle())
+            .await
+            .expect("start the MCP session over HTTPS");
         let server = Server {
             client,
             pid: endpoint.child.id().expect("pid"),

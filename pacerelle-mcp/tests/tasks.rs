@@ -17,7 +17,7 @@ use rmcp::model::{
 };
 use rmcp::service::{PeerRequestOptions, RunningService};
 use rmcp::transport::TokioChildProcess;
-use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, ClientServiceExt, RoleClient};
 use serde_json::{Value, json};
 
 /// The client's own timeout for every request, shorter than the person takes to answer.
@@ -44,18 +44,10 @@ async fn spawn_tasks_client(agent: &AgentClient, relay_url: &str, era: Era) -> C
         .stderr(std::process::Stdio::inherit())
         .spawn()
         .expect("spawn pacerelle-mcp");
-    match era {
-        Era::Legacy => TasksClient.serve(transport).await.expect("initialize"),
-        Era::Modern => TasksClient
-            .serve_with_lifecycle(
-                transport,
-                ClientLifecycleMode::Discover {
-                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                },
-            )
-            .await
-            .expect("discover"),
-    }
+    TasksClient
+        .serve_with_lifecycle(transport, era.lifecycle())
+        .await
+        .expect("start the MCP session")
 }
 
 /// Sends `request` with the client's 10 s timeout.

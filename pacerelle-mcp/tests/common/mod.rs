@@ -32,6 +32,18 @@ pub enum Era {
     Modern,
 }
 
+impl Era {
+    /// How a test client of this era starts: the `initialize` handshake, or `server/discover`.
+    pub fn lifecycle(self) -> ClientLifecycleMode {
+        match self {
+            Era::Legacy => ClientLifecycleMode::Initialize,
+            Era::Modern => ClientLifecycleMode::Discover {
+                preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+            },
+        }
+    }
+}
+
 /// A client that records the progress notifications it receives.
 #[derive(Clone, Default)]
 pub struct TestClient {
@@ -97,18 +109,10 @@ pub async fn spawn_with(
     let pid = transport.id().expect("pid");
     let handler = TestClient::default();
     let progress = handler.progress.clone();
-    let client = match era {
-        Era::Legacy => handler.serve(transport).await.expect("initialize"),
-        Era::Modern => handler
-            .serve_with_lifecycle(
-                transport,
-                ClientLifecycleMode::Discover {
-                    preferred_versions: vec![ProtocolVersion::V_2026_07_28],
-                },
-            )
-            .await
-            .expect("discover"),
-    };
+    let client = handler
+        .serve_with_lifecycle(transport, era.lifecycle())
+        .await
+        .expect("start the MCP session");
     Server {
         client,
         pid,
