@@ -131,10 +131,23 @@ async fn each_user_answers_only_their_own_questions() {
     assert_eq!(branding.accent_color.as_deref(), Some("#0a7cff"));
     assert_eq!(branding.icon.as_deref(), Some(ICON));
     // The text for the model carries the link and leaves the image to structuredContent.
+    let before = Timestamp::now().millis();
     let connected = server
-        .call("connect_user", json!({"externalId": "bob", "name": "Bob Stone"}))
+        .call(
+            "connect_user",
+            json!({"externalId": "bob", "name": "Bob Stone", "linkTtlSeconds": 120}),
+        )
         .await;
     let bob_link = connected.structured_content.clone().expect("structured");
+    // The link lasts the 120 seconds asked, not the default 10 minutes.
+    let expires = Timestamp::parse(bob_link["expiresAt"].as_str().expect("expiresAt"))
+        .expect("an RFC 3339 time")
+        .millis();
+    assert!(
+        (before + 110_000..=before + 130_000).contains(&expires),
+        "expires {} ms after the call",
+        expires - before
+    );
     let bob_qr = bob_link["qrCode"].as_str().expect("qrCode");
     assert_eq!(occurrences(&connected, bob_qr), 1, "{}", text(&connected));
     assert!(text(&connected).contains(bob_link["link"].as_str().expect("link")));
@@ -151,6 +164,13 @@ async fn each_user_answers_only_their_own_questions() {
         )
         .await;
     assert!(refused.contains("#rrggbb"), "{refused}");
+    let refused = server
+        .invalid_params(
+            "connect_user",
+            json!({"externalId": "carol", "name": "Carol", "linkTtlSeconds": 0}),
+        )
+        .await;
+    assert!(refused.contains("linkTtlSeconds"), "{refused}");
 
     // A question for alice: her device lists it; bob's neither lists nor reads it, and the relay refuses
     // his answer to it.

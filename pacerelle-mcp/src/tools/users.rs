@@ -35,6 +35,8 @@ pub struct ConnectArgs {
     /// The agent's icon in the app: a `data:image/png;base64,…` (or image/svg+xml, image/jpeg) URL of at
     /// most 16 KiB.
     pub icon: Option<String>,
+    /// How long the link can be opened, in seconds (1 to 3600; default 600).
+    pub link_ttl_seconds: Option<u64>,
 }
 
 /// Arguments of `get_user` and `disconnect_user`.
@@ -303,8 +305,19 @@ impl PacerelleServer {
         if let Some(b) = &branding {
             b.validate().map_err(|e| McpError::invalid_params(e, None))?;
         }
+        let ttl = match args.link_ttl_seconds {
+            Some(secs @ 1..=3600) => Some(std::time::Duration::from_secs(secs)),
+            Some(_) => {
+                return Err(McpError::invalid_params(
+                    "linkTtlSeconds must be between 1 and 3600",
+                    None,
+                ));
+            }
+            None => None,
+        };
         let options = ConnectOptions {
             branding,
+            ttl,
             ..ConnectOptions::default()
         };
         let state = &self.state;
