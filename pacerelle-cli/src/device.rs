@@ -107,6 +107,11 @@ pub async fn run(global: &Global, cmd: DeviceCommand) -> Result<()> {
             let before = global.home.pairings()?;
             let replaced = before.iter().find(|p| p.creds.agent_id == c.agent_id);
             let path = global.home.write_pairing(c)?;
+            // The earlier device leaves, so no credential of this terminal's is left working at the relay.
+            let left = match replaced {
+                Some(old) => Some(leave_replaced(global, old).await),
+                None => None,
+            };
             let paired = before.len() + usize::from(replaced.is_none());
             let fingerprint = device.signing_fingerprint();
             if global.json {
@@ -114,6 +119,7 @@ pub async fn run(global: &Global, cmd: DeviceCommand) -> Result<()> {
                     "deviceId": c.device_id, "agentId": c.agent_id, "agentName": c.agent_name, "relayUrl": c.relay_url,
                     "signingFingerprint": fingerprint,
                     "replacedDeviceId": replaced.map(|p| p.creds.device_id.as_str()),
+                    "replacedDeviceLeft": left.as_ref().map(Result::is_ok),
                     "pairedAgents": paired,
                 });
                 // Partner mode: the user this device answers for, as the link sealed it.
@@ -136,12 +142,18 @@ pub async fn run(global: &Global, cmd: DeviceCommand) -> Result<()> {
                     "credentials and signing key saved in {} (readable by you only)",
                     path.display()
                 );
-                if let Some(old) = replaced {
-                    println!(
-                        "replaced this terminal's earlier pairing with {} (device {}); the agent still lists \
-                         that device until it is revoked",
-                        c.agent_name, old.creds.device_id
-                    );
+                if let (Some(old), Some(left)) = (replaced, &left) {
+                    match left {
+                        Ok(()) => println!(
+                            "replaced this terminal's earlier pairing with {} (device {}, which left: it is revoked)",
+                            c.agent_name, old.creds.device_id
+                        ),
+                        Err(e) => println!(
+                            "replaced this terminal's earlier pairing with {} (device {}); it could not leave ({e}): \
+                             the agent still lists it until it is revoked there",
+                            c.agent_name, old.creds.device_id
+                        ),
+                    }
                 }
                 if paired > 1 {
                     println!(
@@ -168,6 +180,17 @@ pub async fn run(global: &Global, cmd: DeviceCommand) -> Result<()> {
                 Ok(())
             }
         }
+    }
+}
+
+/// Revokes the device of a pairing this terminal replaced (`DELETE /v1/device` with its own credential). A
+/// device already revoked counts as gone; any other failure is reported, the new pairing is kept either way.
+async fn leave_replaced(global: &Global, old: &home::Pairing) -> std::result::Result<(), String> {
+    let device = home::client_for(global, old).map_err(|e| format!("{e:#}"))?;
+    match device.leave().await {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == pacerelle_client::ErrorKind::DeviceRevoked => Ok(()),
+        Err(e) => Err(e.to_string()),
     }
 }
 

@@ -260,7 +260,7 @@ async fn a_link_of_an_agent_already_paired_replaces_that_pairing_only() {
     let before = relay.json(phone.path(), &["device", "list", "--json"]);
 
     let said = stdout(&join(&relay, server.path(), phone.path()));
-    assert!(said.contains("replaced"), "{said}");
+    assert!(said.contains("replaced") && said.contains("which left"), "{said}");
     let after = relay.json(phone.path(), &["device", "list", "--json"]);
     assert_eq!(after.as_array().expect("list").len(), 2, "{after}");
     assert_eq!(
@@ -269,9 +269,20 @@ async fn a_link_of_an_agent_already_paired_replaces_that_pairing_only() {
     );
     assert_eq!(after[1]["agentId"], server_id.as_str());
     assert_ne!(after[1]["deviceId"], before[1]["deviceId"], "not replaced");
-    // The replaced pairing works.
+    // The replaced pairing works; the device it replaced left, and the agent lists it revoked.
     let info = relay.json(phone.path(), &["device", "info", "--agent", "Server", "--json"]);
     assert_eq!(info["deviceId"], after[1]["deviceId"]);
+    let devices = relay.json(server.path(), &["agent", "devices", "--json"]);
+    let old = devices["devices"]
+        .as_array()
+        .expect("devices")
+        .iter()
+        .find(|d| d["deviceId"] == before[1]["deviceId"])
+        .expect("the replaced device is listed");
+    assert!(
+        !old["revokedAt"].is_null(),
+        "the replaced device is still active: {devices}"
+    );
     // device info needs one agent with two pairings.
     let out = run({
         let mut c = relay.at(phone.path());
