@@ -204,3 +204,45 @@ def test_an_approval_for_a_user_waits_for_that_users_yes(paired: Paired) -> None
     assert question_id not in {q.question_id for q in owner.questions().questions}
     [entry] = agent.answer_log(user="fred")
     assert (entry.question_id, entry.user, entry.approved) == (question_id, "fred", True)
+
+
+def test_a_decorated_call_asks_the_user_its_arguments_name(paired: Paired) -> None:
+    agent, owner = paired.agent, paired.device
+    gina = pacerelle.Device.join(agent.connect_user("gina", "Gina").link, "Gina's phone")
+    hugo = pacerelle.Device.join(agent.connect_user("hugo", "Hugo").link, "Hugo's phone")
+    refunded: list[str] = []
+
+    @agent.require_approval("Refund {order} for {customer}?", user=lambda order, customer: customer, timeout=30)
+    def refund(order: str, customer: str) -> None:
+        refunded.append(order)
+
+    def answer(device: pacerelle.Device, yes: bool) -> str:
+        seen = device.wait_for_question(timeout=20)
+        (device.approve if yes else device.deny)(seen.question_id)
+        return seen.question_id
+
+    # gina's call asks gina, and runs on her yes.
+    answering = Background(lambda: answer(gina, True))
+    refund("1187", customer="gina")
+    gina_question = answering.join()
+    assert refunded == ["1187"]
+    # hugo's call asks hugo, not gina and not the owner; his no stops it.
+    answering = Background(lambda: answer(hugo, False))
+    with pytest.raises(pacerelle.NotApproved) as denied:
+        refund("1188", customer="hugo")
+    hugo_question = answering.join()
+    assert denied.value.conclusion == "denied"
+    assert refunded == ["1187"]
+    assert hugo_question not in {q.question_id for q in gina.questions().questions}
+    assert not {gina_question, hugo_question} & {q.question_id for q in owner.questions().questions}
+    assert [e.user for e in agent.answer_log(user="hugo")] == ["hugo"]
+
+    # A fixed user works too.
+    @agent.require_approval(user="gina", timeout=30)
+    def close_ticket() -> None:
+        refunded.append("ticket")
+
+    answering = Background(lambda: answer(gina, True))
+    close_ticket()
+    answering.join()
+    assert refunded == ["1187", "ticket"]

@@ -144,6 +144,7 @@ class _Base:
         timeout: float | None = None,
         policy: _approval.PolicyLike = None,
         tool: str | None = None,
+        user: _approval.UserOf = None,
     ) -> Callable[[F], F]: ...
 
     def require_approval(
@@ -156,6 +157,7 @@ class _Base:
         timeout: float | None = None,
         policy: _approval.PolicyLike = None,
         tool: str | None = None,
+        user: _approval.UserOf = None,
     ) -> Any:
         """Decorator: asks the owner before each call and runs the function only on an authenticated yes;
         otherwise raises `NotApproved` (`conclusion` 'denied', 'expired', 'cancelled', 'relay_unavailable',
@@ -167,9 +169,11 @@ class _Base:
         arguments. With a `policy` (a `Policy` or the path of a TOML policy file), the policy decides
         first by `tool` (default: the function's name) with the call's arguments as input: 'allow' runs
         without asking, 'deny' raises `NotApproved` (conclusion 'denied'), 'ask' asks. Works on plain and `async def`
-        functions, and bare: `@agent.require_approval`.
+        functions, and bare: `@agent.require_approval`. With `user` (Partner mode: a user's external id, or a
+        function of the call's arguments that returns it, or None for the owner), that user is asked on their
+        own devices instead of the owner.
         """
-        options = dict(details=details, expires_in=expires_in, timeout=timeout, policy=policy, tool=tool)
+        options = dict(details=details, expires_in=expires_in, timeout=timeout, policy=policy, tool=tool, user=user)
         if callable(question):
             # Used bare: @agent.require_approval
             return _approval.decorator(self._client, describe, **options)(question)  # type: ignore[arg-type]

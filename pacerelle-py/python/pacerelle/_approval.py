@@ -26,6 +26,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 #: What `question` may be: a text (with `{argument}` placeholders filled from the call), or a function of
 #: the call's arguments that returns the text.
 QuestionText = Union[str, Callable[..., str]]
+#: Whom a decorated call asks (Partner mode): a user's external id, or a function of the call's arguments
+#: that returns it (None: the owner).
+UserOf = Union[str, Callable[..., Union[str, None]], None]
 PolicyLike = Union[_native.Policy, str, "os.PathLike[str]", None]
 
 
@@ -147,6 +150,7 @@ def decorator(
     timeout: float | None,
     policy: PolicyLike,
     tool: str | None,
+    user: UserOf = None,
 ) -> Callable[[F], F]:
     """Builds the `require_approval` decorator for a native client."""
     loaded = load_policy(policy)
@@ -168,7 +172,10 @@ def decorator(
             more = details
             if evaluation is not None and evaluation.decision == "ask":
                 more = f"{details}\n\n{evaluation.reason}" if details else evaluation.reason
-            return Request(text, details=more, expires_in=expires_in, timeout=timeout, evaluation=evaluation)
+            asked = user(*args, **kwargs) if callable(user) else user
+            return Request(
+                text, details=more, expires_in=expires_in, timeout=timeout, evaluation=evaluation, user=asked
+            )
 
         if inspect.iscoroutinefunction(func):
 
