@@ -211,33 +211,29 @@ impl Roster {
     /// audience is sealed in the question and the device's user in the roster, so the relay can move
     /// neither a question nor a device from one user to another.
     pub fn may_answer_for(&self, device_id: &str, user: Option<&str>, at: Option<Timestamp>) -> bool {
-        let live = |revoked: Option<Timestamp>| match (revoked, at) {
-            (None, _) => true,
-            (Some(_), None) => false,
-            (Some(r), Some(t)) => t < r,
-        };
         let Some(d) = self.device(device_id) else {
             return false;
         };
-        if !live(d.revoked_at) {
-            return false;
-        }
-        match user {
-            None => d.role == Role::Owner,
-            Some(external_id) => {
-                d.role == Role::User
-                    && d.user.as_deref() == Some(external_id)
-                    && self.user(external_id).is_some_and(|u| live(u.disconnected_at))
-            }
-        }
+        let user = match user {
+            None => None,
+            Some(external_id) => match self.user(external_id) {
+                Some(u) => Some(u),
+                None => return false,
+            },
+        };
+        answers_for(d, user, at)
     }
 
     /// The active devices that a question, notification or reply for `user` (`None`: the owner) goes to:
-    /// exactly those whose answer would count now ([`Roster::may_answer_for`]).
+    /// exactly those whose answer would count now ([`Roster::may_answer_for`]). The user is looked up once,
+    /// not once per device.
     pub fn audience<'a>(&'a self, user: Option<&'a str>) -> impl Iterator<Item = &'a RosterDevice> + 'a {
-        self.devices
-            .iter()
-            .filter(move |d| self.may_answer_for(&d.device_id, user, None))
+        let found = user.map(|external_id| self.user(external_id));
+        self.devices.iter().filter(move |d| match found {
+            None => answers_for(d, None, None),
+            Some(None) => false,
+            Some(Some(u)) => answers_for(d, Some(u), None),
+        })
     }
 
     /// The next version, with `change` applied to the devices and the time stamped.
@@ -337,6 +333,28 @@ impl Roster {
     }
 }
 
+/// The rule of [`Roster::may_answer_for`] for a device and a user already looked up (`None`: the owner):
+/// the device is not revoked by `at` (`None`: now, so never revoked), and it is an `owner` device for the
+/// owner, or a `user` device of that user, who is not disconnected by then.
+fn answers_for(d: &RosterDevice, user: Option<&RosterUser>, at: Option<Timestamp>) -> bool {
+    let live = |revoked: Option<Timestamp>| match (revoked, at) {
+        (None, _) => true,
+        (Some(_), None) => false,
+        (Some(r), Some(t)) => t < r,
+    };
+    if !live(d.revoked_at) {
+        return false;
+    }
+    match user {
+        None => d.role == Role::Owner,
+        Some(u) => {
+            d.role == Role::User
+                && d.user.as_deref() == Some(u.external_id.as_str())
+                && live(u.disconnected_at)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -414,6 +432,23 @@ mod tests {
         assert_eq!(alice, ["dv_a"]);
         let owners: Vec<_> = r.audience(None).map(|d| d.device_id.as_str()).collect();
         assert_eq!(owners, ["dv_o"]);
+        assert_eq!(
+            r.audience(Some("bob")).count(),
+            0,
+            "a disconnected user has no audience"
+        );
+        assert_eq!(r.audience(Some("carol")).count(), 0, "nor has an unknown one");
+        // The audience is exactly the devices whose answer counts now.
+        for who in [None, Some("alice"), Some("bob"), Some("carol")] {
+            let by_rule: Vec<_> = r
+                .devices
+                .iter()
+                .filter(|d| r.may_answer_for(&d.device_id, who, None))
+                .map(|d| d.device_id.as_str())
+                .collect();
+            let audience: Vec<_> = r.audience(who).map(|d| d.device_id.as_str()).collect();
+            assert_eq!(audience, by_rule, "{who:?}");
+        }
     }
 
     #[test]
