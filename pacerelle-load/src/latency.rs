@@ -176,10 +176,15 @@ pub async fn run(
             let start = Instant::now();
             shared.starts[i].store((start - shared.base).as_nanos() as u64 + 1, Ordering::SeqCst);
             let answer = async {
-                let mut conn = match conn {
-                    Some(c) => c,
-                    None => Conn::open(addr, None).await?,
-                };
+                if let Some(mut conn) = conn {
+                    // A pooled connection may have sat unused past the relay's header timeout (it runs from
+                    // the moment a connection opens) and been closed: the task is sent again on a fresh one,
+                    // as HTTP clients do. Its message id makes that safe; its time counts from the first try.
+                    if let Ok(answer) = conn.send(&request).await {
+                        return anyhow::Ok((conn, answer));
+                    }
+                }
+                let mut conn = Conn::open(addr, None).await?;
                 let answer = conn.send(&request).await?;
                 anyhow::Ok((conn, answer))
             }
