@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow, bail};
-use pacerelle_client::{AgentClient, AgentToken, PairingOptions};
+use pacerelle_client::{AgentClient, AgentToken, PairingOptions, shutdown_signal};
 use pacerelle_relay::{Acme, AcmeSettings, AcmeStatus, Config, Relay, Retention, TlsConfig};
 
 use crate::Global;
@@ -500,24 +500,6 @@ fn codex_toml(url: &str, agent_id: &str, token: &str, mcp: &str) -> String {
          tool_timeout_sec = 120\n\n[mcp_servers.pacerelle.env]\nPACERELLE_AGENT_ID = \"{agent_id}\"\n\
          PACERELLE_AGENT_TOKEN = \"{token}\"\nPACERELLE_RELAY_URL = \"{url}\"\n"
     )
-}
-
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
-    #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
-            }
-            Err(_) => std::future::pending::<()>().await,
-        }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! { _ = ctrl_c => {}, _ = term => {} }
 }
 
 pub async fn serve(global: &Global, args: ServeArgs) -> Result<()> {
