@@ -388,6 +388,7 @@ impl AgentClient {
     /// is left to reach.
     pub(crate) async fn devices_to_reach(&self, user: Option<&str>, what: &str) -> Result<Vec<String>> {
         let (reach, roster, listed) = self.trusted_devices(user).await?;
+        let roster = self.revoke_those_that_left(&listed, roster).await;
         if let Some(external_id) = user
             && roster
                 .user(external_id)
@@ -431,6 +432,41 @@ impl AgentClient {
             ));
         }
         Ok(reach)
+    }
+
+    /// Revokes in the roster the devices the relay lists as revoked (a device that left, `DELETE /v1/device`)
+    /// while the roster still trusts them, as of the relay's revocation time (never later than now). Safe to
+    /// take from the relay: it only takes trust away. One roster change for all of them; on failure the
+    /// roster is left as it was (the relay refuses those devices anyway) and the next question tries again.
+    async fn revoke_those_that_left(&self, listed: &[DeviceInfo], roster: Roster) -> Roster {
+        let now = Timestamp::now();
+        let left: Vec<(String, Timestamp)> = listed
+            .iter()
+            .filter_map(|d| {
+                let at = d.revoked_at?;
+                let trusted = roster.device(&d.device_id)?.revoked_at.is_none();
+                trusted.then(|| (d.device_id.clone(), Timestamp(at.0.min(now.0))))
+            })
+            .collect();
+        if left.is_empty() {
+            return roster;
+        }
+        let changed = self
+            .change_roster(|devices| {
+                for d in devices.iter_mut() {
+                    if let Some((_, at)) = left.iter().find(|(id, _)| *id == d.device_id) {
+                        d.revoked_at.get_or_insert(*at);
+                    }
+                }
+            })
+            .await;
+        match changed {
+            Ok(roster) => roster,
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot revoke in the roster the devices that left; tried again at the next question");
+                roster
+            }
+        }
     }
 
     /// The devices active at the relay and in the roster's audience for `user` (`None`: the owner's),

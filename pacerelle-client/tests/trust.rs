@@ -450,3 +450,54 @@ async fn tasks_from_a_device_the_roster_does_not_trust_are_rejected_and_a_forked
     assert!(e.to_string().contains("forked"), "{e}");
     pool.close().await;
 }
+
+#[tokio::test]
+async fn a_device_that_left_is_revoked_in_the_roster_at_the_next_question() {
+    let relay = TestRelay::start().await;
+    let home = tempfile::tempdir().expect("home");
+    let (agent, phone) = agent_in(&relay, home.path()).await;
+    let tablet = pair(&agent, Role::Owner, "tablet").await;
+    let tablet_id = tablet.credentials().device_id.clone();
+    let roster = agent.roster().await.expect("roster");
+    assert!(roster.may_approve(&tablet_id), "the tablet starts trusted");
+
+    let before = Timestamp::now();
+    tablet.leave().await.expect("the tablet leaves");
+    // Only the relay knows yet: the roster still lists the tablet as trusted.
+    assert!(agent.roster().await.expect("roster").may_approve(&tablet_id));
+
+    // The next question is not sealed for the tablet, and the agent revokes it in its roster too, as of the
+    // relay's revocation time.
+    let asked = agent
+        .ask_user(QuestionRequest::yes_no("Ship it?"))
+        .await
+        .expect("asked of the phone that stays");
+    let roster = agent.roster().await.expect("roster");
+    assert!(
+        !roster.may_approve(&tablet_id),
+        "a device that left is still trusted"
+    );
+    let revoked = roster
+        .device(&tablet_id)
+        .and_then(|d| d.revoked_at)
+        .expect("revoked in the roster");
+    assert!(revoked >= before && revoked <= Timestamp::now(), "{revoked:?}");
+    assert!(
+        roster.may_approve(&phone.credentials().device_id),
+        "the phone that stays is untouched"
+    );
+    // The phone that stays answers and approves.
+    answer(&phone, &asked.question_id, Answer::Yes).await;
+    let outcome = agent
+        .wait_until_final(&asked, tokio::time::Instant::now() + Duration::from_secs(10))
+        .await
+        .expect("wait");
+    assert!(outcome.approved);
+    // Asking again changes nothing more.
+    let version = roster.version;
+    agent
+        .ask_user(QuestionRequest::yes_no("And the docs?"))
+        .await
+        .expect("asked");
+    assert_eq!(agent.roster().await.expect("roster").version, version);
+}
