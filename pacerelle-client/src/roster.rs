@@ -445,7 +445,7 @@ impl AgentClient {
             .filter_map(|d| {
                 let at = d.revoked_at?;
                 let trusted = roster.device(&d.device_id)?.revoked_at.is_none();
-                trusted.then(|| (d.device_id.clone(), Timestamp(at.0.min(now.0))))
+                trusted.then(|| (d.device_id.clone(), at.min(now)))
             })
             .collect();
         if left.is_empty() {
