@@ -125,6 +125,11 @@ fn command_word(args: &[String]) -> Option<(&str, Option<&str>)> {
     found.first().map(|first| (*first, found.get(1).copied()))
 }
 
+/// jemalloc as the program's allocator (the `jemalloc` feature, on by default; see this crate's `Cargo.toml`).
+#[cfg(all(feature = "jemalloc", not(target_env = "msvc")))]
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     // `args_os`, not `args`: `std::env::args` panics on a non-UTF-8 argument; clap refuses one where a
     // text value is expected (a usage error, exit 2, or 3 for `ask`) and accepts it where a path is.

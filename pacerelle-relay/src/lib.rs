@@ -20,12 +20,6 @@ mod wake;
 mod web;
 mod webhook;
 
-/// jemalloc as the process's allocator when the `jemalloc` feature asks (see the relay's `Cargo.toml`). Not in
-/// this crate's own unit tests, which link the crate a second time (through the test support) with it.
-#[cfg(all(feature = "jemalloc", not(target_env = "msvc"), not(test)))]
-#[global_allocator]
-static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
-
 use std::future::Future;
 use std::sync::{Arc, Weak};
 use std::time::Duration;
