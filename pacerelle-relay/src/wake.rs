@@ -78,20 +78,34 @@ impl Wakes {
         }
     }
 
-    /// Wakes every subscriber of a topic (call after the commit that they should see).
+    /// Wakes every subscriber of a topic (call after the commit that they should see), and the push deliverer:
+    /// the commit may have queued pushes.
     pub(crate) fn publish(&self, topic: &Topic, seq: u64) {
         self.publish_here(topic, seq);
+        self.any.notify_one();
+        self.forward(topic);
+    }
+
+    /// [`Wakes::publish`] after a commit that queued no push — a phone's task: pushes carry what an agent
+    /// sends to phones, never what a phone sent. The push deliverer sleeps on; woken, it would read its outbox
+    /// for nothing (two reads per wake, a tenth of the relay's time under a flood of tasks).
+    pub(crate) fn publish_no_push(&self, topic: &Topic, seq: u64) {
+        self.publish_here(topic, seq);
+        self.forward(topic);
+    }
+
+    /// Sends a publication to the other instances, if any.
+    fn forward(&self, topic: &Topic) {
         if let Some(out) = self.outbound.get() {
             let _ = out.send(topic.key());
         }
     }
 
-    /// Wakes this instance's waiters on `topic` only (a publication that came from another instance).
+    /// Wakes this instance's waiters on `topic` only.
     fn publish_here(&self, topic: &Topic, seq: u64) {
         if let Some(tx) = self.lock().get(topic) {
             tx.send_replace(seq);
         }
-        self.any.notify_one();
     }
 
     /// Sends this instance's publications to `out` from now on, for the other instances.
@@ -103,6 +117,8 @@ impl Wakes {
     pub(crate) fn publish_from_elsewhere(&self, key: &str) {
         if let Some(topic) = Topic::from_key(key) {
             self.publish_here(&topic, 0);
+            // The other instance's commit may have queued pushes that this instance's deliverer can take.
+            self.any.notify_one();
         }
     }
 
@@ -209,6 +225,35 @@ mod tests {
                 .await
                 .is_err()
         );
+    }
+
+    #[tokio::test]
+    async fn a_phones_task_wakes_its_waiters_but_not_the_push_deliverer() {
+        let wakes = Wakes::default();
+        let (out, mut sent) = tokio::sync::mpsc::unbounded_channel();
+        wakes.forward_to(out);
+        let topic = Topic::Inbox("ag_1".into());
+        let mut sub = wakes.subscribe(topic.clone());
+        wakes.publish_no_push(&topic, 4);
+        tokio::time::timeout(Duration::from_secs(5), sub.changed())
+            .await
+            .expect("the agent's wait is woken");
+        assert_eq!(sent.recv().await.as_deref(), Some("inbox:ag_1"));
+        let push = wakes.any.clone();
+        assert!(
+            tokio::time::timeout(Duration::from_millis(50), push.notified())
+                .await
+                .is_err(),
+            "no push can have been queued"
+        );
+        wakes.publish(&Topic::Conversation("ag_1".into()), 5);
+        tokio::time::timeout(Duration::from_secs(5), push.notified())
+            .await
+            .expect("a commit that may have queued pushes wakes the deliverer");
+        wakes.publish_from_elsewhere("questions:ag_1");
+        tokio::time::timeout(Duration::from_secs(5), push.notified())
+            .await
+            .expect("so does another instance's");
     }
 
     #[tokio::test]

@@ -244,8 +244,12 @@ pub(crate) async fn send(
         Put::Stored(item) => {
             if item.created {
                 let seq = item.cursor.seq();
-                state.wakes.publish(&Topic::Inbox(auth.agent_id.clone()), seq);
-                state.wakes.publish(&Topic::Conversation(auth.agent_id), seq);
+                state
+                    .wakes
+                    .publish_no_push(&Topic::Inbox(auth.agent_id.clone()), seq);
+                state
+                    .wakes
+                    .publish_no_push(&Topic::Conversation(auth.agent_id), seq);
             }
             Ok(stored(item.created, item))
         }
