@@ -51,8 +51,8 @@ pub(crate) struct Wakes {
     /// Where this instance's publications go to reach the other instances (several relays on one PostgreSQL
     /// database, ADR 0003); unset for a relay alone.
     outbound: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<String>>,
-    /// Notified at every publication, whatever its topic: the push deliverer listens (a commit may have
-    /// queued pushes). Also notified when the relay stops.
+    /// Notified at every publication that may follow queued pushes ([`Wakes::publish`], and one from another
+    /// instance; not [`Wakes::publish_no_push`]): the push deliverer listens. Also notified when the relay stops.
     pub(crate) any: std::sync::Arc<tokio::sync::Notify>,
 }
 
