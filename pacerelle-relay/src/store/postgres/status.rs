@@ -8,8 +8,12 @@ use super::prelude::*;
 impl PgStore {
     /// Reads only what is unprocessed (the partial index `items_unprocessed`), the agent's stored-task counter
     /// (`agent_counts`) and its newest checkpoint, in one statement (one snapshot): the time does not grow with
-    /// the tasks processed.
+    /// the tasks processed. A delivered mark of this agent still being written is let commit first, so that the
+    /// tasks a wait of this instance has handed out count as in progress, not as waiting.
     pub(crate) async fn status_facts(&self, agent_id: &str) -> Result<StatusFacts> {
+        if self.marks.pending_beyond(agent_id, 0) {
+            self.marks.settle(agent_id, 0).await;
+        }
         type Row = (i64, i64, Option<i64>, Option<i64>, Option<i64>, i64);
         let (waiting, in_progress, oldest, stored, last_checkpoint, devices): Row = sqlx::query_as(
             "SELECT COUNT(*) FILTER (WHERE delivered_at IS NULL),

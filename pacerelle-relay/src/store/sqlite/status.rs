@@ -7,8 +7,13 @@ use crate::store::StatusFacts;
 
 impl SqliteStore {
     /// Reads only what is unprocessed (the partial index `items_unprocessed`), the agent's stored-task counter
-    /// (migration 0007) and its newest checkpoint: the time does not grow with the tasks processed.
+    /// (migration 0007) and its newest checkpoint: the time does not grow with the tasks processed. A delivered
+    /// mark of this agent still queued in the writer is let commit first, so that the tasks a wait has handed
+    /// out count as in progress, not as waiting.
     pub(crate) async fn status_facts(&self, agent_id: &str) -> Result<StatusFacts> {
+        if self.marks.pending_beyond(agent_id, 0) {
+            self.write(|_| Ok(())).await?;
+        }
         type Row = (i64, i64, Option<i64>, Option<i64>, Option<i64>, i64);
         let (waiting, in_progress, oldest, stored, last_checkpoint, devices): Row = sqlx::query_as(
             "SELECT COALESCE(SUM(delivered_at IS NULL), 0),
