@@ -132,6 +132,14 @@ impl PgStore {
         Ok(put)
     }
 
+    /// Returns once no delivered mark of this agent beyond `after` is being written by this instance (or after
+    /// the marks' settling time). Nothing to wait for in the usual case.
+    pub(crate) async fn settle_marks(&self, agent_id: &str, after: i64) {
+        if self.marks.pending_beyond(agent_id, after) {
+            self.marks.settle(agent_id, after).await;
+        }
+    }
+
     /// One step of the agent's long-poll, read in one statement (one snapshot): the lease and the caller's
     /// session, the relay's head (to check the caller's cursor), and the agent's tasks not yet processed after
     /// `after` (oldest first, at most `limit`) with the cursor to continue from.
@@ -150,9 +158,7 @@ impl PgStore {
         // A delivered mark not yet committed for tasks this read may return again: let it commit first, so that
         // their `redelivered` flag is exact. Not on the hot path: an agent that goes on from its cursor reads
         // beyond every mark it caused.
-        if self.marks.pending_beyond(agent_id, after) {
-            self.marks.settle(agent_id, after).await;
-        }
+        self.settle_marks(agent_id, after).await;
         // One row at least (the facts); one row per task otherwise. At most one session is open per agent
         // (`sessions_open_per_agent`), so the join with it adds no rows. The caller's session is known when this
         // agent has (or had) a session with its id: the lease's own session is one of those.

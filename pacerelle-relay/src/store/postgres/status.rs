@@ -11,9 +11,7 @@ impl PgStore {
     /// the tasks processed. A delivered mark of this agent still being written is let commit first, so that the
     /// tasks a wait of this instance has handed out count as in progress, not as waiting.
     pub(crate) async fn status_facts(&self, agent_id: &str) -> Result<StatusFacts> {
-        if self.marks.pending_beyond(agent_id, 0) {
-            self.marks.settle(agent_id, 0).await;
-        }
+        self.settle_marks(agent_id, 0).await;
         type Row = (i64, i64, Option<i64>, Option<i64>, Option<i64>, i64);
         let (waiting, in_progress, oldest, stored, last_checkpoint, devices): Row = sqlx::query_as(
             "SELECT COUNT(*) FILTER (WHERE delivered_at IS NULL),

@@ -104,6 +104,15 @@ impl SqliteStore {
         .await
     }
 
+    /// Returns once no delivered mark of this agent beyond `after` is queued in the writer: an empty write goes
+    /// through the writer behind them. Nothing to wait for in the usual case.
+    pub(crate) async fn settle_marks(&self, agent_id: &str, after: i64) -> Result<()> {
+        if self.marks.pending_beyond(agent_id, after) {
+            self.write(|_| Ok(())).await?;
+        }
+        Ok(())
+    }
+
     /// One step of the agent's long-poll, read in one snapshot on one read connection: the lease and the
     /// caller's session, the relay's head (to check the caller's cursor), and the agent's tasks not yet
     /// processed after `after` (oldest first, at most `limit`) with the cursor to continue from.
@@ -123,9 +132,7 @@ impl SqliteStore {
         // A delivered mark not yet committed for tasks this read may return again: let it commit first, so that
         // their `redelivered` flag is exact (an agent that restarts at once). Not on the hot path: an agent that
         // goes on from its cursor reads beyond every mark it caused.
-        if self.marks.pending_beyond(&agent_id, seq_of(after)) {
-            self.write(|_| Ok(())).await?;
-        }
+        self.settle_marks(&agent_id, seq_of(after)).await?;
         self.read_now(move |conn| {
             let after = seq_of(after);
             let lease = session::lease_on(conn, &agent_id, now)?;
