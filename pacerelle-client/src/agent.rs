@@ -262,11 +262,7 @@ impl AgentClient {
 
     /// Creates a pairing offer and returns its link. Whoever opens the link first becomes a device.
     pub async fn create_pairing(&self, options: PairingOptions) -> Result<PairingLink> {
-        if options.ttl.is_zero() || options.ttl > Duration::from_secs(3600) {
-            return Err(Error::InvalidInput(
-                "a pairing offer lasts between 1 second and 1 hour".into(),
-            ));
-        }
+        pairing::check_ttl(options.ttl).map_err(|e| Error::InvalidInput(e.into()))?;
         let role = if options.user.is_some() {
             Role::User
         } else {

@@ -24,6 +24,17 @@ use crate::time::Timestamp;
 pub const SALT: &str = "pacerelle/v1/pairing";
 /// Default lifetime of an offer: 10 minutes.
 pub const DEFAULT_TTL_SECONDS: u64 = 600;
+/// Longest lifetime of an offer: one hour. The relay caps an offer's `expiresAt` there too.
+pub const MAX_TTL_SECONDS: u64 = 3600;
+
+/// Checks an offer's lifetime: at least one second, at most [`MAX_TTL_SECONDS`]. Every surface that lets a
+/// caller choose it (the client, the CLI's `--ttl`, MCP's `linkTtlSeconds`, Python's `ttl`) goes through this.
+pub fn check_ttl(ttl: std::time::Duration) -> std::result::Result<(), &'static str> {
+    if ttl.is_zero() || ttl > std::time::Duration::from_secs(MAX_TTL_SECONDS) {
+        return Err("a pairing link lasts between 1 second and 1 hour (3600 s)");
+    }
+    Ok(())
+}
 
 /// The secret a pairing link carries. `Debug` hides it.
 #[derive(Clone, PartialEq, Eq)]
@@ -247,6 +258,20 @@ pub fn open_offer(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_link_lasts_between_one_second_and_one_hour() {
+        use std::time::Duration;
+        for ok in [1, DEFAULT_TTL_SECONDS, MAX_TTL_SECONDS] {
+            assert_eq!(check_ttl(Duration::from_secs(ok)), Ok(()), "{ok} s");
+        }
+        for refused in [
+            Duration::ZERO,
+            Duration::from_secs(MAX_TTL_SECONDS) + Duration::from_millis(1),
+        ] {
+            assert!(check_ttl(refused).is_err(), "{refused:?}");
+        }
+    }
 
     #[test]
     fn link_round_trip() {

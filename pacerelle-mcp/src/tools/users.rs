@@ -5,6 +5,7 @@
 //! only call the client ([`pacerelle_client::AgentClient::connect_user`] and its siblings): the roster that
 //! says which devices answer for whom stays sealed with the agent's keys. None of them needs the lease.
 
+use pacerelle_client::core::pairing;
 use pacerelle_client::core::wire::code;
 use pacerelle_client::{
     AuditEntry, Branding, ConnectOptions, Error, ErrorKind, PairingLink, UserDevice, UserInfo,
@@ -305,16 +306,11 @@ impl PacerelleServer {
         if let Some(b) = &branding {
             b.validate().map_err(|e| McpError::invalid_params(e, None))?;
         }
-        let ttl = match args.link_ttl_seconds {
-            Some(secs @ 1..=3600) => Some(std::time::Duration::from_secs(secs)),
-            Some(_) => {
-                return Err(McpError::invalid_params(
-                    "linkTtlSeconds must be between 1 and 3600",
-                    None,
-                ));
-            }
-            None => None,
-        };
+        let ttl = args.link_ttl_seconds.map(std::time::Duration::from_secs);
+        if let Some(ttl) = ttl {
+            pairing::check_ttl(ttl)
+                .map_err(|e| McpError::invalid_params(format!("linkTtlSeconds: {e}"), None))?;
+        }
         let options = ConnectOptions {
             branding,
             ttl,

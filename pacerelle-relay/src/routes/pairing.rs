@@ -14,7 +14,7 @@ use crate::extract::{Json, Path};
 use crate::store::{Claim, NewPairing, PairingStored};
 
 /// Longest lifetime of an offer: the relay caps `expiresAt` at one hour from now.
-pub(crate) const MAX_OFFER_TTL_MS: i64 = 3600 * 1000;
+pub(crate) const MAX_OFFER_TTL_MS: i64 = pacerelle_core::pairing::MAX_TTL_SECONDS as i64 * 1000;
 
 fn expired() -> AppError {
     AppError::new(
