@@ -130,14 +130,3 @@ pub(crate) fn r(text: &str) -> String {
     out.push(quote);
     out
 }
-
-/// `r` for an optional string (`None` when absent).
-pub(crate) fn ro(text: Option<&str>) -> String {
-    text.map_or_else(|| "None".to_string(), r)
-}
-
-/// A list of strings as Python would `repr` it.
-pub(crate) fn rl(items: &[String]) -> String {
-    let inner: Vec<String> = items.iter().map(|s| r(s)).collect();
-    format!("[{}]", inner.join(", "))
-}

@@ -10,8 +10,6 @@ use pacerelle_client::{Answer, Timestamp};
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
-use crate::convert::r;
-
 /// A Rust value that becomes a Python object (inside `Python::attach`, at the end of a call).
 pub(crate) trait ToPy: Send + 'static {
     fn to_py(self, py: Python<'_>) -> PyResult<Py<PyAny>>;
@@ -30,6 +28,87 @@ impl<T: ToPy> ToPy for Vec<T> {
             .map(|v| v.to_py(py))
             .collect::<PyResult<Vec<_>>>()?;
         Ok(PyList::new(py, items)?.into_any().unbind())
+    }
+}
+
+/// A frozen class that shows one client value: a thin `PyX { inner }` wrapper with one getter per field, and
+/// a `__repr__` that shows every field, in order, as Python's `repr` of what its getter gives. The getters and
+/// the repr come from one list, so they cannot drift apart.
+///
+/// A field is written `name: |v| expression`, `v` being `&inner` (`|v, py|` when the expression needs the
+/// interpreter); the value goes to Python through `IntoPyObject`, times through [`Time`]. A field marked
+/// `[secret]` shows as `'…'` in the repr (a pairing link, a credential): read on purpose only. Other methods of
+/// the class follow the fields in a `methods { … }` block.
+macro_rules! wrapper {
+    (
+        $(#[$meta:meta])*
+        $class:ident($name:literal, $client:ty) {
+            $(
+                $(#[$field_meta:meta])*
+                $([$secret:ident])? $field:ident: |$v:ident $(, $py:ident)?| $value:expr
+            ),* $(,)?
+        }
+        $(methods { $($methods:tt)* })?
+    ) => {
+        $(#[$meta])*
+        #[pyclass(frozen, name = $name, module = "pacerelle")]
+        #[derive(Debug)]
+        pub(crate) struct $class {
+            pub(super) inner: $client,
+        }
+
+        #[pymethods]
+        impl $class {
+            $(
+                $(#[$field_meta])*
+                #[getter]
+                fn $field<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+                    let $v = &self.inner;
+                    $(let $py = py;)?
+                    pyo3::IntoPyObjectExt::into_bound_py_any($value, py)
+                }
+            )*
+
+            $($($methods)*)?
+
+            fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+                let fields: &[&str] = &[$(stringify!($field).trim_start_matches("r#")),*];
+                let secret: &[&str] = &[$($(wrapper!(@name $secret $field),)?)*];
+                crate::types::repr_of(slf.as_any(), fields, secret)
+            }
+        }
+    };
+    (@name $secret:ident $field:ident) => {
+        stringify!($field)
+    };
+}
+
+/// `Name(field=value, …)`: the class's name, then each field as Python's `repr` of what its getter gives, in
+/// the order given. A field listed in `secret` (a pairing link, a credential) shows as `'…'`.
+pub(crate) fn repr_of(obj: &Bound<'_, PyAny>, fields: &[&str], secret: &[&str]) -> PyResult<String> {
+    let shown = fields
+        .iter()
+        .map(|&field| {
+            if secret.contains(&field) {
+                Ok(format!("{field}='…'"))
+            } else {
+                Ok(format!("{field}={}", obj.getattr(field)?.repr()?))
+            }
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    Ok(format!("{}({})", obj.get_type().name()?, shown.join(", ")))
+}
+
+/// A time for a [`wrapper!`] field: an aware `datetime` in UTC.
+pub(crate) struct Time(pub(crate) Timestamp);
+
+impl<'py> IntoPyObject<'py> for Time {
+    type Target = PyAny;
+    type Output = Bound<'py, PyAny>;
+    type Error = PyErr;
+
+    fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        crate::convert::datetime(py, self.0)
     }
 }
 
@@ -83,16 +162,4 @@ pub(crate) fn answer_to_py(py: Python<'_>, answer: &Answer) -> PyResult<Py<PyAny
         #[allow(unreachable_patterns)]
         _ => py.None(),
     })
-}
-
-fn ts(t: Timestamp) -> String {
-    t.to_rfc3339()
-}
-
-fn ots(t: Option<Timestamp>) -> String {
-    t.map_or_else(|| "None".into(), |t| r(&t.to_rfc3339()))
-}
-
-fn b(v: bool) -> &'static str {
-    if v { "True" } else { "False" }
 }

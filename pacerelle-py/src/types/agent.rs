@@ -5,8 +5,8 @@ use pacerelle_client as client;
 use pacerelle_client::core::wire::LeaseHolder;
 use pyo3::prelude::*;
 
-use super::{b, ts};
-use crate::convert::{datetime, name, opt_datetime, r};
+use super::{Time, repr_of};
+use crate::convert::{datetime, name, opt_datetime};
 
 to_py_wrap! {
     client::SessionInfo => PySessionInfo,
@@ -18,85 +18,29 @@ to_py_via! {
     client::Status => PyStatus,
 }
 
-/// A session holding the agent's lease.
-#[pyclass(frozen, name = "SessionInfo", module = "pacerelle")]
-#[derive(Debug)]
-pub(crate) struct PySessionInfo {
-    inner: client::SessionInfo,
-}
-
-#[pymethods]
-impl PySessionInfo {
-    /// Its id.
-    #[getter]
-    fn session_id(&self) -> &str {
-        &self.inner.session_id
-    }
-
-    /// Where it runs.
-    #[getter]
-    fn host(&self) -> &str {
-        &self.inner.host
-    }
-
-    /// When it took the lease.
-    #[getter]
-    fn since<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        datetime(py, self.inner.since)
-    }
-
-    /// When the lease lapses without a heartbeat (the client sends one every 10 s).
-    #[getter]
-    fn lease_expires_at<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        datetime(py, self.inner.lease_expires_at)
-    }
-
-    fn __repr__(&self) -> String {
-        let s = &self.inner;
-        format!(
-            "SessionInfo(session_id={}, host={}, since={}, lease_expires_at={})",
-            r(&s.session_id),
-            r(&s.host),
-            r(&ts(s.since)),
-            r(&ts(s.lease_expires_at))
-        )
+wrapper! {
+    /// A session holding the agent's lease.
+    PySessionInfo("SessionInfo", client::SessionInfo) {
+        /// Its id.
+        session_id: |v| &v.session_id,
+        /// Where it runs.
+        host: |v| &v.host,
+        /// When it took the lease.
+        since: |v| Time(v.since),
+        /// When the lease lapses without a heartbeat (the client sends one every 10 s).
+        lease_expires_at: |v| Time(v.lease_expires_at),
     }
 }
 
-/// The session holding the lease, as the status reports it.
-#[pyclass(frozen, name = "LeaseHolder", module = "pacerelle")]
-#[derive(Debug)]
-pub(crate) struct PyLeaseHolder {
-    inner: LeaseHolder,
-}
-
-#[pymethods]
-impl PyLeaseHolder {
-    /// Where the holder runs.
-    #[getter]
-    fn host(&self) -> &str {
-        &self.inner.host
-    }
-
-    /// Since when it holds the lease.
-    #[getter]
-    fn since<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        datetime(py, self.inner.since)
-    }
-
-    /// Its last heartbeat.
-    #[getter]
-    fn last_heartbeat_at<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        datetime(py, self.inner.last_heartbeat_at)
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "LeaseHolder(host={}, since={}, last_heartbeat_at={})",
-            r(&self.inner.host),
-            r(&ts(self.inner.since)),
-            r(&ts(self.inner.last_heartbeat_at))
-        )
+wrapper! {
+    /// The session holding the lease, as the status reports it.
+    PyLeaseHolder("LeaseHolder", LeaseHolder) {
+        /// Where the holder runs.
+        host: |v| &v.host,
+        /// Since when it holds the lease.
+        since: |v| Time(v.since),
+        /// Its last heartbeat.
+        last_heartbeat_at: |v| Time(v.last_heartbeat_at),
     }
 }
 
@@ -194,105 +138,47 @@ impl PyStatus {
         datetime(py, self.inner.relay_time)
     }
 
-    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        let s = &self.inner;
-        let session = match &self.session {
-            Some(h) => h.bind(py).repr()?.to_string(),
-            None => "None".into(),
-        };
-        Ok(format!(
-            "Status(agent_id={}, agent_name={}, presence={}, session={}, listening={}, waiting={}, \
-             in_progress={}, processed={}, devices={})",
-            r(&s.agent.agent_id),
-            r(&s.agent.name),
-            r(&name(&s.presence)),
-            session,
-            b(s.listening),
-            s.messages.waiting,
-            s.messages.in_progress,
-            s.messages.processed,
-            s.devices
-        ))
-    }
-}
-
-/// An agent as the relay knows it.
-#[pyclass(frozen, name = "AgentInfo", module = "pacerelle")]
-#[derive(Debug)]
-pub(crate) struct PyAgentInfo {
-    pub(super) inner: client::AgentInfo,
-}
-
-#[pymethods]
-impl PyAgentInfo {
-    /// Its id.
-    #[getter]
-    fn agent_id(&self) -> &str {
-        &self.inner.agent_id
-    }
-
-    /// Its name.
-    #[getter]
-    fn name(&self) -> &str {
-        &self.inner.name
-    }
-
-    /// When it registered.
-    #[getter]
-    fn created_at<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        datetime(py, self.inner.created_at)
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "AgentInfo(agent_id={}, name={}, created_at={})",
-            r(&self.inner.agent_id),
-            r(&self.inner.name),
-            r(&ts(self.inner.created_at))
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        repr_of(
+            slf.as_any(),
+            &[
+                "agent_id",
+                "agent_name",
+                "presence",
+                "session",
+                "listening",
+                "waiting",
+                "in_progress",
+                "processed",
+                "devices",
+            ],
+            &[],
         )
     }
 }
 
-/// A pairing offer: show `link` as a link or QR code; whoever opens it first becomes a device.
-#[pyclass(frozen, name = "PairingLink", module = "pacerelle")]
-#[derive(Debug)]
-pub(crate) struct PyPairingLink {
-    inner: client::PairingLink,
+wrapper! {
+    /// An agent as the relay knows it.
+    PyAgentInfo("AgentInfo", client::AgentInfo) {
+        /// Its id.
+        agent_id: |v| &v.agent_id,
+        /// Its name.
+        name: |v| &v.name,
+        /// When it registered.
+        created_at: |v| Time(v.created_at),
+    }
 }
 
-#[pymethods]
-impl PyPairingLink {
-    /// `https://relay/pair#v1.…`: the secret is in the fragment, which never reaches the relay.
-    #[getter]
-    fn link(&self) -> &str {
-        &self.inner.link
-    }
-
-    /// The offer's public id.
-    #[getter]
-    fn pairing_id(&self) -> &str {
-        &self.inner.pairing_id
-    }
-
-    /// The device that claiming it will create.
-    #[getter]
-    fn device_id(&self) -> &str {
-        &self.inner.device_id
-    }
-
-    /// When it stops being claimable.
-    #[getter]
-    fn expires_at<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        datetime(py, self.inner.expires_at)
-    }
-
-    fn __repr__(&self) -> String {
-        // The link carries the pairing secret: shown only on purpose (`.link`).
-        format!(
-            "PairingLink(link='…', pairing_id={}, device_id={}, expires_at={})",
-            r(&self.inner.pairing_id),
-            r(&self.inner.device_id),
-            r(&ts(self.inner.expires_at))
-        )
+wrapper! {
+    /// A pairing offer: show `link` as a link or QR code; whoever opens it first becomes a device.
+    PyPairingLink("PairingLink", client::PairingLink) {
+        /// `https://relay/pair#v1.…`: the secret is in the fragment, which never reaches the relay.
+        [secret] link: |v| &v.link,
+        /// The offer's public id.
+        pairing_id: |v| &v.pairing_id,
+        /// The device that claiming it will create.
+        device_id: |v| &v.device_id,
+        /// When it stops being claimable.
+        expires_at: |v| Time(v.expires_at),
     }
 }

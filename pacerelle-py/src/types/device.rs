@@ -7,8 +7,8 @@ use pyo3::types::PyList;
 use super::agent::PyAgentInfo;
 use super::inbox::rejected_list;
 use super::questions::PyQuestion;
-use super::{ots, ts};
-use crate::convert::{datetime, name, opt_datetime, r, ro};
+use super::{Time, repr_of};
+use crate::convert::{datetime, name};
 
 to_py_wrap! {
     client::DeviceInfo => PyDeviceInfo,
@@ -97,74 +97,31 @@ impl PyDeviceCredentials {
         self.inner.branding.as_ref().and_then(|b| b.icon.clone())
     }
 
-    fn __repr__(&self) -> String {
-        format!(
-            "DeviceCredentials(relay_url={}, agent_id={}, agent_name={}, device_id={}, role={}, …)",
-            r(&self.inner.relay_url),
-            r(&self.inner.agent_id),
-            r(&self.inner.agent_name),
-            r(&self.inner.device_id),
-            r(self.inner.role.as_str())
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        // The secret that `to_secret_string` gives is never shown.
+        repr_of(
+            slf.as_any(),
+            &["relay_url", "agent_id", "agent_name", "device_id", "role"],
+            &[],
         )
     }
 }
 
-/// A paired device.
-#[pyclass(frozen, name = "DeviceInfo", module = "pacerelle")]
-#[derive(Debug)]
-pub(crate) struct PyDeviceInfo {
-    inner: client::DeviceInfo,
-}
-
-#[pymethods]
-impl PyDeviceInfo {
-    /// Its id.
-    #[getter]
-    fn device_id(&self) -> &str {
-        &self.inner.device_id
-    }
-
-    /// The name it gave when it joined.
-    #[getter]
-    fn name(&self) -> &str {
-        &self.inner.name
-    }
-
-    /// The label the agent side gave the pairing offer.
-    #[getter]
-    fn label(&self) -> Option<&str> {
-        self.inner.label.as_deref()
-    }
-
-    /// 'owner' or 'user'.
-    #[getter]
-    fn role(&self) -> &'static str {
-        self.inner.role.as_str()
-    }
-
-    /// When it paired.
-    #[getter]
-    fn created_at<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        datetime(py, self.inner.created_at)
-    }
-
-    /// When it was revoked, if it was.
-    #[getter]
-    fn revoked_at<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        opt_datetime(py, self.inner.revoked_at)
-    }
-
-    fn __repr__(&self) -> String {
-        let d = &self.inner;
-        format!(
-            "DeviceInfo(device_id={}, name={}, label={}, role={}, created_at={}, revoked_at={})",
-            r(&d.device_id),
-            r(&d.name),
-            ro(d.label.as_deref()),
-            r(d.role.as_str()),
-            r(&ts(d.created_at)),
-            ots(d.revoked_at)
-        )
+wrapper! {
+    /// A paired device.
+    PyDeviceInfo("DeviceInfo", client::DeviceInfo) {
+        /// Its id.
+        device_id: |v| &v.device_id,
+        /// The name it gave when it joined.
+        name: |v| &v.name,
+        /// The label the agent side gave the pairing offer.
+        label: |v| v.label.as_deref(),
+        /// 'owner' or 'user'.
+        role: |v| v.role.as_str(),
+        /// When it paired.
+        created_at: |v| Time(v.created_at),
+        /// When it was revoked, if it was.
+        revoked_at: |v| v.revoked_at.map(Time),
     }
 }
 
@@ -199,12 +156,8 @@ impl PyDeviceSelf {
         self.agent.clone_ref(py)
     }
 
-    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        Ok(format!(
-            "DeviceSelf(device={}, agent={})",
-            self.device.bind(py).repr()?,
-            self.agent.bind(py).repr()?
-        ))
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        repr_of(slf.as_any(), &["device", "agent"], &[])
     }
 }
 
@@ -290,16 +243,11 @@ impl PyConversationItem {
         self.inner.cursor.to_string()
     }
 
-    fn __repr__(&self) -> String {
-        let i = &self.inner;
-        format!(
-            "ConversationItem(kind={}, id={}, text={}, source_message_id={}, state={}, cursor={})",
-            r(&name(&i.kind)),
-            r(&i.id),
-            r(&i.text),
-            ro(i.source_message_id.as_deref()),
-            ro(self.state().as_deref()),
-            r(&i.cursor.to_string())
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        repr_of(
+            slf.as_any(),
+            &["kind", "id", "text", "source_message_id", "state", "cursor"],
+            &[],
         )
     }
 }
@@ -348,12 +296,7 @@ impl PyConversationPage {
         self.items.bind(py).len()
     }
 
-    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        Ok(format!(
-            "ConversationPage(items={}, rejected={}, cursor={})",
-            self.items.bind(py).repr()?,
-            self.rejected.bind(py).repr()?,
-            r(&self.cursor)
-        ))
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        repr_of(slf.as_any(), &["items", "rejected", "cursor"], &[])
     }
 }

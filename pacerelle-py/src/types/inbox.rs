@@ -4,8 +4,7 @@ use pacerelle_client as client;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
-use super::{b, ts};
-use crate::convert::{datetime, r, rl, ro};
+use super::{Time, repr_of};
 
 to_py_wrap! {
     client::Message => PyMessage,
@@ -18,86 +17,39 @@ to_py_via! {
     client::Inbox => PyInbox,
 }
 
-/// A task received by the agent, opened.
-#[pyclass(frozen, name = "Message", module = "pacerelle")]
-#[derive(Debug)]
-pub(crate) struct PyMessage {
-    inner: client::Message,
-}
-
-#[pymethods]
-impl PyMessage {
-    /// The id the device chose; reply with it.
-    #[getter]
-    fn message_id(&self) -> &str {
-        &self.inner.message_id
-    }
-
-    /// What the person asks.
-    #[getter]
-    fn text(&self) -> &str {
-        &self.inner.text
-    }
-
-    /// The device that sent it.
-    #[getter]
-    fn device_id(&self) -> &str {
-        &self.inner.from
-    }
-
-    /// That device's name.
-    #[getter]
-    fn device_name(&self) -> &str {
-        &self.inner.from_name
-    }
-
-    /// When the relay stored it.
-    #[getter]
-    fn sent_at<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        datetime(py, self.inner.sent_at)
-    }
-
-    /// Delivered before and not marked processed (for example before a crash).
-    #[getter]
-    fn redelivered(&self) -> bool {
-        self.inner.redelivered
-    }
-
-    /// Its position in the stream.
-    #[getter]
-    fn cursor(&self) -> String {
-        self.inner.cursor.to_string()
-    }
-
-    /// Partner mode: the `external_id` of the user whose device sent it, as the agent's roster says; None
-    /// when the owner sent it. A user's task is that user's request, not the owner's instruction.
-    #[getter]
-    fn user(&self) -> Option<&str> {
-        self.inner.user.as_deref()
-    }
-
-    fn __repr__(&self) -> String {
-        let m = &self.inner;
-        format!(
-            "Message(message_id={}, text={}, device_id={}, device_name={}, user={}, sent_at={}, redelivered={}, \
-             cursor={})",
-            r(&m.message_id),
-            r(&m.text),
-            r(&m.from),
-            r(&m.from_name),
-            ro(m.user.as_deref()),
-            r(&ts(m.sent_at)),
-            b(m.redelivered),
-            r(&m.cursor.to_string())
-        )
+wrapper! {
+    /// A task received by the agent, opened.
+    PyMessage("Message", client::Message) {
+        /// The id the device chose; reply with it.
+        message_id: |v| &v.message_id,
+        /// What the person asks.
+        text: |v| &v.text,
+        /// The device that sent it.
+        device_id: |v| &v.from,
+        /// That device's name.
+        device_name: |v| &v.from_name,
+        /// When the relay stored it.
+        sent_at: |v| Time(v.sent_at),
+        /// Delivered before and not marked processed (for example before a crash).
+        redelivered: |v| v.redelivered,
+        /// Its position in the stream.
+        cursor: |v| v.cursor.to_string(),
+        /// Partner mode: the `external_id` of the user whose device sent it, as the agent's roster says; None
+        /// when the owner sent it. A user's task is that user's request, not the owner's instruction.
+        user: |v| v.user.as_deref(),
     }
 }
 
-/// A task whose envelope did not open: not the person's instruction. Mark it processed to drop it.
-#[pyclass(frozen, name = "Rejected", module = "pacerelle")]
-#[derive(Debug)]
-pub(crate) struct PyRejected {
-    inner: client::Rejected,
+wrapper! {
+    /// A task whose envelope did not open: not the person's instruction. Mark it processed to drop it.
+    PyRejected("Rejected", client::Rejected) {
+        /// Its id.
+        message_id: |v| &v.message_id,
+        /// The device (or, on the device side, the agent) it claims to come from.
+        device_id: |v| &v.from,
+        /// Why it was rejected.
+        reason: |v| v.reason.to_string(),
+    }
 }
 
 /// Rejected items as a Python list (of an inbox, a question list or a conversation page).
@@ -107,36 +59,6 @@ pub(super) fn rejected_list(py: Python<'_>, rejected: Vec<client::Rejected>) -> 
         .map(|inner| Py::new(py, PyRejected { inner }))
         .collect::<PyResult<Vec<_>>>()?;
     Ok(PyList::new(py, items)?.unbind())
-}
-
-#[pymethods]
-impl PyRejected {
-    /// Its id.
-    #[getter]
-    fn message_id(&self) -> &str {
-        &self.inner.message_id
-    }
-
-    /// The device (or, on the device side, the agent) it claims to come from.
-    #[getter]
-    fn device_id(&self) -> &str {
-        &self.inner.from
-    }
-
-    /// Why it was rejected.
-    #[getter]
-    fn reason(&self) -> String {
-        self.inner.reason.to_string()
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "Rejected(message_id={}, device_id={}, reason={})",
-            r(&self.inner.message_id),
-            r(&self.inner.from),
-            r(&self.inner.reason.to_string())
-        )
-    }
 }
 
 /// The result of a wait.
@@ -183,139 +105,47 @@ impl PyInbox {
         self.messages.bind(py).len()
     }
 
-    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        Ok(format!(
-            "Inbox(messages={}, rejected={}, cursor={})",
-            self.messages.bind(py).repr()?,
-            self.rejected.bind(py).repr()?,
-            r(&self.cursor)
-        ))
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        repr_of(slf.as_any(), &["messages", "rejected", "cursor"], &[])
     }
 }
 
-/// A checkpoint, opened.
-#[pyclass(frozen, name = "Checkpoint", module = "pacerelle")]
-#[derive(Debug)]
-pub(crate) struct PyCheckpoint {
-    inner: client::Checkpoint,
-}
-
-#[pymethods]
-impl PyCheckpoint {
-    /// Its id.
-    #[getter]
-    fn checkpoint_id(&self) -> &str {
-        &self.inner.checkpoint_id
-    }
-
-    /// What has been done.
-    #[getter]
-    fn summary(&self) -> &str {
-        &self.inner.summary
-    }
-
-    /// What to do next.
-    #[getter]
-    fn next_action(&self) -> &str {
-        &self.inner.next_action
-    }
-
-    /// The tasks it concerns.
-    #[getter]
-    fn message_ids(&self) -> Vec<String> {
-        self.inner.message_ids.clone()
-    }
-
-    /// When it was saved.
-    #[getter]
-    fn created_at<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        datetime(py, self.inner.created_at)
-    }
-
-    fn __repr__(&self) -> String {
-        let c = &self.inner;
-        format!(
-            "Checkpoint(checkpoint_id={}, summary={}, next_action={}, message_ids={}, created_at={})",
-            r(&c.checkpoint_id),
-            r(&c.summary),
-            r(&c.next_action),
-            rl(&c.message_ids),
-            r(&ts(c.created_at))
-        )
+wrapper! {
+    /// A checkpoint, opened.
+    PyCheckpoint("Checkpoint", client::Checkpoint) {
+        /// Its id.
+        checkpoint_id: |v| &v.checkpoint_id,
+        /// What has been done.
+        summary: |v| &v.summary,
+        /// What to do next.
+        next_action: |v| &v.next_action,
+        /// The tasks it concerns.
+        message_ids: |v| v.message_ids.clone(),
+        /// When it was saved.
+        created_at: |v| Time(v.created_at),
     }
 }
 
-/// An item as the relay stored it (idempotent sends return the first copy).
-#[pyclass(frozen, name = "Stored", module = "pacerelle")]
-#[derive(Debug)]
-pub(crate) struct PyStored {
-    inner: client::Stored,
-}
-
-#[pymethods]
-impl PyStored {
-    /// The item's id.
-    #[getter]
-    fn id(&self) -> &str {
-        &self.inner.id
-    }
-
-    /// Its position in the agent's stream.
-    #[getter]
-    fn cursor(&self) -> String {
-        self.inner.cursor.to_string()
-    }
-
-    /// When it was first stored.
-    #[getter]
-    fn created_at<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        datetime(py, self.inner.created_at)
-    }
-
-    /// False when the id was already stored and this call changed nothing.
-    #[getter]
-    fn created(&self) -> bool {
-        self.inner.created
-    }
-
-    fn __repr__(&self) -> String {
-        let s = &self.inner;
-        format!(
-            "Stored(id={}, cursor={}, created_at={}, created={})",
-            r(&s.id),
-            r(&s.cursor.to_string()),
-            r(&ts(s.created_at)),
-            b(s.created)
-        )
+wrapper! {
+    /// An item as the relay stored it (idempotent sends return the first copy).
+    PyStored("Stored", client::Stored) {
+        /// The item's id.
+        id: |v| &v.id,
+        /// Its position in the agent's stream.
+        cursor: |v| v.cursor.to_string(),
+        /// When it was first stored.
+        created_at: |v| Time(v.created_at),
+        /// False when the id was already stored and this call changed nothing.
+        created: |v| v.created,
     }
 }
 
-/// A task marked processed.
-#[pyclass(frozen, name = "Processed", module = "pacerelle")]
-#[derive(Debug)]
-pub(crate) struct PyProcessed {
-    inner: client::Processed,
-}
-
-#[pymethods]
-impl PyProcessed {
-    /// The task.
-    #[getter]
-    fn message_id(&self) -> &str {
-        &self.inner.message_id
-    }
-
-    /// When it was first marked processed.
-    #[getter]
-    fn processed_at<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        datetime(py, self.inner.processed_at)
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "Processed(message_id={}, processed_at={})",
-            r(&self.inner.message_id),
-            r(&ts(self.inner.processed_at))
-        )
+wrapper! {
+    /// A task marked processed.
+    PyProcessed("Processed", client::Processed) {
+        /// The task.
+        message_id: |v| &v.message_id,
+        /// When it was first marked processed.
+        processed_at: |v| Time(v.processed_at),
     }
 }

@@ -5,8 +5,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyList;
 
 use super::inbox::rejected_list;
-use super::{answer_to_py, b, ots, ts};
-use crate::convert::{datetime, opt_datetime, r, rl, ro};
+use super::{Time, answer_to_py, repr_of};
+use crate::convert::{datetime, opt_datetime};
 
 to_py_wrap! {
     client::Asked => PyAsked,
@@ -18,12 +18,15 @@ to_py_via! {
     client::QuestionList => PyQuestionList,
 }
 
-/// A question the relay has stored.
-#[pyclass(frozen, name = "Asked", module = "pacerelle")]
-#[derive(Debug)]
-pub(crate) struct PyAsked {
-    /// Its digest (the question as asked) is kept: waiting with this `Asked` accepts only that question.
-    inner: client::Asked,
+wrapper! {
+    /// A question the relay has stored.
+    /// It keeps its digest (the question as asked): waiting with this `Asked` accepts only that question.
+    PyAsked("Asked", client::Asked) {
+        /// Its id: wait for it, cancel it.
+        question_id: |v| &v.question_id,
+        /// When it expires (as sealed in the agent's own copy).
+        expires_at: |v| Time(v.expires_at),
+    }
 }
 
 impl PyAsked {
@@ -32,147 +35,40 @@ impl PyAsked {
     }
 }
 
-#[pymethods]
-impl PyAsked {
-    /// Its id: wait for it, cancel it.
-    #[getter]
-    fn question_id(&self) -> &str {
-        &self.inner.question_id
-    }
-
-    /// When it expires (as sealed in the agent's own copy).
-    #[getter]
-    fn expires_at<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        datetime(py, self.inner.expires_at)
-    }
-
-    fn __repr__(&self) -> String {
-        format!(
-            "Asked(question_id={}, expires_at={})",
-            r(&self.inner.question_id),
-            r(&ts(self.inner.expires_at))
-        )
-    }
-}
-
-/// What the agent concludes about a question. Only an authenticated, timely yes (or chosen options) is
-/// `approved`.
-#[pyclass(frozen, name = "AnswerOutcome", module = "pacerelle")]
-#[derive(Debug)]
-pub(crate) struct PyAnswerOutcome {
-    inner: client::AnswerOutcome,
-}
-
-#[pymethods]
-impl PyAnswerOutcome {
-    /// The question.
-    #[getter]
-    fn question_id(&self) -> &str {
-        &self.inner.question_id
-    }
-
-    /// 'pending', 'answered', 'expired' or 'cancelled'.
-    #[getter]
-    fn state(&self) -> &'static str {
-        self.inner.state.as_str()
-    }
-
-    /// True only for an authenticated, timely, explicit yes or valid chosen options.
-    #[getter]
-    fn approved(&self) -> bool {
-        self.inner.approved
-    }
-
-    /// The answer when one opened: True (yes), False (no), the chosen options, or the written text.
-    #[getter]
-    fn answer(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        self.inner
-            .answer
-            .as_ref()
-            .map(|a| answer_to_py(py, a))
-            .transpose()
-    }
-
-    /// The answer as text: 'yes', 'no', the options joined by ', ', or the written text.
-    #[getter]
-    fn answer_text(&self) -> Option<String> {
-        self.inner.answer_text()
-    }
-
-    /// The device that answered, when its answer opened.
-    #[getter]
-    fn answered_by(&self) -> Option<&str> {
-        self.inner.answered_by.as_deref()
-    }
-
-    /// That device's name.
-    #[getter]
-    fn answered_by_name(&self) -> Option<&str> {
-        self.inner.answered_by_name.as_deref()
-    }
-
-    /// When the relay accepted the answer (the relay's clock).
-    #[getter]
-    fn answered_at<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        opt_datetime(py, self.inner.answered_at)
-    }
-
-    /// When the person answered, by the answering device's clock (sealed in its answer).
-    #[getter]
-    fn device_answered_at<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        opt_datetime(py, self.inner.device_answered_at)
-    }
-
-    /// When the question expires.
-    #[getter]
-    fn expires_at<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        datetime(py, self.inner.expires_at)
-    }
-
-    /// Why an answer the relay reported was not accepted (then it is never approved).
-    #[getter]
-    fn rejected(&self) -> Option<&str> {
-        self.inner.rejected.as_deref()
-    }
-
-    /// True when the answer carried the device's signature and it verified with the key pinned in the
-    /// roster (docs/crypto.md §4.8).
-    #[getter]
-    fn signed(&self) -> bool {
-        self.inner.signed
-    }
-
-    /// Where the answer that opened was given: 'phone' (a device; `answered_by` names it) or 'host' (at the
-    /// computer, through `answer_at_host`; `answered_by` is None, never signed). None without an answer.
-    #[getter]
-    fn channel(&self) -> Option<&'static str> {
-        self.inner.channel.map(client::Channel::as_str)
-    }
-
-    /// True when waiting longer cannot change the outcome.
-    #[getter]
-    fn is_final(&self) -> bool {
-        self.inner.is_final()
-    }
-
-    fn __repr__(&self) -> String {
-        let o = &self.inner;
-        format!(
-            "AnswerOutcome(question_id={}, state={}, approved={}, answer={}, answered_by={}, \
-             answered_by_name={}, answered_at={}, device_answered_at={}, expires_at={}, rejected={}, \
-             channel={})",
-            r(&o.question_id),
-            r(o.state.as_str()),
-            b(o.approved),
-            ro(o.answer_text().as_deref()),
-            ro(o.answered_by.as_deref()),
-            ro(o.answered_by_name.as_deref()),
-            ots(o.answered_at),
-            ots(o.device_answered_at),
-            r(&ts(o.expires_at)),
-            ro(o.rejected.as_deref()),
-            ro(o.channel.map(client::Channel::as_str))
-        )
+wrapper! {
+    /// What the agent concludes about a question. Only an authenticated, timely yes (or chosen options) is
+    /// `approved`.
+    PyAnswerOutcome("AnswerOutcome", client::AnswerOutcome) {
+        /// The question.
+        question_id: |v| &v.question_id,
+        /// 'pending', 'answered', 'expired' or 'cancelled'.
+        state: |v| v.state.as_str(),
+        /// True only for an authenticated, timely, explicit yes or valid chosen options.
+        approved: |v| v.approved,
+        /// The answer when one opened: True (yes), False (no), the chosen options, or the written text.
+        answer: |v, py| v.answer.as_ref().map(|a| answer_to_py(py, a)).transpose()?,
+        /// The answer as text: 'yes', 'no', the options joined by ', ', or the written text.
+        answer_text: |v| v.answer_text(),
+        /// The device that answered, when its answer opened.
+        answered_by: |v| v.answered_by.as_deref(),
+        /// That device's name.
+        answered_by_name: |v| v.answered_by_name.as_deref(),
+        /// When the relay accepted the answer (the relay's clock).
+        answered_at: |v| v.answered_at.map(Time),
+        /// When the person answered, by the answering device's clock (sealed in its answer).
+        device_answered_at: |v| v.device_answered_at.map(Time),
+        /// When the question expires.
+        expires_at: |v| Time(v.expires_at),
+        /// Why an answer the relay reported was not accepted (then it is never approved).
+        rejected: |v| v.rejected.as_deref(),
+        /// True when the answer carried the device's signature and it verified with the key pinned in the
+        /// roster (docs/crypto.md §4.8).
+        signed: |v| v.signed,
+        /// Where the answer that opened was given: 'phone' (a device; `answered_by` names it) or 'host' (at the
+        /// computer, through `answer_at_host`; `answered_by` is None, never signed). None without an answer.
+        channel: |v| v.channel.map(client::Channel::as_str),
+        /// True when waiting longer cannot change the outcome.
+        is_final: |v| v.is_final(),
     }
 }
 
@@ -288,17 +184,19 @@ impl PyQuestion {
         datetime(py, self.inner.created_at)
     }
 
-    fn __repr__(&self) -> String {
-        let q = &self.inner;
-        format!(
-            "Question(question_id={}, question={}, kind={}, options={}, multiple={}, state={}, expires_at={})",
-            r(&q.question_id),
-            r(&q.question),
-            r(q.kind.as_str()),
-            rl(&q.options),
-            b(q.multiple),
-            r(q.state.as_str()),
-            r(&ts(q.expires_at))
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        repr_of(
+            slf.as_any(),
+            &[
+                "question_id",
+                "question",
+                "kind",
+                "options",
+                "multiple",
+                "state",
+                "expires_at",
+            ],
+            &[],
         )
     }
 }
@@ -343,11 +241,7 @@ impl PyQuestionList {
         self.questions.bind(py).len()
     }
 
-    fn __repr__(&self, py: Python<'_>) -> PyResult<String> {
-        Ok(format!(
-            "QuestionList(questions={}, rejected={})",
-            self.questions.bind(py).repr()?,
-            self.rejected.bind(py).repr()?
-        ))
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        repr_of(slf.as_any(), &["questions", "rejected"], &[])
     }
 }

@@ -4,62 +4,26 @@ use pacerelle_client as client;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
-use super::{ToPy, b, ots, ts};
-use crate::convert::{datetime, opt_datetime, r, ro};
+use super::{Time, ToPy, repr_of};
+use crate::convert::{datetime, opt_datetime};
 
 to_py_via! {
     client::UserInfo => PyUser,
 }
 
-/// One device of a user: a phone that opened the user's link, or a link not yet used.
-#[pyclass(frozen, name = "UserDevice", module = "pacerelle")]
-#[derive(Debug)]
-pub(crate) struct PyUserDevice {
-    inner: client::UserDevice,
-}
-
-#[pymethods]
-impl PyUserDevice {
-    /// Its id.
-    #[getter]
-    fn device_id(&self) -> &str {
-        &self.inner.device_id
-    }
-
-    /// The name the device gave when it opened the link; None while the link is unused.
-    #[getter]
-    fn name(&self) -> Option<&str> {
-        self.inner.name.as_deref()
-    }
-
-    /// True once the user opened the link in the app (the device is paired).
-    #[getter]
-    fn paired(&self) -> bool {
-        self.inner.paired
-    }
-
-    /// When it paired.
-    #[getter]
-    fn paired_at<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        opt_datetime(py, self.inner.paired_at)
-    }
-
-    /// When it was revoked (by the agent, or when its user was disconnected).
-    #[getter]
-    fn revoked_at<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        opt_datetime(py, self.inner.revoked_at)
-    }
-
-    fn __repr__(&self) -> String {
-        let d = &self.inner;
-        format!(
-            "UserDevice(device_id={}, name={}, paired={}, paired_at={}, revoked_at={})",
-            r(&d.device_id),
-            ro(d.name.as_deref()),
-            b(d.paired),
-            ots(d.paired_at),
-            ots(d.revoked_at)
-        )
+wrapper! {
+    /// One device of a user: a phone that opened the user's link, or a link not yet used.
+    PyUserDevice("UserDevice", client::UserDevice) {
+        /// Its id.
+        device_id: |v| &v.device_id,
+        /// The name the device gave when it opened the link; None while the link is unused.
+        name: |v| v.name.as_deref(),
+        /// True once the user opened the link in the app (the device is paired).
+        paired: |v| v.paired,
+        /// When it paired.
+        paired_at: |v| v.paired_at.map(Time),
+        /// When it was revoked (by the agent, or when its user was disconnected).
+        revoked_at: |v| v.revoked_at.map(Time),
     }
 }
 
@@ -141,15 +105,17 @@ impl PyUser {
         serde_json::to_string(&self.inner).unwrap_or_default()
     }
 
-    fn __repr__(&self) -> String {
-        let u = &self.inner;
-        format!(
-            "User(external_id={}, name={}, connected_at={}, disconnected_at={}, devices={})",
-            r(&u.external_id),
-            r(&u.name),
-            r(&ts(u.connected_at)),
-            ots(u.disconnected_at),
-            u.devices.len()
+    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
+        repr_of(
+            slf.as_any(),
+            &[
+                "external_id",
+                "name",
+                "connected_at",
+                "disconnected_at",
+                "devices",
+            ],
+            &[],
         )
     }
 }
