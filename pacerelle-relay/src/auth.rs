@@ -30,6 +30,8 @@ pub(crate) struct AgentAuth {
 pub(crate) struct DeviceAuth {
     pub agent_id: String,
     pub device_id: String,
+    /// `owner` or `user` (Partner mode), from the credential's record.
+    pub role: pacerelle_core::pairing::Role,
 }
 
 fn revoked() -> AppError {
@@ -104,8 +106,15 @@ impl FromRequestParts<AppState> for DeviceAuth {
         // Boxed: the lookup's room is not part of the handler's future, which a parked wait keeps.
         match Box::pin(authenticate(parts, state)).await? {
             Principal::Device {
-                agent_id, device_id, ..
-            } => Ok(DeviceAuth { agent_id, device_id }),
+                agent_id,
+                device_id,
+                role,
+                ..
+            } => Ok(DeviceAuth {
+                agent_id,
+                device_id,
+                role,
+            }),
             Principal::Agent { .. } => Err(AppError::forbidden(
                 "an agent credential cannot use /v1/device routes; use a device's credential",
             )),

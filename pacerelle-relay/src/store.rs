@@ -4,7 +4,12 @@
 //! with the same methods; [`Store`] is the one the relay opened and forwards each call to it (ADR 0003). Conflicts that a caller can cause (an id
 //! already taken, a wrong claim proof…) are returned as outcome values; only storage failures are
 //! [`StoreError`](crate::error::StoreError)s. Every method that touches an agent's data takes that agent's
-//! id from the caller's credential, so one agent can never reach another's rows.
+//! id from the caller's credential, so one agent can never reach another's rows. A stored row becomes what
+//! the wire shows in one place, [`rows`], for both backends.
+
+// First: its column macros serve both backends.
+#[macro_use]
+pub(crate) mod rows;
 
 pub mod copy;
 pub(crate) mod marks;
@@ -177,10 +182,12 @@ pub(crate) const PAGE_LIMIT: u32 = 200;
 pub(crate) enum Principal {
     /// An agent; `hash` is `SHA-256(auth secret)`.
     Agent { agent_id: String, hash: Vec<u8> },
-    /// A device of `agent_id`; `hash` is `SHA-256(device secret)`.
+    /// A device of `agent_id`; `hash` is `SHA-256(device secret)`. Its role is set at pairing and never
+    /// changes, so a principal kept in memory keeps it right.
     Device {
         agent_id: String,
         device_id: String,
+        role: pacerelle_core::pairing::Role,
         hash: Vec<u8>,
         revoked: bool,
     },

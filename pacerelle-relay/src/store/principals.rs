@@ -116,6 +116,7 @@ mod tests {
         Principal::Device {
             agent_id: "agt".into(),
             device_id: "dev".into(),
+            role: pacerelle_core::pairing::Role::Owner,
             hash: vec![7; 32],
             revoked,
         }

@@ -11,7 +11,6 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pacerelle_core::pairing::Role;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
@@ -70,16 +69,6 @@ pub(crate) struct SqliteStore {
 }
 
 use crate::store::{cursor, seq_of, ts};
-
-fn role(text: &str) -> Result<Role> {
-    match text {
-        "owner" => Ok(Role::Owner),
-        "user" => Ok(Role::User),
-        other => Err(StoreError::internal(format!(
-            "unknown role {other:?} in the database"
-        ))),
-    }
-}
 
 impl SqliteStore {
     /// Opens (or creates) the database file and brings its schema up to date. The database file is created

@@ -119,12 +119,12 @@ impl PgStore {
     }
 
     async fn read_principal(&self, id: &str) -> Result<Option<Principal>> {
-        let row: Option<(Option<String>, Vec<u8>, bool)> = sqlx::query_as(
-            "SELECT owner, hash, revoked FROM (
-                 SELECT 0 AS rank, NULL::text AS owner, auth_hash AS hash, FALSE AS revoked
+        let row: Option<(Option<String>, Option<String>, Vec<u8>, bool)> = sqlx::query_as(
+            "SELECT owner, role, hash, revoked FROM (
+                 SELECT 0 AS rank, NULL::text AS owner, NULL::text AS role, auth_hash AS hash, FALSE AS revoked
                  FROM agents WHERE agent_id = $1
                  UNION ALL
-                 SELECT 1, agent_id, token_hash, revoked_at IS NOT NULL
+                 SELECT 1, agent_id, role, token_hash, revoked_at IS NOT NULL
                  FROM devices WHERE device_id = $1
              ) AS found
              ORDER BY rank LIMIT 1",
@@ -132,18 +132,20 @@ impl PgStore {
         .bind(id)
         .fetch_optional(&self.pool)
         .await?;
-        Ok(row.map(|(owner, hash, revoked)| match owner {
-            None => Principal::Agent {
+        row.map(|(owner, role, hash, revoked)| match owner {
+            None => Ok(Principal::Agent {
                 agent_id: id.to_string(),
                 hash,
-            },
-            Some(agent_id) => Principal::Device {
+            }),
+            Some(agent_id) => Ok(Principal::Device {
                 agent_id,
                 device_id: id.to_string(),
+                role: crate::store::rows::role(role.as_deref().unwrap_or_default())?,
                 hash,
                 revoked,
-            },
-        }))
+            }),
+        })
+        .transpose()
     }
 }
 
@@ -284,6 +286,7 @@ pub(super) mod tests {
         let Some(Principal::Device {
             agent_id,
             device_id,
+            role,
             hash,
             revoked,
         }) = store.principal("dv_1").await.expect("read")
@@ -291,8 +294,8 @@ pub(super) mod tests {
             panic!("dv_1 is a device");
         };
         assert_eq!(
-            (agent_id.as_str(), device_id.as_str(), revoked),
-            ("ag_1", "dv_1", false)
+            (agent_id.as_str(), device_id.as_str(), role, revoked),
+            ("ag_1", "dv_1", Role::User, false)
         );
         assert_eq!(hash.len(), 32);
         assert!(store.principal("nobody").await.expect("read").is_none());

@@ -1,53 +1,7 @@
 //! The PostgreSQL backend: an agent's devices — listing, reading and revoking them (mirrors `sqlite/device.rs`).
 
-use pacerelle_core::pairing::Role;
-
 use super::prelude::*;
-use crate::error::StoreError;
-
-/// A device as read: id, name, label, role, created, revoked, signing key, its seal (`device_columns!()`).
-type DeviceRow = (
-    String,
-    String,
-    Option<String>,
-    String,
-    i64,
-    Option<i64>,
-    Option<String>,
-    Option<String>,
-);
-
-/// The columns of a [`DeviceRow`], in its order (a literal, for `concat!`).
-macro_rules! device_columns {
-    () => {
-        "device_id, name, label, role, created_at, revoked_at, signing_key, signing_key_seal"
-    };
-}
-
-/// The role stored as `text`.
-pub(super) fn role(text: &str) -> Result<Role> {
-    match text {
-        "owner" => Ok(Role::Owner),
-        "user" => Ok(Role::User),
-        other => Err(StoreError::internal(format!(
-            "unknown role {other:?} in the database"
-        ))),
-    }
-}
-
-fn device_info(row: DeviceRow) -> Result<DeviceInfo> {
-    let (device_id, name, label, role_text, created_at, revoked_at, signing_key, signing_key_seal) = row;
-    Ok(DeviceInfo {
-        device_id,
-        name,
-        label,
-        role: role(&role_text)?,
-        created_at: Timestamp(created_at),
-        revoked_at: revoked_at.map(Timestamp),
-        signing_key,
-        signing_key_seal,
-    })
-}
+use crate::store::rows::{DeviceRow, device_info};
 
 impl PgStore {
     /// The agent's devices, revoked ones included, in the order they paired.
@@ -168,6 +122,7 @@ mod tests {
     use super::super::agent::tests::{T0, pair, store};
     use super::*;
     use crate::store::PushPut;
+    use pacerelle_core::pairing::Role;
 
     #[tokio::test]
     async fn devices_are_listed_in_pairing_order_and_revoked_once() {

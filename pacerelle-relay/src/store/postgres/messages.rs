@@ -11,7 +11,8 @@ use pacerelle_core::wire::{AgentMessage, ItemKind, MessageState, SubjectKind};
 use sqlx::Row;
 
 use super::prelude::*;
-use super::updates::{conversation_meta, insert_update};
+use super::updates::insert_update;
+use crate::store::rows::conversation_meta;
 use crate::store::{cursor, seq_of};
 
 fn message_state(delivered_at: Option<i64>, processed_at: Option<i64>) -> MessageState {

@@ -5,8 +5,8 @@ use pacerelle_core::wire::{PairingClaimed, PairingCreated};
 use pacerelle_core::{Bearer, keys};
 
 use super::agent::lock_ids;
-use super::device::role;
 use super::prelude::*;
+use crate::store::rows::role;
 
 impl PgStore {
     /// Stores a pairing offer; the same upload again finds it. The pairing id and the device id are locked

@@ -20,12 +20,11 @@
 
 use std::collections::HashMap;
 
-use pacerelle_core::question::{Channel, QuestionKind, QuestionRecord, QuestionState, Refusal};
-use pacerelle_core::wire::QuestionMeta;
+use pacerelle_core::question::{Channel, QuestionRecord, QuestionState, Refusal};
 
 use super::prelude::*;
-use crate::error::StoreError;
-use crate::store::{Answerer, channel_of};
+use crate::store::Answerer;
+use crate::store::rows::{DeviceQuestionRow, QuestionRow, corrupt};
 
 /// Event types of the webhook outbox.
 pub(super) const ANSWERED: &str = "question.answered";
@@ -68,139 +67,9 @@ macro_rules! effective_state {
     };
 }
 
-fn corrupt(what: String) -> StoreError {
-    StoreError::internal(what)
-}
-
-fn kind_of(text: &str) -> Result<QuestionKind> {
-    match text {
-        "yes_no" => Ok(QuestionKind::YesNo),
-        "choice" => Ok(QuestionKind::Choice),
-        "text" => Ok(QuestionKind::Text),
-        other => Err(corrupt(format!(
-            "unknown question kind {other:?} in the database"
-        ))),
-    }
-}
-
-fn state_of(text: &str) -> Result<QuestionState> {
-    QuestionState::parse(text)
-        .ok_or_else(|| corrupt(format!("unknown question state {text:?} in the database")))
-}
-
 /// Counts a committed write transaction in the store's [`crate::store::WriterCounts`].
 fn wrote(store: &PgStore) {
     store.committed();
-}
-
-/// A question as stored.
-#[derive(Debug, sqlx::FromRow)]
-pub(super) struct QuestionRow {
-    seq: i64,
-    item_id: String,
-    agent_id: String,
-    kind: String,
-    state: String,
-    created_at: i64,
-    expires_at: i64,
-    closed_at: Option<i64>,
-    self_envelope: String,
-    recipients: Option<String>,
-    answered_by: Option<String>,
-    answered_by_name: Option<String>,
-    answered_at: Option<i64>,
-    answer_envelope: Option<String>,
-    answer_copy: Option<String>,
-    channel: Option<String>,
-    user_id: Option<String>,
-}
-
-/// A question and the envelope sealed for one device.
-#[derive(Debug, sqlx::FromRow)]
-struct DeviceRow {
-    #[sqlx(flatten)]
-    question: QuestionRow,
-    device_envelope: String,
-}
-
-impl QuestionRow {
-    /// The state machine's view of the row.
-    fn record(&self) -> Result<QuestionRecord> {
-        Ok(QuestionRecord {
-            state: state_of(&self.state)?,
-            expires_at: ts(self.expires_at),
-            answered_by: self.answered_by.clone(),
-            closed_at: self.closed_at.map(ts),
-        })
-    }
-
-    /// The channel of its answer (none while unanswered).
-    fn channel(&self) -> Result<Option<Channel>> {
-        channel_of(state_of(&self.state)?, self.channel.as_deref())
-    }
-
-    /// The record as of `now`: a pending question past its expiry reads as expired (closed at its expiry).
-    fn record_at(&self, now: Timestamp) -> Result<QuestionRecord> {
-        let mut record = self.record()?;
-        record.expire_if_due(now);
-        Ok(record)
-    }
-
-    fn meta(&self, now: Timestamp) -> Result<QuestionMeta> {
-        let record = self.record_at(now)?;
-        Ok(QuestionMeta {
-            kind: kind_of(&self.kind)?,
-            state: record.state,
-            expires_at: record.expires_at,
-            channel: self.channel()?,
-            answered_by: self.answered_by.clone(),
-            answered_at: self.answered_at.map(ts),
-            answered_by_name: self.answered_by_name.clone(),
-            answer_copy: self.answer_copy.clone(),
-        })
-    }
-
-    /// The question as the agent sees it at `now` (also the body of its webhook events).
-    pub(super) fn view(self, now: Timestamp) -> Result<QuestionView> {
-        let record = self.record_at(now)?;
-        let channel = self.channel()?;
-        let mut recipients: Vec<String> = self
-            .recipients
-            .as_deref()
-            .unwrap_or("")
-            .split(',')
-            .filter(|d| !d.is_empty())
-            .map(str::to_string)
-            .collect();
-        recipients.sort();
-        Ok(QuestionView {
-            question_id: self.item_id,
-            kind: kind_of(&self.kind)?,
-            state: record.state,
-            created_at: ts(self.created_at),
-            expires_at: record.expires_at,
-            closed_at: record.closed_at,
-            self_envelope: self.self_envelope,
-            recipients,
-            channel,
-            answered_by: self.answered_by,
-            answered_by_name: self.answered_by_name,
-            answered_at: self.answered_at.map(ts),
-            answer_envelope: self.answer_envelope,
-            user_id: self.user_id,
-            cursor: cursor(self.seq),
-        })
-    }
-
-    fn device_question(&self, envelope: String, now: Timestamp) -> Result<DeviceQuestion> {
-        Ok(DeviceQuestion {
-            question_id: self.item_id.clone(),
-            envelope,
-            meta: self.meta(now)?,
-            created_at: ts(self.created_at),
-            cursor: cursor(self.seq),
-        })
-    }
 }
 
 /// The question `question_id` of this agent, its row locked until the transaction ends (`FOR UPDATE`).
@@ -745,7 +614,7 @@ impl PgStore {
             StateFilter::All => None,
             StateFilter::Only(s) => Some(s.as_str()),
         };
-        let rows: Vec<DeviceRow> = sqlx::query_as(concat!(
+        let rows: Vec<DeviceQuestionRow> = sqlx::query_as(concat!(
             "SELECT ",
             columns!(),
             ", e.envelope AS device_envelope
@@ -870,6 +739,7 @@ pub(super) mod tests {
 
     use super::*;
     use crate::store::Registered;
+    use pacerelle_core::question::QuestionKind;
 
     /// The tests' "now".
     pub(in super::super) const T0: i64 = 1_800_000_000_000;

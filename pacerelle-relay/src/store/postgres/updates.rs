@@ -7,64 +7,12 @@
 //! nothing if it committed).
 
 use pacerelle_core::ids;
-use pacerelle_core::question::{QuestionKind, QuestionRecord, QuestionState};
-use pacerelle_core::wire::{ItemKind, QuestionMeta, SubjectKind};
+use pacerelle_core::wire::{ItemKind, SubjectKind};
 
 use super::prelude::*;
-use crate::error::StoreError;
 
 /// Prefix of update ids.
 const UPDATE: &str = "upd";
-
-/// A question kind as stored.
-fn kind_of(text: &str) -> Result<QuestionKind> {
-    match text {
-        "yes_no" => Ok(QuestionKind::YesNo),
-        "choice" => Ok(QuestionKind::Choice),
-        "text" => Ok(QuestionKind::Text),
-        other => Err(StoreError::internal(format!(
-            "unknown question kind {other:?} in the database"
-        ))),
-    }
-}
-
-/// The question metadata of a conversation item, from the columns the conversation query selects (the same
-/// rule as SQLite's: a pending question past its expiry reads as expired at `now`). `None` when the item is no
-/// question and no update about one.
-#[allow(clippy::too_many_arguments)] // one argument per selected column
-pub(super) fn conversation_meta(
-    kind: Option<&str>,
-    state: Option<&str>,
-    expires_at: Option<i64>,
-    answered_by: Option<String>,
-    answered_at: Option<i64>,
-    answered_by_name: Option<String>,
-    answer_copy: Option<String>,
-    channel: Option<&str>,
-    now: Timestamp,
-) -> Result<Option<QuestionMeta>> {
-    let (Some(kind), Some(state), Some(expires_at)) = (kind, state, expires_at) else {
-        return Ok(None);
-    };
-    let state = QuestionState::parse(state)
-        .ok_or_else(|| StoreError::internal(format!("unknown question state {state:?} in the database")))?;
-    let record = QuestionRecord {
-        state,
-        expires_at: Timestamp(expires_at),
-        answered_by: answered_by.clone(),
-        closed_at: None,
-    };
-    Ok(Some(QuestionMeta {
-        kind: kind_of(kind)?,
-        state: record.state_at(now),
-        expires_at: record.expires_at,
-        channel: crate::store::channel_of(record.state, channel)?,
-        answered_by,
-        answered_at: answered_at.map(Timestamp),
-        answered_by_name,
-        answer_copy,
-    }))
-}
 
 /// The question columns [`insert_update`] reads back after the state change.
 #[derive(sqlx::FromRow)]
@@ -156,7 +104,7 @@ pub(super) async fn insert_update(
         .fetch_optional(&mut *conn)
         .await?;
         match meta {
-            Some(m) => conversation_meta(
+            Some(m) => crate::store::rows::conversation_meta(
                 Some(&m.kind),
                 Some(&m.state),
                 Some(m.expires_at),

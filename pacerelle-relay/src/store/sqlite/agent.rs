@@ -93,18 +93,23 @@ impl SqliteStore {
                 hash,
             }));
         }
-        let device: Option<(String, Vec<u8>, bool)> = sqlx::query_as(
-            "SELECT agent_id, token_hash, revoked_at IS NOT NULL FROM devices WHERE device_id = ?1",
+        let device: Option<(String, String, Vec<u8>, bool)> = sqlx::query_as(
+            "SELECT agent_id, role, token_hash, revoked_at IS NOT NULL FROM devices WHERE device_id = ?1",
         )
         .bind(id)
         .fetch_optional(&self.read)
         .await?;
-        Ok(device.map(|(agent_id, hash, revoked)| Principal::Device {
-            agent_id,
-            device_id: id.to_string(),
-            hash,
-            revoked,
-        }))
+        device
+            .map(|(agent_id, role, hash, revoked)| {
+                Ok(Principal::Device {
+                    agent_id,
+                    device_id: id.to_string(),
+                    role: crate::store::rows::role(&role)?,
+                    hash,
+                    revoked,
+                })
+            })
+            .transpose()
     }
 }
 

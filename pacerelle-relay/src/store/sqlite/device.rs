@@ -4,41 +4,9 @@ use pacerelle_core::Timestamp;
 use pacerelle_core::wire::DeviceInfo;
 use rusqlite::{OptionalExtension, params};
 
-use super::{Result, SqliteStore, role, ts};
+use super::{Result, SqliteStore};
+use crate::store::rows::{DeviceRow, device_info};
 use crate::store::{SigningKeyCopy, SigningKeyPut};
-
-/// A device as read: id, name, label, role, created, revoked, signing key, its seal (`device_columns!()`).
-pub(super) type DeviceRow = (
-    String,
-    String,
-    Option<String>,
-    String,
-    i64,
-    Option<i64>,
-    Option<String>,
-    Option<String>,
-);
-
-/// The columns of a [`DeviceRow`], in its order (a literal, for `concat!`).
-macro_rules! device_columns {
-    () => {
-        "device_id, name, label, role, created_at, revoked_at, signing_key, signing_key_seal"
-    };
-}
-
-pub(super) fn device_info(row: DeviceRow) -> Result<DeviceInfo> {
-    let (device_id, name, label, role_text, created_at, revoked_at, signing_key, signing_key_seal) = row;
-    Ok(DeviceInfo {
-        device_id,
-        name,
-        label,
-        role: role(&role_text)?,
-        created_at: ts(created_at),
-        revoked_at: revoked_at.map(ts),
-        signing_key,
-        signing_key_seal,
-    })
-}
 
 /// Reads a [`DeviceRow`] from a rusqlite row holding `device_columns!()`.
 pub(super) fn device_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<DeviceRow> {

@@ -7,7 +7,7 @@ use pacerelle_core::wire::{
 use pacerelle_core::{Cursor, Timestamp};
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{Result, SqliteStore, cursor, lease as session, questions, seq_of, ts, updates};
+use super::{Result, SqliteStore, cursor, lease as session, seq_of, ts, updates};
 use crate::store::{Marked, Put, ReplyPut, WaitRead};
 
 fn message_state(delivered_at: Option<i64>, processed_at: Option<i64>) -> MessageState {
@@ -451,7 +451,7 @@ impl SqliteStore {
                     state,
                     subject_id: r.subject_id.filter(|_| kind == ItemKind::Update),
                     subject_kind,
-                    question: questions::conversation_meta(
+                    question: crate::store::rows::conversation_meta(
                         r.question_kind.as_deref(),
                         r.question_state.as_deref(),
                         r.expires_at,

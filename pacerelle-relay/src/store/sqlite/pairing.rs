@@ -4,7 +4,8 @@ use pacerelle_core::wire::{PairingClaimed, PairingCreated};
 use pacerelle_core::{Bearer, Timestamp, keys};
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{Result, SqliteStore, role, ts};
+use super::{Result, SqliteStore, ts};
+use crate::store::rows::role;
 use crate::store::{Claim, NewPairing, PairingRow, PairingStored, SigningKeyCopy};
 
 impl SqliteStore {

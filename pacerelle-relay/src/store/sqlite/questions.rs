@@ -7,14 +7,13 @@
 //! queued exactly once. Reads never write: they show the state [`QuestionRecord::state_at`] gives.
 
 use pacerelle_core::Timestamp;
-use pacerelle_core::question::{Channel, QuestionKind, QuestionRecord, QuestionState, Refusal};
-use pacerelle_core::wire::{DeviceEnvelope, DeviceQuestion, ItemState, QuestionMeta, QuestionView, Stored};
+use pacerelle_core::question::{Channel, QuestionRecord, QuestionState, Refusal};
+use pacerelle_core::wire::{DeviceEnvelope, DeviceQuestion, ItemState, QuestionView, Stored};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::updates::{NewUpdate, insert_update};
 use super::{Result, SqliteStore, cursor, seq_of, ts};
-use crate::error::StoreError;
-use crate::store::channel_of;
+use crate::store::rows::{DeviceQuestionRow, QuestionRow, corrupt};
 use crate::store::{
     Answerer, Effects, ExpiryPass, ItemPut, LogPage, LogQuery, NewQuestion, QuestionPut, StateFilter,
     Transition,
@@ -49,56 +48,6 @@ macro_rules! effective_state {
     };
 }
 
-fn corrupt(what: String) -> StoreError {
-    StoreError::internal(what)
-}
-
-fn kind_of(text: &str) -> Result<QuestionKind> {
-    match text {
-        "yes_no" => Ok(QuestionKind::YesNo),
-        "choice" => Ok(QuestionKind::Choice),
-        "text" => Ok(QuestionKind::Text),
-        other => Err(corrupt(format!(
-            "unknown question kind {other:?} in the database"
-        ))),
-    }
-}
-
-fn state_of(text: &str) -> Result<QuestionState> {
-    QuestionState::parse(text)
-        .ok_or_else(|| corrupt(format!("unknown question state {text:?} in the database")))
-}
-
-/// A question as stored.
-#[derive(Debug, sqlx::FromRow)]
-pub(super) struct QuestionRow {
-    seq: i64,
-    item_id: String,
-    agent_id: String,
-    kind: String,
-    state: String,
-    created_at: i64,
-    expires_at: i64,
-    closed_at: Option<i64>,
-    self_envelope: String,
-    recipients: Option<String>,
-    answered_by: Option<String>,
-    answered_by_name: Option<String>,
-    answered_at: Option<i64>,
-    answer_envelope: Option<String>,
-    answer_copy: Option<String>,
-    channel: Option<String>,
-    user_id: Option<String>,
-}
-
-/// A question and the envelope sealed for one device.
-#[derive(Debug, sqlx::FromRow)]
-struct DeviceRow {
-    #[sqlx(flatten)]
-    question: QuestionRow,
-    device_envelope: String,
-}
-
 impl QuestionRow {
     /// The row from the writer's connection, by the names [`columns!`] gives its columns.
     fn from_row(r: &rusqlite::Row) -> rusqlite::Result<Self> {
@@ -120,83 +69,6 @@ impl QuestionRow {
             answer_copy: r.get("answer_copy")?,
             channel: r.get("channel")?,
             user_id: r.get("user_id")?,
-        })
-    }
-
-    /// The state machine's view of the row.
-    fn record(&self) -> Result<QuestionRecord> {
-        Ok(QuestionRecord {
-            state: state_of(&self.state)?,
-            expires_at: ts(self.expires_at),
-            answered_by: self.answered_by.clone(),
-            closed_at: self.closed_at.map(ts),
-        })
-    }
-
-    /// The channel of its answer (none while unanswered).
-    fn channel(&self) -> Result<Option<Channel>> {
-        channel_of(state_of(&self.state)?, self.channel.as_deref())
-    }
-
-    /// The record as of `now`: a pending question past its expiry reads as expired (closed at its expiry).
-    fn record_at(&self, now: Timestamp) -> Result<QuestionRecord> {
-        let mut record = self.record()?;
-        record.expire_if_due(now);
-        Ok(record)
-    }
-
-    fn meta(&self, now: Timestamp) -> Result<QuestionMeta> {
-        let record = self.record_at(now)?;
-        Ok(QuestionMeta {
-            kind: kind_of(&self.kind)?,
-            state: record.state,
-            expires_at: record.expires_at,
-            channel: self.channel()?,
-            answered_by: self.answered_by.clone(),
-            answered_at: self.answered_at.map(ts),
-            answered_by_name: self.answered_by_name.clone(),
-            answer_copy: self.answer_copy.clone(),
-        })
-    }
-
-    pub(super) fn view(self, now: Timestamp) -> Result<QuestionView> {
-        let record = self.record_at(now)?;
-        let channel = self.channel()?;
-        let mut recipients: Vec<String> = self
-            .recipients
-            .as_deref()
-            .unwrap_or("")
-            .split(',')
-            .filter(|d| !d.is_empty())
-            .map(str::to_string)
-            .collect();
-        recipients.sort();
-        Ok(QuestionView {
-            question_id: self.item_id,
-            kind: kind_of(&self.kind)?,
-            state: record.state,
-            created_at: ts(self.created_at),
-            expires_at: record.expires_at,
-            closed_at: record.closed_at,
-            self_envelope: self.self_envelope,
-            recipients,
-            channel,
-            answered_by: self.answered_by,
-            answered_by_name: self.answered_by_name,
-            answered_at: self.answered_at.map(ts),
-            answer_envelope: self.answer_envelope,
-            user_id: self.user_id,
-            cursor: cursor(self.seq),
-        })
-    }
-
-    fn device_question(&self, envelope: String, now: Timestamp) -> Result<DeviceQuestion> {
-        Ok(DeviceQuestion {
-            question_id: self.item_id.clone(),
-            envelope,
-            meta: self.meta(now)?,
-            created_at: ts(self.created_at),
-            cursor: cursor(self.seq),
         })
     }
 }
@@ -566,7 +438,7 @@ impl SqliteStore {
             StateFilter::All => None,
             StateFilter::Only(s) => Some(s.as_str()),
         };
-        let rows: Vec<DeviceRow> = sqlx::query_as(concat!(
+        let rows: Vec<DeviceQuestionRow> = sqlx::query_as(concat!(
             "SELECT ",
             columns!(),
             ", e.envelope AS device_envelope
@@ -735,45 +607,12 @@ impl SqliteStore {
     }
 }
 
-/// The question metadata of a conversation item, from the columns the conversation query selects.
-#[allow(clippy::too_many_arguments)] // one argument per selected column
-pub(super) fn conversation_meta(
-    kind: Option<&str>,
-    state: Option<&str>,
-    expires_at: Option<i64>,
-    answered_by: Option<String>,
-    answered_at: Option<i64>,
-    answered_by_name: Option<String>,
-    answer_copy: Option<String>,
-    channel: Option<&str>,
-    now: Timestamp,
-) -> Result<Option<QuestionMeta>> {
-    let (Some(kind), Some(state), Some(expires_at)) = (kind, state, expires_at) else {
-        return Ok(None);
-    };
-    let record = QuestionRecord {
-        state: state_of(state)?,
-        expires_at: ts(expires_at),
-        answered_by: answered_by.clone(),
-        closed_at: None,
-    };
-    Ok(Some(QuestionMeta {
-        kind: kind_of(kind)?,
-        state: record.state_at(now),
-        expires_at: record.expires_at,
-        channel: channel_of(record.state, channel)?,
-        answered_by,
-        answered_at: answered_at.map(ts),
-        answered_by_name,
-        answer_copy,
-    }))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::store::Registered;
     use pacerelle_core::Cursor;
+    use pacerelle_core::question::QuestionKind;
 
     const T0: i64 = 1_800_000_000_000;
 

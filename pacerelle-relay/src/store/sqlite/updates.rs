@@ -10,7 +10,7 @@ use pacerelle_core::wire::{ConversationItem, ItemKind, ItemState, SubjectKind};
 use pacerelle_core::{Cursor, Timestamp, ids};
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{Result, cursor, questions};
+use super::{Result, cursor};
 
 /// Prefix of update ids.
 const UPDATE: &str = "upd";
@@ -135,17 +135,19 @@ pub(crate) fn insert_update(
         })
         .optional()?;
     let question = match meta.filter(|_| subject_kind == SubjectKind::Question) {
-        Some((kind, q_state, expires_at, by, at, by_name, copy, channel)) => questions::conversation_meta(
-            Some(&kind),
-            Some(&q_state),
-            Some(expires_at),
-            by,
-            at,
-            by_name,
-            copy,
-            channel.as_deref(),
-            now,
-        )?,
+        Some((kind, q_state, expires_at, by, at, by_name, copy, channel)) => {
+            crate::store::rows::conversation_meta(
+                Some(&kind),
+                Some(&q_state),
+                Some(expires_at),
+                by,
+                at,
+                by_name,
+                copy,
+                channel.as_deref(),
+                now,
+            )?
+        }
         None => None,
     };
     let item = ConversationItem {

@@ -1,0 +1,229 @@
+//! The rows both backends read, and what the relay makes of them: one mapping from a stored row to the wire's
+//! views, whichever database holds it. A row is read by sqlx (`FromRow` is generic over the database) or, on
+//! SQLite's writer connection, by a `from_row` of the SQLite backend.
+
+use pacerelle_core::Timestamp;
+use pacerelle_core::pairing::Role;
+use pacerelle_core::question::{Channel, QuestionKind, QuestionRecord, QuestionState};
+use pacerelle_core::wire::{DeviceInfo, DeviceQuestion, QuestionMeta, QuestionView};
+
+use crate::error::StoreError;
+use crate::store::{channel_of, cursor, ts};
+
+type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+/// A stored value the relay does not know: an internal error, never the caller's.
+pub(in crate::store) fn corrupt(what: String) -> StoreError {
+    StoreError::internal(what)
+}
+
+/// A question kind as stored.
+pub(in crate::store) fn kind_of(text: &str) -> Result<QuestionKind> {
+    match text {
+        "yes_no" => Ok(QuestionKind::YesNo),
+        "choice" => Ok(QuestionKind::Choice),
+        "text" => Ok(QuestionKind::Text),
+        other => Err(corrupt(format!(
+            "unknown question kind {other:?} in the database"
+        ))),
+    }
+}
+
+/// A question state as stored.
+pub(in crate::store) fn state_of(text: &str) -> Result<QuestionState> {
+    QuestionState::parse(text)
+        .ok_or_else(|| corrupt(format!("unknown question state {text:?} in the database")))
+}
+
+/// A question as stored.
+#[derive(Debug, sqlx::FromRow)]
+pub(in crate::store) struct QuestionRow {
+    pub(in crate::store) seq: i64,
+    pub(in crate::store) item_id: String,
+    pub(in crate::store) agent_id: String,
+    pub(in crate::store) kind: String,
+    pub(in crate::store) state: String,
+    pub(in crate::store) created_at: i64,
+    pub(in crate::store) expires_at: i64,
+    pub(in crate::store) closed_at: Option<i64>,
+    pub(in crate::store) self_envelope: String,
+    pub(in crate::store) recipients: Option<String>,
+    pub(in crate::store) answered_by: Option<String>,
+    pub(in crate::store) answered_by_name: Option<String>,
+    pub(in crate::store) answered_at: Option<i64>,
+    pub(in crate::store) answer_envelope: Option<String>,
+    pub(in crate::store) answer_copy: Option<String>,
+    pub(in crate::store) channel: Option<String>,
+    pub(in crate::store) user_id: Option<String>,
+}
+
+/// A question and the envelope sealed for one device.
+#[derive(Debug, sqlx::FromRow)]
+pub(in crate::store) struct DeviceQuestionRow {
+    #[sqlx(flatten)]
+    pub(in crate::store) question: QuestionRow,
+    pub(in crate::store) device_envelope: String,
+}
+
+impl QuestionRow {
+    /// The state machine's view of the row.
+    pub(in crate::store) fn record(&self) -> Result<QuestionRecord> {
+        Ok(QuestionRecord {
+            state: state_of(&self.state)?,
+            expires_at: ts(self.expires_at),
+            answered_by: self.answered_by.clone(),
+            closed_at: self.closed_at.map(ts),
+        })
+    }
+
+    /// The channel of its answer (none while unanswered).
+    pub(in crate::store) fn channel(&self) -> Result<Option<Channel>> {
+        channel_of(state_of(&self.state)?, self.channel.as_deref())
+    }
+
+    /// The record as of `now`: a pending question past its expiry reads as expired (closed at its expiry).
+    pub(in crate::store) fn record_at(&self, now: Timestamp) -> Result<QuestionRecord> {
+        let mut record = self.record()?;
+        record.expire_if_due(now);
+        Ok(record)
+    }
+
+    pub(in crate::store) fn meta(&self, now: Timestamp) -> Result<QuestionMeta> {
+        let record = self.record_at(now)?;
+        Ok(QuestionMeta {
+            kind: kind_of(&self.kind)?,
+            state: record.state,
+            expires_at: record.expires_at,
+            channel: self.channel()?,
+            answered_by: self.answered_by.clone(),
+            answered_at: self.answered_at.map(ts),
+            answered_by_name: self.answered_by_name.clone(),
+            answer_copy: self.answer_copy.clone(),
+        })
+    }
+
+    /// The question as the agent sees it at `now` (also the body of its webhook events).
+    pub(in crate::store) fn view(self, now: Timestamp) -> Result<QuestionView> {
+        let record = self.record_at(now)?;
+        let channel = self.channel()?;
+        let mut recipients: Vec<String> = self
+            .recipients
+            .as_deref()
+            .unwrap_or("")
+            .split(',')
+            .filter(|d| !d.is_empty())
+            .map(str::to_string)
+            .collect();
+        recipients.sort();
+        Ok(QuestionView {
+            question_id: self.item_id,
+            kind: kind_of(&self.kind)?,
+            state: record.state,
+            created_at: ts(self.created_at),
+            expires_at: record.expires_at,
+            closed_at: record.closed_at,
+            self_envelope: self.self_envelope,
+            recipients,
+            channel,
+            answered_by: self.answered_by,
+            answered_by_name: self.answered_by_name,
+            answered_at: self.answered_at.map(ts),
+            answer_envelope: self.answer_envelope,
+            user_id: self.user_id,
+            cursor: cursor(self.seq),
+        })
+    }
+
+    pub(in crate::store) fn device_question(
+        &self,
+        envelope: String,
+        now: Timestamp,
+    ) -> Result<DeviceQuestion> {
+        Ok(DeviceQuestion {
+            question_id: self.item_id.clone(),
+            envelope,
+            meta: self.meta(now)?,
+            created_at: ts(self.created_at),
+            cursor: cursor(self.seq),
+        })
+    }
+}
+
+/// The question metadata of a conversation item, from the columns the conversation query selects (a pending
+/// question past its expiry reads as expired at `now`). `None` when the item is no question and no update about
+/// one.
+#[allow(clippy::too_many_arguments)] // one argument per selected column
+pub(in crate::store) fn conversation_meta(
+    kind: Option<&str>,
+    state: Option<&str>,
+    expires_at: Option<i64>,
+    answered_by: Option<String>,
+    answered_at: Option<i64>,
+    answered_by_name: Option<String>,
+    answer_copy: Option<String>,
+    channel: Option<&str>,
+    now: Timestamp,
+) -> Result<Option<QuestionMeta>> {
+    let (Some(kind), Some(state), Some(expires_at)) = (kind, state, expires_at) else {
+        return Ok(None);
+    };
+    let record = QuestionRecord {
+        state: state_of(state)?,
+        expires_at: ts(expires_at),
+        answered_by: answered_by.clone(),
+        closed_at: None,
+    };
+    Ok(Some(QuestionMeta {
+        kind: kind_of(kind)?,
+        state: record.state_at(now),
+        expires_at: record.expires_at,
+        channel: channel_of(record.state, channel)?,
+        answered_by,
+        answered_at: answered_at.map(ts),
+        answered_by_name,
+        answer_copy,
+    }))
+}
+
+/// The role stored as `text`.
+pub(in crate::store) fn role(text: &str) -> Result<Role> {
+    match text {
+        "owner" => Ok(Role::Owner),
+        "user" => Ok(Role::User),
+        other => Err(corrupt(format!("unknown role {other:?} in the database"))),
+    }
+}
+
+/// A device as read: id, name, label, role, created, revoked, signing key, its seal (`device_columns!()`).
+pub(in crate::store) type DeviceRow = (
+    String,
+    String,
+    Option<String>,
+    String,
+    i64,
+    Option<i64>,
+    Option<String>,
+    Option<String>,
+);
+
+/// The columns of a [`DeviceRow`], in its order (a literal, for `concat!`).
+macro_rules! device_columns {
+    () => {
+        "device_id, name, label, role, created_at, revoked_at, signing_key, signing_key_seal"
+    };
+}
+
+/// A device as the wire shows it.
+pub(in crate::store) fn device_info(row: DeviceRow) -> Result<DeviceInfo> {
+    let (device_id, name, label, role_text, created_at, revoked_at, signing_key, signing_key_seal) = row;
+    Ok(DeviceInfo {
+        device_id,
+        name,
+        label,
+        role: role(&role_text)?,
+        created_at: ts(created_at),
+        revoked_at: revoked_at.map(ts),
+        signing_key,
+        signing_key_seal,
+    })
+}
