@@ -1,7 +1,8 @@
-//! Configuration from the environment: the agent's credentials, the relay's address, and what the text of a
-//! tool result carries.
+//! Configuration from the environment: the agent's credentials (by the client's one rule,
+//! [`AgentCredentials::find`]: the variables, else the `agent.json` that `pacerelle agent create` writes), the
+//! relay's address, and what the text of a tool result carries.
 
-use pacerelle_client::{AgentToken, DEFAULT_RELAY_URL};
+use pacerelle_client::{AgentCredentials, AgentToken, DEFAULT_RELAY_URL};
 
 /// Variable holding the agent's id (`ag_…`).
 pub const AGENT_ID_VAR: &str = "PACERELLE_AGENT_ID";
@@ -77,28 +78,20 @@ pub struct Config {
     pub also_ask_here: bool,
 }
 
-/// Why the configuration is unusable. Messages name the variable and never echo a secret.
+/// Why the configuration is unusable. Messages name the variable or file and never echo a secret.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ConfigError {
-    /// A required variable is not set or empty.
-    #[error(
-        "{0} is not set. Set PACERELLE_AGENT_ID and PACERELLE_AGENT_TOKEN to the values printed by \
-         `pacerelle agent create` (or `pacerelle up`) in the MCP host's configuration for pacerelle-mcp"
-    )]
-    Missing(&'static str),
+    /// No usable credentials: neither variables nor `agent.json`, only one of the two variables, a malformed
+    /// token (the message names where it came from), an unreadable file.
+    #[error("{0} (for an MCP host, `pacerelle up` prints pacerelle-mcp's configuration with both variables)")]
+    Credentials(String),
     /// The agent id is not a valid id.
     #[error(
         "PACERELLE_AGENT_ID is not a valid agent id ({0}); expected the `ag_…` id printed by \
          `pacerelle agent create`"
     )]
     AgentId(String),
-    /// The token does not parse or its checksum does not match.
-    #[error(
-        "PACERELLE_AGENT_TOKEN is malformed: expected the whole `pcr1_…` token printed by \
-         `pacerelle agent create` (check that it was copied completely)"
-    )]
-    Token,
     /// The relay URL is not http(s).
     #[error("PACERELLE_RELAY_URL must start with http:// or https:// (got {0:?})")]
     RelayUrl(String),
@@ -117,12 +110,20 @@ impl Config {
     /// Reads the configuration through `var` (the process environment in `main`, a map in tests).
     pub fn from_vars(var: impl Fn(&str) -> Option<String>, takeover: bool) -> Result<Config, ConfigError> {
         let get = |name: &'static str| var(name).map(|v| v.trim().to_string()).filter(|v| !v.is_empty());
-        let agent_id = get(AGENT_ID_VAR).ok_or(ConfigError::Missing(AGENT_ID_VAR))?;
+        let found = AgentCredentials::find(&var, None).map_err(|e| {
+            ConfigError::Credentials(match e {
+                pacerelle_client::Error::InvalidInput(text) => text,
+                other => other.to_string(),
+            })
+        })?;
+        let agent_id = found.agent_id;
         pacerelle_client::core::ids::validate("agent id", &agent_id)
             .map_err(|e| ConfigError::AgentId(e.to_string()))?;
-        let token_text = get(AGENT_TOKEN_VAR).ok_or(ConfigError::Missing(AGENT_TOKEN_VAR))?;
-        let token = AgentToken::parse(&token_text).map_err(|_| ConfigError::Token)?;
-        let relay_url = get(RELAY_URL_VAR).unwrap_or_else(|| DEFAULT_RELAY_URL.to_string());
+        let token = found.token;
+        let relay_url = found
+            .relay_url
+            .map(|url| url.trim().to_string())
+            .unwrap_or_else(|| DEFAULT_RELAY_URL.to_string());
         if !(relay_url.starts_with("http://") || relay_url.starts_with("https://")) {
             return Err(ConfigError::RelayUrl(relay_url));
         }
@@ -184,28 +185,59 @@ mod tests {
     }
 
     #[test]
+    fn without_the_variables_the_agent_json_of_the_home_is_used_as_by_the_cli() {
+        let token = AgentToken::generate();
+        let home = tempfile::tempdir().expect("tempdir");
+        let file = serde_json::json!({
+            "relayUrl": "http://127.0.0.1:8787",
+            "agentId": "ag_fromfile",
+            "token": token.expose(),
+        });
+        std::fs::write(home.path().join("agent.json"), file.to_string()).expect("write");
+        let home_var = home.path().to_str().expect("utf-8");
+        let config = Config::from_vars(vars(&[("PACERELLE_HOME", home_var)]), false).expect("from the file");
+        assert_eq!(
+            (config.agent_id.as_str(), config.relay_url.as_str()),
+            ("ag_fromfile", "http://127.0.0.1:8787")
+        );
+        assert_eq!(config.token, token);
+        // The relay variable still wins over the file's relay.
+        let config = Config::from_vars(
+            vars(&[
+                ("PACERELLE_HOME", home_var),
+                (RELAY_URL_VAR, "https://relay.example"),
+            ]),
+            false,
+        )
+        .expect("from the file");
+        assert_eq!(config.relay_url, "https://relay.example");
+    }
+
+    #[test]
     fn missing_and_malformed_values_are_named() {
         let token = AgentToken::generate().expose();
-        assert_eq!(
-            Config::from_vars(vars(&[]), false).expect_err("refused"),
-            ConfigError::Missing(AGENT_ID_VAR)
+        let refused = |pairs: &[(&str, &str)]| match Config::from_vars(vars(pairs), false) {
+            Err(ConfigError::Credentials(text)) => text,
+            other => panic!("{pairs:?} should be refused for its credentials, got {other:?}"),
+        };
+        // Neither variable and no agent.json in the home: both ways are named.
+        let empty = tempfile::tempdir().expect("tempdir");
+        let none = refused(&[("PACERELLE_HOME", empty.path().to_str().expect("utf-8"))]);
+        assert!(
+            none.contains("no agent credentials") && none.contains("agent.json"),
+            "{none}"
         );
-        assert_eq!(
-            Config::from_vars(vars(&[(AGENT_ID_VAR, "ag_x"), (AGENT_TOKEN_VAR, "  ")]), false)
-                .expect_err("refused"),
-            ConfigError::Missing(AGENT_TOKEN_VAR)
-        );
+        assert!(refused(&[(AGENT_ID_VAR, "ag_x"), (AGENT_TOKEN_VAR, "  ")]).contains("both"));
         assert!(matches!(
             Config::from_vars(vars(&[(AGENT_ID_VAR, "a b"), (AGENT_TOKEN_VAR, &token)]), false),
             Err(ConfigError::AgentId(_))
         ));
-        let bad = Config::from_vars(
-            vars(&[(AGENT_ID_VAR, "ag_x"), (AGENT_TOKEN_VAR, "pcr1_secretish")]),
-            false,
-        )
-        .expect_err("refused");
-        assert_eq!(bad, ConfigError::Token);
-        assert!(!bad.to_string().contains("secretish"));
+        let bad = refused(&[(AGENT_ID_VAR, "ag_x"), (AGENT_TOKEN_VAR, "pcr1_secretish")]);
+        assert!(
+            bad.contains(AGENT_TOKEN_VAR) && bad.contains("malformed"),
+            "{bad}"
+        );
+        assert!(!bad.contains("secretish"));
         assert!(matches!(
             Config::from_vars(
                 vars(&[

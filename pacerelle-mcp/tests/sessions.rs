@@ -329,17 +329,20 @@ async fn missing_or_malformed_credentials_exit_with_a_clear_message() {
     let exe = env!("CARGO_BIN_EXE_pacerelle-mcp");
     let token = pacerelle_client::AgentToken::generate().expose();
     let cases: [(&[(&str, &str)], &str); 5] = [
-        (&[], "PACERELLE_AGENT_ID is not set"),
+        (
+            &[],
+            "no agent credentials: set PACERELLE_AGENT_ID and PACERELLE_AGENT_TOKEN",
+        ),
         (
             &[("PACERELLE_AGENT_ID", "ag_x")],
-            "PACERELLE_AGENT_TOKEN is not set",
+            "set both PACERELLE_AGENT_ID and PACERELLE_AGENT_TOKEN, or neither",
         ),
         (
             &[
                 ("PACERELLE_AGENT_ID", "ag_x"),
                 ("PACERELLE_AGENT_TOKEN", "pcr1_truncated"),
             ],
-            "PACERELLE_AGENT_TOKEN is malformed",
+            "PACERELLE_AGENT_TOKEN: malformed agent token",
         ),
         (
             &[
@@ -358,9 +361,12 @@ async fn missing_or_malformed_credentials_exit_with_a_clear_message() {
             "PACERELLE_MCP_RESULT_TEXT must be json",
         ),
     ];
+    // A home without agent.json: without the variables there is nothing to find.
+    let home = tempfile::tempdir().expect("tempdir");
     for (vars, expected) in cases {
         let mut cmd = std::process::Command::new(exe);
-        cmd.env_remove("PACERELLE_AGENT_ID")
+        cmd.env("PACERELLE_HOME", home.path())
+            .env_remove("PACERELLE_AGENT_ID")
             .env_remove("PACERELLE_AGENT_TOKEN")
             .env_remove("PACERELLE_RELAY_URL")
             .env_remove("PACERELLE_MCP_RESULT_TEXT")
