@@ -194,6 +194,15 @@ impl QuestionRequest {
     }
 }
 
+/// The end of a wait for an answer that lasts `timeout` from `started`, or (`None`) until the question
+/// expires: past its expiry the outcome is final, so a day beyond the longest expiry stands for "never".
+fn deadline_after(started: tokio::time::Instant, timeout: Option<Duration>) -> tokio::time::Instant {
+    match timeout {
+        Some(t) => started + t,
+        None => started + Duration::from_secs(question::MAX_EXPIRES_SECONDS + 24 * 3600),
+    }
+}
+
 /// A question the relay has stored.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -535,6 +544,42 @@ impl AgentClient {
             ));
         }
         self.outcome(&view, expected).await
+    }
+
+    /// Waits for the question `question_id`, known by its id only (no [`Asked`], so whatever question the id
+    /// names), until its outcome is final or `timeout` passes (then the last, pending, outcome is returned);
+    /// `None`: until the question expires. One bounded read first tells the expiry, and is often the whole
+    /// wait; then [`AgentClient::wait_until_final`].
+    pub async fn wait_for_answer_by_id(
+        &self,
+        question_id: &str,
+        timeout: Option<Duration>,
+    ) -> Result<AnswerOutcome> {
+        let started = tokio::time::Instant::now();
+        let max_wait = Duration::from_secs(wire::MAX_WAIT_SECONDS);
+        let first = self
+            .wait_for_answer(question_id, timeout.unwrap_or(max_wait).min(max_wait))
+            .await?;
+        if first.is_final() || timeout.is_some_and(|t| started.elapsed() >= t) {
+            return Ok(first);
+        }
+        let asked = Asked {
+            question_id: first.question_id.clone(),
+            expires_at: first.expires_at,
+            digest: None,
+        };
+        self.wait_until_final(&asked, deadline_after(started, timeout))
+            .await
+    }
+
+    /// [`AgentClient::wait_until_final`] for `timeout` from now; `None`: until the question expires.
+    pub async fn wait_until_final_within(
+        &self,
+        asked: &Asked,
+        timeout: Option<Duration>,
+    ) -> Result<AnswerOutcome> {
+        let deadline = deadline_after(tokio::time::Instant::now(), timeout);
+        self.wait_until_final(asked, deadline).await
     }
 
     /// Asks and waits: [`AgentClient::ask_user`], then [`AgentClient::wait_for_answer`] until the outcome is

@@ -96,6 +96,53 @@ async fn a_yes_from_the_device_is_approved_with_its_author_and_time() {
 }
 
 #[tokio::test]
+async fn a_wait_by_id_returns_pending_at_its_timeout_and_the_answer_once_given() {
+    let relay = TestRelay::start().await;
+    let (agent, device) = relay.agent_and_device().await;
+    let asked = agent
+        .ask_user(QuestionRequest::yes_no("Merge it?").expires_in(Duration::from_secs(120)))
+        .await
+        .expect("ask");
+
+    // Within its timeout, nobody answers: the last, pending, outcome, never approved.
+    let started = std::time::Instant::now();
+    let pending = agent
+        .wait_for_answer_by_id(&asked.question_id, Some(Duration::from_millis(1500)))
+        .await
+        .expect("pending");
+    assert_eq!(pending.state, QuestionState::Pending);
+    assert!(!pending.approved && !pending.is_final());
+    assert_eq!(pending.expires_at, asked.expires_at);
+    assert!(
+        started.elapsed() >= Duration::from_millis(1500),
+        "{:?}",
+        started.elapsed()
+    );
+
+    // Without a timeout it waits until the question is final: here, the device's yes.
+    let waiting = tokio::spawn({
+        let agent = agent.clone();
+        let id = asked.question_id.clone();
+        async move { agent.wait_for_answer_by_id(&id, None).await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    device
+        .answer(&asked.question_id, Answer::Yes)
+        .await
+        .expect("answer");
+    let outcome = waiting.await.expect("join").expect("answered");
+    assert!(outcome.approved && outcome.is_final());
+    assert_eq!(
+        agent
+            .wait_until_final_within(&asked, None)
+            .await
+            .expect("read again")
+            .answer,
+        Some(Answer::Yes)
+    );
+}
+
+#[tokio::test]
 async fn a_no_is_answered_but_not_approved() {
     let relay = TestRelay::start().await;
     let (agent, device) = relay.agent_and_device().await;

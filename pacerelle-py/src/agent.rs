@@ -15,9 +15,6 @@ use crate::convert::{answer_arg, parse_name, seconds, timestamp_arg};
 use crate::errors::{invalid, to_py_err};
 use crate::types::{PyAsked, ToPy};
 
-/// Longest single long-poll the relay parks.
-const MAX_WAIT: Duration = Duration::from_secs(pacerelle_client::core::wire::MAX_WAIT_SECONDS);
-
 impl ToPy for AgentClient {
     fn to_py(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         Ok(Py::new(py, self)?.into_any())
@@ -370,30 +367,11 @@ impl AgentClient {
         let timeout = timeout.map(|t| seconds("timeout", t)).transpose()?;
         let c = self.inner.clone();
         Ok(Call::new(async move {
-            let started = tokio::time::Instant::now();
-            let asked = match asked {
-                Some(a) => a,
-                None => {
-                    // One bounded read first: it tells the expiry, and is often the whole wait.
-                    let first = c
-                        .wait_for_answer(&question_id, timeout.unwrap_or(MAX_WAIT).min(MAX_WAIT))
-                        .await?;
-                    if first.is_final() || timeout.is_some_and(|t| started.elapsed() >= t) {
-                        return Ok(first);
-                    }
-                    pacerelle_client::Asked {
-                        question_id,
-                        expires_at: first.expires_at,
-                        digest: None,
-                    }
-                }
-            };
-            let deadline = match timeout {
-                Some(t) => started + t,
-                // Past the expiry the outcome is final: a day beyond the longest expiry is "never".
-                None => started + Duration::from_secs(8 * 24 * 3600),
-            };
-            c.wait_until_final(&asked, deadline).await
+            match asked {
+                // Accepts only the question as asked (its digest).
+                Some(asked) => c.wait_until_final_within(&asked, timeout).await,
+                None => c.wait_for_answer_by_id(&question_id, timeout).await,
+            }
         }))
     }
 
