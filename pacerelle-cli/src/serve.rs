@@ -4,7 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow};
 use pacerelle_client::{AgentClient, AgentToken, PairingOptions, shutdown_signal};
 use pacerelle_relay::{Acme, AcmeSettings, AcmeStatus, Config, Relay, Retention, TlsConfig};
 
@@ -291,9 +291,9 @@ async fn start(args: &ServeArgs, registration_secret: Option<String>) -> Result<
     if let Some(url) = &args.database
         && !(url.starts_with("postgres://") || url.starts_with("postgresql://"))
     {
-        bail!(
-            "--database takes a PostgreSQL URL (postgres://user:password@host/db); without it the relay keeps its SQLite file in --data"
-        );
+        return Err(output::invalid_input(
+            "--database takes a PostgreSQL URL (postgres://user:password@host/db); without it the relay keeps its SQLite file in --data",
+        ));
     }
     let relay = Relay::open(Config {
         database_path: data.join("pacerelle.db"),

@@ -217,3 +217,30 @@ fn malformed_credentials_in_device_json_name_the_file() {
     let err = common::stderr(&out);
     assert!(err.contains(&path.display().to_string()), "{err}");
 }
+
+#[test]
+fn a_database_url_that_is_not_postgresql_is_refused_with_a_stable_code_before_anything_starts() {
+    let home = tempfile::tempdir().expect("tempdir");
+    let data = home.path().join("data");
+    let mut c = common::pacerelle(home.path(), "http://127.0.0.1:9");
+    c.args([
+        "serve",
+        "--json",
+        "--listen",
+        "127.0.0.1:0",
+        "--database",
+        "mysql://x/y",
+        "--data",
+    ])
+    .arg(&data);
+    let out = common::run(c);
+    assert_eq!(out.status.code(), Some(1));
+    let body: serde_json::Value = serde_json::from_str(common::stderr(&out).trim()).expect("one JSON error");
+    assert_eq!(body["code"], "invalid_input", "{body}");
+    assert!(
+        body["error"]
+            .as_str()
+            .is_some_and(|e| e.contains("--database takes a PostgreSQL URL"))
+    );
+    assert!(!data.join("pacerelle.db").exists(), "no database was created");
+}
