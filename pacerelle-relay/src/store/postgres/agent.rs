@@ -119,7 +119,9 @@ impl PgStore {
     }
 
     async fn read_principal(&self, id: &str) -> Result<Option<Principal>> {
-        let row: Option<(Option<String>, Option<String>, Vec<u8>, bool)> = sqlx::query_as(
+        // The device's agent (none for an agent), its role, the credential's hash, revoked.
+        type Found = (Option<String>, Option<String>, Vec<u8>, bool);
+        let row: Option<Found> = sqlx::query_as(
             "SELECT owner, role, hash, revoked FROM (
                  SELECT 0 AS rank, NULL::text AS owner, NULL::text AS role, auth_hash AS hash, FALSE AS revoked
                  FROM agents WHERE agent_id = $1
