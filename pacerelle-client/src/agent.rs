@@ -665,17 +665,22 @@ impl AgentCredentials {
 
     /// Finds them through `var` (the environment, or what stands for it) and in `home` (`None`:
     /// `PACERELLE_HOME` through `var`, else the user's config folder + `pacerelle`). The errors say what to
-    /// set or run, and name the file or variable a malformed token came from.
+    /// set or run, and name the file or variable a malformed id or token came from.
     pub fn find(var: impl Fn(&str) -> Option<String>, home: Option<&std::path::Path>) -> Result<Self> {
         let var = |name: &str| var(name).filter(|v| !v.trim().is_empty());
         let relay_url = var("PACERELLE_RELAY_URL");
         let token = |text: &str, source: &str| {
             AgentToken::parse(text.trim()).map_err(|e| Error::InvalidInput(format!("{source}: {e}")))
         };
+        let agent_id = |text: &str, source: &str| {
+            let id = text.trim().to_string();
+            ids::validate("agent id", &id).map_err(|e| Error::InvalidInput(format!("{source}: {e}")))?;
+            Ok::<_, Error>(id)
+        };
         match (var("PACERELLE_AGENT_ID"), var("PACERELLE_AGENT_TOKEN")) {
-            (Some(agent_id), Some(text)) => Ok(AgentCredentials {
+            (Some(id), Some(text)) => Ok(AgentCredentials {
                 relay_url,
-                agent_id: agent_id.trim().to_string(),
+                agent_id: agent_id(&id, "PACERELLE_AGENT_ID")?,
                 token: token(&text, "PACERELLE_AGENT_TOKEN")?,
             }),
             (None, None) => {
@@ -719,7 +724,7 @@ impl AgentCredentials {
                 })?;
                 Ok(AgentCredentials {
                     relay_url: relay_url.or(file.relay_url),
-                    agent_id: file.agent_id,
+                    agent_id: agent_id(&file.agent_id, &format!("the agent id in {}", path.display()))?,
                     token: token(&file.token, &format!("the token in {}", path.display()))?,
                 })
             }
@@ -846,6 +851,18 @@ mod tests {
         std::fs::write(&file, r#"{"agentId":"ag_2","token":"pcr1_nope"}"#).expect("write");
         let bad = AgentCredentials::find(vars(&[]), Some(dir.path())).expect_err("malformed");
         assert!(bad.to_string().contains(&file.display().to_string()), "{bad}");
+
+        // A malformed agent id is named by where it came from too.
+        let bad = vars(&[("PACERELLE_AGENT_ID", "ag 1"), ("PACERELLE_AGENT_TOKEN", &token)]);
+        let bad = AgentCredentials::find(bad, Some(dir.path())).expect_err("malformed id");
+        assert!(bad.to_string().contains("PACERELLE_AGENT_ID: "), "{bad}");
+        std::fs::write(&file, format!(r#"{{"agentId":"ag 2","token":"{token}"}}"#)).expect("write");
+        let bad = AgentCredentials::find(vars(&[]), Some(dir.path())).expect_err("malformed id");
+        assert!(
+            bad.to_string()
+                .contains(&format!("the agent id in {}", file.display())),
+            "{bad}"
+        );
     }
 
     #[test]
