@@ -19,11 +19,6 @@ pub(crate) fn datetime(py: Python<'_>, ts: Timestamp) -> PyResult<Bound<'_, PyAn
         .call_method1("fromtimestamp", (ts.millis() as f64 / 1000.0, utc))
 }
 
-/// An optional timestamp as an aware `datetime` or None.
-pub(crate) fn opt_datetime(py: Python<'_>, ts: Option<Timestamp>) -> PyResult<Option<Bound<'_, PyAny>>> {
-    ts.map(|t| datetime(py, t)).transpose()
-}
-
 /// A time given by Python: a `datetime` (naive ones are taken as UTC) or unix seconds.
 pub(crate) fn timestamp_arg(value: &Bound<'_, PyAny>) -> PyResult<Timestamp> {
     let seconds: f64 = if value.hasattr("timestamp")? {

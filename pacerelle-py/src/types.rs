@@ -36,16 +36,18 @@ impl<T: ToPy> ToPy for Vec<T> {
 /// the repr come from one list, so they cannot drift apart.
 ///
 /// A field is written `name: |v| expression`, `v` being `&inner` (`|v, py|` when the expression needs the
-/// interpreter); the value goes to Python through `IntoPyObject`, times through [`Time`]. A field marked
-/// `[secret]` shows as `'…'` in the repr (a pairing link, a credential): read on purpose only. Other methods of
-/// the class follow the fields in a `methods { … }` block.
+/// interpreter, `|v, py, this|` when it reads what the class keeps beside `inner`); the value goes to Python
+/// through `IntoPyObject`, times through [`Time`]. A field marked `[secret]` shows as `'…'` in the repr (a
+/// pairing link, a credential): read on purpose only. What a class keeps beside `inner` (the objects it builds
+/// once, so that every read gives the same one) is declared in `kept { … }` after the client type; other
+/// methods of the class follow the fields in a `methods { … }` block.
 macro_rules! wrapper {
     (
         $(#[$meta:meta])*
-        $class:ident($name:literal, $client:ty) {
+        $class:ident($name:literal, $client:ty $(, kept { $($(#[$kept_meta:meta])* $kept:ident: $kept_ty:ty),* $(,)? })?) {
             $(
                 $(#[$field_meta:meta])*
-                $([$secret:ident])? $field:ident: |$v:ident $(, $py:ident)?| $value:expr
+                $([$secret:ident])? $field:ident: |$v:ident $(, $py:ident $(, $this:ident)?)?| $value:expr
             ),* $(,)?
         }
         $(methods { $($methods:tt)* })?
@@ -55,6 +57,7 @@ macro_rules! wrapper {
         #[derive(Debug)]
         pub(crate) struct $class {
             pub(super) inner: $client,
+            $($($(#[$kept_meta])* $kept: $kept_ty,)*)?
         }
 
         #[pymethods]
@@ -64,7 +67,7 @@ macro_rules! wrapper {
                 #[getter]
                 fn $field<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
                     let $v = &self.inner;
-                    $(let $py = py;)?
+                    $(let $py = py; $(let $this = self;)?)?
                     pyo3::IntoPyObjectExt::into_bound_py_any($value, py)
                 }
             )*

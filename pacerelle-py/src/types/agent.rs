@@ -5,8 +5,8 @@ use pacerelle_client as client;
 use pacerelle_client::core::wire::LeaseHolder;
 use pyo3::prelude::*;
 
-use super::{Time, repr_of};
-use crate::convert::{datetime, name, opt_datetime};
+use super::Time;
+use crate::convert::name;
 
 to_py_wrap! {
     client::SessionInfo => PySessionInfo,
@@ -44,13 +44,37 @@ wrapper! {
     }
 }
 
-/// What the agent is doing, as the phone sees it, with counts of tasks.
-#[pyclass(frozen, name = "Status", module = "pacerelle")]
-#[derive(Debug)]
-pub(crate) struct PyStatus {
-    inner: client::Status,
-    /// `inner.session` as Python sees it, built once: every read gives the same object.
-    session: Option<Py<PyLeaseHolder>>,
+wrapper! {
+    /// What the agent is doing, as the phone sees it, with counts of tasks.
+    PyStatus("Status", client::Status, kept {
+        /// `inner.session` as Python sees it, built once: every read gives the same object.
+        session: Option<Py<PyLeaseHolder>>,
+    }) {
+        /// The agent's id.
+        agent_id: |v| &v.agent.agent_id,
+        /// The agent's name.
+        agent_name: |v| &v.agent.name,
+        /// 'offline', 'connected', 'listening', 'busy' or 'waiting_confirmation'.
+        presence: |v| name(&v.presence),
+        /// The session holding the lease, if any.
+        session: |_v, py, this| this.session.as_ref().map(|s| s.clone_ref(py)),
+        /// A wait is parked now.
+        listening: |v| v.listening,
+        /// When the last wait started or ended.
+        last_wait_at: |v| v.last_wait_at.map(Time),
+        /// Tasks stored, never delivered.
+        waiting: |v| v.messages.waiting,
+        /// Tasks delivered, not processed.
+        in_progress: |v| v.messages.in_progress,
+        /// Tasks marked processed.
+        processed: |v| v.messages.processed,
+        /// When the last checkpoint was saved.
+        last_checkpoint_at: |v| v.last_checkpoint_at.map(Time),
+        /// Paired devices not revoked.
+        devices: |v| v.devices,
+        /// The relay's clock.
+        relay_time: |v| Time(v.relay_time),
+    }
 }
 
 impl PyStatus {
@@ -61,99 +85,6 @@ impl PyStatus {
             .map(|inner| Py::new(py, PyLeaseHolder { inner }))
             .transpose()?;
         Ok(PyStatus { inner, session })
-    }
-}
-
-#[pymethods]
-impl PyStatus {
-    /// The agent's id.
-    #[getter]
-    fn agent_id(&self) -> &str {
-        &self.inner.agent.agent_id
-    }
-
-    /// The agent's name.
-    #[getter]
-    fn agent_name(&self) -> &str {
-        &self.inner.agent.name
-    }
-
-    /// 'offline', 'connected', 'listening', 'busy' or 'waiting_confirmation'.
-    #[getter]
-    fn presence(&self) -> String {
-        name(&self.inner.presence)
-    }
-
-    /// The session holding the lease, if any.
-    #[getter]
-    fn session(&self, py: Python<'_>) -> Option<Py<PyLeaseHolder>> {
-        self.session.as_ref().map(|s| s.clone_ref(py))
-    }
-
-    /// A wait is parked now.
-    #[getter]
-    fn listening(&self) -> bool {
-        self.inner.listening
-    }
-
-    /// When the last wait started or ended.
-    #[getter]
-    fn last_wait_at<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        opt_datetime(py, self.inner.last_wait_at)
-    }
-
-    /// Tasks stored, never delivered.
-    #[getter]
-    fn waiting(&self) -> u64 {
-        self.inner.messages.waiting
-    }
-
-    /// Tasks delivered, not processed.
-    #[getter]
-    fn in_progress(&self) -> u64 {
-        self.inner.messages.in_progress
-    }
-
-    /// Tasks marked processed.
-    #[getter]
-    fn processed(&self) -> u64 {
-        self.inner.messages.processed
-    }
-
-    /// When the last checkpoint was saved.
-    #[getter]
-    fn last_checkpoint_at<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        opt_datetime(py, self.inner.last_checkpoint_at)
-    }
-
-    /// Paired devices not revoked.
-    #[getter]
-    fn devices(&self) -> u64 {
-        self.inner.devices
-    }
-
-    /// The relay's clock.
-    #[getter]
-    fn relay_time<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        datetime(py, self.inner.relay_time)
-    }
-
-    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
-        repr_of(
-            slf.as_any(),
-            &[
-                "agent_id",
-                "agent_name",
-                "presence",
-                "session",
-                "listening",
-                "waiting",
-                "in_progress",
-                "processed",
-                "devices",
-            ],
-            &[],
-        )
     }
 }
 

@@ -8,7 +8,7 @@ use super::agent::PyAgentInfo;
 use super::inbox::rejected_list;
 use super::questions::PyQuestion;
 use super::{Time, repr_of};
-use crate::convert::{datetime, name};
+use crate::convert::name;
 
 to_py_wrap! {
     client::DeviceInfo => PyDeviceInfo,
@@ -161,13 +161,33 @@ impl PyDeviceSelf {
     }
 }
 
-/// One item of a device's conversation, opened.
-#[pyclass(frozen, name = "ConversationItem", module = "pacerelle")]
-#[derive(Debug)]
-pub(crate) struct PyConversationItem {
-    inner: client::ConversationItem,
-    /// `inner.question` as Python sees it, built once: every read gives the same object.
-    question: Option<Py<PyQuestion>>,
+wrapper! {
+    /// One item of a device's conversation, opened.
+    PyConversationItem("ConversationItem", client::ConversationItem, kept {
+        /// `inner.question` as Python sees it, built once: every read gives the same object.
+        question: Option<Py<PyQuestion>>,
+    }) {
+        /// 'message' (a task this device sent), 'reply', 'question' or 'notification'.
+        kind: |v| name(&v.kind),
+        /// The message, reply, question or notification id.
+        id: |v| &v.id,
+        /// The text (for a question, the question).
+        text: |v| &v.text,
+        /// For a reply, the task it answers.
+        source_message_id: |v| v.source_message_id.as_deref(),
+        /// For a task: 'sent', 'delivered' or 'processed'.
+        state: |v| v.state.as_ref().map(name),
+        /// For a question: the question, with its state as of this read.
+        question: |_v, py, this| this.question.as_ref().map(|q| q.clone_ref(py)),
+        /// For a notification, its title.
+        title: |v| v.title.as_deref(),
+        /// For a notification: 'info', 'warning', 'error' or 'success'.
+        level: |v| v.level.as_ref().map(name),
+        /// When the relay stored it.
+        created_at: |v| Time(v.created_at),
+        /// Its position in the stream.
+        cursor: |v| v.cursor.to_string(),
+    }
 }
 
 impl PyConversationItem {
@@ -178,77 +198,6 @@ impl PyConversationItem {
             .map(|q| Py::new(py, PyQuestion::from_client(py, q)?))
             .transpose()?;
         Ok(PyConversationItem { inner, question })
-    }
-}
-
-#[pymethods]
-impl PyConversationItem {
-    /// 'message' (a task this device sent), 'reply', 'question' or 'notification'.
-    #[getter]
-    fn kind(&self) -> String {
-        name(&self.inner.kind)
-    }
-
-    /// The message, reply, question or notification id.
-    #[getter]
-    fn id(&self) -> &str {
-        &self.inner.id
-    }
-
-    /// The text (for a question, the question).
-    #[getter]
-    fn text(&self) -> &str {
-        &self.inner.text
-    }
-
-    /// For a reply, the task it answers.
-    #[getter]
-    fn source_message_id(&self) -> Option<&str> {
-        self.inner.source_message_id.as_deref()
-    }
-
-    /// For a task: 'sent', 'delivered' or 'processed'.
-    #[getter]
-    fn state(&self) -> Option<String> {
-        self.inner.state.as_ref().map(name)
-    }
-
-    /// For a question: the question, with its state as of this read.
-    #[getter]
-    fn question(&self, py: Python<'_>) -> Option<Py<PyQuestion>> {
-        self.question.as_ref().map(|q| q.clone_ref(py))
-    }
-
-    /// For a notification, its title.
-    #[getter]
-    fn title(&self) -> Option<&str> {
-        self.inner.title.as_deref()
-    }
-
-    /// For a notification: 'info', 'warning', 'error' or 'success'.
-    #[getter]
-    fn level(&self) -> Option<String> {
-        self.inner.level.as_ref().map(name)
-    }
-
-    /// When the relay stored it.
-    #[getter]
-    fn created_at<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        datetime(py, self.inner.created_at)
-    }
-
-    /// Its position in the stream.
-    #[getter]
-    fn cursor(&self) -> String {
-        self.inner.cursor.to_string()
-    }
-
-    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
-        repr_of(
-            slf.as_any(),
-            &["kind", "id", "text", "source_message_id", "state", "cursor"],
-            &[],
-        )
     }
 }
 

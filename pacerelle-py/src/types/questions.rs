@@ -6,7 +6,6 @@ use pyo3::types::PyList;
 
 use super::inbox::rejected_list;
 use super::{Time, answer_to_py, repr_of};
-use crate::convert::{datetime, opt_datetime};
 
 to_py_wrap! {
     client::Asked => PyAsked,
@@ -72,14 +71,45 @@ wrapper! {
     }
 }
 
-/// A question as a device sees it, opened.
-#[pyclass(frozen, name = "Question", module = "pacerelle")]
-#[derive(Debug)]
-pub(crate) struct PyQuestion {
-    inner: client::OpenedQuestion,
-    /// True when an answer can still be given.
-    #[pyo3(get)]
-    is_open: bool,
+wrapper! {
+    /// A question as a device sees it, opened.
+    PyQuestion("Question", client::OpenedQuestion, kept {
+        /// Judged by this machine's clock when it was read.
+        is_open: bool,
+    }) {
+        /// Its id; answer with it.
+        question_id: |v| &v.question_id,
+        /// The question.
+        question: |v| &v.question,
+        /// 'yes_no', 'choice' or 'text'.
+        kind: |v| v.kind.as_str(),
+        /// The options of a choice question.
+        options: |v| v.options.clone(),
+        /// Whether several options may be chosen.
+        multiple: |v| v.multiple,
+        /// More context.
+        details: |v| v.details.as_deref(),
+        /// 'pending', 'answered', 'expired' or 'cancelled', as of this read.
+        state: |v| v.state.as_str(),
+        /// When it expires.
+        expires_at: |v| Time(v.expires_at),
+        /// The device that answered.
+        answered_by: |v| v.answered_by.as_deref(),
+        /// That device's name, as the relay reports it.
+        answered_by_name: |v| v.answered_by_name.as_deref(),
+        /// The answer that counts, for display (True, False, options or text), read from the copy sealed for every
+        /// recipient; None while unanswered, or for an answer given without a copy.
+        answer: |v, py| v.answer.as_ref().map(|a| answer_to_py(py, a)).transpose()?,
+        /// When the relay accepted the answer.
+        answered_at: |v| v.answered_at.map(Time),
+        /// How it was answered: 'phone' (a device; `answered_by` names it) or 'host' (the person answered at the
+        /// computer, through the agent; `answered_by` is None). None while unanswered.
+        channel: |v| v.channel.map(client::Channel::as_str),
+        /// When it was asked.
+        created_at: |v| Time(v.created_at),
+        /// True when an answer can still be given.
+        is_open: |_v, _py, this| this.is_open,
+    }
 }
 
 impl PyQuestion {
@@ -89,115 +119,6 @@ impl PyQuestion {
             is_open: inner.is_open(),
             inner,
         })
-    }
-}
-
-#[pymethods]
-impl PyQuestion {
-    /// Its id; answer with it.
-    #[getter]
-    fn question_id(&self) -> &str {
-        &self.inner.question_id
-    }
-
-    /// The question.
-    #[getter]
-    fn question(&self) -> &str {
-        &self.inner.question
-    }
-
-    /// 'yes_no', 'choice' or 'text'.
-    #[getter]
-    fn kind(&self) -> &'static str {
-        self.inner.kind.as_str()
-    }
-
-    /// The options of a choice question.
-    #[getter]
-    fn options(&self) -> Vec<String> {
-        self.inner.options.clone()
-    }
-
-    /// Whether several options may be chosen.
-    #[getter]
-    fn multiple(&self) -> bool {
-        self.inner.multiple
-    }
-
-    /// More context.
-    #[getter]
-    fn details(&self) -> Option<&str> {
-        self.inner.details.as_deref()
-    }
-
-    /// 'pending', 'answered', 'expired' or 'cancelled', as of this read.
-    #[getter]
-    fn state(&self) -> &'static str {
-        self.inner.state.as_str()
-    }
-
-    /// When it expires.
-    #[getter]
-    fn expires_at<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        datetime(py, self.inner.expires_at)
-    }
-
-    /// The device that answered.
-    #[getter]
-    fn answered_by(&self) -> Option<&str> {
-        self.inner.answered_by.as_deref()
-    }
-
-    /// That device's name, as the relay reports it.
-    #[getter]
-    fn answered_by_name(&self) -> Option<&str> {
-        self.inner.answered_by_name.as_deref()
-    }
-
-    /// The answer that counts, for display (True, False, options or text), read from the copy sealed for every
-    /// recipient; None while unanswered, or for an answer given without a copy.
-    #[getter]
-    fn answer(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
-        self.inner
-            .answer
-            .as_ref()
-            .map(|a| answer_to_py(py, a))
-            .transpose()
-    }
-
-    /// When the relay accepted the answer.
-    #[getter]
-    fn answered_at<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        opt_datetime(py, self.inner.answered_at)
-    }
-
-    /// How it was answered: 'phone' (a device; `answered_by` names it) or 'host' (the person answered at the
-    /// computer, through the agent; `answered_by` is None). None while unanswered.
-    #[getter]
-    fn channel(&self) -> Option<&'static str> {
-        self.inner.channel.map(client::Channel::as_str)
-    }
-
-    /// When it was asked.
-    #[getter]
-    fn created_at<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        datetime(py, self.inner.created_at)
-    }
-
-    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
-        repr_of(
-            slf.as_any(),
-            &[
-                "question_id",
-                "question",
-                "kind",
-                "options",
-                "multiple",
-                "state",
-                "expires_at",
-            ],
-            &[],
-        )
     }
 }
 

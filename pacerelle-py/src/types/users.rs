@@ -4,8 +4,7 @@ use pacerelle_client as client;
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
-use super::{Time, ToPy, repr_of};
-use crate::convert::{datetime, opt_datetime};
+use super::{Time, ToPy};
 
 to_py_via! {
     client::UserInfo => PyUser,
@@ -27,15 +26,36 @@ wrapper! {
     }
 }
 
-/// A user of the agent (Partner mode): the integrator's `external_id`, a name, and the user's devices.
-#[pyclass(frozen, name = "User", module = "pacerelle")]
-#[derive(Debug)]
-pub(crate) struct PyUser {
-    inner: client::UserInfo,
-    /// `inner.devices` as Python sees them, built once: every read gives the same list.
-    devices: Py<PyList>,
-    /// `inner.last_answer` as an `AuditEntry`, built once.
-    last_answer: Option<Py<PyAny>>,
+wrapper! {
+    /// A user of the agent (Partner mode): the integrator's `external_id`, a name, and the user's devices.
+    PyUser("User", client::UserInfo, kept {
+        /// `inner.devices` as Python sees them, built once: every read gives the same list.
+        devices: Py<PyList>,
+        /// `inner.last_answer` as an `AuditEntry`, built once.
+        last_answer: Option<Py<PyAny>>,
+    }) {
+        /// The integrator's id for the user.
+        external_id: |v| &v.external_id,
+        /// The user's name, as the app shows it.
+        name: |v| &v.name,
+        /// When the agent first connected the user.
+        connected_at: |v| Time(v.connected_at),
+        /// When the agent disconnected the user; None while connected.
+        disconnected_at: |v| v.disconnected_at.map(Time),
+        /// True until the user is disconnected.
+        connected: |v| v.disconnected_at.is_none(),
+        /// The user's devices (`UserDevice`), the links not yet used included, oldest first.
+        devices: |_v, py, this| this.devices.clone_ref(py),
+        /// The newest question addressed to the user that was answered (an `AuditEntry`), when the recent log
+        /// holds one.
+        last_answer: |_v, py, this| this.last_answer.as_ref().map(|e| e.clone_ref(py)),
+    }
+    methods {
+        /// The user as JSON (camelCase, RFC 3339 times), as `pacerelle user show --json` prints it.
+        fn to_json(&self) -> String {
+            serde_json::to_string(&self.inner).unwrap_or_default()
+        }
+    }
 }
 
 impl PyUser {
@@ -52,70 +72,5 @@ impl PyUser {
             last_answer,
             inner,
         })
-    }
-}
-
-#[pymethods]
-impl PyUser {
-    /// The integrator's id for the user.
-    #[getter]
-    fn external_id(&self) -> &str {
-        &self.inner.external_id
-    }
-
-    /// The user's name, as the app shows it.
-    #[getter]
-    fn name(&self) -> &str {
-        &self.inner.name
-    }
-
-    /// When the agent first connected the user.
-    #[getter]
-    fn connected_at<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        datetime(py, self.inner.connected_at)
-    }
-
-    /// When the agent disconnected the user; None while connected.
-    #[getter]
-    fn disconnected_at<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyAny>>> {
-        opt_datetime(py, self.inner.disconnected_at)
-    }
-
-    /// True until the user is disconnected.
-    #[getter]
-    fn connected(&self) -> bool {
-        self.inner.disconnected_at.is_none()
-    }
-
-    /// The user's devices (`UserDevice`), the links not yet used included, oldest first.
-    #[getter]
-    fn devices(&self, py: Python<'_>) -> Py<PyList> {
-        self.devices.clone_ref(py)
-    }
-
-    /// The newest question addressed to the user that was answered (an `AuditEntry`), when the recent log
-    /// holds one.
-    #[getter]
-    fn last_answer(&self, py: Python<'_>) -> Option<Py<PyAny>> {
-        self.last_answer.as_ref().map(|e| e.clone_ref(py))
-    }
-
-    /// The user as JSON (camelCase, RFC 3339 times), as `pacerelle user show --json` prints it.
-    fn to_json(&self) -> String {
-        serde_json::to_string(&self.inner).unwrap_or_default()
-    }
-
-    fn __repr__(slf: &Bound<'_, Self>) -> PyResult<String> {
-        repr_of(
-            slf.as_any(),
-            &[
-                "external_id",
-                "name",
-                "connected_at",
-                "disconnected_at",
-                "devices",
-            ],
-            &[],
-        )
     }
 }
