@@ -423,9 +423,13 @@ async fn push_deliveries_are_counted_by_outcome() {
     // 410: the subscription is gone, removed with its pushes.
     answers.lock().expect("the answers").push_back(410);
     ask(&relay, &agent, "gone", &[&phone], 600_000).await;
-    let end = eventually(30, "the subscription gone", || async {
+    // The outbox is read at each scrape: wait for it to be empty too, as for the first push, rather than
+    // read it at the instant the counter moved (a loaded PostgreSQL run once saw one push still there).
+    let end = eventually(30, "the subscription gone and the outbox empty", || async {
         let m = scrape(&relay).await;
-        (count(&m, "pacerelle_push_deliveries", &[("outcome", "gone")]) == 1.0).then_some(m)
+        (count(&m, "pacerelle_push_deliveries", &[("outcome", "gone")]) == 1.0
+            && value(&m, "pacerelle_push_outbox_pending", &[]) == Some(0.0))
+        .then_some(m)
     })
     .await;
     assert_eq!(
