@@ -14,6 +14,7 @@
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
@@ -141,10 +142,9 @@ fn postgres(root: &Path) -> Result<()> {
         "test -p pacerelle-cli --test store_copy --test instances --test instances_webhooks",
     ] {
         println!("$ PACERELLE_TEST_POSTGRES=start cargo {line}");
-        let status = Command::new("cargo")
+        let status = command(root, "cargo")
             .args(line.split(' '))
             .env("PACERELLE_TEST_POSTGRES", "start")
-            .current_dir(root)
             .status()
             .context("could not start cargo")?;
         if !status.success() {
@@ -208,10 +208,9 @@ fn py(root: &Path) -> Result<()> {
         "$ MATURIN_PEP517_ARGS=\"--profile dev\" {VENV}/bin/python {}",
         install.join(" ")
     );
-    let status = Command::new(&python)
+    let status = command(root, &python)
         .args(install)
         .env("MATURIN_PEP517_ARGS", "--profile dev")
-        .current_dir(root)
         .status()
         .context("could not start the venv's python")?;
     if !status.success() {
@@ -314,6 +313,20 @@ fn web(root: &Path) -> Result<()> {
     )
 }
 
+/// The `PACERELLE_HOME` of every process `cargo xtask test` starts (`target/xtask/home`), set before its
+/// first step.
+static TEST_HOME: OnceLock<PathBuf> = OnceLock::new();
+
+/// A command for `program` run from `dir`, with the test home once `cargo xtask test` has set one.
+fn command(dir: &Path, program: impl AsRef<OsStr>) -> Command {
+    let mut command = Command::new(program);
+    command.current_dir(dir);
+    if let Some(home) = TEST_HOME.get() {
+        command.env("PACERELLE_HOME", home);
+    }
+    command
+}
+
 /// Prints a command, runs it from `dir` with inherited output, and fails unless it exits with 0.
 fn run(dir: &Path, program: impl AsRef<OsStr>, args: &[&str]) -> Result<()> {
     let program = program.as_ref();
@@ -322,9 +335,8 @@ fn run(dir: &Path, program: impl AsRef<OsStr>, args: &[&str]) -> Result<()> {
         .map_or(program, |p| p.as_os_str());
     let line = format!("{} {}", shown.to_string_lossy(), args.join(" "));
     println!("$ {line}");
-    let status = Command::new(program)
+    let status = command(dir, program)
         .args(args)
-        .current_dir(dir)
         .status()
         .with_context(|| format!("could not start `{}`", shown.to_string_lossy()))?;
     if !status.success() {
@@ -462,6 +474,12 @@ fn test_all(root: &Path, args: &[String]) -> Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let steps = select(args)?;
+    // The suites' agents keep a roster mark in `PACERELLE_HOME`, else in the user's config folder: give every
+    // process the steps start a home of its own under `target/`, so that a test run writes nothing in the
+    // real one. The tests that need a home of their own still set it themselves.
+    let home = root.join("target/xtask/home");
+    std::fs::create_dir_all(&home).with_context(|| format!("cannot create {}", home.display()))?;
+    TEST_HOME.get_or_init(|| home);
     let mut outcomes = Vec::new();
     for step in steps {
         if let Some(dir) = step.needs
