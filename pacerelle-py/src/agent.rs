@@ -194,8 +194,7 @@ impl AgentClient {
     }
 
     fn info(&self) -> Call {
-        let c = self.inner.clone();
-        Call::new(async move { c.info().await })
+        Call::with(&self.inner, move |c| async move { c.info().await })
     }
 
     #[pyo3(signature = (label = None, ttl = 600.0, role = "owner", public_url = None))]
@@ -214,18 +213,20 @@ impl AgentClient {
             branding: None,
             user: None,
         };
-        let c = self.inner.clone();
-        Ok(Call::new(async move { c.create_pairing(options).await }))
+        Ok(Call::with(&self.inner, move |c| async move {
+            c.create_pairing(options).await
+        }))
     }
 
     fn devices(&self) -> Call {
-        let c = self.inner.clone();
-        Call::new(async move { c.devices().await })
+        Call::with(&self.inner, move |c| async move { c.devices().await })
     }
 
     fn revoke_device(&self, device_id: String) -> Call {
-        let c = self.inner.clone();
-        Call::new(async move { c.revoke_device(&device_id).await })
+        Call::with(
+            &self.inner,
+            move |c| async move { c.revoke_device(&device_id).await },
+        )
     }
 
     /// Partner mode: a pairing link for one user of the agent (`AgentClient::connect_user`), under the
@@ -248,63 +249,66 @@ impl AgentClient {
             ttl: ttl.map(|t| seconds("ttl_seconds", t)).transpose()?,
             public_url,
         };
-        let c = self.inner.clone();
-        Ok(Call::new(async move {
+        Ok(Call::with(&self.inner, move |c| async move {
             c.connect_user(&external_id, &name, options).await
         }))
     }
 
     /// Partner mode: every user ever connected, disconnected ones included.
     fn list_users(&self) -> Call {
-        let c = self.inner.clone();
-        Call::new(async move { c.list_users().await })
+        Call::with(&self.inner, move |c| async move { c.list_users().await })
     }
 
     /// Partner mode: one user; `NotFound` (code `user_not_found`) when never connected.
     fn get_user(&self, external_id: String) -> Call {
-        let c = self.inner.clone();
-        Call::new(async move { c.get_user(&external_id).await })
+        Call::with(
+            &self.inner,
+            move |c| async move { c.get_user(&external_id).await },
+        )
     }
 
     /// Partner mode: revokes every device of the user, in the roster then at the relay.
     fn disconnect_user(&self, external_id: String) -> Call {
-        let c = self.inner.clone();
-        Call::new(async move { c.disconnect_user(&external_id).await })
+        Call::with(&self.inner, move |c| async move {
+            c.disconnect_user(&external_id).await
+        })
     }
 
     #[pyo3(signature = (host, takeover = false))]
     fn open_session(&self, host: String, takeover: bool) -> Call {
-        let c = self.inner.clone();
-        Call::new(async move { c.open_session(&host, takeover).await })
+        Call::with(&self.inner, move |c| async move {
+            c.open_session(&host, takeover).await
+        })
     }
 
     fn heartbeat(&self) -> Call {
-        let c = self.inner.clone();
-        Call::new(async move { c.heartbeat().await })
+        Call::with(&self.inner, move |c| async move { c.heartbeat().await })
     }
 
     fn close_session(&self) -> Call {
-        let c = self.inner.clone();
-        Call::new(async move { c.close_session().await })
+        Call::with(&self.inner, move |c| async move { c.close_session().await })
     }
 
     #[pyo3(signature = (cursor = None, timeout = 30.0))]
     fn wait_for_messages(&self, cursor: Option<&str>, timeout: f64) -> PyResult<Call> {
         let cursor = cursor_arg(cursor)?;
         let wait = seconds("timeout", timeout)?;
-        let c = self.inner.clone();
-        Ok(Call::new(async move { c.wait_for_messages(cursor, wait).await }))
+        Ok(Call::with(&self.inner, move |c| async move {
+            c.wait_for_messages(cursor, wait).await
+        }))
     }
 
     #[pyo3(signature = (source_message_id, text, reply_id = None))]
     fn reply(&self, source_message_id: String, text: String, reply_id: Option<String>) -> Call {
-        let c = self.inner.clone();
-        Call::new(async move { c.reply(&source_message_id, &text, reply_id.as_deref()).await })
+        Call::with(&self.inner, move |c| async move {
+            c.reply(&source_message_id, &text, reply_id.as_deref()).await
+        })
     }
 
     fn mark_processed(&self, message_id: String) -> Call {
-        let c = self.inner.clone();
-        Call::new(async move { c.mark_processed(&message_id).await })
+        Call::with(&self.inner, move |c| async move {
+            c.mark_processed(&message_id).await
+        })
     }
 
     #[pyo3(signature = (summary, next_action, message_ids = None))]
@@ -314,20 +318,19 @@ impl AgentClient {
         next_action: String,
         message_ids: Option<Vec<String>>,
     ) -> Call {
-        let c = self.inner.clone();
         let ids = message_ids.unwrap_or_default();
-        Call::new(async move { c.save_checkpoint(&summary, &next_action, &ids).await })
+        Call::with(&self.inner, move |c| async move {
+            c.save_checkpoint(&summary, &next_action, &ids).await
+        })
     }
 
     #[pyo3(signature = (limit = 10))]
     fn get_checkpoints(&self, limit: u32) -> Call {
-        let c = self.inner.clone();
-        Call::new(async move { c.checkpoints(limit).await })
+        Call::with(&self.inner, move |c| async move { c.checkpoints(limit).await })
     }
 
     fn status(&self) -> Call {
-        let c = self.inner.clone();
-        Call::new(async move { c.status().await })
+        Call::with(&self.inner, move |c| async move { c.status().await })
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -355,8 +358,10 @@ impl AgentClient {
             answered_at_host,
             user,
         )?;
-        let c = self.inner.clone();
-        Ok(Call::new(async move { c.ask_user(req).await }))
+        Ok(Call::with(
+            &self.inner,
+            move |c| async move { c.ask_user(req).await },
+        ))
     }
 
     /// Waits until the outcome is final (answered, expired, cancelled, or an answer rejected) or `timeout`
@@ -365,8 +370,7 @@ impl AgentClient {
     fn wait_for_answer(&self, question: &Bound<'_, PyAny>, timeout: Option<f64>) -> PyResult<Call> {
         let (question_id, asked) = question_arg(question)?;
         let timeout = timeout.map(|t| seconds("timeout", t)).transpose()?;
-        let c = self.inner.clone();
-        Ok(Call::new(async move {
+        Ok(Call::with(&self.inner, move |c| async move {
             match asked {
                 // Accepts only the question as asked (its digest).
                 Some(asked) => c.wait_until_final_within(&asked, timeout).await,
@@ -406,8 +410,9 @@ impl AgentClient {
             Some(t) => seconds("timeout", t)?,
             None => req.expires_in + Duration::from_secs(60),
         };
-        let c = self.inner.clone();
-        Ok(Call::new(async move { c.ask(req, overall).await }))
+        Ok(Call::with(&self.inner, move |c| async move {
+            c.ask(req, overall).await
+        }))
     }
 
     /// The approval gate (`pacerelle_client::gate`): with `evaluation` (a `Policy`'s word on the call),
@@ -431,8 +436,7 @@ impl AgentClient {
             question, None, None, false, details, expires_in, None, false, user,
         )?;
         let timeout = timeout.map(|t| seconds("timeout", t)).transpose()?;
-        let c = self.inner.clone();
-        Ok(Call::new(async move {
+        Ok(Call::with(&self.inner, move |c| async move {
             Ok(match settled {
                 Some(ruling) => ruling,
                 None => gate::ask(&c, Asking::until(req, timeout)).await,
@@ -450,8 +454,7 @@ impl AgentClient {
         user: Option<String>,
     ) -> PyResult<Call> {
         let level: Level = parse_name("level", level, "'info', 'warning', 'error' or 'success'")?;
-        let c = self.inner.clone();
-        Ok(Call::new(async move {
+        Ok(Call::with(&self.inner, move |c| async move {
             c.notify_user(user.as_deref(), &text, title.as_deref(), level)
                 .await
         }))
@@ -464,15 +467,13 @@ impl AgentClient {
         let (question_id, asked) = question_arg(question)?;
         let digest = asked.and_then(|a| a.digest);
         let answer = answer_arg(answer)?;
-        let c = self.inner.clone();
-        Ok(Call::new(async move {
+        Ok(Call::with(&self.inner, move |c| async move {
             c.answer_at_host(&question_id, digest.as_deref(), answer).await
         }))
     }
 
     fn cancel_question(&self, question_id: String) -> Call {
-        let c = self.inner.clone();
-        Call::new(async move {
+        Call::with(&self.inner, move |c| async move {
             let outcome: AnswerOutcome = c.cancel_question(&question_id).await?;
             Ok(outcome)
         })
@@ -491,8 +492,7 @@ impl AgentClient {
         user: Option<String>,
     ) -> PyResult<Call> {
         let filter = audit_filter(state, since, until, limit, user)?;
-        let c = self.inner.clone();
-        Ok(Call::new(async move {
+        Ok(Call::with(&self.inner, move |c| async move {
             match search {
                 Some(text) => c.search_answer_log(&text, &filter).await,
                 None => c.answer_log(&filter).await,
@@ -512,29 +512,32 @@ impl AgentClient {
         user: Option<String>,
     ) -> PyResult<Call> {
         let filter = audit_filter(state, since, until, limit, user)?;
-        let c = self.inner.clone();
-        Ok(Call::new(async move { c.export_answer_log(&filter).await }))
+        Ok(Call::with(&self.inner, move |c| async move {
+            c.export_answer_log(&filter).await
+        }))
     }
 
     fn set_webhook(&self, url: String, secret: String) -> Call {
-        let c = self.inner.clone();
-        Call::new(async move { c.set_webhook(&url, &secret).await })
+        Call::with(
+            &self.inner,
+            move |c| async move { c.set_webhook(&url, &secret).await },
+        )
     }
 
     fn webhook(&self) -> Call {
-        let c = self.inner.clone();
-        Call::new(async move { c.webhook().await })
+        Call::with(&self.inner, move |c| async move { c.webhook().await })
     }
 
     fn clear_webhook(&self) -> Call {
-        let c = self.inner.clone();
-        Call::new(async move { c.clear_webhook().await })
+        Call::with(&self.inner, move |c| async move { c.clear_webhook().await })
     }
 
     #[pyo3(signature = (limit = 20))]
     fn webhook_deliveries(&self, limit: u32) -> Call {
-        let c = self.inner.clone();
-        Call::new(async move { c.webhook_deliveries(limit).await })
+        Call::with(
+            &self.inner,
+            move |c| async move { c.webhook_deliveries(limit).await },
+        )
     }
 
     fn __repr__(&self) -> String {

@@ -66,8 +66,9 @@ impl DeviceClient {
 
     #[pyo3(signature = (text, message_id = None))]
     fn send(&self, text: String, message_id: Option<String>) -> Call {
-        let c = self.inner.clone();
-        Call::new(async move { c.send(&text, message_id.as_deref()).await })
+        Call::with(&self.inner, move |c| async move {
+            c.send(&text, message_id.as_deref()).await
+        })
     }
 
     #[pyo3(signature = (cursor = None, timeout = 0.0))]
@@ -76,8 +77,9 @@ impl DeviceClient {
             .map(|c| Cursor::parse(c).map_err(|e| to_py_err(e.into())))
             .transpose()?;
         let wait = seconds("timeout", timeout)?;
-        let c = self.inner.clone();
-        Ok(Call::new(async move { c.conversation(cursor, wait).await }))
+        Ok(Call::with(&self.inner, move |c| async move {
+            c.conversation(cursor, wait).await
+        }))
     }
 
     #[pyo3(signature = (state = None))]
@@ -88,29 +90,28 @@ impl DeviceClient {
                     .ok_or_else(|| invalid("state is 'pending', 'answered', 'expired' or 'cancelled'"))
             })
             .transpose()?;
-        let c = self.inner.clone();
-        Ok(Call::new(async move { c.questions(state).await }))
+        Ok(Call::with(&self.inner, move |c| async move {
+            c.questions(state).await
+        }))
     }
 
     fn answer(&self, question_id: String, answer: &Bound<'_, PyAny>) -> PyResult<Call> {
         let answer = answer_arg(answer)?;
-        let c = self.inner.clone();
-        Ok(Call::new(async move { c.answer(&question_id, answer).await }))
+        Ok(Call::with(&self.inner, move |c| async move {
+            c.answer(&question_id, answer).await
+        }))
     }
 
     fn status(&self) -> Call {
-        let c = self.inner.clone();
-        Call::new(async move { c.status().await })
+        Call::with(&self.inner, move |c| async move { c.status().await })
     }
 
     fn info(&self) -> Call {
-        let c = self.inner.clone();
-        Call::new(async move { c.info().await })
+        Call::with(&self.inner, move |c| async move { c.info().await })
     }
 
     fn leave(&self) -> Call {
-        let c = self.inner.clone();
-        Call::new(async move { c.leave().await })
+        Call::with(&self.inner, move |c| async move { c.leave().await })
     }
 
     fn __repr__(&self) -> String {

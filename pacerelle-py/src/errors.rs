@@ -6,129 +6,67 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3::types::PyType;
 
-create_exception!(
-    pacerelle,
-    PacerelleError,
-    PyException,
-    "Every error of Pacerelle. `code` is the relay's stable error code (or None), `status` its HTTP status, \
-     `transient` tells whether the same call may succeed later."
-);
-create_exception!(
-    pacerelle,
-    RelayUnavailable,
-    PacerelleError,
-    "The relay could not be reached, or is overloaded or restarting: try again later."
-);
-create_exception!(
-    pacerelle,
-    AuthError,
-    PacerelleError,
-    "A credential was refused: wrong token, revoked device, closed registration."
-);
-create_exception!(
-    pacerelle,
-    AgentInUse,
-    PacerelleError,
-    "Another session holds the agent's lease; `host` and `since` name it. Open the session with \
-     takeover=True to take it."
-);
-create_exception!(
-    pacerelle,
-    LeaseLost,
-    PacerelleError,
-    "This session no longer holds the lease: it expired or another session took it over."
-);
-create_exception!(
-    pacerelle,
-    NotApproved,
-    PacerelleError,
-    "The owner did not approve: `conclusion` is the gate's word ('denied', 'expired', 'cancelled', \
-     'relay_unavailable', 'rejected', 'pending' or 'answered'), `reason` the gate's sentence saying why, \
-     `outcome` the AnswerOutcome when there is one."
-);
-create_exception!(
-    pacerelle,
-    CryptoError,
-    PacerelleError,
-    "A sealed value did not open: altered, moved, or sealed with another key."
-);
-create_exception!(
-    pacerelle,
-    InvalidInput,
-    PacerelleError,
-    "An argument is out of range or malformed (also the relay's invalid_input, id_conflict…)."
-);
-create_exception!(
-    pacerelle,
-    QuestionIdConflict,
-    InvalidInput,
-    "The question id already names a different question: one id carries one question. Ask under a new id, \
-     or ask exactly the same question to resume it."
-);
-create_exception!(
-    pacerelle,
-    NotFound,
-    PacerelleError,
-    "No such item for this credential."
-);
-create_exception!(
-    pacerelle,
-    QuestionClosed,
-    PacerelleError,
-    "The question is no longer open: `state` is 'answered', 'expired' or 'cancelled'. When a device's answer \
-     was refused, `answer` is the answer that counts (True, False, options or text; None when unreadable) and \
-     `answered_by_name` its author: the refused answer was not recorded."
-);
-create_exception!(
-    pacerelle,
-    NoDevice,
-    PacerelleError,
-    "A question or notification needs a paired device: pair a phone first."
-);
-create_exception!(
-    pacerelle,
-    QuotaExceeded,
-    PacerelleError,
-    "The agent holds as much as the relay allows (`quota_exceeded`): tasks not yet processed, or open \
-     questions. Nothing was stored, and `transient` is False: the same call succeeds only once the agent has \
-     processed tasks, or questions were answered, cancelled or expired. `details` names the quota and its \
-     limit."
-);
-create_exception!(
-    pacerelle,
-    PairingError,
-    PacerelleError,
-    "The pairing link expired, was already used, or its proof does not match."
-);
-create_exception!(
-    pacerelle,
-    WebhookError,
-    PacerelleError,
-    "A webhook request did not verify: `reason` is 'malformed_header', 'outside_tolerance', \
-     'bad_signature' or 'malformed_body'."
-);
+/// Declares the exception classes, each with its base and docstring, and [`classes`], the list the module
+/// registers: one list, so that no class is declared and left unregistered.
+macro_rules! exceptions {
+    ($($name:ident($base:ty): $doc:expr;)*) => {
+        $(create_exception!(pacerelle, $name, $base, $doc);)*
+
+        /// Every exception class, with its Python name.
+        fn classes(py: Python<'_>) -> Vec<(&'static str, Bound<'_, PyType>)> {
+            vec![$((stringify!($name), py.get_type::<$name>())),*]
+        }
+    };
+}
+
+exceptions! {
+    PacerelleError(PyException):
+        "Every error of Pacerelle. `code` is the relay's stable error code (or None), `status` its HTTP \
+         status, `transient` tells whether the same call may succeed later.";
+    RelayUnavailable(PacerelleError):
+        "The relay could not be reached, or is overloaded or restarting: try again later.";
+    AuthError(PacerelleError):
+        "A credential was refused: wrong token, revoked device, closed registration.";
+    AgentInUse(PacerelleError):
+        "Another session holds the agent's lease; `host` and `since` name it. Open the session with \
+         takeover=True to take it.";
+    LeaseLost(PacerelleError):
+        "This session no longer holds the lease: it expired or another session took it over.";
+    NotApproved(PacerelleError):
+        "The owner did not approve: `conclusion` is the gate's word ('denied', 'expired', 'cancelled', \
+         'relay_unavailable', 'rejected', 'pending' or 'answered'), `reason` the gate's sentence saying why, \
+         `outcome` the AnswerOutcome when there is one.";
+    CryptoError(PacerelleError):
+        "A sealed value did not open: altered, moved, or sealed with another key.";
+    InvalidInput(PacerelleError):
+        "An argument is out of range or malformed (also the relay's invalid_input, id_conflict…).";
+    QuestionIdConflict(InvalidInput):
+        "The question id already names a different question: one id carries one question. Ask under a new \
+         id, or ask exactly the same question to resume it.";
+    NotFound(PacerelleError):
+        "No such item for this credential.";
+    QuestionClosed(PacerelleError):
+        "The question is no longer open: `state` is 'answered', 'expired' or 'cancelled'. When a device's \
+         answer was refused, `answer` is the answer that counts (True, False, options or text; None when \
+         unreadable) and `answered_by_name` its author: the refused answer was not recorded.";
+    NoDevice(PacerelleError):
+        "A question or notification needs a paired device: pair a phone first.";
+    QuotaExceeded(PacerelleError):
+        "The agent holds as much as the relay allows (`quota_exceeded`): tasks not yet processed, or open \
+         questions. Nothing was stored, and `transient` is False: the same call succeeds only once the agent \
+         has processed tasks, or questions were answered, cancelled or expired. `details` names the quota \
+         and its limit.";
+    PairingError(PacerelleError):
+        "The pairing link expired, was already used, or its proof does not match.";
+    WebhookError(PacerelleError):
+        "A webhook request did not verify: `reason` is 'malformed_header', 'outside_tolerance', \
+         'bad_signature' or 'malformed_body'.";
+}
 
 /// Adds the exceptions to the module, with their attributes' defaults on the classes.
 pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
-    let all: [(&str, Bound<'_, PyType>); 15] = [
-        ("PacerelleError", py.get_type::<PacerelleError>()),
-        ("RelayUnavailable", py.get_type::<RelayUnavailable>()),
-        ("AuthError", py.get_type::<AuthError>()),
-        ("AgentInUse", py.get_type::<AgentInUse>()),
-        ("LeaseLost", py.get_type::<LeaseLost>()),
-        ("NotApproved", py.get_type::<NotApproved>()),
-        ("CryptoError", py.get_type::<CryptoError>()),
-        ("InvalidInput", py.get_type::<InvalidInput>()),
-        ("QuestionIdConflict", py.get_type::<QuestionIdConflict>()),
-        ("NotFound", py.get_type::<NotFound>()),
-        ("QuestionClosed", py.get_type::<QuestionClosed>()),
-        ("NoDevice", py.get_type::<NoDevice>()),
-        ("QuotaExceeded", py.get_type::<QuotaExceeded>()),
-        ("PairingError", py.get_type::<PairingError>()),
-        ("WebhookError", py.get_type::<WebhookError>()),
-    ];
-    for (name, ty) in all {
+    for (name, ty) in classes(py) {
         m.add(name, ty)?;
     }
     let base = py.get_type::<PacerelleError>();

@@ -77,6 +77,17 @@ impl Call {
         }
     }
 
+    /// [`Call::new`] of the future `call` makes from a clone of `client` (an `AgentClient`, a `DeviceClient`,
+    /// both cheap to clone), so that the future owns what it uses.
+    pub(crate) fn with<C, T, F>(client: &C, call: impl FnOnce(C) -> F) -> Call
+    where
+        C: Clone,
+        T: ToPy,
+        F: Future<Output = pacerelle_client::Result<T>> + Send + 'static,
+    {
+        Call::new(call(client.clone()))
+    }
+
     fn take(&self) -> PyResult<Boxed> {
         self.future
             .lock()

@@ -33,7 +33,8 @@ impl<T: ToPy> ToPy for Vec<T> {
 
 /// A frozen class that shows one client value: a thin `PyX { inner }` wrapper with one getter per field, and
 /// a `__repr__` that shows every field, in order, as Python's `repr` of what its getter gives. The getters and
-/// the repr come from one list, so they cannot drift apart.
+/// the repr come from one list, so they cannot drift apart. A class that keeps nothing beside `inner` also gets
+/// the client type's [`ToPy`].
 ///
 /// A field is written `name: |v| expression`, `v` being `&inner` (`|v, py|` when the expression needs the
 /// interpreter, `|v, py, this|` when it reads what the class keeps beside `inner`); the value goes to Python
@@ -80,10 +81,22 @@ macro_rules! wrapper {
                 crate::types::repr_of(slf.as_any(), fields, secret)
             }
         }
+
+        wrapper!(@to_py $class, $client, [$($($kept)*)?]);
     };
     (@name $secret:ident $field:ident) => {
         stringify!($field)
     };
+    // A class that keeps nothing beside `inner` is built from the client's value as is: its `ToPy`.
+    (@to_py $class:ident, $client:ty, []) => {
+        impl crate::types::ToPy for $client {
+            fn to_py(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+                Ok(Py::new(py, $class { inner: self })?.into_any())
+            }
+        }
+    };
+    // One that keeps objects builds them in its own `from_client` ([`to_py_via!`]).
+    (@to_py $class:ident, $client:ty, [$($kept:tt)+]) => {};
 }
 
 /// `Name(field=value, …)`: the class's name, then each field as Python's `repr` of what its getter gives, in
@@ -113,17 +126,6 @@ impl<'py> IntoPyObject<'py> for Time {
     fn into_pyobject(self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         crate::convert::datetime(py, self.0)
     }
-}
-
-/// Implements [`ToPy`] for client types that a pyclass wraps as `{ inner }`.
-macro_rules! to_py_wrap {
-    ($($client:ty => $class:ident),* $(,)?) => {$(
-        impl crate::types::ToPy for $client {
-            fn to_py(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
-                Ok(Py::new(py, $class { inner: self })?.into_any())
-            }
-        }
-    )*};
 }
 
 /// Implements [`ToPy`] for client types through their pyclass's `from_client`.

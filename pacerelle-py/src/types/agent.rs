@@ -8,12 +8,6 @@ use pyo3::prelude::*;
 use super::Time;
 use crate::convert::name;
 
-to_py_wrap! {
-    client::SessionInfo => PySessionInfo,
-    client::AgentInfo => PyAgentInfo,
-    client::PairingLink => PyPairingLink,
-}
-
 to_py_via! {
     client::Status => PyStatus,
 }

@@ -6,10 +6,6 @@ use pyo3::prelude::*;
 
 use super::Time;
 
-to_py_wrap! {
-    client::AuditEntry => PyAuditEntry,
-}
-
 wrapper! {
     /// One question of the answer log, opened and judged on the agent side.
     PyAuditEntry("AuditEntry", client::AuditEntry) {

@@ -10,10 +10,6 @@ use super::questions::PyQuestion;
 use super::{Time, repr_of};
 use crate::convert::name;
 
-to_py_wrap! {
-    client::DeviceInfo => PyDeviceInfo,
-}
-
 to_py_via! {
     client::DeviceSelf => PyDeviceSelf,
     client::ConversationPage => PyConversationPage,

@@ -6,13 +6,6 @@ use pyo3::types::PyList;
 
 use super::{Time, repr_of};
 
-to_py_wrap! {
-    client::Message => PyMessage,
-    client::Checkpoint => PyCheckpoint,
-    client::Stored => PyStored,
-    client::Processed => PyProcessed,
-}
-
 to_py_via! {
     client::Inbox => PyInbox,
 }

@@ -7,11 +7,6 @@ use pyo3::types::PyList;
 use super::inbox::rejected_list;
 use super::{Time, answer_to_py, repr_of};
 
-to_py_wrap! {
-    client::Asked => PyAsked,
-    client::AnswerOutcome => PyAnswerOutcome,
-}
-
 to_py_via! {
     client::OpenedQuestion => PyQuestion,
     client::QuestionList => PyQuestionList,

@@ -5,12 +5,6 @@ use pyo3::prelude::*;
 
 use super::Time;
 
-to_py_wrap! {
-    client::WebhookInfo => PyWebhookInfo,
-    client::Delivery => PyDelivery,
-    client::WebhookEvent => PyWebhookEvent,
-}
-
 wrapper! {
     /// The agent's webhook (`url` is None when none is set).
     PyWebhookInfo("WebhookInfo", client::WebhookInfo) {
