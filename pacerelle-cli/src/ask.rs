@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use anyhow::{Result, anyhow};
 use pacerelle_client::{
-    AgentClient, Answer, AnswerOutcome, Asked, Channel, ErrorKind, Level, QuestionKind, QuestionRequest,
-    QuestionState, answer_text,
+    AgentClient, Answer, AnswerOutcome, Asked, Channel, Conclusion, ErrorKind, Level, QuestionKind,
+    QuestionRequest, QuestionState, answer_text,
 };
 use tokio::io::AsyncBufReadExt;
 
@@ -93,16 +93,14 @@ fn parse_level(text: &str) -> Result<Level, String> {
     }
 }
 
-/// The exit status for an outcome: 0 yes/option/text, 1 no, 2 expired/cancelled, 3 anything else.
+/// The exit status for an outcome: 0 an authenticated yes, options or a text, 1 no, 2 expired or cancelled, 3
+/// anything else (pending, a rejected answer).
 pub fn exit_status(outcome: &AnswerOutcome) -> u8 {
-    if outcome.rejected.is_some() {
-        return EXIT_ERROR;
-    }
-    match (outcome.state, &outcome.answer) {
-        (QuestionState::Answered, Some(Answer::No)) => EXIT_NO,
-        (QuestionState::Answered, Some(Answer::Yes | Answer::Options(_))) if outcome.approved => EXIT_YES,
-        (QuestionState::Answered, Some(Answer::Text(_))) => EXIT_YES,
-        (QuestionState::Expired | QuestionState::Cancelled, _) => EXIT_NO_ANSWER,
+    // The client's one sorting of outcomes, as the hook, MCP and Python read it.
+    match Conclusion::of(outcome) {
+        Conclusion::Approved | Conclusion::Answered => EXIT_YES,
+        Conclusion::Denied => EXIT_NO,
+        Conclusion::Expired | Conclusion::Cancelled => EXIT_NO_ANSWER,
         _ => EXIT_ERROR,
     }
 }
@@ -450,8 +448,12 @@ mod tests {
         assert_eq!(exit_status(&outcome(Expired, None, false)), 2);
         assert_eq!(exit_status(&outcome(Cancelled, None, false)), 2);
         assert_eq!(exit_status(&outcome(Pending, None, false)), 3);
-        // A yes the verdict did not approve is never a 0.
+        // A yes or options the verdict did not approve are never a 0.
         assert_eq!(exit_status(&outcome(Answered, Some(Answer::Yes), false)), 3);
+        assert_eq!(
+            exit_status(&outcome(Answered, Some(Answer::Options(vec!["a".into()])), false)),
+            3
+        );
         let mut rejected = outcome(Answered, Some(Answer::Yes), true);
         rejected.rejected = Some("x".into());
         assert_eq!(exit_status(&rejected), 3);
