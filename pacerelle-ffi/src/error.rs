@@ -1,6 +1,5 @@
 //! The one error of the binding, and its single mapping from [`pacerelle_client::Error`].
 
-use pacerelle_client::core::wire::code;
 
 use std::time::SystemTime;
 
@@ -111,6 +110,7 @@ impl From<pacerelle_client::Error> for PacerelleError {
         use pacerelle_client::Error as E;
         let reason = e.to_string();
         let closed = ClosedQuestion::from_error(&e);
+        let state = e.closed_state().unwrap_or(QuestionState::Answered);
         match e {
             E::Network { .. } => PacerelleError::Network { reason },
             E::Api {
@@ -123,14 +123,7 @@ impl From<pacerelle_client::Error> for PacerelleError {
                     PacerelleError::NotPaired { reason: message }
                 }
                 ErrorKind::QuotaExceeded => PacerelleError::QuotaExceeded { reason: message },
-                ErrorKind::QuestionClosed => {
-                    let state = match code.as_str() {
-                        code::QUESTION_EXPIRED => QuestionState::Expired,
-                        code::QUESTION_CANCELLED => QuestionState::Cancelled,
-                        _ => QuestionState::Answered,
-                    };
-                    question_closed(state, message, closed)
-                }
+                ErrorKind::QuestionClosed => question_closed(state, message, closed),
                 _ => PacerelleError::Relay {
                     status,
                     code,
