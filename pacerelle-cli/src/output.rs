@@ -33,13 +33,21 @@ pub fn invalid_input(message: impl Into<String>) -> anyhow::Error {
     .into()
 }
 
+/// The stable code of an error, as `--json` prints it: the relay's, else the one the relay would give for what
+/// the client refused before sending (`invalid_input`) or could not send (`unavailable`), else a [`Refused`]'s.
+fn code_of(e: &anyhow::Error) -> Option<&str> {
+    use pacerelle_client::core::wire::code;
+    match e.downcast_ref::<ClientError>() {
+        Some(ClientError::InvalidInput(_)) => Some(code::INVALID_INPUT),
+        Some(ClientError::Network { .. }) => Some(code::UNAVAILABLE),
+        Some(other) => other.code(),
+        None => e.downcast_ref::<Refused>().map(|r| r.code),
+    }
+}
+
 /// Prints an error: `error: …` on stderr, or a JSON object `{"error": …, "code": …}` with `--json`.
 pub fn error(as_json: bool, e: &anyhow::Error) {
-    let code = e
-        .downcast_ref::<ClientError>()
-        .and_then(|c| c.code())
-        .or_else(|| e.downcast_ref::<Refused>().map(|r| r.code))
-        .map(str::to_string);
+    let code = code_of(e);
     let mut message = format!("{e:#}");
     if let Some(
         c @ ClientError::Api {

@@ -131,6 +131,39 @@ async fn ask_exits_3_when_the_relay_is_down_or_the_input_is_bad() {
     });
     assert_eq!(out.status.code(), Some(3), "{}", stderr(&out));
     assert!(stderr(&out).contains("unreachable"), "{}", stderr(&out));
+    // With --json, what the client could not send or refused itself has the relay's codes for it.
+    let coded = |relay: &str, args: &[&str]| {
+        let out = run({
+            let mut c = common::pacerelle(setup.agent_home.path(), relay);
+            c.arg("--json").args(args);
+            c
+        });
+        assert_ne!(out.status.code(), Some(0), "{args:?}");
+        let body: serde_json::Value = serde_json::from_str(stderr(&out).trim())
+            .unwrap_or_else(|_| panic!("{args:?}: {}", stderr(&out)));
+        body["code"].as_str().map(str::to_string)
+    };
+    assert_eq!(
+        coded("http://127.0.0.1:9", &["ask", "Still there?"]).as_deref(),
+        Some("unavailable")
+    );
+    assert_eq!(
+        coded("http://127.0.0.1:9", &["status"]).as_deref(),
+        Some("unavailable")
+    );
+    assert_eq!(coded(&setup.url, &["ask", ""]).as_deref(), Some("invalid_input"));
+    assert_eq!(
+        coded(&setup.url, &["ask", "Pick", "--choice", "a", "--choice", "a"]).as_deref(),
+        Some("invalid_input")
+    );
+    assert_eq!(
+        coded(&setup.url, &["notify", " "]).as_deref(),
+        Some("invalid_input")
+    );
+    assert_eq!(
+        coded(&setup.url, &["cancel", "q_none"]).as_deref(),
+        Some("not_found")
+    );
 
     for args in [
         vec!["ask", "Pick", "--choice", "only one"],
