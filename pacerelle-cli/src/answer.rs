@@ -1,6 +1,6 @@
 //! `pacerelle answer`: answer a question from this terminal, acting as a device.
 
-use anyhow::{Result, anyhow, bail};
+use anyhow::{Result, anyhow};
 use pacerelle_client::core::wire::code;
 use pacerelle_client::{
     Answer, ClosedQuestion, DeviceClient, OpenedQuestion, QuestionKind, QuestionList, QuestionState,
@@ -31,23 +31,23 @@ fn to_answer(q: &OpenedQuestion, values: &[String], text: Option<String>) -> Res
         return Ok(Answer::Text(text));
     }
     if values.is_empty() {
-        bail!(
+        return Err(output::invalid_input(format!(
             "give an answer: {}",
             match q.kind {
                 QuestionKind::YesNo => "yes or no".to_string(),
                 QuestionKind::Choice => format!("one of {}", q.options.join(", ")),
                 QuestionKind::Text => "--text TEXT".to_string(),
             }
-        );
+        )));
     }
     match q.kind {
         QuestionKind::YesNo => match values {
             [one] => match one.to_lowercase().as_str() {
                 "yes" | "y" => Ok(Answer::Yes),
                 "no" | "n" => Ok(Answer::No),
-                _ => bail!("answer yes or no"),
+                _ => Err(output::invalid_input("answer yes or no")),
             },
-            _ => bail!("answer yes or no"),
+            _ => Err(output::invalid_input("answer yes or no")),
         },
         QuestionKind::Choice => values
             .iter()
@@ -62,10 +62,10 @@ fn to_answer(q: &OpenedQuestion, values: &[String], text: Option<String>) -> Res
                     .collect();
                 match folded.as_slice() {
                     [one] => Ok((*one).clone()),
-                    _ => Err(anyhow!(
+                    _ => Err(output::invalid_input(format!(
                         "{v:?} is not one of the options: {}",
                         q.options.join(", ")
-                    )),
+                    ))),
                 }
             })
             .collect::<Result<Vec<_>>>()
@@ -87,10 +87,14 @@ pub async fn answer(global: &Global, args: AnswerArgs) -> Result<()> {
                     args.question_id
                 )
             } else {
-                anyhow!(
-                    "no question {} for this device: see `pacerelle inbox`",
-                    args.question_id
-                )
+                output::Refused {
+                    code: code::NOT_FOUND,
+                    message: format!(
+                        "no question {} for this device: see `pacerelle inbox`",
+                        args.question_id
+                    ),
+                }
+                .into()
             }
         })?;
     let answer = to_answer(q, &args.values, args.text)?;

@@ -4,7 +4,7 @@
 use std::io::Read;
 use std::path::Path;
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result};
 use pacerelle_core::message::MAX_TEXT_BYTES;
 
 /// Checks `text` against [`MAX_TEXT_BYTES`]; `what` names where it came from.
@@ -66,10 +66,12 @@ pub fn argument_or_file(what: &str, text: Option<String>, file: Option<&Path>) -
         (Some("-"), None) => from_stdin("standard input"),
         (Some(_), None) => check(what, text.unwrap_or_default()),
         (None, Some(path)) => from_file(path),
-        (None, None) => Err(anyhow!(
+        (None, None) => Err(crate::output::invalid_input(format!(
             "give {what} as an argument, `-` for standard input, or --file PATH"
-        )),
-        (Some(_), Some(_)) => Err(anyhow!("give {what} as an argument or --file, not both")),
+        ))),
+        (Some(_), Some(_)) => Err(crate::output::invalid_input(format!(
+            "give {what} as an argument or --file, not both"
+        ))),
     }
 }
 

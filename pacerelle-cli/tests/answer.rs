@@ -196,3 +196,33 @@ async fn an_answer_to_an_expired_or_cancelled_question_fails_and_says_so() {
     assert_eq!(stands["state"], "cancelled");
     assert!(stands["answer"].is_null());
 }
+
+#[tokio::test]
+async fn an_answer_that_does_not_fit_is_refused_with_a_stable_code_and_the_question_stays_open() {
+    let setup = Setup::start().await;
+    let child = ask(&setup, &["Deploy?", "--id", "fit-5"]);
+    next_question(&setup.device, &[]).await;
+    let code = |args: &[&str]| {
+        let out = answer(&setup, args);
+        assert!(!out.status.success(), "{args:?}");
+        let error: serde_json::Value = serde_json::from_str(stderr(&out).trim())
+            .unwrap_or_else(|_| panic!("{args:?}: {}", stderr(&out)));
+        error["code"].as_str().map(str::to_string)
+    };
+    for args in [
+        &["--json", "answer", "fit-5", "maybe"][..],
+        &["--json", "answer", "fit-5", "yes", "no"],
+        &["--json", "answer", "fit-5"],
+    ] {
+        assert_eq!(code(args).as_deref(), Some("invalid_input"), "{args:?}");
+    }
+    assert_eq!(
+        code(&["--json", "answer", "no-such-6", "yes"]).as_deref(),
+        Some("not_found")
+    );
+
+    // Nothing was recorded: the question is still open, and a fitting answer counts.
+    let out = answer(&setup, &["answer", "fit-5", "y"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(finish(child).await.status.code(), Some(0));
+}
