@@ -33,14 +33,11 @@ pub fn invalid_input(message: impl Into<String>) -> anyhow::Error {
     .into()
 }
 
-/// The stable code of an error, as `--json` prints it: the relay's, else the one the relay would give for what
-/// the client refused before sending (`invalid_input`) or could not send (`unavailable`), else a [`Refused`]'s.
+/// The stable code of an error, as `--json` prints it: the client's ([`ClientError::stable_code`]), else a
+/// [`Refused`]'s.
 fn code_of(e: &anyhow::Error) -> Option<&str> {
-    use pacerelle_client::core::wire::code;
     match e.downcast_ref::<ClientError>() {
-        Some(ClientError::InvalidInput(_)) => Some(code::INVALID_INPUT),
-        Some(ClientError::Network { .. }) => Some(code::UNAVAILABLE),
-        Some(other) => other.code(),
+        Some(client) => client.stable_code(),
         None => e.downcast_ref::<Refused>().map(|r| r.code),
     }
 }

@@ -69,6 +69,19 @@ impl Error {
         }
     }
 
+    /// The code an adapter shows for this error (the CLI's `--json`, Python's `code`): the relay's, else the
+    /// one the relay would give — `invalid_input` for an argument refused here before anything was sent,
+    /// `unavailable` for a relay not reached. `None` for a value that did not open or parse.
+    pub fn stable_code(&self) -> Option<&str> {
+        use pacerelle_core::wire::code as c;
+        match self {
+            Error::Api { code, .. } => Some(code),
+            Error::InvalidInput(_) => Some(c::INVALID_INPUT),
+            Error::Network { .. } => Some(c::UNAVAILABLE),
+            _ => None,
+        }
+    }
+
     /// The session that holds the lease, as the relay names it in an `agent_in_use` error's details; `None`
     /// for any other error, or details not of that shape.
     pub fn lease_holder(&self) -> Option<LeaseHolder> {
@@ -274,6 +287,27 @@ mod tests {
         );
         assert_eq!(api(409, code::AGENT_IN_USE).closed_state(), None);
         assert_eq!(Error::InvalidInput("x".into()).closed_state(), None);
+    }
+
+    #[test]
+    fn the_stable_code_is_the_relays_else_the_one_it_would_give() {
+        assert_eq!(api(404, code::NOT_FOUND).stable_code(), Some(code::NOT_FOUND));
+        assert_eq!(
+            Error::InvalidInput("x".into()).stable_code(),
+            Some(code::INVALID_INPUT)
+        );
+        let down = Error::Network {
+            url: "http://127.0.0.1:9".into(),
+            reason: "refused".into(),
+        };
+        assert_eq!(down.stable_code(), Some(code::UNAVAILABLE));
+        // `code` stays the relay's own: a caller can tell a refusal from the relay from one decided here.
+        assert_eq!(
+            (down.code(), Error::InvalidInput("x".into()).code()),
+            (None, None)
+        );
+        let crypto = Error::Crypto(pacerelle_core::CryptoError::Open);
+        assert_eq!(crypto.stable_code(), None);
     }
 
     #[test]

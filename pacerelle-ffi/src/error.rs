@@ -1,6 +1,5 @@
 //! The one error of the binding, and its single mapping from [`pacerelle_client::Error`].
 
-
 use std::time::SystemTime;
 
 use pacerelle_client::{ClosedQuestion, ErrorKind};

@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use tokio::sync::{Mutex as AsyncMutex, mpsc, oneshot};
 
 use crate::Call;
-use crate::convert::{answer_arg, parse_name, seconds, timestamp_arg};
+use crate::convert::{answer_arg, count, parse_name, seconds, timestamp_arg};
 use crate::errors::{invalid, to_py_err};
 use crate::types::{PyAsked, ToPy};
 
@@ -39,7 +39,7 @@ fn audit_filter(
     state: Option<&str>,
     since: Option<&Bound<'_, PyAny>>,
     until: Option<&Bound<'_, PyAny>>,
-    limit: Option<usize>,
+    limit: Option<i64>,
     user: Option<String>,
 ) -> PyResult<AuditFilter> {
     Ok(AuditFilter {
@@ -51,7 +51,7 @@ fn audit_filter(
             .transpose()?,
         since: since.map(timestamp_arg).transpose()?,
         until: until.map(timestamp_arg).transpose()?,
-        limit,
+        limit: limit.map(|l| count("limit", l).map(|l| l as usize)).transpose()?,
         user,
     })
 }
@@ -157,7 +157,7 @@ impl AgentClient {
         takeover: bool,
         timeout: f64,
         max_backoff: f64,
-        max_attempts: u32,
+        max_attempts: i64,
     ) -> PyResult<RunLoop> {
         let runner = pacerelle_client::Runner::new(self.inner.clone())
             .host(host)
@@ -167,7 +167,7 @@ impl AgentClient {
                 max: seconds("max_backoff", max_backoff)?,
                 ..Default::default()
             })
-            .max_attempts(max_attempts);
+            .max_attempts(count("max_attempts", max_attempts)?);
         Ok(RunLoop::start(runner, cancel.token.clone()))
     }
 
@@ -325,8 +325,11 @@ impl AgentClient {
     }
 
     #[pyo3(signature = (limit = 10))]
-    fn get_checkpoints(&self, limit: u32) -> Call {
-        Call::with(&self.inner, move |c| async move { c.checkpoints(limit).await })
+    fn get_checkpoints(&self, limit: i64) -> PyResult<Call> {
+        let limit = count("limit", limit)?;
+        Ok(Call::with(&self.inner, move |c| async move {
+            c.checkpoints(limit).await
+        }))
     }
 
     fn status(&self) -> Call {
@@ -487,7 +490,7 @@ impl AgentClient {
         state: Option<&str>,
         since: Option<&Bound<'_, PyAny>>,
         until: Option<&Bound<'_, PyAny>>,
-        limit: Option<usize>,
+        limit: Option<i64>,
         search: Option<String>,
         user: Option<String>,
     ) -> PyResult<Call> {
@@ -508,7 +511,7 @@ impl AgentClient {
         state: Option<&str>,
         since: Option<&Bound<'_, PyAny>>,
         until: Option<&Bound<'_, PyAny>>,
-        limit: Option<usize>,
+        limit: Option<i64>,
         user: Option<String>,
     ) -> PyResult<Call> {
         let filter = audit_filter(state, since, until, limit, user)?;
@@ -533,11 +536,11 @@ impl AgentClient {
     }
 
     #[pyo3(signature = (limit = 20))]
-    fn webhook_deliveries(&self, limit: u32) -> Call {
-        Call::with(
-            &self.inner,
-            move |c| async move { c.webhook_deliveries(limit).await },
-        )
+    fn webhook_deliveries(&self, limit: i64) -> PyResult<Call> {
+        let limit = count("limit", limit)?;
+        Ok(Call::with(&self.inner, move |c| async move {
+            c.webhook_deliveries(limit).await
+        }))
     }
 
     fn __repr__(&self) -> String {

@@ -54,6 +54,17 @@ pub(crate) fn seconds(what: &str, value: f64) -> PyResult<Duration> {
     Duration::try_from_secs_f64(value).map_err(|_| invalid(format!("{what} is too large")))
 }
 
+/// A count (a limit, a number of attempts): a whole number, 0 or more, that fits in 32 bits. Python's own
+/// conversion would raise an `OverflowError` that names no argument.
+pub(crate) fn count(what: &str, value: i64) -> PyResult<u32> {
+    if value < 0 {
+        return Err(invalid(format!(
+            "{what} is a whole number, 0 or more (got {value})"
+        )));
+    }
+    u32::try_from(value).map_err(|_| invalid(format!("{what} is too large (got {value})")))
+}
+
 /// The wire name of a unit enum (`"pending"`, `"yes_no"`, `"owner"`…).
 pub(crate) fn name<T: Serialize>(value: &T) -> String {
     match serde_json::to_value(value) {

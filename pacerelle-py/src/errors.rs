@@ -21,8 +21,9 @@ macro_rules! exceptions {
 
 exceptions! {
     PacerelleError(PyException):
-        "Every error of Pacerelle. `code` is the relay's stable error code (or None), `status` its HTTP \
-         status, `transient` tells whether the same call may succeed later.";
+        "Every error of Pacerelle. `code` is the relay's stable error code, or the one it would give for a \
+         refusal decided here ('invalid_input') or a relay not reached ('unavailable'), else None; `status` \
+         its HTTP status, `transient` tells whether the same call may succeed later.";
     RelayUnavailable(PacerelleError):
         "The relay could not be reached, or is overloaded or restarting: try again later.";
     AuthError(PacerelleError):
@@ -74,6 +75,9 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
         base.setattr(attr, py.None())?;
     }
     base.setattr("transient", false)?;
+    // Raised from Python too (a bad argument caught before the native call): the code the relay would give.
+    py.get_type::<InvalidInput>()
+        .setattr("code", pacerelle_client::core::wire::code::INVALID_INPUT)?;
     let in_use = py.get_type::<AgentInUse>();
     in_use.setattr("host", py.None())?;
     in_use.setattr("since", py.None())?;
@@ -98,14 +102,9 @@ pub(crate) fn to_py_err(e: Error) -> PyErr {
 fn build(py: Python<'_>, e: &Error) -> PyResult<PyErr> {
     let transient = e.is_transient();
     let message = e.to_string();
-    let (ty, status, api_code, details) = match e {
-        Error::Network { .. } => (py.get_type::<RelayUnavailable>(), None, None, None),
-        Error::Api {
-            status,
-            code: c,
-            details,
-            ..
-        } => {
+    let (ty, status, details) = match e {
+        Error::Network { .. } => (py.get_type::<RelayUnavailable>(), None, None),
+        Error::Api { status, details, .. } => {
             let ty = match e.kind() {
                 ErrorKind::Unauthorized | ErrorKind::DeviceRevoked => py.get_type::<AuthError>(),
                 ErrorKind::AgentInUse => py.get_type::<AgentInUse>(),
@@ -120,9 +119,9 @@ fn build(py: Python<'_>, e: &Error) -> PyResult<PyErr> {
                 ErrorKind::RateLimited | ErrorKind::Unavailable => py.get_type::<RelayUnavailable>(),
                 _ => py.get_type::<PacerelleError>(),
             };
-            (ty, Some(*status), Some(c.clone()), details.clone())
+            (ty, Some(*status), details.clone())
         }
-        Error::Crypto(_) => (py.get_type::<CryptoError>(), None, None, None),
+        Error::Crypto(_) => (py.get_type::<CryptoError>(), None, None),
         Error::Core(core) => {
             let ty = match core {
                 pacerelle_client::core::Error::Crypto(_) | pacerelle_client::core::Error::Payload { .. } => {
@@ -130,14 +129,14 @@ fn build(py: Python<'_>, e: &Error) -> PyResult<PyErr> {
                 }
                 _ => py.get_type::<InvalidInput>(),
             };
-            (ty, None, None, None)
+            (ty, None, None)
         }
-        Error::InvalidInput(_) => (py.get_type::<InvalidInput>(), None, None, None),
-        _ => (py.get_type::<PacerelleError>(), None, None, None),
+        Error::InvalidInput(_) => (py.get_type::<InvalidInput>(), None, None),
+        _ => (py.get_type::<PacerelleError>(), None, None),
     };
     let err = PyErr::from_type(ty, message);
     let value = err.value(py);
-    value.setattr("code", api_code.as_deref())?;
+    value.setattr("code", e.stable_code())?;
     value.setattr("status", status)?;
     value.setattr("transient", transient)?;
     if let Some(details) = &details {

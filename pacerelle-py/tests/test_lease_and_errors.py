@@ -76,10 +76,22 @@ def test_errors_are_typed(relay: Relay, paired: Paired) -> None:
         pacerelle.Agent(relay.url, agent.agent_id, "pcr1_broken")
     with pytest.raises(pacerelle.InvalidInput):
         agent.reply("msg_x", "   ")
-    with pytest.raises(pacerelle.InvalidInput):
+    with pytest.raises(pacerelle.InvalidInput) as refused:
         agent.ask_user("pick", kind="yes_no", options=["a", "b"])
-    with pytest.raises(pacerelle.InvalidInput):
+    # Refused here, before anything was sent: the code the relay would give, as the CLI prints it.
+    assert refused.value.code == "invalid_input"
+    with pytest.raises(pacerelle.InvalidInput) as refused:
         agent.wait_for_messages(timeout=-1)
+    assert refused.value.code == "invalid_input"
+    # A count out of range names its argument (not Python's OverflowError).
+    for call, name in [
+        (lambda: agent.get_checkpoints(limit=-1), "limit"),
+        (lambda: agent.webhook_deliveries(limit=2**40), "limit"),
+        (lambda: agent.answer_log(limit=-3), "limit"),
+    ]:
+        with pytest.raises(pacerelle.InvalidInput, match=name) as refused:
+            call()
+        assert refused.value.code == "invalid_input"
     with pytest.raises(pacerelle.NotFound):
         agent.mark_processed("msg_unknown")
     lonely = pacerelle.Agent.register(relay.url, "no phone")
@@ -99,6 +111,7 @@ def test_errors_are_typed(relay: Relay, paired: Paired) -> None:
     with pytest.raises(pacerelle.RelayUnavailable) as down:
         pacerelle.Agent(relay.url, agent.agent_id, agent.token).info()
     assert down.value.transient
+    assert down.value.code == "unavailable" and down.value.status is None
 
 
 def test_a_question_id_carries_one_question(paired: Paired) -> None:

@@ -18,7 +18,8 @@ class PacerelleError(Exception):
     """Every error of Pacerelle."""
 
     code: str | None
-    """The relay's stable error code (see docs/relay-api.md), or None for errors found on this side."""
+    """The relay's stable error code (see docs/relay-api.md), or the one it would give for a refusal decided
+    here ('invalid_input') or a relay not reached ('unavailable'); None for a value that did not open."""
     status: int | None
     """The relay's HTTP status, when it answered."""
     details: Any
