@@ -70,13 +70,19 @@ impl Error {
     }
 
     /// The code an adapter shows for this error (the CLI's `--json`, Python's `code`): the relay's, else the
-    /// one the relay would give — `invalid_input` for an argument refused here before anything was sent,
+    /// one the relay would give — `invalid_input` for an argument refused here before anything was sent (a
+    /// malformed token, link or id included), `bad_cursor` for a cursor this protocol did not issue,
     /// `unavailable` for a relay not reached. `None` for a value that did not open or parse.
     pub fn stable_code(&self) -> Option<&str> {
+        use pacerelle_core::Error as Core;
         use pacerelle_core::wire::code as c;
         match self {
             Error::Api { code, .. } => Some(code),
-            Error::InvalidInput(_) => Some(c::INVALID_INPUT),
+            Error::InvalidInput(_)
+            | Error::Core(Core::MalformedToken | Core::MalformedLink | Core::InvalidId { .. }) => {
+                Some(c::INVALID_INPUT)
+            }
+            Error::Core(Core::MalformedCursor) => Some(c::BAD_CURSOR),
             Error::Network { .. } => Some(c::UNAVAILABLE),
             _ => None,
         }
@@ -306,8 +312,21 @@ mod tests {
             (down.code(), Error::InvalidInput("x".into()).code()),
             (None, None)
         );
-        let crypto = Error::Crypto(pacerelle_core::CryptoError::Open);
-        assert_eq!(crypto.stable_code(), None);
+        let core = |e| Error::from(e);
+        assert_eq!(
+            core(pacerelle_core::Error::MalformedLink).stable_code(),
+            Some(code::INVALID_INPUT)
+        );
+        assert_eq!(
+            core(pacerelle_core::Error::MalformedCursor).stable_code(),
+            Some(code::BAD_CURSOR)
+        );
+        // A value that did not open has no code: it is not the caller's input.
+        assert_eq!(core(pacerelle_core::CryptoError::Open.into()).stable_code(), None);
+        assert_eq!(
+            core(pacerelle_core::Error::Payload { kind: "task" }).stable_code(),
+            None
+        );
     }
 
     #[test]

@@ -72,8 +72,12 @@ def test_errors_are_typed(relay: Relay, paired: Paired) -> None:
     with pytest.raises(pacerelle.AuthError) as auth:
         pacerelle.Agent(relay.url, agent.agent_id, pacerelle.Agent.register(relay.url, "other").token).status()
     assert auth.value.code == "unauthorized" and auth.value.status == 401
-    with pytest.raises(pacerelle.InvalidInput):
+    with pytest.raises(pacerelle.InvalidInput) as refused:
         pacerelle.Agent(relay.url, agent.agent_id, "pcr1_broken")
+    assert refused.value.code == "invalid_input"
+    with pytest.raises(pacerelle.InvalidInput) as refused:
+        pacerelle.Device.join("https://relay.invalid/pair#v2.nothing", "phone")
+    assert refused.value.code == "invalid_input"
     with pytest.raises(pacerelle.InvalidInput):
         agent.reply("msg_x", "   ")
     with pytest.raises(pacerelle.InvalidInput) as refused:
