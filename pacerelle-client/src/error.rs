@@ -70,20 +70,17 @@ impl Error {
     }
 
     /// The code an adapter shows for this error (the CLI's `--json`, Python's `code`): the relay's, else the
-    /// one the relay would give — `invalid_input` for an argument refused here before anything was sent (a
-    /// malformed token, link or id included), `bad_cursor` for a cursor this protocol did not issue,
-    /// `unavailable` for a relay not reached. `None` for a value that did not open or parse.
+    /// one the relay would give for the error's [`ErrorKind`] — `invalid_input` for an argument refused here
+    /// before anything was sent (a malformed token, link or id included; `bad_cursor` for a cursor this
+    /// protocol did not issue), `unavailable` for a relay not reached. `None` for a value that did not open or
+    /// parse.
     pub fn stable_code(&self) -> Option<&str> {
-        use pacerelle_core::Error as Core;
         use pacerelle_core::wire::code as c;
-        match self {
-            Error::Api { code, .. } => Some(code),
-            Error::InvalidInput(_)
-            | Error::Core(Core::MalformedToken | Core::MalformedLink | Core::InvalidId { .. }) => {
-                Some(c::INVALID_INPUT)
-            }
-            Error::Core(Core::MalformedCursor) => Some(c::BAD_CURSOR),
-            Error::Network { .. } => Some(c::UNAVAILABLE),
+        match (self, self.kind()) {
+            (Error::Api { code, .. }, _) => Some(code),
+            (Error::Core(pacerelle_core::Error::MalformedCursor), _) => Some(c::BAD_CURSOR),
+            (_, ErrorKind::InvalidInput) => Some(c::INVALID_INPUT),
+            (_, ErrorKind::Unavailable) => Some(c::UNAVAILABLE),
             _ => None,
         }
     }

@@ -102,37 +102,26 @@ pub(crate) fn to_py_err(e: Error) -> PyErr {
 fn build(py: Python<'_>, e: &Error) -> PyResult<PyErr> {
     let transient = e.is_transient();
     let message = e.to_string();
-    let (ty, status, details) = match e {
-        Error::Network { .. } => (py.get_type::<RelayUnavailable>(), None, None),
-        Error::Api { status, details, .. } => {
-            let ty = match e.kind() {
-                ErrorKind::Unauthorized | ErrorKind::DeviceRevoked => py.get_type::<AuthError>(),
-                ErrorKind::AgentInUse => py.get_type::<AgentInUse>(),
-                ErrorKind::LeaseLost => py.get_type::<LeaseLost>(),
-                ErrorKind::NotFound => py.get_type::<NotFound>(),
-                ErrorKind::QuestionClosed => py.get_type::<QuestionClosed>(),
-                ErrorKind::NoDevice => py.get_type::<NoDevice>(),
-                ErrorKind::QuotaExceeded => py.get_type::<QuotaExceeded>(),
-                ErrorKind::QuestionIdConflict => py.get_type::<QuestionIdConflict>(),
-                ErrorKind::Pairing => py.get_type::<PairingError>(),
-                ErrorKind::InvalidInput | ErrorKind::IdConflict => py.get_type::<InvalidInput>(),
-                ErrorKind::RateLimited | ErrorKind::Unavailable => py.get_type::<RelayUnavailable>(),
-                _ => py.get_type::<PacerelleError>(),
-            };
-            (ty, Some(*status), details.clone())
-        }
-        Error::Crypto(_) => (py.get_type::<CryptoError>(), None, None),
-        Error::Core(core) => {
-            let ty = match core {
-                pacerelle_client::core::Error::Crypto(_) | pacerelle_client::core::Error::Payload { .. } => {
-                    py.get_type::<CryptoError>()
-                }
-                _ => py.get_type::<InvalidInput>(),
-            };
-            (ty, None, None)
-        }
-        Error::InvalidInput(_) => (py.get_type::<InvalidInput>(), None, None),
-        _ => (py.get_type::<PacerelleError>(), None, None),
+    // The one classification of errors, the client's `ErrorKind`, for the relay's codes and the client's own
+    // errors alike.
+    let ty = match e.kind() {
+        ErrorKind::Unauthorized | ErrorKind::DeviceRevoked => py.get_type::<AuthError>(),
+        ErrorKind::AgentInUse => py.get_type::<AgentInUse>(),
+        ErrorKind::LeaseLost => py.get_type::<LeaseLost>(),
+        ErrorKind::NotFound => py.get_type::<NotFound>(),
+        ErrorKind::QuestionClosed => py.get_type::<QuestionClosed>(),
+        ErrorKind::NoDevice => py.get_type::<NoDevice>(),
+        ErrorKind::QuotaExceeded => py.get_type::<QuotaExceeded>(),
+        ErrorKind::QuestionIdConflict => py.get_type::<QuestionIdConflict>(),
+        ErrorKind::Pairing => py.get_type::<PairingError>(),
+        ErrorKind::InvalidInput | ErrorKind::IdConflict => py.get_type::<InvalidInput>(),
+        ErrorKind::RateLimited | ErrorKind::Unavailable => py.get_type::<RelayUnavailable>(),
+        ErrorKind::Crypto => py.get_type::<CryptoError>(),
+        _ => py.get_type::<PacerelleError>(),
+    };
+    let (status, details) = match e {
+        Error::Api { status, details, .. } => (Some(*status), details.clone()),
+        _ => (None, None),
     };
     let err = PyErr::from_type(ty, message);
     let value = err.value(py);
