@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use pacerelle_client::{
-    Backoff, Channel, ConversationItem, Cursor, DeviceClient, ItemKind, Level, MessageState, OpenedQuestion,
+    Channel, ConversationItem, Cursor, DeviceClient, Followed, ItemKind, Level, MessageState, OpenedQuestion,
     QuestionKind, QuestionState, Status, answer_text,
 };
 use serde::Serialize;
@@ -544,39 +544,38 @@ fn emit(json: bool, i: &ConversationItem, label: Option<&Label>) -> Result<()> {
     Ok(())
 }
 
-/// Prints a device's new items as they come, until a lasting error.
+/// Prints a device's new items as they come (the client's [`pacerelle_client::Follow`]), until a lasting
+/// error.
 async fn follow(
     json: bool,
     device: DeviceClient,
-    mut cursor: Option<Cursor>,
+    cursor: Option<Cursor>,
     label: Option<Label>,
 ) -> Result<()> {
-    let backoff = Backoff::default();
-    let mut delays = backoff.delays();
-    loop {
-        match device.conversation(cursor, Duration::from_secs(30)).await {
-            Ok(page) => {
-                delays = backoff.delays();
-                page.items
-                    .iter()
-                    .try_for_each(|i| emit(json, i, label.as_ref()))?;
-                cursor = Some(page.cursor);
-            }
-            Err(e) if e.is_transient() => {
-                let pause = delays.next().unwrap_or(backoff.max);
+    let mut follow = device.follow(cursor);
+    while let Some(followed) = follow.next().await {
+        match followed {
+            Followed::Page(page) => page
+                .items
+                .iter()
+                .try_for_each(|i| emit(json, i, label.as_ref()))?,
+            Followed::Error {
+                error,
+                retry_in: Some(pause),
+            } => {
                 let of = label
                     .as_ref()
                     .map(|l| format!(" ({})", l.agent_name))
                     .unwrap_or_default();
                 eprintln!(
-                    "relay unreachable{of}, retrying in {:.1} s: {e}",
+                    "relay unreachable{of}, retrying in {:.1} s: {error}",
                     pause.as_secs_f64()
                 );
-                tokio::time::sleep(pause).await;
             }
-            Err(e) => return Err(e.into()),
+            Followed::Error { error, .. } => return Err(error.into()),
         }
     }
+    Ok(())
 }
 
 pub async fn inbox(global: &Global, args: InboxArgs) -> Result<()> {

@@ -5,6 +5,7 @@ mod audit;
 mod device;
 mod error;
 mod files;
+mod follow;
 pub mod gate;
 mod http;
 mod listener;
@@ -27,6 +28,7 @@ pub use device::{
 };
 pub use error::{Error, ErrorKind, Result};
 pub use files::write_private;
+pub use follow::{FOLLOW_WAIT, Follow, Followed};
 pub use gate::{Conclusion, Gate, Ruling};
 pub use listener::{LeaseState, Listener};
 pub use machine::machine_name;

@@ -2,23 +2,13 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock};
-use std::time::Duration;
 
-use pacerelle_client::{Backoff, Cursor};
+use pacerelle_client::{Cursor, Followed};
 use tokio::runtime::Runtime;
 use tokio::task::AbortHandle;
 
 use crate::conversation::{ConversationItem, ConversationPage};
 use crate::error::{PacerelleError, Result};
-
-/// Longest park of one long-poll of a listener.
-const POLL: Duration = Duration::from_secs(30);
-/// Pauses after an error worth retrying: from 500 ms, doubled up to 10 s, with jitter; from the start
-/// again after a page arrives.
-const BACKOFF: Backoff = Backoff {
-    first: Duration::from_millis(500),
-    max: Duration::from_secs(10),
-};
 
 /// The runtime listeners run on: one worker thread for every listener of the process.
 static RUNTIME: LazyLock<std::io::Result<Runtime>> = LazyLock::new(|| {
@@ -89,19 +79,18 @@ impl Drop for ListenerHandle {
     }
 }
 
+/// Hands the client's [`pacerelle_client::Follow`] to the app's listener until stopped or a lasting error.
 async fn run(
     device: pacerelle_client::DeviceClient,
-    mut cursor: Option<Cursor>,
+    cursor: Option<Cursor>,
     listener: Arc<dyn ConversationListener>,
     stopped: Arc<AtomicBool>,
 ) {
     let live = || !stopped.load(Ordering::SeqCst);
-    let mut pauses = BACKOFF.delays();
+    let mut follow = device.follow(cursor);
     while live() {
-        match device.conversation(cursor, POLL).await {
-            Ok(page) => {
-                pauses = BACKOFF.delays();
-                cursor = Some(page.cursor);
+        match follow.next().await {
+            Some(Followed::Page(page)) => {
                 let page = ConversationPage::from(page);
                 for rejected in page.rejected {
                     if live() {
@@ -117,17 +106,13 @@ async fn run(
                     }
                 }
             }
-            Err(e) => {
-                let will_retry = e.is_transient();
+            Some(Followed::Error { error, retry_in }) => {
                 if live() {
-                    let _ = listener.on_error(e.into(), will_retry);
+                    let _ = listener.on_error(error.into(), retry_in.is_some());
                 }
-                if !will_retry {
-                    stopped.store(true, Ordering::SeqCst);
-                    return;
-                }
-                tokio::time::sleep(pauses.next().unwrap_or(BACKOFF.max)).await;
             }
+            None => break,
         }
     }
+    stopped.store(true, Ordering::SeqCst);
 }
