@@ -30,48 +30,79 @@ fn to_answer(q: &OpenedQuestion, values: &[String], text: Option<String>) -> Res
     if let Some(text) = text {
         return Ok(Answer::Text(text));
     }
-    if values.is_empty() {
-        return Err(output::invalid_input(format!(
-            "give an answer: {}",
-            match q.kind {
-                QuestionKind::YesNo => "yes or no".to_string(),
-                QuestionKind::Choice => format!("one of {}", q.options.join(", ")),
-                QuestionKind::Text => "--text TEXT".to_string(),
-            }
-        )));
-    }
-    match q.kind {
-        QuestionKind::YesNo => match values {
-            [one] => match one.to_lowercase().as_str() {
+    let words: Vec<&str> = values.iter().map(String::as_str).collect();
+    read_answer(q.kind, &q.options, q.multiple, &words).map_err(output::invalid_input)
+}
+
+/// The answer a person's words give to a question: `yes`/`y` or `no`/`n` in any case; for a choice, each word
+/// an option named exactly, else ignoring case, else by its number (1, 2, …), each once, and one only unless
+/// the question takes several; for a text, the words joined by spaces. The one reading of typed answers, for
+/// `pacerelle answer` and `ask --here`; the error says what would be an answer.
+pub(crate) fn read_answer(
+    kind: QuestionKind,
+    options: &[String],
+    multiple: bool,
+    words: &[&str],
+) -> std::result::Result<Answer, String> {
+    let one_of = || {
+        let list = options.join(", ");
+        if multiple {
+            format!("one or more of {list}")
+        } else {
+            format!("one of {list}")
+        }
+    };
+    match kind {
+        QuestionKind::YesNo => match words {
+            [one] => match one.trim().to_lowercase().as_str() {
                 "yes" | "y" => Ok(Answer::Yes),
                 "no" | "n" => Ok(Answer::No),
-                _ => Err(output::invalid_input("answer yes or no")),
+                _ => Err(format!("{one:?} is not an answer: answer yes or no")),
             },
-            _ => Err(output::invalid_input("answer yes or no")),
+            _ => Err("answer yes or no".into()),
         },
-        QuestionKind::Choice => values
-            .iter()
-            .map(|v| {
-                if q.options.contains(v) {
-                    return Ok(v.clone());
+        QuestionKind::Choice => {
+            if words.is_empty() {
+                return Err(format!("answer {}", one_of()));
+            }
+            let mut chosen: Vec<String> = Vec::new();
+            for word in words {
+                let option = option_named(options, word.trim())
+                    .ok_or_else(|| format!("{word:?} is not an option: answer {}", one_of()))?;
+                if !chosen.contains(&option) {
+                    chosen.push(option);
                 }
-                let folded: Vec<&String> = q
-                    .options
-                    .iter()
-                    .filter(|o| o.to_lowercase() == v.to_lowercase())
-                    .collect();
-                match folded.as_slice() {
-                    [one] => Ok((*one).clone()),
-                    _ => Err(output::invalid_input(format!(
-                        "{v:?} is not one of the options: {}",
-                        q.options.join(", ")
-                    ))),
-                }
-            })
-            .collect::<Result<Vec<_>>>()
-            .map(Answer::Options),
-        QuestionKind::Text => Ok(Answer::Text(values.join(" "))),
+            }
+            if chosen.len() > 1 && !multiple {
+                return Err(format!("choose only one: {}", one_of()));
+            }
+            Ok(Answer::Options(chosen))
+        }
+        QuestionKind::Text => {
+            let text = words.join(" ");
+            if text.trim().is_empty() {
+                Err("give the answer's text".into())
+            } else {
+                Ok(Answer::Text(text))
+            }
+        }
     }
+}
+
+/// The option `typed` names: exactly, then ignoring case (when only one matches), then by its number.
+fn option_named(options: &[String], typed: &str) -> Option<String> {
+    if let Some(o) = options.iter().find(|o| o.as_str() == typed) {
+        return Some(o.clone());
+    }
+    let folded: Vec<&String> = options
+        .iter()
+        .filter(|o| o.to_lowercase() == typed.to_lowercase())
+        .collect();
+    if let [one] = folded.as_slice() {
+        return Some((*one).clone());
+    }
+    let n: usize = typed.parse().ok()?;
+    options.get(n.checked_sub(1)?).cloned()
 }
 
 pub async fn answer(global: &Global, args: AnswerArgs) -> Result<()> {
@@ -291,6 +322,17 @@ mod tests {
             Answer::Options(v(&["Staging", "prod"]))
         );
         assert!(to_answer(&choice, &v(&["dev"]), None).is_err());
+        // The same reading as `ask --here`: an option by its number, each once.
+        assert_eq!(
+            to_answer(&choice, &v(&["2", "prod"]), None).expect("by number"),
+            Answer::Options(v(&["prod"]))
+        );
+        let single = OpenedQuestion {
+            multiple: false,
+            ..choice.clone()
+        };
+        assert!(to_answer(&single, &v(&["staging", "prod"]), None).is_err());
+        assert!(to_answer(&single, &[], None).is_err());
 
         let text = q(QuestionKind::Text, &[]);
         assert_eq!(

@@ -266,64 +266,16 @@ impl Here {
         format!("Answer here too ({how}), or on the phone: ")
     }
 
-    /// The answer a typed line gives, or why it is not one.
+    /// The answer a typed line gives (several options separated by commas), or why it is not one.
     fn parse(&self, line: &str) -> Result<Answer, String> {
         let line = line.trim();
-        match self.kind {
-            QuestionKind::YesNo => match line.to_lowercase().as_str() {
-                "yes" | "y" => Ok(Answer::Yes),
-                "no" | "n" => Ok(Answer::No),
-                _ => Err(format!("{line:?} is not an answer: type yes or no")),
-            },
-            QuestionKind::Choice => {
-                let typed: Vec<&str> = if self.multiple {
-                    line.split(',').map(str::trim).filter(|t| !t.is_empty()).collect()
-                } else {
-                    vec![line]
-                };
-                if typed.is_empty() || typed.iter().any(|t| t.is_empty()) {
-                    return Err(format!("type {}", self.one_of()));
-                }
-                let mut chosen: Vec<String> = Vec::new();
-                for t in typed {
-                    let option = self
-                        .option(t)
-                        .ok_or_else(|| format!("{t:?} is not an option: type {}", self.one_of()))?;
-                    if !chosen.contains(&option) {
-                        chosen.push(option);
-                    }
-                }
-                Ok(Answer::Options(chosen))
+        let words: Vec<&str> = match self.kind {
+            QuestionKind::Choice if self.multiple => {
+                line.split(',').map(str::trim).filter(|t| !t.is_empty()).collect()
             }
-            QuestionKind::Text if line.is_empty() => Err("type the answer".to_string()),
-            QuestionKind::Text => Ok(Answer::Text(line.to_string())),
-        }
-    }
-
-    fn one_of(&self) -> String {
-        let list = self.options.join(", ");
-        if self.multiple {
-            format!("one or more of {list} (separated by commas)")
-        } else {
-            format!("one of {list}")
-        }
-    }
-
-    /// The option `typed` names: exactly, then ignoring case, then by its number in the list (1, 2, …).
-    fn option(&self, typed: &str) -> Option<String> {
-        if let Some(o) = self.options.iter().find(|o| o.as_str() == typed) {
-            return Some(o.clone());
-        }
-        let folded: Vec<&String> = self
-            .options
-            .iter()
-            .filter(|o| o.to_lowercase() == typed.to_lowercase())
-            .collect();
-        if let [one] = folded.as_slice() {
-            return Some((*one).clone());
-        }
-        let n: usize = typed.parse().ok()?;
-        self.options.get(n.checked_sub(1)?).cloned()
+            _ => vec![line],
+        };
+        crate::answer::read_answer(self.kind, &self.options, self.multiple, &words)
     }
 }
 
