@@ -134,7 +134,7 @@ pub async fn answer(global: &Global, args: AnswerArgs) -> Result<()> {
     let answered = match result {
         Ok(answered) => answered,
         Err(e) => match ClosedQuestion::from_error(&e) {
-            Some(closed) => return not_recorded(global, &closed, &answer, &e),
+            Some(closed) => return not_recorded(global, &closed, &answer),
             None => return Err(e.into()),
         },
     };
@@ -214,12 +214,7 @@ async fn find_question(global: &Global, args: &AnswerArgs) -> Result<(DeviceClie
 /// The answer given here did not count: the question was already answered (elsewhere, or here with another
 /// answer), expired or was cancelled. Says so with the answer that counts — never the refused one as if it
 /// stood — and fails. `--json` prints the question as it stands on stdout, the error on stderr.
-fn not_recorded(
-    global: &Global,
-    closed: &ClosedQuestion,
-    refused: &Answer,
-    e: &pacerelle_client::Error,
-) -> Result<()> {
+fn not_recorded(global: &Global, closed: &ClosedQuestion, refused: &Answer) -> Result<()> {
     if global.json {
         output::json(&serde_json::json!({
             "questionId": closed.question_id,
@@ -234,9 +229,9 @@ fn not_recorded(
         }))?;
     }
     Err(output::Refused {
-        code: match e.code() {
-            Some(code::QUESTION_EXPIRED) => code::QUESTION_EXPIRED,
-            Some(code::QUESTION_CANCELLED) => code::QUESTION_CANCELLED,
+        code: match closed.state {
+            QuestionState::Expired => code::QUESTION_EXPIRED,
+            QuestionState::Cancelled => code::QUESTION_CANCELLED,
             _ => code::QUESTION_ANSWERED,
         },
         message: closed_message(closed, refused),
