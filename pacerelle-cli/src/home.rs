@@ -173,8 +173,9 @@ pub fn agent_client(global: &crate::Global) -> Result<AgentClient> {
         "PACERELLE_RELAY_URL" => global.relay.clone(),
         _ => std::env::var(name).ok(),
     };
+    // The client's message as it is, with the code Python's `InvalidInput` carries for the same refusal.
     let found = AgentCredentials::find(var, Some(&global.home.0)).map_err(|e| match e {
-        pacerelle_client::Error::InvalidInput(message) => anyhow!(message),
+        pacerelle_client::Error::InvalidInput(message) => crate::output::invalid_input(message),
         other => other.into(),
     })?;
     let relay = relay_url(global, found.relay_url.as_deref());
@@ -187,11 +188,16 @@ pub fn paired_list(pairings: &[Pairing]) -> String {
     pairings.iter().map(Pairing::label).collect::<Vec<_>>().join(", ")
 }
 
-/// The error for a terminal with no pairing.
+/// The error for a terminal with no pairing: `unauthorized`, the relay's code for a device without a valid
+/// credential (the phone SDK's `NotPaired`).
 pub fn not_paired() -> anyhow::Error {
-    anyhow!(
-        "this terminal is not paired: run `pacerelle device join -` and paste a link from `pacerelle pair`"
-    )
+    crate::output::Refused {
+        code: pacerelle_client::core::wire::code::UNAUTHORIZED,
+        message: "this terminal is not paired: run `pacerelle device join -` and paste a link from \
+                  `pacerelle pair`"
+            .into(),
+    }
+    .into()
 }
 
 /// The pairings `--agent` names: the agent whose id it is, else the agents of that name (ASCII case

@@ -26,6 +26,31 @@ fn commands_without_credentials_fail_with_a_clear_message() {
     let out = pacerelle(home.path()).args(["pair"]).output().expect("run");
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("no agent credentials"));
+
+    // With --json, each with a stable code: the relay's for a device without a credential, and the one
+    // Python's InvalidInput carries for the same missing agent credentials.
+    let coded = |args: &[&str]| -> serde_json::Value {
+        let out = pacerelle(home.path()).args(args).output().expect("run");
+        assert!(!out.status.success());
+        serde_json::from_slice(&out.stderr).expect("a JSON error")
+    };
+    let err = coded(&["--json", "inbox"]);
+    assert_eq!(err["code"], "unauthorized", "{err}");
+    assert!(
+        err["error"]
+            .as_str()
+            .expect("error")
+            .starts_with("this terminal is not paired")
+    );
+    let err = coded(&["--json", "pair"]);
+    assert_eq!(err["code"], "invalid_input", "{err}");
+    assert!(
+        err["error"]
+            .as_str()
+            .expect("error")
+            .starts_with("no agent credentials"),
+        "{err}"
+    );
 }
 
 #[test]
