@@ -43,7 +43,8 @@ async fn tasks_acknowledged_before_a_sigkill_are_delivered_after_restart() {
     let (mut relay, url) = serve(tmp.path());
     let agent = AgentClient::register(&url, "durable", None)
         .await
-        .expect("register");
+        .expect("register")
+        .with_home(Some(&pacerelle_test_support::home()));
     let link = agent
         .create_pairing(PairingOptions::default())
         .await
@@ -68,7 +69,9 @@ async fn tasks_acknowledged_before_a_sigkill_are_delivered_after_restart() {
     relay.0.wait().expect("reaped");
 
     let (_relay, url2) = serve(tmp.path());
-    let agent = AgentClient::new(&url2, agent.agent_id(), agent.token().clone()).expect("client");
+    let agent = AgentClient::new(&url2, agent.agent_id(), agent.token().clone())
+        .expect("client")
+        .with_home(Some(&pacerelle_test_support::home()));
     let inbox = agent.wait_for_messages(None, Duration::ZERO).await.expect("wait");
     let mut got: Vec<String> = inbox.messages.iter().map(|m| m.message_id.clone()).collect();
     got.sort();

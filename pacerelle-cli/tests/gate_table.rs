@@ -125,7 +125,9 @@ fn agent_of(setup: &Setup) -> (String, String) {
 
 fn agent_client(setup: &Setup) -> AgentClient {
     let (id, token) = agent_of(setup);
-    AgentClient::new(&setup.url, &id, AgentToken::parse(&token).expect("token")).expect("client")
+    AgentClient::new(&setup.url, &id, AgentToken::parse(&token).expect("token"))
+        .expect("client")
+        .with_home(Some(&pacerelle_test_support::home()))
 }
 
 /// What the phone does once the question reached it. For `cancel`, returns the question's id: the caller
@@ -311,6 +313,7 @@ impl Mcp {
             .env("PACERELLE_AGENT_ID", &agent.0)
             .env("PACERELLE_AGENT_TOKEN", &agent.1)
             .env("PACERELLE_RELAY_URL", relay)
+            .env("PACERELLE_HOME", pacerelle_test_support::home())
             .env("RUST_LOG", "warn")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())

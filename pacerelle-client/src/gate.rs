@@ -682,7 +682,10 @@ mod tests {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let url = format!("http://{}", listener.local_addr().expect("addr"));
         tokio::spawn(relay.serve(listener, std::future::pending::<()>()));
-        let agent = AgentClient::register(&url, "gate", None).await.expect("register");
+        let agent = AgentClient::register(&url, "gate", None)
+            .await
+            .expect("register")
+            .with_home(None);
         let link = agent
             .create_pairing(PairingOptions::default())
             .await

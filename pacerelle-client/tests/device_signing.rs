@@ -252,7 +252,8 @@ async fn credentials_from_before_signing_keys_register_a_key_at_the_first_answer
     let relay = TestRelay::start().await;
     let agent = AgentClient::register(&relay.url, "test agent", None)
         .await
-        .expect("register");
+        .expect("register")
+        .with_home(Some(&pacerelle_test_support::home()));
     let link = agent
         .create_pairing(PairingOptions::default())
         .await
@@ -375,7 +376,8 @@ async fn two_first_answers_at_once_register_one_key() {
     let relay = TestRelay::start().await;
     let agent = AgentClient::register(&relay.url, "test agent", None)
         .await
-        .expect("register");
+        .expect("register")
+        .with_home(Some(&pacerelle_test_support::home()));
     let link = agent
         .create_pairing(PairingOptions::default())
         .await

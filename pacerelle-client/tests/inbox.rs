@@ -103,7 +103,9 @@ async fn an_unprocessed_task_comes_again_after_a_restart_and_a_processed_one_nev
     agent.mark_processed(&done.id).await.expect("processed");
 
     // The agent restarts: a new client with the same credentials, no cursor.
-    let restarted = AgentClient::new(&relay.url, agent.agent_id(), agent.token().clone()).expect("client");
+    let restarted = AgentClient::new(&relay.url, agent.agent_id(), agent.token().clone())
+        .expect("client")
+        .with_home(Some(&pacerelle_test_support::home()));
     let again = restarted.wait_for_messages(None, NO_WAIT).await.expect("wait");
     assert_eq!(again.messages.len(), 1);
     assert_eq!(again.messages[0].message_id, kept.id);
@@ -217,7 +219,9 @@ async fn a_second_session_is_refused_with_the_holder_named_unless_it_takes_over(
         .await
         .expect("first session");
 
-    let other = AgentClient::new(&relay.url, agent.agent_id(), agent.token().clone()).expect("client");
+    let other = AgentClient::new(&relay.url, agent.agent_id(), agent.token().clone())
+        .expect("client")
+        .with_home(Some(&pacerelle_test_support::home()));
     let err = other
         .open_session("desktop / codex", false)
         .await

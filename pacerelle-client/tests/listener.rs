@@ -10,7 +10,9 @@ use pacerelle_test_support::TestRelay;
 
 /// A second client of the same agent, with its own session (as a second process has).
 fn other_process(agent: &AgentClient) -> AgentClient {
-    AgentClient::new(agent.relay_url(), agent.agent_id(), agent.token().clone()).expect("client")
+    AgentClient::new(agent.relay_url(), agent.agent_id(), agent.token().clone())
+        .expect("client")
+        .with_home(Some(&pacerelle_test_support::home()))
 }
 
 #[tokio::test]

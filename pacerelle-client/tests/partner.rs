@@ -32,7 +32,8 @@ async fn partner(relay: &TestRelay) -> Partner {
     let home = tempfile::tempdir().unwrap();
     let registered = AgentClient::register(&relay.url, "Acme Support", None)
         .await
-        .expect("register");
+        .expect("register")
+        .with_home(Some(&pacerelle_test_support::home()));
     let agent = AgentClient::new(&relay.url, registered.agent_id(), registered.token().clone())
         .expect("client")
         .with_home(Some(home.path()));

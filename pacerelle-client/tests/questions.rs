@@ -521,7 +521,8 @@ async fn without_an_owner_device_asking_and_notifying_fail_with_no_device() {
     let relay = TestRelay::start().await;
     let agent = AgentClient::register(&relay.url, "lonely", None)
         .await
-        .expect("register");
+        .expect("register")
+        .with_home(Some(&pacerelle_test_support::home()));
     let err = agent
         .ask_user(QuestionRequest::yes_no("anyone?"))
         .await

@@ -79,7 +79,8 @@ impl Served {
 async fn agent_and_device(url: &str) -> (AgentClient, DeviceClient) {
     let agent = AgentClient::register(url, "push agent", None)
         .await
-        .expect("register");
+        .expect("register")
+        .with_home(Some(&pacerelle_test_support::home()));
     let link = agent
         .create_pairing(PairingOptions::default())
         .await

@@ -26,7 +26,8 @@ const NO_WAIT: Duration = Duration::ZERO;
 async fn agent_in(relay: &TestRelay, home: &std::path::Path) -> (AgentClient, DeviceClient) {
     let registered = AgentClient::register(&relay.url, "trust agent", None)
         .await
-        .expect("register");
+        .expect("register")
+        .with_home(Some(&pacerelle_test_support::home()));
     let agent = AgentClient::new(&relay.url, registered.agent_id(), registered.token().clone())
         .expect("client")
         .with_home(Some(home));

@@ -46,7 +46,8 @@ impl Served {
 async fn agent_and_device(url: &str) -> (AgentClient, Arc<DeviceClient>) {
     let agent = AgentClient::register(url, "listener tests", None)
         .await
-        .expect("register");
+        .expect("register")
+        .with_home(None);
     let link = agent
         .create_pairing(PairingOptions::default())
         .await

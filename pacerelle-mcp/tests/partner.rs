@@ -94,7 +94,8 @@ async fn each_user_answers_only_their_own_questions() {
     let relay = TestRelay::start().await;
     let agent = AgentClient::register(&relay.url, "Acme Travel", None)
         .await
-        .expect("register");
+        .expect("register")
+        .with_home(Some(&pacerelle_test_support::home()));
     let server = spawn(&agent, &relay.url, &[], Era::Legacy).await;
 
     // Two users, each connected by a link opened on their own phone, under the agent's branding.

@@ -551,7 +551,8 @@ async fn bad_arguments_are_invalid_params_and_failures_are_never_a_yes() {
     // An agent without a paired phone: nothing can be asked or notified, and the text says not to act.
     let lonely = AgentClient::register(&relay.url, "lonely agent", None)
         .await
-        .expect("register");
+        .expect("register")
+        .with_home(Some(&pacerelle_test_support::home()));
     let server = spawn(&lonely, &relay.url, &[], Era::Legacy).await;
     let text = server
         .tool_error("ask_user", json!({"question": "ok?", "kind": "yes_no"}))

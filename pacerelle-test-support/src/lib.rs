@@ -10,6 +10,15 @@ use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+/// The home every test agent and spawned binary uses (its roster marks): `PACERELLE_HOME` when set (as
+/// `cargo xtask test` does), else `target/test-home` of this workspace — never the user's config folder,
+/// which a client falls back to when neither is given.
+pub fn home() -> PathBuf {
+    std::env::var_os("PACERELLE_HOME")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-home"))
+}
+
 /// A listener on `127.0.0.1:port` (`0`: any free port). A port just released may not be free again at once:
 /// binding is tried for up to 5 s.
 pub async fn bind_on(port: u16) -> TcpListener {
@@ -124,7 +133,8 @@ impl TestRelay {
     pub async fn agent_and_device(&self) -> (AgentClient, DeviceClient) {
         let agent = AgentClient::register(&self.url, "test agent", None)
             .await
-            .expect("register");
+            .expect("register")
+            .with_home(Some(&home()));
         let link = agent
             .create_pairing(PairingOptions::default())
             .await

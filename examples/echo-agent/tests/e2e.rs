@@ -76,10 +76,12 @@ fn cli(home: &Path, relay: &str, args: &[&str]) -> Value {
     serde_json::from_slice(&out.stdout).expect("JSON output")
 }
 
-fn echo_agent(relay: &str, agent: &Value) -> Proc {
+/// The echo agent of `agent`, with the agent's home (its roster mark) in `home`.
+fn echo_agent(home: &Path, relay: &str, agent: &Value) -> Proc {
     Proc(
         Command::new(env!("CARGO_BIN_EXE_echo-agent"))
             .arg("--takeover")
+            .env("PACERELLE_HOME", home)
             .env("PACERELLE_RELAY_URL", relay)
             .env("PACERELLE_AGENT_ID", agent["agentId"].as_str().expect("agentId"))
             .env("PACERELLE_AGENT_TOKEN", agent["token"].as_str().expect("token"))
@@ -135,7 +137,7 @@ fn a_task_from_the_terminal_device_is_echoed_by_the_agent_across_a_relay_restart
         &["device", "join", pairing["link"].as_str().expect("link")],
     );
     assert_eq!(joined["agentId"], agent["agentId"]);
-    let _echo = echo_agent(&url, &agent);
+    let _echo = echo_agent(&agent_home, &url, &agent);
 
     let canary = "canary-e2e-4be19d";
     let sent = cli(&device_home, &url, &["send", &format!("hello {canary}")]);
@@ -187,7 +189,7 @@ fn a_task_whose_echo_is_too_large_gets_an_error_reply_and_the_agent_goes_on() {
         &url,
         &["device", "join", pairing["link"].as_str().expect("link")],
     );
-    let mut echo = echo_agent(&url, &agent);
+    let mut echo = echo_agent(&agent_home, &url, &agent);
 
     // 64 KiB is the most a task may hold; `echo: ` in front of it is more than a reply may hold.
     let big = "x".repeat(pacerelle_core::message::MAX_TEXT_BYTES);

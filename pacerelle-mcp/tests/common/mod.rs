@@ -84,6 +84,7 @@ pub fn command(agent: &AgentClient, relay_url: &str, args: &[&str]) -> Command {
         .env("PACERELLE_AGENT_ID", agent.agent_id())
         .env("PACERELLE_AGENT_TOKEN", agent.token().expose())
         .env("PACERELLE_RELAY_URL", relay_url)
+        .env("PACERELLE_HOME", pacerelle_test_support::home())
         .env("RUST_LOG", "info,rmcp=warn");
     cmd
 }
