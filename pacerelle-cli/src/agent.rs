@@ -1,6 +1,7 @@
 //! Agent-side commands: `agent create`, `agent devices`, `agent revoke`, `pair`.
 
 use anyhow::Result;
+use pacerelle_client::core::roster::{DeviceSigning, Roster};
 use pacerelle_client::{AgentClient, PairingOptions};
 
 use crate::Global;
@@ -26,6 +27,13 @@ pub enum AgentCommand {
     /// Adopt into the agent's device roster the devices the relay lists as active: only for devices paired
     /// before the agent kept a roster. It trusts the relay's list once: check it first with `agent devices`.
     Adopt,
+    /// Require signed answers (`on`: a device with no signing key approves nothing), or accept again the
+    /// unsigned answers of devices paired before signing keys (`off`). New agents require them already.
+    RequireSigned {
+        /// `on` or `off`.
+        #[arg(value_parser = ["on", "off"])]
+        setting: String,
+    },
     /// Revoke a device: its credential stops working at once.
     Revoke {
         /// The device's id.
@@ -94,7 +102,8 @@ pub async fn run(global: &Global, cmd: AgentCommand) -> Result<()> {
         AgentCommand::Devices => {
             let agent = home::agent_client(global)?;
             let devices = agent.devices().await?;
-            let roster = agent.roster().await?;
+            // The keys the devices sealed are pinned (or refused) first, so that the list says who signs.
+            let roster = agent.pin_signing_keys().await?;
             if global.json {
                 let listed: Vec<serde_json::Value> = devices
                     .iter()
@@ -102,11 +111,17 @@ pub async fn run(global: &Global, cmd: AgentCommand) -> Result<()> {
                         let mut v = serde_json::to_value(d).unwrap_or_default();
                         v["trusted"] = roster.may_approve(&d.device_id).into();
                         v["roster"] = roster_word(&roster, &d.device_id).into();
+                        let (signs, why) = signing_word(&roster, &d.device_id);
+                        v["signs"] = signs.into();
+                        v["signing"] = why.into();
+                        v["fingerprint"] = fingerprint(&roster, &d.device_id).into();
                         v
                     })
                     .collect();
                 return output::json(&serde_json::json!({
-                    "rosterVersion": roster.version, "devices": listed,
+                    "rosterVersion": roster.version,
+                    "requireSignedSince": roster.require_signed_since.map(|t| t.to_string()),
+                    "devices": listed,
                 }));
             }
             if devices.is_empty() {
@@ -117,14 +132,24 @@ pub async fn run(global: &Global, cmd: AgentCommand) -> Result<()> {
                     Some(t) => format!("revoked {}", t),
                     None => "active".to_string(),
                 };
+                let (_, signing) = signing_word(&roster, &d.device_id);
                 println!(
-                    "{}  {:<24} {:<6} paired {}  {state}  roster: {}",
+                    "{}  {:<24} {:<6} paired {}  {state}  roster: {}  {signing}",
                     d.device_id,
                     d.name,
                     d.role.as_str(),
                     d.created_at,
                     roster_word(&roster, &d.device_id)
                 );
+            }
+            match roster.require_signed_since {
+                Some(t) => println!(
+                    "\nSigned answers required since {t}: a device that cannot sign approves nothing."
+                ),
+                None => println!(
+                    "\nUnsigned answers of devices paired before signing keys still count: \
+                     `pacerelle agent require-signed on` refuses them."
+                ),
             }
             if roster.version == 0 && devices.iter().any(|d| d.revoked_at.is_none()) {
                 println!(
@@ -152,6 +177,22 @@ pub async fn run(global: &Global, cmd: AgentCommand) -> Result<()> {
                     Some(x) => println!("  {}  {}  {word}", x.name, d.device_id),
                     None => println!("  {}  {word}", d.device_id),
                 }
+            }
+            Ok(())
+        }
+        AgentCommand::RequireSigned { setting } => {
+            let roster = home::agent_client(global)?
+                .require_signed(setting == "on")
+                .await?;
+            if global.json {
+                return output::json(&serde_json::json!({
+                    "rosterVersion": roster.version,
+                    "requireSignedSince": roster.require_signed_since.map(|t| t.to_string()),
+                }));
+            }
+            match roster.require_signed_since {
+                Some(t) => println!("signed answers required since {t}"),
+                None => println!("unsigned answers of devices without a signing key count again"),
             }
             Ok(())
         }
@@ -201,8 +242,29 @@ pub fn print_link(link: &pacerelle_client::PairingLink) {
     );
 }
 
+/// Whether a device's answers are signed, as the roster says: a word for `--json` (`signs`, `unsigned`,
+/// `cannot_sign`) and a phrase for people.
+fn signing_word(roster: &Roster, device_id: &str) -> (&'static str, String) {
+    match roster.signing(device_id) {
+        DeviceSigning::Pinned(key) => ("signs", format!("signs (key {})", key.fingerprint())),
+        DeviceSigning::Unsigned => (
+            "unsigned",
+            "unsigned (no signing key: its answers count, unsigned)".to_string(),
+        ),
+        DeviceSigning::MustSign(why) => ("cannot_sign", format!("cannot sign: {why}")),
+    }
+}
+
+/// The fingerprint of the key the roster pins for a device, if any.
+fn fingerprint(roster: &Roster, device_id: &str) -> Option<String> {
+    match roster.signing(device_id) {
+        DeviceSigning::Pinned(key) => Some(key.fingerprint()),
+        _ => None,
+    }
+}
+
 /// What the agent's roster says of a device, in one word.
-fn roster_word(roster: &pacerelle_client::core::roster::Roster, device_id: &str) -> &'static str {
+fn roster_word(roster: &Roster, device_id: &str) -> &'static str {
     match roster.device(device_id) {
         None => "absent (cannot approve)",
         Some(d) if d.revoked_at.is_some() => "revoked",

@@ -235,7 +235,10 @@ impl AgentClient {
         let user = own.payload.user.clone();
         // Without the relay's time of the answer, nothing revoked counts, as in a live verdict.
         let may_approve = |device: &str| roster.may_answer_for(device, user.as_deref(), answered_at);
-        let mut verdict = self.judge(view, &own, roster, may_approve);
+        // And what its signatures had to be: a key refused, or signatures required, only after the answer do
+        // not take back what counted then.
+        let signing = |device: &str| roster.signing_at(device, answered_at);
+        let mut verdict = self.judge_with(view, &own, may_approve, signing);
         // Likewise, an unsigned answer the relay accepted before the device's key was pinned (a device paired
         // before keys, which registered one later) counts as it did then: unsigned, never as signed.
         let pinned_later = view
@@ -247,7 +250,8 @@ impl AgentClient {
                     .is_some_and(|p| answered_at.is_some_and(|a| a < p))
             });
         if pinned_later && verdict.rejected == Some(pacerelle_core::question::UNSIGNED_BUT_KEYED) {
-            verdict = self.judge_with(view, &own, may_approve, |_| None);
+            let unsigned = |device: &str| roster.unsigned_at(device, answered_at);
+            verdict = self.judge_with(view, &own, may_approve, unsigned);
         }
         let payload = &own.payload;
         entry.kind = payload.kind;

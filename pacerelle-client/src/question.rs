@@ -15,8 +15,7 @@ use pacerelle_core::question::{
     QuestionPayload, QuestionState, RelayReport, answer_copy_aad, host_answer_aad, notification_aad,
     question_aad,
 };
-use pacerelle_core::roster::Roster;
-use pacerelle_core::signing::PublicKey;
+use pacerelle_core::roster::{DeviceSigning, Roster};
 use pacerelle_core::wire::{
     self, AnswerQuestion, CreateQuestion, DeviceEnvelope, QuestionView, SendNotification, Stored,
 };
@@ -278,14 +277,6 @@ pub(crate) fn opened_as_reported(verdict: &question::Verdict, view: &QuestionVie
     }
 }
 
-/// The signing key the roster pins for `device`, parsed.
-pub(crate) fn pinned_key(roster: &Roster, device: &str) -> Option<PublicKey> {
-    roster
-        .device(device)
-        .and_then(|d| d.signing_key.as_deref())
-        .and_then(PublicKey::parse)
-}
-
 /// An answer as text: `yes`, `no`, the chosen options joined by `, `, or the written text.
 pub fn answer_text(answer: &Answer) -> String {
     match answer {
@@ -322,16 +313,16 @@ impl AgentClient {
         roster: &Roster,
         may_approve: impl Fn(&str) -> bool,
     ) -> question::Verdict {
-        self.judge_with(view, own, may_approve, |device| pinned_key(roster, device))
+        self.judge_with(view, own, may_approve, |device| roster.signing(device))
     }
 
-    /// [`AgentClient::judge`] with the signing keys given by `signing_key`.
+    /// [`AgentClient::judge`] with what each device's signatures must be given by `signing`.
     pub(crate) fn judge_with(
         &self,
         view: &QuestionView,
         own: &OwnQuestion,
         may_approve: impl Fn(&str) -> bool,
-        signing_key: impl Fn(&str) -> Option<PublicKey>,
+        signing: impl Fn(&str) -> DeviceSigning,
     ) -> question::Verdict {
         let report = RelayReport {
             state: view.state,
@@ -344,13 +335,13 @@ impl AgentClient {
             let self_key = self.inner.token.self_key(&self.inner.agent_id);
             return question::host_verdict(&self.inner.agent_id, own, &report, &self_key, Timestamp::now());
         }
-        question::verdict_signed(
+        question::verdict_with(
             &self.inner.agent_id,
             own,
             &report,
             |device| self.inner.token.device_key(&self.inner.agent_id, device),
             may_approve,
-            signing_key,
+            signing,
             Timestamp::now(),
         )
     }
@@ -400,7 +391,11 @@ impl AgentClient {
             answered_at: view.answered_at.filter(|_| opened),
             device_answered_at: verdict.answered_at,
             expires_at: own.payload.expires_at,
-            rejected: verdict.rejected.map(str::to_string),
+            // A rejected answer names the device the relay says gave it: the person can tell which one failed.
+            rejected: verdict.rejected.map(|reason| match &view.answered_by {
+                Some(device) => format!("{reason} (the answer of device {device})"),
+                None => reason.to_string(),
+            }),
             signed: verdict.signature.is_some(),
             channel: verdict.channel,
         })

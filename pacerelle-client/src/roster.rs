@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use pacerelle_core::Timestamp;
 use pacerelle_core::pairing::Role;
 use pacerelle_core::roster::{Roster, RosterDevice, RosterError, RosterUser};
-use pacerelle_core::signing::{self, PublicKey};
+use pacerelle_core::signing::{self, PublicKey, SigningKeyError};
 use pacerelle_core::wire::{self, DeviceInfo, PutRoster, RosterView};
 use reqwest::Method;
 use serde::{Deserialize, Serialize};
@@ -185,12 +185,23 @@ impl AgentClient {
         &self,
         change: impl Fn(&mut Vec<RosterDevice>, &mut Vec<RosterUser>),
     ) -> Result<Roster> {
+        self.change_whole_roster(|roster| change(&mut roster.devices, &mut roster.users))
+            .await
+    }
+
+    /// [`AgentClient::change_roster`] for a change to anything the roster holds: `change` gets the next
+    /// version (its version and time already stamped).
+    pub(crate) async fn change_whole_roster(&self, change: impl Fn(&mut Roster)) -> Result<Roster> {
         let key = self.inner.token.self_key(&self.inner.agent_id);
         let mut last = None;
         for _ in 0..CHANGE_TRIES {
             let current = self.roster().await?;
-            let next = current.next_with(Timestamp::now(), &change);
-            if next.devices == current.devices && next.users == current.users {
+            let mut next = current.next(Timestamp::now(), |_| {});
+            change(&mut next);
+            if next.devices == current.devices
+                && next.users == current.users
+                && next.require_signed_since == current.require_signed_since
+            {
                 return Ok(current);
             }
             next.validate().map_err(|e| Error::InvalidInput(e.to_string()))?;
@@ -230,7 +241,13 @@ impl AgentClient {
         user: Option<&pacerelle_core::pairing::OfferUser>,
     ) -> Result<Roster> {
         let now = Timestamp::now();
-        self.change_roster_with(|devices, users| {
+        self.change_whole_roster(|roster| {
+            // The first roster of a new agent: every device it pairs signs, so it requires signed answers
+            // from the start (an agent adopting older devices does not; `require_signed` turns it on later).
+            if roster.version == 1 && roster.devices.is_empty() && roster.users.is_empty() {
+                roster.require_signed_since = Some(now);
+            }
+            let Roster { devices, users, .. } = roster;
             if let Some(u) = user {
                 match users.iter_mut().find(|r| r.external_id == u.external_id) {
                     Some(r) => {
@@ -253,6 +270,7 @@ impl AgentClient {
                     revoked_at: None,
                     signing_key: None,
                     signing_key_pinned_at: None,
+                    signing_key_refused_at: None,
                     user: user.map(|u| u.external_id.clone()),
                 });
             }
@@ -276,6 +294,7 @@ impl AgentClient {
                     revoked_at: Some(now),
                     signing_key: None,
                     signing_key_pinned_at: None,
+                    signing_key_refused_at: None,
                     user: None,
                 }),
             },
@@ -301,6 +320,7 @@ impl AgentClient {
                             revoked_at: None,
                             signing_key: None,
                             signing_key_pinned_at: None,
+                            signing_key_refused_at: None,
                             user: None,
                         });
                     }
@@ -312,10 +332,12 @@ impl AgentClient {
 
     /// Pins in the roster the signing key of every roster device that has none yet and whose relay record
     /// carries a sealed one (docs/crypto.md §4.8): the seal must open with the device key and name this agent
-    /// and device, and the copy the relay lists in clear must be the same key. A key that passes is pinned
-    /// (all in one roster change; a pinned key is never replaced); one that does not is logged as a warning
-    /// and left out, so that device's signed answers are refused (fail closed) until the relay lists the
-    /// device's true key. Reads the relay's device list once; returns the roster as it now stands.
+    /// and device, and the copy the relay lists in clear, when it lists one, must be the same key. A key that
+    /// passes is pinned (a pinned key is never replaced). A key that does not — or a clear key the relay lists
+    /// without its seal — is refused: logged as a warning and marked in the roster (`signingKeyRefusedAt`,
+    /// once), so that device's answers, signed or not, never approve until the relay lists its true key: the
+    /// relay cannot turn a device that signs into one that does not. All in one roster change. Reads the
+    /// relay's device list once; returns the roster as it now stands.
     pub async fn pin_signing_keys(&self) -> Result<Roster> {
         let listed = self.devices().await?;
         let roster = self.roster().await?;
@@ -323,59 +345,91 @@ impl AgentClient {
     }
 
     /// [`AgentClient::pin_signing_keys`] from a device list and a roster the caller already read: no request
-    /// unless there is a key to pin.
+    /// unless there is a key to pin or a refusal to mark.
     pub(crate) async fn pin_signing_keys_from(
         &self,
         listed: &[DeviceInfo],
         roster: Roster,
     ) -> Result<Roster> {
-        let opened = self.open_signing_keys(listed, &roster);
-        if opened.is_empty() {
+        let keys = self.open_signing_keys(listed, &roster);
+        let news = |d: &RosterDevice| match keys.iter().find(|(id, _)| *id == d.device_id) {
+            Some((_, Ok(_))) => true,
+            Some((_, Err(_))) => d.signing_key_refused_at.is_none(),
+            None => false,
+        };
+        if !roster.devices.iter().any(news) {
             return Ok(roster);
         }
         let now = Timestamp::now();
         self.change_roster(|devices| {
-            for (device_id, key) in &opened {
-                if let Some(d) = devices.iter_mut().find(|d| &d.device_id == device_id)
-                    && d.signing_key.is_none()
-                {
-                    d.signing_key = Some(key.to_b64());
-                    d.signing_key_pinned_at = Some(now);
+            for (device_id, key) in &keys {
+                let Some(d) = devices.iter_mut().find(|d| &d.device_id == device_id) else {
+                    continue;
+                };
+                if d.signing_key.is_some() {
+                    continue;
+                }
+                match key {
+                    Ok(key) => {
+                        d.signing_key = Some(key.to_b64());
+                        d.signing_key_pinned_at = Some(now);
+                    }
+                    Err(_) => {
+                        d.signing_key_refused_at.get_or_insert(now);
+                    }
                 }
             }
         })
         .await
     }
 
-    /// The signing keys to pin: for each roster device without one, the key its relay record seals, when it
-    /// opens and matches the clear copy. Refused keys are logged, never returned.
-    fn open_signing_keys(&self, listed: &[DeviceInfo], roster: &Roster) -> Vec<(String, PublicKey)> {
+    /// For each roster device without a pinned key whose relay record lists one: the key its record seals
+    /// when it opens and matches the clear copy, else why it is refused (logged).
+    fn open_signing_keys(
+        &self,
+        listed: &[DeviceInfo],
+        roster: &Roster,
+    ) -> Vec<(String, std::result::Result<PublicKey, SigningKeyError>)> {
         let agent_id = &self.inner.agent_id;
         let mut opened = Vec::new();
         for device in roster.devices.iter().filter(|d| d.signing_key.is_none()) {
             let Some(record) = listed.iter().find(|l| l.device_id == device.device_id) else {
                 continue;
             };
-            let Some(seal) = record.signing_key_seal.as_deref() else {
-                continue;
+            let key = match (record.signing_key_seal.as_deref(), record.signing_key.as_deref()) {
+                (None, None) => continue,
+                // A device sends its key in clear and sealed together: a clear key alone was not sealed by it.
+                (None, Some(_)) => Err(SigningKeyError::Invalid),
+                (Some(seal), clear) => {
+                    let device_key = self.inner.token.device_key(agent_id, &device.device_id);
+                    signing::open_signing_key(&device_key, agent_id, &device.device_id, seal, clear)
+                }
             };
-            let device_key = self.inner.token.device_key(agent_id, &device.device_id);
-            match signing::open_signing_key(
-                &device_key,
-                agent_id,
-                &device.device_id,
-                seal,
-                record.signing_key.as_deref(),
-            ) {
-                Ok(key) => opened.push((device.device_id.clone(), key)),
-                Err(reason) => tracing::warn!(
+            if let Err(reason) = &key {
+                tracing::warn!(
                     device_id = %device.device_id,
                     reason = %reason,
-                    "the device's signing key is refused and not pinned: its signed answers will not be accepted"
-                ),
+                    "the device's signing key is refused and not pinned: none of its answers will approve"
+                );
             }
+            opened.push((device.device_id.clone(), key));
         }
         opened
+    }
+
+    /// Requires signed answers from now on (`true`: a device with no pinned key approves nothing), or accepts
+    /// again the unsigned answers of devices paired before signing keys (`false`). New agents require them
+    /// from their first pairing. Changes the roster only when the setting changes; returns it.
+    pub async fn require_signed(&self, required: bool) -> Result<Roster> {
+        let now = Timestamp::now();
+        self.change_whole_roster(|roster| {
+            if !required {
+                roster.require_signed_since = None;
+            } else if roster.require_signed_since.is_none() {
+                roster.require_signed_since = Some(now);
+            }
+        })
+        .await
     }
 
     /// The devices a question or notification for `user` goes to (`None`: the owner; Partner mode:

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use common::TestRelay;
 use pacerelle_client::core::question::{AnswerPayload, answer_aad, question_digest};
+use pacerelle_client::core::roster::{SIGNATURE_REQUIRED, SIGNING_KEY_REFUSED};
 use pacerelle_client::core::signing::{PublicKey, SignedAnswer, SigningKey, seal_signing_key};
 use pacerelle_client::core::{b64, envelope};
 use pacerelle_client::{
@@ -463,6 +464,8 @@ async fn replace_in_relay(relay: &TestRelay, device_id: &str, column: &str, valu
 async fn a_signing_key_replaced_in_the_relays_database_is_refused_and_the_devices_answers_are_not_approved() {
     let relay = TestRelay::start().await;
     let (agent, device) = relay.agent_and_device().await;
+    // As an agent that still accepts unsigned answers: the refused key alone must stop them.
+    agent.require_signed(false).await.expect("accept unsigned");
     let creds = device.credentials().clone();
     let attacker = SigningKey::generate().expect("key");
     let listed = agent.devices().await.expect("devices");
@@ -542,6 +545,26 @@ async fn a_signing_key_replaced_in_the_relays_database_is_refused_and_the_device
     send_answer(&agent, &device, &q, Answer::Yes, Signature::By(&attacker)).await;
     let read = agent.wait_for_answer("q_forged", NO_WAIT).await.expect("read");
     assert!(!read.approved && read.rejected.is_some(), "{read:?}");
+    // Nor does an unsigned yes count: the device claimed with a key, and the relay cannot make it one
+    // that does not sign by listing a key the agent refuses.
+    let refused_at = agent.roster().await.expect("roster");
+    assert!(
+        refused_at.device(&creds.device_id).unwrap().signing_key_refused_at.is_some(),
+        "the refusal is kept in the roster"
+    );
+    agent
+        .ask_user(QuestionRequest::yes_no("Transfer it unsigned?").with_id("q_unsigned"))
+        .await
+        .expect("ask");
+    let q = pending_question(&device, &["q_real".to_string(), "q_forged".to_string()]).await;
+    send_answer(&agent, &device, &q, Answer::Yes, Signature::Missing).await;
+    let read = agent.wait_for_answer("q_unsigned", NO_WAIT).await.expect("read");
+    let reason = read.rejected.clone().unwrap_or_default();
+    assert!(!read.approved, "{read:?}");
+    assert!(
+        reason.contains(SIGNING_KEY_REFUSED) && reason.contains(&creds.device_id),
+        "{reason}"
+    );
     let log = agent.answer_log(&AuditFilter::default()).await.expect("log");
     assert!(log.iter().all(|e| !e.approved && !e.signed), "{log:?}");
 
@@ -575,7 +598,8 @@ async fn a_signing_key_replaced_in_the_relays_database_is_refused_and_the_device
         .ask_user(QuestionRequest::yes_no("Transfer now?").with_id("q_after"))
         .await
         .expect("ask");
-    let q = pending_question(&device, &["q_real".to_string(), "q_forged".to_string()]).await;
+    let seen = ["q_real", "q_forged", "q_unsigned"].map(String::from);
+    let q = pending_question(&device, &seen).await;
     send_answer(
         &agent,
         &device,
@@ -614,6 +638,8 @@ async fn adopting_devices_pins_their_keys_before_any_question() {
 async fn a_device_without_a_key_answers_unsigned_and_its_answer_does_not_verify_in_an_export() {
     let relay = TestRelay::start().await;
     let (agent, device) = relay.agent_and_device().await;
+    // An agent of devices paired before signing keys, which accepts their unsigned answers.
+    agent.require_signed(false).await.expect("accept unsigned");
     let id = device.credentials().device_id.clone();
     // As a device paired before signing keys: the relay lists no key for it.
     let pool = db(&relay).await;
@@ -703,4 +729,57 @@ async fn a_device_without_a_key_answers_unsigned_and_its_answer_does_not_verify_
     let log = agent.answer_log(&AuditFilter::default()).await.expect("log");
     let late = log.iter().find(|e| e.question_id == "q_late").expect("q_late");
     assert!(!late.approved && late.rejected.is_some(), "{late:?}");
+}
+
+#[tokio::test]
+async fn a_key_the_relay_withholds_leaves_the_device_unable_to_approve_unsigned_for_a_new_agent() {
+    let relay = TestRelay::start().await;
+    let (agent, device) = relay.agent_and_device().await;
+    let id = device.credentials().device_id.clone();
+    let roster = agent.roster().await.expect("roster");
+    assert!(
+        roster.require_signed_since.is_some(),
+        "a new agent requires signed answers from its first pairing"
+    );
+    // The relay withholds the key the claim carried: the device looks like one paired before signing keys.
+    let pool = db(&relay).await;
+    sqlx::query("UPDATE devices SET signing_key = NULL, signing_key_seal = NULL WHERE device_id = ?")
+        .bind(&id)
+        .execute(&pool)
+        .await
+        .expect("edit the relay's database");
+    pool.close().await;
+    agent
+        .ask_user(QuestionRequest::yes_no("Drop the staging database?").with_id("q_withheld"))
+        .await
+        .expect("ask");
+    let q = pending_question(&device, &[]).await;
+    send_answer(&agent, &device, &q, Answer::Yes, Signature::Missing).await;
+    let read = agent.wait_for_answer("q_withheld", NO_WAIT).await.expect("read");
+    let reason = read.rejected.clone().unwrap_or_default();
+    assert!(!read.approved && read.is_final(), "{read:?}");
+    assert!(
+        reason.contains(SIGNATURE_REQUIRED) && reason.contains(&id),
+        "{reason}"
+    );
+    let log = agent.answer_log(&AuditFilter::default()).await.expect("log");
+    assert!(log.iter().all(|e| !e.approved), "{log:?}");
+
+    // Accepting unsigned answers again is the agent's explicit choice: the same kind of answer then counts,
+    // unsigned (and never verifies in an export).
+    let roster = agent.require_signed(false).await.expect("accept unsigned");
+    assert_eq!(roster.require_signed_since, None);
+    agent
+        .ask_user(QuestionRequest::yes_no("Drop it now?").with_id("q_allowed"))
+        .await
+        .expect("ask");
+    let q = pending_question(&device, &["q_withheld".to_string()]).await;
+    send_answer(&agent, &device, &q, Answer::Yes, Signature::Missing).await;
+    let read = agent.wait_for_answer("q_allowed", NO_WAIT).await.expect("read");
+    assert!(read.approved && !read.signed, "{read:?}");
+    // And requiring them again changes the roster once.
+    let on = agent.require_signed(true).await.expect("require");
+    let again = agent.require_signed(true).await.expect("require");
+    assert!(on.require_signed_since.is_some());
+    assert_eq!(again.version, on.version);
 }

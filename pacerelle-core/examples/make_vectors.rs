@@ -1629,6 +1629,7 @@ fn roster_device(device_id: &str, role: Role, added_at: &str, revoked_at: Option
         revoked_at: revoked_at.map(time),
         signing_key: None,
         signing_key_pinned_at: None,
+        signing_key_refused_at: None,
         user: None,
     }
 }

@@ -14,6 +14,8 @@ use crate::envelope::{Aad, Direction};
 use crate::keys;
 #[cfg(feature = "content")]
 use crate::keys::ContentKey;
+#[cfg(feature = "content")]
+use crate::roster::DeviceSigning;
 use crate::time::Timestamp;
 
 /// Object kind of a question in the additional data.
@@ -563,17 +565,9 @@ pub fn verdict(
     verdict_signed(agent_id, own, report, device_key, may_approve, |_| None, now)
 }
 
-/// Decides what a question's report means, on the agent side (docs/crypto.md §4.7).
-///
-/// `own` is the agent's own copy of the question (opened from its self-sealed envelope) and its digest: an
-/// answer counts only if it names exactly these bytes. `device_key` derives the key of the device the relay
-/// names, and `may_approve` says whether the agent's roster lets that device approve (listed, owner, not
-/// revoked: [`crate::roster::Roster::may_approve`]). `signing_key` gives the Ed25519 key the roster pins for
-/// a device: when there is one, the answer must carry that key's signature of
-/// [`crate::signing::SignedAnswer::bytes`]; when there is none, a signed answer is refused (a key the agent
-/// never received) and an unsigned one counts, unsigned. `now` is the agent's clock. A report the agent cannot
-/// verify is treated as no answer: `expired` once the expiry has passed, else `pending`; it is never
-/// approved.
+/// [`verdict_with`] where `signing_key` gives the Ed25519 key the roster pins for a device: when there is
+/// one, the answer must carry that key's signature; when there is none, a signed answer is refused (a key the
+/// agent never received) and an unsigned one counts, unsigned.
 #[cfg(feature = "content")]
 pub fn verdict_signed(
     agent_id: &str,
@@ -582,6 +576,31 @@ pub fn verdict_signed(
     device_key: impl Fn(&str) -> ContentKey,
     may_approve: impl Fn(&str) -> bool,
     signing_key: impl Fn(&str) -> Option<crate::signing::PublicKey>,
+    now: Timestamp,
+) -> Verdict {
+    let signing = |device: &str| signing_key(device).map_or(DeviceSigning::Unsigned, DeviceSigning::Pinned);
+    verdict_with(agent_id, own, report, device_key, may_approve, signing, now)
+}
+
+/// Decides what a question's report means, on the agent side (docs/crypto.md §4.7).
+///
+/// `own` is the agent's own copy of the question (opened from its self-sealed envelope) and its digest: an
+/// answer counts only if it names exactly these bytes. `device_key` derives the key of the device the relay
+/// names, and `may_approve` says whether the agent's roster lets that device approve (listed, owner, not
+/// revoked: [`crate::roster::Roster::may_approve`]). `signing` says what the roster requires of a device's
+/// signatures ([`crate::roster::Roster::signing`]): a pinned key's signature of
+/// [`crate::signing::SignedAnswer::bytes`]; with no key pinned, a signed answer is refused (a key the agent
+/// never received), and an unsigned one counts, unsigned, only for [`DeviceSigning::Unsigned`]. `now` is the
+/// agent's clock. A report the agent cannot verify is treated as no answer: `expired` once the expiry has
+/// passed, else `pending`; it is never approved.
+#[cfg(feature = "content")]
+pub fn verdict_with(
+    agent_id: &str,
+    own: &OwnQuestion,
+    report: &RelayReport<'_>,
+    device_key: impl Fn(&str) -> ContentKey,
+    may_approve: impl Fn(&str) -> bool,
+    signing: impl Fn(&str) -> DeviceSigning,
     now: Timestamp,
 ) -> Verdict {
     let question = &own.payload;
@@ -630,8 +649,8 @@ pub fn verdict_signed(
             "the answer was given to a different question asked under the same id",
         ));
     }
-    match (signing_key(device), payload.signature.as_deref()) {
-        (Some(public), Some(signature)) => {
+    match (signing(device), payload.signature.as_deref()) {
+        (DeviceSigning::Pinned(public), Some(signature)) => {
             let signed = crate::signing::SignedAnswer {
                 agent_id,
                 device_id: device,
@@ -646,15 +665,16 @@ pub fn verdict_signed(
                 ));
             }
         }
-        (Some(_), None) => {
+        (DeviceSigning::Pinned(_), None) => {
             return unanswered(Some(UNSIGNED_BUT_KEYED));
         }
-        (None, Some(_)) => {
+        (DeviceSigning::Unsigned | DeviceSigning::MustSign(_), Some(_)) => {
             return unanswered(Some(
                 "the answer is signed with a key the agent never received from the device",
             ));
         }
-        (None, None) => {}
+        (DeviceSigning::MustSign(reason), None) => return unanswered(Some(reason)),
+        (DeviceSigning::Unsigned, None) => {}
     }
     let in_time = payload.answered_at < question.expires_at
         && report.answered_at.is_none_or(|t| t < question.expires_at);
@@ -1094,6 +1114,37 @@ mod tests {
             )
             .approved
         );
+    }
+
+    #[test]
+    fn an_unsigned_yes_counts_only_where_the_roster_lets_the_device_answer_unsigned() {
+        let q = yes_no(100);
+        let env = seal_answer("dv_1", "q1", Answer::Yes, 50);
+        let with = |signing: DeviceSigning| {
+            verdict_with(
+                AGENT,
+                &own(&q),
+                &report(QuestionState::Answered, "dv_1", 51, &env),
+                key,
+                |_| true,
+                |_| signing,
+                Timestamp(60),
+            )
+        };
+        let unsigned = with(DeviceSigning::Unsigned);
+        assert!(unsigned.approved && unsigned.signature.is_none());
+        for reason in [
+            crate::roster::SIGNING_KEY_REFUSED,
+            crate::roster::SIGNATURE_REQUIRED,
+        ] {
+            let v = with(DeviceSigning::MustSign(reason));
+            assert!(!v.approved, "{reason}");
+            assert_eq!(v.rejected, Some(reason));
+            assert_eq!(v.state, QuestionState::Pending);
+        }
+        let key = crate::signing::SigningKey::from_seed([5; 32]).expect("key");
+        let v = with(DeviceSigning::Pinned(key.public_key()));
+        assert_eq!(v.rejected, Some(UNSIGNED_BUT_KEYED));
     }
 
     #[test]

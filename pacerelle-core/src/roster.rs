@@ -17,6 +17,7 @@ use crate::envelope::{Aad, Direction};
 #[cfg(feature = "content")]
 use crate::keys::ContentKey;
 use crate::pairing::Role;
+use crate::signing::PublicKey;
 use crate::time::Timestamp;
 
 /// Object kind of a roster in the additional data.
@@ -47,6 +48,12 @@ pub struct RosterDevice {
     /// does.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signing_key_pinned_at: Option<Timestamp>,
+    /// When the agent first refused a signing key the relay listed for this device: a seal that did not
+    /// open or named another agent or device, a clear copy that differs from the sealed key, or a clear copy
+    /// without a seal. The device claimed with a key, so from then on its unsigned answers never approve:
+    /// the relay cannot turn it into a device that does not sign. Set once, never cleared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signing_key_refused_at: Option<Timestamp>,
     /// Partner mode: the `externalId` of the user this device belongs to (role `user`), absent for the
     /// owner's devices. Sealed in the roster, so the relay cannot move a device to another user.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -120,7 +127,31 @@ pub struct Roster {
     /// Partner mode: every user ever connected, disconnected ones included, in the order they were added.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub users: Vec<RosterUser>,
+    /// Since when the agent requires signed answers: from then on, a device with no pinned signing key
+    /// approves nothing. Written in the first roster of a new agent; absent for an agent that accepts the
+    /// unsigned answers of devices paired before signing keys.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_signed_since: Option<Timestamp>,
 }
+
+/// What the roster says of a device's signatures, for step 6a of the verdict (docs/crypto.md §4.8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeviceSigning {
+    /// The roster pins this key: the device's answers must carry its signature.
+    Pinned(PublicKey),
+    /// No key is pinned and the device may answer unsigned (a device paired before signing keys, of an
+    /// agent that does not require signatures).
+    Unsigned,
+    /// No key is pinned and unsigned answers do not count, for this reason.
+    MustSign(&'static str),
+}
+
+/// Why an unsigned answer of a device whose signing key the agent refused does not count.
+pub const SIGNING_KEY_REFUSED: &str = "the device cannot sign for this agent: the signing key the relay \
+     listed for it was refused (withheld, substituted or not sealed by the device), so its unsigned answers never approve";
+/// Why an unsigned answer does not count for an agent that requires signatures.
+pub const SIGNATURE_REQUIRED: &str =
+    "the agent requires signed answers, and the device has no signing key the agent pinned";
 
 /// Why a roster was refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -176,6 +207,40 @@ impl Roster {
             updated_at: Timestamp(0),
             devices: Vec::new(),
             users: Vec::new(),
+            require_signed_since: None,
+        }
+    }
+
+    /// What step 6a of a live verdict requires of `device_id`'s answers ([`Roster::signing_at`] now).
+    pub fn signing(&self, device_id: &str) -> DeviceSigning {
+        self.signing_at(device_id, None)
+    }
+
+    /// What step 6a requires of `device_id`'s answers, as of `at` (`None`: now; `Some(t)`: a record of the
+    /// past, the relay's time of an answer). A pinned key must sign; without one, an unsigned answer counts
+    /// unless the agent had refused a key of that device, or required signatures, by then.
+    pub fn signing_at(&self, device_id: &str, at: Option<Timestamp>) -> DeviceSigning {
+        match self
+            .device(device_id)
+            .and_then(|d| d.signing_key.as_deref())
+            .and_then(PublicKey::parse)
+        {
+            Some(key) => DeviceSigning::Pinned(key),
+            None => self.unsigned_at(device_id, at),
+        }
+    }
+
+    /// Whether an unsigned answer of `device_id` counts as of `at` (`None`: now), whatever key is pinned
+    /// since: for the answer log, which counts an unsigned answer the relay accepted before the key was
+    /// pinned as it counted then.
+    pub fn unsigned_at(&self, device_id: &str, at: Option<Timestamp>) -> DeviceSigning {
+        let by_then = |since: Option<Timestamp>| since.is_some_and(|s| at.is_none_or(|t| s <= t));
+        if by_then(self.device(device_id).and_then(|d| d.signing_key_refused_at)) {
+            DeviceSigning::MustSign(SIGNING_KEY_REFUSED)
+        } else if by_then(self.require_signed_since) {
+            DeviceSigning::MustSign(SIGNATURE_REQUIRED)
+        } else {
+            DeviceSigning::Unsigned
         }
     }
 
@@ -257,6 +322,7 @@ impl Roster {
             updated_at: now,
             devices,
             users,
+            require_signed_since: self.require_signed_since,
         }
     }
 
@@ -271,6 +337,16 @@ impl Roster {
         let mut seen = std::collections::HashSet::new();
         if !self.devices.iter().all(|d| seen.insert(d.device_id.as_str())) {
             return Err(RosterError::Malformed("a device is listed twice"));
+        }
+        if self
+            .devices
+            .iter()
+            .filter_map(|d| d.signing_key.as_deref())
+            .any(|k| PublicKey::parse(k).is_none())
+        {
+            return Err(RosterError::Malformed(
+                "a device's signing key is not 32 bytes of base64url",
+            ));
         }
         if self.users.len() > MAX_USERS {
             return Err(RosterError::Malformed("too many users"));
@@ -373,6 +449,7 @@ mod tests {
             revoked_at: None,
             signing_key: None,
             signing_key_pinned_at: None,
+            signing_key_refused_at: None,
             user: None,
         }
     }
@@ -519,6 +596,66 @@ mod tests {
             r.check_not_older(2),
             Err(RosterError::RolledBack { seen: 2, got: 1 })
         );
+    }
+
+    #[test]
+    fn a_refused_key_or_the_agent_s_requirement_stops_unsigned_answers_from_then_on() {
+        let public = crate::signing::SigningKey::from_seed([8; 32])
+            .expect("key")
+            .public_key();
+        let r = Roster::empty(AGENT).next(Timestamp(5), |d| {
+            d.push(owner("dv_old"));
+            d.push(RosterDevice {
+                signing_key_refused_at: Some(Timestamp(20)),
+                ..owner("dv_refused")
+            });
+            d.push(RosterDevice {
+                signing_key: Some(public.to_b64()),
+                signing_key_pinned_at: Some(Timestamp(30)),
+                ..owner("dv_keyed")
+            });
+        });
+        assert_eq!(r.signing("dv_old"), DeviceSigning::Unsigned);
+        assert_eq!(
+            r.signing("dv_refused"),
+            DeviceSigning::MustSign(SIGNING_KEY_REFUSED)
+        );
+        assert_eq!(
+            r.signing_at("dv_refused", Some(Timestamp(19))),
+            DeviceSigning::Unsigned
+        );
+        assert_eq!(r.signing("dv_keyed"), DeviceSigning::Pinned(public));
+        assert_eq!(
+            r.unsigned_at("dv_keyed", Some(Timestamp(29))),
+            DeviceSigning::Unsigned
+        );
+
+        let mut required = r.next(Timestamp(40), |_| {});
+        required.require_signed_since = Some(Timestamp(40));
+        assert_eq!(
+            required.signing("dv_old"),
+            DeviceSigning::MustSign(SIGNATURE_REQUIRED)
+        );
+        assert_eq!(
+            required.signing_at("dv_old", Some(Timestamp(39))),
+            DeviceSigning::Unsigned
+        );
+        assert_eq!(required.signing("dv_keyed"), DeviceSigning::Pinned(public));
+        // The requirement is sealed with the roster, and kept by every later version.
+        let sealed = required.seal(&key());
+        let opened = Roster::open(&key(), AGENT, 2, &sealed).expect("open");
+        assert_eq!(
+            opened.next(Timestamp(50), |_| {}).require_signed_since,
+            Some(Timestamp(40))
+        );
+
+        let bad_key = Roster::empty(AGENT).next(Timestamp(5), |d| {
+            d.push(RosterDevice {
+                signing_key: Some("c2hvcnQ".into()),
+                ..owner("dv_a")
+            });
+        });
+        assert!(matches!(bad_key.validate(), Err(RosterError::Malformed(_))));
     }
 
     #[test]
