@@ -249,3 +249,70 @@ async fn a_device_home_from_before_signing_keys_gets_a_key_at_its_first_answer_a
     assert!(!notice.contains("now signs"), "{notice}");
     assert_eq!(stored(device_home.path()).0["signingSeed"], seed.as_str());
 }
+
+/// An unsigned yes to `question`, sealed with the device key as a device that does not sign sends it.
+async fn send_unsigned_yes(creds: &DeviceCredentials, question: &pacerelle_client::OpenedQuestion) {
+    use pacerelle_client::core::question::{Answer, AnswerPayload, answer_aad};
+    use pacerelle_client::core::{ContentKey, envelope};
+    let key = ContentKey::from_bytes(b64::decode_array::<32>(&creds.device_key).expect("device key"));
+    let payload = AnswerPayload {
+        question_id: question.question_id.clone(),
+        answer: Answer::Yes,
+        answered_at: pacerelle_client::Timestamp::now(),
+        question_digest: Some(question.digest.clone()),
+        signature: None,
+    };
+    let sealed = envelope::seal_json(
+        &key,
+        &answer_aad(&creds.agent_id, &creds.device_id, &question.question_id),
+        &payload,
+    );
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let response = reqwest::Client::new()
+        .post(format!(
+            "{}/v1/device/questions/{}/answer",
+            creds.relay_url.trim_end_matches('/'),
+            question.question_id
+        ))
+        .bearer_auth(&creds.device_token)
+        .json(&serde_json::json!({ "envelope": sealed }))
+        .send()
+        .await
+        .expect("send the answer");
+    assert!(response.status().is_success(), "{}", response.status());
+}
+
+#[tokio::test]
+async fn an_unsigned_yes_from_a_device_whose_key_the_relay_withheld_does_not_let_ask_exit_0() {
+    let setup = Setup::start().await;
+    let creds = setup.device.credentials().clone();
+    // The relay withholds the key the device claimed with: it now lists the device as one without a key.
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(setup.data.path().join("pacerelle.db"))
+        .busy_timeout(std::time::Duration::from_secs(10));
+    let pool = sqlx::SqlitePool::connect_with(options).await.expect("open the relay's database");
+    sqlx::query("UPDATE devices SET signing_key = NULL, signing_key_seal = NULL WHERE device_id = ?")
+        .bind(&creds.device_id)
+        .execute(&pool)
+        .await
+        .expect("edit the relay's database");
+    pool.close().await;
+
+    let asking = spawn(with(setup.agent(), &["ask", "Wipe the backup disk?", "--expires", "2m"]));
+    let q = next_question(&setup.device, &[]).await;
+    send_unsigned_yes(&creds, &q).await;
+    let asked = finish(asking).await;
+    let err = stderr(&asked);
+    assert_eq!(asked.status.code(), Some(3), "a rejected answer: {err}");
+    assert!(
+        err.contains("requires signed answers") && err.contains(&creds.device_id),
+        "names the reason and the device: {err}"
+    );
+
+    // `agent devices` says the device cannot sign.
+    let listed = run(with(setup.agent(), &["--json", "agent", "devices"]));
+    assert!(listed.status.success(), "{}", stderr(&listed));
+    let listed: serde_json::Value = serde_json::from_slice(&listed.stdout).expect("json");
+    assert!(listed["requireSignedSince"].is_string(), "{listed}");
+    assert_eq!(listed["devices"][0]["signs"], "cannot_sign", "{listed}");
+}
