@@ -25,6 +25,11 @@ usage: cargo xtask <task>
 tasks:
   test [--only STEP]... [--skip STEP]...   run the test suites (STEP may be a comma-separated list)
   test --list                              list the steps
+  test --quick                             the daily loop: fmt, then clippy and the Rust tests of the
+                                           workspace crates changed since HEAD (files edited or new)
+  check-history BASE                       `cargo check --workspace --all-targets` at every commit since
+                                           BASE (oldest first), in a worktree under target/; names each
+                                           commit that does not build
   bench [ARGS]...                          cargo bench -p pacerelle-client --bench relay [-- ARGS]
   bench --load [ARGS]...                   the load generator against a release relay in its own process
                                            (target/release/pacerelle-load ARGS; --help for its ARGS;
@@ -359,7 +364,12 @@ fn try_main() -> Result<ExitCode> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let root = workspace_root();
     match args.first().map(String::as_str) {
+        Some("test") if args.get(1).is_some_and(|a| a == "--quick") => quick(&root),
         Some("test") => test_all(&root, &args[1..]),
+        Some("check-history") => match args.get(1) {
+            Some(base) => check_history(&root, base),
+            None => bail!("check-history needs a base commit, e.g. `cargo xtask check-history main~10`"),
+        },
         Some("bench") if args.get(1).is_some_and(|a| a == "--load") => {
             run(
                 &root,
@@ -411,6 +421,137 @@ fn try_main() -> Result<ExitCode> {
         Some(other) => bail!("unknown task `{other}`\n\n{USAGE}"),
         None => bail!("no task given\n\n{USAGE}"),
     }
+}
+
+/// The output of `git args…` in `root`, or an error naming the command.
+fn git(root: &Path, args: &[&str]) -> Result<String> {
+    let out = Command::new("git")
+        .current_dir(root)
+        .args(args)
+        .output()
+        .context("could not start git")?;
+    if !out.status.success() {
+        bail!(
+            "`git {}` failed: {}",
+            args.join(" "),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The workspace package a path of the tree belongs to: the member folder that holds it, the longest one
+/// (`pacerelle-ffi/uniffi-bindgen` before `pacerelle-ffi`), read from the workspace manifest.
+fn packages_of(root: &Path, paths: &[String]) -> Result<Vec<String>> {
+    let manifest = std::fs::read_to_string(root.join("Cargo.toml")).context("cannot read Cargo.toml")?;
+    let members: Vec<&str> = manifest
+        .split("members = [")
+        .nth(1)
+        .and_then(|rest| rest.split(']').next())
+        .map(|list| list.split('"').skip(1).step_by(2).collect())
+        .unwrap_or_default();
+    let mut packages = Vec::new();
+    for path in paths {
+        let Some(member) = members
+            .iter()
+            .filter(|m| path.starts_with(&format!("{m}/")))
+            .max_by_key(|m| m.len())
+        else {
+            continue;
+        };
+        let text = std::fs::read_to_string(root.join(member).join("Cargo.toml")).unwrap_or_default();
+        let name = text
+            .lines()
+            .find_map(|l| l.trim().strip_prefix("name = \""))
+            .and_then(|l| l.strip_suffix('"'));
+        if let Some(name) = name
+            && !packages.iter().any(|p| p == name)
+        {
+            packages.push(name.to_string());
+        }
+    }
+    Ok(packages)
+}
+
+/// `cargo xtask test --quick`: fmt, then clippy and `cargo test` of the workspace crates whose files differ
+/// from HEAD (edited, staged or new). Not a substitute for `cargo xtask test`: the crates that depend on a
+/// changed one are not tested, nor are the Python, Kotlin and web suites.
+fn quick(root: &Path) -> Result<ExitCode> {
+    let mut paths: Vec<String> = git(root, &["diff", "--name-only", "HEAD"])?
+        .lines()
+        .map(str::to_string)
+        .collect();
+    paths.extend(
+        git(root, &["ls-files", "--others", "--exclude-standard"])?
+            .lines()
+            .map(str::to_string),
+    );
+    let packages = packages_of(root, &paths)?;
+    run(root, "cargo", &["fmt", "--all", "--check"])?;
+    if packages.is_empty() {
+        println!("xtask: no workspace crate changed since HEAD: nothing more to check");
+        return Ok(ExitCode::SUCCESS);
+    }
+    println!("xtask: changed since HEAD: {}", packages.join(", "));
+    let selected: Vec<&str> = packages.iter().flat_map(|p| ["-p", p.as_str()]).collect();
+    let mut clippy = vec!["clippy"];
+    clippy.extend(&selected);
+    clippy.extend(["--all-targets", "--", "-D", "warnings"]);
+    run(root, "cargo", &clippy)?;
+    let mut test = vec!["test"];
+    test.extend(&selected);
+    run(root, "cargo", &test)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cargo xtask check-history BASE`: checks out every commit of `BASE..HEAD`, oldest first, in one detached
+/// worktree (`target/xtask/history`, its own target folder beside it so that the main one stays warm) and
+/// runs `cargo check --workspace --all-targets --locked` there. Fails naming the commits that do not build.
+fn check_history(root: &Path, base: &str) -> Result<ExitCode> {
+    let range = format!("{base}..HEAD");
+    let commits: Vec<String> = git(root, &["rev-list", "--reverse", &range])?
+        .lines()
+        .map(str::to_string)
+        .collect();
+    if commits.is_empty() {
+        println!("xtask: no commit in {range}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let tree = root.join("target/xtask/history");
+    let tree_text = tree.to_string_lossy().into_owned();
+    if !tree.join(".git").exists() {
+        // A worktree left by an earlier run whose folder was removed is pruned first.
+        git(root, &["worktree", "prune"])?;
+        git(root, &["worktree", "add", "--detach", &tree_text, &commits[0]])?;
+    }
+    let target = root.join("target/xtask/history-target");
+    let mut broken = Vec::new();
+    for (n, commit) in commits.iter().enumerate() {
+        let title = git(root, &["log", "-1", "--format=%h %s", commit])?;
+        let title: String = title.trim().chars().take(100).collect();
+        println!("\nxtask: [{}/{}] {title}", n + 1, commits.len());
+        git(&tree, &["checkout", "--quiet", "--detach", commit])?;
+        let status = Command::new("cargo")
+            .current_dir(&tree)
+            .args(["check", "--workspace", "--all-targets", "--locked", "--quiet"])
+            .env("CARGO_TARGET_DIR", &target)
+            .status()
+            .context("could not start cargo")?;
+        if !status.success() {
+            println!("xtask: {title}: does not build");
+            broken.push(title);
+        }
+    }
+    println!();
+    for title in &broken {
+        println!("xtask: does not build: {title}");
+    }
+    println!("{} passed, {} failed", commits.len() - broken.len(), broken.len());
+    Ok(if broken.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
 }
 
 /// The workspace root: the folder above this crate's.
