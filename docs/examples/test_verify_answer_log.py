@@ -1,6 +1,8 @@
 """The independent verifier (verify_answer_log.py) against pacerelle-core/tests/vectors/signature.json: the
 export verifies (exit 0) and every tampered copy fails (exit 1) naming the record and step the vectors name.
 Run by `cargo xtask test` (step `py`) with `cryptography` installed in the step's venv."""
+import base64
+import copy
 import importlib.util
 import json
 import pathlib
@@ -42,8 +44,10 @@ def test_the_export_verifies(case, tmp_path):
 @pytest.mark.parametrize("case", of_type("rejectExport"))
 def test_a_tampered_export_fails_at_its_record_and_step(case, tmp_path):
     done = run(case["export"], tmp_path)
-    # 1: a record does not verify; 2: the header is not a version 1 export's, nothing was checked.
-    assert done.returncode == (1 if case["index"] > 0 else 2), (done.stdout, done.stderr)
+    # 2: not a version 1 export of the shape of §4.9 (step shape or 0), nothing was checked; 1: a failure found by
+    # checking (a device listed twice, step 0a, or a record).
+    unchecked = str(case["step"]) in ("shape", "0")
+    assert done.returncode == (2 if unchecked else 1), (done.stdout, done.stderr)
     line = done.stderr.strip()
     assert line.startswith(f"record {case['index']}"), line
     assert f"step {case['step']}:" in line, line
@@ -74,3 +78,85 @@ def test_the_fingerprints_are_the_vectors(case):
 def test_a_file_that_is_not_an_export_exits_2(tmp_path):
     done = run({"v": 1, "format": "pacerelle-answer-log"}, tmp_path)
     assert done.returncode == 2, done.stderr
+
+
+def b64(raw):
+    return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+
+def test_a_key_of_ones_own_listed_before_the_genuine_entry_is_refused(tmp_path):
+    """The forgery: every record signed again with a key of one's own (the no turned into a yes), and for each
+    answering device an entry with that key and its fingerprint placed before the genuine entry, which stays
+    second with the fingerprint the phone shows. Taking the first entry of a device would accept it."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+    module = verifier()
+    export = copy.deepcopy(next(c for c in CASES if c["type"] == "export")["export"])
+    own = Ed25519PrivateKey.generate()
+    public = b64(own.public_key().public_bytes(Encoding.Raw, PublicFormat.Raw))
+    for record in export["records"]:
+        if record["answer"] == {"type": "no"}:
+            record["answer"], record["approved"] = {"type": "yes"}, True
+        at = module.when(record["answeredAt"])
+        record["signature"] = b64(own.sign(module.signed_bytes(export["agentId"], record, at)))
+        record["signingKey"] = public
+    answering = []
+    for record in export["records"]:
+        if record["deviceId"] not in answering:
+            answering.append(record["deviceId"])
+    genuine = [d for d in export["devices"] if d["deviceId"] in answering]
+    forged = [dict(d, signingKey=public, fingerprint=module.fingerprint(base64.urlsafe_b64decode(public + "=")))
+              for d in genuine]
+    export["devices"] = forged + export["devices"]
+    done = run(export, tmp_path)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert done.stderr.strip() == f"record 0: step 0a: the export lists a device twice in devices: {answering[0]}"
+    # Listed once, with the forged key only, it verifies: what gives it away then is the fingerprint the
+    # person compares with the phone's (§4.9).
+    export["devices"] = forged + [d for d in export["devices"][len(forged):] if d["deviceId"] not in answering]
+    assert run(export, tmp_path).returncode == 0
+
+
+def test_json_is_read_as_section_5_says():
+    module = verifier()
+    assert module.strict_json(b'{"a":{"b":[{"c":1}]},"d":null}') == {"a": {"b": [{"c": 1}]}, "d": None}
+    for text in [b'{"a":1,"a":1}', b'{"a":{"b":1,"b":2}}', b'{"a":[{"b":1,"b":2}]}', b'{"a":"\\ud800"}',
+                 b'{"a":1e400}', b'\xef\xbb\xbf{}', b'{"a":NaN}', b'{"a":Infinity}', b'{"a":"\xff"}',
+                 b"[" * 128 + b"]" * 128]:
+        with pytest.raises(ValueError):
+            module.strict_json(text)
+    assert module.strict_json(b"[" * 127 + b"]" * 127) is not None
+    assert isinstance(module.strict_json(b"-0"), float)
+
+
+@pytest.mark.parametrize("text, wire", [
+    ("2026-11-30T00:10:00.250Z", "2026-11-30T00:10:00.250Z"),
+    ("2026-11-30t00:10:00.250z", "2026-11-30T00:10:00.250Z"),
+    ("2026-11-30T00:10:00.25Z", "2026-11-30T00:10:00.250Z"),
+    ("2026-11-30T00:10:00Z", "2026-11-30T00:10:00.000Z"),
+    ("2026-11-30T00:10:00.2509999999999Z", "2026-11-30T00:10:00.250Z"),
+    ("2026-11-30T00:10:00.250-00:00", "2026-11-30T00:10:00.250Z"),
+    ("2026-11-30T01:10:00.250+01:00", "2026-11-30T00:10:00.250Z"),
+    ("2026-11-30T00:10:00.250+23:59", "2026-11-29T00:11:00.250Z"),
+    ("2028-02-29T12:00:00.000Z", "2028-02-29T12:00:00.000Z"),
+    ("1969-12-31T23:59:59.9995Z", "1969-12-31T23:59:59.999Z"),
+    ("0000-01-01T00:00:00.000Z", "0000-01-01T00:00:00.000Z"),
+    ("9999-12-31T23:59:59.999Z", "9999-12-31T23:59:59.999Z"),
+    ("2026-12-31T23:59:60.000Z", None),
+    ("2026-11-30 00:10:00.250Z", None),
+    ("2026-11-30T00:10:00.250", None),
+    ("2026-11-30T00:10:00.250+0100", None),
+    ("2026-11-30T00:10:00.250+24:00", None),
+    ("2026-11-30T00:10:00.Z", None),
+    ("2026-02-30T00:10:00.250Z", None),
+    ("2026-11-30T24:00:00.000Z", None),
+    ("9999-12-31T23:59:59.999-23:59", None),
+    ("0000-01-01T00:00:00+23:59", None),
+    ("2026-11-30T00:10:00.\uff1250Z", None),
+    (" 2026-11-30T00:10:00.250Z", None),
+])
+def test_times_are_read_as_section_0_says(text, wire):
+    module = verifier()
+    t = module.when(text)
+    assert (None if t is None else module.wire(t)) == wire

@@ -3,16 +3,105 @@
 
     python3 verify_answer_log.py EXPORT.json     (Python 3.11 or newer; pip install cryptography)
 
-Exit 0 when every record verifies; 1 naming the first record that does not ("record N (question ID): step S:
-why"); 2 when the file is not a version 1 export (step 0: nothing was checked).
+Exit 0 when every record verifies; 1 naming the first failure found by checking ("record N (question ID): step
+S: why", or "record 0: step 0a: …" for a device listed twice); 2 when the file cannot be read or is not a
+version 1 export of the shape of §4.9 (step shape or 0: nothing was checked).
 """
-import base64, binascii, hashlib, json, struct, sys
-from datetime import datetime, timezone
+import base64, binascii, hashlib, json, math, re, struct, sys
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
 
 class Fail(Exception):
     pass
+
+class NotAnExport(Exception):
+    pass
+
+# ---- JSON as §5 reads it: RFC 8259, no member name twice in one object (at any depth), no lone surrogate,
+# no NaN or Infinity, no number beyond a double, at most 127 nested levels. Python's json alone would take the
+# last of two members and read NaN.
+
+def _pairs(pairs):
+    names = [name for name, _ in pairs]
+    if len(set(names)) != len(names):
+        raise ValueError("a member name given twice")
+    return dict(pairs)
+
+def _finite(text):
+    if not math.isfinite(float(text)):
+        raise ValueError("a number beyond a double")
+    return text
+
+def _walk(value, depth=0):  # strings (and member names) are Unicode text; at most 127 nested arrays and objects
+    if isinstance(value, str):
+        value.encode("utf-8")  # a lone surrogate does not encode
+    elif isinstance(value, (list, dict)):
+        if depth == 127:
+            raise ValueError("nested more than 127 levels")
+        for v in value if isinstance(value, list) else [x for pair in value.items() for x in pair]:
+            _walk(v, depth + 1)
+
+def strict_json(raw):  # bytes → value; ValueError when §5 refuses them
+    def number(text):  # -0 is not an integer here (a JSON reader on doubles reads it as -0.0)
+        _finite(text)
+        return float(text) if text.startswith("-0") and int(text) == 0 else int(text)
+    def constant(name):
+        raise ValueError(f"{name} is not JSON")
+    try:
+        value = json.loads(raw.decode("utf-8"), object_pairs_hook=_pairs, parse_float=lambda t: float(_finite(t)),
+                           parse_int=number, parse_constant=constant)
+    except RecursionError:
+        raise ValueError("nested too deep")
+    _walk(value)
+    return value
+
+# ---- Timestamps (§0): RFC 3339 §5.6 date-time, seconds 00 to 59, truncated to the millisecond, years 0000-9999
+# in UTC. Computed as integers (Python's datetime has no year 0).
+
+TIME = re.compile(r"([0-9]{4})-([0-9]{2})-([0-9]{2})[Tt]([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]+))?"
+                  r"(?:[Zz]|([+-])([0-9]{2}):([0-9]{2}))")
+FIRST, LAST = -62_167_219_200_000, 253_402_300_799_999
+
+def days_from_civil(y, m, d):
+    y -= m <= 2
+    era, yoe = divmod(y, 400)
+    doy = (153 * (m + (-3 if m > 2 else 9)) + 2) // 5 + d - 1
+    return era * 146097 + (yoe * 365 + yoe // 4 - yoe // 100 + doy) - 719468
+
+def civil_from_days(z):
+    era, doe = divmod(z + 719468, 146097)
+    yoe = (doe - doe // 1460 + doe // 36524 - doe // 146096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    d, m = doy - (153 * mp + 2) // 5 + 1, mp + (3 if mp < 10 else -9)
+    return yoe + era * 400 + (m <= 2), m, d
+
+def when(text):  # milliseconds since 1970 in UTC, or None
+    match = TIME.fullmatch(text) if isinstance(text, str) else None
+    if not match:
+        return None
+    y, mo, d, h, mi, s = (int(g) for g in match.groups()[:6])
+    leap = y % 4 == 0 and (y % 100 != 0 or y % 400 == 0)
+    days_in = [31, 29 if leap else 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31]
+    if not (1 <= mo <= 12 and 1 <= d <= days_in[mo - 1] and h <= 23 and mi <= 59 and s <= 59):
+        return None
+    offset = 0
+    if match.group(8):
+        oh, om = int(match.group(9)), int(match.group(10))
+        if oh > 23 or om > 59:
+            return None
+        offset = (1 if match.group(8) == "+" else -1) * (oh * 60 + om) * 60_000
+    ms = int((match.group(7) or "0")[:3].ljust(3, "0"))
+    t = ((days_from_civil(y, mo, d) * 24 + h) * 60 + mi) * 60_000 + s * 1000 + ms - offset
+    return t if FIRST <= t <= LAST else None
+
+def wire(t):  # YYYY-MM-DDTHH:MM:SS.mmmZ
+    days, ms = divmod(t, 86_400_000)
+    y, m, d = civil_from_days(days)
+    return f"{y:04d}-{m:02d}-{d:02d}T{ms // 3_600_000:02d}:{ms // 60_000 % 60:02d}:{ms // 1000 % 60:02d}.{ms % 1000:03d}Z"
+
+# ---- The shape of §4.9 ("Shape"): members and their types; unknown members ignored; an optional member may be
+# null, which is absent.
 
 def b64url(text):  # strict (§0): no padding, no + or /, canonical; None when it is not
     try:
@@ -21,12 +110,54 @@ def b64url(text):  # strict (§0): no padding, no + or /, canonical; None when i
         return None
     return raw if base64.urlsafe_b64encode(raw).rstrip(b"=").decode() == text else None
 
-def when(text):  # RFC 3339, any offset, to UTC with millisecond precision
-    t = datetime.fromisoformat(text).astimezone(timezone.utc)
-    return t.replace(microsecond=t.microsecond // 1000 * 1000)
+def is_str(v):
+    return isinstance(v, str)
 
-def wire(t):  # YYYY-MM-DDTHH:MM:SS.mmmZ
-    return t.strftime("%Y-%m-%dT%H:%M:%S.") + f"{t.microsecond // 1000:03d}Z"
+def is_int(v):
+    return type(v) is int
+
+def strings(v):
+    return isinstance(v, list) and all(is_str(x) for x in v)
+
+def answer_shaped(a):
+    if not isinstance(a, dict) or a.get("type") not in ("yes", "no", "options", "text"):
+        return False
+    value = a.get("value")
+    return {"yes": value is None, "no": value is None, "options": strings(value), "text": is_str(value)}[a["type"]]
+
+def shaped(export):
+    def members(obj, required, optional):
+        return (isinstance(obj, dict) and all(k in obj and check(obj[k]) for k, check in required.items())
+                and all(obj.get(k) is None or check(obj[k]) for k, check in optional.items()))
+    time = lambda v: when(v) is not None
+    device = lambda d: members(d, {"deviceId": is_str, "role": lambda r: r in ("owner", "user"), "addedAt": time},
+                               {"name": is_str, "pairedAt": time, "revokedAt": time, "signingKey": is_str,
+                                "fingerprint": is_str})
+    record = lambda r: members(r, {"questionId": is_str, "question": is_str, "questionDigest": is_str,
+                                   "deviceId": is_str, "answer": answer_shaped, "answeredAt": time,
+                                   "approved": lambda b: type(b) is bool}, {"signature": is_str, "signingKey": is_str})
+    return members(export, {"v": lambda v: is_int(v) and 0 <= v <= 255, "format": is_str, "agentId": is_str,
+                            "exportedAt": time, "devices": lambda ds: isinstance(ds, list) and all(map(device, ds)),
+                            "records": lambda rs: isinstance(rs, list) and all(map(record, rs))}, {})
+
+def read_question(raw):  # §4.9 step 3, member by member; None when the bytes are not a question
+    try:
+        q = strict_json(raw)
+    except ValueError:
+        return None
+    if not isinstance(q, dict):
+        return None
+    absent = lambda k: k not in q                    # absent is allowed; null is not (these have a default)
+    nullable = lambda k, check: q.get(k) is None or check(q[k])
+    ok = (is_str(q.get("question")) and q.get("kind") in ("yes_no", "choice", "text") and when(q.get("expiresAt"))
+          is not None
+          and (absent("options") or strings(q["options"])) and (absent("multiple") or type(q["multiple"]) is bool)
+          and (absent("recipients") or strings(q["recipients"]))
+          and (absent("channels") or (isinstance(q["channels"], list) and all(c in ("phone", "host") for c in q["channels"])))
+          and nullable("details", is_str) and nullable("answerKey", is_str) and nullable("user", is_str))
+    return q if ok else None
+
+# ---- The checks of §4.9.
 
 def fingerprint(key):  # the first 12 bytes of SHA-256(key), lower-case hex, six groups of four
     digest = hashlib.sha256(key).hexdigest()[:24]
@@ -50,7 +181,7 @@ def fits(q, answer):
     if q["kind"] == "choice" and kind == "options":
         return (len(value) > 0 and len(set(value)) == len(value) and (q.get("multiple", False) or len(value) == 1)
                 and all(v in q.get("options", []) for v in value))
-    return q["kind"] == "text" and kind == "text" and isinstance(value, str)
+    return q["kind"] == "text" and kind == "text"  # any text, the empty one too
 
 def check(step, ok, why):
     if not ok:
@@ -61,15 +192,11 @@ def verify_record(export, r):
     check(1, raw is not None, "the question is not strict base64url")
     check(2, base64.urlsafe_b64encode(hashlib.sha256(raw).digest()).rstrip(b"=").decode() == r["questionDigest"],
           "questionDigest is not the SHA-256 of the question's bytes")
-    try:
-        q = json.loads(raw.decode("utf-8"))
-        expires_at, shaped = when(q["expiresAt"]), isinstance(q["question"], str)
-    except (ValueError, KeyError, TypeError, AttributeError):
-        shaped = False
-    check(3, shaped and q["kind"] in ("yes_no", "choice", "text"), "the question's bytes are not a question")
+    q = read_question(raw)
+    check(3, q is not None, "the question's bytes are not a question")
     answered_at = when(r["answeredAt"])
     check(4, r["deviceId"] in q.get("recipients", []), "the device is not one the question was sent to")
-    check(5, answered_at < expires_at, "the answer is dated at or after the question's expiry")
+    check(5, answered_at < when(q["expiresAt"]), "the answer is dated at or after the question's expiry")
     check(6, fits(q, r["answer"]), "the answer does not fit the question")
     check(7, r["approved"] is (r["answer"]["type"] in ("yes", "options")), "approved does not follow from the answer")
     device = next((d for d in export["devices"] if d["deviceId"] == r["deviceId"]), None)
@@ -86,23 +213,41 @@ def verify_record(export, r):
     except (InvalidSignature, ValueError):
         raise Fail("step 14: the signature does not verify")
 
+def verify(raw):  # → the number of records; raises NotAnExport (exit 2) or Fail (exit 1)
+    try:
+        export = strict_json(raw)
+    except ValueError as e:
+        raise NotAnExport(f"step shape: not JSON as §5 reads it ({e})")
+    if not shaped(export):
+        raise NotAnExport("step shape: not JSON of the shape of a version 1 export")
+    if export["v"] != 1 or export["format"] != "pacerelle-answer-log":
+        raise NotAnExport("step 0: not a version 1 answer-log export")
+    seen = set()
+    for d in export["devices"]:
+        if d["deviceId"] in seen:
+            raise Fail(f"step 0a: the export lists a device twice in devices: {d['deviceId']}")
+        seen.add(d["deviceId"])
+    for n, r in enumerate(export["records"], start=1):
+        try:
+            verify_record(export, r)
+        except Fail as failure:
+            raise Fail(f"record {n} (question {r['questionId']}): {failure}")
+    return len(export["records"])
+
 def main(path):
     try:
-        with open(path, encoding="utf-8") as f:
-            export = json.load(f)
-        if export.get("v") != 1 or export.get("format") != "pacerelle-answer-log":
-            print("record 0: step 0: not a version 1 answer-log export", file=sys.stderr)
-            return 2
-        for n, r in enumerate(export["records"], start=1):
-            try:
-                verify_record(export, r)
-            except Fail as failure:
-                print(f"record {n} (question {r['questionId']}): {failure}", file=sys.stderr)
-                return 1
-    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        print(f"{path}: not an answer-log export ({type(e).__name__}: {e})", file=sys.stderr)
+        with open(path, "rb") as f:
+            count = verify(f.read())
+    except OSError as e:
+        print(f"{path}: cannot be read ({e})", file=sys.stderr)
         return 2
-    count = len(export["records"])
+    except NotAnExport as failure:
+        print(f"record 0: {failure}", file=sys.stderr)
+        return 2
+    except Fail as failure:
+        text = str(failure)
+        print(text if text.startswith("record ") else f"record 0: {text}", file=sys.stderr)
+        return 1
     print(f"{count} record{'' if count == 1 else 's'} verif{'ies' if count == 1 else 'y'}")
     return 0
 

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use pacerelle_client::{AuditEntry, AuditFilter, QuestionState, Timestamp, VerifyFailure};
+use pacerelle_client::{AuditEntry, AuditFilter, QuestionState, Timestamp};
 
 use crate::Global;
 use crate::home;
@@ -129,21 +129,6 @@ fn print_entry(e: &AuditEntry) {
     );
 }
 
-/// A record that does not verify: shown as `record 3 (question q_…): the signature does not verify`, with
-/// the code [`VERIFICATION_FAILED`].
-#[derive(Debug)]
-struct NotVerified(VerifyFailure);
-
-impl std::fmt::Display for NotVerified {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.0.index == 0 {
-            f.write_str(self.0.reason)
-        } else {
-            self.0.fmt(f)
-        }
-    }
-}
-
 /// `pacerelle audit verify FILE`: reads the file, verifies every record, prints `✓ N answers verify` or the
 /// first failure.
 fn verify(global: &Global, file: &std::path::Path) -> Result<ExitCode> {
@@ -163,7 +148,7 @@ fn verify(global: &Global, file: &std::path::Path) -> Result<ExitCode> {
             Ok(ExitCode::from(EXIT_VERIFIED))
         }
         Err(failure) => {
-            let message = NotVerified(failure.clone()).to_string();
+            let message = failure.to_string();
             if global.json {
                 let record = (failure.index > 0).then_some(failure.index);
                 let question = (failure.index > 0).then_some(failure.question_id.as_str());
@@ -177,8 +162,9 @@ fn verify(global: &Global, file: &std::path::Path) -> Result<ExitCode> {
             } else {
                 eprintln!("✗ {message}");
             }
-            // Record 0 is the file as a whole: not an export, so nothing was checked.
-            let status = if failure.index == 0 {
+            // Not an export of version 1's shape: nothing was checked. A device listed twice was found by
+            // checking, like a record that does not verify.
+            let status = if failure.unchecked() {
                 EXIT_UNCHECKED
             } else {
                 EXIT_NOT_VERIFIED

@@ -11,7 +11,7 @@ use std::io::Write;
 use pacerelle_core::question::{Channel, OwnQuestion, QuestionKind, QuestionState, Verdict};
 use pacerelle_core::roster::Roster;
 use pacerelle_core::signing::{
-    AnswerLogExport, EXPORT_FORMAT, ExportDevice, ExportRecord, PublicKey, VerifyFailure, verify_export,
+    AnswerLogExport, EXPORT_FORMAT, ExportDevice, ExportRecord, PublicKey, VerifyFailure, verify_export_json,
 };
 use pacerelle_core::wire::{AnswerLog, QuestionView};
 use pacerelle_core::{Cursor, Timestamp};
@@ -187,16 +187,12 @@ struct Judged {
     judged: Option<(OwnQuestion, Verdict)>,
 }
 
-/// Parses an answer-log export and verifies every record ([`verify_export`]): `Ok(n)` when all `n` verify,
-/// else the first failure, which names the record (from 1) and its question. Bytes that are not an export
-/// fail as record 0. Needs no key and no relay: what an auditor runs.
+/// Reads an answer-log export from its bytes and verifies every record ([`verify_export_json`]): `Ok(n)`
+/// when all `n` verify, else the first failure, which names the record (from 1) and its question. A document
+/// that is not an export, or whose devices list one twice, fails as record 0. Needs no key and no relay:
+/// what an auditor runs.
 pub fn verify_answer_log(bytes: &[u8]) -> std::result::Result<usize, VerifyFailure> {
-    let export: AnswerLogExport = serde_json::from_slice(bytes).map_err(|_| VerifyFailure {
-        index: 0,
-        question_id: String::new(),
-        reason: "the file is not an answer-log export (JSON)",
-    })?;
-    verify_export(&export)
+    verify_export_json(bytes)
 }
 
 impl AgentClient {

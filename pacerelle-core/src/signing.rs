@@ -6,7 +6,9 @@
 //! reaches the agent sealed with the device key (the relay cannot substitute it) and the agent pins it in its
 //! roster. Every answer then carries a signature over [`SignedAnswer::bytes`], which binds the agent, the device,
 //! the question (by the digest of its exact sealed bytes), the answer and the device's time of answering. An
-//! [`AnswerLogExport`] gathers, per answer, what a verifier needs ([`verify_export`]), with nothing secret.
+//! [`AnswerLogExport`] gathers, per answer, what a verifier needs ([`verify_export`]): no credential and no key
+//! that lets anyone forge an answer (each question's bytes do hold its answer key, which opens that question's
+//! display-only answer copies).
 
 use ring::signature::{ED25519, UnparsedPublicKey};
 use serde::{Deserialize, Serialize};
@@ -364,16 +366,175 @@ pub struct AnswerLogExport {
     pub records: Vec<ExportRecord>,
 }
 
-/// Why a record of an export does not verify.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("record {index} (question {question_id}): {reason}")]
+/// Why an export does not verify: the first check of docs/crypto.md §4.9 that fails.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerifyFailure {
-    /// The record's position, from 1.
+    /// The record's position, from 1; 0 for the document as a whole (its shape, its header, its devices).
     pub index: usize,
-    /// Its question id.
+    /// Its question id (empty for the document as a whole).
     pub question_id: String,
+    /// The check of §4.9 that failed: `shape`, `0`, `0a`, or `1` to `14`.
+    pub step: &'static str,
     /// What failed.
     pub reason: &'static str,
+    /// The device the failure names, when it names one (step `0a`: the device listed twice).
+    pub device_id: Option<String>,
+}
+
+impl VerifyFailure {
+    /// A failure of the document as a whole (record 0).
+    fn document(step: &'static str, reason: &'static str) -> Self {
+        VerifyFailure {
+            index: 0,
+            question_id: String::new(),
+            step,
+            reason,
+            device_id: None,
+        }
+    }
+
+    /// True when nothing was checked: the document is not a version 1 export of the shape of §4.9 (step
+    /// `shape` or `0`; `pacerelle audit verify` exits 2). Any other failure was found by checking (exit 1).
+    pub fn unchecked(&self) -> bool {
+        matches!(self.step, STEP_SHAPE | "0")
+    }
+}
+
+impl std::fmt::Display for VerifyFailure {
+    /// `record 3 (question q_1): the signature does not verify`; for the document as a whole, the reason
+    /// alone, followed by the device it names (`the export lists a device twice in devices: dv_a`).
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        if self.index > 0 {
+            write!(f, "record {} (question {}): ", self.index, self.question_id)?;
+        }
+        f.write_str(self.reason)?;
+        match &self.device_id {
+            Some(device_id) => write!(f, ": {device_id}"),
+            None => Ok(()),
+        }
+    }
+}
+
+impl std::error::Error for VerifyFailure {}
+
+/// The step of a document that is not JSON of the export's shape (docs/crypto.md §4.9).
+pub const STEP_SHAPE: &str = "shape";
+/// The reason given for a document that is not JSON of the export's shape.
+pub const NOT_AN_EXPORT: &str = "not an answer-log export: not JSON of the shape of a version 1 export";
+/// The reason given for a device listed twice (step `0a`); the failure names the device.
+pub const DEVICE_LISTED_TWICE: &str = "the export lists a device twice in devices";
+
+/// JSON text as a value, refusing what docs/crypto.md §5 refuses and serde alone would read: a member name
+/// given twice in one object, at any depth, whether a struct knows the member or not (serde refuses only a
+/// known member given twice, and keeps no trace of unknown ones). The rest is serde_json's strict reading:
+/// RFC 8259 text, UTF-8 without a byte order mark, no lone surrogate escaped in a string, no number
+/// beyond an IEEE 754 double.
+pub fn strict_json(bytes: &[u8]) -> Option<serde_json::Value> {
+    use serde::de::{self, MapAccess, SeqAccess, Visitor};
+    use serde_json::Value;
+
+    struct Strict(Value);
+    struct StrictVisitor;
+
+    impl<'de> Deserialize<'de> for Strict {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            d.deserialize_any(StrictVisitor).map(Strict)
+        }
+    }
+
+    impl<'de> Visitor<'de> for StrictVisitor {
+        type Value = Value;
+
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("JSON without a member name given twice")
+        }
+        fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+            Ok(Value::Bool(v))
+        }
+        fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+            Ok(Value::from(v))
+        }
+        fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+            Ok(Value::from(v))
+        }
+        fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+            serde_json::Number::from_f64(v)
+                .map(Value::Number)
+                .ok_or_else(|| E::custom("not a finite number"))
+        }
+        fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+            Ok(Value::String(v.to_owned()))
+        }
+        fn visit_string<E>(self, v: String) -> Result<Value, E> {
+            Ok(Value::String(v))
+        }
+        fn visit_unit<E>(self) -> Result<Value, E> {
+            Ok(Value::Null)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+            let mut out = Vec::new();
+            while let Some(Strict(v)) = seq.next_element()? {
+                out.push(v);
+            }
+            Ok(Value::Array(out))
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+            let mut out = serde_json::Map::new();
+            while let Some(name) = map.next_key::<String>()? {
+                if out.contains_key(&name) {
+                    return Err(de::Error::custom("a member name given twice"));
+                }
+                let Strict(v) = map.next_value()?;
+                out.insert(name, v);
+            }
+            Ok(Value::Object(out))
+        }
+    }
+
+    serde_json::from_slice::<Strict>(bytes).ok().map(|s| s.0)
+}
+
+/// A question payload from its sealed bytes as docs/crypto.md §4.9 step 3 reads them: [`strict_json`], a
+/// JSON object (serde alone would also read an array as the struct), then the members of §5 with their
+/// types. §5's limits on values (2 to 20 options, non-empty text…) are the writer's and are not checked.
+pub fn read_question(bytes: &[u8]) -> Option<QuestionPayload> {
+    strict_json(bytes)
+        .filter(serde_json::Value::is_object)
+        .and_then(|v| serde_json::from_value(v).ok())
+}
+
+/// An answer-log export from the bytes of its file, as §4.9 ("Shape") reads them: [`strict_json`]; an
+/// object whose `devices` and `records` are objects, each record's `answer` an object (serde alone would also
+/// read arrays as those structs); then every member with its type. `None` when the document is not of
+/// this shape.
+pub fn read_export(bytes: &[u8]) -> Option<AnswerLogExport> {
+    use serde_json::Value;
+    let value = strict_json(bytes)?;
+    let objects = |member: &str| {
+        value
+            .get(member)
+            .and_then(Value::as_array)
+            .is_none_or(|items| items.iter().all(Value::is_object))
+    };
+    let answers = value
+        .get("records")
+        .and_then(Value::as_array)
+        .is_none_or(|records| {
+            records
+                .iter()
+                .all(|r| r.get("answer").is_none_or(Value::is_object))
+        });
+    if !(value.is_object() && objects("devices") && objects("records") && answers) {
+        return None;
+    }
+    serde_json::from_value(value).ok()
+}
+
+/// Reads an export's bytes ([`read_export`]) and verifies it ([`verify_export`]): what `pacerelle audit
+/// verify` and Python's `verify_answer_log` run. A document not of the export's shape fails at step `shape`.
+pub fn verify_export_json(bytes: &[u8]) -> Result<usize, VerifyFailure> {
+    let export = read_export(bytes).ok_or_else(|| VerifyFailure::document(STEP_SHAPE, NOT_AN_EXPORT))?;
+    verify_export(&export)
 }
 
 /// Whether an answer fits its question: `yes` or `no` for `yes_no`; for `choice`, a non-empty list of
@@ -393,60 +554,68 @@ pub fn answer_fits(question: &QuestionPayload, answer: &Answer) -> bool {
     }
 }
 
-/// Verifies one record against the export's agent and devices.
+/// Verifies one record against the export's agent and devices (steps 1 to 14 of docs/crypto.md §4.9). The
+/// device is the first of `devices` with the record's id: [`verify_export`] first refuses an export that
+/// lists one twice (step `0a`).
 pub fn verify_record(
     export: &AnswerLogExport,
     index: usize,
     record: &ExportRecord,
 ) -> Result<(), VerifyFailure> {
-    let fail = |reason: &'static str| VerifyFailure {
+    let fail = |step: &'static str, reason: &'static str| VerifyFailure {
         index: index + 1,
         question_id: record.question_id.clone(),
+        step,
         reason,
+        device_id: None,
     };
-    let bytes = crate::b64::decode(&record.question).ok_or_else(|| fail("the question is not base64url"))?;
+    let bytes =
+        crate::b64::decode(&record.question).ok_or_else(|| fail("1", "the question is not base64url"))?;
     if question_digest(&bytes) != record.question_digest {
-        return Err(fail("the question's digest does not match its bytes"));
+        return Err(fail("2", "the question's digest does not match its bytes"));
     }
-    let question: QuestionPayload =
-        serde_json::from_slice(&bytes).map_err(|_| fail("the question's bytes are not a question"))?;
+    let question =
+        read_question(&bytes).ok_or_else(|| fail("3", "the question's bytes are not a question"))?;
     if !question.recipients.iter().any(|r| r == &record.device_id) {
-        return Err(fail("the answering device is not one the question was sent to"));
+        return Err(fail(
+            "4",
+            "the answering device is not one the question was sent to",
+        ));
     }
     if record.answered_at >= question.expires_at {
-        return Err(fail("the answer is dated after the question's expiry"));
+        return Err(fail("5", "the answer is dated after the question's expiry"));
     }
     if !answer_fits(&question, &record.answer) {
-        return Err(fail("the answer does not fit the question"));
+        return Err(fail("6", "the answer does not fit the question"));
     }
     if record.approved != matches!(record.answer, Answer::Yes | Answer::Options(_)) {
-        return Err(fail("`approved` does not follow from the answer"));
+        return Err(fail("7", "`approved` does not follow from the answer"));
     }
     let device = export
         .devices
         .iter()
         .find(|d| d.device_id == record.device_id)
-        .ok_or_else(|| fail("the answering device is not among the export's devices"))?;
+        .ok_or_else(|| fail("8", "the answering device is not among the export's devices"))?;
     let pinned = device
         .signing_key
         .as_deref()
-        .ok_or_else(|| fail("the answering device has no signing key"))?;
+        .ok_or_else(|| fail("9", "the answering device has no signing key"))?;
     if record.signing_key.as_deref() != Some(pinned) {
-        return Err(fail("the record's signing key is not the device's"));
+        return Err(fail("10", "the record's signing key is not the device's"));
     }
     let key = PublicKey::parse(pinned)
-        .ok_or_else(|| fail("the device's signing key is not 32 bytes of base64url"))?;
+        .ok_or_else(|| fail("11", "the device's signing key is not 32 bytes of base64url"))?;
     if device
         .fingerprint
         .as_deref()
         .is_some_and(|f| f != key.fingerprint())
     {
-        return Err(fail("the device's fingerprint is not its key's"));
+        return Err(fail("12", "the device's fingerprint is not its key's"));
     }
     let signature = record
         .signature
         .as_deref()
-        .ok_or_else(|| fail("the answer is not signed"))?;
+        .ok_or_else(|| fail("13", "the answer is not signed"))?;
     let signed = SignedAnswer {
         agent_id: &export.agent_id,
         device_id: &record.device_id,
@@ -456,20 +625,24 @@ pub fn verify_record(
         answer: &record.answer,
     };
     if !signed.verifies(&key, signature) {
-        return Err(fail("the signature does not verify"));
+        return Err(fail("14", "the signature does not verify"));
     }
     Ok(())
 }
 
-/// Verifies every record of an export, in order; the first failure is returned. `Ok(n)`: all `n` verify.
+/// Verifies an export (docs/crypto.md §4.9): its header (step 0), its devices (step `0a`: no `deviceId`
+/// twice, so that no entry can stand in front of the one whose fingerprint the person checks), then every
+/// record, in order; the first failure is returned. `Ok(n)`: all `n` records verify.
 pub fn verify_export(export: &AnswerLogExport) -> Result<usize, VerifyFailure> {
-    let header = |reason| VerifyFailure {
-        index: 0,
-        question_id: String::new(),
-        reason,
-    };
     if export.v != 1 || export.format != EXPORT_FORMAT {
-        return Err(header("not a version 1 answer-log export"));
+        return Err(VerifyFailure::document("0", "not a version 1 answer-log export"));
+    }
+    let mut seen = std::collections::HashSet::new();
+    if let Some(twice) = export.devices.iter().find(|d| !seen.insert(d.device_id.as_str())) {
+        return Err(VerifyFailure {
+            device_id: Some(twice.device_id.clone()),
+            ..VerifyFailure::document("0a", DEVICE_LISTED_TWICE)
+        });
     }
     for (index, record) in export.records.iter().enumerate() {
         verify_record(export, index, record)?;
@@ -579,7 +752,153 @@ mod tests {
         for (what, changed) in changes {
             let failure = verify_export(&changed).expect_err(what);
             assert_eq!(failure.index, 1, "{what}");
+            assert!(!failure.unchecked(), "{what}");
         }
+    }
+
+    /// The forgery of an export that once verified: every record signed again with a key of one's own (a no
+    /// turned into a yes), and that key listed for the device *before* its genuine entry, which keeps the
+    /// fingerprint the phone shows. A verifier that takes the first entry with the device's id accepts it.
+    #[test]
+    fn a_device_listed_twice_is_refused_naming_it_whatever_the_records_say() {
+        let key = SigningKey::generate().expect("key");
+        let mut forged = export(&key);
+        forged.records[0].answer = Answer::No;
+        forged.records[0].approved = false;
+        assert!(verify_export(&forged).is_err(), "the no is not signed yet");
+        let own = SigningKey::generate().expect("key");
+        let record = &mut forged.records[0];
+        record.answer = Answer::Yes;
+        record.approved = true;
+        record.signature = Some(
+            SignedAnswer {
+                agent_id: &forged.agent_id,
+                device_id: &record.device_id,
+                question_id: &record.question_id,
+                question_digest: &record.question_digest,
+                answered_at: record.answered_at,
+                answer: &record.answer,
+            }
+            .sign(&own),
+        );
+        record.signing_key = Some(own.public_key().to_b64());
+        let genuine = forged.devices[0].clone();
+        forged.devices.insert(
+            0,
+            ExportDevice {
+                signing_key: Some(own.public_key().to_b64()),
+                fingerprint: Some(own.public_key().fingerprint()),
+                ..genuine.clone()
+            },
+        );
+        assert_eq!(forged.devices[1], genuine, "the genuine entry is kept, second");
+        let failure = verify_export(&forged).expect_err("a device listed twice");
+        assert_eq!(
+            (failure.index, failure.step, failure.reason),
+            (0, "0a", DEVICE_LISTED_TWICE)
+        );
+        assert_eq!(failure.device_id.as_deref(), Some("dv_a"));
+        assert!(!failure.unchecked(), "found by checking: exit status 1");
+        assert_eq!(
+            failure.to_string(),
+            "the export lists a device twice in devices: dv_a"
+        );
+        let bytes = serde_json::to_vec(&forged).expect("json");
+        assert_eq!(verify_export_json(&bytes), Err(failure));
+        // Without the duplicate, the forged key is the only one listed, and its fingerprint is not the phone's:
+        // that is what the person compares (§4.9).
+        forged.devices.remove(1);
+        assert_eq!(verify_export(&forged), Ok(1));
+    }
+
+    #[test]
+    fn a_member_name_given_twice_is_refused_at_any_depth_known_or_not() {
+        assert!(strict_json(br#"{"a":{"b":[{"c":1}]},"d":null}"#).is_some());
+        for text in [
+            r#"{"a":1,"a":1}"#,
+            r#"{"a":{"b":1,"b":2}}"#,
+            r#"{"a":[{"b":1,"b":2}]}"#,
+            r#"{"a":"\ud800"}"#,
+            r#"{"a":1e400}"#,
+            "\u{feff}{}",
+            r#"{"a":NaN}"#,
+        ] {
+            assert_eq!(strict_json(text.as_bytes()), None, "{text}");
+        }
+        // serde_json's depth limit: 127 nested arrays and objects are read, 128 are not.
+        let nested = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert!(strict_json(nested(127).as_bytes()).is_some());
+        assert_eq!(strict_json(nested(128).as_bytes()), None);
+        let q = question(&["dv_a"]);
+        let bytes = serde_json::to_vec(&q).expect("json");
+        assert_eq!(read_question(&bytes), Some(q.clone()));
+        let text = String::from_utf8(bytes).expect("utf-8");
+        let twice = text.replacen('{', r#"{"question":"Drop the database?","#, 1);
+        assert!(
+            serde_json::from_str::<QuestionPayload>(&twice).is_err(),
+            "serde refuses a known member twice"
+        );
+        let unknown = text.replacen('{', r#"{"note":{"k":1,"k":2},"#, 1);
+        assert!(
+            serde_json::from_str::<QuestionPayload>(&unknown).is_ok(),
+            "serde alone keeps no trace of an unknown member twice"
+        );
+        assert_eq!(read_question(unknown.as_bytes()), None);
+        let array = r#"["Deploy?","yes_no",[],false,null,"1970-01-01T00:33:20.000Z",["dv_a"]]"#;
+        assert!(
+            serde_json::from_str::<QuestionPayload>(array).is_ok(),
+            "serde alone reads an array as the struct"
+        );
+        assert_eq!(read_question(array.as_bytes()), None);
+    }
+
+    #[test]
+    fn an_export_not_of_the_shape_is_refused_as_a_whole() {
+        let key = SigningKey::generate().expect("key");
+        let good = serde_json::to_value(export(&key)).expect("json");
+        let text = |v: &serde_json::Value| serde_json::to_vec(v).expect("json");
+        assert_eq!(verify_export_json(&text(&good)), Ok(1));
+        let mut changes: Vec<(&str, serde_json::Value)> = Vec::new();
+        let mut e = good.clone();
+        e["v"] = serde_json::json!(1.0);
+        changes.push(("v 1.0", e));
+        let mut e = good.clone();
+        e["records"][0]["answer"] = serde_json::json!({"type": "yes", "value": true});
+        changes.push(("a yes with a value", e));
+        let mut e = good.clone();
+        e["records"][0]["answer"] = serde_json::json!(["yes"]);
+        changes.push(("an answer as an array", e));
+        let mut e = good.clone();
+        e["records"][0]["answeredAt"] = serde_json::json!("1970-01-01T00:16:40 000Z");
+        changes.push(("a time that is not RFC 3339", e));
+        let mut e = good.clone();
+        e["devices"][0]["role"] = serde_json::json!("admin");
+        changes.push(("an unknown role", e));
+        let mut e = good.clone();
+        e["records"][0]["approved"] = serde_json::json!(null);
+        changes.push(("a required member null", e));
+        for (what, changed) in changes {
+            let failure = verify_export_json(&text(&changed)).expect_err(what);
+            assert_eq!((failure.index, failure.step), (0, STEP_SHAPE), "{what}");
+            assert!(failure.unchecked(), "{what}");
+        }
+        // Optional members: null is absent. A yes's value: null is absent too.
+        let mut e = good.clone();
+        e["devices"][0]["name"] = serde_json::Value::Null;
+        e["records"][0]["answer"] = serde_json::json!({"type": "yes", "value": null});
+        assert_eq!(verify_export_json(&text(&e)), Ok(1));
+        let mut e = good.clone();
+        e["v"] = serde_json::json!(2);
+        let failure = verify_export_json(&text(&e)).expect_err("v 2");
+        assert_eq!(failure.step, "0");
+        assert!(failure.unchecked());
+        let twice = String::from_utf8(text(&good)).expect("utf-8").replacen(
+            r#""approved":true"#,
+            r#""approved":false,"approved":true"#,
+            1,
+        );
+        let failure = verify_export_json(twice.as_bytes()).expect_err("a member twice");
+        assert_eq!(failure.step, STEP_SHAPE);
     }
 
     #[test]

@@ -93,12 +93,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 #[pyfunction]
 pub(crate) fn verify_answer_log(py: Python<'_>, data: &[u8]) -> PyResult<usize> {
     client::verify_answer_log(data).map_err(|failure| {
-        let message = if failure.index == 0 {
-            failure.reason.to_string()
-        } else {
-            failure.to_string()
-        };
-        let err = VerificationFailed::new_err(message);
+        let err = VerificationFailed::new_err(failure.to_string());
         let value = err.value(py);
         let set = || -> PyResult<()> {
             value.setattr("record", failure.index)?;
