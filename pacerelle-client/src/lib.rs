@@ -1,6 +1,7 @@
 #![doc = include_str!("../README.md")]
 
 mod agent;
+mod asked;
 mod audit;
 mod device;
 mod error;
@@ -21,6 +22,7 @@ pub use agent::{
     AgentClient, AgentCredentials, Checkpoint, Inbox, Message, PairingLink, PairingOptions, Rejected,
     reply_id_for,
 };
+pub use asked::{AskedQuestion, AskedStore, NOT_ASKED_HERE};
 pub use audit::{AuditEntry, AuditFilter, CSV_COLUMNS, verify_answer_log, write_csv, write_jsonl};
 pub use device::{
     ClosedQuestion, ConversationItem, ConversationPage, DeviceClient, DeviceCredentials, ItemUpdate,

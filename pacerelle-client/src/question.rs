@@ -215,6 +215,10 @@ pub struct Asked {
     /// names.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub digest: Option<String>,
+    /// True when the relay already stored this question under its id: asking it again resumed it, and
+    /// `expires_at` is the expiry sealed when it was first asked, not the one this ask asked for.
+    #[serde(default)]
+    pub resumed: bool,
 }
 
 /// What the agent concludes about a question.
@@ -498,10 +502,13 @@ impl AgentClient {
         if !own.payload.same_question(&payload) {
             return Err(Self::id_conflict(&question_id));
         }
+        // The bytes sealed here carry a fresh answer key: stored bytes that differ were stored before.
+        let resumed = own.digest != question::question_digest(&plain);
         Ok(Asked {
             question_id,
             expires_at: own.payload.expires_at,
             digest: Some(own.digest),
+            resumed,
         })
     }
 
@@ -509,6 +516,13 @@ impl AgentClient {
     /// answer means. Loops are the caller's job (see [`AgentClient::ask`]).
     pub async fn wait_for_answer(&self, question_id: &str, wait: Duration) -> Result<AnswerOutcome> {
         self.wait_for(question_id, None, wait).await
+    }
+
+    /// [`AgentClient::wait_for_answer`] for the question `asked` names: with its digest, the view of another
+    /// question under its id fails with `question_id_conflict` instead of being judged.
+    pub async fn wait_for_answer_to(&self, asked: &Asked, wait: Duration) -> Result<AnswerOutcome> {
+        self.wait_for(&asked.question_id, asked.digest.as_deref(), wait)
+            .await
     }
 
     /// [`AgentClient::wait_for_answer`], accepting only the question whose digest is `expected`.
@@ -562,6 +576,7 @@ impl AgentClient {
             question_id: first.question_id.clone(),
             expires_at: first.expires_at,
             digest: None,
+            resumed: false,
         };
         self.wait_until_final(&asked, deadline_after(started, timeout))
             .await

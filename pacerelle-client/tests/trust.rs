@@ -91,7 +91,14 @@ async fn a_question_id_never_carries_two_questions() {
     }
     // The same question under its id resumes it (what the id is for: waiting again after a restart).
     let resumed = agent.ask_user(tests()).await.expect("resume");
-    assert_eq!(resumed, asked);
+    assert!(!asked.resumed && resumed.resumed);
+    assert_eq!(
+        resumed,
+        pacerelle_client::Asked {
+            resumed: true,
+            ..asked.clone()
+        }
+    );
     let outcome = agent
         .wait_for_answer("deploy-approval", NO_WAIT)
         .await

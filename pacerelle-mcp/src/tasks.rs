@@ -128,6 +128,7 @@ fn spawn(state: &Arc<State>, pending: AnswerOutcome) -> rmcp::model::Task {
         question_id: pending.question_id,
         expires_at: pending.expires_at,
         digest: None,
+        resumed: false,
     };
     let deadline = tokio::time::Instant::now() + left + SETTLE_GRACE;
     let waiting = state.clone();
