@@ -21,9 +21,10 @@ def of_type(kind):
     return [pytest.param(c, id=c["name"]) for c in CASES if c["type"] == kind]
 
 
-def run(export, tmp_path):
+def run(export, tmp_path, text=None):
+    """The verifier on `export` written as JSON, or on `text` as it is (a member name given twice)."""
     path = tmp_path / "export.json"
-    path.write_text(json.dumps(export, ensure_ascii=False), encoding="utf-8")
+    path.write_text(json.dumps(export, ensure_ascii=False) if text is None else text, encoding="utf-8")
     return subprocess.run([sys.executable, str(SCRIPT), str(path)], capture_output=True, text=True, timeout=60)
 
 
@@ -43,7 +44,7 @@ def test_the_export_verifies(case, tmp_path):
 
 @pytest.mark.parametrize("case", of_type("rejectExport"))
 def test_a_tampered_export_fails_at_its_record_and_step(case, tmp_path):
-    done = run(case["export"], tmp_path)
+    done = run(case.get("export"), tmp_path, case.get("exportText"))
     # 2: not a version 1 export of the shape of §4.9 (step shape or 0), nothing was checked; 1: a failure found by
     # checking (a device listed twice, step 0a, or a record).
     unchecked = str(case["step"]) in ("shape", "0")
@@ -53,11 +54,24 @@ def test_a_tampered_export_fails_at_its_record_and_step(case, tmp_path):
     assert f"step {case['step']}:" in line, line
     if case["index"] > 0:
         assert f"(question {case['questionId']})" in line, line
+    if case.get("deviceId"):
+        assert line.endswith(f": {case['deviceId']}"), line
 
 
 def test_there_are_tampered_copies_of_every_kind():
     names = " ".join(c["name"] for c in CASES if c["type"] == "rejectExport")
-    for what in ("answer", "question text", "time", "device key", "approved", "signature removed"):
+    for what in ("answer", "question text", "time", "device key", "approved", "signature removed", "devices:",
+                 "given twice", "shape:", "leap second", "v written 1.0", "a yes with a value"):
+        assert what in names, what
+    steps = {c["step"] for c in CASES if c["type"] == "rejectExport"}
+    assert {"shape", "0", "0a"} <= steps, steps
+    assert {str(n) for n in range(1, 15)} <= steps, steps
+
+
+def test_times_written_otherwise_verify_as_the_instant_they_name():
+    names = " ".join(c["name"] for c in CASES if c["type"] == "export")
+    for what in ("lower-case t and z", "two fractional digits", "no fractional digits", "truncated", "-00:00",
+                 "+01:00", "value null"):
         assert what in names, what
 
 

@@ -769,6 +769,52 @@ fn envelope_file() -> File<EnvelopeCase> {
         title: Some("v2.3 ✓".into()),
         level: Level::Success,
     });
+    // qst_deploy of signature.json, as a device receives and answers it: the question with an answer key,
+    // the answer naming its digest with dv_vector's signature (the plaintext and envelope of verdict.json's
+    // first case), and that answer's copy.
+    let deploy = &answered()[0];
+    let deploy_plain = json(&deploy.question);
+    let deploy_digest = question_digest(deploy_plain.as_bytes());
+    let deploy_signature = SignedAnswer {
+        agent_id: AGENT_ID,
+        device_id: DEVICE_ID,
+        question_id: deploy.question_id,
+        question_digest: &deploy_digest,
+        answered_at: time(deploy.answered_at),
+        answer: &deploy.answer,
+    }
+    .sign(&signing_key(deploy.seed));
+    let deploy_answer_plain = json(&AnswerPayload {
+        question_id: deploy.question_id.into(),
+        answer: deploy.answer.clone(),
+        answered_at: time(deploy.answered_at),
+        question_digest: Some(deploy_digest),
+        signature: Some(deploy_signature),
+    });
+    assert_eq!(deploy.question.answer_key(), Some(answer_key.clone()));
+    let [deploy_question, deploy_answer, deploy_copy] = [
+        seal_case(
+            "signed question qst_deploy, the device's copy (with an answer key)",
+            &device_key,
+            AadFields::new(AGENT_ID, DEVICE_ID, "a2d", KIND_QUESTION, deploy.question_id),
+            counting(0x18),
+            &deploy_plain,
+        ),
+        seal_case(
+            "signed answer: yes to qst_deploy, naming its digest, with dv_vector's signature",
+            &device_key,
+            AadFields::new(AGENT_ID, DEVICE_ID, "d2a", KIND_ANSWER, deploy.question_id),
+            [0xe1; 12],
+            &deploy_answer_plain,
+        ),
+        seal_case(
+            "signed answer's copy, sealed with qst_deploy's answer key (kind answer_copy)",
+            &answer_key,
+            AadFields::new(AGENT_ID, DEVICE_ID, "d2a", KIND_ANSWER_COPY, deploy.question_id),
+            counting(0x48),
+            &deploy_answer_plain,
+        ),
+    ];
     assert_eq!(
         question::notification_aad(AGENT_ID, DEVICE_ID, "ntf_vector"),
         AadFields::new(AGENT_ID, DEVICE_ID, "a2d", KIND_NOTIFICATION, "ntf_vector").aad()
@@ -785,7 +831,8 @@ fn envelope_file() -> File<EnvelopeCase> {
                       qst_digest carries an answerKey; the answer to it names questionDigest = \
                       base64url(SHA-256(the question's plaintextBytes)) (question.json), and its copy for the \
                       other recipients is the same plaintext sealed with key = the answerKey's 32 bytes and kind \
-                      \"answer_copy\".",
+                      \"answer_copy\". The question qst_deploy (signature.json) is sealed for dv_vector, with its \
+                      answer, which carries questionDigest and signature, and that answer's copy.",
         cases: vec![
             task_case,
             seal_case(
@@ -850,6 +897,9 @@ fn envelope_file() -> File<EnvelopeCase> {
                 counting(0x38),
                 &notification,
             ),
+            deploy_question,
+            deploy_answer,
+            deploy_copy,
             reject_case(
                 "task with one ciphertext bit flipped",
                 &device_key,
@@ -1152,8 +1202,9 @@ struct VerdictCase {
     now: String,
     state: &'static str,
     approved: bool,
-    /// The first check of docs/crypto.md §4.7 that failed (1 to 8), when an answer was rejected.
-    rejected_at_step: Option<u8>,
+    /// The first check of docs/crypto.md §4.7 that failed (`"1"` to `"8"`, a string as in verdict.json,
+    /// where `"6a"` is the signature's), when an answer was rejected.
+    rejected_at_step: Option<String>,
     /// The Rust implementation's reason, for the reader.
     rejected: Option<&'static str>,
 }
@@ -1258,7 +1309,7 @@ fn verdict_case(own: &OwnQuestion, own_envelope: &str, input: VerdictInput) -> Q
         now: now.to_rfc3339(),
         state: v.state.as_str(),
         approved: v.approved,
-        rejected_at_step: v.rejected.map(verdict_step),
+        rejected_at_step: v.rejected.map(|r| verdict_step(r).to_string()),
         rejected: v.rejected,
     }))
 }
@@ -1493,12 +1544,13 @@ fn question_file() -> File<QuestionCase> {
                       with an answer key\" cases, and its digest is the questionDigest inside envelope.json's \
                       \"answer: yes, naming the question's digest\". sameQuestion cases: an id already names \
                       `first`; asking `second` under it resumes it when same is true (text, kind, options, \
-                      multiple and details equal; expiresAt, recipients and answerKey are not compared) and \
-                      fails with question_id_conflict when false. verdict cases (docs/crypto.md §4.7): the agent \
+                      multiple, details, user and whether channels holds \"host\" equal; expiresAt, recipients \
+                      and answerKey are not compared) and fails with question_id_conflict when false. verdict cases (docs/crypto.md §4.7): the agent \
                       opens ownEnvelope with selfKey as its own copy of question questionId, takes the relay's \
                       report, the device keys, the devices its roster lets approve (mayApprove) and its clock \
                       (now), and must reach state and approved; rejectedAtStep is the first check that failed \
-                      (1 to 8) when an answer was rejected, rejected the reference implementation's reason.",
+                      (\"1\" to \"8\", a string as in verdict.json) when an answer was rejected, rejected the \
+                      reference implementation's reason.",
         cases: vec![
             digest_case(
                 "the question asked under qst_digest (answer key, two recipients)",
@@ -2006,21 +2058,38 @@ enum SignatureCase {
     #[serde(rename_all = "camelCase")]
     Export {
         name: &'static str,
-        export: Box<AnswerLogExport>,
+        export: ExportJson,
         records: usize,
     },
     #[serde(rename_all = "camelCase")]
     RejectExport {
         name: &'static str,
-        export: Box<AnswerLogExport>,
-        /// The first record that fails, from 1 (0: the export's header).
+        /// The document, as JSON in the vector file; absent when only its text can carry what is wrong with it
+        /// (a member name given twice), which `exportText` then holds.
+        #[serde(skip_serializing_if = "Option::is_none")]
+        export: Option<ExportJson>,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        export_text: Option<String>,
+        /// The first record that fails, from 1 (0: the document as a whole).
         index: usize,
         question_id: String,
-        /// The step of docs/crypto.md §4.9 that fails.
-        step: u8,
+        /// The step of docs/crypto.md §4.9 that fails: `shape`, `0`, `0a`, `1` to `14`.
+        step: &'static str,
         /// The Rust implementation's wording.
         reason: &'static str,
+        /// The device the failure names (step 0a).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        device_id: Option<String>,
     },
+}
+
+/// An export as a vector carries it: as the library writes it, or edited as JSON into what the library
+/// never writes (times with other offsets, members of other types); edited ones have their members sorted.
+#[derive(Serialize)]
+#[serde(untagged)]
+enum ExportJson {
+    Written(Box<AnswerLogExport>),
+    Edited(serde_json::Value),
 }
 
 fn lower_hex(bytes: &[u8]) -> String {
@@ -2198,28 +2267,6 @@ fn signed_verdict_cases() -> Vec<SignatureCase> {
     ]
 }
 
-/// The step of docs/crypto.md §4.9 each failure of `verify_export` stands for.
-fn export_step(reason: &str) -> u8 {
-    match reason {
-        "not a version 1 answer-log export" => 0,
-        "the question is not base64url" => 1,
-        "the question's digest does not match its bytes" => 2,
-        "the question's bytes are not a question" => 3,
-        "the answering device is not one the question was sent to" => 4,
-        "the answer is dated after the question's expiry" => 5,
-        "the answer does not fit the question" => 6,
-        "`approved` does not follow from the answer" => 7,
-        "the answering device is not among the export's devices" => 8,
-        "the answering device has no signing key" => 9,
-        "the record's signing key is not the device's" => 10,
-        "the device's signing key is not 32 bytes of base64url" => 11,
-        "the device's fingerprint is not its key's" => 12,
-        "the answer is not signed" => 13,
-        "the signature does not verify" => 14,
-        other => panic!("unknown export failure {other:?}"),
-    }
-}
-
 /// One answered question of the export: what was asked, who answered what, when.
 struct Answered {
     question_id: &'static str,
@@ -2314,6 +2361,22 @@ fn answered() -> Vec<Answered> {
             answer: Answer::No,
             answered_at: "2026-11-30T02:00:00.000Z",
         },
+        Answered {
+            question_id: "qst_comment",
+            question: question(
+                "Anything to add to the release notes?",
+                QuestionKind::Text,
+                &[],
+                false,
+                None,
+                "2026-11-30T05:00:00.000Z",
+                &[TABLET_ID],
+            ),
+            device_id: TABLET_ID,
+            seed: counting(0x80),
+            answer: Answer::Text(String::new()),
+            answered_at: "2026-11-30T02:30:00.000Z",
+        },
     ]
 }
 
@@ -2378,8 +2441,8 @@ fn export_device(
     }
 }
 
-/// The answer log of `ag_vector`: two devices with keys, one paired before keys (revoked, no answers), and
-/// one answer of each type.
+/// The answer log of `ag_vector`: two devices with keys, one paired before keys (revoked, no answers), one
+/// answer of each type, and an empty text.
 fn good_export() -> AnswerLogExport {
     let records = answered()
         .iter()
@@ -2443,7 +2506,8 @@ fn good_export() -> AnswerLogExport {
     }
 }
 
-/// `good_export()` changed by `change`, which must make record `index` (from 1) the first to fail.
+/// `good_export()` changed by `change`, which must make record `index` (from 1; 0: the document) the first
+/// to fail.
 fn reject_export(
     name: &'static str,
     index: usize,
@@ -2453,14 +2517,108 @@ fn reject_export(
     change(&mut export);
     let failure = signing::verify_export(&export).expect_err(name);
     assert_eq!(failure.index, index, "{name}: {failure}");
+    let bytes = serde_json::to_vec(&export).expect("json");
+    assert_eq!(
+        signing::verify_export_json(&bytes),
+        Err(failure.clone()),
+        "{name}"
+    );
     SignatureCase::RejectExport {
         name,
         index,
         question_id: failure.question_id,
-        step: export_step(failure.reason),
+        step: failure.step,
         reason: failure.reason,
-        export: Box::new(export),
+        device_id: failure.device_id,
+        export: Some(ExportJson::Written(Box::new(export))),
+        export_text: None,
     }
+}
+
+/// `good_export()` as JSON, changed by `change`.
+fn edited_export(change: impl FnOnce(&mut serde_json::Value)) -> serde_json::Value {
+    let mut export = serde_json::to_value(good_export()).expect("json");
+    change(&mut export);
+    export
+}
+
+/// An export edited as JSON that verifies, as every record of `good_export()` does.
+fn accept_export(name: &'static str, change: impl FnOnce(&mut serde_json::Value)) -> SignatureCase {
+    let export = edited_export(change);
+    let records = good_export().records.len();
+    let bytes = serde_json::to_vec(&export).expect("json");
+    assert_eq!(signing::verify_export_json(&bytes), Ok(records), "{name}");
+    SignatureCase::Export {
+        name,
+        export: ExportJson::Edited(export),
+        records,
+    }
+}
+
+/// An export edited as JSON, or as text when `text` is given, that fails first at record `index`, `step`.
+fn reject_edited(
+    name: &'static str,
+    index: usize,
+    step: &str,
+    export: Option<serde_json::Value>,
+    text: Option<String>,
+) -> SignatureCase {
+    let bytes = match (&export, &text) {
+        (_, Some(text)) => text.clone().into_bytes(),
+        (Some(export), None) => serde_json::to_vec(export).expect("json"),
+        (None, None) => panic!("{name}: an export or its text"),
+    };
+    let failure = signing::verify_export_json(&bytes).expect_err(name);
+    assert_eq!((failure.index, failure.step), (index, step), "{name}: {failure}");
+    SignatureCase::RejectExport {
+        name,
+        index,
+        question_id: failure.question_id,
+        step: failure.step,
+        reason: failure.reason,
+        device_id: failure.device_id,
+        export: export.map(ExportJson::Edited),
+        export_text: text,
+    }
+}
+
+/// The signing seed of the export's device `device_id`.
+fn seed_of(device_id: &str) -> [u8; 32] {
+    match device_id {
+        DEVICE_ID => SIGNING_SEED,
+        TABLET_ID => counting(0x80),
+        other => panic!("no seed for {other}"),
+    }
+}
+
+/// Signs `record` again with `key` (its answer, time and question as they now are).
+fn sign_record(record: &mut ExportRecord, key: &SigningKey) {
+    let signature = SignedAnswer {
+        agent_id: AGENT_ID,
+        device_id: &record.device_id,
+        question_id: &record.question_id,
+        question_digest: &record.question_digest,
+        answered_at: record.answered_at,
+        answer: &record.answer,
+    }
+    .sign(key);
+    record.signature = Some(signature);
+    record.signing_key = Some(key.public_key().to_b64());
+}
+
+/// Record `index` (from 0) with the question bytes `bytes`, their digest, and the answering device's genuine
+/// signature over them: only what the bytes say can make it fail.
+fn signed_question_bytes(export: &mut AnswerLogExport, index: usize, bytes: &[u8]) {
+    let record = &mut export.records[index];
+    record.question = b64::encode(bytes);
+    record.question_digest = question_digest(bytes);
+    let key = signing_key(seed_of(&record.device_id));
+    sign_record(record, &key);
+}
+
+/// The question bytes of record `index` (from 0) of `good_export()`, as text.
+fn question_text(index: usize) -> String {
+    json(&answered()[index].question)
 }
 
 /// A question payload changed by `change`, with its bytes and digest recomputed in record `index` (from 0).
@@ -2574,6 +2732,7 @@ fn signature_file() -> File<SignatureCase> {
         ),
         signed_answer_case("text with non-ASCII (qst_note, dv_tablet)", &answered[2]),
         signed_answer_case("no (qst_drop, dv_tablet)", &answered[3]),
+        signed_answer_case("an empty text (qst_comment, dv_tablet)", &answered[4]),
         seal_signing_key_case("dv_vector's key sealed for ag_vector", counting(0xb0)),
         reject_signing_key(
             "opened as another device's (dv_other's key and id in the AAD)",
@@ -2636,9 +2795,9 @@ fn signature_file() -> File<SignatureCase> {
             "substituted",
         ),
         SignatureCase::Export {
-            name: "ag_vector's answer log: yes, options, text, no",
+            name: "ag_vector's answer log: yes, options, text, no, an empty text",
             records: good.records.len(),
-            export: Box::new(good),
+            export: ExportJson::Written(Box::new(good)),
         },
     ];
     let stranger_b64 = stranger.to_b64();
@@ -2705,6 +2864,13 @@ fn signature_file() -> File<SignatureCase> {
         reject_export("device key: removed from the device", 1, |e| {
             e.devices[0].signing_key = None;
         }),
+        reject_export("device key: 31 bytes, in the device and the record", 3, |e| {
+            let short = b64::encode(&[0x42; 31]);
+            e.devices[1].signing_key = Some(short.clone());
+            for r in e.records.iter_mut().filter(|r| r.device_id == TABLET_ID) {
+                r.signing_key = Some(short.clone());
+            }
+        }),
         reject_export("device key: fingerprint of another key", 1, |e| {
             e.devices[0].fingerprint = Some(stranger.fingerprint());
         }),
@@ -2748,6 +2914,182 @@ fn signature_file() -> File<SignatureCase> {
         reject_export("header: format v 2", 0, |e| {
             e.v = 2;
         }),
+        reject_export(
+            "devices: a key of one's own listed before each genuine entry (every record signed with it, the no \
+             made a yes)",
+            0,
+            |e| {
+                let own = signing_key(counting(0xa0));
+                for record in &mut e.records {
+                    if record.answer == Answer::No {
+                        record.answer = Answer::Yes;
+                        record.approved = true;
+                    }
+                    sign_record(record, &own);
+                }
+                let forged: Vec<ExportDevice> = e
+                    .devices
+                    .iter()
+                    .filter(|d| e.records.iter().any(|r| r.device_id == d.device_id))
+                    .map(|d| ExportDevice {
+                        signing_key: Some(own.public_key().to_b64()),
+                        fingerprint: Some(own.public_key().fingerprint()),
+                        ..d.clone()
+                    })
+                    .collect();
+                e.devices.splice(0..0, forged);
+            },
+        ),
+        reject_export(
+            "question: the member question given twice, signed by the device",
+            1,
+            |e| {
+                let text = question_text(0).replacen('{', r#"{"question":"Drop the production database?","#, 1);
+                signed_question_bytes(e, 0, text.as_bytes());
+            },
+        ),
+        reject_export(
+            "question: a member name given twice inside an unknown member, signed by the device",
+            2,
+            |e| {
+                let text = question_text(1).replacen('{', r#"{"note":{"k":1,"k":2},"#, 1);
+                signed_question_bytes(e, 1, text.as_bytes());
+            },
+        ),
+        reject_export(
+            "question: a JSON array in place of the object, signed by the device",
+            4,
+            |e| {
+                let text = r#"["Drop the staging database?","yes_no",[],false,"staging-eu, 41 GB","2026-11-30T04:00:00.000Z",["dv_tablet"]]"#;
+                signed_question_bytes(e, 3, text.as_bytes());
+            },
+        ),
+        reject_export(
+            "question: options null in a yes_no question, signed by the device",
+            1,
+            |e| {
+                let text = question_text(0).replacen('{', r#"{"options":null,"#, 1);
+                signed_question_bytes(e, 0, text.as_bytes());
+            },
+        ),
+        reject_export(
+            "question: expiresAt a leap second (23:59:60), signed by the device",
+            3,
+            |e| {
+                let text = question_text(2).replace("2026-11-30T03:00:00.000Z", "2026-11-30T23:59:60.000Z");
+                signed_question_bytes(e, 2, text.as_bytes());
+            },
+        ),
+        accept_export("times: answeredAt with a lower-case t and z", |e| {
+            e["records"][0]["answeredAt"] = "2026-11-30t00:41:02.003z".into();
+        }),
+        accept_export("times: answeredAt with two fractional digits", |e| {
+            e["records"][1]["answeredAt"] = "2026-11-30T01:15:00.25Z".into();
+        }),
+        accept_export("times: answeredAt with no fractional digits", |e| {
+            e["records"][3]["answeredAt"] = "2026-11-30T02:00:00Z".into();
+        }),
+        accept_export(
+            "times: answeredAt with six fractional digits, truncated (rounding gives another millisecond)",
+            |e| {
+                e["records"][0]["answeredAt"] = "2026-11-30T00:41:02.003999Z".into();
+            },
+        ),
+        accept_export("times: answeredAt with the offset -00:00", |e| {
+            e["records"][2]["answeredAt"] = "2026-11-30T01:30:00.999-00:00".into();
+        }),
+        accept_export(
+            "times: answeredAt with the offset +01:00 (the signature covers the instant)",
+            |e| {
+                e["records"][0]["answeredAt"] = "2026-11-30T01:41:02.003+01:00".into();
+            },
+        ),
+        accept_export("answer: a yes written with value null", |e| {
+            e["records"][0]["answer"] = serde_json::json!({"type": "yes", "value": null});
+        }),
+        reject_edited(
+            "shape: v written 1.0",
+            0,
+            "shape",
+            Some(edited_export(|e| e["v"] = serde_json::json!(1.0))),
+            None,
+        ),
+        reject_edited(
+            "shape: a yes with a value",
+            0,
+            "shape",
+            Some(edited_export(|e| {
+                e["records"][0]["answer"] = serde_json::json!({"type": "yes", "value": true});
+            })),
+            None,
+        ),
+        reject_edited(
+            "shape: a text answer written as an array",
+            0,
+            "shape",
+            Some(edited_export(|e| {
+                e["records"][2]["answer"] = serde_json::json!(["text", "Bravo à tous — déploiement réussi ✓ 🚀"]);
+            })),
+            None,
+        ),
+        reject_edited(
+            "shape: answeredAt a leap second (23:59:60)",
+            0,
+            "shape",
+            Some(edited_export(|e| {
+                e["records"][3]["answeredAt"] = "2026-11-30T23:59:60.000Z".into();
+            })),
+            None,
+        ),
+        reject_edited(
+            "shape: answeredAt with a space for the T",
+            0,
+            "shape",
+            Some(edited_export(|e| {
+                e["records"][0]["answeredAt"] = "2026-11-30 00:41:02.003Z".into();
+            })),
+            None,
+        ),
+        reject_edited(
+            "shape: answeredAt without an offset",
+            0,
+            "shape",
+            Some(edited_export(|e| {
+                e["records"][0]["answeredAt"] = "2026-11-30T00:41:02.003".into();
+            })),
+            None,
+        ),
+        reject_edited(
+            "shape: answeredAt with the offset +0100 (no colon)",
+            0,
+            "shape",
+            Some(edited_export(|e| {
+                e["records"][0]["answeredAt"] = "2026-11-30T01:41:02.003+0100".into();
+            })),
+            None,
+        ),
+        reject_edited(
+            "shape: a record gives answer twice, a yes then the signed no",
+            0,
+            "shape",
+            None,
+            Some(
+                serde_json::to_string(&good_export())
+                    .expect("json")
+                    .replacen(r#""answer":{"type":"no"}"#, r#""answer":{"type":"yes"},"answer":{"type":"no"}"#, 1),
+            ),
+        ),
+        reject_edited(
+            "shape: an unknown member given twice",
+            0,
+            "shape",
+            None,
+            Some(
+                serde_json::to_string(&good_export())
+                    .expect("json")
+                    .replacen('{', r#"{"exportedBy":"ops","exportedBy":"ops","#, 1),
+            ),
+        ),
     ]);
     File {
         description: "Device signing keys, signed answers and the answer-log export (docs/crypto.md §4.8, §4.9). \
@@ -2762,9 +3104,11 @@ fn signature_file() -> File<SignatureCase> {
                       envelope. rejectSigningKey: the agent opening envelope as deviceId's key, with clear listed \
                       beside it, refuses it: invalid (does not open, or names another agent, device or version, \
                       or a key not 32 bytes) or substituted (the clear copy differs). export: every record \
-                      verifies. rejectExport: verification fails first at record index (from 1; 0 for the \
-                      header) at step of §4.9; reason is the Rust implementation's wording. All binary values \
-                      are base64url without padding.",
+                      verifies (some are written with times in other RFC 3339 forms). rejectExport: verification \
+                      fails first at record index (from 1; 0 for the document as a whole) at step of §4.9 \
+                      (shape: not JSON of the export's shape, read from exportText when the vector gives it; 0: \
+                      the header; 0a: a device listed twice, deviceId; 1 to 14: the record's checks); reason is \
+                      the Rust implementation's wording. All binary values are base64url without padding.",
         cases,
     }
 }

@@ -734,7 +734,8 @@ struct VerdictCase {
     now: String,
     state: String,
     approved: bool,
-    rejected_at_step: Option<u8>,
+    /// A string, as in verdict.json (where the signature's step is "6a").
+    rejected_at_step: Option<String>,
     rejected: Option<String>,
 }
 
@@ -793,17 +794,21 @@ fn check_verdict(case: &VerdictCase) {
     assert_eq!(v.approved, case.approved, "{name}: approved");
     assert_eq!(v.rejected, case.rejected.as_deref(), "{name}: rejected");
     assert_eq!(
-        v.rejected.map(verdict_step),
+        v.rejected.map(|r| verdict_step(r).to_string()),
         case.rejected_at_step,
         "{name}: step"
     );
     assert!(!case.approved || case.rejected.is_none(), "{name}");
     // The plaintext shown is what the named device sealed, when its answer opens.
+    let step = case
+        .rejected_at_step
+        .as_deref()
+        .map(|s| s.parse::<u8>().expect("a step"));
     if let (Some(plain), Some(by), Some(sealed), None | Some(5..)) = (
         &case.answer_plaintext,
         &case.report.answered_by,
         &case.report.answer_envelope,
-        case.rejected_at_step,
+        step,
     ) {
         let opened = envelope::open(
             &key(by),
@@ -1317,32 +1322,40 @@ enum SignatureCase {
     #[serde(rename_all = "camelCase")]
     RejectExport {
         name: String,
-        export: serde_json::Value,
+        /// The document as JSON, or (when a member name is given twice in it) as text.
+        #[serde(default)]
+        export: Option<serde_json::Value>,
+        #[serde(default)]
+        export_text: Option<String>,
         index: usize,
         question_id: String,
-        step: u8,
+        step: String,
         reason: String,
+        #[serde(default)]
+        device_id: Option<String>,
     },
 }
 
-/// The step of `docs/crypto.md` §4.9 each failure of `signing::verify_export` stands for.
-fn export_step(reason: &str) -> u8 {
+/// The step of `docs/crypto.md` §4.9 each failure of `signing::verify_export_json` stands for.
+fn export_step(reason: &str) -> &'static str {
     match reason {
-        "not a version 1 answer-log export" => 0,
-        "the question is not base64url" => 1,
-        "the question's digest does not match its bytes" => 2,
-        "the question's bytes are not a question" => 3,
-        "the answering device is not one the question was sent to" => 4,
-        "the answer is dated after the question's expiry" => 5,
-        "the answer does not fit the question" => 6,
-        "`approved` does not follow from the answer" => 7,
-        "the answering device is not among the export's devices" => 8,
-        "the answering device has no signing key" => 9,
-        "the record's signing key is not the device's" => 10,
-        "the device's signing key is not 32 bytes of base64url" => 11,
-        "the device's fingerprint is not its key's" => 12,
-        "the answer is not signed" => 13,
-        "the signature does not verify" => 14,
+        "not an answer-log export: not JSON of the shape of a version 1 export" => "shape",
+        "not a version 1 answer-log export" => "0",
+        "the export lists a device twice in devices" => "0a",
+        "the question is not base64url" => "1",
+        "the question's digest does not match its bytes" => "2",
+        "the question's bytes are not a question" => "3",
+        "the answering device is not one the question was sent to" => "4",
+        "the answer is dated after the question's expiry" => "5",
+        "the answer does not fit the question" => "6",
+        "`approved` does not follow from the answer" => "7",
+        "the answering device is not among the export's devices" => "8",
+        "the answering device has no signing key" => "9",
+        "the record's signing key is not the device's" => "10",
+        "the device's signing key is not 32 bytes of base64url" => "11",
+        "the device's fingerprint is not its key's" => "12",
+        "the answer is not signed" => "13",
+        "the signature does not verify" => "14",
         other => panic!("unknown export failure {other:?}"),
     }
 }
@@ -1402,97 +1415,243 @@ fn ed25519_verifies(public_key: &[u8], message: &[u8], signature: &[u8]) -> bool
         .is_ok()
 }
 
-/// An answer-log export verified as `docs/crypto.md` §4.9 says, on the JSON value, independent of
-/// `signing::verify_export`: `Ok(n)` when all `n` records verify, else the first failing record (from 1; 0
-/// for the header) and the step that failed.
-fn reference_verify(export: &serde_json::Value) -> Result<usize, (usize, u8)> {
+/// JSON as `docs/crypto.md` §5 reads it, written from the text: serde_json's strict reading of RFC 8259, and
+/// no member name given twice in one object at any depth.
+fn reference_json(bytes: &[u8]) -> Option<serde_json::Value> {
+    use serde::de::{Deserializer, MapAccess, SeqAccess, Visitor};
+    /// Walks any JSON value, failing on an object that names a member twice.
+    struct Once;
+    impl<'de> Visitor<'de> for Once {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("JSON")
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_str<E>(self, _: &str) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_unit<E>(self) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+            while seq.next_element::<Walk>()?.is_some() {}
+            Ok(())
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+            let mut names = std::collections::HashSet::new();
+            while let Some(name) = map.next_key::<String>()? {
+                if !names.insert(name) {
+                    return Err(serde::de::Error::custom("twice"));
+                }
+                map.next_value::<Walk>()?;
+            }
+            Ok(())
+        }
+    }
+    struct Walk;
+    impl<'de> Deserialize<'de> for Walk {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            d.deserialize_any(Once).map(|()| Walk)
+        }
+    }
+    serde_json::from_slice::<Walk>(bytes).ok()?;
+    serde_json::from_slice(bytes).ok()
+}
+
+/// A member of a JSON object and the check of its value.
+type Member<'a> = (&'a str, &'a dyn Fn(&serde_json::Value) -> bool);
+
+/// An answer-log export verified as `docs/crypto.md` §4.9 says, on its bytes, independent of
+/// `signing::verify_export_json`: `Ok(n)` when all `n` records verify, else the first failing record (from 1;
+/// 0 for the document as a whole) and the step that failed.
+fn reference_verify(bytes: &[u8]) -> Result<usize, (usize, String)> {
     use serde_json::Value;
     let text = |v: &Value| v.as_str().map(str::to_string);
     let time = |v: &Value| v.as_str().and_then(Timestamp::parse);
+    let is_time = |v: &Value| time(v).is_some();
+    let is_str = |v: &Value| v.is_string();
+    let strings = |v: &Value| v.as_array().is_some_and(|a| a.iter().all(Value::is_string));
+    // Required members present with their type; optional ones absent, null, or of their type.
+    let members = |obj: &Value, required: &[Member<'_>], optional: &[Member<'_>]| {
+        obj.is_object()
+            && required.iter().all(|(m, ok)| obj.get(*m).is_some_and(ok))
+            && optional
+                .iter()
+                .all(|(m, ok)| obj.get(*m).is_none_or(|v| v.is_null() || ok(v)))
+    };
+    let answer_shaped = |a: &Value| {
+        let value = a.get("value").filter(|v| !v.is_null());
+        a.is_object()
+            && match a.get("type").and_then(Value::as_str) {
+                Some("yes" | "no") => value.is_none(),
+                Some("options") => value.is_some_and(&strings),
+                Some("text") => value.is_some_and(Value::is_string),
+                _ => false,
+            }
+    };
+    let device = |d: &Value| {
+        members(
+            d,
+            &[
+                ("deviceId", &is_str),
+                ("role", &|r: &Value| r == "owner" || r == "user"),
+                ("addedAt", &is_time),
+            ],
+            &[
+                ("name", &is_str),
+                ("pairedAt", &is_time),
+                ("revokedAt", &is_time),
+                ("signingKey", &is_str),
+                ("fingerprint", &is_str),
+            ],
+        )
+    };
+    let record = |r: &Value| {
+        members(
+            r,
+            &[
+                ("questionId", &is_str),
+                ("question", &is_str),
+                ("questionDigest", &is_str),
+                ("deviceId", &is_str),
+                ("answer", &answer_shaped),
+                ("answeredAt", &is_time),
+                ("approved", &Value::is_boolean),
+            ],
+            &[("signature", &is_str), ("signingKey", &is_str)],
+        )
+    };
+    let export = reference_json(bytes).ok_or((0, "shape".to_string()))?;
+    let shaped = members(
+        &export,
+        &[
+            ("v", &|v: &Value| v.as_u64().is_some_and(|v| v <= 255)),
+            ("format", &is_str),
+            ("agentId", &is_str),
+            ("exportedAt", &is_time),
+            ("devices", &|v: &Value| {
+                v.as_array().is_some_and(|a| a.iter().all(device))
+            }),
+            ("records", &|v: &Value| {
+                v.as_array().is_some_and(|a| a.iter().all(record))
+            }),
+        ],
+        &[],
+    );
+    if !shaped {
+        return Err((0, "shape".into()));
+    }
     if export["v"] != 1 || export["format"] != "pacerelle-answer-log" {
-        return Err((0, 0));
+        return Err((0, "0".into()));
     }
     let agent_id = text(&export["agentId"]).expect("agentId");
     let devices = export["devices"].as_array().expect("devices");
     let records = export["records"].as_array().expect("records");
+    let mut listed = std::collections::HashSet::new();
+    if !devices.iter().all(|d| listed.insert(d["deviceId"].as_str())) {
+        return Err((0, "0a".into()));
+    }
     for (i, record) in records.iter().enumerate() {
-        let fail = |step: u8| Err((i + 1, step));
+        let fail = |step: &str| Err((i + 1, step.to_string()));
         let device_id = text(&record["deviceId"]).expect("deviceId");
         let answered_at = time(&record["answeredAt"]).expect("answeredAt");
         let answer = &record["answer"];
         // 1-3: the question's bytes, their digest, their meaning.
         let Some(bytes) = pacerelle_core::b64::decode(record["question"].as_str().expect("question")) else {
-            return fail(1);
+            return fail("1");
         };
         if pacerelle_core::b64::encode(&sha256(&bytes)) != record["questionDigest"] {
-            return fail(2);
+            return fail("2");
         }
-        let Ok(question) = serde_json::from_slice::<Value>(&bytes) else {
-            return fail(3);
-        };
-        let (Some(_), Some(kind), Some(expires_at)) = (
-            question["question"].as_str(),
-            question["kind"].as_str(),
-            time(&question["expiresAt"]),
-        ) else {
-            return fail(3);
-        };
-        let strings = |v: &Value| -> Vec<String> {
+        let question = reference_json(&bytes).unwrap_or(Value::Null);
+        let defaulted = |m: &str, ok: &dyn Fn(&Value) -> bool| question.get(m).is_none_or(ok);
+        let is_question = members(
+            &question,
+            &[
+                ("question", &is_str),
+                ("kind", &|k: &Value| k == "yes_no" || k == "choice" || k == "text"),
+                ("expiresAt", &is_time),
+            ],
+            &[("details", &is_str), ("answerKey", &is_str), ("user", &is_str)],
+        ) && defaulted("options", &strings)
+            && defaulted("multiple", &Value::is_boolean)
+            && defaulted("recipients", &strings)
+            && defaulted("channels", &|c: &Value| {
+                c.as_array()
+                    .is_some_and(|a| a.iter().all(|c| c == "phone" || c == "host"))
+            });
+        if !is_question {
+            return fail("3");
+        }
+        let kind = question["kind"].as_str().expect("kind");
+        let expires_at = time(&question["expiresAt"]).expect("expiresAt");
+        let list = |v: &Value| -> Vec<String> {
             v.as_array()
                 .map(|a| a.iter().filter_map(|x| x.as_str().map(str::to_string)).collect())
                 .unwrap_or_default()
         };
-        let recipients = strings(&question["recipients"]);
-        let options = strings(&question["options"]);
+        let recipients = list(&question["recipients"]);
+        let options = list(&question["options"]);
         let multiple = question["multiple"].as_bool().unwrap_or(false);
         // 4-7: who, when, what, and whether it approves.
         if !recipients.contains(&device_id) {
-            return fail(4);
+            return fail("4");
         }
         if answered_at >= expires_at {
-            return fail(5);
+            return fail("5");
         }
         let fits = match (answer["type"].as_str(), kind) {
             (Some("yes" | "no"), "yes_no") => true,
             (Some("options"), "choice") => {
-                let chosen = strings(&answer["value"]);
+                let chosen = list(&answer["value"]);
                 let distinct: std::collections::HashSet<&String> = chosen.iter().collect();
                 !chosen.is_empty()
                     && distinct.len() == chosen.len()
                     && (multiple || chosen.len() == 1)
                     && chosen.iter().all(|c| options.contains(c))
             }
-            (Some("text"), "text") => answer["value"].is_string(),
+            (Some("text"), "text") => true,
             _ => false,
         };
         if !fits {
-            return fail(6);
+            return fail("6");
         }
         let approves = matches!(answer["type"].as_str(), Some("yes" | "options"));
         if record["approved"].as_bool() != Some(approves) {
-            return fail(7);
+            return fail("7");
         }
-        // 8-12: the device and its pinned key.
+        // 8-12: the device (listed once) and its pinned key.
         let Some(device) = devices.iter().find(|d| d["deviceId"] == device_id.as_str()) else {
-            return fail(8);
+            return fail("8");
         };
         let Some(pinned) = text(&device["signingKey"]) else {
-            return fail(9);
+            return fail("9");
         };
         if text(&record["signingKey"]).as_deref() != Some(pinned.as_str()) {
-            return fail(10);
+            return fail("10");
         }
         let Some(key) = pacerelle_core::b64::decode(&pinned).filter(|k| k.len() == 32) else {
-            return fail(11);
+            return fail("11");
         };
         if let Some(fingerprint) = text(&device["fingerprint"])
             && fingerprint != reference_fingerprint(&key)
         {
-            return fail(12);
+            return fail("12");
         }
-        // 13-14: the signature over the signed bytes.
+        // 13-14: the signature over the signed bytes, with answeredAt rewritten in the wire form.
         let Some(signature) = text(&record["signature"]) else {
-            return fail(13);
+            return fail("13");
         };
         let message = reference_signed_bytes(
             &agent_id,
@@ -1504,7 +1663,7 @@ fn reference_verify(export: &serde_json::Value) -> Result<usize, (usize, u8)> {
         );
         let signature = pacerelle_core::b64::decode(&signature).unwrap_or_default();
         if !ed25519_verifies(&key, &message, &signature) {
-            return fail(14);
+            return fail("14");
         }
     }
     Ok(records.len())
@@ -1544,6 +1703,7 @@ fn signature_vectors() {
     };
     let mut seen = std::collections::HashSet::new();
     let mut answer_types = std::collections::HashSet::new();
+    let mut first_export: Option<serde_json::Value> = None;
     for case in load::<SignatureCase>("signature").cases {
         match case {
             SignatureCase::SigningKey {
@@ -1729,33 +1889,73 @@ fn signature_vectors() {
             } => {
                 seen.insert("export");
                 let parsed: AnswerLogExport = serde_json::from_value(export.clone()).expect("an export");
-                assert_eq!(
-                    serde_json::to_value(&parsed).expect("json"),
-                    export,
-                    "{name}: round trip"
-                );
+                // The first export is as the library writes it; the others are written otherwise (times in
+                // other RFC 3339 forms, a yes's value null) and read as exactly that export.
+                let written = serde_json::to_value(&parsed).expect("json");
+                match &first_export {
+                    None => {
+                        assert_eq!(written, export, "{name}: round trip");
+                        first_export = Some(written);
+                    }
+                    Some(first) => {
+                        assert_ne!(&export, first, "{name}: written otherwise");
+                        assert_eq!(&written, first, "{name}: read as the first export");
+                    }
+                }
+                let bytes = serde_json::to_vec(&export).expect("json");
                 assert_eq!(signing::verify_export(&parsed), Ok(records), "{name}");
-                assert_eq!(reference_verify(&export), Ok(records), "{name}: reference");
+                assert_eq!(signing::verify_export_json(&bytes), Ok(records), "{name}");
+                assert_eq!(reference_verify(&bytes), Ok(records), "{name}: reference");
                 assert!(records >= 4, "{name}: one record of each answer type");
             }
             SignatureCase::RejectExport {
                 name,
                 export,
+                export_text,
                 index,
                 question_id,
                 step,
                 reason,
+                device_id,
             } => {
                 seen.insert("rejectExport");
-                let parsed: AnswerLogExport = serde_json::from_value(export.clone()).expect("an export");
-                let failure = signing::verify_export(&parsed).expect_err(&name);
+                let bytes = match (&export, &export_text) {
+                    (None, Some(text)) => text.clone().into_bytes(),
+                    (Some(export), None) => serde_json::to_vec(export).expect("json"),
+                    _ => panic!("{name}: export or exportText, not both"),
+                };
+                let failure = signing::verify_export_json(&bytes).expect_err(&name);
                 assert_eq!(
-                    (failure.index, failure.question_id.as_str(), failure.reason),
-                    (index, question_id.as_str(), reason.as_str()),
+                    (
+                        failure.index,
+                        failure.question_id.as_str(),
+                        failure.step,
+                        failure.reason,
+                        failure.device_id.as_deref()
+                    ),
+                    (
+                        index,
+                        question_id.as_str(),
+                        step.as_str(),
+                        reason.as_str(),
+                        device_id.as_deref()
+                    ),
                     "{name}"
                 );
                 assert_eq!(export_step(&reason), step, "{name}: step");
-                assert_eq!(reference_verify(&export), Err((index, step)), "{name}: reference");
+                assert_eq!(
+                    device_id.is_some(),
+                    step == "0a",
+                    "{name}: only 0a names a device"
+                );
+                assert_eq!(failure.unchecked(), step == "shape" || step == "0", "{name}");
+                // What serde reads is verified the same way, unless the document is not of the shape at all.
+                if let Ok(parsed) = serde_json::from_slice::<AnswerLogExport>(&bytes)
+                    && step != "shape"
+                {
+                    assert_eq!(signing::verify_export(&parsed), Err(failure), "{name}");
+                }
+                assert_eq!(reference_verify(&bytes), Err((index, step)), "{name}: reference");
             }
         }
     }
@@ -1918,4 +2118,69 @@ fn signature_vectors_agree_with_the_other_files() {
         }
     }
     assert_eq!(signed, export["records"].as_array().expect("records").len());
+
+    // envelope.json holds qst_deploy as its device receives and answers it: the question's bytes are the
+    // export's, the signed answer carries the export's digest and signature (the plaintext and envelope of
+    // verdict.json's first case), and its copy opens with the question's answer key.
+    let envelopes = load::<EnvelopeCase>("envelope").cases;
+    let (_, question_plain, _) = seal_case(
+        &envelopes,
+        "signed question qst_deploy, the device's copy (with an answer key)",
+    );
+    let (_, answer_plain, answer_env) = seal_case(
+        &envelopes,
+        "signed answer: yes to qst_deploy, naming its digest, with dv_vector's signature",
+    );
+    let (copy_key, copy_plain, copy_env) = seal_case(
+        &envelopes,
+        "signed answer's copy, sealed with qst_deploy's answer key (kind answer_copy)",
+    );
+    let record = &export["records"][0];
+    assert_eq!(record["questionId"], "qst_deploy");
+    assert_eq!(
+        b64(record["question"].as_str().expect("question")),
+        question_plain.as_bytes()
+    );
+    let answer: AnswerPayload = serde_json::from_str(&answer_plain).expect("an answer");
+    assert_eq!(
+        answer.question_digest.as_deref(),
+        record["questionDigest"].as_str()
+    );
+    assert_eq!(answer.signature.as_deref(), record["signature"].as_str());
+    assert_eq!(
+        serde_json::to_value(&answer.answer).expect("json"),
+        record["answer"]
+    );
+    assert_eq!(copy_plain, answer_plain, "the copy is the same bytes");
+    let question: QuestionPayload = serde_json::from_str(&question_plain).expect("a question");
+    assert_eq!(question.answer_key.as_deref(), Some(copy_key.as_str()));
+    assert_eq!(
+        envelope::open(
+            &question.answer_key().expect("an answer key"),
+            &question::answer_copy_aad("ag_vector", "dv_vector", "qst_deploy"),
+            &copy_env,
+        )
+        .expect("the copy opens"),
+        answer_plain.as_bytes()
+    );
+    let (answer_plaintext, answer_envelope) = load::<SignatureCase>("verdict")
+        .cases
+        .into_iter()
+        .find_map(|c| match c {
+            SignatureCase::SignedVerdict {
+                name,
+                answer_plaintext,
+                answer_envelope,
+                ..
+            } if name == "a signed yes, the key pinned: approved, signed" => {
+                Some((answer_plaintext, answer_envelope))
+            }
+            _ => None,
+        })
+        .expect("verdict.json has the signed yes");
+    assert_eq!(
+        (answer_plaintext, answer_envelope),
+        (answer_plain, answer_env),
+        "verdict.json's signed yes is envelope.json's"
+    );
 }
