@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use pacerelle_client::{AgentClient, Listener};
+use pacerelle_client::{AgentClient, AskedStore, Listener};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{
@@ -53,6 +53,9 @@ pub struct State {
     pub(crate) tasks: Tasks,
     /// `ask_user`'s `alsoAskHere` when the call does not say.
     pub also_ask_here: bool,
+    /// The questions this agent asked from this machine (`<home>/questions/<agentId>.json`): every
+    /// `wait_for_answer` judges exactly the question asked under its id, and none other.
+    pub asked: AskedStore,
 }
 
 impl State {
@@ -65,6 +68,7 @@ impl State {
             client,
             tasks: Tasks::default(),
             also_ask_here: config.also_ask_here,
+            asked: AskedStore::for_agent(&config.agent_id),
         }))
     }
 

@@ -6,7 +6,9 @@
 //! timeout is shorter than the wait ends it early. A host that declared tasks gets a task at once instead;
 //! this server waits for the answer until the question is answered, expires or is cancelled (the question's
 //! own expiry bounds the wait, never beyond it: no answer is a no), and the host polls `tasks/get` for the
-//! result — exactly the result the plain call gives once the question has settled.
+//! result — exactly the result the plain call gives once the question has settled. Like the plain call, a task
+//! judges only the question this server asked under the id (its remembered digest), and a task that ends
+//! says how in its status message ("Approved by … at …", "Expired at … with no answer: that is a no").
 //!
 //! Only `wait_for_answer` becomes a task: `ask_user` returns as soon as the relay stored the question, well
 //! within any host's timeout, so a task would only add a round trip. A question that has already settled
@@ -21,7 +23,7 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pacerelle_client::{AnswerOutcome, Asked, Timestamp};
+use pacerelle_client::{AnswerOutcome, AskedQuestion, Conclusion, Error, ErrorKind, Timestamp};
 use rmcp::ErrorData as McpError;
 use rmcp::RoleServer;
 use rmcp::model::{CallToolRequestParams, CallToolResponse, CreateTaskResult, GetTaskResult};
@@ -31,7 +33,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::server::State;
 use crate::tools::check_id;
-use crate::tools::questions::{WaitAnswerArgs, answer_call_result};
+use crate::tools::questions::{WaitAnswerArgs, answer_call_result, not_asked_here};
 use crate::wait::{ANSWER_GRACE, Parked, park, timeout_of};
 
 /// The tool that becomes a task for hosts that declared tasks.
@@ -99,23 +101,29 @@ pub async fn wait_for_answer(
     check_id("question id", &args.question_id)?;
     // timeoutSeconds is checked but does not bound a task: the question's expiry does.
     timeout_of(args.timeout_seconds)?;
+    // As the plain call: only a question this server asked, and only that exact question under its id.
+    let Some(asked) = state.asked.get(&args.question_id) else {
+        return not_asked_here(&args.question_id).map(|result| Some(CallToolResponse::Complete(result)));
+    };
 
-    let first = state.client.wait_for_answer(&args.question_id, Duration::ZERO);
+    let bound = asked.asked();
+    let first = state.client.wait_for_answer_to(&bound, Duration::ZERO);
     let outcome = match park(first, ANSWER_GRACE, ct, None).await {
         Parked::Done(Ok(outcome)) if !outcome.is_final() => outcome,
         Parked::Done(read) => {
-            return answer_call_result(&state.relay_url, &args.question_id, read)
+            return answer_call_result(&state.relay_url, &asked, read)
                 .map(|result| Some(CallToolResponse::Complete(result)));
         }
         Parked::Deadline | Parked::Cancelled => return Ok(None),
     };
     Ok(Some(CallToolResponse::Task(CreateTaskResult::new(spawn(
-        state, outcome,
+        state, asked, outcome,
     )))))
 }
 
-/// Starts the wait for a pending question as a task and returns its first state.
-fn spawn(state: &Arc<State>, pending: AnswerOutcome) -> rmcp::model::Task {
+/// Starts the wait for the pending question `asked` as a task and returns its first state. When the task
+/// ends, its status message says how ([`settled_status`]).
+fn spawn(state: &Arc<State>, asked: AskedQuestion, pending: AnswerOutcome) -> rmcp::model::Task {
     let left = until(pending.expires_at);
     let options = TaskOptions::new()
         .with_ttl_ms(duration_ms(left + TTL_MARGIN))
@@ -124,26 +132,76 @@ fn spawn(state: &Arc<State>, pending: AnswerOutcome) -> rmcp::model::Task {
             "Waiting for the person's answer on the phone to question \"{}\" (it expires at {}).",
             pending.question_id, pending.expires_at
         ));
-    let asked = Asked {
-        question_id: pending.question_id,
-        expires_at: pending.expires_at,
-        digest: None,
-        resumed: false,
-    };
     let deadline = tokio::time::Instant::now() + left + SETTLE_GRACE;
     let waiting = state.clone();
     state.tasks.manager.spawn(options, move |context| {
         let state = waiting;
+        let bound = asked.asked();
         Box::pin(async move {
             tokio::select! {
                 // Only this wait stops: the question stays open on the phone.
-                _ = context.cancelled() => Err(TaskExit::Cancelled),
-                read = state.client.wait_until_final(&asked, deadline) => {
-                    answer_call_result(&state.relay_url, &asked.question_id, read).map_err(TaskExit::Error)
+                _ = context.cancelled() => {
+                    context.set_status_message(format!(
+                        "Cancelled: this server stopped waiting for question \"{}\"; the question stays \
+                         open on the phone. Nothing is approved.",
+                        asked.question_id
+                    ));
+                    Err(TaskExit::Cancelled)
+                }
+                read = state.client.wait_until_final(&bound, deadline) => {
+                    context.set_status_message(settled_status(&asked.question_id, &read));
+                    answer_call_result(&state.relay_url, &asked, read).map_err(TaskExit::Error)
                 }
             }
         })
     })
+}
+
+/// The status message of a task whose wait ended with `read`: what happened to the question, in words.
+fn settled_status(question_id: &str, read: &Result<AnswerOutcome, Error>) -> String {
+    let outcome = match read {
+        Ok(outcome) => outcome,
+        Err(e) if e.kind() == ErrorKind::QuestionIdConflict => {
+            return format!(
+                "The relay serves another question under \"{question_id}\" than the one asked \
+                 (question_id_conflict): not approved."
+            );
+        }
+        Err(e) => {
+            return format!("No answer could be read for question \"{question_id}\" ({e}): not approved.");
+        }
+    };
+    let by = outcome
+        .answered_by_name
+        .as_deref()
+        .or(outcome.answered_by.as_deref())
+        .map(|d| format!("by {d}"))
+        .unwrap_or_else(|| "here at the computer".to_string());
+    let at = outcome
+        .answered_at
+        .or(outcome.device_answered_at)
+        .map(|t| format!(" at {t}"))
+        .unwrap_or_default();
+    match Conclusion::of(outcome) {
+        Conclusion::Approved => format!("Approved {by}{at}: question \"{question_id}\" was answered yes."),
+        Conclusion::Answered => format!("Answered {by}{at}: question \"{question_id}\" (see the result)."),
+        Conclusion::Denied => format!("Denied {by}{at}: question \"{question_id}\" was answered no."),
+        Conclusion::Expired => format!(
+            "Expired at {} with no answer to question \"{question_id}\": that is a no.",
+            outcome.expires_at
+        ),
+        Conclusion::Cancelled => {
+            format!("Question \"{question_id}\" was cancelled (withdrawn): that is a no.")
+        }
+        Conclusion::Rejected => format!(
+            "An answer to question \"{question_id}\" was refused: it could not be authenticated as the \
+             person's. Not approved."
+        ),
+        Conclusion::Pending => {
+            format!("No answer to question \"{question_id}\" by the end of the wait: not approved.")
+        }
+        _ => format!("Question \"{question_id}\" settled: not approved."),
+    }
 }
 
 fn duration_ms(d: Duration) -> u64 {

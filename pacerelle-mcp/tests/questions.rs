@@ -7,9 +7,13 @@ mod common;
 
 use std::time::Duration;
 
-use common::{Era, Server, TestRelay, assert_no_plaintext, eventually, occurrences, spawn, spawn_with, text};
+use common::{
+    Era, Server, TestRelay, assert_no_plaintext, eventually, occurrences, spawn, spawn_with, swap_self_copy,
+    text,
+};
 use pacerelle_client::{
-    AgentClient, Answer, DeviceClient, ItemKind, Level, OpenedQuestion, QuestionKind, QuestionState,
+    AgentClient, Answer, DeviceClient, ItemKind, Level, OpenedQuestion, QuestionKind, QuestionRequest,
+    QuestionState,
 };
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use serde_json::{Value, json};
@@ -689,6 +693,142 @@ async fn in_guide_mode_a_written_answer_travels_once_and_a_yes_is_said_in_the_te
     assert!(
         guide.contains("YES") && guide.contains("structuredContent") && !guide.contains("\"approved\""),
         "{guide}"
+    );
+    server.stop().await;
+}
+
+/// Every wait judges exactly the question this server asked under the id: after another question was
+/// refused under it, after a restart of the server (the questions asked are kept in a file), and against a
+/// relay that serves another question's copy under it. An id this server never asked is never approved.
+#[tokio::test]
+async fn a_wait_is_bound_to_the_question_asked_under_its_id() {
+    let relay = TestRelay::start().await;
+    let (agent, device) = relay.agent_and_device().await;
+    let server = spawn(&agent, &relay.url, &[], Era::Legacy).await;
+    let tests = json!({"question": "Run the test suite?", "kind": "yes_no", "questionId": "x-bound"});
+    let asked = server.ok("ask_user", tests.clone()).await;
+    assert_eq!(asked["resumed"], false, "{asked}");
+    seen_on_phone(&device, "x-bound").await;
+    device.answer("x-bound", Answer::Yes).await.expect("yes");
+    let (yes, next) = wait_until_settled(&server, "x-bound").await;
+    assert_eq!(yes["approved"], true, "{yes}");
+    assert_eq!(yes["question"], "Run the test suite?", "{yes}");
+    assert!(next.contains("\"Run the test suite?\""), "{next}");
+
+    // Another question under the same id is refused, and the wait still names the first, never the other.
+    let drop = "Delete the production database?";
+    let error = server
+        .tool_error(
+            "ask_user",
+            json!({"question": drop, "kind": "yes_no", "questionId": "x-bound"}),
+        )
+        .await;
+    assert!(error.contains("already names a different question"), "{error}");
+    let (after, next) = wait_until_settled(&server, "x-bound").await;
+    assert_eq!(after["question"], "Run the test suite?", "{after}");
+    assert!(
+        !next.contains(drop) && !after.to_string().contains(drop),
+        "{next} {after}"
+    );
+
+    // A question of this agent that this server did not ask (here, by the client directly), answered yes:
+    // the wait says it cannot bind the id, and approves nothing.
+    let other = agent
+        .ask_user(QuestionRequest::yes_no("Rotate the keys?").with_id("x-elsewhere"))
+        .await
+        .expect("ask elsewhere");
+    device.answer(&other.question_id, Answer::Yes).await.expect("yes");
+    let result = server
+        .call(
+            "wait_for_answer",
+            json!({"questionId": "x-elsewhere", "timeoutSeconds": 0}),
+        )
+        .await;
+    assert_eq!(result.is_error, Some(true), "{}", text(&result));
+    assert!(result.structured_content.is_none());
+    let why = text(&result);
+    assert!(
+        why.contains("question_not_asked_here") && why.contains("Nothing is approved"),
+        "{why}"
+    );
+    // Asking the same question under that id binds it here: then its yes is read.
+    let resumed = server
+        .ok(
+            "ask_user",
+            json!({"question": "Rotate the keys?", "kind": "yes_no", "questionId": "x-elsewhere"}),
+        )
+        .await;
+    assert_eq!(resumed["resumed"], true, "{resumed}");
+    let (bound, _) = wait_until_settled(&server, "x-elsewhere").await;
+    assert_eq!(bound["approved"], true, "{bound}");
+
+    // A restart: the server still knows which question it asked under the id.
+    server.stop().await;
+    let server = spawn(&agent, &relay.url, &[], Era::Modern).await;
+    let (again, _) = wait_until_settled(&server, "x-bound").await;
+    assert_eq!(again["approved"], true, "{again}");
+    assert_eq!(again["question"], "Run the test suite?", "{again}");
+
+    // A relay that serves the other question's copy under the id: a conflict, never an approval.
+    swap_self_copy(&relay, &agent, "x-bound", drop).await;
+    let result = server
+        .call(
+            "wait_for_answer",
+            json!({"questionId": "x-bound", "timeoutSeconds": 0}),
+        )
+        .await;
+    assert_eq!(result.is_error, Some(true), "{}", text(&result));
+    let why = text(&result);
+    assert!(
+        why.contains("question_id_conflict")
+            && why.contains("Run the test suite?")
+            && why.contains("nothing is approved"),
+        "{why}"
+    );
+    assert!(!why.contains("approved: true") && !why.contains("YES"), "{why}");
+    server.stop().await;
+}
+
+/// The same question under an id already used, with another expiry: resumed, with the first expiry, and said.
+#[tokio::test]
+async fn asking_again_under_an_id_says_it_resumed_and_keeps_the_first_expiry() {
+    let relay = TestRelay::start().await;
+    let (agent, device) = relay.agent_and_device().await;
+    let server = spawn(&agent, &relay.url, &[], Era::Legacy).await;
+    let first = server
+        .ok(
+            "ask_user",
+            json!({"question": "Tag v1.3.0?", "kind": "yes_no", "questionId": "x-tag", "expiresInSeconds": 600}),
+        )
+        .await;
+    assert_eq!(first["resumed"], false, "{first}");
+    seen_on_phone(&device, "x-tag").await;
+    let result = server
+        .call(
+            "ask_user",
+            json!({"question": "Tag v1.3.0?", "kind": "yes_no", "questionId": "x-tag", "expiresInSeconds": 3600}),
+        )
+        .await;
+    assert_ne!(result.is_error, Some(true), "{}", text(&result));
+    let again = result.structured_content.clone().expect("structured");
+    assert_eq!(again["resumed"], true, "{again}");
+    assert_eq!(again["expiresAt"], first["expiresAt"], "the first expiry holds");
+    let next = text(&result);
+    assert!(
+        next.contains("resumed")
+            && next.contains(first["expiresAt"].as_str().unwrap())
+            && next.contains("expiresInSeconds does not change it"),
+        "{next}"
+    );
+    // One question on the phone, not two.
+    let listed = device.questions(None).await.expect("questions");
+    assert_eq!(
+        listed
+            .questions
+            .iter()
+            .filter(|q| q.question_id == "x-tag")
+            .count(),
+        1
     );
     server.stop().await;
 }

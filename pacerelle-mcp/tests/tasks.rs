@@ -8,8 +8,8 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{Era, TestRelay, command, spawn, text};
-use pacerelle_client::{AgentClient, Answer, DeviceClient, QuestionState};
+use common::{Era, TestRelay, command, spawn, swap_self_copy, text};
+use pacerelle_client::{AgentClient, Answer, DeviceClient, QuestionRequest, QuestionState};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
     ClientCapabilities, ClientConfig, ClientRequest, CreateTaskResult, GetTaskParams, GetTaskRequest,
@@ -99,6 +99,15 @@ async fn wait_as_task(client: &Client, question_id: &str) -> CreateTaskResult {
 
 /// Polls `tasks/get` at the interval the task suggests until it ends; returns how it ended.
 async fn poll_until_done(client: &Client, task: &CreateTaskResult, limit: Duration) -> TaskPayload {
+    poll_until_settled(client, task, limit).await.0
+}
+
+/// [`poll_until_done`], with the task's last status message.
+async fn poll_until_settled(
+    client: &Client,
+    task: &CreateTaskResult,
+    limit: Duration,
+) -> (TaskPayload, String) {
     let every = Duration::from_millis(task.task.poll_interval_ms.expect("a poll interval"));
     let deadline = Instant::now() + limit;
     loop {
@@ -108,7 +117,8 @@ async fn poll_until_done(client: &Client, task: &CreateTaskResult, limit: Durati
             other => panic!("tasks/get answers with the task, not {other:?}"),
         };
         if got.task.status().is_terminal() {
-            return got.task.payload;
+            let status = got.task.task.status_message.clone().unwrap_or_default();
+            return (got.task.payload, status);
         }
         assert!(
             Instant::now() < deadline,
@@ -240,7 +250,9 @@ async fn a_no_read_from_the_task_is_not_approved() {
     let task = wait_as_task(&client, &id).await;
     device.answer(&id, Answer::No).await.expect("the phone says no");
 
-    let result = completed(poll_until_done(&client, &task, Duration::from_secs(30)).await);
+    let (payload, status) = poll_until_settled(&client, &task, Duration::from_secs(30)).await;
+    assert!(status.starts_with("Denied by test phone"), "{status}");
+    let result = completed(payload);
     let no = result.structured_content.clone().expect("structured");
     assert_eq!(no["state"], "answered", "{no}");
     assert_eq!(no["approved"], false);
@@ -267,8 +279,15 @@ async fn a_question_that_expires_while_its_task_waits_ends_expired_and_not_appro
         "the TTL follows the question's expiry: {ttl:?}"
     );
 
-    // Nobody answers: the task ends with the expired result, a no.
-    let result = completed(poll_until_done(&client, &task, Duration::from_secs(30)).await);
+    // Nobody answers: the task ends with the expired result, a no, and its status message says so.
+    let waiting = task.task.status_message.clone().expect("a status message");
+    assert!(waiting.starts_with("Waiting"), "{waiting}");
+    let (payload, status) = poll_until_settled(&client, &task, Duration::from_secs(30)).await;
+    assert!(
+        status.starts_with("Expired at") && status.contains("that is a no"),
+        "{status}"
+    );
+    let result = completed(payload);
     let expired = result.structured_content.clone().expect("structured");
     assert_eq!(expired["state"], "expired", "{expired}");
     assert_eq!(expired["approved"], false);
@@ -295,8 +314,12 @@ async fn cancelling_the_task_stops_the_wait_and_leaves_the_question_open_on_the_
         .cancel_task(CancelTaskParams::new(task.task.task_id.clone()))
         .await
         .expect("tasks/cancel");
-    let ended = poll_until_done(&client, &task, Duration::from_secs(10)).await;
+    let (ended, status) = poll_until_settled(&client, &task, Duration::from_secs(10)).await;
     assert!(matches!(ended, TaskPayload::Cancelled), "{ended:?}");
+    assert!(
+        status.starts_with("Cancelled") && status.contains("stays open on the phone"),
+        "{status}"
+    );
     // The question itself is still pending: the phone can still answer it.
     seen_on_phone(&device, &id).await;
     client.cancel().await.expect("close");
@@ -331,4 +354,88 @@ async fn a_client_without_tasks_gets_the_plain_result() {
         other => panic!("a client without tasks never gets a task: {other:?}"),
     }
     server.stop().await;
+}
+
+/// The task path judges exactly the question this server asked under the id, as the plain call does, and a
+/// task that settles says how in its status message.
+#[tokio::test]
+async fn a_task_is_bound_to_the_question_asked_under_its_id() {
+    let relay = TestRelay::start().await;
+    let (agent, device) = relay.agent_and_device().await;
+    let client = spawn_tasks_client(&agent, &relay.url, Era::Legacy).await;
+    let id = ask(
+        &client,
+        json!({"question": "Run the test suite?", "kind": "yes_no", "questionId": "x-task"}),
+    )
+    .await;
+    seen_on_phone(&device, &id).await;
+    let task = wait_as_task(&client, &id).await;
+    let waiting = task.task.status_message.clone().expect("a status message");
+    device.answer(&id, Answer::Yes).await.expect("yes");
+    let (payload, status) = poll_until_settled(&client, &task, Duration::from_secs(30)).await;
+    assert_ne!(status, waiting);
+    assert!(
+        status.starts_with("Approved by test phone at") && status.contains("x-task"),
+        "{status}"
+    );
+    let result = completed(payload);
+    let yes = result.structured_content.clone().expect("structured");
+    assert_eq!(yes["approved"], true, "{yes}");
+    assert_eq!(yes["question"], "Run the test suite?", "{yes}");
+
+    // Another question under the id is refused; a wait on the id still names the first one.
+    match call(
+        &client,
+        "ask_user",
+        json!({"question": "Delete the production database?", "kind": "yes_no", "questionId": "x-task"}),
+    )
+    .await
+    {
+        ServerResult::CallToolResult(refused) => {
+            assert_eq!(refused.is_error, Some(true), "{}", text(&refused))
+        }
+        other => panic!("ask_user answers at once, not {other:?}"),
+    }
+    let settled = plain(&client, &id).await;
+    let value = settled.structured_content.clone().expect("structured");
+    assert_eq!(value["question"], "Run the test suite?", "{value}");
+    assert!(!text(&settled).contains("Delete the production database?"));
+
+    // An id this server did not ask: answered at once, not approved, and why.
+    let elsewhere = agent
+        .ask_user(QuestionRequest::yes_no("Rotate the keys?").with_id("x-task-elsewhere"))
+        .await
+        .expect("ask elsewhere");
+    device
+        .answer(&elsewhere.question_id, Answer::Yes)
+        .await
+        .expect("yes");
+    let refused = plain(&client, "x-task-elsewhere").await;
+    assert_eq!(refused.is_error, Some(true), "{}", text(&refused));
+    assert!(
+        text(&refused).contains("question_not_asked_here"),
+        "{}",
+        text(&refused)
+    );
+
+    // A pending question whose self copy the relay swaps while the task waits: the task ends refused.
+    let id = ask(
+        &client,
+        json!({"question": "Push to main?", "kind": "yes_no", "questionId": "x-task-2"}),
+    )
+    .await;
+    seen_on_phone(&device, &id).await;
+    let task = wait_as_task(&client, &id).await;
+    swap_self_copy(&relay, &agent, &id, "Force-push over main?").await;
+    device.answer(&id, Answer::Yes).await.expect("yes");
+    let (payload, status) = poll_until_settled(&client, &task, Duration::from_secs(30)).await;
+    assert!(status.contains("question_id_conflict"), "{status}");
+    let result = completed(payload);
+    assert_eq!(result.is_error, Some(true), "{}", text(&result));
+    assert!(
+        text(&result).contains("question_id_conflict"),
+        "{}",
+        text(&result)
+    );
+    client.cancel().await.expect("close");
 }

@@ -8,14 +8,19 @@
 //! with this agent's keys and clock), copied as is. Every other path — pending, expired, cancelled, a no, an
 //! answer that did not open, a failure to read the answer — is reported as not approved, and its text tells
 //! the model not to act. None of these tools needs the agent's lease.
+//!
+//! **One id, one question.** Each question `ask_user` asked is remembered ([`pacerelle_client::AskedStore`],
+//! kept in a file so that a restart keeps it), and `wait_for_answer` judges only that exact question under its
+//! id, naming its text: an answer to another question served under the id is a `question_id_conflict`, and an
+//! id this server did not ask is refused (`question_not_asked_here`) instead of read.
 
 use std::time::Duration;
 
 use pacerelle_client::core::ids;
 use pacerelle_client::core::question::{DEFAULT_EXPIRES_SECONDS, MAX_EXPIRES_SECONDS};
 use pacerelle_client::{
-    Answer, AnswerOutcome, Channel, Conclusion, Error, ErrorKind, Level, QuestionKind, QuestionRequest,
-    QuestionState,
+    Answer, AnswerOutcome, AskedQuestion, Channel, Conclusion, Error, ErrorKind, Level, NOT_ASKED_HERE,
+    QuestionKind, QuestionRequest, QuestionState,
 };
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::tool::schema_for_output;
@@ -155,8 +160,13 @@ pub struct CancelArgs {
 pub struct AskResult {
     /// Pass it to wait_for_answer (and cancel_question).
     pub question_id: String,
-    /// When the question expires (RFC 3339): after it, no answer counts, and it is a no.
+    /// When the question expires (RFC 3339): after it, no answer counts, and it is a no. For a resumed
+    /// question, the expiry set when it was first asked.
     pub expires_at: String,
+    /// True when questionId already named this same question: nothing new was asked, the question asked
+    /// earlier goes on (with its answer, if it has one), and expiresAt is its first expiry (this call's
+    /// expiresInSeconds does not change it).
+    pub resumed: bool,
     /// True when the question is also asked at this computer (the host's dialog): an answer there counts
     /// like the phone's.
     pub asked_here: bool,
@@ -240,6 +250,9 @@ impl From<Channel> for ChannelWord {
 pub struct AnswerResult {
     /// The question.
     pub question_id: String,
+    /// The text of the question this server asked under questionId: the one judged. An answer counts only
+    /// for exactly that question. Null only when this server did not ask it (cancel_question).
+    pub question: Option<String>,
     /// The question's state: `pending`, `answered`, `expired` or `cancelled`.
     pub state: QuestionStateWord,
     /// What this agent concludes, the same word as the PreToolUse hook and Python's `NotApproved.reason`:
@@ -277,6 +290,7 @@ impl From<&AnswerOutcome> for AnswerResult {
     fn from(o: &AnswerOutcome) -> Self {
         AnswerResult {
             question_id: o.question_id.clone(),
+            question: None,
             state: o.state.into(),
             conclusion: Conclusion::of(o),
             // The verdict, copied: never decided here.
@@ -368,6 +382,11 @@ pub fn answer_next_step(result: &AnswerResult, answer: Option<&Answer>) -> Strin
         .map(|d| format!(" on \"{d}\""))
         .or_else(|| (result.channel == Some(ChannelWord::Host)).then(|| " here at the computer".to_string()))
         .unwrap_or_default();
+    let to = result
+        .question
+        .as_deref()
+        .map(|q| format!(" to \"{}\"", quoted(q)))
+        .unwrap_or_default();
     match result.conclusion {
         Conclusion::Rejected => match &result.rejected {
             Some(why) => format!(
@@ -397,11 +416,12 @@ pub fn answer_next_step(result: &AnswerResult, answer: Option<&Answer>) -> Strin
             "The question was cancelled: treat it as a NO and do not act on it.".to_string()
         }
         Conclusion::Approved => format!(
-            "The person answered YES{by}: approved. Proceed with exactly what you asked about, nothing more."
+            "The person answered YES{by}{to}: approved. Proceed with exactly what you asked about, nothing \
+             more."
         ),
         Conclusion::Denied => format!(
-            "The person answered NO{by}: not approved. Do not act; carry on without it or ask them what to \
-             do instead."
+            "The person answered NO{by}{to}: not approved. Do not act; carry on without it or ask them what \
+             to do instead."
         ),
         Conclusion::Answered => match answer {
             Some(Answer::Options(chosen)) if result.approved => format!(
@@ -461,23 +481,69 @@ fn not_approved(
     })
 }
 
-/// What `wait_for_answer` returns for what it read of question `question_id`: the answer as it stands, or
-/// why none could be read (never approved then). The plain call and its task ([`crate::tasks`]) both end
-/// here, so a task's result is exactly the plain call's.
+/// At most this many characters of a question's text are quoted in a text for the model (the whole text is
+/// in the result's `question`).
+const QUOTED_CHARS: usize = 200;
+
+/// A question's text as quoted in a text for the model: its first [`QUOTED_CHARS`] characters.
+pub(crate) fn quoted(text: &str) -> String {
+    match text.char_indices().nth(QUOTED_CHARS) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_string(),
+    }
+}
+
+/// What `wait_for_answer` returns for what it read of the question `asked` (the one this server asked under
+/// its id): the answer as it stands, naming that question, or why none could be read (never approved then).
+/// The plain call and its task ([`crate::tasks`]) both end here, so a task's result is exactly the plain
+/// call's.
 pub(crate) fn answer_call_result(
     relay_url: &str,
-    question_id: &str,
+    asked: &AskedQuestion,
     read: Result<AnswerOutcome, Error>,
 ) -> Result<CallToolResult, McpError> {
+    let question_id = asked.question_id.as_str();
     match read {
         Ok(outcome) => {
-            let result = AnswerResult::from(&outcome);
+            let result = AnswerResult {
+                question: Some(asked.question.clone()),
+                ..AnswerResult::from(&outcome)
+            };
             let next = answer_next_step(&result, outcome.answer.as_ref());
             answer_output(&result, next, outcome.answer.as_ref())
         }
         Err(e) if e.kind() == ErrorKind::NotFound => unknown_question(question_id),
+        Err(e) if e.kind() == ErrorKind::QuestionIdConflict => another_question_served(asked),
         Err(e) => not_approved(relay_failure(relay_url, e), question_id),
     }
+}
+
+/// The relay serves, under the id of a question this server asked, another question (its own sealed copy
+/// is not the one asked): whatever answer it carries, nothing is approved.
+fn another_question_served(asked: &AskedQuestion) -> Result<CallToolResult, McpError> {
+    let id = &asked.question_id;
+    failure(format!(
+        "The relay serves another question under questionId \"{id}\" than the one this server asked \
+         (\"{}\") ({}). Its answer, whatever it says, is NOT an approval of what you asked: nothing is \
+         approved, do not act on it. One id carries one question: to ask again, call ask_user without \
+         questionId (or with a new one).",
+        quoted(&asked.question),
+        pacerelle_client::core::wire::code::QUESTION_ID_CONFLICT
+    ))
+}
+
+/// A wait on an id this server did not ask (it remembers no question under it): it cannot be bound to the
+/// question asked, so no answer is reported for it, and nothing is approved.
+pub(crate) fn not_asked_here(question_id: &str) -> Result<CallToolResult, McpError> {
+    failure(format!(
+        "Question \"{question_id}\" was not asked by this server ({NOT_ASKED_HERE}): it keeps the \
+         questions it asked, and this id is not one of them, so it cannot tell which question an answer \
+         under it was given to, and it reports none. Nothing is approved: do not act on it. Pass the \
+         questionId that ask_user returned. If you asked this exact question earlier under this id (from \
+         another program, or before this server kept its questions), call ask_user again with the same \
+         question and the same questionId: that resumes it, with its answer if it has one, and binds it \
+         here."
+    ))
 }
 
 fn no_device_text(what: &str) -> String {
@@ -539,6 +605,7 @@ impl PacerelleServer {
         let request = question_request(args)?.answered_at_host(here);
         let question_id = request.question_id.clone().unwrap_or_default();
         let user = request.user.clone();
+        let (text, kind) = (request.question.clone(), request.kind);
         let form = here.then(|| here::Form {
             message: match request.details.as_deref().filter(|d| !d.trim().is_empty()) {
                 Some(details) => format!("{}\n\n{details}", request.question),
@@ -550,6 +617,14 @@ impl PacerelleServer {
         });
         match state.client.ask_user(request).await {
             Ok(asked) => {
+                // Only a question the relay stored (or resumed) is remembered: every wait on its id judges it.
+                if let Err(e) = state.asked.record(&asked, &text, kind) {
+                    tracing::warn!(
+                        question_id = %asked.question_id,
+                        error = %e,
+                        "cannot keep the question asked on disk; this process remembers it, a restart will not"
+                    );
+                }
                 let (where_, not_asked_here) = match (form, not_here) {
                     (Some(form), _) => {
                         here::spawn(state.client.clone(), peer, asked.clone(), form);
@@ -566,16 +641,26 @@ impl PacerelleServer {
                     Some(user) => format!("the devices of user \"{user}\" only"),
                     None => where_.to_string(),
                 };
+                let sent = if asked.resumed {
+                    format!(
+                        "Question \"{}\" was already asked, this same question under this questionId: this \
+                         call resumed it and sent nothing new (to {where_}). It expires at {}, the expiry set \
+                         when it was first asked (expiresInSeconds does not change it).",
+                        asked.question_id, asked.expires_at
+                    )
+                } else {
+                    format!("Question sent to {where_}; it expires at {}.", asked.expires_at)
+                };
                 let next = format!(
-                    "Question sent to {where_}; it expires at {}. Now call wait_for_answer with \
-                     questionId \"{}\", again while it is pending. Act only if it returns approved: true; \
-                     expired, cancelled or a no means do not act.",
-                    asked.expires_at, asked.question_id
+                    "{sent} Now call wait_for_answer with questionId \"{}\", again while it is pending. Act \
+                     only if it returns approved: true; expired, cancelled or a no means do not act.",
+                    asked.question_id
                 );
                 output(
                     &AskResult {
                         question_id: asked.question_id,
                         expires_at: asked.expires_at.to_string(),
+                        resumed: asked.resumed,
                         asked_here,
                         not_asked_here,
                     },
@@ -614,10 +699,13 @@ impl PacerelleServer {
         description = "Wait for the person's answer to a question asked with ask_user. Returns within \
                        timeoutSeconds (default 30, at most 55) with state pending, answered, expired or \
                        cancelled, conclusion, approved, answer (\"yes\"/\"no\", the chosen options, or \
-                       the text), answeredBy (the device id), answeredByName, answeredAt (the relay's clock), deviceAnsweredAt (the phone's) and signed (the phone's own signature checked). pending: call again with the same questionId. expired or \
-                       cancelled: treat it as a no and do not act. answered with approved false (a no): do \
-                       not act. Proceed only when approved is true. An answer that could not be \
-                       authenticated is never approved.",
+                       the text), question (the text of the question asked under questionId, the one \
+                       judged), answeredBy (the device id), answeredByName, answeredAt (the relay's clock), \
+                       deviceAnsweredAt (the phone's) and signed (the phone's own signature checked). \
+                       pending: call again with the same questionId. expired or cancelled: treat it as a no \
+                       and do not act. answered with approved false (a no): do not act. Proceed only when \
+                       approved is true. An answer that could not be authenticated is never approved, nor \
+                       is a questionId this server did not ask with ask_user.",
         output_schema = schema_for_output::<AnswerResult>(),
         annotations(
             title = "Wait for the person's answer",
@@ -637,17 +725,23 @@ impl PacerelleServer {
         check_id("question id", &args.question_id)?;
         let timeout = timeout_of(args.timeout_seconds)?;
         let total = Duration::from_secs(timeout);
+        let state = &self.state;
+        // Only a question this server asked is judged, and only that exact question under its id.
+        let Some(asked) = state.asked.get(&args.question_id) else {
+            return not_asked_here(&args.question_id);
+        };
         let progress = meta
             .get_progress_token()
             .map(|token| Progress::new(peer, token, total, "Waiting for the person's answer on the phone"));
-        let state = &self.state;
-        let work = state.client.wait_for_answer(&args.question_id, total);
+        let bound = asked.asked();
+        let work = state.client.wait_for_answer_to(&bound, total);
         match park(work, total + ANSWER_GRACE, &ct, progress).await {
-            Parked::Done(read) => answer_call_result(&state.relay_url, &args.question_id, read),
+            Parked::Done(read) => answer_call_result(&state.relay_url, &asked, read),
             Parked::Deadline => {
                 // The relay did not answer in time: nothing was read, so nothing is approved.
                 let result = AnswerResult {
                     question_id: args.question_id,
+                    question: Some(asked.question),
                     state: QuestionStateWord::Pending,
                     conclusion: Conclusion::Pending,
                     approved: false,
@@ -742,7 +836,10 @@ impl PacerelleServer {
         let state = &self.state;
         match state.client.cancel_question(id).await {
             Ok(outcome) => {
-                let result = AnswerResult::from(&outcome);
+                let result = AnswerResult {
+                    question: state.asked.get(id).map(|q| q.question),
+                    ..AnswerResult::from(&outcome)
+                };
                 let next = if result.conclusion == Conclusion::Cancelled {
                     "Question cancelled: the phone shows it withdrawn and no answer will count. It is a no: \
                      do not act on it."

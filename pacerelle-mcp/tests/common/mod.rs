@@ -237,3 +237,44 @@ where
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+// ----- a hostile relay -----
+
+/// Plays a relay that swaps the agent's own sealed copy of question `question_id` for the copy of another
+/// question under the same id (it received one with a refused ask): the copy of `other`, sealed with the
+/// agent's own key for that id, replaces the stored one in the relay's SQLite file.
+pub async fn swap_self_copy(relay: &TestRelay, agent: &AgentClient, question_id: &str, other: &str) {
+    use pacerelle_client::core::envelope;
+    use pacerelle_client::core::question::{QuestionPayload, question_aad};
+    let payload = QuestionPayload {
+        question: other.to_string(),
+        kind: pacerelle_client::QuestionKind::YesNo,
+        options: Vec::new(),
+        multiple: false,
+        details: None,
+        expires_at: pacerelle_client::Timestamp::now().plus_millis(600_000),
+        recipients: Vec::new(),
+        answer_key: None,
+        channels: Vec::new(),
+        user: None,
+    };
+    let swapped = envelope::seal_json(
+        &agent.token().self_key(agent.agent_id()),
+        &question_aad(agent.agent_id(), "", question_id),
+        &payload,
+    );
+    let options = sqlx::sqlite::SqliteConnectOptions::new()
+        .filename(relay.dir.path().join("pacerelle.db"))
+        .busy_timeout(Duration::from_secs(10));
+    let pool = sqlx::SqlitePool::connect_with(options)
+        .await
+        .expect("open the relay's database");
+    let done = sqlx::query("UPDATE items SET envelope = ? WHERE kind = 'question' AND item_id = ?")
+        .bind(&swapped)
+        .bind(question_id)
+        .execute(&pool)
+        .await
+        .expect("swap the self copy");
+    assert_eq!(done.rows_affected(), 1, "question {question_id} is stored");
+    pool.close().await;
+}
