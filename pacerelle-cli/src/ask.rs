@@ -47,8 +47,9 @@ pub struct AskArgs {
     #[arg(long, default_value = "10m", value_parser = crate::time::parse_duration)]
     expires: Duration,
     /// Your own question id, to ask again safely after an uncertain failure or a restart. An id names one
-    /// question for good: the same question under it resumes it (and its answer, if any); a different one
-    /// exits 3 with question_id_conflict.
+    /// question for good: the same question under it resumes it (and its answer, if any), keeping its first
+    /// expiry, and says so on stderr ("resumed question …"; `resumed` in --json); a different one exits 3
+    /// with question_id_conflict.
     #[arg(long)]
     id: Option<String>,
     /// Ask here too: while waiting for the phone, read one answer typed on standard input (yes/no; an option,
@@ -105,12 +106,14 @@ pub fn exit_status(outcome: &AnswerOutcome) -> u8 {
     }
 }
 
-fn print_outcome(global: &Global, outcome: &AnswerOutcome, user: Option<&str>) -> Result<()> {
+fn print_outcome(global: &Global, outcome: &AnswerOutcome, user: Option<&str>, resumed: bool) -> Result<()> {
     if global.json {
         let mut value = serde_json::to_value(outcome)?;
         value["answerText"] = serde_json::json!(outcome.answer_text());
         // Whom it was asked of: a user of the agent (Partner mode), or null for the owner.
         value["user"] = serde_json::json!(user);
+        // True when --id named this same question already: it was resumed, and expiresAt is its first expiry.
+        value["resumed"] = serde_json::json!(resumed);
         return output::json(&value);
     }
     match (outcome.state, &outcome.answer, &outcome.rejected) {
@@ -198,6 +201,13 @@ async fn ask_and_wait(global: &Global, args: AskArgs) -> Result<u8> {
     }
     .answered_at_host(args.here);
     let asked = agent.ask_user(request).await?;
+    if !global.json && asked.resumed {
+        // The same question under the same --id: nothing new was asked, and the first expiry holds.
+        eprintln!(
+            "resumed question {} asked earlier; it expires at {} (--expires does not change it)",
+            asked.question_id, asked.expires_at
+        );
+    }
     if !global.json {
         let whose = match &args.user {
             Some(user) => format!("on {user}'s device"),
@@ -241,7 +251,7 @@ async fn ask_and_wait(global: &Global, args: AskArgs) -> Result<u8> {
             }
         }
     };
-    print_outcome(global, &outcome, args.user.as_deref())?;
+    print_outcome(global, &outcome, args.user.as_deref(), asked.resumed)?;
     Ok(exit_status(&outcome))
 }
 

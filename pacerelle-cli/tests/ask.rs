@@ -121,6 +121,55 @@ async fn ask_exits_2_on_expiry_and_on_cancel_and_a_cancelled_question_cannot_be_
     );
 }
 
+/// The same question under an --id already used, with another --expires: resumed, with its first expiry,
+/// and said so (a line on stderr; `resumed` in --json).
+#[tokio::test]
+async fn ask_again_under_an_id_resumes_with_the_first_expiry_and_says_so() {
+    let setup = Setup::start().await;
+    let child = ask(
+        &setup,
+        &["Tag v2.0?", "--id", "tag-20", "--expires", "10m", "--json"],
+    );
+    let q = next_question(&setup.device, &[]).await;
+    assert_eq!(q.question_id, "tag-20");
+    setup
+        .device
+        .answer(&q.question_id, Answer::Yes)
+        .await
+        .expect("yes");
+    let out = finish(child).await;
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let first: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json outcome");
+    assert_eq!(first["resumed"], false, "{first}");
+    let expires_at = first["expiresAt"].as_str().expect("expiresAt").to_string();
+
+    let out = run({
+        let mut c = setup.agent();
+        c.args(["ask", "Tag v2.0?", "--id", "tag-20", "--expires", "1h"]);
+        c
+    });
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(stdout(&out).trim(), "yes");
+    assert!(
+        stderr(&out).contains(&format!(
+            "resumed question tag-20 asked earlier; it expires at {expires_at}"
+        )),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = run({
+        let mut c = setup.agent();
+        c.args(["ask", "Tag v2.0?", "--id", "tag-20", "--expires", "2h", "--json"]);
+        c
+    });
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let again: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json outcome");
+    assert_eq!(again["resumed"], true, "{again}");
+    assert_eq!(again["expiresAt"], expires_at.as_str(), "the first expiry holds");
+    assert_eq!(again["approved"], true, "{again}");
+}
+
 #[tokio::test]
 async fn ask_exits_3_when_the_relay_is_down_or_the_input_is_bad() {
     let setup = Setup::start().await;
