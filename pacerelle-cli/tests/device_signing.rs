@@ -290,7 +290,9 @@ async fn an_unsigned_yes_from_a_device_whose_key_the_relay_withheld_does_not_let
     let options = sqlx::sqlite::SqliteConnectOptions::new()
         .filename(setup.data.path().join("pacerelle.db"))
         .busy_timeout(std::time::Duration::from_secs(10));
-    let pool = sqlx::SqlitePool::connect_with(options).await.expect("open the relay's database");
+    let pool = sqlx::SqlitePool::connect_with(options)
+        .await
+        .expect("open the relay's database");
     sqlx::query("UPDATE devices SET signing_key = NULL, signing_key_seal = NULL WHERE device_id = ?")
         .bind(&creds.device_id)
         .execute(&pool)
@@ -298,7 +300,10 @@ async fn an_unsigned_yes_from_a_device_whose_key_the_relay_withheld_does_not_let
         .expect("edit the relay's database");
     pool.close().await;
 
-    let asking = spawn(with(setup.agent(), &["ask", "Wipe the backup disk?", "--expires", "2m"]));
+    let asking = spawn(with(
+        setup.agent(),
+        &["ask", "Wipe the backup disk?", "--expires", "2m"],
+    ));
     let q = next_question(&setup.device, &[]).await;
     send_unsigned_yes(&creds, &q).await;
     let asked = finish(asking).await;

@@ -549,7 +549,11 @@ async fn a_signing_key_replaced_in_the_relays_database_is_refused_and_the_device
     // that does not sign by listing a key the agent refuses.
     let refused_at = agent.roster().await.expect("roster");
     assert!(
-        refused_at.device(&creds.device_id).unwrap().signing_key_refused_at.is_some(),
+        refused_at
+            .device(&creds.device_id)
+            .unwrap()
+            .signing_key_refused_at
+            .is_some(),
         "the refusal is kept in the roster"
     );
     agent
