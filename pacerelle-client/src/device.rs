@@ -842,7 +842,7 @@ impl DeviceClient {
     ) -> std::result::Result<OpenedQuestion, CryptoError> {
         let aad = question_aad(self.agent_id(), self.device_id(), question_id);
         let plain = envelope::open(&self.inner.key, &aad, sealed)?;
-        let payload: QuestionPayload = serde_json::from_slice(&plain).map_err(|_| CryptoError::Open)?;
+        let payload: QuestionPayload = envelope::read_payload(&plain).ok_or(CryptoError::Open)?;
         // The kind is in clear at the relay; the sealed one must agree, and this device must be a recipient.
         if payload.kind != meta.kind || !payload.recipients.iter().any(|r| r == self.device_id()) {
             return Err(CryptoError::Open);

@@ -171,9 +171,20 @@ pub fn open_json<T: serde::de::DeserializeOwned>(
     envelope: &str,
 ) -> crate::Result<T> {
     let plain = open(k, aad, envelope)?;
-    serde_json::from_slice(&plain).map_err(|_| crate::Error::Payload {
+    read_payload(&plain).ok_or(crate::Error::Payload {
         kind: leak_kind(aad.kind),
     })
+}
+
+/// Reads a sealed payload's JSON as docs/crypto.md §5 says ("How JSON is read"): a JSON object, no member
+/// name given twice at any depth (known to the type or not), then the type's own reading. Two readers of the
+/// same bytes cannot then see two different payloads.
+pub fn read_payload<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Option<T> {
+    let value = crate::signing::strict_json(bytes)?;
+    if !value.is_object() {
+        return None;
+    }
+    serde_json::from_value(value).ok()
 }
 
 #[cfg(feature = "content")]

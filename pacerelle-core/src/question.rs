@@ -274,8 +274,7 @@ impl OwnQuestion {
         sealed: &str,
     ) -> crate::Result<Self> {
         let plain = envelope::open(self_key, &question_aad(agent_id, "", question_id), sealed)?;
-        let payload =
-            serde_json::from_slice(&plain).map_err(|_| crate::Error::Payload { kind: KIND_QUESTION })?;
+        let payload = envelope::read_payload(&plain).ok_or(crate::Error::Payload { kind: KIND_QUESTION })?;
         Ok(OwnQuestion {
             question_id: question_id.to_string(),
             payload,
@@ -1185,6 +1184,42 @@ mod tests {
             v.rejected,
             Some("the answer did not open with the answering device's key")
         );
+        // A yes whose bytes two JSON readers would read differently (a member given twice, known or not), or
+        // an array in place of the object, is malformed too (docs/crypto.md §5, "How JSON is read").
+        let digest = own(&yes_no(100)).digest;
+        let good = format!(
+            r#"{{"questionId":"q1","answer":{{"type":"yes"}},"answeredAt":"1970-01-01T00:00:00.050Z","questionDigest":"{digest}"}}"#
+        );
+        let sealed =
+            |bytes: &str| envelope::seal(&key("dv_1"), &answer_aad(AGENT, "dv_1", "q1"), bytes.as_bytes());
+        let env = sealed(&good);
+        assert!(
+            judge(
+                &yes_no(100),
+                &report(QuestionState::Answered, "dv_1", 51, &env),
+                60
+            )
+            .approved
+        );
+        for bad in [
+            good.replacen("{\"questionId\"", "{\"questionId\":\"q2\",\"questionId\"", 1),
+            good.replacen("{\"questionId\"", "{\"note\":1,\"note\":2,\"questionId\"", 1),
+            good.replacen("{\"type\":\"yes\"}", "{\"type\":\"no\",\"type\":\"yes\"}", 1),
+            format!(r#"["q1",{{"type":"yes"}},"1970-01-01T00:00:00.050Z","{digest}"]"#),
+        ] {
+            let env = sealed(&bad);
+            let v = judge(
+                &yes_no(100),
+                &report(QuestionState::Answered, "dv_1", 51, &env),
+                60,
+            );
+            assert!(!v.approved, "{bad}");
+            assert_eq!(
+                v.rejected,
+                Some("the answer opened with the answering device's key but is malformed"),
+                "{bad}"
+            );
+        }
     }
 
     #[test]

@@ -348,8 +348,21 @@ impl Roster {
                 "a device's signing key is not 32 bytes of base64url",
             ));
         }
+        if self
+            .devices
+            .iter()
+            .any(|d| d.signing_key_pinned_at.is_some() && d.signing_key.is_none())
+        {
+            return Err(RosterError::Malformed(
+                "a device has a time of pinning but no signing key",
+            ));
+        }
         if self.users.len() > MAX_USERS {
             return Err(RosterError::Malformed("too many users"));
+        }
+        for u in &self.users {
+            check_external_id(&u.external_id).map_err(RosterError::Malformed)?;
+            check_user_name(&u.name).map_err(RosterError::Malformed)?;
         }
         let mut users = std::collections::HashSet::new();
         if !self.users.iter().all(|u| users.insert(u.external_id.as_str())) {
@@ -386,8 +399,7 @@ impl Roster {
         let label = version.to_string();
         let plain =
             envelope::open(self_key, &roster_aad(agent_id, &label), sealed).map_err(|_| RosterError::Open)?;
-        let roster: Roster =
-            serde_json::from_slice(&plain).map_err(|_| RosterError::Malformed("not a roster"))?;
+        let roster: Roster = envelope::read_payload(&plain).ok_or(RosterError::Malformed("not a roster"))?;
         if roster.agent_id != agent_id || roster.version != version {
             return Err(RosterError::Malformed(
                 "agent or version differs from its sealed context",
@@ -656,6 +668,28 @@ mod tests {
             });
         });
         assert!(matches!(bad_key.validate(), Err(RosterError::Malformed(_))));
+        let pinned_without_key = Roster::empty(AGENT).next(Timestamp(5), |d| {
+            d.push(RosterDevice {
+                signing_key_pinned_at: Some(Timestamp(4)),
+                ..owner("dv_a")
+            });
+        });
+        assert!(matches!(
+            pinned_without_key.validate(),
+            Err(RosterError::Malformed(_))
+        ));
+        for (external_id, name) in [("", "Ana"), ("ana", ""), ("ana", "A\nna")] {
+            let r = Roster::empty(AGENT).next_with(Timestamp(5), |_, u| {
+                u.push(RosterUser {
+                    name: name.into(),
+                    ..user(external_id)
+                });
+            });
+            assert!(
+                matches!(r.validate(), Err(RosterError::Malformed(_))),
+                "{external_id:?} {name:?}"
+            );
+        }
     }
 
     #[test]
