@@ -20,7 +20,7 @@ use pacerelle_core::question::{
     NotificationPayload, OwnQuestion, QuestionKind, QuestionPayload, QuestionState, RelayReport,
     question_digest,
 };
-use pacerelle_core::roster::{self, KIND_ROSTER, Roster, RosterDevice};
+use pacerelle_core::roster::{self, DeviceSigning, KIND_ROSTER, Roster, RosterDevice};
 use pacerelle_core::signing::{
     self, AnswerLogExport, ExportDevice, ExportRecord, PublicKey, SignedAnswer, SigningKey, SigningKeyError,
     SigningKeyPayload,
@@ -2041,6 +2041,12 @@ enum SignatureCase {
         pinned_key: Option<String>,
         /// The roster's active owners.
         may_approve: Vec<&'static str>,
+        /// The roster marks that the agent refused a signing key of that device (`signingKeyRefusedAt`).
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        signing_key_refused: bool,
+        /// The roster requires signed answers (`requireSignedSince`).
+        #[serde(skip_serializing_if = "std::ops::Not::not")]
+        require_signed: bool,
         /// What the relay reports: the answer time by its clock and the sealed answer.
         answered_at: String,
         answer_envelope: String,
@@ -2109,7 +2115,9 @@ fn signed_verdict_step(reason: &str) -> String {
     match reason {
         "the answer's signature does not verify with the device's signing key"
         | "the answer is not signed, but the device has a signing key"
-        | "the answer is signed with a key the agent never received from the device" => "6a".into(),
+        | "the answer is signed with a key the agent never received from the device"
+        | roster::SIGNING_KEY_REFUSED
+        | roster::SIGNATURE_REQUIRED => "6a".into(),
         other => verdict_step(other).to_string(),
     }
 }
@@ -2151,7 +2159,11 @@ fn signed_verdict_cases() -> Vec<SignatureCase> {
     };
     let on_time = asked.answered_at;
     let late = "2026-11-30T01:00:00.000Z";
-    let case = |name: &'static str, pinned: Option<PublicKey>, answer: AnswerPayload, n: u8| {
+    let case_in = |name: &'static str,
+                   pinned: Option<PublicKey>,
+                   (refused, required): (bool, bool),
+                   answer: AnswerPayload,
+                   n: u8| {
         let answer_plaintext = json(&answer);
         let answer_envelope = envelope::seal_with_nonce(
             &device_key,
@@ -2168,13 +2180,19 @@ fn signed_verdict_cases() -> Vec<SignatureCase> {
             answer_envelope: Some(&answer_envelope),
             channel: None,
         };
-        let v = question::verdict_signed(
+        let signing = |d: &str| match pinned.filter(|_| d == DEVICE_ID) {
+            Some(key) => DeviceSigning::Pinned(key),
+            None if refused => DeviceSigning::MustSign(roster::SIGNING_KEY_REFUSED),
+            None if required => DeviceSigning::MustSign(roster::SIGNATURE_REQUIRED),
+            None => DeviceSigning::Unsigned,
+        };
+        let v = question::verdict_with(
             AGENT_ID,
             &own,
             &report,
             |d| keys::device_key(&MASTER, AGENT_ID, d),
             |d| d == DEVICE_ID,
-            |d| pinned.filter(|_| d == DEVICE_ID),
+            signing,
             now,
         );
         SignatureCase::SignedVerdict {
@@ -2187,6 +2205,8 @@ fn signed_verdict_cases() -> Vec<SignatureCase> {
             device_key: b64::encode(&device_key.to_bytes()),
             pinned_key: pinned.map(|p| p.to_b64()),
             may_approve: vec![DEVICE_ID],
+            signing_key_refused: refused,
+            require_signed: required,
             answered_at: relay_time.to_rfc3339(),
             answer_envelope,
             answer_plaintext,
@@ -2198,8 +2218,30 @@ fn signed_verdict_cases() -> Vec<SignatureCase> {
             rejected: v.rejected,
         }
     };
+    let case = |name, pinned, answer, n| case_in(name, pinned, (false, false), answer, n);
     let pinned = Some(key.public_key());
     vec![
+        case_in(
+            "an unsigned yes, no key pinned, the agent refused the key the relay listed: rejected",
+            None,
+            (true, false),
+            payload(Answer::Yes, on_time, None),
+            0xeb,
+        ),
+        case_in(
+            "an unsigned yes, no key pinned, the agent requires signed answers: rejected",
+            None,
+            (false, true),
+            payload(Answer::Yes, on_time, None),
+            0xec,
+        ),
+        case_in(
+            "a signed yes, no key pinned, the agent requires signed answers: rejected",
+            None,
+            (false, true),
+            payload(Answer::Yes, on_time, Some(sign(&Answer::Yes, on_time, &key))),
+            0xed,
+        ),
         case(
             "a signed yes, the key pinned: approved, signed",
             pinned,
@@ -3119,8 +3161,10 @@ fn verdict_file() -> File<SignatureCase> {
         description: "The agent's verdict on a signed or unsigned answer (docs/crypto.md §4.7 with step 6a, §4.8). \
                       signedVerdict: the agent opens ownEnvelope (its own copy of questionId) with selfKey, the \
                       relay reports the question answered by deviceId at answeredAt with answerEnvelope (sealed \
-                      with deviceKey), the roster pins pinnedKey as that device's signing key (null: none) and \
-                      lets mayApprove approve, the agent's clock says now. The verdict reaches state and \
+                      with deviceKey), the roster pins pinnedKey as that device's signing key (null: none), marks \
+                      that the agent refused a key of that device (signingKeyRefused, absent: false) or that it \
+                      requires signed answers (requireSigned, absent: false), and lets mayApprove approve, the \
+                      agent's clock says now. The verdict reaches state and \
                       approved; signed is whether it was accepted with a signature that verified; \
                       rejectedAtStep is \"6a\" for the signature's check, else the number of the failing check \
                       of §4.7, and rejected the Rust implementation's wording. The verdict cases of \

@@ -15,7 +15,7 @@ use pacerelle_core::pairing::{self, OfferPayload, PairingSecret};
 use pacerelle_core::question::{
     self, AnswerPayload, NotificationPayload, OwnQuestion, QuestionPayload, QuestionState, RelayReport,
 };
-use pacerelle_core::roster::{self, Roster, RosterError};
+use pacerelle_core::roster::{self, DeviceSigning, Roster, RosterError};
 use pacerelle_core::{AgentToken, Bearer, CryptoError, Cursor};
 use ring::aead::{AES_256_GCM, Aad as RingAad, LessSafeKey, Nonce, UnboundKey};
 use ring::hmac;
@@ -1303,6 +1303,10 @@ enum SignatureCase {
         device_key: String,
         pinned_key: Option<String>,
         may_approve: Vec<String>,
+        #[serde(default)]
+        signing_key_refused: bool,
+        #[serde(default)]
+        require_signed: bool,
         answered_at: String,
         answer_envelope: String,
         answer_plaintext: String,
@@ -1975,6 +1979,8 @@ fn check_signed_verdict(case: SignatureCase) {
         device_key,
         pinned_key,
         may_approve,
+        signing_key_refused,
+        require_signed,
         answered_at,
         answer_envelope,
         answer_plaintext,
@@ -2014,13 +2020,19 @@ fn check_signed_verdict(case: SignatureCase) {
     let pinned = pinned_key
         .as_deref()
         .map(|p| pacerelle_core::signing::PublicKey::parse(p).expect("a key"));
-    let v = question::verdict_signed(
+    let signing = |d: &str| match pinned.filter(|_| d == device_id) {
+        Some(key) => DeviceSigning::Pinned(key),
+        None if signing_key_refused => DeviceSigning::MustSign(roster::SIGNING_KEY_REFUSED),
+        None if require_signed => DeviceSigning::MustSign(roster::SIGNATURE_REQUIRED),
+        None => DeviceSigning::Unsigned,
+    };
+    let v = question::verdict_with(
         &agent_id,
         &own,
         &report,
         |_| ContentKey::from_bytes(b64_32(&device_key)),
         |d| may_approve.iter().any(|m| m == d),
-        |d| pinned.filter(|_| d == device_id),
+        signing,
         time(&now),
     );
     assert_eq!(v.state.as_str(), state, "{name}: state");
@@ -2030,7 +2042,9 @@ fn check_signed_verdict(case: SignatureCase) {
     let step = v.rejected.map(|r| match r {
         "the answer's signature does not verify with the device's signing key"
         | "the answer is not signed, but the device has a signing key"
-        | "the answer is signed with a key the agent never received from the device" => "6a".into(),
+        | "the answer is signed with a key the agent never received from the device"
+        | roster::SIGNING_KEY_REFUSED
+        | roster::SIGNATURE_REQUIRED => "6a".into(),
         other => verdict_step(other).to_string(),
     });
     assert_eq!(step, rejected_at_step, "{name}: step");
@@ -2050,7 +2064,8 @@ fn check_signed_verdict(case: SignatureCase) {
             ),
             &pacerelle_core::b64::decode(signature).unwrap_or_default(),
         ),
-        (None, None) => true,
+        // No key: an unsigned answer passes only where the roster lets the device answer unsigned.
+        (None, None) => !signing_key_refused && !require_signed,
         _ => false,
     };
     assert_eq!(
