@@ -739,15 +739,15 @@ impl Target for WebhookTarget {
 // ---- answer-log export -----------------------------------------------------------------------------------
 
 /// Answer-log exports (`pacerelle audit verify`): a record is accepted only if it is one a device signed. The
-/// seeds are the export of the core's signature vectors and its 25 tampered copies; whatever `verify_export`
-/// accepts must carry, record by record, exactly what the untouched export's records carry (question bytes,
+/// seeds are the exports of the core's signature vectors and their tampered copies; whatever
+/// `verify_export_json` (the reading and the checks `pacerelle audit verify` uses) accepts must carry, record by record, exactly what the untouched export's records carry (question bytes,
 /// digest, device, answer, time, approval, signature) — a mutation may reorder keys or change what is not
 /// signed (names, the export's time), never what an auditor relies on.
 #[derive(Debug)]
 pub struct AnswerLogTarget {
-    /// The export's texts: the untouched one first.
+    /// The exports' texts: the untouched ones first.
     exports: Vec<Vec<u8>>,
-    /// The signed content of the untouched export's records.
+    /// The signed content of the untouched exports' records.
     signed: Vec<String>,
 }
 
@@ -782,7 +782,7 @@ impl AnswerLogTarget {
             if case["type"] == "export" {
                 let parsed: pacerelle_core::signing::AnswerLogExport =
                     serde_json::from_value(export.clone()).expect("the vectors' export parses");
-                signed = parsed.records.iter().map(signed_content).collect();
+                signed.extend(parsed.records.iter().map(signed_content));
                 exports.insert(0, text);
             } else {
                 exports.push(text);
@@ -803,10 +803,12 @@ impl Target for AnswerLogTarget {
     }
 
     fn run(&self, input: &[u8]) -> u64 {
-        let Ok(export) = serde_json::from_slice::<pacerelle_core::signing::AnswerLogExport>(input) else {
+        let verdict = pacerelle_core::signing::verify_export_json(input);
+        let Some(export) = pacerelle_core::signing::read_export(input) else {
+            assert!(verdict.is_err(), "a document not read as an export verified");
             return 1;
         };
-        match pacerelle_core::signing::verify_export(&export) {
+        match verdict {
             Ok(count) => {
                 assert_eq!(count, export.records.len());
                 for record in &export.records {
