@@ -129,7 +129,9 @@ export async function openAnswerCopy(device, q, meta) {
   try {
     const copy = await c.openJson(key, c.context.answerCopy(device.agentId, sealedBy, q.id), answerCopy);
     if (copy.questionId !== q.id || !isAnswer(copy.answer)) return null;
-    if (copy.questionDigest !== undefined && copy.questionDigest !== q.digest) return null;
+    // A copy names the exact question it answers (docs/crypto.md §4.5): one without the digest, or for
+    // another question stored under this id, is not shown.
+    if (typeof copy.questionDigest !== "string" || copy.questionDigest !== q.digest) return null;
     return copy.answer;
   } catch {
     return null;
