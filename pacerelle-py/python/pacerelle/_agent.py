@@ -292,7 +292,8 @@ class _AgentApi(AnswerLogApi, _Base):
     ) -> _native.Call[Asked]:
         """Asks the owner a question and returns at once. `kind` defaults to 'choice' when `options` are
         given, else 'yes_no'. Raises `NoDevice` when no phone is paired. `question_id` names one question for
-        good: the same question under it resumes it (with its answer, if any); a different one raises
+        good: the same question under it resumes it (with its answer, if any): `Asked.resumed` is then True and
+        `Asked.expires_at` is the first expiry, whatever `expires_in` says; a different one raises
         `QuestionIdConflict`. `answered_at_host=True` seals into the question that an answer the person gives
         at the computer (`answer_at_host`) counts too; by default only a phone's answer does.
 

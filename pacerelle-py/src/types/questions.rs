@@ -18,8 +18,11 @@ wrapper! {
     PyAsked("Asked", client::Asked) {
         /// Its id: wait for it, cancel it.
         question_id: |v| &v.question_id,
-        /// When it expires (as sealed in the agent's own copy).
+        /// When it expires (as sealed in the agent's own copy). For a resumed question, its first expiry.
         expires_at: |v| Time(v.expires_at),
+        /// True when `question_id` already named this same question: asking again resumed it (nothing new was
+        /// asked), and `expires_at` is the expiry set when it was first asked, not the one asked for now.
+        resumed: |v| v.resumed,
     }
 }
 
