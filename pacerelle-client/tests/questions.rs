@@ -576,7 +576,18 @@ async fn questions_and_notifications_appear_in_the_conversation_and_asking_is_id
         )
         .await
         .expect("ask again");
-    assert_eq!(first, again, "the stored question, with its first expiry");
+    assert!(
+        !first.resumed && again.resumed,
+        "the second ask resumed the first"
+    );
+    assert_eq!(
+        again,
+        pacerelle_client::Asked {
+            resumed: true,
+            ..first.clone()
+        },
+        "the stored question, with its first expiry"
+    );
 
     let page = device.conversation(None, NO_WAIT).await.expect("conversation");
     assert!(page.rejected.is_empty(), "{:?}", page.rejected);
