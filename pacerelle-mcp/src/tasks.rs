@@ -212,6 +212,48 @@ fn duration_ms(d: Duration) -> u64 {
 mod tests {
     use super::*;
 
+    fn outcome(state: pacerelle_client::QuestionState, approved: bool) -> AnswerOutcome {
+        AnswerOutcome {
+            question_id: "q_1".into(),
+            state,
+            approved,
+            answer: approved.then_some(pacerelle_client::Answer::Yes),
+            answered_by: None,
+            answered_by_name: None,
+            answered_at: None,
+            device_answered_at: approved.then_some(Timestamp(1_000)),
+            expires_at: Timestamp(2_000),
+            rejected: None,
+            signed: false,
+            channel: approved.then_some(pacerelle_client::Channel::Host),
+        }
+    }
+
+    #[test]
+    fn a_settled_task_says_how_it_ended_and_never_approved_without_a_verdict() {
+        use pacerelle_client::QuestionState;
+        let yes = settled_status("q_1", &Ok(outcome(QuestionState::Answered, true)));
+        assert!(yes.starts_with("Approved here at the computer at "), "{yes}");
+        let expired = settled_status("q_1", &Ok(outcome(QuestionState::Expired, false)));
+        assert!(
+            expired.starts_with("Expired at ") && expired.ends_with("that is a no."),
+            "{expired}"
+        );
+        let conflict = Error::Api {
+            status: 409,
+            code: pacerelle_client::core::wire::code::QUESTION_ID_CONFLICT.into(),
+            message: "another question".into(),
+            details: None,
+        };
+        let swapped = settled_status("q_1", &Err(conflict));
+        assert!(
+            swapped.contains("question_id_conflict") && swapped.contains("not approved"),
+            "{swapped}"
+        );
+        let pending = settled_status("q_1", &Ok(outcome(QuestionState::Pending, false)));
+        assert!(pending.contains("not approved"), "{pending}");
+    }
+
     #[test]
     fn the_time_left_is_zero_once_the_expiry_passed() {
         let past = Timestamp(Timestamp::now().millis() - 5_000);
