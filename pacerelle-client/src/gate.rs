@@ -663,7 +663,7 @@ mod tests {
     }
 
     /// The gate against a real relay: the budget's end and an interruption withdraw the question; a fitted
-    /// expiry concludes `expired`. (The same scenarios through every adapter: `pacerelle-cli/tests/gate_table.rs`.)
+    /// expiry concludes `expired`. (The same scenarios through every adapter: `pacerelle-cli/tests/it/gate_table.rs`.)
     #[tokio::test]
     async fn an_open_question_is_withdrawn_when_the_budget_ends_or_the_gate_is_dropped() {
         use crate::DeviceClient;

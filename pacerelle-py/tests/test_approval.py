@@ -192,7 +192,7 @@ def test_policy_evaluate() -> None:
 
 # ---------------------------------------------------------------- the table shared with the hook and MCP
 
-#: The scenarios every surface concludes alike; pacerelle-cli/tests/gate_table.rs runs them through the hook
+#: The scenarios every surface concludes alike; pacerelle-cli/tests/it/gate_table.rs runs them through the hook
 #: and the MCP tools.
 TABLE: list[dict[str, Any]] = json.loads((ROOT / "pacerelle-cli" / "tests" / "gate_table.json").read_text())[
     "scenarios"

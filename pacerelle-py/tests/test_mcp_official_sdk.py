@@ -95,7 +95,7 @@ def pending_on_phone(paired: Paired, text: str) -> Any:
 def test_the_phone_answering_while_the_hosts_dialog_is_open_wins(paired: Paired) -> None:
     # This SDK runs an elicitation callback inside its receive loop: nothing else from the server (the tool's
     # result, a cancellation) is read until it returns, so the withdrawal itself is tested with rmcp
-    # (pacerelle-mcp/tests/here.rs). What holds here: the phone answered first, so the dialog's later yes
+    # (pacerelle-mcp/tests/it/here.rs). What holds here: the phone answered first, so the dialog's later yes
     # counts for nothing.
     answered_on_phone: list[str] = []
 

@@ -144,7 +144,7 @@ fn test(root: &Path) -> Result<()> {
 fn postgres(root: &Path) -> Result<()> {
     for line in [
         "test -p pacerelle-relay --lib --test relay",
-        "test -p pacerelle-cli --test store_copy --test instances --test instances_webhooks",
+        "test -p pacerelle-cli --test it -- store_copy:: instances:: instances_webhooks::",
     ] {
         println!("$ PACERELLE_TEST_POSTGRES=start cargo {line}");
         let status = command(root, "cargo")
