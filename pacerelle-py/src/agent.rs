@@ -229,6 +229,16 @@ impl AgentClient {
         )
     }
 
+    /// Requires signed answers from now on, or accepts again the unsigned answers of devices without a signing
+    /// key (`AgentClient::require_signed`): since when signatures are required, or `None`.
+    fn require_signed(&self, required: bool) -> Call {
+        Call::with(&self.inner, move |c| async move {
+            c.require_signed(required)
+                .await
+                .map(|roster| roster.require_signed_since)
+        })
+    }
+
     /// Partner mode: a pairing link for one user of the agent (`AgentClient::connect_user`), under the
     /// agent's name and the given branding; connecting a known user again gives another link and
     /// reconnects a disconnected one.

@@ -21,6 +21,16 @@ impl ToPy for () {
     }
 }
 
+/// A time that may be absent: an aware UTC `datetime`, or `None`.
+impl ToPy for Option<Timestamp> {
+    fn to_py(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        match self {
+            Some(ts) => Ok(crate::convert::datetime(py, ts)?.unbind()),
+            None => Ok(py.None()),
+        }
+    }
+}
+
 impl<T: ToPy> ToPy for Vec<T> {
     fn to_py(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let items = self

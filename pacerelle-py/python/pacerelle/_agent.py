@@ -420,6 +420,14 @@ class _AgentApi(AnswerLogApi, _Base):
         """Revokes a device: its credential stops working at once."""
         return self._client.revoke_device(device_id)
 
+    @call
+    def require_signed(self, required: bool = True) -> _native.Call[datetime | None]:
+        """Requires signed answers from now on (``True``: a device with no signing key approves nothing), or
+        accepts again the unsigned answers of devices paired before signing keys (``False``; never those of a
+        device whose key was refused). New agents require them from their first pairing. Returns since when
+        signatures are required, or ``None``."""
+        return self._client.require_signed(required)
+
     # -- Partner mode: the agent's own users -----------------------------------------------------------
 
     @call
