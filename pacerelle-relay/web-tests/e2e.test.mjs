@@ -1633,7 +1633,7 @@ test("a screenshot of the conversation is saved", async () => {
   assert.equal(await exitOf(child), 0, child.err);
 });
 
-test("a browser without Ed25519 pairs without a key and its yes is approved unsigned; once it has Ed25519, it registers a key once and signs", async (t) => {
+test("a browser without Ed25519 pairs without a key and says it cannot sign; its yes is refused while the agent requires signed answers and approved unsigned once it accepts them; once it has Ed25519, it registers a key once and signs", async (t) => {
   // Another origin of the same relay (localhost): a browser profile of its own, as far as the app's storage goes.
   const origin = relayUrl.replace("127.0.0.1", "localhost");
   const pairing = await cliJson(["pair", "--name", "old browser"]);
@@ -1650,14 +1650,28 @@ test("a browser without Ed25519 pairs without a key and its yes is approved unsi
   await older.locator("#open-settings").click();
   await older.locator('#s-signing[data-state="unsigned"]').waitFor();
   assert.equal(await older.locator("#s-signing code").count(), 0);
-  assert.match(await older.locator("#s-signing-help").textContent(), /no Ed25519 in WebCrypto.*not signed/);
+  assert.match(
+    await older.locator("#s-signing-help").textContent(),
+    /no Ed25519 in WebCrypto, so it cannot sign.*requires signed answers.*refuses them/,
+  );
+  assert.match(await older.locator("#s-signing .tag").textContent(), /cannot sign/);
   await shot("settings-unsigned", older);
   await older.locator("#settings-back").click();
 
-  // The agent accepts an unsigned yes from a device that never had a key.
+  // A new agent requires signed answers: the unsigned yes is rejected (exit 3), naming the device and why.
+  const refusedAsk = ask(["Rotate the API keys now?", "--id", "qst_e2e_refused_unsigned"]);
+  await older.locator('li.question[data-id="qst_e2e_refused_unsigned"] button.approve').click();
+  assert.equal(await exitOf(refusedAsk), 3, refusedAsk.err);
+  assert.match(refusedAsk.err, /requires signed answers/);
+  assert.ok(refusedAsk.err.includes(pairing.deviceId), refusedAsk.err);
+
+  // An agent that accepts unsigned answers (its explicit choice) approves an unsigned yes from a device that never
+  // had a key; then it requires them again.
+  assert.equal((await cli(["agent", "require-signed", "off"])).code, 0);
   const unsignedAsk = ask(["Rotate the API keys?", "--id", "qst_e2e_unsigned"]);
   await older.locator('li.question[data-id="qst_e2e_unsigned"] button.approve').click();
   assert.equal(await exitOf(unsignedAsk), 0, unsignedAsk.err);
+  assert.equal((await cli(["agent", "require-signed", "on"])).code, 0);
   const unsigned = await sealedAnswer("qst_e2e_unsigned", older);
   assert.deepEqual([unsigned.answer, "signature" in unsigned], [{ type: "yes" }, false]);
   await older.close();

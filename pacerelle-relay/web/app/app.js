@@ -1651,11 +1651,11 @@ const SIGNING_HELP = {
   signed:
     "Every answer from this browser is signed with a key made here, which never leaves it. The agent's answer log lists the same fingerprint: compare them to check that an approval came from this device.",
   pending:
-    "This browser has its signing key, but the relay does not list it yet: answers are sealed end to end but unsigned until it does. It is sent again when the app next starts.",
+    "This browser has its signing key, but the relay does not list it yet: answers are sealed end to end but unsigned until it does, and an agent that requires signed answers (every new agent does) refuses them. The key is sent again when the app next starts.",
   conflict:
     "The relay lists another signing key for this device: its answers will be refused. Unpair this browser and pair it again.",
   unsigned:
-    "This browser has no Ed25519 in WebCrypto, so it has no signing key: answers are sealed end to end but not signed, so an answer log export cannot prove they came from this browser. After a browser update the app makes a key and registers it at its next start.",
+    "This browser has no Ed25519 in WebCrypto, so it cannot sign: answers are sealed end to end but not signed. An agent that requires signed answers (every new agent does) refuses them, and an answer log export cannot prove they came from this browser. After a browser update the app makes a key and registers it at its next start.",
 };
 
 /** The signing key's fingerprint and what it means (`answers.signingStatus`). */
@@ -1665,7 +1665,7 @@ async function renderSigning(d) {
   dd.dataset.state = state;
   dd.textContent = "";
   if (fingerprint) dd.append(el("code", "fingerprint", fingerprint));
-  if (state !== "signed") dd.append(el("span", "tag", state === "unsigned" ? "none: answers unsigned" : state));
+  if (state !== "signed") dd.append(el("span", "tag", state === "unsigned" ? "none: cannot sign" : state));
   $("s-signing-help").textContent = SIGNING_HELP[state];
 }
 
