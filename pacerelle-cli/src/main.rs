@@ -25,7 +25,13 @@ use clap::{Parser, Subcommand};
 
 /// Pacerelle connects an AI agent on a computer with its person's phone, end to end encrypted.
 #[derive(Debug, Parser)]
-#[command(name = "pacerelle", version, about, long_about = None)]
+// The commit comes from build.rs: the archive, the npm package and the wheel name the same one.
+#[command(
+    name = "pacerelle",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("PACERELLE_COMMIT"), ")"),
+    about,
+    long_about = None
+)]
 struct Cli {
     /// Print machine-readable JSON instead of text.
     #[arg(long, global = true)]

@@ -15,7 +15,8 @@ use pacerelle_mcp::{Bearer, Config, HttpError, HttpOptions, Origin, State, Tls, 
 #[derive(Debug, Parser)]
 #[command(
     name = "pacerelle-mcp",
-    version,
+    // The commit comes from build.rs: the archive, the npm package and the wheel name the same one.
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("PACERELLE_COMMIT"), ")"),
     about,
     after_help = "Environment:\n  PACERELLE_AGENT_ID     the agent's id (ag_…), required\n  \
                   PACERELLE_AGENT_TOKEN  the agent's token (pcr1_…), required; keep it secret\n  \
