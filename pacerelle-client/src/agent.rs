@@ -647,8 +647,10 @@ impl AgentClient {
 
 /// An agent's credentials, found as the CLI and the wheel find them: `PACERELLE_AGENT_ID` and
 /// `PACERELLE_AGENT_TOKEN` (both or neither), else `agent.json` in the credentials folder, the file
-/// `pacerelle agent create` writes. The relay is `PACERELLE_RELAY_URL` when set, else the file's, else `None`
-/// (the caller's default).
+/// `pacerelle agent create` and `pacerelle up` write. The relay is `PACERELLE_RELAY_URL` when set, else the
+/// one `agent.json` holds when that file is for the same agent id (so that an MCP host entry with only the id
+/// and the token, such as `npx -y @pacerelle/mcp-server`, reaches the relay the agent was created on), else
+/// `None` (the caller's default, where `pacerelle up` listens).
 #[derive(Debug, Clone)]
 pub struct AgentCredentials {
     /// The relay's URL, when given.
@@ -677,24 +679,42 @@ impl AgentCredentials {
             ids::validate("agent id", &id).map_err(|e| Error::InvalidInput(format!("{source}: {e}")))?;
             Ok::<_, Error>(id)
         };
+        let home = || match home {
+            Some(home) => Some(home.to_path_buf()),
+            None => var("PACERELLE_HOME")
+                .map(std::path::PathBuf::from)
+                .or_else(|| dirs::config_dir().map(|d| d.join("pacerelle"))),
+        };
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct File {
+            relay_url: Option<String>,
+            agent_id: String,
+            token: String,
+        }
         match (var("PACERELLE_AGENT_ID"), var("PACERELLE_AGENT_TOKEN")) {
-            (Some(id), Some(text)) => Ok(AgentCredentials {
-                relay_url,
-                agent_id: agent_id(&id, "PACERELLE_AGENT_ID")?,
-                token: token(&text, "PACERELLE_AGENT_TOKEN")?,
-            }),
+            (Some(id), Some(text)) => {
+                let agent_id = agent_id(&id, "PACERELLE_AGENT_ID")?;
+                // No relay variable: the relay saved with this same agent, if the file is for it. A file that
+                // is missing, unreadable or for another agent is not an error: the variables are complete.
+                let relay_url = relay_url.or_else(|| {
+                    let bytes = std::fs::read(home()?.join(Self::FILE)).ok()?;
+                    let file: File = serde_json::from_slice(&bytes).ok()?;
+                    (file.agent_id.trim() == agent_id)
+                        .then_some(file.relay_url)
+                        .flatten()
+                        .filter(|url| !url.trim().is_empty())
+                });
+                Ok(AgentCredentials {
+                    relay_url,
+                    agent_id,
+                    token: token(&text, "PACERELLE_AGENT_TOKEN")?,
+                })
+            }
             (None, None) => {
-                let home = match home {
-                    Some(home) => home.to_path_buf(),
-                    None => var("PACERELLE_HOME")
-                        .map(std::path::PathBuf::from)
-                        .or_else(|| dirs::config_dir().map(|d| d.join("pacerelle")))
-                        .ok_or_else(|| {
-                            Error::InvalidInput(
-                                "no config directory on this system: set PACERELLE_HOME".into(),
-                            )
-                        })?,
-                };
+                let home = home().ok_or_else(|| {
+                    Error::InvalidInput("no config directory on this system: set PACERELLE_HOME".into())
+                })?;
                 let path = home.join(Self::FILE);
                 let bytes = match std::fs::read(&path) {
                     Ok(bytes) => bytes,
@@ -712,13 +732,6 @@ impl AgentCredentials {
                         )));
                     }
                 };
-                #[derive(Deserialize)]
-                #[serde(rename_all = "camelCase")]
-                struct File {
-                    relay_url: Option<String>,
-                    agent_id: String,
-                    token: String,
-                }
                 let file: File = serde_json::from_slice(&bytes).map_err(|e| {
                     Error::InvalidInput(format!("{} is not valid ({e}); fix or remove it", path.display()))
                 })?;
@@ -863,6 +876,46 @@ mod tests {
                 .contains(&format!("the agent id in {}", file.display())),
             "{bad}"
         );
+    }
+
+    #[test]
+    fn variables_without_a_relay_take_the_relay_saved_with_the_same_agent() {
+        let dir = tempfile::tempdir().expect("dir");
+        let token = AgentToken::generate().expose();
+        let saved = |agent: &str| {
+            let file = format!(
+                r#"{{"relayUrl":"https://relay.example","agentId":"{agent}","name":"n","token":"{token}"}}"#
+            );
+            std::fs::write(dir.path().join(AgentCredentials::FILE), file).expect("write");
+        };
+        let only_id_and_token = || vars(&[("PACERELLE_AGENT_ID", "ag_1"), ("PACERELLE_AGENT_TOKEN", &token)]);
+        saved("ag_1");
+        let found = AgentCredentials::find(only_id_and_token(), Some(dir.path())).expect("found");
+        assert_eq!(found.relay_url.as_deref(), Some("https://relay.example"));
+        // Through PACERELLE_HOME as well, as an MCP host's environment gives it.
+        let home = dir.path().to_str().expect("utf-8");
+        let with_home = vars(&[
+            ("PACERELLE_AGENT_ID", "ag_1"),
+            ("PACERELLE_AGENT_TOKEN", &token),
+            ("PACERELLE_HOME", home),
+        ]);
+        let found = AgentCredentials::find(with_home, None).expect("found");
+        assert_eq!(found.relay_url.as_deref(), Some("https://relay.example"));
+        // The variable still wins.
+        let over = vars(&[
+            ("PACERELLE_AGENT_ID", "ag_1"),
+            ("PACERELLE_AGENT_TOKEN", &token),
+            ("PACERELLE_RELAY_URL", "http://other:2"),
+        ]);
+        let found = AgentCredentials::find(over, Some(dir.path())).expect("found");
+        assert_eq!(found.relay_url.as_deref(), Some("http://other:2"));
+        // Another agent's file says nothing about this one's relay, and a broken file is no error.
+        saved("ag_2");
+        let found = AgentCredentials::find(only_id_and_token(), Some(dir.path())).expect("found");
+        assert_eq!((found.agent_id.as_str(), found.relay_url), ("ag_1", None));
+        std::fs::write(dir.path().join(AgentCredentials::FILE), "{").expect("write");
+        let found = AgentCredentials::find(only_id_and_token(), Some(dir.path())).expect("found");
+        assert_eq!(found.relay_url, None);
     }
 
     #[test]
