@@ -140,11 +140,13 @@ fn test(root: &Path) -> Result<()> {
 /// The relay's store tests and HTTP suite again, against PostgreSQL: a throw-away cluster started by the test
 /// support (`initdb` in a temporary folder, a free port, as `nobody` when run as root; `docs/testing.md`), a
 /// fresh database per relay. Then the CLI's tests of real `serve --database` processes (`store copy`, two
-/// instances), which skip without PostgreSQL. Reuses the `test` step's build.
+/// instances), which skip without PostgreSQL. Both commands select `--workspace`, as the `test` step does, and
+/// narrow to targets and tests: cargo resolves features for the packages a command names, so `-p
+/// pacerelle-relay` would build the relay, the client and their dependencies a second time.
 fn postgres(root: &Path) -> Result<()> {
     for line in [
-        "test -p pacerelle-relay --lib --test relay",
-        "test -p pacerelle-cli --test it -- store_copy:: instances:: instances_webhooks::",
+        "test --workspace --lib --test relay",
+        "test --workspace --test it -- store_copy:: instances:: instances_webhooks::",
     ] {
         println!("$ PACERELLE_TEST_POSTGRES=start cargo {line}");
         let status = command(root, "cargo")
@@ -166,14 +168,42 @@ fn soak(root: &Path) -> Result<()> {
     soak_run(root, "debug", &["--seconds", "60"])
 }
 
-/// Builds `pacerelle` and `pacerelle-soak` in `profile` (`debug` or `release`), then runs the soak binary
-/// with `args`; it finds `pacerelle` beside itself.
+/// Every program the steps after `test` run, built by one `cargo build` naming one set of packages. Cargo
+/// resolves features for the packages a command names, so each step naming its own few would build the relay,
+/// the client and their dependencies again; with one set, the first step builds and the others find them
+/// fresh.
+const BINARIES: &[&str] = &[
+    "pacerelle-cli",
+    "pacerelle-mcp",
+    "echo-agent",
+    "pacerelle-soak",
+    "pacerelle-ffi",
+    "uniffi-bindgen",
+];
+
+/// [`BINARIES`], debug build.
+fn build_binaries(root: &Path) -> Result<()> {
+    let mut args = vec!["build"];
+    args.extend(BINARIES.iter().flat_map(|p| ["-p", *p]));
+    run(root, "cargo", &args)
+}
+
+/// Builds `pacerelle` and `pacerelle-soak` in `profile` (`debug`: with the other [`BINARIES`]; `release`:
+/// those two), then runs the soak binary with `args`; it finds `pacerelle` beside itself.
 fn soak_run(root: &Path, profile: &str, args: &[&str]) -> Result<()> {
-    let mut build = vec!["build", "-p", "pacerelle-cli", "-p", "pacerelle-soak"];
     if profile == "release" {
-        build.push("--release");
+        let build = [
+            "build",
+            "--release",
+            "-p",
+            "pacerelle-cli",
+            "-p",
+            "pacerelle-soak",
+        ];
+        run(root, "cargo", &build)?;
+    } else {
+        build_binaries(root)?;
     }
-    run(root, "cargo", &build)?;
     let soak = root
         .join("target")
         .join(profile)
@@ -189,11 +219,7 @@ fn soak_run(root: &Path, profile: &str, args: &[&str]) -> Result<()> {
 /// answer-log verifier against `pacerelle-core/tests/vectors/signature.json`.
 fn py(root: &Path) -> Result<()> {
     const VENV: &str = "target/xtask/venv";
-    run(
-        root,
-        "cargo",
-        &["build", "-p", "pacerelle-cli", "-p", "pacerelle-mcp"],
-    )?;
+    build_binaries(root)?;
     run(root, "python3", &["-m", "venv", "--clear", VENV])?;
     let python = root.join(VENV).join("bin/python");
     let install = [
@@ -231,11 +257,7 @@ fn py(root: &Path) -> Result<()> {
 /// its sources, header and module map are only generated), then the Python smoke test and the Kotlin
 /// binding's JUnit tests on the JVM run against the host-built library, a real relay and the echo agent.
 fn kotlin(root: &Path) -> Result<()> {
-    let crates = ["pacerelle-ffi", "uniffi-bindgen", "pacerelle-cli", "echo-agent"];
-    let build: Vec<&str> = std::iter::once("build")
-        .chain(crates.iter().flat_map(|c| ["-p", c]))
-        .collect();
-    run(root, "cargo", &build)?;
+    build_binaries(root)?;
     let target = root.join("target/debug");
     let library = target.join(format!(
         "{}pacerelle_ffi{}",
@@ -300,11 +322,7 @@ fn web(root: &Path) -> Result<()> {
     let dir = root.join("pacerelle-relay/web-tests");
     run(&dir, "npm", &["ci", "--no-audit", "--no-fund"])?;
     run(&dir, "node", &["--test", "crypto.test.mjs"])?;
-    run(
-        root,
-        "cargo",
-        &["build", "-p", "pacerelle-cli", "-p", "echo-agent"],
-    )?;
+    build_binaries(root)?;
     run(
         &dir,
         "node",
