@@ -19,6 +19,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, Result, bail};
 
+mod dist;
+
 const USAGE: &str = "\
 usage: cargo xtask <task>
 
@@ -37,6 +39,9 @@ tasks:
   fuzz [--time 10m] [--target NAME]...     run the fuzz targets (release), the time split between them
   soak [--minutes N] [ARGS]...             senders, a supervised agent and random SIGKILLs (release
                                            build), then a check; --seconds N for a short one
+  dist [--base-url URL] [--no-kotlin]      the release artefacts into dist/: archive, install.sh, npm
+                                           packages, wheels, the Kotlin SDK in the local Maven
+                                           repository, SHA256SUMS (docs/install.md)
 ";
 
 /// One test suite.
@@ -61,6 +66,7 @@ const STEPS: &[Step] = &[
     Step { name: "py", needs: Some("pacerelle-py"), run: py },
     Step { name: "kotlin", needs: Some("pacerelle-ffi/kotlin"), run: kotlin },
     Step { name: "web", needs: Some("pacerelle-relay/web-tests"), run: web },
+    Step { name: "dist", needs: Some("packaging"), run: dist::step },
 ];
 
 fn fmt(root: &Path) -> Result<()> {
@@ -432,6 +438,7 @@ fn try_main() -> Result<ExitCode> {
             soak_run(&root, "release", &args)?;
             Ok(ExitCode::SUCCESS)
         }
+        Some("dist") => dist::task(&root, &args[1..]),
         Some("help" | "-h" | "--help") => {
             print!("{USAGE}");
             Ok(ExitCode::SUCCESS)
