@@ -478,6 +478,10 @@ fn claude_code_command(url: &str, agent_id: &str, token: &str, mcp: &str) -> Str
     )
 }
 
+/// The MCP server's entry through npm: `npx -y @pacerelle/mcp-server` (packaging/npm/mcp-server).
+const NPX_COMMAND: &str = "npx";
+const NPX_ARGS: [&str; 2] = ["-y", "@pacerelle/mcp-server"];
+
 /// `word` for a POSIX shell: as it is when it has nothing special, else in single quotes.
 fn shell_word(word: &str) -> String {
     let plain = !word.is_empty()
@@ -600,6 +604,18 @@ pub async fn up(global: &Global, args: UpArgs) -> Result<()> {
             }
         }}
     });
+    // The same entry through npm (`@pacerelle/mcp-server`, Node.js 20+): no path to keep up to date.
+    let mcp_npx = serde_json::json!({
+        "mcpServers": { "pacerelle": {
+            "command": NPX_COMMAND,
+            "args": NPX_ARGS,
+            "env": {
+                "PACERELLE_RELAY_URL": url,
+                "PACERELLE_AGENT_ID": agent.agent_id(),
+                "PACERELLE_AGENT_TOKEN": token,
+            }
+        }}
+    });
     if global.json {
         output::json(&serde_json::json!({
             "relayUrl": url,
@@ -610,6 +626,7 @@ pub async fn up(global: &Global, args: UpArgs) -> Result<()> {
             "appUrl": app_url,
             "phoneReady": app_url.starts_with("https://"),
             "mcpConfig": mcp,
+            "mcpConfigNpx": mcp_npx,
             "mcpCommand": mcp_path.as_ref().map(|p| p.display().to_string()),
             "claudeCode": claude_code_command(&url, agent.agent_id(), &token, &mcp_command),
             "codexToml": codex_toml(&url, agent.agent_id(), &token, &mcp_command),
@@ -639,6 +656,10 @@ pub async fn up(global: &Global, args: UpArgs) -> Result<()> {
              (claude_desktop_config.json):\n"
         );
         println!("{}", serde_json::to_string_pretty(&mcp)?);
+        println!(
+            "\nOr through npm (Node.js 20 or later; Claude Code: `… -- npx -y @pacerelle/mcp-server`):\n"
+        );
+        println!("{}", serde_json::to_string_pretty(&mcp_npx)?);
         if mcp_path.is_none() {
             println!(
                 "\nNote: pacerelle-mcp was found neither beside this pacerelle nor on PATH. Build it with \
