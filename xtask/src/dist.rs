@@ -124,11 +124,8 @@ pub fn task(root: &Path, args: &[String]) -> Result<ExitCode> {
 /// one (the archive, `install.sh`, the npm packages, the wheels, the Kotlin artifact), then
 /// `packaging/tests/test_dist.py` uses each as a user would, with no Rust toolchain on PATH.
 pub fn step(root: &Path) -> Result<()> {
-    let crates = ["pacerelle-cli", "pacerelle-mcp", "echo-agent"];
-    let build: Vec<&str> = std::iter::once("build")
-        .chain(crates.iter().flat_map(|c| ["-p", c]))
-        .collect();
-    run(root, "cargo", &build)?;
+    // The programs the earlier steps built, with the same package set (so nothing is built again).
+    crate::build_binaries(root)?;
     let version = workspace_version(root)?;
     let triple = host_triple()?;
     let python = tools(root, TEST_TOOLS)?;
@@ -297,11 +294,19 @@ fn package_programs(
 /// library, then `mvn install` (tests skipped: the `kotlin` step runs them) puts the jar — the binding and the
 /// library for this platform's JVM — into the local Maven repository, or into `repository` when given.
 fn kotlin_artifact(root: &Path, profile: &str, repository: Option<&Path>) -> Result<()> {
-    let mut build = vec!["build", "-p", "pacerelle-ffi", "-p", "uniffi-bindgen"];
     if profile == "release" {
-        build.push("--release");
+        let build = [
+            "build",
+            "--release",
+            "-p",
+            "pacerelle-ffi",
+            "-p",
+            "uniffi-bindgen",
+        ];
+        run(root, "cargo", &build)?;
+    } else {
+        crate::build_binaries(root)?;
     }
-    run(root, "cargo", &build)?;
     let target = root.join("target").join(profile);
     let library = target.join(format!(
         "{}pacerelle_ffi{}",
