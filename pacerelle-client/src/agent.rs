@@ -720,9 +720,11 @@ impl AgentCredentials {
                     Ok(bytes) => bytes,
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                         return Err(Error::InvalidInput(format!(
-                            "no agent credentials: set PACERELLE_AGENT_ID and PACERELLE_AGENT_TOKEN, or run \
-                             `pacerelle agent create --name NAME` (writes {})",
-                            path.display()
+                            "no agent credentials: set PACERELLE_AGENT_ID and PACERELLE_AGENT_TOKEN (the relay is \
+                             PACERELLE_RELAY_URL, else the one saved with that agent in {path}, else {default}), \
+                             or run `pacerelle agent create --name NAME` (writes {path})",
+                            path = path.display(),
+                            default = crate::DEFAULT_RELAY_URL,
                         )));
                     }
                     Err(e) => {
