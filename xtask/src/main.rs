@@ -27,6 +27,7 @@ usage: cargo xtask <task>
 tasks:
   test [--only STEP]... [--skip STEP]...   run the test suites (STEP may be a comma-separated list)
   test --list                              list the steps
+  test --timings [...]                     the same, with the time of every test and the ten slowest
   test --quick                             the daily loop: fmt, then clippy and the Rust tests of the
                                            workspace crates changed since HEAD (files edited or new)
   check-history BASE                       `cargo check --workspace --all-targets` at every commit since
@@ -140,7 +141,120 @@ fn clippy(root: &Path) -> Result<()> {
 }
 
 fn test(root: &Path) -> Result<()> {
+    if TIMINGS.get().copied().unwrap_or(false) {
+        return timed_test(root);
+    }
     run(root, "cargo", &["test", "--workspace"])
+}
+
+/// Set by `cargo xtask test --timings`.
+static TIMINGS: OnceLock<bool> = OnceLock::new();
+
+/// The `test` step with the time of every test (`cargo xtask test --timings`). libtest reports them only with
+/// an unstable option, which a test binary accepts when `RUSTC_BOOTSTRAP` is set while it runs; set while cargo
+/// builds, it would rebuild everything. So the test binaries are built first (`--no-run`), then each is run as
+/// `cargo test` runs it, from its package's folder, with `--report-time`; the doc tests follow. Prints the
+/// wall time of each binary and the ten slowest tests.
+fn timed_test(root: &Path) -> Result<()> {
+    let built = command(root, "cargo")
+        .args([
+            "test",
+            "--workspace",
+            "--no-run",
+            "--message-format=json-render-diagnostics",
+        ])
+        .stderr(std::process::Stdio::inherit())
+        .output()
+        .context("could not start cargo")?;
+    if !built.status.success() {
+        bail!("building the tests failed: {}", built.status);
+    }
+    let deps = root.join("target/debug/deps");
+    let library_path = match std::env::var_os("LD_LIBRARY_PATH") {
+        Some(old) => format!("{}:{}", deps.display(), old.to_string_lossy()),
+        None => deps.display().to_string(),
+    };
+    let mut times: Vec<(f64, String)> = Vec::new();
+    let mut binaries: Vec<(f64, String)> = Vec::new();
+    let mut failed = Vec::new();
+    for line in String::from_utf8_lossy(&built.stdout).lines() {
+        // A test harness: its profile says `"test":true` (the target's own `test` flag is true for any bin).
+        let harness = line
+            .split_once(r#""profile":{"#)
+            .and_then(|(_, p)| p.split_once('}'))
+            .is_some_and(|(profile, _)| profile.contains(r#""test":true"#));
+        if !line.contains(r#""reason":"compiler-artifact""#) || !harness {
+            continue;
+        }
+        let (Some(exe), Some(manifest), Some(target)) = (
+            json_str(line, "executable"),
+            json_str(line, "manifest_path"),
+            json_str(line, "name"),
+        ) else {
+            continue;
+        };
+        let dir = Path::new(&manifest).parent().unwrap_or(root).to_path_buf();
+        let package = dir.file_name().unwrap_or_default().to_string_lossy().into_owned();
+        let name = format!("{package}/{target}");
+        println!("$ {name} --report-time");
+        let start = Instant::now();
+        let out = command(&dir, &exe)
+            .args(["-Zunstable-options", "--report-time"])
+            .env("RUSTC_BOOTSTRAP", "1")
+            .env("LD_LIBRARY_PATH", &library_path)
+            .stderr(std::process::Stdio::inherit())
+            .output()
+            .with_context(|| format!("could not start {exe}"))?;
+        binaries.push((start.elapsed().as_secs_f64(), name.clone()));
+        let text = String::from_utf8_lossy(&out.stdout);
+        print!("{text}");
+        for l in text.lines() {
+            let Some((test, tail)) = l.strip_prefix("test ").and_then(|r| r.split_once(" ... ")) else {
+                continue;
+            };
+            let secs = tail
+                .split_once('<')
+                .and_then(|(_, t)| t.strip_suffix("s>"))
+                .and_then(|t| t.parse::<f64>().ok());
+            if let Some(secs) = secs {
+                times.push((secs, format!("{name}: {test}")));
+            }
+        }
+        if !out.status.success() {
+            failed.push(name);
+        }
+    }
+    run(root, "cargo", &["test", "--workspace", "--doc"])?;
+    binaries.sort_by(|a, b| b.0.total_cmp(&a.0));
+    println!("\nxtask: test binaries, slowest first");
+    for (secs, name) in &binaries {
+        println!("xtask: {secs:>7.1} s  {name}");
+    }
+    times.sort_by(|a, b| b.0.total_cmp(&a.0));
+    println!("\nxtask: the ten slowest tests");
+    for (secs, test) in times.iter().take(10) {
+        println!("xtask: {secs:>7.2} s  {test}");
+    }
+    if !failed.is_empty() {
+        bail!("tests failed in {}", failed.join(", "));
+    }
+    Ok(())
+}
+
+/// The first string member `key` of a line of cargo's JSON messages (`"key":"value"`), unescaped; enough for
+/// paths and names, so that xtask needs no JSON library.
+fn json_str(line: &str, key: &str) -> Option<String> {
+    let start = line.find(&format!("\"{key}\":\""))? + key.len() + 4;
+    let mut out = String::new();
+    let mut chars = line[start..].chars();
+    while let Some(c) = chars.next() {
+        match c {
+            '"' => return Some(out),
+            '\\' => out.push(chars.next()?),
+            c => out.push(c),
+        }
+    }
+    None
 }
 
 /// The relay's store tests and HTTP suite again, against PostgreSQL: a throw-away cluster started by the test
@@ -639,7 +753,9 @@ fn test_all(root: &Path, args: &[String]) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let steps = select(args)?;
+    TIMINGS.get_or_init(|| args.iter().any(|a| a == "--timings"));
+    let args: Vec<String> = args.iter().filter(|a| *a != "--timings").cloned().collect();
+    let steps = select(&args)?;
     // The suites' agents keep a roster mark in `PACERELLE_HOME`, else in the user's config folder: give every
     // process the steps start a home of its own under `target/`, so that a test run writes nothing in the
     // real one. The tests that need a home of their own still set it themselves.
