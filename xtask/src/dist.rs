@@ -29,9 +29,20 @@ use crate::{command, run};
 /// The tools venv of `dist` and its test step, with pinned tools from PyPI.
 const VENV: &str = "target/dist-tools/venv";
 /// What `cargo xtask dist` builds with: maturin for the SDK wheel, zig and cargo-zigbuild for the programs.
-const DIST_TOOLS: &[&str] = &["maturin==1.16.0", "ziglang==0.17.1", "cargo-zigbuild==0.24.0"];
+const DIST_TOOLS: &[&str] = &[
+    "maturin==1.16.0",
+    "ziglang==0.17.1",
+    "cargo-zigbuild==0.24.0",
+    "auditwheel==6.8.2",
+];
 /// What the test step needs: maturin for the SDK wheel of the debug build, pytest, the official MCP client.
-const TEST_TOOLS: &[&str] = &["maturin==1.16.0", "pytest==9.2.0", "mcp==1.30.0"];
+/// Both check the command wheels' tags with auditwheel.
+const TEST_TOOLS: &[&str] = &[
+    "maturin==1.16.0",
+    "pytest==9.2.0",
+    "mcp==1.30.0",
+    "auditwheel==6.8.2",
+];
 /// The oldest glibc the release programs and the SDK wheel are linked against (manylinux2014).
 const GLIBC: &str = "2.17";
 /// The two programs every artefact carries.
@@ -94,6 +105,7 @@ pub fn task(root: &Path, args: &[String]) -> Result<ExitCode> {
         root.join("target/release")
     };
     package_programs(root, &bins, &out, &version, &triple, &base_url)?;
+    check_wheel_tags(root, &python, &out)?;
 
     // The Python SDK: abi3, linked through zig for manylinux2014; maturin refuses a tag the symbols break.
     let mut wheel = vec!["build", "--release", "-m", "pacerelle-py/Cargo.toml", "--out"];
@@ -134,6 +146,10 @@ pub fn step(root: &Path) -> Result<()> {
     let bins = root.join("target/debug");
     // The tests give install.sh its base URL (a local server's).
     package_programs(root, &bins, &out, &version, &triple, "")?;
+    check_wheel_tags(root, &python, &out)?;
+    // The Kotlin artifact before the wheel, while the build above is fresh: run after maturin's build, the
+    // same cargo build recompiled ring and everything above it here (about 2 minutes).
+    let repository = kotlin_for_tests(root)?;
     // The SDK wheel of the debug build (the `py` step's build, reused): maturin checks its manylinux tag.
     let out_text = out.to_string_lossy().into_owned();
     let args = [
@@ -148,7 +164,6 @@ pub fn step(root: &Path) -> Result<()> {
     run(root, python.with_file_name("maturin"), &args)?;
     sums(&out)?;
     report(&out, &bins)?;
-    let repository = kotlin_for_tests(root)?;
 
     let node = which("node").context("node is needed for the npm packages")?;
     let mut pytest = command(root, &python);
@@ -290,6 +305,33 @@ fn package_programs(
     Ok(())
 }
 
+/// The command wheels' platform tags, checked by auditwheel: `auditwheel show` must find each wheel
+/// consistent with the tag in its name (bin_wheel.py reads the tag from the binaries' glibc symbols; this is
+/// the reference tool's reading of the same symbols).
+fn check_wheel_tags(root: &Path, python: &Path, out: &Path) -> Result<()> {
+    let auditwheel = python.with_file_name("auditwheel");
+    for entry in std::fs::read_dir(out)? {
+        let name = entry?.file_name().to_string_lossy().into_owned();
+        let Some(tag) = name
+            .strip_suffix(".whl")
+            .and_then(|n| n.split_once("-py3-none-"))
+            .map(|(_, tag)| tag.to_string())
+        else {
+            continue;
+        };
+        let shown = output(
+            root,
+            &auditwheel.to_string_lossy(),
+            &["show", &out.join(&name).to_string_lossy()],
+        )?;
+        let words: String = shown.split_whitespace().collect::<Vec<_>>().join(" ");
+        if !words.contains(&format!("consistent with the following platform tag: \"{tag}\"")) {
+            bail!("auditwheel does not find {name} consistent with {tag}:\n{shown}");
+        }
+    }
+    Ok(())
+}
+
 /// The Kotlin SDK artifact of the `profile` build (`release` or `debug`): the binding generated from the
 /// library, then `mvn install` (tests skipped: the `kotlin` step runs them) puts the jar — the binding and the
 /// library for this platform's JVM — into the local Maven repository, or into `repository` when given.
@@ -307,25 +349,35 @@ fn kotlin_artifact(root: &Path, profile: &str, repository: Option<&Path>) -> Res
     } else {
         crate::build_binaries(root)?;
     }
-    let target = root.join("target").join(profile);
-    let library = target.join(format!(
+    let file = format!(
         "{}pacerelle_ffi{}",
         std::env::consts::DLL_PREFIX,
         std::env::consts::DLL_SUFFIX
-    ));
+    );
+    let built = root.join("target").join(profile).join(&file);
+    // The jar takes the library from a folder of its own, stripped (the release profile keeps line tables:
+    // 42 MB instead of a few).
+    let target = root.join("target/dist-stage/kotlin-library");
+    fresh_dir(&target)?;
+    let library = target.join(&file);
+    std::fs::copy(&built, &library).with_context(|| format!("cannot copy {}", built.display()))?;
+    if which("strip").is_some() {
+        run(root, "strip", &["--strip-unneeded", &library.to_string_lossy()])?;
+    }
     let bindings = root.join("target/dist-stage/kotlin");
     fresh_dir(&bindings)?;
     let (lib, out) = (
         library.to_string_lossy().into_owned(),
         bindings.to_string_lossy().into_owned(),
     );
-    let bindgen = target.join("uniffi-bindgen");
+    // The binding is generated from the library as built (its metadata symbols all there).
+    let bindgen = root.join("target").join(profile).join("uniffi-bindgen");
     run(
         root,
         &bindgen,
         &[
             "generate",
-            &lib,
+            &built.to_string_lossy(),
             "--language",
             "kotlin",
             "--out-dir",
