@@ -11,7 +11,7 @@ mod common;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdout, Command, Stdio};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::TestRelay;
@@ -26,29 +26,9 @@ const MARGIN: Duration = Duration::from_millis(1_500);
 /// The file limit of the relay under test.
 const RELAY_FILE_LIMIT: u64 = 1_024;
 
-/// The `pacerelle` binary, built once per test run.
-fn pacerelle_bin() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        // target/<profile>/deps/connections-… → target/<profile>
-        let exe = std::env::current_exe().expect("test executable");
-        let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>");
-        let target_dir = profile_dir.parent().expect("target");
-        let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "--quiet", "-p", "pacerelle-cli", "--bin", "pacerelle"])
-            .arg("--manifest-path")
-            .arg(&manifest)
-            .arg("--target-dir")
-            .arg(target_dir)
-            .status()
-            .expect("run cargo build");
-        assert!(status.success(), "cargo build -p pacerelle-cli failed");
-        let bin = profile_dir.join(format!("pacerelle{}", std::env::consts::EXE_SUFFIX));
-        assert!(bin.exists(), "{} was not built", bin.display());
-        bin
-    })
+/// The `pacerelle` binary, built once per test run with the workspace's other programs.
+fn pacerelle_bin() -> PathBuf {
+    pacerelle_test_support::binary("pacerelle")
 }
 
 /// A `pacerelle serve` child process limited to [`RELAY_FILE_LIMIT`] open files; killed when dropped.

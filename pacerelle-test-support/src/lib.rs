@@ -19,6 +19,40 @@ pub fn home() -> PathBuf {
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target/test-home"))
 }
 
+/// The path of `name`, a program of the workspace that a test of another package runs (`pacerelle` from the
+/// relay's tests, `pacerelle-mcp` from the CLI's), built first, once per test process, as `cargo test
+/// --workspace` builds it (`--no-run`): inside that run a no-op, and the same build as the steps of `cargo
+/// xtask test` (cargo resolves features for the packages a command names, so `cargo build -p pacerelle-cli`
+/// would build the relay, the client and their dependencies once more with other features).
+pub fn binary(name: &str) -> PathBuf {
+    static BUILT: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    let profile_dir = BUILT.get_or_init(|| {
+        // target/<profile>/deps/<test>-… → target/<profile>
+        let exe = std::env::current_exe().expect("test executable");
+        let profile_dir = exe.parent().and_then(Path::parent).expect("target/<profile>");
+        let target_dir = profile_dir.parent().expect("target");
+        let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let mut build = std::process::Command::new(cargo);
+        build.args(["test", "--workspace", "--no-run", "--quiet"]);
+        if profile_dir.file_name().is_some_and(|p| p == "release") {
+            build.arg("--release");
+        }
+        let status = build
+            .arg("--manifest-path")
+            .arg(&manifest)
+            .arg("--target-dir")
+            .arg(target_dir)
+            .status()
+            .expect("run cargo test --no-run");
+        assert!(status.success(), "cargo test --workspace --no-run failed");
+        profile_dir.to_path_buf()
+    });
+    let bin = profile_dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    assert!(bin.exists(), "{} was not built", bin.display());
+    bin
+}
+
 /// A listener on `127.0.0.1:port` (`0`: any free port). A port just released may not be free again at once:
 /// binding is tried for up to 5 s.
 pub async fn bind_on(port: u16) -> TcpListener {

@@ -288,28 +288,17 @@ fn soak(root: &Path) -> Result<()> {
     soak_run(root, "debug", &["--seconds", "60"])
 }
 
-/// Every program the steps after `test` run, built by one `cargo build` naming one set of packages. Cargo
-/// resolves features for the packages a command names, so each step naming its own few would build the relay,
-/// the client and their dependencies again; with one set, the first step builds and the others find them
-/// fresh.
-const BINARIES: &[&str] = &[
-    "pacerelle-cli",
-    "pacerelle-mcp",
-    "echo-agent",
-    "pacerelle-soak",
-    "pacerelle-ffi",
-    "uniffi-bindgen",
-];
-
-/// [`BINARIES`], debug build.
-fn build_binaries(root: &Path) -> Result<()> {
-    let mut args = vec!["build"];
-    args.extend(BINARIES.iter().flat_map(|p| ["-p", *p]));
-    run(root, "cargo", &args)
+/// Every program the steps after `test` run (`pacerelle`, `pacerelle-mcp`, the echo agent, `pacerelle-soak`,
+/// `uniffi-bindgen`, the phone SDK's library), built as the `test` step builds them: by `cargo test --workspace
+/// --no-run`, which builds the programs of every package with integration tests (each of these has some).
+/// Cargo resolves features for the packages a command names, and `cargo build -p …` would build the relay,
+/// the client and their dependencies again with other features; after the `test` step this is a no-op.
+pub(crate) fn build_binaries(root: &Path) -> Result<()> {
+    run(root, "cargo", &["test", "--workspace", "--no-run"])
 }
 
-/// Builds `pacerelle` and `pacerelle-soak` in `profile` (`debug`: with the other [`BINARIES`]; `release`:
-/// those two), then runs the soak binary with `args`; it finds `pacerelle` beside itself.
+/// Builds `pacerelle` and `pacerelle-soak` in `profile` (`debug`: [`build_binaries`]; `release`: those two),
+/// then runs the soak binary with `args`; it finds `pacerelle` beside itself.
 fn soak_run(root: &Path, profile: &str, args: &[&str]) -> Result<()> {
     if profile == "release" {
         let build = [

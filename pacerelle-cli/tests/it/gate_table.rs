@@ -271,25 +271,9 @@ async fn the_hook_concludes_as_the_table_says() {
 
 // ----- the MCP tools -----
 
-/// The `pacerelle-mcp` binary of this build (built here when needed: this test lives beside the hook's).
+/// The `pacerelle-mcp` binary, built with the workspace's other programs (this test lives beside the hook's).
 fn mcp_binary() -> PathBuf {
-    let path = Path::new(env!("CARGO_BIN_EXE_pacerelle")).with_file_name("pacerelle-mcp");
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-    let status = Command::new(cargo)
-        .args([
-            "build",
-            "--quiet",
-            "-p",
-            "pacerelle-mcp",
-            "--bin",
-            "pacerelle-mcp",
-        ])
-        .current_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
-        .status()
-        .expect("cargo build -p pacerelle-mcp");
-    assert!(status.success(), "cargo build -p pacerelle-mcp failed");
-    assert!(path.exists(), "{} is missing", path.display());
-    path
+    pacerelle_test_support::binary("pacerelle-mcp")
 }
 
 /// An MCP client over stdio (newline-delimited JSON-RPC), as a host speaks to `pacerelle-mcp`.
