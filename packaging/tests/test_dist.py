@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -55,16 +56,24 @@ def base_env(home: Path, *first: Path) -> dict[str, str]:
     return {"HOME": str(home), "PATH": minimal_path(*first), "LANG": "C.UTF-8", "TMPDIR": str(home)}
 
 
+@functools.cache
 def expected_versions() -> tuple[str, str]:
-    """`pacerelle X (commit)` and `pacerelle-mcp X (commit)` as the workspace's build prints them."""
+    """`pacerelle X (commit)` and `pacerelle-mcp X (commit)` as the programs in the archive print them: every
+    other artefact must print the same lines. The commit must be one of this repository's."""
+    unpacked = Path(os.environ.get("TMPDIR", "/tmp")) / f"pacerelle-dist-versions-{os.getpid()}"
+    shutil.rmtree(unpacked, ignore_errors=True)
+    unpacked.mkdir(parents=True)
+    archive = DIST / f"pacerelle-{VERSION}-{TARGET}.tar.gz"
+    subprocess.run(["tar", "-xzf", str(archive), "-C", str(unpacked)], check=True)
     out = []
     for program in ("pacerelle", "pacerelle-mcp"):
-        line = subprocess.run([BIN / program, "--version"], check=True, capture_output=True, text=True).stdout
+        exe = unpacked / f"pacerelle-{VERSION}-{TARGET}" / program
+        line = subprocess.run([exe, "--version"], check=True, capture_output=True, text=True).stdout
         match = re.fullmatch(rf"{program} {re.escape(VERSION)} \(([0-9a-f]{{12}})\)\n", line)
         assert match, f"{program} --version printed {line!r}: the version and a commit are expected"
-        # The commit is one of this repository's.
         subprocess.run(["git", "cat-file", "-e", match[1]], cwd=ROOT, check=True)
         out.append(line.strip())
+    shutil.rmtree(unpacked)
     return out[0], out[1]
 
 
@@ -112,22 +121,36 @@ def pacerelle(*args: str, env: dict[str, str], stdin: str | None = None, program
 
 
 class Processes:
+    """Processes a test starts, each in a process group of its own: `npx` does not pass SIGTERM on to what it
+    runs, so the whole group (npx, the launcher, the program) is stopped."""
+
     def __init__(self) -> None:
         self.started: list[subprocess.Popen[Any]] = []
 
     def start(self, args: list[str], **kwargs: Any) -> subprocess.Popen[Any]:
-        process = subprocess.Popen(args, **kwargs)
+        process = subprocess.Popen(args, start_new_session=True, **kwargs)
         self.started.append(process)
         return process
 
     def stop(self) -> None:
         for p in self.started:
-            p.terminate()
+            self.signal(p, signal.SIGTERM)
         for p in self.started:
             try:
                 p.wait(10)
             except subprocess.TimeoutExpired:
-                p.kill()
+                pass
+        # Whatever is left of each group, such as a program whose npx already ended.
+        for p in self.started:
+            self.signal(p, signal.SIGKILL)
+            p.wait()
+
+    @staticmethod
+    def signal(process: subprocess.Popen[Any], number: int) -> None:
+        try:
+            os.killpg(process.pid, number)
+        except ProcessLookupError:
+            pass
 
 
 @pytest.fixture
