@@ -294,7 +294,18 @@ fn soak(root: &Path) -> Result<()> {
 /// Cargo resolves features for the packages a command names, and `cargo build -p …` would build the relay,
 /// the client and their dependencies again with other features; after the `test` step this is a no-op.
 pub(crate) fn build_binaries(root: &Path) -> Result<()> {
-    run(root, "cargo", &["test", "--workspace", "--no-run"])
+    run(root, "cargo", &["test", "--workspace", "--no-run"])?;
+    // The phone SDK's library is built in deps/ for its tests, and cargo copies it up into target/debug/ only
+    // for a command that names its package: copy it up here, as `cargo build -p pacerelle-ffi` would.
+    let name = format!(
+        "{}pacerelle_ffi{}",
+        std::env::consts::DLL_PREFIX,
+        std::env::consts::DLL_SUFFIX
+    );
+    let debug = root.join("target/debug");
+    std::fs::copy(debug.join("deps").join(&name), debug.join(&name))
+        .with_context(|| format!("cannot copy target/debug/deps/{name} into target/debug/"))?;
+    Ok(())
 }
 
 /// Builds `pacerelle` and `pacerelle-soak` in `profile` (`debug`: [`build_binaries`]; `release`: those two),
