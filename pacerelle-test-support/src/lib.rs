@@ -33,7 +33,7 @@ pub fn binary(name: &str) -> PathBuf {
         let target_dir = profile_dir.parent().expect("target");
         let manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let mut build = std::process::Command::new(cargo);
+        let mut build = cargo_command(cargo);
         build.args(["test", "--workspace", "--no-run", "--quiet"]);
         if profile_dir.file_name().is_some_and(|p| p == "release") {
             build.arg("--release");
@@ -51,6 +51,34 @@ pub fn binary(name: &str) -> PathBuf {
     let bin = profile_dir.join(format!("{name}{}", std::env::consts::EXE_SUFFIX));
     assert!(bin.exists(), "{} was not built", bin.display());
     bin
+}
+
+/// A command for cargo, started from a test, without the variables cargo set for the test itself
+/// (`CARGO_MANIFEST_DIR`, `CARGO_PKG_*`, …): ring's build script asks to run again when one of them changes,
+/// so a cargo that inherits them rebuilds ring and everything above it, and the next `cargo test` rebuilds
+/// them back (minutes, twice). `CARGO` stays. xtask's `forget_package_env` does the same for its steps.
+pub fn cargo_command(cargo: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
+    let mut command = std::process::Command::new(cargo);
+    for (name, _) in std::env::vars_os() {
+        let Some(name) = name.to_str() else { continue };
+        let set_by_cargo = name.starts_with("CARGO_PKG_")
+            || name.starts_with("CARGO_BIN_")
+            || matches!(
+                name,
+                "CARGO_MANIFEST_DIR"
+                    | "CARGO_MANIFEST_PATH"
+                    | "CARGO_MANIFEST_LINKS"
+                    | "CARGO_CRATE_NAME"
+                    | "CARGO_PRIMARY_PACKAGE"
+                    | "CARGO_TARGET_TMPDIR"
+                    | "CARGO_RUSTC_CURRENT_DIR"
+                    | "OUT_DIR"
+            );
+        if set_by_cargo {
+            command.env_remove(name);
+        }
+    }
+    command
 }
 
 /// A listener on `127.0.0.1:port` (`0`: any free port). A port just released may not be free again at once:

@@ -460,14 +460,43 @@ fn web(root: &Path) -> Result<()> {
 /// first step.
 static TEST_HOME: OnceLock<PathBuf> = OnceLock::new();
 
-/// A command for `program` run from `dir`, with the test home once `cargo xtask test` has set one.
+/// A command for `program` run from `dir`, with the test home once `cargo xtask test` has set one, and
+/// without the variables `cargo run` set for xtask itself ([`forget_package_env`]).
 fn command(dir: &Path, program: impl AsRef<OsStr>) -> Command {
     let mut command = Command::new(program);
     command.current_dir(dir);
+    forget_package_env(&mut command);
     if let Some(home) = TEST_HOME.get() {
         command.env("PACERELLE_HOME", home);
     }
     command
+}
+
+/// Removes from `command`'s environment the variables cargo sets for the program it runs (`cargo run` for
+/// xtask, `cargo test` for a test): `CARGO_MANIFEST_DIR`, `CARGO_PKG_*` and the like. Some build scripts ask
+/// to run again when one of them changes (ring's names `CARGO_MANIFEST_DIR` and `CARGO_PKG_NAME`), so a
+/// cargo started with xtask's values and one started without them rebuild ring, and everything above it,
+/// in turn: minutes per step. `CARGO` (the path of cargo itself) stays.
+pub(crate) fn forget_package_env(command: &mut Command) {
+    for (name, _) in std::env::vars_os() {
+        let Some(name) = name.to_str() else { continue };
+        let set_by_cargo = name.starts_with("CARGO_PKG_")
+            || name.starts_with("CARGO_BIN_")
+            || matches!(
+                name,
+                "CARGO_MANIFEST_DIR"
+                    | "CARGO_MANIFEST_PATH"
+                    | "CARGO_MANIFEST_LINKS"
+                    | "CARGO_CRATE_NAME"
+                    | "CARGO_PRIMARY_PACKAGE"
+                    | "CARGO_TARGET_TMPDIR"
+                    | "CARGO_RUSTC_CURRENT_DIR"
+                    | "OUT_DIR"
+            );
+        if set_by_cargo {
+            command.env_remove(name);
+        }
+    }
 }
 
 /// Prints a command, runs it from `dir` with inherited output, and fails unless it exits with 0.
@@ -670,7 +699,9 @@ fn check_history(root: &Path, base: &str) -> Result<ExitCode> {
         let title: String = title.trim().chars().take(100).collect();
         println!("\nxtask: [{}/{}] {title}", n + 1, commits.len());
         git(&tree, &["checkout", "--quiet", "--detach", commit])?;
-        let status = Command::new("cargo")
+        let mut check = Command::new("cargo");
+        forget_package_env(&mut check);
+        let status = check
             .current_dir(&tree)
             .args(["check", "--workspace", "--all-targets", "--locked", "--quiet"])
             .env("CARGO_TARGET_DIR", &target)
