@@ -16,6 +16,7 @@ pub(crate) mod marks;
 pub(crate) mod postgres;
 pub(crate) mod principals;
 pub(crate) mod sqlite;
+pub(crate) mod types;
 
 use pacerelle_core::Timestamp;
 use pacerelle_core::pairing::Role;
@@ -24,12 +25,10 @@ use pacerelle_core::wire::{
     LeaseHolder, MessageCounts, PairingClaimed, PairingCreated, QuestionView, SessionInfo, Stored,
 };
 
-pub(crate) use sqlite::WriterCounts;
-pub(crate) use sqlite::gauges::Outboxes;
-pub(crate) use sqlite::push::{DuePush, PushPut};
-pub(crate) use sqlite::retention::Purged;
-pub(crate) use sqlite::updates::NewUpdate;
-pub(crate) use sqlite::{RosterPut, Target};
+pub(crate) use types::{
+    DuePush, MAX_PER_DEVICE, NewUpdate, OutboxFigures, Outboxes, Purged, PushPut, RosterPut, Target,
+    WriterCounts,
+};
 
 use std::sync::Arc;
 

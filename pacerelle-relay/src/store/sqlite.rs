@@ -22,25 +22,25 @@ use crate::error::{Error, StoreError};
 mod agent;
 mod checkpoints;
 mod device;
-pub(crate) mod gauges;
+mod gauges;
 mod lease;
 mod messages;
 mod pairing;
 pub(crate) mod push;
 mod questions;
 mod reader;
-pub(crate) mod retention;
+mod retention;
 mod roster;
 mod session;
 mod status;
 mod sweep;
-pub(crate) mod updates;
+mod updates;
 mod webhooks;
 mod writer;
 
-pub(crate) use roster::RosterPut;
-pub(crate) use webhooks::Target;
-pub(crate) use writer::WriterCounts;
+// Also by these paths for `crate::webhook` and `crate::routes::agent`, which name them so.
+use crate::store::WriterCounts;
+pub(crate) use crate::store::{RosterPut, Target};
 
 type Result<T, E = StoreError> = std::result::Result<T, E>;
 

@@ -2,15 +2,7 @@
 //! webhook events and Web Push messages wait in their outboxes, and since when the oldest one waits.
 
 use super::prelude::*;
-use crate::store::sqlite::gauges::OutboxFigures;
-
-/// An outbox's figures from its `(count, oldest created_at)` row.
-fn figures((pending, oldest): (i64, Option<i64>)) -> OutboxFigures {
-    OutboxFigures {
-        pending: u64::try_from(pending).unwrap_or(0),
-        oldest: oldest.map(Timestamp),
-    }
-}
+use crate::store::OutboxFigures;
 
 impl PgStore {
     /// The depth and age of the webhook and push outboxes. The webhook count reads the partial index of
@@ -24,8 +16,8 @@ impl PgStore {
             .fetch_one(&self.pool)
             .await?;
         Ok(Outboxes {
-            webhook: figures(webhook),
-            push: figures(push),
+            webhook: OutboxFigures::of(webhook),
+            push: OutboxFigures::of(push),
         })
     }
 }

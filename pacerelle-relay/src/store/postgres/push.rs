@@ -16,7 +16,7 @@
 //! services keep no order between messages anyway.
 
 use super::prelude::*;
-use crate::store::sqlite::push::MAX_PER_DEVICE;
+use crate::store::MAX_PER_DEVICE;
 
 /// TTL of reply and notification pushes.
 const TTL_NORMAL_MS: i64 = 86_400_000;

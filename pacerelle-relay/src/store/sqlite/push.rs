@@ -9,42 +9,13 @@ use pacerelle_core::Timestamp;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Result, SqliteStore, ts};
+// Also by this path for `crate::push` and `crate::routes::push`, which name them so.
+pub(crate) use crate::store::{DuePush, MAX_PER_DEVICE, PushPut};
 
-/// Subscriptions one device may hold.
-pub(crate) const MAX_PER_DEVICE: i64 = 10;
 /// TTL of reply and notification pushes.
 const TTL_NORMAL_MS: i64 = 86_400_000;
 /// TTL of the push that closes a question.
 const TTL_UPDATE_MS: i64 = 3_600_000;
-
-/// Outcome of registering a subscription.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum PushPut {
-    /// A new subscription (or one moved from another device), created at this time.
-    Created(Timestamp),
-    /// This device had it already: its keys were replaced. When it was first registered.
-    Replaced(Timestamp),
-    /// The device already holds [`MAX_PER_DEVICE`] subscriptions.
-    TooMany,
-}
-
-/// A push due for an attempt, with its subscription.
-#[derive(Debug, Clone)]
-pub(crate) struct DuePush {
-    pub push_id: i64,
-    pub subscription_id: i64,
-    pub endpoint: String,
-    pub p256dh: Vec<u8>,
-    pub auth: Vec<u8>,
-    pub agent_id: String,
-    pub device_id: String,
-    pub item_seq: i64,
-    pub kind: String,
-    pub urgency: String,
-    pub topic: Option<String>,
-    pub expires_at: Timestamp,
-    pub attempts: u32,
-}
 
 /// Queues the pushes of the item at `seq` (just inserted by the caller, in the same transaction): one per
 /// subscription of each active device that the item (or, for an `update`, its question) is sealed for. A

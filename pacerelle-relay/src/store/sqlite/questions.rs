@@ -11,12 +11,12 @@ use pacerelle_core::question::{Channel, QuestionRecord, QuestionState, Refusal};
 use pacerelle_core::wire::{DeviceEnvelope, DeviceQuestion, ItemState, QuestionView, Stored};
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::updates::{NewUpdate, insert_update};
+use super::updates::insert_update;
 use super::{Result, SqliteStore, cursor, seq_of, ts};
 use crate::store::rows::{DeviceQuestionRow, QuestionRow, corrupt};
 use crate::store::{
-    Answerer, Effects, ExpiryPass, ItemPut, LogPage, LogQuery, NewQuestion, QuestionPut, StateFilter,
-    Transition,
+    Answerer, Effects, ExpiryPass, ItemPut, LogPage, LogQuery, NewQuestion, NewUpdate, QuestionPut,
+    StateFilter, Transition,
 };
 
 /// Event types of the webhook outbox.

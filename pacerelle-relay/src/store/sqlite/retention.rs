@@ -23,22 +23,12 @@ use rusqlite::{Connection, params};
 
 use super::{Result, SqliteStore};
 use crate::config::Retention;
+use crate::store::Purged;
 
 /// Rows one write transaction deletes at most (an item deleted with its dependents may pass it by those).
 pub(super) const BATCH_ROWS: usize = 500;
 /// Write transactions one purge runs at most; what is left goes at the next sweep.
 const MAX_BATCHES: u32 = 100;
-
-/// What a purge did.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct Purged {
-    /// Rows deleted, dependents (envelopes, updates, events) included.
-    pub rows: u64,
-    /// Write transactions run.
-    pub batches: u32,
-    /// Whether the purge stopped at its bound while rows may be left to delete (the next sweep goes on).
-    pub more: bool,
-}
 
 /// The kinds of rows a purge deletes, one after the other.
 #[derive(Debug, Clone, Copy)]

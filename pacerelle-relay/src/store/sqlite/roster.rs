@@ -5,18 +5,7 @@ use pacerelle_core::wire::RosterView;
 use rusqlite::{Connection, params};
 
 use super::{Result, SqliteStore};
-
-/// What storing a roster did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum RosterPut {
-    /// Stored: the new view.
-    Stored(RosterView),
-    /// The stored version is not the one the update was based on, or the new version is not greater.
-    Conflict {
-        /// The stored version (0: none).
-        current: u64,
-    },
-}
+use crate::store::RosterPut;
 
 impl SqliteStore {
     /// The newest roster of the agent; version 0 and no envelope when none was stored.

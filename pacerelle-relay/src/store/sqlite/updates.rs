@@ -7,45 +7,14 @@
 //! agent's conversations after the commit.
 
 use pacerelle_core::wire::{ConversationItem, ItemKind, ItemState, SubjectKind};
-use pacerelle_core::{Cursor, Timestamp, ids};
+use pacerelle_core::{Timestamp, ids};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Result, cursor};
+use crate::store::NewUpdate;
 
 /// Prefix of update ids.
 const UPDATE: &str = "upd";
-
-/// An update item just inserted: what the conversations and a push need to know of it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct NewUpdate {
-    /// The agent whose stream holds it.
-    pub agent_id: String,
-    /// Its sequence number in the stream (its cursor is `c1.<seq>`).
-    pub seq: i64,
-    /// Its id, `upd_…`.
-    pub id: String,
-    /// The task or question whose state changed.
-    pub subject_id: String,
-    /// Which of the two.
-    pub subject_kind: SubjectKind,
-    /// The state it reached.
-    pub state: ItemState,
-    /// The devices whose conversation shows it, not revoked: the sender of the task, or every device the
-    /// question was sealed for.
-    pub recipients: Vec<String>,
-    /// When it was stored.
-    pub created_at: Timestamp,
-    /// The item exactly as `GET /v1/device/conversation` returns it to each of `recipients` (an update
-    /// carries no envelope, so it is the same for all of them), as of `created_at`.
-    pub item: ConversationItem,
-}
-
-impl NewUpdate {
-    /// Its position in the agent's stream.
-    pub(crate) fn cursor(&self) -> Cursor {
-        cursor(self.seq)
-    }
-}
 
 /// Inserts the `update` item saying that the item at `subject_seq` (a task or a question of `agent_id`)
 /// reached `state`, unless one was already stored for that subject and state. Call it inside the write that
@@ -177,6 +146,7 @@ pub(crate) fn insert_update(
 
 #[cfg(test)]
 mod tests {
+    use pacerelle_core::Cursor;
     use pacerelle_core::wire::{DeviceEnvelope, ItemKind};
 
     use super::super::SqliteStore;

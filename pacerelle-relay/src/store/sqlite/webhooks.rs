@@ -18,19 +18,7 @@ use sqlx::{Connection, SqlitePool};
 use super::{Result, SqliteStore, ts};
 use crate::at_rest::key::WebhookKey;
 use crate::error::StoreError;
-use crate::store::DueEvent;
-
-/// Where a due event goes, as the agent's webhook is at the time of the read.
-#[derive(Debug, Clone)]
-pub(crate) enum Target {
-    /// The agent removed its webhook: nowhere.
-    Removed,
-    /// The webhook's URL and its secret, opened.
-    Webhook { url: String, secret: String },
-    /// The secret was sealed with another webhook key (`webhook.key` lost or replaced since): nothing can sign
-    /// the event until the agent sets its webhook again.
-    Unreadable,
-}
+use crate::store::{DueEvent, Target};
 
 fn seal_error() -> StoreError {
     StoreError::internal("cannot seal the webhook secret (system random generator)")

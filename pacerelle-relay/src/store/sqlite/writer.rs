@@ -23,13 +23,12 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::{mpsc, oneshot};
 
 use super::Result;
 use crate::error::StoreError;
+use crate::store::WriterCounts;
 
 /// At most this many writes share one commit.
 pub(super) const MAX_BATCH: usize = 1024;
@@ -102,37 +101,6 @@ fn copy(e: &StoreError) -> StoreError {
 
 fn closed() -> StoreError {
     StoreError::unavailable("the store is closed")
-}
-
-/// What the writer has done since the relay started, for `GET /metrics` and the tests.
-#[derive(Debug)]
-pub(crate) struct WriterCounts {
-    /// Transactions committed (one synced commit each; a batch whose writes all failed commits nothing).
-    pub commits: Counter,
-    /// Writes run, whatever their outcome.
-    pub writes: Counter,
-    /// Writes per batch.
-    pub batch: Histogram,
-    /// Seconds from a call of [`Writer::write`] to its answer: the wait in the queue, the batch's work and its
-    /// synced commit.
-    pub latency: Histogram,
-}
-
-/// Upper bounds of [`WriterCounts::latency`]'s buckets, in seconds: 100 µs to 5 s.
-const LATENCY_BUCKETS: [f64; 15] = [
-    0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
-];
-
-impl Default for WriterCounts {
-    fn default() -> Self {
-        WriterCounts {
-            commits: Counter::default(),
-            writes: Counter::default(),
-            // 1, 2, 4 … 1024: up to MAX_BATCH.
-            batch: Histogram::new(exponential_buckets(1.0, 2.0, 11)),
-            latency: Histogram::new(LATENCY_BUCKETS),
-        }
-    }
 }
 
 /// The handle on the writer thread, shared by every clone of the store.

@@ -1,0 +1,169 @@
+//! The values both backends return and take beyond those of [`crate::store`] itself: outcomes, rows due for the
+//! deliverers, figures for `GET /metrics`. Neither backend owns them; each builds them from its own SQL.
+
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+
+use pacerelle_core::wire::{ConversationItem, ItemState, RosterView, SubjectKind};
+use pacerelle_core::{Cursor, Timestamp};
+
+use crate::store::{cursor, ts};
+
+/// What the store's writes have done since the relay started, for `GET /metrics` and the tests: SQLite's
+/// writer counts its batches; PostgreSQL counts each write as a transaction of its own.
+#[derive(Debug)]
+pub(crate) struct WriterCounts {
+    /// Transactions committed (one synced commit each; a batch whose writes all failed commits nothing).
+    pub commits: Counter,
+    /// Writes run, whatever their outcome.
+    pub writes: Counter,
+    /// Writes per batch.
+    pub batch: Histogram,
+    /// Seconds from a call of the SQLite writer's `write` to its answer: the wait in the queue, the batch's
+    /// work and its synced commit.
+    pub latency: Histogram,
+}
+
+/// Upper bounds of [`WriterCounts::latency`]'s buckets, in seconds: 100 µs to 5 s.
+const LATENCY_BUCKETS: [f64; 15] = [
+    0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+];
+
+impl Default for WriterCounts {
+    fn default() -> Self {
+        WriterCounts {
+            commits: Counter::default(),
+            writes: Counter::default(),
+            // 1, 2, 4 … 1024: up to the SQLite writer's MAX_BATCH.
+            batch: Histogram::new(exponential_buckets(1.0, 2.0, 11)),
+            latency: Histogram::new(LATENCY_BUCKETS),
+        }
+    }
+}
+
+/// One outbox's depth and age.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct OutboxFigures {
+    /// Entries waiting for delivery (a first attempt or another).
+    pub pending: u64,
+    /// When the oldest of them was queued; `None` when the outbox is empty.
+    pub oldest: Option<Timestamp>,
+}
+
+impl OutboxFigures {
+    /// An outbox's figures from its `(count, oldest created_at)` row.
+    pub(in crate::store) fn of((pending, oldest): (i64, Option<i64>)) -> OutboxFigures {
+        OutboxFigures {
+            pending: u64::try_from(pending).unwrap_or(0),
+            oldest: oldest.map(ts),
+        }
+    }
+}
+
+/// The figures of both outboxes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Outboxes {
+    /// Webhook events in the state `pending`.
+    pub webhook: OutboxFigures,
+    /// Web Push messages queued (a push leaves the outbox once delivered, dropped or given up).
+    pub push: OutboxFigures,
+}
+
+/// Subscriptions one device may hold.
+pub(crate) const MAX_PER_DEVICE: i64 = 10;
+
+/// Outcome of registering a subscription.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PushPut {
+    /// A new subscription (or one moved from another device), created at this time.
+    Created(Timestamp),
+    /// This device had it already: its keys were replaced. When it was first registered.
+    Replaced(Timestamp),
+    /// The device already holds [`MAX_PER_DEVICE`] subscriptions.
+    TooMany,
+}
+
+/// A push due for an attempt, with its subscription.
+#[derive(Debug, Clone)]
+pub(crate) struct DuePush {
+    pub push_id: i64,
+    pub subscription_id: i64,
+    pub endpoint: String,
+    pub p256dh: Vec<u8>,
+    pub auth: Vec<u8>,
+    pub agent_id: String,
+    pub device_id: String,
+    pub item_seq: i64,
+    pub kind: String,
+    pub urgency: String,
+    pub topic: Option<String>,
+    pub expires_at: Timestamp,
+    pub attempts: u32,
+}
+
+/// What a purge did.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Purged {
+    /// Rows deleted, dependents (envelopes, updates, events) included.
+    pub rows: u64,
+    /// Write transactions run.
+    pub batches: u32,
+    /// Whether the purge stopped at its bound while rows may be left to delete (the next sweep goes on).
+    pub more: bool,
+}
+
+/// An update item just inserted: what the conversations and a push need to know of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct NewUpdate {
+    /// The agent whose stream holds it.
+    pub agent_id: String,
+    /// Its sequence number in the stream (its cursor is `c1.<seq>`).
+    pub seq: i64,
+    /// Its id, `upd_…`.
+    pub id: String,
+    /// The task or question whose state changed.
+    pub subject_id: String,
+    /// Which of the two.
+    pub subject_kind: SubjectKind,
+    /// The state it reached.
+    pub state: ItemState,
+    /// The devices whose conversation shows it, not revoked: the sender of the task, or every device the
+    /// question was sealed for.
+    pub recipients: Vec<String>,
+    /// When it was stored.
+    pub created_at: Timestamp,
+    /// The item exactly as `GET /v1/device/conversation` returns it to each of `recipients` (an update
+    /// carries no envelope, so it is the same for all of them), as of `created_at`.
+    pub item: ConversationItem,
+}
+
+impl NewUpdate {
+    /// Its position in the agent's stream.
+    pub(crate) fn cursor(&self) -> Cursor {
+        cursor(self.seq)
+    }
+}
+
+/// What storing a roster did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum RosterPut {
+    /// Stored: the new view.
+    Stored(RosterView),
+    /// The stored version is not the one the update was based on, or the new version is not greater.
+    Conflict {
+        /// The stored version (0: none).
+        current: u64,
+    },
+}
+
+/// Where a due event goes, as the agent's webhook is at the time of the read.
+#[derive(Debug, Clone)]
+pub(crate) enum Target {
+    /// The agent removed its webhook: nowhere.
+    Removed,
+    /// The webhook's URL and its secret, opened.
+    Webhook { url: String, secret: String },
+    /// The secret was sealed with another webhook key (`webhook.key` lost or replaced since): nothing can sign
+    /// the event until the agent sets its webhook again.
+    Unreadable,
+}
