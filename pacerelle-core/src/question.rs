@@ -522,6 +522,7 @@ pub struct Verdict {
 impl Verdict {
     /// No answer the agent accepts: `cancelled` if the relay says so; otherwise `expired` once `now` reaches
     /// the expiry of the agent's own copy, or if the relay says `expired`; otherwise `pending`. Never approved.
+    #[cfg(feature = "content")]
     fn unanswered(
         reported: QuestionState,
         expires_at: Timestamp,

@@ -1,9 +1,10 @@
 //! Project tasks, run as `cargo xtask <task>` from anywhere in the workspace.
 //!
-//! - `cargo xtask test` runs every test suite, one step after another, and is exactly what CI runs
-//!   (`.ci/run`). A step whose project folder does not exist yet is skipped with a line saying so. A failed
-//!   step does not stop the run: the summary at the end shows every step, and the exit status is non-zero
-//!   if any failed.
+//! - `cargo xtask test` runs every test suite, and is exactly what CI runs (`.ci/run`): `fmt`, then the one
+//!   build the later steps share, then the other steps two at a time (`--jobs N`), each in a process of its
+//!   own whose output is printed whole when it ends. A step whose project folder does not exist yet is
+//!   skipped with a line saying so. A failed step does not stop the run: the summary at the end shows every
+//!   step, with its time and its count of tests, and the exit status is non-zero if any failed.
 //! - `cargo xtask bench` runs the relay benchmark; `cargo xtask bench --load [ARGS]` builds `pacerelle` and
 //!   `pacerelle-load` in release and runs the load generator, the relay alone in its own process.
 //! - `cargo xtask soak --minutes N` runs the soak (`pacerelle-soak`, release build) for that long; the `soak`
@@ -25,7 +26,11 @@ const USAGE: &str = "\
 usage: cargo xtask <task>
 
 tasks:
-  test [--only STEP]... [--skip STEP]...   run the test suites (STEP may be a comma-separated list)
+  test [--only STEP]... [--skip STEP]...   run the test suites (STEP may be a comma-separated list):
+                                           fmt, the build, then two steps at a time, each one's output
+                                           printed when it ends (target/xtask/logs/STEP.log)
+  test --jobs N [...]                      N steps at a time; --jobs 1: one after another, output as it
+                                           comes
   test --list                              list the steps
   test --timings [...]                     the same, with the time of every test and the ten slowest
   test --quick                             the daily loop: fmt, then clippy and the Rust tests of the
@@ -53,22 +58,34 @@ struct Step {
     needs: Option<&'static str>,
     /// Runs the suite's commands; an error means the suite failed.
     run: fn(&Path) -> Result<()>,
+    /// It runs what [`build_binaries`] builds: side by side, that build runs once before every such step.
+    built: bool,
+    /// Steps of one group never run at the same time: they share a tool's state (the Maven repository of
+    /// `~/.m2`) or a target folder whose lock the second one would only wait on.
+    group: Option<&'static str>,
 }
 
-/// Every suite, in the order they run. Cheap checks first, so that a formatting slip shows at once.
+/// Every suite, in the order they run one after another (`--jobs 1`). Cheap checks first, so that a
+/// formatting slip shows at once. Side by side, `fmt` and the build come first and the others start in this
+/// order: the long Rust test run beside clippy, which compiles while the tests mostly wait on the network.
 #[rustfmt::skip]
 const STEPS: &[Step] = &[
-    Step { name: "fmt", needs: None, run: fmt },
-    Step { name: "layers", needs: None, run: layers },
-    Step { name: "clippy", needs: None, run: clippy },
-    Step { name: "test", needs: None, run: test },
-    Step { name: "postgres", needs: Some("pacerelle-relay/migrations-postgres"), run: postgres },
-    Step { name: "soak", needs: Some("pacerelle-soak"), run: soak },
-    Step { name: "py", needs: Some("pacerelle-py"), run: py },
-    Step { name: "kotlin", needs: Some("pacerelle-ffi/kotlin"), run: kotlin },
-    Step { name: "web", needs: Some("pacerelle-relay/web-tests"), run: web },
-    Step { name: "dist", needs: Some("packaging"), run: dist::step },
+    Step { name: "fmt", needs: None, run: fmt, built: false, group: None },
+    Step { name: "test", needs: None, run: test, built: true, group: None },
+    Step { name: "clippy", needs: None, run: clippy, built: false, group: Some("target/check") },
+    Step { name: "postgres", needs: Some("pacerelle-relay/migrations-postgres"), run: postgres, built: true, group: None },
+    Step { name: "layers", needs: None, run: layers, built: false, group: Some("target/check") },
+    Step { name: "soak", needs: Some("pacerelle-soak"), run: soak, built: true, group: None },
+    Step { name: "py", needs: Some("pacerelle-py"), run: py, built: true, group: None },
+    Step { name: "web", needs: Some("pacerelle-relay/web-tests"), run: web, built: true, group: None },
+    Step { name: "kotlin", needs: Some("pacerelle-ffi/kotlin"), run: kotlin, built: true, group: Some("maven") },
+    Step { name: "dist", needs: Some("packaging"), run: dist::step, built: true, group: Some("maven") },
 ];
+
+/// The target folder of the `clippy` and `layers` steps: a check (metadata only) of other feature sets
+/// than the test build's, in a folder of its own so that it runs beside the tests without waiting on
+/// `target/`'s lock.
+const CHECK_TARGET: &str = "target/check";
 
 fn fmt(root: &Path) -> Result<()> {
     run(root, "cargo", &["fmt", "--all", "--check"])
@@ -115,7 +132,15 @@ fn layers(root: &Path) -> Result<()> {
         "adapters depend on the client only; the relay's core has no `content` feature; pacerelle-serve names no crate of ours"
     );
     // Built alone, the relay's core is compiled without `content`: any use of a content key fails here.
-    run(root, "cargo", &["check", "-p", "pacerelle-relay", "--lib"])
+    let check = [
+        "check",
+        "-p",
+        "pacerelle-relay",
+        "--lib",
+        "--target-dir",
+        CHECK_TARGET,
+    ];
+    run(root, "cargo", &check)
 }
 
 /// True when the `[section]` table of a Cargo manifest has a line starting with `name`.
@@ -136,7 +161,16 @@ fn clippy(root: &Path) -> Result<()> {
     run(
         root,
         "cargo",
-        &["clippy", "--workspace", "--all-targets", "--", "-D", "warnings"],
+        &[
+            "clippy",
+            "--workspace",
+            "--all-targets",
+            "--target-dir",
+            CHECK_TARGET,
+            "--",
+            "-D",
+            "warnings",
+        ],
     )
 }
 
@@ -768,11 +802,13 @@ fn select(args: &[String]) -> Result<Vec<&'static Step>> {
 }
 
 enum Outcome {
-    Passed(Duration),
+    /// How long it took, and how many tests its output reports as passed (when it runs side by side).
+    Passed(Duration, Option<u64>),
     Failed(Duration),
     Skipped(String),
 }
 
+/// `cargo xtask test [--only STEP]... [--skip STEP]... [--jobs N] [--timings]`.
 fn test_all(root: &Path, args: &[String]) -> Result<ExitCode> {
     if args.iter().any(|a| a == "--list") {
         for step in STEPS {
@@ -784,9 +820,27 @@ fn test_all(root: &Path, args: &[String]) -> Result<ExitCode> {
         }
         return Ok(ExitCode::SUCCESS);
     }
-    TIMINGS.get_or_init(|| args.iter().any(|a| a == "--timings"));
-    let args: Vec<String> = args.iter().filter(|a| *a != "--timings").cloned().collect();
-    let steps = select(&args)?;
+    let timings = args.iter().any(|a| a == "--timings");
+    TIMINGS.get_or_init(|| timings);
+    // `--in-lane`: one step run by a side-by-side run, its output going to the step's log.
+    let in_lane = args.iter().any(|a| a == "--in-lane");
+    let mut jobs = 2;
+    let mut rest = Vec::new();
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        match arg.as_str() {
+            "--timings" | "--in-lane" => {}
+            "--jobs" => {
+                jobs = iter
+                    .next()
+                    .and_then(|n| n.parse::<usize>().ok())
+                    .filter(|n| *n > 0)
+                    .context("--jobs needs a number of steps, 1 or more")?;
+            }
+            _ => rest.push(arg.clone()),
+        }
+    }
+    let steps = select(&rest)?;
     // The suites' agents keep a roster mark in `PACERELLE_HOME`, else in the user's config folder: give every
     // process the steps start a home of its own under `target/`, so that a test run writes nothing in the
     // real one. The tests that need a home of their own still set it themselves.
@@ -794,34 +848,47 @@ fn test_all(root: &Path, args: &[String]) -> Result<ExitCode> {
     std::fs::create_dir_all(&home).with_context(|| format!("cannot create {}", home.display()))?;
     TEST_HOME.get_or_init(|| home);
     let mut outcomes = Vec::new();
+    let mut runnable = Vec::new();
     for step in steps {
         if let Some(dir) = step.needs
             && !root.join(dir).is_dir()
         {
             println!("xtask: skipping {}: {dir}/ does not exist yet", step.name);
             outcomes.push((step.name, Outcome::Skipped(format!("{dir}/ not found"))));
-            continue;
-        }
-        println!("\nxtask: ── {} ──", step.name);
-        let start = Instant::now();
-        let result = (step.run)(root);
-        let elapsed = start.elapsed();
-        match result {
-            Ok(()) => outcomes.push((step.name, Outcome::Passed(elapsed))),
-            Err(err) => {
-                println!("xtask: {} failed: {err:#}", step.name);
-                outcomes.push((step.name, Outcome::Failed(elapsed)));
-            }
+        } else {
+            runnable.push(step);
         }
     }
+    if in_lane {
+        let [step] = runnable[..] else {
+            bail!("--in-lane runs exactly one step");
+        };
+        return Ok(match (step.run)(root) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(err) => {
+                println!("xtask: {} failed: {err:#}", step.name);
+                ExitCode::FAILURE
+            }
+        });
+    }
+    if jobs == 1 {
+        one_after_another(root, &runnable, &mut outcomes);
+    } else {
+        side_by_side(root, &runnable, jobs, timings, &mut outcomes)?;
+    }
+    // The summary in table order, whatever order the steps ended in.
+    let rank = |name: &str| STEPS.iter().position(|s| s.name == name).unwrap_or(0);
+    outcomes.sort_by_key(|(name, _)| if *name == "build" { 1 } else { rank(name) * 2 });
 
     println!("\nxtask: summary");
-    let (mut passed, mut failed) = (0, 0);
+    let (mut passed, mut failed, mut tests) = (0, 0, 0);
     for (name, outcome) in &outcomes {
         match outcome {
-            Outcome::Passed(d) => {
+            Outcome::Passed(d, count) => {
                 passed += 1;
-                println!("xtask: {name} passed ({:.1} s)", d.as_secs_f64());
+                tests += count.unwrap_or(0);
+                let count = count.map(|n| format!(", {n} tests")).unwrap_or_default();
+                println!("xtask: {name} passed ({:.1} s{count})", d.as_secs_f64());
             }
             Outcome::Failed(d) => {
                 failed += 1;
@@ -830,10 +897,235 @@ fn test_all(root: &Path, args: &[String]) -> Result<ExitCode> {
             Outcome::Skipped(why) => println!("xtask: {name} skipped ({why})"),
         }
     }
+    if tests > 0 {
+        println!("xtask: {tests} tests passed in all");
+    }
     println!("{passed} passed, {failed} failed");
     Ok(if failed == 0 {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// `--jobs 1`: each step in table order, in this process, its output as it comes.
+fn one_after_another(root: &Path, steps: &[&'static Step], outcomes: &mut Vec<(&'static str, Outcome)>) {
+    for step in steps {
+        println!("\nxtask: ── {} ──", step.name);
+        let start = Instant::now();
+        let result = (step.run)(root);
+        let elapsed = start.elapsed();
+        match result {
+            Ok(()) => outcomes.push((step.name, Outcome::Passed(elapsed, None))),
+            Err(err) => {
+                println!("xtask: {} failed: {err:#}", step.name);
+                outcomes.push((step.name, Outcome::Failed(elapsed)));
+            }
+        }
+    }
+}
+
+/// The default: `fmt`, then the build every later step shares ([`build_binaries`]), then the other steps
+/// `jobs` at a time, in table order, two of one group never together. Each runs in a process of its own
+/// (`cargo xtask test --in-lane --only STEP`) with its output in `target/xtask/logs/STEP.log`, printed whole
+/// when the step ends, so that the outputs of two steps never interleave. On two cores this is the gain:
+/// the test binaries spend most of their time waiting on sockets and timers, clippy compiles beside them.
+fn side_by_side(
+    root: &Path,
+    steps: &[&'static Step],
+    jobs: usize,
+    timings: bool,
+    outcomes: &mut Vec<(&'static str, Outcome)>,
+) -> Result<()> {
+    let mut queue: Vec<&'static Step> = Vec::new();
+    for step in steps {
+        if step.name == "fmt" {
+            one_after_another(root, &[step], outcomes);
+        } else {
+            queue.push(step);
+        }
+    }
+    if queue.iter().any(|s| s.built) {
+        println!("\nxtask: ── build ──");
+        let start = Instant::now();
+        match build_binaries(root) {
+            Ok(()) => outcomes.push(("build", Outcome::Passed(start.elapsed(), None))),
+            Err(err) => {
+                println!("xtask: the build failed: {err:#}");
+                outcomes.push(("build", Outcome::Failed(start.elapsed())));
+                queue.retain(|s| {
+                    if s.built {
+                        outcomes.push((s.name, Outcome::Skipped("the build failed".into())));
+                    }
+                    !s.built
+                });
+            }
+        }
+    }
+    let logs = root.join("target/xtask/logs");
+    std::fs::create_dir_all(&logs).with_context(|| format!("cannot create {}", logs.display()))?;
+    let exe = std::env::current_exe().context("cannot find xtask's own program")?;
+    struct Board {
+        queue: Vec<&'static Step>,
+        groups: Vec<&'static str>,
+        done: Vec<(&'static str, Outcome)>,
+    }
+    let board = std::sync::Mutex::new(Board {
+        queue,
+        groups: Vec::new(),
+        done: Vec::new(),
+    });
+    let changed = std::sync::Condvar::new();
+    let lane = || -> Result<()> {
+        loop {
+            let step = {
+                let mut b = board.lock().map_err(|_| anyhow::anyhow!("a lane panicked"))?;
+                loop {
+                    if b.queue.is_empty() {
+                        return Ok(());
+                    }
+                    let free = b
+                        .queue
+                        .iter()
+                        .position(|s| s.group.is_none_or(|g| !b.groups.contains(&g)));
+                    if let Some(i) = free {
+                        let step = b.queue.remove(i);
+                        b.groups.extend(step.group);
+                        break step;
+                    }
+                    b = changed.wait(b).map_err(|_| anyhow::anyhow!("a lane panicked"))?;
+                }
+            };
+            let log = logs.join(format!("{}.log", step.name));
+            println!("xtask: {} started (output in {})", step.name, log.display());
+            let start = Instant::now();
+            let status = (|| -> Result<std::process::ExitStatus> {
+                let out = std::fs::File::create(&log)
+                    .with_context(|| format!("cannot create {}", log.display()))?;
+                let err = out.try_clone()?;
+                let mut child = command(root, &exe);
+                child.args(["test", "--in-lane", "--only", step.name]);
+                if timings {
+                    child.arg("--timings");
+                }
+                let status = child
+                    .stdout(out)
+                    .stderr(err)
+                    .status()
+                    .context("could not start xtask")?;
+                Ok(status)
+            })();
+            let elapsed = start.elapsed();
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            let outcome = match &status {
+                Ok(status) if status.success() => Outcome::Passed(elapsed, tests_passed(&text)),
+                _ => Outcome::Failed(elapsed),
+            };
+            {
+                // One step's whole output at a time.
+                let mut stdout = std::io::stdout().lock();
+                use std::io::Write as _;
+                let verdict = if matches!(outcome, Outcome::Passed(..)) {
+                    "passed"
+                } else {
+                    "failed"
+                };
+                let _ = writeln!(
+                    stdout,
+                    "\nxtask: ── {} ── {verdict} ({:.1} s)",
+                    step.name,
+                    elapsed.as_secs_f64()
+                );
+                let _ = stdout.write_all(text.as_bytes());
+                if let Err(err) = &status {
+                    let _ = writeln!(stdout, "xtask: {} failed: {err:#}", step.name);
+                }
+                let _ = stdout.flush();
+            }
+            let mut b = board.lock().map_err(|_| anyhow::anyhow!("a lane panicked"))?;
+            b.groups.retain(|g| Some(*g) != step.group);
+            b.done.push((step.name, outcome));
+            changed.notify_all();
+        }
+    };
+    std::thread::scope(|scope| -> Result<()> {
+        let lanes: Vec<_> = (0..jobs).map(|_| scope.spawn(lane)).collect();
+        for lane in lanes {
+            lane.join().map_err(|_| anyhow::anyhow!("a lane panicked"))??;
+        }
+        Ok(())
+    })?;
+    let board = board
+        .into_inner()
+        .map_err(|_| anyhow::anyhow!("a lane panicked"))?;
+    outcomes.extend(board.done);
+    Ok(())
+}
+
+/// How many tests a step's output reports as passed, summed over the test runners it uses: libtest (`test
+/// result: ok. N passed`), pytest (`N passed` in its last line), node's runner (`# pass N` or `ℹ pass N`) and
+/// Maven's Surefire (the total `Tests run: N, …` line, the one without a time). None when it names none.
+fn tests_passed(log: &str) -> Option<u64> {
+    let number_before = |text: &str, word: &str| -> Option<u64> {
+        let head = text.split(word).next()?.trim_end();
+        let digits: String = head.chars().rev().take_while(char::is_ascii_digit).collect();
+        digits.chars().rev().collect::<String>().parse().ok()
+    };
+    let mut total = None;
+    let mut add = |n: u64| *total.get_or_insert(0) += n;
+    let mut surefire = None;
+    for line in log.lines() {
+        let line = line.trim();
+        if let Some(rest) = line.strip_prefix("test result: ") {
+            if let Some(n) = rest
+                .split_once(". ")
+                .and_then(|(_, r)| number_before(r, " passed"))
+            {
+                add(n);
+            }
+        } else if line.starts_with('=') && line.contains(" passed") {
+            if let Some(n) = number_before(line, " passed") {
+                add(n);
+            }
+        } else if let Some(n) = line
+            .strip_prefix("# pass ")
+            .or_else(|| line.strip_prefix("ℹ pass "))
+            .and_then(|n| n.trim().parse().ok())
+        {
+            add(n);
+        } else if let Some(rest) = line
+            .trim_start_matches("[INFO] ")
+            .trim_start_matches("[ERROR] ")
+            .strip_prefix("Tests run: ")
+            && !line.contains("Time elapsed")
+        {
+            surefire = rest.split(',').next().and_then(|n| n.trim().parse::<u64>().ok());
+        }
+    }
+    if let Some(n) = surefire {
+        add(n);
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tests_passed;
+
+    #[test]
+    fn the_test_count_adds_every_runner_s_summary_lines() {
+        let log = "\
+running 3 tests
+test result: ok. 77 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 71.09s
+test result: ok. 0 passed; 0 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.00s
+test result: ok. 5 passed; 0 failed; 2 ignored; 0 measured; 0 filtered out; finished in 2.17s
+======================== 1 failed, 41 passed, 2 skipped in 30.12s ========================
+# pass 12
+ℹ pass 3
+[INFO] Tests run: 4, Failures: 0, Errors: 0, Skipped: 0, Time elapsed: 1.2 s - in RelayTest
+[INFO] Tests run: 9, Failures: 0, Errors: 0, Skipped: 0
+";
+        assert_eq!(tests_passed(log), Some(77 + 5 + 41 + 12 + 3 + 9));
+        assert_eq!(tests_passed("Finished `dev` profile\nno tests here\n"), None);
+    }
 }
