@@ -5,7 +5,10 @@
 use pacerelle_core::Timestamp;
 use pacerelle_core::pairing::Role;
 use pacerelle_core::question::{Channel, QuestionKind, QuestionRecord, QuestionState};
-use pacerelle_core::wire::{DeviceInfo, DeviceQuestion, QuestionMeta, QuestionView};
+use pacerelle_core::wire::{
+    ConversationItem, Delivery, DeviceInfo, DeviceQuestion, ItemKind, ItemState, MessageState, QuestionMeta,
+    QuestionView, SubjectKind,
+};
 
 use crate::error::StoreError;
 use crate::store::{channel_of, cursor, ts};
@@ -16,6 +19,54 @@ type Result<T, E = StoreError> = std::result::Result<T, E>;
 pub(in crate::store) fn corrupt(what: String) -> StoreError {
     StoreError::internal(what)
 }
+
+/// An item kind as stored; one this relay does not know reads as [`ItemKind::Unknown`].
+pub(in crate::store) fn item_kind(text: &str) -> ItemKind {
+    match text {
+        "message" => ItemKind::Message,
+        "reply" => ItemKind::Reply,
+        "question" => ItemKind::Question,
+        "notification" => ItemKind::Notification,
+        "update" => ItemKind::Update,
+        _ => ItemKind::Unknown,
+    }
+}
+
+/// The kind of an update's subject, as stored (its item's kind); any other reads as [`SubjectKind::Unknown`].
+pub(in crate::store) fn subject_kind(text: Option<&str>) -> SubjectKind {
+    match text {
+        Some("message") => SubjectKind::Message,
+        Some("question") => SubjectKind::Question,
+        _ => SubjectKind::Unknown,
+    }
+}
+
+/// The state an update row reports, as stored; one this relay does not know reads as [`ItemState::Unknown`].
+pub(in crate::store) fn update_state(text: &str) -> ItemState {
+    match text {
+        "processed" => ItemState::Processed,
+        "answered" => ItemState::Answered,
+        "expired" => ItemState::Expired,
+        "cancelled" => ItemState::Cancelled,
+        _ => ItemState::Unknown,
+    }
+}
+
+/// A task's state from its stored delivery and processing times.
+pub(in crate::store) fn message_state(delivered_at: Option<i64>, processed_at: Option<i64>) -> MessageState {
+    match (delivered_at, processed_at) {
+        (_, Some(_)) => MessageState::Processed,
+        (Some(_), None) => MessageState::Delivered,
+        (None, None) => MessageState::Sent,
+    }
+}
+
+/// Event type of the webhook event queued when a question is answered, as stored.
+pub(in crate::store) const ANSWERED: &str = "question.answered";
+/// Event type of the webhook event queued when a question expires, as stored.
+pub(in crate::store) const EXPIRED: &str = "question.expired";
+/// Event type of the webhook event queued when a question is cancelled, as stored.
+pub(in crate::store) const CANCELLED: &str = "question.cancelled";
 
 /// A question kind as stored.
 pub(in crate::store) fn kind_of(text: &str) -> Result<QuestionKind> {
@@ -226,4 +277,112 @@ pub(in crate::store) fn device_info(row: DeviceRow) -> Result<DeviceInfo> {
         signing_key,
         signing_key_seal,
     })
+}
+
+/// One row of the conversation query: an item, its envelope for the device, and what it is about.
+#[derive(Debug, sqlx::FromRow)]
+pub(in crate::store) struct ConversationRow {
+    pub(in crate::store) seq: i64,
+    pub(in crate::store) kind: String,
+    pub(in crate::store) item_id: String,
+    pub(in crate::store) envelope: String,
+    pub(in crate::store) source_message_id: Option<String>,
+    pub(in crate::store) created_at: i64,
+    pub(in crate::store) delivered_at: Option<i64>,
+    pub(in crate::store) processed_at: Option<i64>,
+    pub(in crate::store) update_state: Option<String>,
+    pub(in crate::store) subject_kind: Option<String>,
+    pub(in crate::store) subject_id: Option<String>,
+    pub(in crate::store) question_kind: Option<String>,
+    pub(in crate::store) question_state: Option<String>,
+    pub(in crate::store) expires_at: Option<i64>,
+    pub(in crate::store) answered_by: Option<String>,
+    pub(in crate::store) answered_at: Option<i64>,
+    pub(in crate::store) answered_by_name: Option<String>,
+    pub(in crate::store) answer_copy: Option<String>,
+    pub(in crate::store) channel: Option<String>,
+}
+
+impl ConversationRow {
+    /// The item as the device's conversation shows it at `now`.
+    pub(in crate::store) fn item(self, now: Timestamp) -> Result<ConversationItem> {
+        let kind = item_kind(&self.kind);
+        let (state, subject_kind) = match kind {
+            ItemKind::Message => (
+                Some(message_state(self.delivered_at, self.processed_at).into()),
+                None,
+            ),
+            ItemKind::Update => (
+                self.update_state.as_deref().map(update_state),
+                Some(subject_kind(self.subject_kind.as_deref())),
+            ),
+            _ => (None, None),
+        };
+        Ok(ConversationItem {
+            kind,
+            id: self.item_id,
+            envelope: self.envelope,
+            source_message_id: self.source_message_id,
+            state,
+            subject_id: self.subject_id.filter(|_| kind == ItemKind::Update),
+            subject_kind,
+            question: conversation_meta(
+                self.question_kind.as_deref(),
+                self.question_state.as_deref(),
+                self.expires_at,
+                self.answered_by,
+                self.answered_at,
+                self.answered_by_name,
+                self.answer_copy,
+                self.channel.as_deref(),
+                now,
+            )?,
+            created_at: ts(self.created_at),
+            cursor: cursor(self.seq),
+        })
+    }
+}
+
+/// A webhook event as the delivery log reads it: id, type, question, state, attempts, last status, last
+/// error, created, delivered, next attempt.
+pub(in crate::store) type DeliveryRow = (
+    String,
+    String,
+    String,
+    String,
+    i64,
+    Option<i64>,
+    Option<String>,
+    i64,
+    Option<i64>,
+    Option<i64>,
+);
+
+/// A webhook event as the delivery log shows it (its state as stored).
+pub(in crate::store) fn delivery(
+    (
+        event_id,
+        event_type,
+        question_id,
+        state,
+        attempts,
+        last_status,
+        last_error,
+        created_at,
+        delivered_at,
+        next_attempt_at,
+    ): DeliveryRow,
+) -> Delivery {
+    Delivery {
+        event_id,
+        event_type,
+        question_id,
+        state,
+        attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+        last_status: last_status.and_then(|s| u16::try_from(s).ok()),
+        last_error,
+        created_at: ts(created_at),
+        delivered_at: delivered_at.map(ts),
+        next_attempt_at: next_attempt_at.map(ts),
+    }
 }

@@ -7,21 +7,13 @@
 //! of tasks not yet processed, a task acknowledged twice at once) run one after another for one agent, as
 //! SQLite's single writer runs them.
 
-use pacerelle_core::wire::{AgentMessage, ItemKind, MessageState, SubjectKind};
+use pacerelle_core::wire::AgentMessage;
 use sqlx::Row;
 
 use super::prelude::*;
 use super::updates::insert_update;
-use crate::store::rows::conversation_meta;
+use crate::store::rows::ConversationRow;
 use crate::store::{cursor, seq_of};
-
-fn message_state(delivered_at: Option<i64>, processed_at: Option<i64>) -> MessageState {
-    match (delivered_at, processed_at) {
-        (_, Some(_)) => MessageState::Processed,
-        (Some(_), None) => MessageState::Delivered,
-        (None, None) => MessageState::Sent,
-    }
-}
 
 /// The agent's tasks not yet processed: stored minus processed, both counted by triggers in the transactions
 /// that store and mark them, so the count costs one row read however many tasks there are.
@@ -32,30 +24,6 @@ async fn pending_tasks(conn: &mut PgConnection, agent_id: &str) -> Result<i64> {
     .bind(agent_id)
     .fetch_one(conn)
     .await?)
-}
-
-/// One row of the conversation query.
-#[derive(sqlx::FromRow)]
-struct ConversationRow {
-    seq: i64,
-    kind: String,
-    item_id: String,
-    envelope: String,
-    source_message_id: Option<String>,
-    created_at: i64,
-    delivered_at: Option<i64>,
-    processed_at: Option<i64>,
-    update_state: Option<String>,
-    subject_kind: Option<String>,
-    subject_id: Option<String>,
-    question_kind: Option<String>,
-    question_state: Option<String>,
-    expires_at: Option<i64>,
-    answered_by: Option<String>,
-    answered_at: Option<i64>,
-    answered_by_name: Option<String>,
-    answer_copy: Option<String>,
-    channel: Option<String>,
 }
 
 /// The greatest sequence number ever given to an item, deleted ones included (the identity sequence's last
@@ -497,63 +465,9 @@ impl PgStore {
         };
         let items = rows
             .into_iter()
-            .map(|r| {
-                let kind = match r.kind.as_str() {
-                    "message" => ItemKind::Message,
-                    "reply" => ItemKind::Reply,
-                    "question" => ItemKind::Question,
-                    "notification" => ItemKind::Notification,
-                    "update" => ItemKind::Update,
-                    _ => ItemKind::Unknown,
-                };
-                let (state, subject_kind) = match kind {
-                    ItemKind::Message => (Some(message_state(r.delivered_at, r.processed_at).into()), None),
-                    ItemKind::Update => (
-                        r.update_state.as_deref().map(update_state),
-                        Some(match r.subject_kind.as_deref() {
-                            Some("message") => SubjectKind::Message,
-                            Some("question") => SubjectKind::Question,
-                            _ => SubjectKind::Unknown,
-                        }),
-                    ),
-                    _ => (None, None),
-                };
-                Ok(ConversationItem {
-                    kind,
-                    id: r.item_id,
-                    envelope: r.envelope,
-                    source_message_id: r.source_message_id,
-                    state,
-                    subject_id: r.subject_id.filter(|_| kind == ItemKind::Update),
-                    subject_kind,
-                    question: conversation_meta(
-                        r.question_kind.as_deref(),
-                        r.question_state.as_deref(),
-                        r.expires_at,
-                        r.answered_by,
-                        r.answered_at,
-                        r.answered_by_name,
-                        r.answer_copy,
-                        r.channel.as_deref(),
-                        now,
-                    )?,
-                    created_at: Timestamp(r.created_at),
-                    cursor: cursor(r.seq),
-                })
-            })
+            .map(|r| r.item(now))
             .collect::<Result<Vec<_>>>()?;
         Ok((items, cursor(next)))
-    }
-}
-
-/// The state an update row reports.
-fn update_state(text: &str) -> ItemState {
-    match text {
-        "processed" => ItemState::Processed,
-        "answered" => ItemState::Answered,
-        "expired" => ItemState::Expired,
-        "cancelled" => ItemState::Cancelled,
-        _ => ItemState::Unknown,
     }
 }
 
@@ -569,6 +483,7 @@ pub(super) mod tests {
     use std::time::Duration;
 
     use pacerelle_core::question::{QuestionKind, QuestionState};
+    use pacerelle_core::wire::ItemKind;
     use pacerelle_test_support::postgres::Cluster;
     use tokio::sync::Barrier;
 

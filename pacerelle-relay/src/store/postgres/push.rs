@@ -17,6 +17,8 @@
 
 use super::prelude::*;
 use crate::store::MAX_PER_DEVICE;
+use crate::store::rows::item_kind;
+use pacerelle_core::wire::ItemKind;
 
 /// TTL of reply and notification pushes.
 const TTL_NORMAL_MS: i64 = 86_400_000;
@@ -50,8 +52,8 @@ pub(super) async fn enqueue(
     };
     let now_ms = now.millis();
     // (whose envelopes name the recipients, urgency, topic, expiry)
-    let (recipients_of, urgency, topic, expires_at) = match kind.as_str() {
-        "question" => {
+    let (recipients_of, urgency, topic, expires_at) = match item_kind(&kind) {
+        ItemKind::Question => {
             let expires: Option<i64> =
                 sqlx::query_scalar("SELECT expires_at FROM questions WHERE item_seq = $1")
                     .bind(seq)
@@ -69,8 +71,10 @@ pub(super) async fn enqueue(
                 expires,
             )
         }
-        "reply" | "notification" => (seq, "normal", None, now_ms.saturating_add(TTL_NORMAL_MS)),
-        "update" => {
+        ItemKind::Reply | ItemKind::Notification => {
+            (seq, "normal", None, now_ms.saturating_add(TTL_NORMAL_MS))
+        }
+        ItemKind::Update => {
             let Some(subject_seq) = subject_seq else {
                 return Ok(0);
             };
@@ -81,7 +85,7 @@ pub(super) async fn enqueue(
                     .fetch_optional(&mut *conn)
                     .await?;
             match subject {
-                Some((subject_kind, question_id)) if subject_kind == "question" => (
+                Some((subject_kind, question_id)) if item_kind(&subject_kind) == ItemKind::Question => (
                     subject_seq,
                     "high",
                     Some(pacerelle_core::webpush::topic(&question_id)),

@@ -26,6 +26,7 @@ use pacerelle_core::wire::WebhookEvent;
 use super::prelude::*;
 use crate::error::StoreError;
 use crate::store::Target;
+use crate::store::rows::{DeliveryRow, delivery};
 
 /// Prefix of event ids.
 const EVENT: &str = "evt";
@@ -134,47 +135,6 @@ pub(super) async fn queue_event(
         drop_beyond_cap(&mut *conn, agent_id).await?;
     }
     Ok(queued == 1)
-}
-
-type DeliveryRow = (
-    String,
-    String,
-    String,
-    String,
-    i64,
-    Option<i64>,
-    Option<String>,
-    i64,
-    Option<i64>,
-    Option<i64>,
-);
-
-fn delivery(
-    (
-        event_id,
-        event_type,
-        question_id,
-        state,
-        attempts,
-        last_status,
-        last_error,
-        created_at,
-        delivered_at,
-        next_attempt_at,
-    ): DeliveryRow,
-) -> Delivery {
-    Delivery {
-        event_id,
-        event_type,
-        question_id,
-        state,
-        attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
-        last_status: last_status.and_then(|s| u16::try_from(s).ok()),
-        last_error,
-        created_at: ts(created_at),
-        delivered_at: delivered_at.map(ts),
-        next_attempt_at: next_attempt_at.map(ts),
-    }
 }
 
 /// A due event as [`PgStore::due_events`] reads it, with the agent's webhook.

@@ -1,22 +1,13 @@
 //! The stream of tasks and replies: a device's tasks, their delivery to the agent and acknowledgement, the
 //! agent's replies, and what one device sees of the stream (its conversation).
 
-use pacerelle_core::wire::{
-    AgentMessage, ConversationItem, DeviceEnvelope, ItemKind, ItemState, MessageState, Stored, SubjectKind,
-};
+use pacerelle_core::wire::{AgentMessage, ConversationItem, DeviceEnvelope, ItemState, Stored};
 use pacerelle_core::{Cursor, Timestamp};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Result, SqliteStore, cursor, lease as session, seq_of, ts, updates};
+use crate::store::rows::ConversationRow;
 use crate::store::{Marked, Put, ReplyPut, WaitRead};
-
-fn message_state(delivered_at: Option<i64>, processed_at: Option<i64>) -> MessageState {
-    match (delivered_at, processed_at) {
-        (_, Some(_)) => MessageState::Processed,
-        (Some(_), None) => MessageState::Delivered,
-        (None, None) => MessageState::Sent,
-    }
-}
 
 /// The agent's tasks not yet processed: stored minus processed, both counted by triggers in the transactions
 /// that store and mark them (migrations 0007 and 0010), so the count costs one row read however many tasks
@@ -364,32 +355,10 @@ impl SqliteStore {
             .bind(agent_id)
             .fetch_one(&self.read)
             .await?;
-        #[derive(sqlx::FromRow)]
-        struct Row {
-            seq: i64,
-            kind: String,
-            item_id: String,
-            envelope: String,
-            source_message_id: Option<String>,
-            created_at: i64,
-            delivered_at: Option<i64>,
-            processed_at: Option<i64>,
-            update_state: Option<String>,
-            subject_kind: Option<String>,
-            subject_id: Option<String>,
-            question_kind: Option<String>,
-            question_state: Option<String>,
-            expires_at: Option<i64>,
-            answered_by: Option<String>,
-            answered_at: Option<i64>,
-            answered_by_name: Option<String>,
-            answer_copy: Option<String>,
-            channel: Option<String>,
-        }
         // An update is about its subject `s`: the device that sent the task sees it (`i.device_id`), or every
         // device the question was sealed for (the question's envelopes). Its question metadata is the
         // subject's.
-        let rows: Vec<Row> = sqlx::query_as(
+        let rows: Vec<ConversationRow> = sqlx::query_as(
             "SELECT i.seq, i.kind, i.item_id, COALESCE(e.envelope, i.envelope, '') AS envelope,
                     i.source_message_id, i.created_at, i.delivered_at, i.processed_at,
                     i.update_state, s.kind AS subject_kind, s.item_id AS subject_id,
@@ -422,63 +391,9 @@ impl SqliteStore {
         };
         let items = rows
             .into_iter()
-            .map(|r| {
-                let kind = match r.kind.as_str() {
-                    "message" => ItemKind::Message,
-                    "reply" => ItemKind::Reply,
-                    "question" => ItemKind::Question,
-                    "notification" => ItemKind::Notification,
-                    "update" => ItemKind::Update,
-                    _ => ItemKind::Unknown,
-                };
-                let (state, subject_kind) = match kind {
-                    ItemKind::Message => (Some(message_state(r.delivered_at, r.processed_at).into()), None),
-                    ItemKind::Update => (
-                        r.update_state.as_deref().map(update_state),
-                        Some(match r.subject_kind.as_deref() {
-                            Some("message") => SubjectKind::Message,
-                            Some("question") => SubjectKind::Question,
-                            _ => SubjectKind::Unknown,
-                        }),
-                    ),
-                    _ => (None, None),
-                };
-                Ok(ConversationItem {
-                    kind,
-                    id: r.item_id,
-                    envelope: r.envelope,
-                    source_message_id: r.source_message_id,
-                    state,
-                    subject_id: r.subject_id.filter(|_| kind == ItemKind::Update),
-                    subject_kind,
-                    question: crate::store::rows::conversation_meta(
-                        r.question_kind.as_deref(),
-                        r.question_state.as_deref(),
-                        r.expires_at,
-                        r.answered_by,
-                        r.answered_at,
-                        r.answered_by_name,
-                        r.answer_copy,
-                        r.channel.as_deref(),
-                        now,
-                    )?,
-                    created_at: ts(r.created_at),
-                    cursor: cursor(r.seq),
-                })
-            })
+            .map(|r| r.item(now))
             .collect::<Result<Vec<_>>>()?;
         Ok((items, cursor(next)))
-    }
-}
-
-/// The state an update row reports.
-fn update_state(text: &str) -> ItemState {
-    match text {
-        "processed" => ItemState::Processed,
-        "answered" => ItemState::Answered,
-        "expired" => ItemState::Expired,
-        "cancelled" => ItemState::Cancelled,
-        _ => ItemState::Unknown,
     }
 }
 

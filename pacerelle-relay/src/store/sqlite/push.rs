@@ -10,7 +10,9 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Result, SqliteStore, ts};
 // Also by this path for `crate::push` and `crate::routes::push`, which name them so.
+use crate::store::rows::item_kind;
 pub(crate) use crate::store::{DuePush, MAX_PER_DEVICE, PushPut};
+use pacerelle_core::wire::ItemKind;
 
 /// TTL of reply and notification pushes.
 const TTL_NORMAL_MS: i64 = 86_400_000;
@@ -30,8 +32,8 @@ pub(crate) fn enqueue(conn: &Connection, agent_id: &str, seq: i64, now: Timestam
     };
     let now_ms = now.millis();
     // (whose envelopes name the recipients, urgency, topic, expiry)
-    let (recipients_of, urgency, topic, expires_at) = match kind.as_str() {
-        "question" => {
+    let (recipients_of, urgency, topic, expires_at) = match item_kind(&kind) {
+        ItemKind::Question => {
             let expires: Option<i64> = conn
                 .prepare_cached("SELECT expires_at FROM questions WHERE item_seq = ?1")?
                 .query_row([seq], |r| r.get(0))
@@ -48,8 +50,10 @@ pub(crate) fn enqueue(conn: &Connection, agent_id: &str, seq: i64, now: Timestam
                 expires,
             )
         }
-        "reply" | "notification" => (seq, "normal", None, now_ms.saturating_add(TTL_NORMAL_MS)),
-        "update" => {
+        ItemKind::Reply | ItemKind::Notification => {
+            (seq, "normal", None, now_ms.saturating_add(TTL_NORMAL_MS))
+        }
+        ItemKind::Update => {
             let Some(subject_seq) = subject_seq else {
                 return Ok(0);
             };
@@ -58,7 +62,7 @@ pub(crate) fn enqueue(conn: &Connection, agent_id: &str, seq: i64, now: Timestam
                 .query_row(params![subject_seq, agent_id], |r| Ok((r.get(0)?, r.get(1)?)))
                 .optional()?;
             match subject {
-                Some((subject_kind, question_id)) if subject_kind == "question" => (
+                Some((subject_kind, question_id)) if item_kind(&subject_kind) == ItemKind::Question => (
                     subject_seq,
                     "high",
                     Some(pacerelle_core::webpush::topic(&question_id)),

@@ -19,10 +19,8 @@ use crate::store::{
     StateFilter, Transition,
 };
 
-/// Event types of the webhook outbox.
-pub(super) const ANSWERED: &str = "question.answered";
-pub(super) const EXPIRED: &str = "question.expired";
-pub(super) const CANCELLED: &str = "question.cancelled";
+// Event types of the webhook outbox.
+pub(super) use crate::store::rows::{ANSWERED, CANCELLED, EXPIRED};
 
 /// The columns of a question as [`QuestionRow`] reads them (`q`: questions, `i`: its item). A macro, so that
 /// every query stays a constant string.

@@ -12,6 +12,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Result, cursor};
 use crate::store::NewUpdate;
+use crate::store::rows::item_kind;
 
 /// Prefix of update ids.
 const UPDATE: &str = "upd";
@@ -36,9 +37,9 @@ pub(crate) fn insert_update(
     let Some((kind, subject_id, sender)) = subject else {
         return Ok(None);
     };
-    let (subject_kind, device_id) = match (kind.as_str(), state) {
-        ("message", ItemState::Processed) => (SubjectKind::Message, sender),
-        ("question", ItemState::Answered | ItemState::Expired | ItemState::Cancelled) => {
+    let (subject_kind, device_id) = match (item_kind(&kind), state) {
+        (ItemKind::Message, ItemState::Processed) => (SubjectKind::Message, sender),
+        (ItemKind::Question, ItemState::Answered | ItemState::Expired | ItemState::Cancelled) => {
             (SubjectKind::Question, None)
         }
         _ => return Ok(None),

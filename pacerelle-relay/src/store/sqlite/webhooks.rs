@@ -18,6 +18,7 @@ use sqlx::{Connection, SqlitePool};
 use super::{Result, SqliteStore, ts};
 use crate::at_rest::key::WebhookKey;
 use crate::error::StoreError;
+use crate::store::rows::{DeliveryRow, delivery};
 use crate::store::{DueEvent, Target};
 
 fn seal_error() -> StoreError {
@@ -169,47 +170,6 @@ pub(super) fn queue_event(
         drop_beyond_cap(conn, agent_id)?;
     }
     Ok(queued == 1)
-}
-
-type DeliveryRow = (
-    String,
-    String,
-    String,
-    String,
-    i64,
-    Option<i64>,
-    Option<String>,
-    i64,
-    Option<i64>,
-    Option<i64>,
-);
-
-fn delivery(
-    (
-        event_id,
-        event_type,
-        question_id,
-        state,
-        attempts,
-        last_status,
-        last_error,
-        created_at,
-        delivered_at,
-        next_attempt_at,
-    ): DeliveryRow,
-) -> Delivery {
-    Delivery {
-        event_id,
-        event_type,
-        question_id,
-        state,
-        attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
-        last_status: last_status.and_then(|s| u16::try_from(s).ok()),
-        last_error,
-        created_at: ts(created_at),
-        delivered_at: delivered_at.map(ts),
-        next_attempt_at: next_attempt_at.map(ts),
-    }
 }
 
 impl SqliteStore {
