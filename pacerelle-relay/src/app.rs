@@ -65,6 +65,16 @@ impl Inner {
     }
 }
 
+impl crate::store::WakeHost for Inner {
+    fn wakes(&self) -> &Wakes {
+        &self.wakes
+    }
+
+    fn shutdown(&self) -> &Shutdown {
+        &self.shutdown
+    }
+}
+
 /// The handlers' state.
 pub(crate) type AppState = Arc<Inner>;
 

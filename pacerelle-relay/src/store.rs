@@ -41,6 +41,7 @@ use pacerelle_core::wire::{
 use crate::config::{Config, Retention};
 use crate::error::{Error, StoreError};
 use postgres::PgStore;
+pub(crate) use postgres::WakeHost;
 use sqlite::SqliteStore;
 
 type Result<T, E = StoreError> = std::result::Result<T, E>;

@@ -53,6 +53,8 @@ mod prelude {
     pub(super) use crate::store::{cursor, seq_of, ts};
 }
 
+pub(crate) use wakes::WakeHost;
+
 type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 /// Connections in the pool.

@@ -11,7 +11,16 @@ use sqlx::postgres::PgListener;
 use tokio::sync::mpsc;
 
 use super::PgStore;
-use crate::app::Inner;
+use crate::wake::{Shutdown, Wakes};
+
+/// What the bridge needs of the relay it serves: its local wake-ups and its shutdown signal. The relay's shared
+/// state implements it, so the store never names the relay's types.
+pub(crate) trait WakeHost: Send + Sync + 'static {
+    /// The relay's local wake-ups: the bridge forwards their publications and delivers the other instances'.
+    fn wakes(&self) -> &Wakes;
+    /// The relay's shutdown signal: the listener stops when it fires.
+    fn shutdown(&self) -> &Shutdown;
+}
 
 /// The notification channel of wake-ups.
 const CHANNEL: &str = "pacerelle_wakes";
@@ -27,10 +36,10 @@ impl PgStore {
     /// `LISTEN` connection. Each time that connection starts listening (at start, and after it was lost), every
     /// local waiter is woken to read again, since a publication may have passed meanwhile. Both tasks end with
     /// the relay.
-    pub(crate) fn bridge_wakes(&self, relay: Weak<Inner>) {
+    pub(crate) fn bridge_wakes<H: WakeHost>(&self, relay: Weak<H>) {
         let (out, queued) = mpsc::unbounded_channel();
         if let Some(inner) = relay.upgrade() {
-            inner.wakes.forward_to(out);
+            inner.wakes().forward_to(out);
         }
         let instance = pacerelle_core::ids::generate("rel");
         tokio::spawn(send(self.clone(), instance.clone(), queued));
@@ -61,10 +70,13 @@ async fn send(store: PgStore, instance: String, mut queued: mpsc::UnboundedRecei
 }
 
 /// Receives the other instances' publications until the relay is gone.
-async fn listen(store: PgStore, instance: String, relay: Weak<Inner>) {
+async fn listen<H: WakeHost>(store: PgStore, instance: String, relay: Weak<H>) {
     let own = format!("{instance}|");
     loop {
-        if relay.upgrade().is_none_or(|inner| inner.shutdown.is_triggered()) {
+        if relay
+            .upgrade()
+            .is_none_or(|inner| inner.shutdown().is_triggered())
+        {
             return;
         }
         let mut listener = match PgListener::connect_with(&store.pool).await {
@@ -84,13 +96,13 @@ async fn listen(store: PgStore, instance: String, relay: Weak<Inner>) {
         // it was lost): every waiter parked here reads again, and every credential is read again.
         store.principals.clear();
         if let Some(inner) = relay.upgrade() {
-            inner.wakes.wake_all();
+            inner.wakes().wake_all();
         }
         loop {
             let Some(inner) = relay.upgrade() else {
                 return;
             };
-            let shutdown = async { inner.shutdown.fired().await };
+            let shutdown = async { inner.shutdown().fired().await };
             tokio::select! {
                 () = shutdown => return,
                 received = listener.try_recv() => match received {
@@ -101,7 +113,7 @@ async fn listen(store: PgStore, instance: String, relay: Weak<Inner>) {
                         if let Some((_, key)) = note.payload().split_once('|')
                             && !note.payload().starts_with(&own)
                         {
-                            inner.wakes.publish_from_elsewhere(key);
+                            inner.wakes().publish_from_elsewhere(key);
                         }
                     }
                     // The connection was lost: listen again on a new one.
