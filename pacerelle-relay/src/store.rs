@@ -15,6 +15,7 @@ pub mod copy;
 pub(crate) mod marks;
 pub(crate) mod postgres;
 pub(crate) mod principals;
+mod retention;
 pub(crate) mod sqlite;
 pub(crate) mod types;
 

@@ -11,26 +11,7 @@
 //! once: each deletes what the other did not.
 
 use super::prelude::*;
-
-/// Rows one transaction deletes at most (an item deleted with its dependents may pass it by those).
-const BATCH_ROWS: usize = 500;
-/// Transactions one purge runs at most; what is left goes at the next sweep.
-const MAX_BATCHES: u32 = 100;
-
-/// The kinds of rows a purge deletes, one after the other.
-#[derive(Debug, Clone, Copy)]
-enum Step {
-    /// Processed tasks, by `items` (with their updates).
-    Tasks,
-    /// Replies, notifications, checkpoints but each agent's newest, by `items`.
-    Sent,
-    /// Closed questions, by `answers` (with their envelopes, updates and events).
-    Questions,
-    /// Delivered or failed webhook events, by `items`.
-    Events,
-    /// Pushes past their TTL, by `items`.
-    Pushes,
-}
+use crate::store::retention::{BATCH_ROWS, MAX_BATCHES, Step};
 
 impl PgStore {
     /// Deletes what is older than `retention` at `now`, in transactions of at most [`BATCH_ROWS`] rows, at
@@ -41,32 +22,10 @@ impl PgStore {
 
     /// [`PgStore::purge`] with another bound on the transactions.
     async fn purge_bounded(&self, now: Timestamp, retention: &Retention, max_batches: u32) -> Result<Purged> {
-        let items = retention.items.map(|age| cut(now, age));
-        let answers = retention.answers.map(|age| cut(now, age));
-        let steps = [
-            (Step::Tasks, items),
-            (Step::Sent, items),
-            (Step::Questions, answers),
-            (Step::Events, items),
-            (Step::Pushes, items),
-        ];
-        let mut purged = Purged::default();
-        for (step, cut) in steps {
-            let Some(cut) = cut else { continue };
-            loop {
-                if purged.batches >= max_batches {
-                    purged.more = true;
-                    return Ok(purged);
-                }
-                let (rows, more) = self.batch(step, cut).await?;
-                purged.batches += 1;
-                purged.rows += rows;
-                if !more {
-                    break;
-                }
-            }
-        }
-        Ok(purged)
+        crate::store::retention::purge(now, retention, max_batches, false, |step, cut| {
+            self.batch(step, cut)
+        })
+        .await
     }
 
     /// Deletes up to [`BATCH_ROWS`] rows of `step` older than `cut` in one transaction: the rows deleted, and
@@ -200,12 +159,6 @@ impl PgStore {
         self.committed();
         Ok((rows, rows == BATCH_ROWS as u64))
     }
-}
-
-/// The time before which rows `age` old at `now` are deleted, in milliseconds.
-fn cut(now: Timestamp, age: std::time::Duration) -> i64 {
-    now.millis()
-        .saturating_sub(i64::try_from(age.as_millis()).unwrap_or(i64::MAX))
 }
 
 #[cfg(test)]

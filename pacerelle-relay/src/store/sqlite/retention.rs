@@ -24,26 +24,7 @@ use rusqlite::{Connection, params};
 use super::{Result, SqliteStore};
 use crate::config::Retention;
 use crate::store::Purged;
-
-/// Rows one write transaction deletes at most (an item deleted with its dependents may pass it by those).
-pub(super) const BATCH_ROWS: usize = 500;
-/// Write transactions one purge runs at most; what is left goes at the next sweep.
-const MAX_BATCHES: u32 = 100;
-
-/// The kinds of rows a purge deletes, one after the other.
-#[derive(Debug, Clone, Copy)]
-enum Step {
-    /// Processed tasks, by `items` (with their updates).
-    Tasks,
-    /// Replies, notifications, checkpoints but each agent's newest, by `items`.
-    Sent,
-    /// Closed questions, by `answers` (with their envelopes, updates and events).
-    Questions,
-    /// Delivered or failed webhook events, by `items`.
-    Events,
-    /// Pushes past their TTL, by `items`.
-    Pushes,
-}
+use crate::store::retention::{BATCH_ROWS, MAX_BATCHES, Step};
 
 impl SqliteStore {
     /// Deletes what is older than `retention` at `now`, in write transactions of at most [`BATCH_ROWS`] rows,
@@ -54,41 +35,13 @@ impl SqliteStore {
 
     /// [`SqliteStore::purge`] with another bound on the write transactions.
     async fn purge_bounded(&self, now: Timestamp, retention: &Retention, max_batches: u32) -> Result<Purged> {
-        let items = retention.items.map(|age| cut(now, age));
-        let answers = retention.answers.map(|age| cut(now, age));
-        let steps = [
-            (Step::Tasks, items),
-            (Step::Sent, items),
-            (Step::Questions, answers),
-            (Step::Events, items),
-            (Step::Pushes, items),
-        ];
-        let mut purged = Purged::default();
-        for (step, cut) in steps {
-            let Some(cut) = cut else { continue };
-            loop {
-                if purged.batches >= max_batches {
-                    purged.more = true;
-                    return Ok(purged);
-                }
-                let (rows, more) = self.write(move |conn| batch(conn, step, cut)).await?;
-                purged.batches += 1;
-                purged.rows += rows as u64;
-                if !more {
-                    break;
-                }
-                // Let the tasks whose writes wait for the writer queue them before the next batch.
-                tokio::task::yield_now().await;
-            }
-        }
-        Ok(purged)
+        // Paced: the tasks whose writes wait for the writer queue them before the next batch.
+        crate::store::retention::purge(now, retention, max_batches, true, |step, cut| async move {
+            let (rows, more) = self.write(move |conn| batch(conn, step, cut)).await?;
+            Ok((rows as u64, more))
+        })
+        .await
     }
-}
-
-/// The time before which rows `age` old at `now` are deleted, in milliseconds.
-fn cut(now: Timestamp, age: std::time::Duration) -> i64 {
-    now.millis()
-        .saturating_sub(i64::try_from(age.as_millis()).unwrap_or(i64::MAX))
 }
 
 /// Deletes up to [`BATCH_ROWS`] rows of `step` older than `cut`: the rows deleted, and whether more may be left.
