@@ -4,9 +4,10 @@
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 
-use pacerelle_core::wire::{ConversationItem, ItemState, RosterView, SubjectKind};
+use pacerelle_core::wire::{ConversationItem, ItemKind, ItemState, QuestionMeta, RosterView, SubjectKind};
 use pacerelle_core::{Cursor, Timestamp};
 
+use crate::store::rows::item_kind;
 use crate::store::{cursor, ts};
 
 /// What the store's writes have done since the relay started, for `GET /metrics` and the tests: SQLite's
@@ -71,6 +72,48 @@ pub(crate) struct Outboxes {
 
 /// Subscriptions one device may hold.
 pub(crate) const MAX_PER_DEVICE: i64 = 10;
+
+/// TTL of reply and notification pushes.
+pub(in crate::store) const TTL_NORMAL_MS: i64 = 86_400_000;
+/// TTL of the push that closes a question.
+pub(in crate::store) const TTL_UPDATE_MS: i64 = 3_600_000;
+
+/// How one item's pushes go: the seq of the item whose envelopes name their recipients, their urgency, their
+/// topic, and when they expire (milliseconds).
+pub(in crate::store) type PushPlan = (i64, &'static str, Option<String>, i64);
+
+/// The pushes of the question stored at `seq`, expiring at `expires_at`: high urgency, the question's topic,
+/// until it expires (a TTL of at least one second).
+pub(in crate::store) fn question_push(
+    seq: i64,
+    question_id: &str,
+    expires_at: i64,
+    now: Timestamp,
+) -> PushPlan {
+    let expires = expires_at.max(now.millis().saturating_add(1000));
+    (
+        seq,
+        "high",
+        Some(pacerelle_core::webpush::topic(question_id)),
+        expires,
+    )
+}
+
+/// The pushes of the reply or the notification stored at `seq`: normal urgency, no topic, [`TTL_NORMAL_MS`].
+pub(in crate::store) fn sent_push(seq: i64, now: Timestamp) -> PushPlan {
+    (seq, "normal", None, now.millis().saturating_add(TTL_NORMAL_MS))
+}
+
+/// The pushes of an update about the question stored at `subject_seq`: to the question's recipients, high
+/// urgency, the question's topic (so it replaces the question's push), [`TTL_UPDATE_MS`].
+pub(in crate::store) fn update_push(subject_seq: i64, question_id: &str, now: Timestamp) -> PushPlan {
+    (
+        subject_seq,
+        "high",
+        Some(pacerelle_core::webpush::topic(question_id)),
+        now.millis().saturating_add(TTL_UPDATE_MS),
+    )
+}
 
 /// Outcome of registering a subscription.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,6 +181,62 @@ pub(crate) struct NewUpdate {
 }
 
 impl NewUpdate {
+    /// The update just stored at `seq` with id `id`, saying that the subject reached `state` at `now`, with its
+    /// conversation item (`question`: the subject question's metadata as it now stands).
+    #[allow(clippy::too_many_arguments)] // one argument per stored fact
+    pub(in crate::store) fn new(
+        agent_id: &str,
+        seq: i64,
+        id: String,
+        subject_id: String,
+        subject_kind: SubjectKind,
+        state: ItemState,
+        recipients: Vec<String>,
+        question: Option<QuestionMeta>,
+        now: Timestamp,
+    ) -> NewUpdate {
+        let item = ConversationItem {
+            kind: ItemKind::Update,
+            id: id.clone(),
+            envelope: String::new(),
+            source_message_id: None,
+            state: Some(state),
+            subject_id: Some(subject_id.clone()),
+            subject_kind: Some(subject_kind),
+            question,
+            created_at: now,
+            cursor: cursor(seq),
+        };
+        NewUpdate {
+            agent_id: agent_id.to_string(),
+            seq,
+            id,
+            subject_id,
+            subject_kind,
+            state,
+            recipients,
+            created_at: now,
+            item,
+        }
+    }
+
+    /// What an update saying that an item of the stored kind `kind` reached `state` is about, and the device
+    /// it goes to alone (`sender`, a task's), or `None` for every device the question was sealed for. `None`
+    /// when an item of that kind never reaches that state (no update is stored).
+    pub(in crate::store) fn subject(
+        kind: &str,
+        state: ItemState,
+        sender: Option<String>,
+    ) -> Option<(SubjectKind, Option<String>)> {
+        match (item_kind(kind), state) {
+            (ItemKind::Message, ItemState::Processed) => Some((SubjectKind::Message, sender)),
+            (ItemKind::Question, ItemState::Answered | ItemState::Expired | ItemState::Cancelled) => {
+                Some((SubjectKind::Question, None))
+            }
+            _ => None,
+        }
+    }
+
     /// Its position in the agent's stream.
     pub(crate) fn cursor(&self) -> Cursor {
         cursor(self.seq)

@@ -18,12 +18,9 @@
 use super::prelude::*;
 use crate::store::MAX_PER_DEVICE;
 use crate::store::rows::item_kind;
+use crate::store::types::{question_push, sent_push, update_push};
 use pacerelle_core::wire::ItemKind;
 
-/// TTL of reply and notification pushes.
-const TTL_NORMAL_MS: i64 = 86_400_000;
-/// TTL of the push that closes a question.
-const TTL_UPDATE_MS: i64 = 3_600_000;
 /// How long a claimed push stays out of every instance's reads: longer than an attempt can last (the push
 /// service's timeouts, [`crate::push::PushSettings`], are 10 s each by default).
 const CLAIM_MS: i64 = 120_000;
@@ -62,18 +59,9 @@ pub(super) async fn enqueue(
             let Some(expires) = expires else {
                 return Ok(0);
             };
-            // A TTL of at least one second.
-            let expires = expires.max(now_ms.saturating_add(1000));
-            (
-                seq,
-                "high",
-                Some(pacerelle_core::webpush::topic(&item_id)),
-                expires,
-            )
+            question_push(seq, &item_id, expires, now)
         }
-        ItemKind::Reply | ItemKind::Notification => {
-            (seq, "normal", None, now_ms.saturating_add(TTL_NORMAL_MS))
-        }
+        ItemKind::Reply | ItemKind::Notification => sent_push(seq, now),
         ItemKind::Update => {
             let Some(subject_seq) = subject_seq else {
                 return Ok(0);
@@ -85,12 +73,9 @@ pub(super) async fn enqueue(
                     .fetch_optional(&mut *conn)
                     .await?;
             match subject {
-                Some((subject_kind, question_id)) if item_kind(&subject_kind) == ItemKind::Question => (
-                    subject_seq,
-                    "high",
-                    Some(pacerelle_core::webpush::topic(&question_id)),
-                    now_ms.saturating_add(TTL_UPDATE_MS),
-                ),
+                Some((subject_kind, question_id)) if item_kind(&subject_kind) == ItemKind::Question => {
+                    update_push(subject_seq, &question_id, now)
+                }
                 _ => return Ok(0),
             }
         }
@@ -365,6 +350,8 @@ pub(super) mod tests {
     //! pass saying they were skipped otherwise.
 
     use std::collections::HashSet;
+
+    use crate::store::types::{TTL_NORMAL_MS, TTL_UPDATE_MS};
 
     use pacerelle_test_support::postgres::Cluster;
 

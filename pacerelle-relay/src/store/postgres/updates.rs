@@ -7,10 +7,9 @@
 //! nothing if it committed).
 
 use pacerelle_core::ids;
-use pacerelle_core::wire::{ItemKind, SubjectKind};
+use pacerelle_core::wire::SubjectKind;
 
 use super::prelude::*;
-use crate::store::rows::item_kind;
 
 /// Prefix of update ids.
 const UPDATE: &str = "upd";
@@ -50,12 +49,8 @@ pub(super) async fn insert_update(
     let Some((kind, subject_id, sender)) = subject else {
         return Ok(None);
     };
-    let (subject_kind, device_id) = match (item_kind(&kind), state) {
-        (ItemKind::Message, ItemState::Processed) => (SubjectKind::Message, sender),
-        (ItemKind::Question, ItemState::Answered | ItemState::Expired | ItemState::Cancelled) => {
-            (SubjectKind::Question, None)
-        }
-        _ => return Ok(None),
+    let Some((subject_kind, device_id)) = NewUpdate::subject(&kind, state, sender) else {
+        return Ok(None);
     };
     super::lock_agent(&mut *conn, agent_id).await?;
     let id = ids::generate(UPDATE);
@@ -121,29 +116,17 @@ pub(super) async fn insert_update(
     } else {
         None
     };
-    let item = ConversationItem {
-        kind: ItemKind::Update,
-        id: id.clone(),
-        envelope: String::new(),
-        source_message_id: None,
-        state: Some(state),
-        subject_id: Some(subject_id.clone()),
-        subject_kind: Some(subject_kind),
-        question,
-        created_at: now,
-        cursor: cursor(seq),
-    };
-    Ok(Some(NewUpdate {
-        agent_id: agent_id.to_string(),
+    Ok(Some(NewUpdate::new(
+        agent_id,
         seq,
         id,
         subject_id,
         subject_kind,
         state,
         recipients,
-        created_at: now,
-        item,
-    }))
+        question,
+        now,
+    )))
 }
 
 #[cfg(test)]

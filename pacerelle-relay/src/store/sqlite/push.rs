@@ -11,13 +11,9 @@ use rusqlite::{Connection, OptionalExtension, params};
 use super::{Result, SqliteStore, ts};
 // Also by this path for `crate::push` and `crate::routes::push`, which name them so.
 use crate::store::rows::item_kind;
+use crate::store::types::{question_push, sent_push, update_push};
 pub(crate) use crate::store::{DuePush, MAX_PER_DEVICE, PushPut};
 use pacerelle_core::wire::ItemKind;
-
-/// TTL of reply and notification pushes.
-const TTL_NORMAL_MS: i64 = 86_400_000;
-/// TTL of the push that closes a question.
-const TTL_UPDATE_MS: i64 = 3_600_000;
 
 /// Queues the pushes of the item at `seq` (just inserted by the caller, in the same transaction): one per
 /// subscription of each active device that the item (or, for an `update`, its question) is sealed for. A
@@ -41,18 +37,9 @@ pub(crate) fn enqueue(conn: &Connection, agent_id: &str, seq: i64, now: Timestam
             let Some(expires) = expires else {
                 return Ok(0);
             };
-            // A TTL of at least one second.
-            let expires = expires.max(now_ms.saturating_add(1000));
-            (
-                seq,
-                "high",
-                Some(pacerelle_core::webpush::topic(&item_id)),
-                expires,
-            )
+            question_push(seq, &item_id, expires, now)
         }
-        ItemKind::Reply | ItemKind::Notification => {
-            (seq, "normal", None, now_ms.saturating_add(TTL_NORMAL_MS))
-        }
+        ItemKind::Reply | ItemKind::Notification => sent_push(seq, now),
         ItemKind::Update => {
             let Some(subject_seq) = subject_seq else {
                 return Ok(0);
@@ -62,12 +49,9 @@ pub(crate) fn enqueue(conn: &Connection, agent_id: &str, seq: i64, now: Timestam
                 .query_row(params![subject_seq, agent_id], |r| Ok((r.get(0)?, r.get(1)?)))
                 .optional()?;
             match subject {
-                Some((subject_kind, question_id)) if item_kind(&subject_kind) == ItemKind::Question => (
-                    subject_seq,
-                    "high",
-                    Some(pacerelle_core::webpush::topic(&question_id)),
-                    now_ms.saturating_add(TTL_UPDATE_MS),
-                ),
+                Some((subject_kind, question_id)) if item_kind(&subject_kind) == ItemKind::Question => {
+                    update_push(subject_seq, &question_id, now)
+                }
                 _ => return Ok(0),
             }
         }
@@ -282,6 +266,7 @@ mod tests {
     use super::super::tests::{T0, store};
     use super::*;
     use crate::store::NewQuestion;
+    use crate::store::types::TTL_NORMAL_MS;
 
     async fn outbox(store: &SqliteStore) -> Vec<(String, String, String, Option<String>, i64)> {
         sqlx::query_as(

@@ -6,13 +6,12 @@
 //! one item per (subject, state): a retried acknowledgement or answer adds nothing. The caller wakes the
 //! agent's conversations after the commit.
 
-use pacerelle_core::wire::{ConversationItem, ItemKind, ItemState, SubjectKind};
+use pacerelle_core::wire::{ItemState, SubjectKind};
 use pacerelle_core::{Timestamp, ids};
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{Result, cursor};
+use super::Result;
 use crate::store::NewUpdate;
-use crate::store::rows::item_kind;
 
 /// Prefix of update ids.
 const UPDATE: &str = "upd";
@@ -37,12 +36,8 @@ pub(crate) fn insert_update(
     let Some((kind, subject_id, sender)) = subject else {
         return Ok(None);
     };
-    let (subject_kind, device_id) = match (item_kind(&kind), state) {
-        (ItemKind::Message, ItemState::Processed) => (SubjectKind::Message, sender),
-        (ItemKind::Question, ItemState::Answered | ItemState::Expired | ItemState::Cancelled) => {
-            (SubjectKind::Question, None)
-        }
-        _ => return Ok(None),
+    let Some((subject_kind, device_id)) = NewUpdate::subject(&kind, state, sender) else {
+        return Ok(None);
     };
     let id = ids::generate(UPDATE);
     let seq: Option<i64> = conn
@@ -120,29 +115,17 @@ pub(crate) fn insert_update(
         }
         None => None,
     };
-    let item = ConversationItem {
-        kind: ItemKind::Update,
-        id: id.clone(),
-        envelope: String::new(),
-        source_message_id: None,
-        state: Some(state),
-        subject_id: Some(subject_id.clone()),
-        subject_kind: Some(subject_kind),
-        question,
-        created_at: now,
-        cursor: cursor(seq),
-    };
-    Ok(Some(NewUpdate {
-        agent_id: agent_id.to_string(),
+    Ok(Some(NewUpdate::new(
+        agent_id,
         seq,
         id,
         subject_id,
         subject_kind,
         state,
         recipients,
-        created_at: now,
-        item,
-    }))
+        question,
+        now,
+    )))
 }
 
 #[cfg(test)]
