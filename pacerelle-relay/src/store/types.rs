@@ -255,6 +255,47 @@ pub(crate) enum RosterPut {
     },
 }
 
+impl RosterPut {
+    /// A put's versions as stored, `(previous, version)`: versions beyond i64 are refused by the route, and
+    /// clamped here defensively.
+    pub(in crate::store) fn versions(previous: u64, version: u64) -> (i64, i64) {
+        (
+            i64::try_from(previous).unwrap_or(i64::MAX),
+            i64::try_from(version).unwrap_or(i64::MAX),
+        )
+    }
+
+    /// The conflict of a put of `version` based on `previous` while the stored roster is at `current` (0:
+    /// none), or `None` when it may be stored: the stored one is still `previous` and `version` is greater.
+    pub(in crate::store) fn conflict(current: i64, previous: i64, version: i64) -> Option<RosterPut> {
+        (current != previous || version <= current).then(|| RosterPut::Conflict {
+            current: u64::try_from(current).unwrap_or(0),
+        })
+    }
+
+    /// The outcome of a roster stored at `version` with `envelope`.
+    pub(in crate::store) fn stored(version: i64, envelope: String) -> RosterPut {
+        RosterPut::Stored(RosterView {
+            version: u64::try_from(version).unwrap_or(0),
+            envelope: Some(envelope),
+        })
+    }
+}
+
+/// The roster as read, `(version, envelope)`; version 0 and no envelope when none was stored.
+pub(in crate::store) fn roster_view(row: Option<(i64, String)>) -> RosterView {
+    match row {
+        Some((version, envelope)) => RosterView {
+            version: u64::try_from(version).unwrap_or(0),
+            envelope: Some(envelope),
+        },
+        None => RosterView {
+            version: 0,
+            envelope: None,
+        },
+    }
+}
+
 /// Where a due event goes, as the agent's webhook is at the time of the read.
 #[derive(Debug, Clone)]
 pub(crate) enum Target {

@@ -2,6 +2,7 @@
 //! compare-and-set on its version (mirrors `sqlite/roster.rs`).
 
 use super::prelude::*;
+use crate::store::types::roster_view;
 
 impl PgStore {
     /// The newest roster of the agent; version 0 and no envelope when none was stored.
@@ -11,16 +12,7 @@ impl PgStore {
                 .bind(agent_id)
                 .fetch_optional(&self.pool)
                 .await?;
-        Ok(match row {
-            Some((version, envelope)) => RosterView {
-                version: u64::try_from(version).unwrap_or(0),
-                envelope: Some(envelope),
-            },
-            None => RosterView {
-                version: 0,
-                envelope: None,
-            },
-        })
+        Ok(roster_view(row))
     }
 
     /// Stores roster `version` if the stored one is still `previous` (0: none) and `version` is greater. The
@@ -36,10 +28,7 @@ impl PgStore {
         now: Timestamp,
     ) -> Result<RosterPut> {
         // Versions beyond i64 are refused by the route; clamp defensively.
-        let (previous, version) = (
-            i64::try_from(previous).unwrap_or(i64::MAX),
-            i64::try_from(version).unwrap_or(i64::MAX),
-        );
+        let (previous, version) = RosterPut::versions(previous, version);
         let mut tx = self.pool.begin().await?;
         super::lock_agent(&mut tx, agent_id).await?;
         let current: i64 =
@@ -47,10 +36,8 @@ impl PgStore {
                 .bind(agent_id)
                 .fetch_one(&mut *tx)
                 .await?;
-        let outcome = if current != previous || version <= current {
-            RosterPut::Conflict {
-                current: u64::try_from(current).unwrap_or(0),
-            }
+        let outcome = if let Some(conflict) = RosterPut::conflict(current, previous, version) {
+            conflict
         } else {
             sqlx::query(
                 "INSERT INTO rosters (agent_id, version, envelope, updated_at) VALUES ($1, $2, $3, $4)
@@ -63,10 +50,7 @@ impl PgStore {
             .bind(now.millis())
             .execute(&mut *tx)
             .await?;
-            RosterPut::Stored(RosterView {
-                version: u64::try_from(version).unwrap_or(0),
-                envelope: Some(envelope.to_string()),
-            })
+            RosterPut::stored(version, envelope.to_string())
         };
         tx.commit().await?;
         self.committed();

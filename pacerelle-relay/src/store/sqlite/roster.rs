@@ -6,6 +6,7 @@ use rusqlite::{Connection, params};
 
 use super::{Result, SqliteStore};
 use crate::store::RosterPut;
+use crate::store::types::roster_view;
 
 impl SqliteStore {
     /// The newest roster of the agent; version 0 and no envelope when none was stored.
@@ -15,16 +16,7 @@ impl SqliteStore {
                 .bind(agent_id)
                 .fetch_optional(&self.read)
                 .await?;
-        Ok(match row {
-            Some((version, envelope)) => RosterView {
-                version: u64::try_from(version).unwrap_or(0),
-                envelope: Some(envelope),
-            },
-            None => RosterView {
-                version: 0,
-                envelope: None,
-            },
-        })
+        Ok(roster_view(row))
     }
 
     /// Stores roster `version` if the stored one is still `previous` (0: none) and `version` is greater.
@@ -38,18 +30,13 @@ impl SqliteStore {
     ) -> Result<RosterPut> {
         let (agent_id, envelope) = (agent_id.to_string(), envelope.to_string());
         // Versions beyond i64 are refused by the route; clamp defensively.
-        let (previous, version) = (
-            i64::try_from(previous).unwrap_or(i64::MAX),
-            i64::try_from(version).unwrap_or(i64::MAX),
-        );
+        let (previous, version) = RosterPut::versions(previous, version);
         self.write(move |conn: &Connection| {
             let current: i64 = conn
                 .prepare_cached("SELECT COALESCE((SELECT version FROM rosters WHERE agent_id = ?1), 0)")?
                 .query_row(params![agent_id], |r| r.get(0))?;
-            if current != previous || version <= current {
-                return Ok(RosterPut::Conflict {
-                    current: u64::try_from(current).unwrap_or(0),
-                });
+            if let Some(conflict) = RosterPut::conflict(current, previous, version) {
+                return Ok(conflict);
             }
             conn.prepare_cached(
                 "INSERT INTO rosters (agent_id, version, envelope, updated_at) VALUES (?1, ?2, ?3, ?4)
@@ -57,10 +44,7 @@ impl SqliteStore {
                      SET version = excluded.version, envelope = excluded.envelope, updated_at = excluded.updated_at",
             )?
             .execute(params![agent_id, version, envelope, now.millis()])?;
-            Ok(RosterPut::Stored(RosterView {
-                version: u64::try_from(version).unwrap_or(0),
-                envelope: Some(envelope),
-            }))
+            Ok(RosterPut::stored(version, envelope))
         })
         .await
     }
