@@ -1,5 +1,6 @@
 #![doc = include_str!("../README.md")]
 
+mod package_env;
 pub mod postgres;
 
 use std::path::{Path, PathBuf};
@@ -54,27 +55,13 @@ pub fn binary(name: &str) -> PathBuf {
 }
 
 /// A command for cargo, started from a test, without the variables cargo set for the test itself
-/// (`CARGO_MANIFEST_DIR`, `CARGO_PKG_*`, …): ring's build script asks to run again when one of them changes,
-/// so a cargo that inherits them rebuilds ring and everything above it, and the next `cargo test` rebuilds
-/// them back (minutes, twice). `CARGO` stays. xtask's `forget_package_env` does the same for its steps.
+/// (`package_env::set_by_cargo`: inherited, they make it rebuild ring and everything above it, and the next
+/// `cargo test` rebuild them back).
 pub fn cargo_command(cargo: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
     let mut command = std::process::Command::new(cargo);
     for (name, _) in std::env::vars_os() {
         let Some(name) = name.to_str() else { continue };
-        let set_by_cargo = name.starts_with("CARGO_PKG_")
-            || name.starts_with("CARGO_BIN_")
-            || matches!(
-                name,
-                "CARGO_MANIFEST_DIR"
-                    | "CARGO_MANIFEST_PATH"
-                    | "CARGO_MANIFEST_LINKS"
-                    | "CARGO_CRATE_NAME"
-                    | "CARGO_PRIMARY_PACKAGE"
-                    | "CARGO_TARGET_TMPDIR"
-                    | "CARGO_RUSTC_CURRENT_DIR"
-                    | "OUT_DIR"
-            );
-        if set_by_cargo {
+        if package_env::set_by_cargo(name) {
             command.env_remove(name);
         }
     }

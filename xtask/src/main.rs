@@ -21,6 +21,8 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 
 mod dist;
+#[path = "../../pacerelle-test-support/src/package_env.rs"]
+mod package_env;
 
 const USAGE: &str = "\
 usage: cargo xtask <task>
@@ -506,28 +508,13 @@ fn command(dir: &Path, program: impl AsRef<OsStr>) -> Command {
     command
 }
 
-/// Removes from `command`'s environment the variables cargo sets for the program it runs (`cargo run` for
-/// xtask, `cargo test` for a test): `CARGO_MANIFEST_DIR`, `CARGO_PKG_*` and the like. Some build scripts ask
-/// to run again when one of them changes (ring's names `CARGO_MANIFEST_DIR` and `CARGO_PKG_NAME`), so a
-/// cargo started with xtask's values and one started without them rebuild ring, and everything above it,
-/// in turn: minutes per step. `CARGO` (the path of cargo itself) stays.
+/// Removes from `command`'s environment the variables `cargo run` set for xtask itself
+/// (`package_env::set_by_cargo`): a cargo started with them and one started without them would rebuild ring,
+/// and everything above it, in turn — minutes per step.
 pub(crate) fn forget_package_env(command: &mut Command) {
     for (name, _) in std::env::vars_os() {
         let Some(name) = name.to_str() else { continue };
-        let set_by_cargo = name.starts_with("CARGO_PKG_")
-            || name.starts_with("CARGO_BIN_")
-            || matches!(
-                name,
-                "CARGO_MANIFEST_DIR"
-                    | "CARGO_MANIFEST_PATH"
-                    | "CARGO_MANIFEST_LINKS"
-                    | "CARGO_CRATE_NAME"
-                    | "CARGO_PRIMARY_PACKAGE"
-                    | "CARGO_TARGET_TMPDIR"
-                    | "CARGO_RUSTC_CURRENT_DIR"
-                    | "OUT_DIR"
-            );
-        if set_by_cargo {
+        if package_env::set_by_cargo(name) {
             command.env_remove(name);
         }
     }
