@@ -25,6 +25,7 @@ mod push;
 mod questions;
 mod retention;
 mod roster;
+mod sends;
 mod session;
 mod status;
 mod sweep;
@@ -89,6 +90,10 @@ pub(crate) struct PgStore {
     /// The principals found recently ([`crate::store::principals`]): credentials from memory, forgotten when
     /// any instance revokes one (`NOTIFY`, see `wakes.rs`) and read again after [`PRINCIPAL_MAX_AGE`].
     principals: Arc<crate::store::principals::Principals>,
+    /// The queue of the instance's sender task, which stores the tasks sent at the same moment together
+    /// ([`sends`]). `None` in the sender task's own copy (so that the queue closes when the relay's copies are
+    /// gone); [`PgStore::put_message`] then stores alone.
+    sends: Option<sends::Queue>,
 }
 
 /// How long an instance uses a principal it read before reading it again: the bound on how long a revocation
@@ -110,7 +115,7 @@ impl PgStore {
                 source,
             })?;
         MIGRATOR.run(&pool).await?;
-        Ok(PgStore {
+        let store = PgStore {
             pool,
             key,
             counts: Default::default(),
@@ -118,6 +123,11 @@ impl PgStore {
             principals: Arc::new(crate::store::principals::Principals::with_max_age(
                 PRINCIPAL_MAX_AGE,
             )),
+            sends: None,
+        };
+        Ok(PgStore {
+            sends: Some(sends::start(store.clone())),
+            ..store
         })
     }
 
@@ -131,12 +141,19 @@ impl PgStore {
         Ok(applied.unwrap_or(0) >= newest)
     }
 
-    /// Counts a committed write transaction (`GET /metrics`): each write is a transaction of its own here, so a
-    /// "batch" of one.
+    /// Counts a committed write transaction (`GET /metrics`): a write other than a task's is a transaction of its
+    /// own here, so a "batch" of one.
     pub(super) fn committed(&self) {
         self.counts.commits.inc();
         self.counts.writes.inc();
         self.counts.batch.observe(1.0);
+    }
+
+    /// Counts a committed statement that stored `writes` tasks together ([`sends`]).
+    pub(super) fn committed_batch(&self, writes: usize) {
+        self.counts.commits.inc();
+        self.counts.writes.inc_by(writes as u64);
+        self.counts.batch.observe(writes as f64);
     }
 
     /// What the store's writes have done since it opened.

@@ -10,8 +10,11 @@ use pacerelle_core::{Cursor, Timestamp};
 use crate::store::rows::item_kind;
 use crate::store::{cursor, ts};
 
+/// Why a task is refused whose id its agent already holds from another device (both backends).
+pub(crate) const ID_OF_ANOTHER_DEVICE: &str = "this message id was used by another device";
+
 /// What the store's writes have done since the relay started, for `GET /metrics` and the tests: SQLite's
-/// writer counts its batches; PostgreSQL counts each write as a transaction of its own.
+/// writer counts its batches; PostgreSQL counts its batches of tasks and each other write as a transaction.
 #[derive(Debug)]
 pub(crate) struct WriterCounts {
     /// Transactions committed (one synced commit each; a batch whose writes all failed commits nothing).

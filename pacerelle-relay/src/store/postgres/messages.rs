@@ -12,6 +12,7 @@ use sqlx::Row;
 
 use super::prelude::*;
 use super::updates::insert_update;
+use crate::error::StoreError;
 use crate::store::rows::ConversationRow;
 use crate::store::{cursor, seq_of};
 
@@ -43,9 +44,46 @@ impl PgStore {
 
     /// Stores a task sent by a device, or finds the one already stored under this id. A new task is refused
     /// ([`Put::QuotaExceeded`], nothing stored) when the agent already has `max_pending` tasks not yet
-    /// processed. The agent's lock is taken first, so concurrent sends of one agent count one after the other
-    /// and never pass the cap, and a second send of the same id waits for the first and then finds it.
+    /// processed. The task joins the tasks other devices are sending at the same moment, stored together in
+    /// one statement and one commit ([`super::sends`]); the outcome is the one [`PgStore::put_message_alone`]
+    /// would give.
     pub(crate) async fn put_message(
+        &self,
+        agent_id: &str,
+        device_id: &str,
+        message_id: &str,
+        envelope: &str,
+        max_pending: u32,
+        now: Timestamp,
+    ) -> Result<Put> {
+        let Some(queue) = &self.sends else {
+            return self
+                .put_message_alone(agent_id, device_id, message_id, envelope, max_pending, now)
+                .await;
+        };
+        let (reply, outcome) = tokio::sync::oneshot::channel();
+        let send = super::sends::Send {
+            agent_id: agent_id.to_string(),
+            device_id: device_id.to_string(),
+            message_id: message_id.to_string(),
+            envelope: envelope.to_string(),
+            max_pending,
+            now,
+            reply,
+        };
+        queue
+            .send(send)
+            .await
+            .map_err(|_| StoreError::internal("the sender of tasks is gone"))?;
+        outcome
+            .await
+            .map_err(|_| StoreError::internal("the sender of tasks dropped a task"))?
+    }
+
+    /// [`PgStore::put_message`] in a transaction of its own. The agent's lock is taken first, so concurrent
+    /// sends of one agent count one after the other and never pass the cap, and a second send of the same id
+    /// waits for the first and then finds it.
+    pub(crate) async fn put_message_alone(
         &self,
         agent_id: &str,
         device_id: &str,
@@ -66,7 +104,7 @@ impl PgStore {
         .await?;
         let put = if let Some((seq, sender, created_at)) = existing {
             if sender.as_deref() != Some(device_id) {
-                Put::Conflict("this message id was used by another device")
+                Put::Conflict(crate::store::types::ID_OF_ANOTHER_DEVICE)
             } else {
                 Put::Stored(Stored {
                     id: message_id.to_string(),

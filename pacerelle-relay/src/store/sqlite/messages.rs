@@ -64,7 +64,7 @@ impl SqliteStore {
                 .optional()?;
             if let Some((seq, sender, created_at)) = existing {
                 if sender.as_deref() != Some(device_id.as_str()) {
-                    return Ok(Put::Conflict("this message id was used by another device"));
+                    return Ok(Put::Conflict(crate::store::types::ID_OF_ANOTHER_DEVICE));
                 }
                 return Ok(Put::Stored(Stored {
                     id: message_id,

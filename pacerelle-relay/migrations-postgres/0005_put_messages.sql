@@ -1,0 +1,59 @@
+-- Group commit of tasks (issue 36): the tasks that several devices send at once are stored by one call of this
+-- function, one statement and one commit for all of them, where each used to cost six round trips (BEGIN, the
+-- agent's lock, the id check, the quota, the insert, COMMIT) and a commit of its own.
+--
+-- The tasks are handled in the order given, each exactly as `PgStore::put_message_alone` handles one (read it
+-- for the meaning of each outcome): an id already used by its device is found (`found`), by another device
+-- refused (`conflict`); a new task past the agent's quota of tasks not yet processed is refused (`quota`);
+-- otherwise it is stored (`stored`). Each step sees what the steps before it did (the quota counts the tasks
+-- stored just before in the same call; an id sent twice in one call is stored once and found once).
+--
+-- The counter rows of every agent in the call are locked first, in the order of their ids, and held until the
+-- commit: each agent's items still draw their sequence numbers in commit order (ADR 0003), and two calls
+-- (two relay instances, or one instance's batches) that share agents lock them in the same order, so they
+-- wait for each other instead of deadlocking. A transaction of one agent locks only that agent's row.
+CREATE FUNCTION pacerelle_put_messages(
+    agent_ids   TEXT[],
+    device_ids  TEXT[],
+    message_ids TEXT[],
+    envelopes   TEXT[],
+    max_pending BIGINT[],
+    nows        BIGINT[]
+) RETURNS TABLE (o_outcome TEXT, o_seq BIGINT, o_created_at BIGINT)
+LANGUAGE plpgsql AS $$
+DECLARE
+    i         INT;
+    found_seq BIGINT;
+    found_dev TEXT;
+    found_at  BIGINT;
+    pending   BIGINT;
+BEGIN
+    PERFORM 1 FROM agent_counts c WHERE c.agent_id = ANY (agent_ids) ORDER BY c.agent_id FOR UPDATE;
+    FOR i IN 1 .. COALESCE(array_length(agent_ids, 1), 0) LOOP
+        SELECT it.seq, it.device_id, it.created_at INTO found_seq, found_dev, found_at
+        FROM items it
+        WHERE it.agent_id = agent_ids[i] AND it.kind = 'message' AND it.item_id = message_ids[i];
+        IF FOUND THEN
+            IF found_dev IS DISTINCT FROM device_ids[i] THEN
+                o_outcome := 'conflict'; o_seq := NULL; o_created_at := NULL;
+            ELSE
+                o_outcome := 'found'; o_seq := found_seq; o_created_at := found_at;
+            END IF;
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
+        SELECT COALESCE((SELECT c.messages - c.processed FROM agent_counts c WHERE c.agent_id = agent_ids[i]), 0)
+        INTO pending;
+        IF pending >= max_pending[i] THEN
+            o_outcome := 'quota'; o_seq := NULL; o_created_at := NULL;
+            RETURN NEXT;
+            CONTINUE;
+        END IF;
+        INSERT INTO items (agent_id, kind, item_id, device_id, envelope, created_at)
+        VALUES (agent_ids[i], 'message', message_ids[i], device_ids[i], envelopes[i], nows[i])
+        RETURNING items.seq INTO o_seq;
+        o_outcome := 'stored'; o_created_at := nows[i];
+        RETURN NEXT;
+    END LOOP;
+END;
+$$;
