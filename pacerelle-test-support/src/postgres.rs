@@ -39,8 +39,15 @@ const START_TRIES: u32 = 3;
 
 /// The watchdog: `$0` is `postgres`, `$1` the cluster's folder, `$2` the port, `$3` `on` or `off` for fsync.
 /// Its standard input is the test process's pipe: a line `stop` stops the server (fast shutdown) and keeps its
-/// folder, a line `start` starts it again ([`Cluster::stop`], [`Cluster::restart`]); end of file stops the
-/// server and removes the folder.
+/// folder, a line `start` starts it again ([`Cluster::stop`], [`Cluster::restart`]), a line `kill` crashes it
+/// ([`Cluster::kill`]); end of file stops the server and removes the folder.
+///
+/// `kill` is a real crash: SIGKILL of the postmaster and of every child it has (backends, checkpointer, WAL
+/// writer…), then `$dir/killed` once none of them runs. Killing the postmaster alone is not one: its backends
+/// live on, holding the shared memory, and a restart refuses to start beside them. Every child of the
+/// postmaster calls `setsid()`, so no process group holds them all: they are found by their parent in
+/// `/proc`, with the postmaster stopped (SIGSTOP) first so that it forks no new one meanwhile. The watchdog
+/// runs as the same user as `postgres` (`nobody` under root), so it may signal them.
 const WATCHDOG: &str = r#"
 bin=$0 dir=$1 port=$2 fsync=$3
 start() {
@@ -48,11 +55,35 @@ start() {
         -c max_connections=500 </dev/null >>"$dir/log" 2>&1 &
     pid=$!
 }
+children() {
+    for stat in /proc/[0-9]*/stat; do
+        read -r line 2>/dev/null <"$stat" || continue
+        set -- ${line##*) }
+        if [ "$2" = "$pid" ]; then child=${stat#/proc/}; echo "${child%/stat}"; fi
+    done
+}
+running() {
+    read -r line 2>/dev/null <"/proc/$1/stat" || return 1
+    set -- ${line##*) }
+    [ "$1" != Z ] && [ "$1" != X ]
+}
+crash() {
+    kill -STOP "$pid" 2>/dev/null
+    them=$(children)
+    kill -KILL "$pid" $them 2>/dev/null
+    wait "$pid"
+    tries=0
+    for child in $them; do
+        while running "$child" && [ "$tries" -lt 400 ]; do sleep 0.05; tries=$((tries + 1)); done
+    done
+    : >"$dir/killed"
+}
 start
 while read -r command; do
     case "$command" in
         stop) kill -INT "$pid" 2>/dev/null; wait "$pid" ;;
         start) start ;;
+        kill) crash ;;
     esac
 done
 kill -INT "$pid" 2>/dev/null
@@ -150,8 +181,33 @@ impl Cluster {
         }
     }
 
-    /// Starts again the server [`Cluster::stop`] stopped, with its data, on the same port, and returns once it
-    /// accepts connections. Panics for an existing server or when it does not start.
+    /// Crashes the server this process started: SIGKILL of the postmaster and of all its children at once (no
+    /// shutdown checkpoint, nothing flushed), and returns once none of them runs. The data stays;
+    /// [`Cluster::restart`] starts the server again, which first runs crash recovery from the WAL — what a
+    /// power cut or the OOM killer leaves. Panics for an existing server or when the kill does not finish
+    /// within a minute.
+    pub fn kill(&self) {
+        let server = self.started("kill");
+        let killed = server.dir.join("killed");
+        match std::fs::remove_file(&killed) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => panic!("remove {}: {e}", killed.display()),
+        }
+        server.command("kill");
+        let deadline = Instant::now() + READY_WITHIN;
+        while !killed.exists() {
+            assert!(
+                Instant::now() < deadline,
+                "the test server was not killed within {READY_WITHIN:?}"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Starts again the server [`Cluster::stop`] stopped or [`Cluster::kill`] crashed, with its data, on the
+    /// same port, and returns once it accepts connections (after crash recovery, when it crashed). Panics for an
+    /// existing server or when it does not start.
     pub fn restart(&self) {
         let server = self.started("restart");
         let log_from = std::fs::metadata(server.dir.join("log"))
@@ -380,13 +436,17 @@ fn wait_ready(bin: &Path, dir: &Path, port: u16, log_from: usize) -> Result<(), 
 }
 
 /// Whether a line of the server's log says the server itself failed. Clients that connect while it starts
-/// (a relay reconnecting during [`Cluster::restart`]) log `FATAL: the database system is starting up` too:
-/// that is theirs, not the server's.
+/// (a relay reconnecting during [`Cluster::restart`]) log `FATAL: the database system is starting up` too, or
+/// `… is not yet accepting connections` while it recovers from a crash: that is theirs, not the server's.
 fn server_failed(line: &str) -> bool {
-    const CLIENTS: [&str; 3] = [
+    const CLIENTS: [&str; 6] = [
         "the database system is starting up",
         "the database system is shutting down",
         "terminating connection",
+        // During crash recovery after [`Cluster::kill`] (PostgreSQL 14 and later, then earlier versions).
+        "the database system is not yet accepting connections",
+        "the database system is in recovery mode",
+        "the database system is not accepting connections",
     ];
     line.contains("PANIC:") || (line.contains("FATAL:") && !CLIENTS.iter().any(|c| line.contains(c)))
 }
@@ -545,6 +605,64 @@ mod tests {
     fn a_redacted_url_has_no_password() {
         assert_eq!(redacted("postgres://u:secret@host/db"), "postgres://u:…@host/db");
         assert_eq!(redacted("postgres://host/db"), "postgres://host/db");
+    }
+
+    /// A crash is one: the server (postmaster and backends) is gone at once, with a connection open, and it
+    /// starts again, after crash recovery, with every committed row.
+    #[tokio::test(flavor = "multi_thread")]
+    async fn a_killed_server_restarts_with_its_committed_rows() {
+        if std::env::var(ENV).unwrap_or_default() == "off" {
+            eprintln!("skipped: {ENV}=off");
+            return;
+        }
+        let cluster = std::sync::Arc::new(
+            tokio::task::spawn_blocking(Cluster::start)
+                .await
+                .expect("started"),
+        );
+        let url = cluster.fresh_database().await;
+        let mut conn = PgConnection::connect(&url).await.expect("connect");
+        sqlx::raw_sql("CREATE TABLE t (v int); INSERT INTO t VALUES (1), (2)")
+            .execute(&mut conn)
+            .await
+            .expect("written");
+        let pid_file = cluster
+            .dir()
+            .expect("started here")
+            .join("data")
+            .join("postmaster.pid");
+        let pid = std::fs::read_to_string(&pid_file).expect("postmaster.pid");
+        let pid = pid.lines().next().expect("its first line").trim().to_string();
+        let killed = cluster.clone();
+        tokio::task::spawn_blocking(move || killed.kill())
+            .await
+            .expect("killed");
+        assert!(
+            !Path::new("/proc").join(&pid).join("stat").exists(),
+            "the postmaster {pid} still runs"
+        );
+        assert!(
+            sqlx::raw_sql("SELECT 1").execute(&mut conn).await.is_err(),
+            "a backend answered after the kill"
+        );
+        let restarted = cluster.clone();
+        tokio::task::spawn_blocking(move || restarted.restart())
+            .await
+            .expect("restarted");
+        let mut conn = PgConnection::connect(&url)
+            .await
+            .expect("connect after the restart");
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM t")
+            .fetch_one(&mut conn)
+            .await
+            .expect("read");
+        assert_eq!(n, 2);
+        let log = std::fs::read_to_string(cluster.dir().expect("here").join("log")).expect("the log");
+        assert!(
+            log.contains("not properly shut down") || log.contains("interrupted"),
+            "no crash recovery in the log:\n{}",
+            tail(&log, 2000)
+        );
     }
 
     #[test]
