@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, anyhow};
-use pacerelle_client::{AgentClient, AgentToken, Backoff, Context, Message, Runner, shutdown_signal};
+use pacerelle_client::{AgentClient, AgentToken, Backoff, Context, Event, Message, Runner, shutdown_signal};
 
 use crate::Rng;
 use crate::records::{self, Entry};
@@ -62,6 +62,8 @@ struct Journal {
     invocations: File,
     recorded: HashSet<String>,
     rng: Rng,
+    /// This process's run id in the files: its seed.
+    run: u64,
 }
 
 impl Journal {
@@ -72,6 +74,7 @@ impl Journal {
             redelivered: task.redelivered,
             attempt,
             at_ms: crate::now_ms(),
+            run: self.run,
         };
         records::append(&mut self.invocations, &entry, false)?;
         if !self.recorded.contains(&task.message_id) {
@@ -100,6 +103,33 @@ pub async fn run(args: AgentArgs) -> Result<()> {
             records::recorded_ids(&records_path)?
         },
         rng: Rng::new(args.seed),
+        run: args.seed,
+    };
+    // The runner's reports of failed tasks, noted before it goes on (the observer runs inside the loop), so
+    // that the checker knows which tasks were rightly handed out again.
+    let failures = Mutex::new(records::open_append(&args.dir.join(records::FAILURES))?);
+    let run = args.seed;
+    let observer = move |event: &Event| {
+        if let Event::TaskFailed {
+            message_id, attempt, ..
+        } = event
+        {
+            let entry = Entry {
+                message_id: message_id.clone(),
+                redelivered: false,
+                attempt: *attempt,
+                at_ms: crate::now_ms(),
+                run,
+            };
+            let written = failures
+                .lock()
+                .map_err(|_| std::io::Error::other("poisoned"))
+                .and_then(|mut file| records::append(&mut file, &entry, false));
+            if let Err(e) = written {
+                // The check may then flag this task; say why in the agent's log.
+                eprintln!("pacerelle-soak agent: cannot note the failed task {message_id}: {e}");
+            }
+        }
     };
     let journal = Arc::new(Mutex::new(journal));
     let handle_ms = args.handle_ms;
@@ -125,6 +155,7 @@ pub async fn run(args: AgentArgs) -> Result<()> {
     Runner::new(agent)
         .host("pacerelle-soak")
         .takeover(true)
+        .on_event(observer)
         .wait(Duration::from_secs(20))
         .backoff(Backoff {
             first: Duration::from_millis(50),

@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
 
-use pacerelle_client::{ConversationItem, ItemKind, ItemState, MessageState, SubjectKind};
+use pacerelle_client::{ConversationItem, Cursor, ItemKind, ItemState, MessageState, SubjectKind};
 
 use crate::agent::reply_text;
 use crate::records::Entry;
@@ -20,6 +20,8 @@ pub struct Sent {
     /// The relay acknowledged it (the send returned the stored task). An unacknowledged task may or may not
     /// be stored.
     pub acked: bool,
+    /// When the acknowledgement came back, in ms since the Unix epoch (0 when none came).
+    pub acked_ms: u64,
 }
 
 /// What one device's conversation shows.
@@ -29,6 +31,8 @@ pub struct DeviceView {
     pub processed: HashSet<String>,
     /// The replies' texts, by the task they answer.
     pub replies: HashMap<String, Vec<String>>,
+    /// Each task's position in the agent's stream (its cursor), as the conversation shows it.
+    pub cursors: HashMap<String, Cursor>,
 }
 
 impl DeviceView {
@@ -37,8 +41,11 @@ impl DeviceView {
         let mut view = DeviceView::default();
         for item in items {
             match item.kind {
-                ItemKind::Message if item.state == Some(MessageState::Processed) => {
-                    view.processed.insert(item.id.clone());
+                ItemKind::Message => {
+                    view.cursors.insert(item.id.clone(), item.cursor);
+                    if item.state == Some(MessageState::Processed) {
+                        view.processed.insert(item.id.clone());
+                    }
                 }
                 ItemKind::Update => {
                     if let Some(update) = &item.update
@@ -85,6 +92,12 @@ pub struct Report {
     pub recorded: usize,
     /// Unacknowledged tasks that were handled all the same.
     pub unacknowledged_handled: usize,
+    /// Acknowledged tasks the handler was given at least once.
+    pub delivered: usize,
+    /// Acknowledged tasks never given to the handler.
+    pub lost: usize,
+    /// Tasks recorded or replied to more than once, or handed out again once marked processed.
+    pub duplicates: usize,
     /// From the start of a send to the handler's record, for acknowledged tasks, in ms: median, 99th
     /// percentile, maximum.
     pub latency_ms: Option<(u64, u64, u64)>,
@@ -113,12 +126,92 @@ impl Report {
     }
 }
 
+/// An acknowledged task the handler never saw.
+const LOST: &str = "acknowledged but never recorded by the handler";
+/// A task the idempotent handler recorded twice.
+const RECORDED_TWICE: &str = "recorded more than once";
+/// A task answered twice in its device's conversation.
+const REPLIED_TWICE: &str = "replied to more than once";
+/// A task handed out again after the runner had marked it processed.
+const AFTER_PROCESSED: &str = "handed out again after it was marked processed";
+/// A task numbered before a task acknowledged before it was sent.
+const OUT_OF_ORDER: &str = "numbered before a task acknowledged before it was sent (a cursor would skip it)";
+/// The kinds of violation counted as duplicates in the figures.
+const DUPLICATES: [&str; 3] = [RECORDED_TWICE, REPLIED_TWICE, AFTER_PROCESSED];
+
+/// Flags each acknowledged task whose cursor is below that of a task acknowledged before it was sent: an agent
+/// that had read up to the earlier task's cursor would never see it.
+fn order_rule(sent: &[Sent], views: &[DeviceView], flag: &mut impl FnMut(&'static str, &str)) {
+    let cursor_of = |s: &Sent| {
+        views
+            .get(s.device)
+            .and_then(|v| v.cursors.get(&s.message_id))
+            .copied()
+    };
+    let mut by_ack: Vec<(u64, Cursor)> = sent
+        .iter()
+        .filter(|s| s.acked)
+        .filter_map(|s| cursor_of(s).map(|c| (s.acked_ms, c)))
+        .collect();
+    by_ack.sort_unstable();
+    let mut by_start: Vec<(&Sent, Cursor)> = sent
+        .iter()
+        .filter(|s| s.acked)
+        .filter_map(|s| cursor_of(s).map(|c| (s, c)))
+        .collect();
+    by_start.sort_unstable_by_key(|(s, _)| s.sent_ms);
+    let (mut next, mut highest) = (0, None::<Cursor>);
+    for (task, cursor) in by_start {
+        // Every task acknowledged strictly before this one's send began (ms: equal times prove nothing).
+        while next < by_ack.len() && by_ack[next].0 < task.sent_ms {
+            highest = highest.max(Some(by_ack[next].1));
+            next += 1;
+        }
+        if highest.is_some_and(|h| cursor < h) {
+            flag(OUT_OF_ORDER, &task.message_id);
+        }
+    }
+}
+
+/// Flags each task given to the handler again after the same agent process had taken another task after it
+/// (the runner takes the next task only once this one's reply is stored and its processed mark acknowledged),
+/// unless the runner reported the task failed (left unprocessed on purpose).
+fn after_processed_rule(
+    invocations: &[Entry],
+    failures: &[Entry],
+    flag: &mut impl FnMut(&'static str, &str),
+) {
+    let failed: HashSet<&str> = failures.iter().map(|e| e.message_id.as_str()).collect();
+    // The position in the log from which each task counts as processed.
+    let mut processed_from: HashMap<&str, usize> = HashMap::new();
+    let mut last_of_run: HashMap<u64, &str> = HashMap::new();
+    for (i, e) in invocations.iter().enumerate() {
+        if let Some(previous) = last_of_run.insert(e.run, &e.message_id)
+            && previous != e.message_id
+        {
+            processed_from.entry(previous).or_insert(i);
+        }
+    }
+    let mut flagged = HashSet::new();
+    for (i, e) in invocations.iter().enumerate() {
+        let id = e.message_id.as_str();
+        if processed_from.get(id).is_some_and(|&from| i > from) && !failed.contains(id) && flagged.insert(id)
+        {
+            flag(AFTER_PROCESSED, id);
+        }
+    }
+}
+
 /// Checks the promises of at-least-once delivery with an idempotent handler:
 /// - every acknowledged task is recorded exactly once by the handler, shown processed to its device, and
 ///   answered there by exactly one reply, the handler's;
 /// - an unacknowledged task is recorded at most once and answered at most once;
 /// - nothing is recorded or answered that no sender sent, and no task is answered without a record;
-/// - every record line is whole.
+/// - every record line is whole;
+/// - cursors never skip: a task acknowledged before another was sent has the smaller cursor (the stream is
+///   numbered in the order its items commit, so an agent reading up to a cursor has seen every task below it);
+/// - no task is handed to the handler again once the runner went on past it in the same process (the runner
+///   marks a task processed before it takes the next one), unless the runner reported it failed.
 ///
 /// `views` holds one view per device, in the senders' order.
 pub fn check(
@@ -126,6 +219,7 @@ pub fn check(
     views: &[DeviceView],
     records: &[Entry],
     invocations: &[Entry],
+    failures: &[Entry],
     malformed_lines: usize,
 ) -> Report {
     let mut report = Report::default();
@@ -155,9 +249,9 @@ pub fn check(
         if task.acked {
             report.acknowledged += 1;
             match recorded {
-                0 => flag("acknowledged but never recorded by the handler", id),
+                0 => flag(LOST, id),
                 1 => {}
-                _ => flag("recorded more than once", id),
+                _ => flag(RECORDED_TWICE, id),
             }
             if !view.processed.contains(id) {
                 flag("acknowledged but not shown processed to its device", id);
@@ -165,7 +259,7 @@ pub fn check(
             match replies.len() {
                 0 => flag("acknowledged but never replied to", id),
                 1 => {}
-                _ => flag("replied to more than once", id),
+                _ => flag(REPLIED_TWICE, id),
             }
             if let Some(at) = first_record.get(id) {
                 latencies.push(at.saturating_sub(task.sent_ms));
@@ -176,10 +270,10 @@ pub fn check(
                 report.unacknowledged_handled += 1;
             }
             if recorded > 1 {
-                flag("recorded more than once", id);
+                flag(RECORDED_TWICE, id);
             }
             if replies.len() > 1 {
-                flag("replied to more than once", id);
+                flag(REPLIED_TWICE, id);
             }
         }
         if !replies.is_empty() && recorded == 0 {
@@ -201,6 +295,8 @@ pub fn check(
             }
         }
     }
+    order_rule(sent, views, &mut flag);
+    after_processed_rule(invocations, failures, &mut flag);
     if malformed_lines > 0 {
         flag(
             "malformed lines in the handler's records",
@@ -208,6 +304,13 @@ pub fn check(
         );
     }
 
+    report.lost = violations.iter().filter(|v| v.what == LOST).count();
+    report.duplicates = violations.iter().filter(|v| DUPLICATES.contains(&v.what)).count();
+    let invoked: HashSet<&str> = invocations.iter().map(|e| e.message_id.as_str()).collect();
+    report.delivered = sent
+        .iter()
+        .filter(|s| s.acked && invoked.contains(s.message_id.as_str()))
+        .count();
     report.recorded = record_count.len();
     report.invocations = invocations.len();
     report.redelivered = invocations.iter().filter(|e| e.redelivered).count();
@@ -232,6 +335,7 @@ mod tests {
             device: 0,
             sent_ms: 1_000,
             acked,
+            acked_ms: if acked { 1_100 } else { 0 },
         }
     }
 
@@ -241,6 +345,7 @@ mod tests {
             redelivered: false,
             attempt: 1,
             at_ms,
+            run: 1,
         }
     }
 
@@ -265,7 +370,7 @@ mod tests {
         let records = [entry("msg_a", 1_250)];
         let mut again = entry("msg_a", 1_300);
         again.redelivered = true;
-        let report = check(&sent, &views, &records, &[entry("msg_a", 1_250), again], 0);
+        let report = check(&sent, &views, &records, &[entry("msg_a", 1_250), again], &[], 0);
         assert_eq!(report.violations, vec![]);
         assert_eq!((report.acknowledged, report.unacknowledged), (1, 1));
         assert_eq!(
@@ -273,6 +378,36 @@ mod tests {
             (2, 1, 1)
         );
         assert_eq!(report.latency_ms, Some((250, 250, 250)));
+    }
+
+    #[test]
+    fn a_cursor_that_would_skip_and_a_task_handed_out_after_processed_are_named() {
+        // msg_b was sent after msg_a was acknowledged, yet numbered below it.
+        let mut a = sent("msg_a", true);
+        let mut b = sent("msg_b", true);
+        (a.sent_ms, a.acked_ms, b.sent_ms, b.acked_ms) = (1_000, 1_100, 1_200, 1_300);
+        let mut v = view(
+            &["msg_a", "msg_b"],
+            &[("msg_a", "done msg_a"), ("msg_b", "done msg_b")],
+        );
+        v.cursors.insert("msg_a".into(), Cursor(9));
+        v.cursors.insert("msg_b".into(), Cursor(5));
+        // Run 1 handled msg_a then msg_b (so msg_a was marked processed), then run 2 got msg_a again; msg_b
+        // failed in run 1 and comes again in run 2 rightly.
+        let mut later = entry("msg_a", 1_500);
+        later.run = 2;
+        let mut b_again = entry("msg_b", 1_600);
+        b_again.run = 2;
+        let invocations = [entry("msg_a", 1_150), entry("msg_b", 1_350), later, b_again];
+        let records = [entry("msg_a", 1_150), entry("msg_b", 1_350)];
+        let report = check(&[a, b], &[v], &records, &invocations, &[entry("msg_b", 1_360)], 0);
+        let found: Vec<(&str, &str)> = report
+            .violations
+            .iter()
+            .map(|v| (v.what, v.message_id.as_str()))
+            .collect();
+        assert_eq!(found, vec![(OUT_OF_ORDER, "msg_b"), (AFTER_PROCESSED, "msg_a")]);
+        assert_eq!((report.delivered, report.lost, report.duplicates), (2, 0, 1));
     }
 
     #[test]
@@ -296,7 +431,7 @@ mod tests {
             entry("msg_twice", 2_100),
             entry("msg_stray", 2_000),
         ];
-        let report = check(&sent, &views, &records, &[], 1);
+        let report = check(&sent, &views, &records, &[], &[], 1);
         let found: Vec<(&str, &str)> = report
             .violations
             .iter()

@@ -13,7 +13,7 @@ mod check;
 mod procs;
 mod records;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -23,6 +23,7 @@ use anyhow::{Context as _, Result, bail};
 use clap::{Parser, Subcommand};
 use pacerelle_client::core::{ids, wire};
 use pacerelle_client::{AgentClient, ConversationItem, DeviceClient, PairingOptions};
+use pacerelle_test_support::postgres::Cluster;
 use tokio::time::Instant;
 
 use crate::check::{DeviceView, Sent};
@@ -66,12 +67,16 @@ struct SoakArgs {
     /// backlog, the latency and the drain stay bounded however fast this machine handles tasks.
     #[arg(long, default_value_t = 300)]
     max_backlog: u64,
-    /// The shortest time between two kills, in ms.
-    #[arg(long, default_value_t = 500)]
-    kill_min_ms: u64,
-    /// The longest time between two kills, in ms.
-    #[arg(long, default_value_t = 4_000)]
-    kill_max_ms: u64,
+    /// The relays' store: `sqlite` (one relay) or `postgres` (two relays on a throw-away PostgreSQL cluster
+    /// with fsync on, which the chaos also SIGKILLs).
+    #[arg(long, value_enum, default_value_t = Database::Sqlite)]
+    database: Database,
+    /// The shortest time between two kills, in ms [default: 500; on postgres 200].
+    #[arg(long)]
+    kill_min_ms: Option<u64>,
+    /// The longest time between two kills, in ms [default: 4000; on postgres 1000].
+    #[arg(long)]
+    kill_max_ms: Option<u64>,
     /// How long the agent may take to drain the backlog once the chaos stopped, in seconds.
     #[arg(long, default_value_t = 120)]
     drain_seconds: u64,
@@ -149,12 +154,69 @@ fn main() -> ExitCode {
 /// What the chaos loop did.
 #[derive(Debug, Default)]
 struct Chaos {
-    /// SIGKILLs of the relay.
-    relay_kills: u32,
+    /// SIGKILLs of each relay (one on SQLite, A and B on PostgreSQL).
+    relay_kills: Vec<u32>,
     /// Of those, the ones followed by an outage longer than a client's retries.
     long_outages: u32,
     /// SIGKILLs of the agent.
     agent_kills: u32,
+    /// SIGKILLs of the PostgreSQL server (postmaster and backends), each followed by crash recovery.
+    database_kills: u32,
+}
+
+impl Chaos {
+    /// Every relay kill, whichever relay.
+    fn relay_total(&self) -> u32 {
+        self.relay_kills.iter().sum()
+    }
+}
+
+/// Which store the relays run on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Database {
+    /// One relay on its SQLite file.
+    Sqlite,
+    /// Two relays on one throw-away PostgreSQL cluster (fsync on), which the chaos SIGKILLs too.
+    Postgres,
+}
+
+/// On PostgreSQL, in a run of 60 s, the chaos kills the database at least this often (scaled to the run's
+/// length), and the run fails otherwise: a run that did not crash the database proves nothing about it.
+const MIN_DATABASE_KILLS_PER_MINUTE: u64 = 3;
+/// On PostgreSQL, in a run of 60 s, the relays are killed at least this often (scaled), or the run fails.
+const MIN_RELAY_KILLS_PER_MINUTE: u64 = 20;
+/// How long a sender goes on sending one task again (same id, alternating relays) on PostgreSQL: longer than a
+/// database outage and its crash recovery, so that acknowledged sends stay the rule.
+const SEND_RETRY_FOR: Duration = Duration::from_secs(30);
+
+/// A minimum per minute scaled to `duration` (at least one).
+fn scaled(per_minute: u64, duration: Duration) -> u64 {
+    (per_minute * duration.as_secs() / 60).max(1)
+}
+
+/// One relay the soak runs: its process, port and URL.
+struct Relay {
+    proc: Proc,
+    port: u16,
+    url: String,
+}
+
+/// Starts the relay whose process ended by itself or was not started again.
+async fn revive(relays: &mut [Relay]) -> Result<()> {
+    for relay in relays {
+        if relay.proc.ended()? || !relay.proc.running() {
+            start_relay(&mut relay.proc, relay.port).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Runs a blocking call of the PostgreSQL harness (which panics on failure) on a blocking thread, turning a
+/// panic into an error that says what was being done.
+async fn harness<T: Send + 'static>(what: &str, call: impl FnOnce() -> T + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(call)
+        .await
+        .map_err(|e| anyhow::anyhow!("{what}: {e}"))
 }
 
 async fn soak(args: SoakArgs) -> Result<ExitCode> {
@@ -163,6 +225,13 @@ async fn soak(args: SoakArgs) -> Result<ExitCode> {
         (None, Some(s)) => s,
         (None, None) => 60,
     });
+    let postgres = args.database == Database::Postgres;
+    // On PostgreSQL the kills come faster: two relays and the database share the chaos, and the run must reach
+    // its minimums (see MIN_RELAY_KILLS_PER_MINUTE).
+    let (kill_min_ms, kill_max_ms) = match (args.kill_min_ms, args.kill_max_ms, postgres) {
+        (min, max, true) => (min.unwrap_or(200), max.unwrap_or(1_000)),
+        (min, max, false) => (min.unwrap_or(500), max.unwrap_or(4_000)),
+    };
     let seed = args.seed.unwrap_or_else(now_ms);
     let soak_exe = std::env::current_exe().context("cannot find this program's path")?;
     let pacerelle = match args.pacerelle.clone() {
@@ -177,24 +246,80 @@ async fn soak(args: SoakArgs) -> Result<ExitCode> {
     }
     let work = tempfile::Builder::new().prefix("pacerelle-soak-").tempdir()?;
     let dir = work.path().to_path_buf();
-    let (data, home) = (dir.join("data"), dir.join("home"));
+    let home = dir.join("home");
     std::fs::create_dir_all(&home)?;
     println!(
-        "soak: {} s, seed {seed}, {} senders, work folder {}",
+        "soak: {} s on {}, seed {seed}, {} senders, work folder {}",
         duration.as_secs(),
+        if postgres {
+            "PostgreSQL (two relays)"
+        } else {
+            "SQLite"
+        },
         args.senders,
         dir.display()
     );
 
-    let port = free_port()?;
-    let url = format!("http://127.0.0.1:{port}");
-    let mut relay = Proc::relay(&pacerelle, port, &data, &home, dir.join("relay.log"));
-    start_relay(&mut relay, port).await?;
+    // The database: a throw-away cluster at its durable defaults (fsync on), one fresh database in it.
+    let cluster = if postgres {
+        let cluster = harness("cannot start PostgreSQL", Cluster::start_durable).await?;
+        Some(Arc::new(cluster))
+    } else {
+        None
+    };
+    let database = match &cluster {
+        Some(cluster) => {
+            let cluster = cluster.clone();
+            let url = tokio::spawn(async move { cluster.fresh_database().await })
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot create the soak's database: {e}"))?;
+            Some(url)
+        }
+        None => None,
+    };
 
-    let agent = AgentClient::register(&url, "soak agent", None)
+    // The relays: one on SQLite; A and B on PostgreSQL, each its own port and data folder, B given A's keys
+    // (docs/self-hosting.md: every instance needs the same webhook.key and push.key).
+    let names: &[(&'static str, &str)] = if postgres {
+        &[("relay A", "a"), ("relay B", "b")]
+    } else {
+        &[("relay", "")]
+    };
+    let mut relays = Vec::new();
+    for (i, (name, suffix)) in names.iter().enumerate() {
+        let port = free_port()?;
+        let data = dir.join(if suffix.is_empty() {
+            "data".to_string()
+        } else {
+            format!("data-{suffix}")
+        });
+        let log = dir.join(if suffix.is_empty() {
+            "relay.log".to_string()
+        } else {
+            format!("relay-{suffix}.log")
+        });
+        if i > 0 {
+            share_keys(&dir.join("data-a"), &data)?;
+        }
+        let mut proc = Proc::relay(name, &pacerelle, port, &data, database.as_deref(), &home, log);
+        start_relay(&mut proc, port).await?;
+        relays.push(Relay {
+            proc,
+            port,
+            url: format!("http://127.0.0.1:{port}"),
+        });
+    }
+    let urls: Vec<String> = relays.iter().map(|r| r.url.clone()).collect();
+
+    let agent = AgentClient::register(&urls[0], "soak agent", None)
         .await
         .context("cannot register the agent")?
         .with_home(None);
+    // The agent's credentials on every relay, for its status (backlog, drain) whichever relay is up.
+    let mut agents = vec![agent.clone()];
+    for url in &urls[1..] {
+        agents.push(AgentClient::new(url, agent.agent_id(), agent.token().clone())?.with_home(None));
+    }
     let mut devices = Vec::new();
     for i in 0..args.senders {
         let link = agent.create_pairing(PairingOptions::default()).await?;
@@ -202,8 +327,6 @@ async fn soak(args: SoakArgs) -> Result<ExitCode> {
     }
     let mut agent_args = vec![
         "agent".to_string(),
-        "--relay".into(),
-        url.clone(),
         "--agent-id".into(),
         agent.agent_id().to_string(),
         "--dir".into(),
@@ -220,72 +343,106 @@ async fn soak(args: SoakArgs) -> Result<ExitCode> {
         dir.join("agent.log"),
     );
     let mut rng = Rng::new(seed);
-    start_agent(&mut runner, &mut rng)?;
+    let mut agent_starts = vec![0u32; urls.len()];
+    start_agent(&mut runner, &mut rng, &urls, &mut agent_starts)?;
 
     let pace = Arc::new(Pace {
         stop: AtomicBool::new(false),
         backlog: AtomicU64::new(0),
         max_backlog: args.max_backlog,
     });
-    let watcher = tokio::spawn(watch_backlog(agent.clone(), pace.clone()));
-    let senders: Vec<_> = devices
-        .iter()
-        .enumerate()
-        .map(|(i, device)| {
-            let rng = Rng::new(rng.next_u64());
-            tokio::spawn(send_tasks(
-                device.clone(),
-                i,
-                rng,
-                args.send_pause_ms,
-                pace.clone(),
-            ))
-        })
-        .collect();
+    let watcher = tokio::spawn(watch_backlog(agents.clone(), pace.clone()));
+    let mut senders = Vec::new();
+    for (i, device) in devices.iter().enumerate() {
+        // Sender i sends through relay i mod 2 first, and to the other when that one fails, as a client
+        // given two addresses would.
+        let mut clients = Vec::new();
+        for k in 0..urls.len() {
+            let mut credentials = device.credentials().clone();
+            credentials.relay_url = urls[(i + k) % urls.len()].clone();
+            clients.push(DeviceClient::from_credentials(credentials)?);
+        }
+        let rng = Rng::new(rng.next_u64());
+        let retry_for = if postgres { SEND_RETRY_FOR } else { Duration::ZERO };
+        senders.push(tokio::spawn(send_tasks(
+            clients,
+            i,
+            rng,
+            args.send_pause_ms,
+            retry_for,
+            pace.clone(),
+        )));
+    }
 
     // The chaos.
     let started = Instant::now();
     let end = started + duration;
-    let mut chaos = Chaos::default();
+    let mut chaos = Chaos {
+        relay_kills: vec![0; relays.len()],
+        ..Chaos::default()
+    };
+    // The database's kills are spread over the run at fixed times (so that the minimum is reached whatever
+    // the draws), the others drawn at random between them.
+    let database_kills_due = if postgres {
+        scaled(MIN_DATABASE_KILLS_PER_MINUTE + 1, duration)
+    } else {
+        0
+    };
+    let database_kill_at = |n: u64| started + duration.mul_f64((n as f64 + 0.5) / database_kills_due as f64);
     let mut next_report = started + Duration::from_secs(30);
     while Instant::now() < end {
-        let pause = Duration::from_millis(rng.between(args.kill_min_ms, args.kill_max_ms));
+        let pause = Duration::from_millis(rng.between(kill_min_ms, kill_max_ms));
         tokio::time::sleep_until((Instant::now() + pause).min(end)).await;
         if runner.ended()? {
-            start_agent(&mut runner, &mut rng)?;
+            start_agent(&mut runner, &mut rng, &urls, &mut agent_starts)?;
         }
-        if relay.ended()? {
-            start_relay(&mut relay, port).await?;
-        }
+        revive(&mut relays).await?;
         if Instant::now() >= end {
             break;
         }
-        if rng.below(2) == 0 {
-            relay.kill(true).await?;
-            chaos.relay_kills += 1;
-            // Mostly back at once; one time in five, down for longer than a client's own retries (about
-            // 3 s), so that some sends fail and the runner backs off.
-            let down = if rng.below(5) == 0 {
+        if let Some(cluster) = &cluster
+            && u64::from(chaos.database_kills) < database_kills_due
+            && Instant::now() >= database_kill_at(u64::from(chaos.database_kills))
+        {
+            // A crash of the whole server; down for a moment, then crash recovery at the restart.
+            let killed = cluster.clone();
+            harness("cannot kill PostgreSQL", move || killed.kill()).await?;
+            chaos.database_kills += 1;
+            tokio::time::sleep(Duration::from_millis(rng.between(500, 2_000))).await;
+            let restarted = cluster.clone();
+            harness("cannot restart PostgreSQL", move || restarted.restart()).await?;
+        } else if postgres && rng.below(4) < 3 || !postgres && rng.below(2) == 0 {
+            let which = rng.below(relays.len() as u64) as usize;
+            let relay = &mut relays[which];
+            relay.proc.kill(true).await?;
+            chaos.relay_kills[which] += 1;
+            // Mostly back at once; now and then down for longer than a client's own retries (about 3 s), so
+            // that some sends fail (or, on PostgreSQL, go to the other relay) and the runner backs off.
+            let down = if postgres && rng.below(10) == 0 {
+                chaos.long_outages += 1;
+                rng.between(2_000, 4_000)
+            } else if !postgres && rng.below(5) == 0 {
                 chaos.long_outages += 1;
                 rng.between(3_000, 6_000)
             } else {
                 rng.below(500)
             };
             tokio::time::sleep(Duration::from_millis(down)).await;
-            start_relay(&mut relay, port).await?;
+            start_relay(&mut relay.proc, relay.port).await?;
         } else {
             runner.kill(true).await?;
             chaos.agent_kills += 1;
             tokio::time::sleep(Duration::from_millis(rng.below(200))).await;
-            start_agent(&mut runner, &mut rng)?;
+            start_agent(&mut runner, &mut rng, &urls, &mut agent_starts)?;
         }
         if Instant::now() >= next_report {
             next_report += Duration::from_secs(30);
             println!(
-                "soak: {:>4} s: {} relay kills, {} agent kills",
+                "soak: {:>4} s: {} relay kills, {} agent kills, {} database kills",
                 started.elapsed().as_secs(),
-                chaos.relay_kills,
-                chaos.agent_kills
+                chaos.relay_total(),
+                chaos.agent_kills,
+                chaos.database_kills
             );
         }
     }
@@ -296,22 +453,23 @@ async fn soak(args: SoakArgs) -> Result<ExitCode> {
     pace.stop.store(true, Ordering::Relaxed);
     watcher.abort();
     let mut sent = Vec::new();
+    let mut send_retries = 0;
     for handle in senders {
-        sent.extend(handle.await.context("a sender panicked")?);
+        let (tasks, retries) = handle.await.context("a sender panicked")?;
+        sent.extend(tasks);
+        send_retries += retries;
     }
 
-    // The drain: the relay and the agent run undisturbed until every task stored is processed.
+    // The drain: the relays and the agent run undisturbed until every task stored is processed.
     let drain_start = Instant::now();
     let drain_end = drain_start + Duration::from_secs(args.drain_seconds);
     let mut drained = false;
     while Instant::now() < drain_end {
         if runner.ended()? || !runner.running() {
-            start_agent(&mut runner, &mut rng)?;
+            start_agent(&mut runner, &mut rng, &urls, &mut agent_starts)?;
         }
-        if relay.ended()? || !relay.running() {
-            start_relay(&mut relay, port).await?;
-        }
-        if let Ok(status) = agent.status().await
+        revive(&mut relays).await?;
+        if let Some(status) = status_anywhere(&agents).await
             && status.messages.waiting == 0
             && status.messages.in_progress == 0
         {
@@ -330,31 +488,66 @@ async fn soak(args: SoakArgs) -> Result<ExitCode> {
         drain_start.elapsed().as_secs_f64()
     );
 
-    // Read what the devices see, then stop both.
+    // Read what the devices see, then stop everything.
     let mut views = Vec::new();
     for device in &devices {
         views.push(DeviceView::from_items(&read_conversation(device).await?));
     }
     runner.kill(false).await?;
-    relay.kill(false).await?;
+    for relay in &mut relays {
+        relay.proc.kill(false).await?;
+    }
+    if let Some(cluster) = cluster {
+        // The server's log beside the relays' (the cluster's own folder goes with it).
+        if let Some(log) = cluster.dir().map(|d| d.join("log")) {
+            let _ = std::fs::copy(log, dir.join("postgres.log"));
+        }
+        harness("cannot stop PostgreSQL", move || drop(cluster)).await?;
+    }
 
     let (recs, malformed) = records::read(&dir.join(records::RECORDS))?;
     let (invocations, _) = records::read(&dir.join(records::INVOCATIONS))?;
-    let report = check::check(&sent, &views, &recs, &invocations, malformed);
+    let (failures, _) = records::read(&dir.join(records::FAILURES))?;
+    let report = check::check(&sent, &views, &recs, &invocations, &failures, malformed);
 
     let send_errors = sent.iter().filter(|s| !s.acked).count();
     println!("soak: figures (seed {seed}, {} s of chaos)", duration.as_secs());
     println!("  tasks acknowledged:        {}", report.acknowledged);
+    println!("  acknowledged and delivered: {}", report.delivered);
+    println!("  acknowledged and lost:     {}", report.lost);
+    println!("  duplicates:                {}", report.duplicates);
     println!(
         "  sends not acknowledged:    {send_errors} (handled anyway: {})",
         report.unacknowledged_handled
     );
+    if postgres {
+        println!("  sends tried again:         {send_retries} (same id, the other relay or later)");
+    }
+    let kills: Vec<String> = relays
+        .iter()
+        .zip(&chaos.relay_kills)
+        .map(|(r, k)| format!("{} {k}", r.proc.name()))
+        .collect();
     println!(
-        "  relay SIGKILLs:            {} ({} followed by 3-6 s down)",
-        chaos.relay_kills, chaos.long_outages
+        "  relay SIGKILLs:            {} ({}; {} followed by a long outage)",
+        chaos.relay_total(),
+        kills.join(", "),
+        chaos.long_outages
     );
     println!("  agent SIGKILLs:            {}", chaos.agent_kills);
-    println!("  relay ended by itself:     {}", relay.exits);
+    if postgres {
+        println!(
+            "  database SIGKILLs:         {} (postmaster and backends; crash recovery at each restart)",
+            chaos.database_kills
+        );
+        println!(
+            "  agent starts on A / B:     {} / {}",
+            agent_starts[0],
+            agent_starts.get(1).copied().unwrap_or(0)
+        );
+    }
+    let ended: u32 = relays.iter().map(|r| r.proc.exits).sum();
+    println!("  relays ended by themselves: {ended}");
     println!("  agent ended by itself:     {}", runner.exits);
     println!("  handler invocations:       {}", report.invocations);
     println!("  redelivered invocations:   {}", report.redelivered);
@@ -368,7 +561,27 @@ async fn soak(args: SoakArgs) -> Result<ExitCode> {
         drain_start.elapsed().as_secs_f64()
     );
 
-    let failed = !report.violations.is_empty() || !drained;
+    // On PostgreSQL a run that did not crash the database and the relays often enough proves too little.
+    let mut too_few = Vec::new();
+    if postgres {
+        let (db_min, relay_min) = (
+            scaled(MIN_DATABASE_KILLS_PER_MINUTE, duration),
+            scaled(MIN_RELAY_KILLS_PER_MINUTE, duration),
+        );
+        if u64::from(chaos.database_kills) < db_min {
+            too_few.push(format!(
+                "{} database kills, fewer than {db_min}",
+                chaos.database_kills
+            ));
+        }
+        if u64::from(chaos.relay_total()) < relay_min {
+            too_few.push(format!(
+                "{} relay kills, fewer than {relay_min}",
+                chaos.relay_total()
+            ));
+        }
+    }
+    let failed = !report.violations.is_empty() || !drained || !too_few.is_empty();
     if failed {
         if !drained {
             println!(
@@ -376,12 +589,18 @@ async fn soak(args: SoakArgs) -> Result<ExitCode> {
                 args.drain_seconds
             );
         }
+        for why in &too_few {
+            println!("soak: FAILED: too little chaos: {why}");
+        }
         if !report.violations.is_empty() {
             println!("soak: FAILED: {} violation(s):", report.violations.len());
             print!("{}", report.violations_summary(5));
         }
     } else {
-        println!("soak: passed: every acknowledged task was recorded once, processed, and replied to once");
+        println!(
+            "soak: passed: every acknowledged task was recorded once, processed, and replied to once; no cursor \
+             skipped one, none was handed out again once processed"
+        );
     }
     if failed || args.keep {
         let kept = work.keep();
@@ -394,9 +613,45 @@ async fn soak(args: SoakArgs) -> Result<ExitCode> {
     })
 }
 
-/// Starts the agent with a seed of its own for its handler's pauses.
-fn start_agent(runner: &mut Proc, rng: &mut Rng) -> Result<()> {
-    runner.start(&["--seed".into(), rng.next_u64().to_string()])
+/// Gives relay B relay A's keys before its first start: `webhook.key` and `push.key` (mode 0600), which every
+/// instance of one relay must share (docs/self-hosting.md), in a data folder of its own (mode 0700).
+fn share_keys(from: &Path, to: &Path) -> Result<()> {
+    use std::os::unix::fs::DirBuilderExt as _;
+    std::fs::DirBuilder::new()
+        .mode(0o700)
+        .recursive(true)
+        .create(to)
+        .with_context(|| format!("cannot create {}", to.display()))?;
+    for key in ["webhook.key", "push.key"] {
+        let (source, target) = (from.join(key), to.join(key));
+        std::fs::copy(&source, &target)
+            .with_context(|| format!("cannot copy {} to {}", source.display(), target.display()))?;
+    }
+    Ok(())
+}
+
+/// Starts the agent on one of the relays, drawn at each start, with a seed of its own for its handler's
+/// pauses (also its run id in the handler's files). On PostgreSQL this puts the agent's wait on A half the
+/// time and on B the other half, so that tasks sent through the other relay must wake it across instances.
+fn start_agent(runner: &mut Proc, rng: &mut Rng, urls: &[String], starts: &mut [u32]) -> Result<()> {
+    let on = rng.below(urls.len() as u64) as usize;
+    starts[on] += 1;
+    runner.start(&[
+        "--relay".into(),
+        urls[on].clone(),
+        "--seed".into(),
+        rng.next_u64().to_string(),
+    ])
+}
+
+/// The agent's status from the first relay that answers.
+async fn status_anywhere(agents: &[AgentClient]) -> Option<pacerelle_client::Status> {
+    for agent in agents {
+        if let Ok(status) = agent.status().await {
+            return Some(status);
+        }
+    }
+    None
 }
 
 /// A port free now on 127.0.0.1, for the relay to listen on at every start.
@@ -415,10 +670,11 @@ struct Pace {
     max_backlog: u64,
 }
 
-/// Reads the agent's backlog from its status every 250 ms (keeping the last figure while the relay is down).
-async fn watch_backlog(agent: AgentClient, pace: Arc<Pace>) {
+/// Reads the agent's backlog from its status every 250 ms, through whichever relay answers (keeping the last
+/// figure while none does).
+async fn watch_backlog(agents: Vec<AgentClient>, pace: Arc<Pace>) {
     while !pace.stop.load(Ordering::Relaxed) {
-        if let Ok(status) = agent.status().await {
+        if let Some(status) = status_anywhere(&agents).await {
             let backlog = status.messages.waiting + status.messages.in_progress;
             pace.backlog.store(backlog, Ordering::Relaxed);
         }
@@ -427,15 +683,22 @@ async fn watch_backlog(agent: AgentClient, pace: Arc<Pace>) {
 }
 
 /// One sender: sends tasks with random pauses until told to stop, pausing while the agent's backlog is
-/// over its bound, and returns every task it tried.
+/// over its bound, and returns every task it tried and how many sends it tried again.
+///
+/// `clients` are the same device on each relay, its own first. A send that fails for a reason that passes (the
+/// relay unreachable, or answering `unavailable` while its database is down) goes again under the same id —
+/// the relay stores a task once per id — to the next relay, then the next, for up to `retry_for` (zero: one
+/// try, as on SQLite's single relay, where a failed send is counted and left).
 async fn send_tasks(
-    device: DeviceClient,
+    clients: Vec<DeviceClient>,
     index: usize,
     mut rng: Rng,
     pause_ms: u64,
+    retry_for: Duration,
     pace: Arc<Pace>,
-) -> Vec<Sent> {
+) -> (Vec<Sent>, u32) {
     let mut sent = Vec::new();
+    let mut retries = 0;
     let mut n = 0u64;
     while !pace.stop.load(Ordering::Relaxed) {
         if pace.backlog.load(Ordering::Relaxed) > pace.max_backlog {
@@ -444,27 +707,39 @@ async fn send_tasks(
         }
         n += 1;
         let message_id = ids::generate(ids::MESSAGE);
+        let text = format!("soak task {index}-{n}");
         let sent_ms = now_ms();
-        let result = device
-            .send(&format!("soak task {index}-{n}"), Some(&message_id))
-            .await;
-        let acked = match result {
-            Ok(stored) => stored.id == message_id,
-            Err(pacerelle_client::Error::Api { code, .. }) if code == wire::code::QUOTA_EXCEEDED => {
-                eprintln!("soak: sender {index}: the backlog quota is reached");
-                false
+        let give_up = Instant::now() + retry_for;
+        let mut attempt = 0usize;
+        let acked = loop {
+            let client = &clients[attempt % clients.len()];
+            match client.send(&text, Some(&message_id)).await {
+                Ok(stored) => break stored.id == message_id,
+                Err(pacerelle_client::Error::Api { code, .. }) if code == wire::code::QUOTA_EXCEEDED => {
+                    eprintln!("soak: sender {index}: the backlog quota is reached");
+                    break false;
+                }
+                Err(e) if e.is_transient() && Instant::now() < give_up => {
+                    attempt += 1;
+                    retries += 1;
+                    // The other relay at once; the same one again after a pause.
+                    if attempt.is_multiple_of(clients.len()) {
+                        tokio::time::sleep(Duration::from_millis(200)).await;
+                    }
+                }
+                Err(_) => break false,
             }
-            Err(_) => false,
         };
         sent.push(Sent {
             message_id,
             device: index,
             sent_ms,
             acked,
+            acked_ms: if acked { now_ms() } else { 0 },
         });
         tokio::time::sleep(Duration::from_millis(rng.below(pause_ms + 1))).await;
     }
-    sent
+    (sent, retries)
 }
 
 /// A device's whole conversation, from its start.

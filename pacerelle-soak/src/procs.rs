@@ -1,5 +1,6 @@
-//! The two child processes the soak kills and restarts: the relay (`pacerelle serve`) and the agent
-//! (`pacerelle-soak agent`), each on the same port, data folder and records at every start.
+//! The child processes the soak kills and restarts: the relays (`pacerelle serve`, one on SQLite or two on
+//! PostgreSQL) and the agent (`pacerelle-soak agent`), each on the same port, data folder and records at every
+//! start.
 
 use std::fs::{File, OpenOptions};
 use std::path::{Path, PathBuf};
@@ -20,7 +21,7 @@ const RELAY_START: Duration = Duration::from_secs(15);
 /// A child process started again and again from the same command.
 #[derive(Debug)]
 pub struct Proc {
-    /// "relay" or "agent", for messages.
+    /// "relay", "relay A", "relay B" or "agent", for messages.
     name: &'static str,
     program: PathBuf,
     args: Vec<String>,
@@ -36,18 +37,31 @@ pub struct Proc {
 }
 
 impl Proc {
-    /// The relay: `pacerelle serve --listen 127.0.0.1:PORT --data DATA`, its output appended to `log`.
-    pub fn relay(pacerelle: &Path, port: u16, data: &Path, home: &Path, log: PathBuf) -> Proc {
+    /// A relay named `name`: `pacerelle serve --listen 127.0.0.1:PORT --data DATA`, with `--database URL` when
+    /// given (PostgreSQL instead of the SQLite file in DATA), its output appended to `log`.
+    pub fn relay(
+        name: &'static str,
+        pacerelle: &Path,
+        port: u16,
+        data: &Path,
+        database: Option<&str>,
+        home: &Path,
+        log: PathBuf,
+    ) -> Proc {
+        let mut args = vec![
+            "serve".into(),
+            "--listen".into(),
+            format!("127.0.0.1:{port}"),
+            "--data".into(),
+            data.display().to_string(),
+        ];
+        if let Some(url) = database {
+            args.extend(["--database".into(), url.to_string()]);
+        }
         Proc::new(
-            "relay",
+            name,
             pacerelle.to_path_buf(),
-            vec![
-                "serve".into(),
-                "--listen".into(),
-                format!("127.0.0.1:{port}"),
-                "--data".into(),
-                data.display().to_string(),
-            ],
+            args,
             vec![("PACERELLE_HOME".into(), home.display().to_string())],
             log,
         )
@@ -132,6 +146,11 @@ impl Proc {
             }
             None => Ok(false),
         }
+    }
+
+    /// Its name in messages ("relay A", "agent", …).
+    pub fn name(&self) -> &'static str {
+        self.name
     }
 
     /// True while a started child has not been seen to end.

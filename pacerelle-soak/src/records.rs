@@ -1,13 +1,17 @@
 //! The handler's append-only files, written by the agent child and read by the checker.
 //!
-//! One line per entry, `task id <TAB> redelivered (0 or 1) <TAB> attempt <TAB> unix time in ms`, written with
+//! One line per entry, `task id <TAB> redelivered (0 or 1) <TAB> attempt <TAB> unix time in ms <TAB> run`, written with
 //! one `write` call on a file opened for appending: a SIGKILL lands between two system calls, so a line is
 //! either whole or absent. A line cut by something else (a full disk) is closed by the next
 //! [`open_append`] and counted as malformed by [`read`].
 //!
 //! - `records.log`: the tasks the handler handled, each once (the handler is idempotent by task id), synced
 //!   to disk before the handler returns.
-//! - `invocations.log`: every call of the handler, for the figures (redeliveries, repeated calls).
+//! - `invocations.log`: every call of the handler, in the order of the calls (one agent process runs at a time,
+//!   so the file's order is the order in time), for the figures (redeliveries, repeated calls) and for the check
+//!   that no task is handed out again once the runner went on past it (it was marked processed).
+//! - `failures.log`: the tasks the runner reported failed (`TaskFailed`): left unprocessed, so handing them
+//!   out again is due, not a fault.
 
 use std::collections::HashSet;
 use std::fs::{File, OpenOptions};
@@ -18,6 +22,8 @@ use std::path::Path;
 pub const RECORDS: &str = "records.log";
 /// The file of every handler call.
 pub const INVOCATIONS: &str = "invocations.log";
+/// The file of the tasks the runner reported failed.
+pub const FAILURES: &str = "failures.log";
 
 /// One handler call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,16 +36,19 @@ pub struct Entry {
     pub attempt: u32,
     /// When the handler was called, in ms since the Unix epoch.
     pub at_ms: u64,
+    /// Which agent process called it (the seed of that process, drawn anew at each start).
+    pub run: u64,
 }
 
 impl Entry {
     fn line(&self) -> String {
         format!(
-            "{}\t{}\t{}\t{}\n",
+            "{}\t{}\t{}\t{}\t{}\n",
             self.message_id,
             u8::from(self.redelivered),
             self.attempt,
-            self.at_ms
+            self.at_ms,
+            self.run
         )
     }
 
@@ -53,6 +62,7 @@ impl Entry {
         };
         let attempt = fields.next()?.parse().ok()?;
         let at_ms = fields.next()?.parse().ok()?;
+        let run = fields.next()?.parse().ok()?;
         if fields.next().is_some() {
             return None;
         }
@@ -61,6 +71,7 @@ impl Entry {
             redelivered,
             attempt,
             at_ms,
+            run,
         })
     }
 }
@@ -130,10 +141,11 @@ mod tests {
             redelivered: true,
             attempt: 2,
             at_ms: 1_700_000_000_000,
+            run: 7,
         };
         let mut file = open_append(&path)?;
         append(&mut file, &entry, true)?;
-        file.write_all(b"msg_b\t0\t1")?; // a line cut short
+        file.write_all(b"msg_b\t0\t1\t5")?; // a line cut short
         drop(file);
         let mut file = open_append(&path)?;
         append(&mut file, &entry, false)?;
