@@ -93,6 +93,14 @@ struct Args {
     /// senders over them, the latency phase sends to the first and parks the agents' waits on the last.
     #[arg(long, default_value_t = 1, value_name = "N")]
     instances: usize,
+    /// Pins the throw-away PostgreSQL cluster (its server and every backend it starts) to these CPUs, a
+    /// `taskset` list such as `0`: PostgreSQL then has a fixed share of the machine, and what more relay
+    /// instances add shows (needs --database postgres).
+    #[arg(long, value_name = "CPUS")]
+    postgres_cpus: Option<String>,
+    /// Pins the relays and this process to these CPUs (a `taskset` list such as `1`).
+    #[arg(long, value_name = "CPUS")]
+    relay_cpus: Option<String>,
 }
 
 /// A phase of the run.
@@ -147,6 +155,14 @@ async fn run(args: Args) -> Result<()> {
     if args.senders.contains(&0) || args.rates.contains(&0) || seconds <= 0.0 || args.instances == 0 {
         bail!("--senders, --rates, --seconds and --instances must be positive");
     }
+    let mut report_notes = Vec::new();
+    if args.postgres_cpus.is_some() && args.database.as_deref() != Some("postgres") {
+        bail!("--postgres-cpus pins the throw-away cluster of --database postgres");
+    }
+    if let Some(cpus) = &args.relay_cpus {
+        relay::pin(std::process::id(), cpus).await?;
+        report_notes.push(format!("relays and the load process pinned to CPUs {cpus}"));
+    }
     if args.instances > 1 && args.database.is_none() {
         bail!("--instances above 1 needs --database: SQLite relays cannot share a store");
     }
@@ -166,6 +182,9 @@ async fn run(args: Args) -> Result<()> {
     }
 
     let mut report = Report::new(quick);
+    for note in report_notes {
+        report.note(note);
+    }
     // Every parked wait is a connection here and one at the relay, which inherits this limit.
     if wants(Phase::Parked) {
         let need = parked_n as u64 + 512;
@@ -225,6 +244,10 @@ async fn run(args: Args) -> Result<()> {
                     "postgres: a throw-away cluster (fsync=on) in {}",
                     started.dir().map(|d| d.display().to_string()).unwrap_or_default()
                 );
+                if let (Some(cpus), Some(dir)) = (&args.postgres_cpus, started.dir()) {
+                    relay::pin_postgres(dir, cpus).await?;
+                    report.note(format!("PostgreSQL pinned to CPUs {cpus}"));
+                }
                 flags.extend(["--database".to_string(), url]);
                 Some(started)
             }
@@ -239,6 +262,9 @@ async fn run(args: Args) -> Result<()> {
             let dir = work.path().join(format!("relay{i}"));
             std::fs::create_dir_all(&dir)?;
             let relay = Relay::start(&bin, &dir, &flags).await?;
+            if let Some(cpus) = &args.relay_cpus {
+                relay::pin(relay.pid, cpus).await?;
+            }
             println!("relay {i}: pid {} on {}", relay.pid, relay.addr);
             relays.push(relay);
         }

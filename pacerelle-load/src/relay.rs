@@ -189,6 +189,53 @@ pub async fn serve_has_flag(bin: &Path, flag: &str) -> bool {
         .any(|word| word.trim_end_matches(',') == flag)
 }
 
+/// Pins every thread of process `pid` to `cpus` (a `taskset` list); threads and children it starts later
+/// inherit it.
+pub async fn pin(pid: u32, cpus: &str) -> Result<()> {
+    let out = Command::new("taskset")
+        .args(["--all-tasks", "--pid", "--cpu-list", cpus, &pid.to_string()])
+        .output()
+        .await
+        .context("cannot run taskset (util-linux)")?;
+    if !out.status.success() {
+        bail!(
+            "taskset could not pin process {pid} to CPUs {cpus}: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+/// Pins the PostgreSQL server of the cluster in `dir` (its `data/postmaster.pid`) and the processes it has
+/// started (checkpointer, WAL writer, backends) to `cpus`; the backends it starts later inherit it.
+pub async fn pin_postgres(dir: &Path, cpus: &str) -> Result<()> {
+    let file = dir.join("data").join("postmaster.pid");
+    let text = std::fs::read_to_string(&file).with_context(|| format!("cannot read {}", file.display()))?;
+    let postmaster: u32 = text
+        .lines()
+        .next()
+        .and_then(|line| line.trim().parse().ok())
+        .with_context(|| format!("no process id in {}", file.display()))?;
+    pin(postmaster, cpus).await?;
+    for entry in std::fs::read_dir("/proc")?.flatten() {
+        let Some(pid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) else {
+            continue;
+        };
+        // The fourth field of /proc/PID/stat (after the name in parentheses) is the parent's id.
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+            continue;
+        };
+        let parent = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if parent == Some(postmaster) {
+            pin(pid, cpus).await?;
+        }
+    }
+    Ok(())
+}
+
 /// This process's CPU time so far.
 pub fn own_cpu() -> Result<Duration> {
     cpu_of("/proc/self/stat")
