@@ -12,6 +12,12 @@
 -- commit: each agent's items still draw their sequence numbers in commit order (ADR 0003), and two calls
 -- (two relay instances, or one instance's batches) that share agents lock them in the same order, so they
 -- wait for each other instead of deadlocking. A transaction of one agent locks only that agent's row.
+--
+-- Each agent's counters are read once, counted on here, and written once at the end: the per-row trigger that
+-- counts tasks (`items_count_messages`) stands aside while this function runs (the transaction-local setting
+-- `pacerelle.counted_by_caller`). Left to count, it rewrote the agent's counter row once per task, and every
+-- later read of that row in the same transaction walked the chain of its versions — the largest cost of a
+-- batch of 30 tasks of one agent.
 CREATE FUNCTION pacerelle_put_messages(
     agent_ids   TEXT[],
     device_ids  TEXT[],
@@ -23,12 +29,23 @@ CREATE FUNCTION pacerelle_put_messages(
 LANGUAGE plpgsql AS $$
 DECLARE
     i         INT;
+    k         INT;
     found_seq BIGINT;
     found_dev TEXT;
     found_at  BIGINT;
-    pending   BIGINT;
+    -- The agents of the call (sorted, distinct), the tasks each had pending before it, and those it stored.
+    agents    TEXT[];
+    pending   BIGINT[];
+    stored    BIGINT[];
 BEGIN
     PERFORM 1 FROM agent_counts c WHERE c.agent_id = ANY (agent_ids) ORDER BY c.agent_id FOR UPDATE;
+    SELECT array_agg(u.agent_id ORDER BY u.agent_id),
+           array_agg(COALESCE(c.messages - c.processed, 0) ORDER BY u.agent_id),
+           array_agg(0::BIGINT ORDER BY u.agent_id)
+    INTO agents, pending, stored
+    FROM (SELECT DISTINCT a.agent_id FROM unnest(agent_ids) AS a (agent_id)) u
+    LEFT JOIN agent_counts c ON c.agent_id = u.agent_id;
+    PERFORM set_config('pacerelle.counted_by_caller', 'on', true);
     FOR i IN 1 .. COALESCE(array_length(agent_ids, 1), 0) LOOP
         SELECT it.seq, it.device_id, it.created_at INTO found_seq, found_dev, found_at
         FROM items it
@@ -42,9 +59,8 @@ BEGIN
             RETURN NEXT;
             CONTINUE;
         END IF;
-        SELECT COALESCE((SELECT c.messages - c.processed FROM agent_counts c WHERE c.agent_id = agent_ids[i]), 0)
-        INTO pending;
-        IF pending >= max_pending[i] THEN
+        k := array_position(agents, agent_ids[i]);
+        IF pending[k] + stored[k] >= max_pending[i] THEN
             o_outcome := 'quota'; o_seq := NULL; o_created_at := NULL;
             RETURN NEXT;
             CONTINUE;
@@ -52,8 +68,25 @@ BEGIN
         INSERT INTO items (agent_id, kind, item_id, device_id, envelope, created_at)
         VALUES (agent_ids[i], 'message', message_ids[i], device_ids[i], envelopes[i], nows[i])
         RETURNING items.seq INTO o_seq;
+        stored[k] := stored[k] + 1;
         o_outcome := 'stored'; o_created_at := nows[i];
         RETURN NEXT;
     END LOOP;
+    -- What the trigger would have counted, one write per agent; then the trigger counts again for the rest of
+    -- the transaction.
+    FOR k IN 1 .. COALESCE(array_length(agents, 1), 0) LOOP
+        IF stored[k] > 0 THEN
+            INSERT INTO agent_counts AS c (agent_id, messages, processed) VALUES (agents[k], stored[k], 0)
+            ON CONFLICT (agent_id) DO UPDATE SET messages = c.messages + EXCLUDED.messages;
+        END IF;
+    END LOOP;
+    PERFORM set_config('pacerelle.counted_by_caller', 'off', true);
 END;
 $$;
+
+-- The trigger that counts each stored task, as in 0001, unless the caller counts them itself (above).
+DROP TRIGGER items_count_messages ON items;
+CREATE TRIGGER items_count_messages AFTER INSERT ON items
+FOR EACH ROW WHEN (NEW.kind = 'message'
+                   AND current_setting('pacerelle.counted_by_caller', true) IS DISTINCT FROM 'on')
+EXECUTE FUNCTION items_count_messages();

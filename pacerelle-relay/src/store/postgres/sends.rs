@@ -309,5 +309,12 @@ mod tests {
             .await
             .expect("counted");
         assert_eq!(stored, 10, "each good task stored once, the bad one not at all");
+        // The batch that failed counted nothing (rolled back); the tasks stored alone were counted by the trigger.
+        let pending: i64 =
+            sqlx::query_scalar("SELECT messages - processed FROM agent_counts WHERE agent_id = 'ag_1'")
+                .fetch_one(&store.pool)
+                .await
+                .expect("counted");
+        assert_eq!(pending, 10, "the counter agrees with the rows");
     }
 }
