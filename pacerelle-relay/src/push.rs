@@ -1,6 +1,6 @@
 //! Web Push from the relay (RFC 8030 delivery, RFC 8291 encryption, RFC 8292 VAPID; `docs/push.md`).
 //!
-//! Pushes are queued in the database in the same transaction as their item ([`crate::store::sqlite::push`]).
+//! Pushes are queued in the database in the same transaction as their item ([`crate::store::types`]).
 //! This task reads the due ones and sends each to its subscription's push service: it builds the payload then
 //! (the item as the device's conversation returns it, when the encrypted body fits 4096 bytes), encrypts it
 //! to the subscription's keys, signs the request with the relay's VAPID key, and records the outcome in a
@@ -27,7 +27,7 @@ use crate::app::Inner;
 use crate::at_rest::{FILE_MODE, files_error, tighten};
 use crate::error::{Error, StoreError};
 use crate::store::Store;
-use crate::store::sqlite::push::DuePush;
+use crate::store::DuePush;
 use crate::webhook::{Outbox, Pace, deliver};
 
 /// The VAPID key file's name, in the database's folder.

@@ -22,7 +22,7 @@ use tokio::sync::Notify;
 
 use crate::app::Inner;
 use crate::error::StoreError;
-use crate::store::sqlite::Target;
+use crate::store::Target;
 use crate::store::{DueEvent, Store};
 
 /// The delivery log's error for an event whose webhook secret does not open.

@@ -16,7 +16,7 @@ use crate::error::AppError;
 use crate::extract::{Json, Path, Query};
 use crate::presence;
 use crate::store::Registered;
-use crate::store::sqlite::RosterPut;
+use crate::store::RosterPut;
 use crate::wake::Topic;
 
 /// Default number of checkpoints listed.

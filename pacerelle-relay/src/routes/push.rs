@@ -10,7 +10,7 @@ use crate::app::AppState;
 use crate::auth::DeviceAuth;
 use crate::error::AppError;
 use crate::extract::Json;
-use crate::store::sqlite::push::{MAX_PER_DEVICE, PushPut};
+use crate::store::{MAX_PER_DEVICE, PushPut};
 
 /// Longest endpoint accepted.
 const MAX_ENDPOINT_LEN: usize = 2048;

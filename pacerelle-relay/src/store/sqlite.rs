@@ -38,9 +38,8 @@ mod updates;
 mod webhooks;
 mod writer;
 
-// Also by these paths for `crate::webhook` and `crate::routes::agent`, which name them so.
 use crate::store::WriterCounts;
-pub(crate) use crate::store::{RosterPut, Target};
+use crate::store::{RosterPut, Target};
 
 type Result<T, E = StoreError> = std::result::Result<T, E>;
 

@@ -9,10 +9,9 @@ use pacerelle_core::Timestamp;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Result, SqliteStore, ts};
-// Also by this path for `crate::push` and `crate::routes::push`, which name them so.
 use crate::store::rows::item_kind;
 use crate::store::types::{question_push, sent_push, update_push};
-pub(crate) use crate::store::{DuePush, MAX_PER_DEVICE, PushPut};
+use crate::store::{DuePush, MAX_PER_DEVICE, PushPut};
 use pacerelle_core::wire::ItemKind;
 
 /// Queues the pushes of the item at `seq` (just inserted by the caller, in the same transaction): one per
