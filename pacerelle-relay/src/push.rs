@@ -26,8 +26,8 @@ use serde::Serialize;
 use crate::app::Inner;
 use crate::at_rest::{FILE_MODE, files_error, tighten};
 use crate::error::{Error, StoreError};
-use crate::store::Store;
 use crate::store::DuePush;
+use crate::store::Store;
 use crate::webhook::{Outbox, Pace, deliver};
 
 /// The VAPID key file's name, in the database's folder.
