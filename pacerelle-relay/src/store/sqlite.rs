@@ -39,7 +39,6 @@ mod webhooks;
 mod writer;
 
 use crate::store::WriterCounts;
-use crate::store::{RosterPut, Target};
 
 type Result<T, E = StoreError> = std::result::Result<T, E>;
 
