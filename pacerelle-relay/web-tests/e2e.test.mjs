@@ -4,7 +4,9 @@
 //
 // Run from this folder after `cargo build -p pacerelle-cli -p echo-agent`:  node --test e2e.test.mjs
 // Environment: PACERELLE_BIN, ECHO_AGENT_BIN (default: target/debug/…), CHROMIUM (default /usr/bin/chromium),
-// UPDATE_SCREENSHOT=1 to also write docs/images/conversation.png.
+// UPDATE_SCREENSHOT=1 to also write docs/images/conversation.png, PACERELLE_TEST_POSTGRES_BIN (the
+// `pacerelle-test-postgres` program) to run the relay on a throw-away PostgreSQL cluster that it starts instead
+// of its SQLite file (`cargo xtask test --only web` runs the pairing, task, question and push tests so too).
 
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
@@ -26,6 +28,7 @@ const ROOT = path.resolve(fileURLToPath(new URL("../..", import.meta.url)));
 const PACERELLE = process.env.PACERELLE_BIN || path.join(ROOT, "target/debug/pacerelle");
 const ECHO_AGENT = process.env.ECHO_AGENT_BIN || path.join(ROOT, "target/debug/echo-agent");
 const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
+const POSTGRES = process.env.PACERELLE_TEST_POSTGRES_BIN || "";
 const SCREENSHOT = path.join(ROOT, "target/web-tests/conversation.png");
 const README_SCREENSHOT = path.join(ROOT, "docs/images/conversation.png");
 /** The relay's test certificate (for localhost, 127.0.0.1, ::1), signed by a throwaway test CA. */
@@ -51,6 +54,8 @@ const dataDir = path.join(work, "relay");
 const home = path.join(work, "home");
 const children = [];
 let relayUrl;
+/** On PostgreSQL: the cluster's folder, whose files are the relay's database. */
+let postgresFolder;
 let agentId;
 let deviceId;
 let context;
@@ -89,6 +94,32 @@ async function startRelay(args) {
       }
     });
     relay.done.then(() => reject(new Error(`the relay exited: ${relay.err}`)));
+  });
+}
+
+/** Starts a throw-away PostgreSQL cluster (`pacerelle-test-postgres`, which removes it when its input ends) and
+ * returns the URL of a fresh database in it. */
+async function startPostgres() {
+  const cluster = start(POSTGRES, [], {}, "pipe");
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => reject(new Error(`no PostgreSQL cluster: ${cluster.err}`)), 60000);
+    cluster.stdout.on("data", () => {
+      const line = cluster.out.split("\n");
+      if (line.length < 2) return;
+      clearTimeout(timer);
+      const [url, folder] = line[0].split("\t");
+      postgresFolder = folder;
+      resolve(url);
+    });
+    cluster.done.then(() => reject(new Error(`the cluster's program exited: ${cluster.err}`)));
+  });
+}
+
+/** The files below `dir`, at any depth. */
+function filesBelow(dir) {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const full = path.join(dir, e.name);
+    return e.isDirectory() ? filesBelow(full) : e.isFile() ? [full] : [];
   });
 }
 
@@ -451,7 +482,8 @@ before(async () => {
   // A relay that pushes may send to the test's own push service on 127.0.0.1.
   const help = execFileSync(PACERELLE, ["serve", "--help"], { encoding: "utf8" });
   const pushFlag = help.includes("--allow-private-push-endpoints") ? ["--allow-private-push-endpoints"] : [];
-  relayUrl = await startRelay(["--data", dataDir, ...pushFlag]);
+  const database = POSTGRES ? ["--database", await startPostgres()] : [];
+  relayUrl = await startRelay(["--data", dataDir, ...database, ...pushFlag]);
 
   const agent = await cliJson(["agent", "create", "--name", "Ana’s laptop — Claude Code"]);
   agentId = agent.agentId;
@@ -1984,10 +2016,24 @@ test("unpairing from the settings revokes the device at the relay and forgets ev
 test("the relay's files never contain the texts typed in the browser", async () => {
   assert.ok(typed.length >= 4);
   const files = readdirSync(dataDir).map((f) => path.join(dataDir, f));
-  assert.ok(files.some((f) => f.endsWith("pacerelle.db")), `no database in ${files}`);
+  if (postgresFolder) {
+    // The database is PostgreSQL's files: its tables, and the write-ahead log every change goes through first.
+    const database = filesBelow(postgresFolder);
+    assert.ok(database.some((f) => f.includes(`${path.sep}pg_wal${path.sep}`)), `no write-ahead log in ${postgresFolder}`);
+    files.push(...database);
+  } else {
+    assert.ok(files.some((f) => f.endsWith("pacerelle.db")), `no database in ${files}`);
+  }
   let bytes = 0;
   for (const file of files) {
-    const content = readFileSync(file);
+    let content;
+    try {
+      content = readFileSync(file);
+    } catch (e) {
+      // PostgreSQL removes its temporary files as it goes; a file gone since the listing held nothing more.
+      if (postgresFolder && e.code === "ENOENT") continue;
+      throw e;
+    }
     bytes += content.length;
     for (const text of typed) {
       for (const needle of [text, text.split(" ").pop()]) {

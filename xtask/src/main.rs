@@ -475,24 +475,63 @@ fn kotlin(root: &Path) -> Result<()> {
 
 /// The web app: its crypto module against the core's vectors (node's test runner), then end to end in
 /// Debian's Chromium (`/usr/bin/chromium`, installed by `.ci/run`; playwright-core downloads no browser)
-/// against a real relay, the echo agent and the CLI, which are built first: the app is embedded in them.
+/// against a real relay, the echo agent and the CLI, which are built first: the app is embedded in them. The
+/// end-to-end suite runs whole on the relay's SQLite file, then its pairing, task, question and push tests
+/// ([`WEB_ON_POSTGRES`]) again on a throw-away PostgreSQL cluster (`pacerelle-test-postgres`).
 fn web(root: &Path) -> Result<()> {
     let dir = root.join("pacerelle-relay/web-tests");
     run(&dir, "npm", &["ci", "--no-audit", "--no-fund"])?;
     run(&dir, "node", &["--test", "crypto.test.mjs"])?;
     build_binaries(root)?;
-    run(
-        &dir,
-        "node",
-        &[
-            "--test",
-            "--test-concurrency=1",
-            // Under node 20 this bounds the whole file, not each test: the file takes 70-85 s here.
-            "--test-timeout=300000",
-            "e2e.test.mjs",
-        ],
-    )
+    let e2e = [
+        "--test",
+        "--test-concurrency=1",
+        // Under node 20 this bounds the whole file, not each test: the file takes 70-85 s here.
+        "--test-timeout=300000",
+    ];
+    run(&dir, "node", &[&e2e[..], &["e2e.test.mjs"]].concat())?;
+    let cluster = root.join("target/debug/pacerelle-test-postgres");
+    let pattern = format!("--test-name-pattern=^({})", WEB_ON_POSTGRES.join("|"));
+    println!(
+        "$ PACERELLE_TEST_POSTGRES_BIN={} (on PostgreSQL)",
+        cluster.display()
+    );
+    let status = command(&dir, "node")
+        .args(e2e)
+        .args([pattern.as_str(), "e2e.test.mjs"])
+        .env("PACERELLE_TEST_POSTGRES_BIN", &cluster)
+        .status()
+        .context("could not start node")?;
+    if !status.success() {
+        bail!("the web app's end-to-end tests failed on PostgreSQL ({status})");
+    }
+    Ok(())
 }
+
+/// The beginnings of the names of the web app's end-to-end tests that run on PostgreSQL too: pairing, tasks
+/// (with a retried send), every kind of question, pushes (registration, the worker's actions, a real encrypted
+/// push), live updates, unpairing, and the relay's files read for plaintext — PostgreSQL's tables and its
+/// write-ahead log.
+const WEB_ON_POSTGRES: &[&str] = &[
+    "the app is served",
+    "opening a pairing link",
+    "a task typed",
+    "a yes/no question",
+    "the approval is signed",
+    "a question left alone",
+    "a choice question answered",
+    "a text question answered",
+    "a send whose answer is lost",
+    "the settings screen shows",
+    "turning notifications on",
+    "a question pushed to the worker",
+    "Deny from a pushed",
+    "a real push",
+    "the app shows a task processed",
+    "unpairing from the settings",
+    "the relay's files",
+    "the app made requests",
+];
 
 /// The `PACERELLE_HOME` of every process `cargo xtask test` starts (`target/xtask/home`), set before its
 /// first step.
