@@ -17,6 +17,8 @@ pub(crate) mod postgres;
 pub(crate) mod principals;
 mod retention;
 pub(crate) mod sqlite;
+#[cfg(test)]
+mod suite;
 pub(crate) mod types;
 
 use pacerelle_core::Timestamp;

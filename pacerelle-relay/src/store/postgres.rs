@@ -100,6 +100,14 @@ pub(crate) struct PgStore {
 /// whose notification this instance missed (its listening connection lost without its knowing) goes unseen.
 pub(super) const PRINCIPAL_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(10);
 
+#[cfg(test)]
+impl PgStore {
+    /// The pool, for the shared store tests' own statements ([`crate::store::suite`]).
+    pub(in crate::store) fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+}
+
 impl PgStore {
     /// Connects to the database at `url`, brings its schema up to date, and reads (or creates) the webhook key
     /// in `data`.

@@ -727,16 +727,17 @@ impl PgStore {
 
 #[cfg(test)]
 pub(super) mod tests {
-    //! The SQLite file's tests, and what concurrent writers add: each runs on a fresh database of the test
-    //! cluster when `PACERELLE_TEST_POSTGRES` asks for one (`start` or a `postgres://` URL), and passes saying
-    //! it was skipped otherwise.
+    //! What only PostgreSQL has — its migrations, concurrent writers, two instances — on a fresh database of
+    //! the test cluster when `PACERELLE_TEST_POSTGRES` asks for one (`start` or a `postgres://` URL), passing
+    //! with a word that it was skipped otherwise. The tests both backends share are in `crate::store::suite`.
 
     use std::sync::Arc;
 
     use pacerelle_test_support::postgres::Cluster;
 
     use super::*;
-    use crate::store::Registered;
+    use crate::store::suite::questions::{ask, events};
+    use crate::store::{Registered, Store};
     use pacerelle_core::question::QuestionKind;
 
     /// The tests' "now".
@@ -814,33 +815,6 @@ pub(super) mod tests {
             .put_question("ag_1", &q, max_open, Timestamp(T0))
             .await
             .expect("ok")
-    }
-
-    async fn ask(store: &PgStore, id: &str, expires_at: i64) {
-        let put = put(store, id, expires_at, u32::MAX).await;
-        assert!(matches!(put, QuestionPut::Item(item) if matches!(*item, ItemPut::Stored(_, true))));
-    }
-
-    async fn events(store: &PgStore) -> Vec<(String, String)> {
-        let mut all: Vec<(String, String)> = store
-            .deliveries("ag_1", 200)
-            .await
-            .expect("ok")
-            .into_iter()
-            .map(|d| (d.question_id, d.event_type))
-            .collect();
-        all.sort();
-        all
-    }
-
-    async fn stored_state(store: &PgStore, id: &str) -> String {
-        sqlx::query_scalar(
-            "SELECT q.state FROM questions q JOIN items i ON i.seq = q.item_seq WHERE i.item_id = $1",
-        )
-        .bind(id)
-        .fetch_one(&store.pool)
-        .await
-        .expect("a row")
     }
 
     #[tokio::test]
@@ -1016,166 +990,11 @@ pub(super) mod tests {
     }
 
     #[tokio::test]
-    async fn the_expirer_writes_each_expiry_and_its_event_exactly_once() {
-        let Some((store, _url, _dir)) = store().await else {
-            return;
-        };
-        ask(&store, "q1", T0 + 1000).await;
-        assert_eq!(store.next_expiry().await.expect("ok"), Some(Timestamp(T0 + 1000)));
-        assert!(
-            store
-                .expire_due(Timestamp(T0 + 999), 10)
-                .await
-                .expect("ok")
-                .agents
-                .is_empty()
-        );
-        // Reads show the expiry at once; the row is written by the expirer.
-        let v = store
-            .question("ag_1", "q1", Timestamp(T0 + 1000))
-            .await
-            .expect("ok")
-            .expect("found");
-        assert_eq!(v.state, QuestionState::Expired);
-        assert_eq!(v.closed_at, Some(Timestamp(T0 + 1000)));
-        assert_eq!(stored_state(&store, "q1").await, "pending");
-
-        let pass = store.expire_due(Timestamp(T0 + 1500), 10).await.expect("ok");
-        assert_eq!(pass.agents, ["ag_1"]);
-        assert!(pass.events && !pass.more);
-        let expired: Vec<(&str, ItemState, &[String])> = pass
-            .updates
-            .iter()
-            .map(|u| (u.subject_id.as_str(), u.state, u.recipients.as_slice()))
-            .collect();
-        assert_eq!(
-            expired,
-            [(
-                "q1",
-                ItemState::Expired,
-                &["dv_1".to_string(), "dv_2".to_string()][..]
-            )]
-        );
-        assert_eq!(stored_state(&store, "q1").await, "expired");
-        let again = store.expire_due(Timestamp(T0 + 2000), 10).await.expect("ok");
-        assert!(again.agents.is_empty() && !again.events && again.updates.is_empty());
-        assert_eq!(store.next_expiry().await.expect("ok"), None);
-
-        // Later writes are refused and queue nothing.
-        let (answer, effects) = store
-            .answer_question("ag_1", "dv_1", "q1", "AQID", None, Timestamp(T0 + 2000))
-            .await
-            .expect("ok");
-        assert!(matches!(answer, Transition::Refused(Refusal::Expired)));
-        assert!(!effects.closed && !effects.event);
-        let (cancel, _) = store
-            .cancel_question("ag_1", "q1", Timestamp(T0 + 2000))
-            .await
-            .expect("ok");
-        assert!(matches!(cancel, Transition::Refused(Refusal::Expired)));
-        assert_eq!(events(&store).await, [("q1".to_string(), EXPIRED.to_string())]);
-        let v = store
-            .question("ag_1", "q1", Timestamp(T0 + 5000))
-            .await
-            .expect("ok")
-            .expect("found");
-        assert_eq!(
-            v.closed_at,
-            Some(Timestamp(T0 + 1000)),
-            "closed at its expiry, not when swept"
-        );
-    }
-
-    #[tokio::test]
-    async fn a_write_that_meets_an_unswept_expiry_records_it_once() {
-        let Some((store, _url, _dir)) = store().await else {
-            return;
-        };
-        ask(&store, "q2", T0 + 1000).await;
-        let (answer, effects) = store
-            .answer_question("ag_1", "dv_1", "q2", "AQID", None, Timestamp(T0 + 1000))
-            .await
-            .expect("ok");
-        assert!(matches!(answer, Transition::Refused(Refusal::Expired)));
-        assert!(effects.closed && effects.event);
-        assert_eq!(
-            effects.update.map(|u| (u.subject_id, u.state)),
-            Some(("q2".to_string(), ItemState::Expired)),
-            "the write that meets the expiry stores its update"
-        );
-        assert_eq!(stored_state(&store, "q2").await, "expired");
-        assert!(
-            store
-                .expire_due(Timestamp(T0 + 3000), 10)
-                .await
-                .expect("ok")
-                .agents
-                .is_empty()
-        );
-        assert_eq!(events(&store).await, [("q2".to_string(), EXPIRED.to_string())]);
-    }
-
-    #[tokio::test]
-    async fn the_first_answer_wins_and_queues_one_event() {
-        let Some((store, _url, _dir)) = store().await else {
-            return;
-        };
-        ask(&store, "q3", T0 + 60_000).await;
-        let (first, effects) = store
-            .answer_question("ag_1", "dv_1", "q3", "AQID", None, Timestamp(T0 + 10))
-            .await
-            .expect("ok");
-        let Transition::Done(first) = first else {
-            panic!("accepted")
-        };
-        assert_eq!(first.envelope, "AQID", "the device's copy of the question");
-        assert_eq!(first.meta.answered_at, Some(Timestamp(T0 + 10)));
-        assert!(effects.closed && effects.event);
-        let (second, effects) = store
-            .answer_question("ag_1", "dv_2", "q3", "BAUG", None, Timestamp(T0 + 11))
-            .await
-            .expect("ok");
-        assert!(matches!(second, Transition::Refused(Refusal::AlreadyAnswered)));
-        assert!(!effects.closed && !effects.event && effects.update.is_none());
-        let (retry, effects) = store
-            .answer_question("ag_1", "dv_1", "q3", "CCCC", None, Timestamp(T0 + 12))
-            .await
-            .expect("ok");
-        assert!(matches!(retry, Transition::Done(ref q) if q.meta.answered_at == Some(Timestamp(T0 + 10))));
-        assert!(!effects.closed);
-        let v = store
-            .question("ag_1", "q3", Timestamp(T0 + 100_000))
-            .await
-            .expect("ok")
-            .expect("found");
-        assert_eq!(
-            v.state,
-            QuestionState::Answered,
-            "an answered question never expires"
-        );
-        assert_eq!(v.answer_envelope.as_deref(), Some("AQID"));
-        assert_eq!(v.answered_by_name.as_deref(), Some("phone"));
-        assert_eq!(v.recipients, ["dv_1", "dv_2"]);
-        assert_eq!(events(&store).await, [("q3".to_string(), ANSWERED.to_string())]);
-        // A device the question was not sealed for, and an unknown question: not found.
-        let (other, _) = store
-            .answer_question("ag_1", "dv_9", "q3", "AQID", None, Timestamp(T0 + 13))
-            .await
-            .expect("ok");
-        assert!(matches!(other, Transition::NotFound));
-        let (cancel, _) = store
-            .cancel_question("ag_1", "nope", Timestamp(T0))
-            .await
-            .expect("ok");
-        assert!(matches!(cancel, Transition::NotFound));
-    }
-
-    #[tokio::test]
     async fn a_retried_put_finds_the_question_and_a_revoked_device_is_refused() {
         let Some((store, _url, _dir)) = store().await else {
             return;
         };
-        ask(&store, "q4", T0 + 60_000).await;
+        ask(&Store::Postgres(store.clone()), "q4", T0 + 60_000).await;
         let again = put(&store, "q4", T0 + 1, u32::MAX).await;
         let QuestionPut::Item(item) = again else {
             panic!("stored")
@@ -1223,7 +1042,7 @@ pub(super) mod tests {
             return;
         };
         for (id, expires) in [("a", T0 + 1000), ("b", T0 + 60_000), ("c", T0 + 60_000)] {
-            ask(&store, id, expires).await;
+            ask(&Store::Postgres(store.clone()), id, expires).await;
         }
         store
             .cancel_question("ag_1", "c", Timestamp(T0 + 5))
@@ -1325,7 +1144,7 @@ pub(super) mod tests {
         warm(&store).await;
         for round in 0..10 {
             let id = format!("r{round}");
-            ask(&store, &id, T0 + 60_000).await;
+            ask(&Store::Postgres(store.clone()), &id, T0 + 60_000).await;
             let mut tasks = Vec::new();
             for (i, device) in ["dv_1", "dv_2", "dv_1", "dv_2"].into_iter().enumerate() {
                 let (store, id) = (store.clone(), id.clone());
@@ -1350,7 +1169,7 @@ pub(super) mod tests {
             let events_queued = outcomes.iter().filter(|(_, _, event)| *event).count();
             assert_eq!((closings, events_queued), (1, 1), "round {round}: {outcomes:?}");
         }
-        assert_eq!(events(&store).await.len(), 10);
+        assert_eq!(events(&Store::Postgres(store.clone())).await.len(), 10);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -1359,7 +1178,7 @@ pub(super) mod tests {
             return;
         };
         for i in 0..60 {
-            ask(&store, &format!("e{i}"), T0 + 1000 + i).await;
+            ask(&Store::Postgres(store.clone()), &format!("e{i}"), T0 + 1000 + i).await;
         }
         let other = Arc::new(open(&url, &dir).await);
         let now = Timestamp(T0 + 5000);
@@ -1397,7 +1216,7 @@ pub(super) mod tests {
         let mut expected: Vec<String> = (0..60).map(|i| format!("e{i}")).collect();
         expected.sort();
         assert_eq!(expired, expected, "each question's expiry stored once");
-        assert_eq!(events(&store).await.len(), 60);
+        assert_eq!(events(&Store::Postgres(store.clone())).await.len(), 60);
         let pending: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM questions WHERE state = 'pending'")
             .fetch_one(&store.pool)
             .await

@@ -1,0 +1,113 @@
+//! The store's tests written once: each runs through [`Store`], the interface both backends share, on a fresh
+//! SQLite file and then, when `PACERELLE_TEST_POSTGRES` asks for a cluster (`Cluster::from_env`; the
+//! `postgres` step of `cargo xtask test`), on a fresh PostgreSQL database. What only one backend has — its
+//! migrations, its locks, two instances at once — stays in that backend's own tests.
+
+pub(super) mod questions;
+
+use pacerelle_test_support::postgres::Cluster;
+
+use super::Store;
+use super::postgres::PgStore;
+use super::sqlite::SqliteStore;
+
+/// The tests' "now".
+const T0: i64 = 1_800_000_000_000;
+
+/// One backend's fresh store, with the folder that holds its files.
+struct Backend {
+    store: Store,
+    _dir: tempfile::TempDir,
+}
+
+/// A fresh store of each backend to test: SQLite always, PostgreSQL when a cluster is asked for.
+async fn backends() -> Vec<Backend> {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let sqlite = SqliteStore::open(&dir.path().join("suite.db"))
+        .await
+        .expect("opens");
+    let mut all = vec![Backend {
+        store: Store::Sqlite(sqlite),
+        _dir: dir,
+    }];
+    match Cluster::from_env() {
+        Some(cluster) => {
+            let url = cluster.fresh_database().await;
+            let dir = tempfile::tempdir().expect("a temporary directory");
+            let postgres = PgStore::open(&url, dir.path()).await.expect("opens");
+            all.push(Backend {
+                store: Store::Postgres(postgres),
+                _dir: dir,
+            });
+        }
+        None => println!(
+            "PostgreSQL skipped: set PACERELLE_TEST_POSTGRES=start (or a postgres:// URL) to run it too"
+        ),
+    }
+    all
+}
+
+impl Backend {
+    /// Which backend, for failure messages.
+    fn name(&self) -> &'static str {
+        match self.store {
+            Store::Sqlite(_) => "sqlite",
+            Store::Postgres(_) => "postgres",
+        }
+    }
+
+    /// Adds devices `dv_1` (phone) and `dv_2` (tablet) to agent `ag_1`, with no token: rows the interface only
+    /// writes through a pairing.
+    async fn add_devices(&self) {
+        match &self.store {
+            Store::Sqlite(s) => s
+                .write(|conn| {
+                    conn.execute(
+                        "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
+                         VALUES ('dv_1', 'ag_1', 'phone', 'owner', x'00', ?1),
+                                ('dv_2', 'ag_1', 'tablet', 'owner', x'00', ?1)",
+                        [T0],
+                    )?;
+                    Ok(())
+                })
+                .await
+                .expect("devices"),
+            Store::Postgres(p) => {
+                sqlx::query(
+                    "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
+                     VALUES ('dv_1', 'ag_1', 'phone', 'owner', '\\x00', $1),
+                            ('dv_2', 'ag_1', 'tablet', 'owner', '\\x00', $1)",
+                )
+                .bind(T0)
+                .execute(p.pool())
+                .await
+                .expect("devices");
+            }
+        }
+    }
+
+    /// The state column of question `id` as stored (reads show an expiry before the expirer writes it).
+    async fn stored_state(&self, id: &str) -> String {
+        match &self.store {
+            Store::Sqlite(s) => {
+                let id = id.to_string();
+                s.write(move |conn| {
+                    Ok(conn.query_row(
+                        "SELECT q.state FROM questions q JOIN items i ON i.seq = q.item_seq WHERE i.item_id = ?1",
+                        [&id],
+                        |row| row.get(0),
+                    )?)
+                })
+                .await
+                .expect("a row")
+            }
+            Store::Postgres(p) => sqlx::query_scalar(
+                "SELECT q.state FROM questions q JOIN items i ON i.seq = q.item_seq WHERE i.item_id = $1",
+            )
+            .bind(id)
+            .fetch_one(p.pool())
+            .await
+            .expect("a row"),
+        }
+    }
+}
