@@ -2,7 +2,7 @@
 //!
 //! A send is queued for the instance's sender task. It takes the first waiting send and then every other
 //! **already** waiting one, up to [`MAX_BATCH`] (it never waits to fill a batch, so a lone send pays nothing
-//! extra), and stores them all with one call of `pacerelle_put_messages` (migration 0005): one round trip and
+//! extra), and stores them all with one call of `pacerelle_put_messages` (migrations 0005 and 0006): one round trip and
 //! one synced commit for the batch, where one task alone used to cost six round trips and a commit. Under load
 //! a batch is what arrived while the previous one was committing, as with SQLite's writer.
 //!
@@ -281,6 +281,80 @@ mod tests {
         let (commits, writes) = (counts.commits.get(), counts.writes.get());
         assert!(writes >= 42, "every send counted: {writes}");
         assert!(commits < 42, "41 sends at once shared commits: {commits} commits");
+    }
+
+    #[tokio::test]
+    async fn an_agent_far_from_its_quota_has_its_tasks_inserted_together_with_the_outcomes_they_would_have_alone()
+     {
+        let Some((store, _dir)) = store().await else {
+            return;
+        };
+        // m0 of ag_1 is stored first, from dv_1. Then at once, with no cap (every task fits, so the batch takes
+        // the path that inserts them together): m0..m9 from dv_1 twice each, and m0, m5 from dv_2.
+        let first = store
+            .put_message("ag_1", "dv_1", "m0", "AQ", u32::MAX, Timestamp(T0))
+            .await
+            .expect("stored");
+        let Put::Stored(first) = first else {
+            panic!("m0 stored, got {first:?}");
+        };
+        let mut sends: Vec<(&str, &str, String, u32)> = (0..20)
+            .map(|i| ("ag_1", "dv_1", format!("m{}", i % 10), u32::MAX))
+            .collect();
+        sends.push(("ag_1", "dv_2", "m0".to_string(), u32::MAX));
+        sends.push(("ag_1", "dv_2", "m5".to_string(), u32::MAX));
+        let outcomes = send_at_once(&store, &sends).await;
+
+        // Who stored each id (device, seq): m0 is dv_1's; m5 is the device whose send came first.
+        let mut stored: HashMap<String, (String, i64)> = HashMap::new();
+        stored.insert("m0".into(), ("dv_1".into(), crate::store::seq_of(first.cursor)));
+        let mut found = Vec::new();
+        let mut conflicts = Vec::new();
+        for ((_, device, id, _), outcome) in sends.iter().zip(outcomes) {
+            match outcome.expect("no storage error") {
+                Put::Stored(s) if s.created => {
+                    let earlier =
+                        stored.insert(id.clone(), (device.to_string(), crate::store::seq_of(s.cursor)));
+                    assert!(earlier.is_none(), "{id} created twice");
+                }
+                Put::Stored(s) => {
+                    found.push((id.clone(), device.to_string(), crate::store::seq_of(s.cursor)))
+                }
+                Put::QuotaExceeded => panic!("{id} refused with no cap"),
+                Put::Conflict(_) => conflicts.push((id.clone(), device.to_string())),
+            }
+        }
+        assert_eq!(stored.len(), 10, "each id stored once: {stored:?}");
+        for (id, device, seq) in &found {
+            assert_eq!(
+                stored.get(id),
+                Some(&(device.clone(), *seq)),
+                "{id} found again from {device}"
+            );
+        }
+        for (id, device) in &conflicts {
+            let (owner, _) = &stored[id];
+            assert_ne!(owner, device, "{id} refused to the device that stored it");
+        }
+        // dv_2's m0, and the m5 of the device that came second (dv_1 sent it twice).
+        let m5_refused = if stored["m5"].0 == "dv_2" { 2 } else { 1 };
+        assert_eq!(conflicts.len(), 1 + m5_refused, "{conflicts:?}");
+        assert_eq!(stored.len() - 1 + found.len() + conflicts.len(), sends.len());
+        let rows: Vec<(String, String, i64)> =
+            sqlx::query_as("SELECT item_id, device_id, seq FROM items WHERE kind = 'message'")
+                .fetch_all(&store.pool)
+                .await
+                .expect("read");
+        let in_db: HashMap<String, (String, i64)> = rows.into_iter().map(|(i, d, s)| (i, (d, s))).collect();
+        assert_eq!(in_db, stored, "stored is exactly what was acknowledged as new");
+        let pending: i64 =
+            sqlx::query_scalar("SELECT messages - processed FROM agent_counts WHERE agent_id = 'ag_1'")
+                .fetch_one(&store.pool)
+                .await
+                .expect("counted");
+        assert_eq!(pending, 10, "the counter agrees with the rows");
+        let counts = store.writer_counts();
+        assert!(counts.commits.get() < 23, "22 sends at once shared commits");
     }
 
     #[tokio::test]
