@@ -101,6 +101,11 @@ struct Args {
     /// Pins the relays and this process to these CPUs (a `taskset` list such as `1`).
     #[arg(long, value_name = "CPUS")]
     relay_cpus: Option<String>,
+    /// Gives each relay at most this much CPU time, in cores (such as `0.1`), through a cgroup of its own
+    /// (needs write access to the cgroup file system, v1 or v2): the relays are then what runs out, and what
+    /// a second instance adds shows.
+    #[arg(long, value_name = "CORES")]
+    relay_cpu_limit: Option<f64>,
 }
 
 /// A phase of the run.
@@ -162,6 +167,14 @@ async fn run(args: Args) -> Result<()> {
     if let Some(cpus) = &args.relay_cpus {
         relay::pin(std::process::id(), cpus).await?;
         report_notes.push(format!("relays and the load process pinned to CPUs {cpus}"));
+    }
+    if let Some(cores) = args.relay_cpu_limit {
+        if !(cores > 0.0 && cores.is_finite()) {
+            bail!("--relay-cpu-limit must be a positive number of cores");
+        }
+        report_notes.push(format!(
+            "each relay limited to {cores} of a core (a cgroup CPU quota)"
+        ));
     }
     if args.instances > 1 && args.database.is_none() {
         bail!("--instances above 1 needs --database: SQLite relays cannot share a store");
@@ -258,12 +271,16 @@ async fn run(args: Args) -> Result<()> {
             None => None,
         };
         let mut relays = Vec::with_capacity(args.instances);
+        let mut limits = Vec::new();
         for i in 0..args.instances {
             let dir = work.path().join(format!("relay{i}"));
             std::fs::create_dir_all(&dir)?;
             let relay = Relay::start(&bin, &dir, &flags).await?;
             if let Some(cpus) = &args.relay_cpus {
                 relay::pin(relay.pid, cpus).await?;
+            }
+            if let Some(cores) = args.relay_cpu_limit {
+                limits.push(relay::CpuLimit::apply(relay.pid, cores, &format!("relay{i}"))?);
             }
             println!("relay {i}: pid {} on {}", relay.pid, relay.addr);
             relays.push(relay);
@@ -275,6 +292,7 @@ async fn run(args: Args) -> Result<()> {
         for relay in relays {
             relay.stop().await?;
         }
+        drop(limits);
         drop(cluster);
         if let Err(e) = outcome {
             bail!("{e:#}\nthe relays' last lines:\n{}", tails.join("\n--\n"));

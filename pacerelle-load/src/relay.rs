@@ -206,6 +206,75 @@ pub async fn pin(pid: u32, cpus: &str) -> Result<()> {
     Ok(())
 }
 
+/// A CPU quota on one process, through a cgroup made for it; removed (the process moved back to the root
+/// group) when dropped.
+pub struct CpuLimit {
+    group: PathBuf,
+    root: PathBuf,
+}
+
+impl CpuLimit {
+    /// Moves process `pid` (every thread, and what it starts later) into a new cgroup named `name` (below
+    /// `pacerelle-load-<this process>`) limited to `cores` of CPU time per 100 ms period. Uses cgroup v2
+    /// (`cpu.max`) where `/sys/fs/cgroup` is the unified hierarchy, else v1's `cpu` controller.
+    pub fn apply(pid: u32, cores: f64, name: &str) -> Result<CpuLimit> {
+        const PERIOD_US: u64 = 100_000;
+        // At least 1 ms per period: the kernel's minimum quota.
+        let quota = ((cores * PERIOD_US as f64) as u64).max(1_000);
+        let v2 = Path::new("/sys/fs/cgroup/cgroup.controllers").exists();
+        let root = if v2 {
+            PathBuf::from("/sys/fs/cgroup")
+        } else {
+            PathBuf::from("/sys/fs/cgroup/cpu")
+        };
+        let group = root
+            .join(format!("pacerelle-load-{}", std::process::id()))
+            .join(name);
+        std::fs::create_dir_all(&group).with_context(|| {
+            format!(
+                "cannot make the cgroup {} (--relay-cpu-limit needs write access to it)",
+                group.display()
+            )
+        })?;
+        let limit = CpuLimit {
+            group: group.clone(),
+            root: root.clone(),
+        };
+        if v2 {
+            // Each parent, the root first, must hand the cpu controller down to its children.
+            for parent in [root.as_path(), group.parent().unwrap_or(&root)] {
+                std::fs::write(parent.join("cgroup.subtree_control"), "+cpu")
+                    .with_context(|| format!("cannot enable the cpu controller in {}", parent.display()))?;
+            }
+            std::fs::write(group.join("cpu.max"), format!("{quota} {PERIOD_US}"))
+        } else {
+            std::fs::write(group.join("cpu.cfs_period_us"), PERIOD_US.to_string())
+                .and_then(|()| std::fs::write(group.join("cpu.cfs_quota_us"), quota.to_string()))
+        }
+        .with_context(|| format!("cannot set the CPU quota of {}", group.display()))?;
+        // Every thread: v2 moves a whole process by its id; v1's `cgroup.procs` does the same.
+        std::fs::write(group.join("cgroup.procs"), pid.to_string())
+            .with_context(|| format!("cannot move process {pid} into {}", group.display()))?;
+        Ok(limit)
+    }
+}
+
+impl Drop for CpuLimit {
+    fn drop(&mut self) {
+        // A group can only be removed once empty: move what is left of its processes back to the root.
+        if let Ok(procs) = std::fs::read_to_string(self.group.join("cgroup.procs")) {
+            for pid in procs.lines() {
+                let _ = std::fs::write(self.root.join("cgroup.procs"), pid);
+            }
+        }
+        let _ = std::fs::remove_dir(&self.group);
+        if let Some(parent) = self.group.parent() {
+            // Empty once the last relay's group is gone.
+            let _ = std::fs::remove_dir(parent);
+        }
+    }
+}
+
 /// Pins the PostgreSQL server of the cluster in `dir` (its `data/postmaster.pid`) and the processes it has
 /// started (checkpointer, WAL writer, backends) to `cpus`; the backends it starts later inherit it.
 pub async fn pin_postgres(dir: &Path, cpus: &str) -> Result<()> {
