@@ -3,6 +3,7 @@
 //! `postgres` step of `cargo xtask test`), on a fresh PostgreSQL database. What only one backend has — its
 //! migrations, its locks, two instances at once — stays in that backend's own tests.
 
+pub(super) mod messages;
 pub(super) mod questions;
 
 use pacerelle_test_support::postgres::Cluster;
@@ -15,7 +16,7 @@ use super::sqlite::SqliteStore;
 const T0: i64 = 1_800_000_000_000;
 
 /// One backend's fresh store, with the folder that holds its files.
-struct Backend {
+pub(in crate::store) struct Backend {
     store: Store,
     _dir: tempfile::TempDir,
 }
@@ -56,34 +57,112 @@ impl Backend {
         }
     }
 
+    /// `store`, with the folder of its files: for a backend's own tests, which open their store themselves.
+    pub(in crate::store) fn of(store: Store, dir: tempfile::TempDir) -> Backend {
+        Backend { store, _dir: dir }
+    }
+
     /// Adds devices `dv_1` (phone) and `dv_2` (tablet) to agent `ag_1`, with no token: rows the interface only
     /// writes through a pairing.
     async fn add_devices(&self) {
+        self.add_device("ag_1", "dv_1", "phone").await;
+        self.add_device("ag_1", "dv_2", "tablet").await;
+    }
+
+    /// Adds device `device_id` named `name` to agent `agent_id`, an owner with no token, created at [`T0`].
+    async fn add_device(&self, agent_id: &str, device_id: &str, name: &str) {
         match &self.store {
-            Store::Sqlite(s) => s
-                .write(|conn| {
+            Store::Sqlite(s) => {
+                let row = [agent_id, device_id, name].map(str::to_string);
+                s.write(move |conn| {
                     conn.execute(
                         "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
-                         VALUES ('dv_1', 'ag_1', 'phone', 'owner', x'00', ?1),
-                                ('dv_2', 'ag_1', 'tablet', 'owner', x'00', ?1)",
-                        [T0],
+                         VALUES (?2, ?1, ?3, 'owner', x'00', ?4)",
+                        rusqlite::params![row[0], row[1], row[2], T0],
                     )?;
                     Ok(())
                 })
                 .await
-                .expect("devices"),
+                .expect("a device")
+            }
             Store::Postgres(p) => {
                 sqlx::query(
                     "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
-                     VALUES ('dv_1', 'ag_1', 'phone', 'owner', '\\x00', $1),
-                            ('dv_2', 'ag_1', 'tablet', 'owner', '\\x00', $1)",
+                     VALUES ($2, $1, $3, 'owner', '\\x00', $4)",
                 )
+                .bind(agent_id)
+                .bind(device_id)
+                .bind(name)
                 .bind(T0)
                 .execute(p.pool())
                 .await
-                .expect("devices");
+                .expect("a device");
             }
         }
+    }
+
+    /// Runs `sql`, one or more statements written the same for both backends, in a write transaction: for
+    /// rows or changes the interface does not make (the schema's triggers run as for the store's own writes).
+    async fn run(&self, sql: &str) {
+        let sql = sql.to_string();
+        match &self.store {
+            Store::Sqlite(s) => s
+                .write(move |conn| Ok(conn.execute_batch(&sql)?))
+                .await
+                .expect("written"),
+            Store::Postgres(p) => {
+                sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                    .execute(p.pool())
+                    .await
+                    .expect("written");
+            }
+        }
+    }
+
+    /// The numbers in the first row `sql` reads (a query written the same for both backends), `None` for NULL.
+    async fn numbers(&self, sql: &str) -> Vec<Option<i64>> {
+        let sql = sql.to_string();
+        match &self.store {
+            Store::Sqlite(s) => s
+                .read_now(move |conn| {
+                    Ok(conn.query_row(&sql, [], |row| {
+                        (0..row.as_ref().column_count())
+                            .map(|i| row.get(i))
+                            .collect::<Result<Vec<_>, _>>()
+                    })?)
+                })
+                .await
+                .expect("a row"),
+            Store::Postgres(p) => {
+                use sqlx::Row;
+                let row = sqlx::query(sqlx::AssertSqlSafe(sql))
+                    .fetch_one(p.pool())
+                    .await
+                    .expect("a row");
+                (0..row.len())
+                    .map(|i| row.try_get(i).expect("a number"))
+                    .collect()
+            }
+        }
+    }
+
+    /// The one number `sql` reads, such as a count.
+    async fn count(&self, sql: &str) -> i64 {
+        self.numbers(sql).await[0].expect("a number")
+    }
+
+    /// The agent's tasks not yet processed, as the quota reads them (the counters) and by scanning them all.
+    pub(in crate::store) async fn pending_both_ways(&self, agent_id: &str) -> (i64, i64) {
+        let counted = match &self.store {
+            Store::Sqlite(s) => s.pending_counted(agent_id).await,
+            Store::Postgres(p) => p.pending_counted(agent_id).await,
+        };
+        let scanned = self
+            .count(&format!(
+                "SELECT COUNT(*) FROM items WHERE agent_id = '{agent_id}' AND kind = 'message' AND processed_at IS NULL"
+            ))
+            .await;
+        (counted, scanned)
     }
 
     /// The state column of question `id` as stored (reads show an expiry before the expirer writes it).

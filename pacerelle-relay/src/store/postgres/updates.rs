@@ -135,8 +135,10 @@ mod tests {
     //! saying it was skipped otherwise.
 
     use super::super::PgStore;
-    use super::super::messages::tests::{T0, send, store};
+    use super::super::messages::tests::{T0, store};
     use super::*;
+    use crate::store::Store;
+    use crate::store::suite::messages::send;
 
     async fn insert(store: &PgStore, seq: i64, state: ItemState) -> Option<NewUpdate> {
         let mut tx = store.pool.begin().await.expect("begins");
@@ -152,7 +154,7 @@ mod tests {
         let Some((store, _dir)) = store().await else {
             return;
         };
-        let task = send(&store, "m1").await;
+        let task = send(&Store::Postgres(store.clone()), "m1").await;
         let seq = seq_of(task.cursor);
 
         // A task is processed, never answered; an unknown seq, or another agent's, is no subject.
