@@ -5,12 +5,16 @@
 
 pub(super) mod messages;
 pub(super) mod questions;
+mod retention;
 
 use pacerelle_test_support::postgres::Cluster;
 
-use super::Store;
+use pacerelle_core::Timestamp;
+
 use super::postgres::PgStore;
 use super::sqlite::SqliteStore;
+use super::{Purged, Store};
+use crate::config::Retention;
 
 /// The tests' "now".
 const T0: i64 = 1_800_000_000_000;
@@ -151,6 +155,38 @@ impl Backend {
         self.numbers(sql).await[0].expect("a number")
     }
 
+    /// The first column of every row `sql` reads (a query written the same for both backends), as text.
+    async fn strings(&self, sql: &str) -> Vec<String> {
+        let sql = sql.to_string();
+        match &self.store {
+            Store::Sqlite(s) => s
+                .read_now(move |conn| {
+                    Ok(conn
+                        .prepare(&sql)?
+                        .query_map([], |row| row.get(0))?
+                        .collect::<Result<Vec<_>, _>>()?)
+                })
+                .await
+                .expect("rows"),
+            Store::Postgres(p) => sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+                .fetch_all(p.pool())
+                .await
+                .expect("rows"),
+        }
+    }
+
+    /// Rows whose foreign keys name no row: SQLite's check of the whole file; PostgreSQL refuses such a row at
+    /// every write, so there is none to find.
+    async fn dangling(&self) -> Vec<String> {
+        match &self.store {
+            Store::Sqlite(_) => {
+                self.strings("SELECT \"table\" FROM pragma_foreign_key_check")
+                    .await
+            }
+            Store::Postgres(_) => Vec::new(),
+        }
+    }
+
     /// The agent's tasks not yet processed, as the quota reads them (the counters) and by scanning them all.
     pub(in crate::store) async fn pending_both_ways(&self, agent_id: &str) -> (i64, i64) {
         let counted = match &self.store {
@@ -163,6 +199,51 @@ impl Backend {
             ))
             .await;
         (counted, scanned)
+    }
+
+    /// A purge of what is older than `retention` at `now` in `max_batches` write transactions at most.
+    async fn purge_bounded(&self, now: Timestamp, retention: &Retention, max_batches: u32) -> Purged {
+        match &self.store {
+            Store::Sqlite(s) => s.purge_bounded(now, retention, max_batches).await,
+            Store::Postgres(p) => p.purge_bounded(now, retention, max_batches).await,
+        }
+        .expect("purged")
+    }
+
+    /// `n` tasks of `ag_1` from `dv_1` (ids `prefix` and a number, stored at [`T0`] and after) processed a
+    /// millisecond after they were stored, each with its update if `updates`: in one write, the counters'
+    /// triggers running as for the store's own writes.
+    async fn old_tasks(&self, prefix: &str, n: i64, updates: bool) {
+        match &self.store {
+            Store::Sqlite(s) => {
+                let prefix = prefix.to_string();
+                s.write(move |conn| {
+                    let before: i64 = conn.query_row("SELECT COALESCE(MAX(seq), 0) FROM items", [], |r| r.get(0))?;
+                    conn.execute(
+                        "WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < ?3)
+                         INSERT INTO items (agent_id, kind, item_id, device_id, envelope, created_at)
+                         SELECT 'ag_1', 'message', ?1 || i, 'dv_1', 'AQ', ?2 + i FROM n",
+                        rusqlite::params![prefix, T0, n],
+                    )?;
+                    conn.execute(
+                        "UPDATE items SET processed_at = created_at + 1 WHERE kind = 'message' AND seq > ?1",
+                        [before],
+                    )?;
+                    if updates {
+                        conn.execute(
+                            "INSERT INTO items (agent_id, kind, item_id, device_id, created_at, subject_seq, update_state)
+                             SELECT agent_id, 'update', 'u' || seq, device_id, processed_at, seq, 'processed'
+                             FROM items WHERE kind = 'message' AND seq > ?1",
+                            [before],
+                        )?;
+                    }
+                    Ok(())
+                })
+                .await
+                .expect("tasks")
+            }
+            Store::Postgres(p) => p.old_tasks(prefix, n, updates).await,
+        }
     }
 
     /// The state column of question `id` as stored (reads show an expiry before the expirer writes it).

@@ -994,7 +994,7 @@ pub(super) mod tests {
         let Some((store, _url, _dir)) = store().await else {
             return;
         };
-        ask(&Store::Postgres(store.clone()), "q4", T0 + 60_000).await;
+        ask(&Store::Postgres(store.clone()), "q4", T0, T0 + 60_000).await;
         let again = put(&store, "q4", T0 + 1, u32::MAX).await;
         let QuestionPut::Item(item) = again else {
             panic!("stored")
@@ -1042,7 +1042,7 @@ pub(super) mod tests {
             return;
         };
         for (id, expires) in [("a", T0 + 1000), ("b", T0 + 60_000), ("c", T0 + 60_000)] {
-            ask(&Store::Postgres(store.clone()), id, expires).await;
+            ask(&Store::Postgres(store.clone()), id, T0, expires).await;
         }
         store
             .cancel_question("ag_1", "c", Timestamp(T0 + 5))
@@ -1144,7 +1144,7 @@ pub(super) mod tests {
         warm(&store).await;
         for round in 0..10 {
             let id = format!("r{round}");
-            ask(&Store::Postgres(store.clone()), &id, T0 + 60_000).await;
+            ask(&Store::Postgres(store.clone()), &id, T0, T0 + 60_000).await;
             let mut tasks = Vec::new();
             for (i, device) in ["dv_1", "dv_2", "dv_1", "dv_2"].into_iter().enumerate() {
                 let (store, id) = (store.clone(), id.clone());
@@ -1178,7 +1178,13 @@ pub(super) mod tests {
             return;
         };
         for i in 0..60 {
-            ask(&Store::Postgres(store.clone()), &format!("e{i}"), T0 + 1000 + i).await;
+            ask(
+                &Store::Postgres(store.clone()),
+                &format!("e{i}"),
+                T0,
+                T0 + 1000 + i,
+            )
+            .await;
         }
         let other = Arc::new(open(&url, &dir).await);
         let now = Timestamp(T0 + 5000);
