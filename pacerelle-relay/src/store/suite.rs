@@ -6,14 +6,17 @@
 pub(super) mod messages;
 pub(super) mod questions;
 mod retention;
+mod status;
+mod updates;
 
 use pacerelle_test_support::postgres::Cluster;
 
 use pacerelle_core::Timestamp;
+use pacerelle_core::wire::ItemState;
 
 use super::postgres::PgStore;
 use super::sqlite::SqliteStore;
-use super::{Purged, Store};
+use super::{NewUpdate, Purged, Store};
 use crate::config::Retention;
 
 /// The tests' "now".
@@ -199,6 +202,15 @@ impl Backend {
             ))
             .await;
         (counted, scanned)
+    }
+
+    /// Stores an update of item `seq` of `ag_1` to `state` at [`T0`] as the backend's writes do, in a
+    /// transaction of its own: `None` when the item is no subject of such an update or already has it.
+    async fn insert_update(&self, seq: i64, state: ItemState) -> Option<NewUpdate> {
+        match &self.store {
+            Store::Sqlite(s) => s.update_alone(seq, state).await,
+            Store::Postgres(p) => p.update_alone(seq, state).await,
+        }
     }
 
     /// A purge of what is older than `retention` at `now` in `max_batches` write transactions at most.
