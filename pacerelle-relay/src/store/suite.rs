@@ -25,7 +25,7 @@ const T0: i64 = 1_800_000_000_000;
 /// One backend's fresh store, with the folder that holds its files.
 pub(in crate::store) struct Backend {
     store: Store,
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
 }
 
 /// A fresh store of each backend to test: SQLite always, PostgreSQL when a cluster is asked for.
@@ -36,7 +36,7 @@ async fn backends() -> Vec<Backend> {
         .expect("opens");
     let mut all = vec![Backend {
         store: Store::Sqlite(sqlite),
-        _dir: dir,
+        dir,
     }];
     match Cluster::from_env() {
         Some(cluster) => {
@@ -45,7 +45,7 @@ async fn backends() -> Vec<Backend> {
             let postgres = PgStore::open(&url, dir.path()).await.expect("opens");
             all.push(Backend {
                 store: Store::Postgres(postgres),
-                _dir: dir,
+                dir,
             });
         }
         None => println!(
@@ -66,7 +66,12 @@ impl Backend {
 
     /// `store`, with the folder of its files: for a backend's own tests, which open their store themselves.
     pub(in crate::store) fn of(store: Store, dir: tempfile::TempDir) -> Backend {
-        Backend { store, _dir: dir }
+        Backend { store, dir }
+    }
+
+    /// The folder that holds the store's files (its webhook key), for a second instance on the same database.
+    pub(in crate::store) fn dir(&self) -> &tempfile::TempDir {
+        &self.dir
     }
 
     /// Adds devices `dv_1` (phone) and `dv_2` (tablet) to agent `ag_1`, with no token: rows the interface only

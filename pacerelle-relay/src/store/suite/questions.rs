@@ -30,9 +30,9 @@ pub(in crate::store) async fn ask_ready(backend: &Backend) -> Store {
     store
 }
 
-/// Asks yes/no question `id` of `ag_1`'s two devices at `at`, expiring at `expires_at`.
-pub(in crate::store) async fn ask(store: &Store, id: &str, at: i64, expires_at: i64) {
-    let envelopes = [
+/// A copy of a question for each of `ag_1`'s two devices.
+pub(in crate::store) fn envelopes() -> [DeviceEnvelope; 2] {
+    [
         DeviceEnvelope {
             device_id: "dv_1".into(),
             envelope: "AQID".into(),
@@ -41,7 +41,19 @@ pub(in crate::store) async fn ask(store: &Store, id: &str, at: i64, expires_at: 
             device_id: "dv_2".into(),
             envelope: "BAUG".into(),
         },
-    ];
+    ]
+}
+
+/// Puts yes/no question `id` to `ag_1`'s two devices at `at`, expiring at `expires_at`, with room for
+/// `max_open` open questions: what the store answers.
+pub(in crate::store) async fn put(
+    store: &Store,
+    id: &str,
+    at: i64,
+    expires_at: i64,
+    max_open: u32,
+) -> QuestionPut {
+    let envelopes = envelopes();
     let q = NewQuestion {
         question_id: id,
         kind: QuestionKind::YesNo,
@@ -50,10 +62,15 @@ pub(in crate::store) async fn ask(store: &Store, id: &str, at: i64, expires_at: 
         envelopes: &envelopes,
         user_id: None,
     };
-    let put = store
-        .put_question("ag_1", &q, u32::MAX, Timestamp(at))
+    store
+        .put_question("ag_1", &q, max_open, Timestamp(at))
         .await
-        .expect("ok");
+        .expect("ok")
+}
+
+/// Asks yes/no question `id` of `ag_1`'s two devices at `at`, expiring at `expires_at`.
+pub(in crate::store) async fn ask(store: &Store, id: &str, at: i64, expires_at: i64) {
+    let put = put(store, id, at, expires_at, u32::MAX).await;
     assert!(matches!(put, QuestionPut::Item(item) if matches!(*item, ItemPut::Stored(_, true))));
 }
 
