@@ -736,8 +736,9 @@ pub(super) mod tests {
     use pacerelle_test_support::postgres::Cluster;
 
     use super::*;
-    use crate::store::suite::questions::{ask, events};
-    use crate::store::{Registered, Store};
+    use crate::store::Store;
+    use crate::store::suite::Backend;
+    use crate::store::suite::questions::{self as suite, ask, ask_ready, envelopes, events};
     use pacerelle_core::question::QuestionKind;
 
     /// The tests' "now".
@@ -757,64 +758,21 @@ pub(super) mod tests {
         PgStore::open(url, dir.path()).await.expect("opens")
     }
 
-    /// Agent `ag_1` with devices `dv_1` (phone) and `dv_2` (tablet), and a webhook; also its URL, so that a
-    /// second store (another relay instance) can open the same database.
-    pub(in super::super) async fn store() -> Option<(PgStore, String, tempfile::TempDir)> {
+    /// The setup of [`ask_ready`] (agent `ag_1` with devices `dv_1` and `dv_2`, and a webhook) on a fresh
+    /// database; also its URL and the suite's backend holding its folder, so that a second store (another relay
+    /// instance) can open the same database with the same key.
+    pub(in super::super) async fn store() -> Option<(PgStore, String, Backend)> {
         let url = database().await?;
         let dir = tempfile::tempdir().expect("a temporary directory");
         let store = open(&url, &dir).await;
-        let registered = store
-            .register_agent("ag_1", "laptop", &[1; 32], Timestamp(T0))
-            .await
-            .expect("stored");
-        assert!(matches!(registered, Registered::Created(_)));
-        sqlx::query(
-            "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
-             VALUES ('dv_1', 'ag_1', 'phone', 'owner', '\\x00', $1), ('dv_2', 'ag_1', 'tablet', 'owner', '\\x00', $1)",
-        )
-        .bind(T0)
-        .execute(&store.pool)
-        .await
-        .expect("devices");
-        store
-            .set_webhook(
-                "ag_1",
-                "http://127.0.0.1:9/hook",
-                "0123456789abcdef",
-                Timestamp(T0),
-            )
-            .await
-            .expect("webhook");
-        Some((store, url, dir))
+        let backend = Backend::of(Store::Postgres(store.clone()), dir);
+        ask_ready(&backend).await;
+        Some((store, url, backend))
     }
 
-    fn envelopes() -> [DeviceEnvelope; 2] {
-        [
-            DeviceEnvelope {
-                device_id: "dv_1".into(),
-                envelope: "AQID".into(),
-            },
-            DeviceEnvelope {
-                device_id: "dv_2".into(),
-                envelope: "BAUG".into(),
-            },
-        ]
-    }
-
+    /// [`put`] at [`T0`] on this store.
     async fn put(store: &PgStore, id: &str, expires_at: i64, max_open: u32) -> QuestionPut {
-        let envelopes = envelopes();
-        let q = NewQuestion {
-            question_id: id,
-            kind: QuestionKind::YesNo,
-            expires_at: Timestamp(expires_at),
-            self_envelope: "AAAA",
-            envelopes: &envelopes,
-            user_id: None,
-        };
-        store
-            .put_question("ag_1", &q, max_open, Timestamp(T0))
-            .await
-            .expect("ok")
+        suite::put(&Store::Postgres(store.clone()), id, T0, expires_at, max_open).await
     }
 
     #[tokio::test]
@@ -994,7 +952,7 @@ pub(super) mod tests {
         let Some((store, _url, _dir)) = store().await else {
             return;
         };
-        ask(&Store::Postgres(store.clone()), "q4", T0 + 60_000).await;
+        ask(&Store::Postgres(store.clone()), "q4", T0, T0 + 60_000).await;
         let again = put(&store, "q4", T0 + 1, u32::MAX).await;
         let QuestionPut::Item(item) = again else {
             panic!("stored")
@@ -1042,7 +1000,7 @@ pub(super) mod tests {
             return;
         };
         for (id, expires) in [("a", T0 + 1000), ("b", T0 + 60_000), ("c", T0 + 60_000)] {
-            ask(&Store::Postgres(store.clone()), id, expires).await;
+            ask(&Store::Postgres(store.clone()), id, T0, expires).await;
         }
         store
             .cancel_question("ag_1", "c", Timestamp(T0 + 5))
@@ -1144,7 +1102,7 @@ pub(super) mod tests {
         warm(&store).await;
         for round in 0..10 {
             let id = format!("r{round}");
-            ask(&Store::Postgres(store.clone()), &id, T0 + 60_000).await;
+            ask(&Store::Postgres(store.clone()), &id, T0, T0 + 60_000).await;
             let mut tasks = Vec::new();
             for (i, device) in ["dv_1", "dv_2", "dv_1", "dv_2"].into_iter().enumerate() {
                 let (store, id) = (store.clone(), id.clone());
@@ -1174,13 +1132,19 @@ pub(super) mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
     async fn two_instances_expiring_at_once_expire_each_question_once() {
-        let Some((store, url, dir)) = store().await else {
+        let Some((store, url, backend)) = store().await else {
             return;
         };
         for i in 0..60 {
-            ask(&Store::Postgres(store.clone()), &format!("e{i}"), T0 + 1000 + i).await;
+            ask(
+                &Store::Postgres(store.clone()),
+                &format!("e{i}"),
+                T0,
+                T0 + 1000 + i,
+            )
+            .await;
         }
-        let other = Arc::new(open(&url, &dir).await);
+        let other = Arc::new(open(&url, backend.dir()).await);
         let now = Timestamp(T0 + 5000);
         // Two instances' expirers, and answers racing them; each expirer pass holds 7 questions at most.
         let mut tasks = Vec::new();

@@ -131,66 +131,22 @@ pub(super) async fn insert_update(
 
 #[cfg(test)]
 mod tests {
-    //! Runs on a fresh database of the test cluster when `PACERELLE_TEST_POSTGRES` asks for one, and passes
-    //! saying it was skipped otherwise.
+    //! The tests both backends share are in `crate::store::suite::updates`.
 
     use super::super::PgStore;
-    use super::super::messages::tests::{T0, send, store};
+    use super::super::messages::tests::T0;
     use super::*;
 
-    async fn insert(store: &PgStore, seq: i64, state: ItemState) -> Option<NewUpdate> {
-        let mut tx = store.pool.begin().await.expect("begins");
-        let update = insert_update(&mut tx, "ag_1", seq, state, Timestamp(T0))
-            .await
-            .expect("writes");
-        tx.commit().await.expect("commits");
-        update
-    }
-
-    #[tokio::test]
-    async fn one_update_per_subject_and_state_and_only_those_that_make_sense() {
-        let Some((store, _dir)) = store().await else {
-            return;
-        };
-        let task = send(&store, "m1").await;
-        let seq = seq_of(task.cursor);
-
-        // A task is processed, never answered; an unknown seq, or another agent's, is no subject.
-        assert!(insert(&store, seq, ItemState::Answered).await.is_none());
-        assert!(insert(&store, seq + 100, ItemState::Processed).await.is_none());
-        let other: Stored = match store
-            .put_message("ag_2", "dv_3", "m1", "AQ", u32::MAX, Timestamp(T0))
-            .await
-            .expect("stored")
-        {
-            crate::store::Put::Stored(stored) => stored,
-            other => panic!("stored, got {other:?}"),
-        };
-        assert!(
-            insert(&store, seq_of(other.cursor), ItemState::Processed)
+    impl PgStore {
+        /// [`insert_update`] for item `seq` of `ag_1` at [`T0`], in a transaction of its own: the suite's
+        /// `Backend::insert_update`.
+        pub(in crate::store) async fn update_alone(&self, seq: i64, state: ItemState) -> Option<NewUpdate> {
+            let mut tx = self.pool.begin().await.expect("begins");
+            let update = insert_update(&mut tx, "ag_1", seq, state, Timestamp(T0))
                 .await
-                .is_none()
-        );
-        let first = insert(&store, seq, ItemState::Processed).await.expect("stored");
-        assert_eq!(first.subject_id, "m1");
-        assert_eq!(first.subject_kind, SubjectKind::Message);
-        assert_eq!(first.recipients, ["dv_1"]);
-        assert!(first.seq > seq);
-        assert!(first.id.starts_with("upd_"));
-        assert!(
-            insert(&store, seq, ItemState::Processed).await.is_none(),
-            "a second update for the same subject and state is not stored"
-        );
-        // The item a push would carry is the one the conversation returns.
-        let (items, _) = store
-            .conversation("ag_1", "dv_1", task.cursor, 10, true, Timestamp(T0 + 1))
-            .await
-            .expect("reads");
-        assert_eq!(items, std::slice::from_ref(&first.item));
-        let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM items WHERE kind = 'update'")
-            .fetch_one(&store.pool)
-            .await
-            .expect("counts");
-        assert_eq!(count, 1);
+                .expect("writes");
+            tx.commit().await.expect("commits");
+            update
+        }
     }
 }

@@ -399,88 +399,23 @@ impl SqliteStore {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{T0, database_at, store};
+    //! What only SQLite has — its migrations. The tests both backends share are in
+    //! `crate::store::suite::messages`.
+
+    use super::super::tests::{T0, database_at};
     use super::*;
+    use crate::store::Store;
+    use crate::store::suite::Backend;
 
-    /// The agent's tasks not yet processed, as the quota reads them (the counters) and by scanning them all.
-    async fn pending_both_ways(store: &SqliteStore, agent_id: &'static str) -> (i64, i64) {
-        let counted = store
-            .write(move |conn| pending_tasks(conn, agent_id))
-            .await
-            .expect("counted");
-        let scanned: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM items WHERE agent_id = ?1 AND kind = 'message' AND processed_at IS NULL",
-        )
-        .bind(agent_id)
-        .fetch_one(&store.read)
-        .await
-        .expect("scanned");
-        (counted, scanned)
-    }
-
-    async fn device(store: &SqliteStore, agent_id: &'static str, device_id: &'static str) {
-        store
-            .write(move |conn| {
-                conn.execute(
-                    "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
-                     VALUES (?1, ?2, 'phone', 'owner', x'00', 1)",
-                    [device_id, agent_id],
-                )?;
-                Ok(())
-            })
-            .await
-            .expect("a device");
-    }
-
-    #[tokio::test]
-    async fn the_pending_count_agrees_with_a_scan_and_the_cap_refuses_only_new_tasks() {
-        let (store, _dir) = store().await;
-        store
-            .register_agent("ag_2", "other", &[2; 32], Timestamp(T0))
-            .await
-            .expect("ok");
-        device(&store, "ag_1", "dv_1").await;
-        device(&store, "ag_2", "dv_2").await;
-        assert_eq!(pending_both_ways(&store, "ag_1").await, (0, 0));
-        for i in 0..3 {
-            let put = store
-                .put_message("ag_1", "dv_1", &format!("m{i}"), "AQ", 3, Timestamp(T0 + i))
+    impl SqliteStore {
+        /// The agent's tasks not yet processed, as the quota reads them (the counters), for the suite's
+        /// `Backend::pending_both_ways`.
+        pub(in crate::store) async fn pending_counted(&self, agent_id: &str) -> i64 {
+            let agent_id = agent_id.to_string();
+            self.write(move |conn| pending_tasks(conn, &agent_id))
                 .await
-                .expect("stored");
-            assert!(matches!(put, Put::Stored(Stored { created: true, .. })));
+                .expect("counted")
         }
-        store
-            .put_message("ag_2", "dv_2", "m0", "AQ", 3, Timestamp(T0))
-            .await
-            .expect("another agent's task");
-        assert_eq!(pending_both_ways(&store, "ag_1").await, (3, 3));
-        assert_eq!(pending_both_ways(&store, "ag_2").await, (1, 1));
-        let refused = store
-            .put_message("ag_1", "dv_1", "m3", "AQ", 3, Timestamp(T0 + 3))
-            .await
-            .expect("no storage error");
-        assert!(matches!(refused, Put::QuotaExceeded));
-        // A retry of a stored task is found, not refused.
-        let again = store
-            .put_message("ag_1", "dv_1", "m1", "AQ", 3, Timestamp(T0 + 4))
-            .await
-            .expect("found");
-        assert!(matches!(again, Put::Stored(Stored { created: false, .. })));
-        // Marking twice counts once.
-        for _ in 0..2 {
-            store
-                .mark_processed("ag_1", "m1", Timestamp(T0 + 5))
-                .await
-                .expect("processed");
-        }
-        assert_eq!(pending_both_ways(&store, "ag_1").await, (2, 2));
-        assert_eq!(pending_both_ways(&store, "ag_2").await, (1, 1));
-        let put = store
-            .put_message("ag_1", "dv_1", "m3", "AQ", 3, Timestamp(T0 + 6))
-            .await
-            .expect("room again");
-        assert!(matches!(put, Put::Stored(Stored { created: true, .. })));
-        assert_eq!(pending_both_ways(&store, "ag_1").await, (3, 3));
     }
 
     #[tokio::test]
@@ -500,42 +435,12 @@ mod tests {
         }
         pool.close().await;
         let store = SqliteStore::open(&path).await.expect("migrated");
-        assert_eq!(pending_both_ways(&store, "ag_1").await, (1, 1));
+        let backend = Backend::of(Store::Sqlite(store.clone()), dir);
+        assert_eq!(backend.pending_both_ways("ag_1").await, (1, 1));
         store
             .mark_processed("ag_1", "m3", Timestamp(T0))
             .await
             .expect("processed");
-        assert_eq!(pending_both_ways(&store, "ag_1").await, (0, 0));
-    }
-
-    #[tokio::test]
-    async fn sequence_numbers_only_grow_across_agents_and_kinds() {
-        let (store, _dir) = store().await;
-        store
-            .register_agent("ag_2", "other", &[2; 32], Timestamp(T0))
-            .await
-            .expect("ok");
-        let mut last = Cursor::START;
-        for (i, agent) in ["ag_1", "ag_2", "ag_1"].into_iter().enumerate() {
-            let c = store
-                .put_checkpoint(agent, &format!("c{i}"), "AQID", Timestamp(T0))
-                .await
-                .expect("ok");
-            assert!(c.cursor > last);
-            last = c.cursor;
-        }
-        assert_eq!(store.global_head().await.expect("ok"), last);
-        // Retention deleting the newest items leaves the head where it was: the cursors that named them stay
-        // valid, and the wait's own read agrees.
-        store
-            .write(|conn| Ok(conn.execute("DELETE FROM items WHERE item_id IN ('c1', 'c2')", [])?))
-            .await
-            .expect("deleted");
-        assert_eq!(store.global_head().await.expect("ok"), last);
-        let read = store
-            .wait_read("ag_1", None, last, 10, Timestamp(T0))
-            .await
-            .expect("reads");
-        assert_eq!(read.global_head, last);
+        assert_eq!(backend.pending_both_ways("ag_1").await, (0, 0));
     }
 }

@@ -130,67 +130,24 @@ pub(crate) fn insert_update(
 
 #[cfg(test)]
 mod tests {
+    //! What only SQLite has — its migrations. The tests both backends share are in
+    //! `crate::store::suite::updates`.
+
     use pacerelle_core::Cursor;
     use pacerelle_core::wire::{DeviceEnvelope, ItemKind};
 
     use super::super::SqliteStore;
-    use super::super::tests::{T0, store};
+    use super::super::tests::T0;
     use super::*;
 
-    async fn insert(store: &SqliteStore, seq: i64, state: ItemState) -> Option<NewUpdate> {
-        store
-            .write(move |conn| insert_update(conn, "ag_1", seq, state, Timestamp(T0)))
-            .await
-            .expect("writes")
-    }
-
-    #[tokio::test]
-    async fn one_update_per_subject_and_state_and_only_those_that_make_sense() {
-        let (store, _dir) = store().await;
-        store
-            .write(|conn| {
-                conn.execute(
-                    "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
-                     VALUES ('dv_1', 'ag_1', 'phone', 'owner', x'00', 1)",
-                    [],
-                )?;
-                Ok(())
-            })
-            .await
-            .expect("a device");
-        let put = store
-            .put_message("ag_1", "dv_1", "m1", "AQID", u32::MAX, Timestamp(T0))
-            .await
-            .expect("stored");
-        let crate::store::Put::Stored(task) = put else {
-            panic!("stored")
-        };
-        let seq = i64::try_from(task.cursor.seq()).expect("small");
-
-        // A task is processed, never answered; a checkpoint or an unknown seq is no subject.
-        assert!(insert(&store, seq, ItemState::Answered).await.is_none());
-        assert!(insert(&store, seq + 100, ItemState::Processed).await.is_none());
-        let first = insert(&store, seq, ItemState::Processed).await.expect("stored");
-        assert_eq!(first.subject_id, "m1");
-        assert_eq!(first.subject_kind, SubjectKind::Message);
-        assert_eq!(first.recipients, ["dv_1"]);
-        assert!(first.seq > seq);
-        assert!(first.id.starts_with("upd_"));
-        assert!(
-            insert(&store, seq, ItemState::Processed).await.is_none(),
-            "a second update for the same subject and state is not stored"
-        );
-        // The item a push would carry is the one the conversation returns.
-        let (items, _) = store
-            .conversation("ag_1", "dv_1", task.cursor, 10, true, Timestamp(T0 + 1))
-            .await
-            .expect("reads");
-        assert_eq!(items, std::slice::from_ref(&first.item));
-        let count: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM items WHERE kind = 'update'")
-            .fetch_one(&store.read)
-            .await
-            .expect("counts");
-        assert_eq!(count, 1);
+    impl SqliteStore {
+        /// [`insert_update`] for item `seq` of `ag_1` at [`T0`], in a write of its own: the suite's
+        /// `Backend::insert_update`.
+        pub(in crate::store) async fn update_alone(&self, seq: i64, state: ItemState) -> Option<NewUpdate> {
+            self.write(move |conn| insert_update(conn, "ag_1", seq, state, Timestamp(T0)))
+                .await
+                .expect("writes")
+        }
     }
 
     #[tokio::test]

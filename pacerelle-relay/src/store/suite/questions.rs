@@ -10,7 +10,7 @@ use crate::store::{ItemPut, NewQuestion, QuestionPut, Registered, StateFilter, S
 
 /// `backend`'s store with agent `ag_1`, its devices `dv_1` and `dv_2`, and a webhook (so that closing a question
 /// queues an event).
-async fn ask_ready(backend: &Backend) -> Store {
+pub(in crate::store) async fn ask_ready(backend: &Backend) -> Store {
     let store = backend.store.clone();
     let registered = store
         .register_agent("ag_1", "laptop", &[1; 32], Timestamp(T0))
@@ -30,9 +30,9 @@ async fn ask_ready(backend: &Backend) -> Store {
     store
 }
 
-/// Asks yes/no question `id` of `ag_1`'s two devices, expiring at `expires_at`.
-pub(in crate::store) async fn ask(store: &Store, id: &str, expires_at: i64) {
-    let envelopes = [
+/// A copy of a question for each of `ag_1`'s two devices.
+pub(in crate::store) fn envelopes() -> [DeviceEnvelope; 2] {
+    [
         DeviceEnvelope {
             device_id: "dv_1".into(),
             envelope: "AQID".into(),
@@ -41,7 +41,19 @@ pub(in crate::store) async fn ask(store: &Store, id: &str, expires_at: i64) {
             device_id: "dv_2".into(),
             envelope: "BAUG".into(),
         },
-    ];
+    ]
+}
+
+/// Puts yes/no question `id` to `ag_1`'s two devices at `at`, expiring at `expires_at`, with room for
+/// `max_open` open questions: what the store answers.
+pub(in crate::store) async fn put(
+    store: &Store,
+    id: &str,
+    at: i64,
+    expires_at: i64,
+    max_open: u32,
+) -> QuestionPut {
+    let envelopes = envelopes();
     let q = NewQuestion {
         question_id: id,
         kind: QuestionKind::YesNo,
@@ -50,10 +62,15 @@ pub(in crate::store) async fn ask(store: &Store, id: &str, expires_at: i64) {
         envelopes: &envelopes,
         user_id: None,
     };
-    let put = store
-        .put_question("ag_1", &q, u32::MAX, Timestamp(T0))
+    store
+        .put_question("ag_1", &q, max_open, Timestamp(at))
         .await
-        .expect("ok");
+        .expect("ok")
+}
+
+/// Asks yes/no question `id` of `ag_1`'s two devices at `at`, expiring at `expires_at`.
+pub(in crate::store) async fn ask(store: &Store, id: &str, at: i64, expires_at: i64) {
+    let put = put(store, id, at, expires_at, u32::MAX).await;
     assert!(matches!(put, QuestionPut::Item(item) if matches!(*item, ItemPut::Stored(_, true))));
 }
 
@@ -74,7 +91,7 @@ pub(in crate::store) async fn events(store: &Store) -> Vec<(String, String)> {
 async fn the_expirer_writes_each_expiry_and_its_event_exactly_once() {
     for backend in backends().await {
         let store = &ask_ready(&backend).await;
-        ask(store, "q1", T0 + 1000).await;
+        ask(store, "q1", T0, T0 + 1000).await;
         assert_eq!(store.next_expiry().await.expect("ok"), Some(Timestamp(T0 + 1000)));
 
         assert!(
@@ -146,7 +163,7 @@ async fn the_expirer_writes_each_expiry_and_its_event_exactly_once() {
 async fn a_write_that_meets_an_unswept_expiry_records_it_once() {
     for backend in backends().await {
         let store = &ask_ready(&backend).await;
-        ask(store, "q2", T0 + 1000).await;
+        ask(store, "q2", T0, T0 + 1000).await;
         let (answer, effects) = store
             .answer_question("ag_1", "dv_1", "q2", "AQID", None, Timestamp(T0 + 1000))
             .await
@@ -175,7 +192,7 @@ async fn a_write_that_meets_an_unswept_expiry_records_it_once() {
 async fn the_first_answer_wins_and_queues_one_event() {
     for backend in backends().await {
         let store = &ask_ready(&backend).await;
-        ask(store, "q3", T0 + 60_000).await;
+        ask(store, "q3", T0, T0 + 60_000).await;
         let (first, effects) = store
             .answer_question("ag_1", "dv_1", "q3", "AQID", None, Timestamp(T0 + 10))
             .await
@@ -230,7 +247,7 @@ async fn the_first_answer_wins_and_queues_one_event() {
 async fn an_answer_at_the_host_wins_once_and_a_device_after_it_is_refused() {
     for backend in backends().await {
         let store = &ask_ready(&backend).await;
-        ask(store, "q4", T0 + 60_000).await;
+        ask(store, "q4", T0, T0 + 60_000).await;
         let (first, effects) = store
             .answer_question_at_host("ag_1", "q4", "HOST", Some("COPY"), Timestamp(T0 + 10))
             .await
@@ -268,7 +285,7 @@ async fn an_answer_at_the_host_wins_once_and_a_device_after_it_is_refused() {
         assert_eq!(events(store).await, [("q4".to_string(), ANSWERED.to_string())]);
 
         // A device answered first: the host is refused; and a host answer to an unknown question is not found.
-        ask(store, "q5", T0 + 60_000).await;
+        ask(store, "q5", T0, T0 + 60_000).await;
         store
             .answer_question("ag_1", "dv_1", "q5", "AQID", None, Timestamp(T0 + 20))
             .await
