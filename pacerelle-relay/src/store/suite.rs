@@ -4,12 +4,14 @@
 //! migrations, its locks, two instances at once — stays in that backend's own tests.
 
 pub(super) mod questions;
+pub(super) mod session;
 
+use pacerelle_core::Timestamp;
 use pacerelle_test_support::postgres::Cluster;
 
-use super::Store;
 use super::postgres::PgStore;
 use super::sqlite::SqliteStore;
+use super::{Registered, Store};
 
 /// The tests' "now".
 const T0: i64 = 1_800_000_000_000;
@@ -54,6 +56,17 @@ impl Backend {
             Store::Sqlite(_) => "sqlite",
             Store::Postgres(_) => "postgres",
         }
+    }
+
+    /// The store, with agent `ag_1` registered (at `T0`).
+    async fn with_agent(&self) -> Store {
+        let registered = self
+            .store
+            .register_agent("ag_1", "laptop", &[1; 32], Timestamp(T0))
+            .await
+            .expect("stored");
+        assert!(matches!(registered, Registered::Created(_)), "{}", self.name());
+        self.store.clone()
     }
 
     /// Adds devices `dv_1` (phone) and `dv_2` (tablet) to agent `ag_1`, with no token: rows the interface only
