@@ -5,6 +5,7 @@
 
 pub(super) mod questions;
 pub(super) mod session;
+pub(super) mod webhooks;
 
 use pacerelle_core::Timestamp;
 use pacerelle_test_support::postgres::Cluster;
@@ -19,17 +20,19 @@ const T0: i64 = 1_800_000_000_000;
 /// One backend's fresh store, with the folder that holds its files.
 struct Backend {
     store: Store,
+    /// Where its database is: the SQLite file's path, or the PostgreSQL database's URL.
+    database: String,
     _dir: tempfile::TempDir,
 }
 
 /// A fresh store of each backend to test: SQLite always, PostgreSQL when a cluster is asked for.
 async fn backends() -> Vec<Backend> {
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let sqlite = SqliteStore::open(&dir.path().join("suite.db"))
-        .await
-        .expect("opens");
+    let path = dir.path().join("suite.db");
+    let sqlite = SqliteStore::open(&path).await.expect("opens");
     let mut all = vec![Backend {
         store: Store::Sqlite(sqlite),
+        database: path.display().to_string(),
         _dir: dir,
     }];
     match Cluster::from_env() {
@@ -39,6 +42,7 @@ async fn backends() -> Vec<Backend> {
             let postgres = PgStore::open(&url, dir.path()).await.expect("opens");
             all.push(Backend {
                 store: Store::Postgres(postgres),
+                database: url,
                 _dir: dir,
             });
         }
@@ -121,6 +125,56 @@ impl Backend {
             .fetch_one(p.pool())
             .await
             .expect("a row"),
+        }
+    }
+
+    /// The webhook secret of `agent_id` as stored, sealed.
+    async fn sealed_secret(&self, agent_id: &str) -> Vec<u8> {
+        match &self.store {
+            Store::Sqlite(s) => {
+                let agent_id = agent_id.to_string();
+                s.write(move |conn| {
+                    Ok(conn.query_row(
+                        "SELECT sealed_secret FROM webhooks WHERE agent_id = ?1",
+                        [&agent_id],
+                        |row| row.get(0),
+                    )?)
+                })
+                .await
+                .expect("sealed")
+            }
+            Store::Postgres(p) => {
+                sqlx::query_scalar("SELECT sealed_secret FROM webhooks WHERE agent_id = $1")
+                    .bind(agent_id)
+                    .fetch_one(p.pool())
+                    .await
+                    .expect("sealed")
+            }
+        }
+    }
+
+    /// Opens the store again as a relay that lost its webhook key: SQLite's file reopened once its key file is
+    /// deleted, PostgreSQL's database opened with a key in a new folder (another instance's). Each makes a new
+    /// key, that opens none of the secrets stored.
+    async fn lose_the_webhook_key(&mut self) {
+        self.store.close().await;
+        match &self.store {
+            Store::Sqlite(_) => {
+                std::fs::remove_file(self._dir.path().join(crate::at_rest::key::FILE_NAME))
+                    .expect("key lost");
+                let sqlite = SqliteStore::open(std::path::Path::new(&self.database))
+                    .await
+                    .expect("opens with a new key");
+                self.store = Store::Sqlite(sqlite);
+            }
+            Store::Postgres(_) => {
+                let dir = tempfile::tempdir().expect("a temporary directory");
+                let postgres = PgStore::open(&self.database, dir.path())
+                    .await
+                    .expect("opens with a new key");
+                self.store = Store::Postgres(postgres);
+                self._dir = dir;
+            }
         }
     }
 }
