@@ -3,6 +3,7 @@
 //! `postgres` step of `cargo xtask test`), on a fresh PostgreSQL database. What only one backend has — its
 //! migrations, its locks, two instances at once — stays in that backend's own tests.
 
+pub(super) mod push;
 pub(super) mod questions;
 pub(super) mod session;
 pub(super) mod webhooks;
@@ -175,6 +176,80 @@ impl Backend {
                 self.store = Store::Postgres(postgres);
                 self._dir = dir;
             }
+        }
+    }
+
+    /// Adds device `device_id` (an owner's, named `name`) to agent `agent_id`, with no token.
+    async fn add_device(&self, agent_id: &str, device_id: &str, name: &str) {
+        match &self.store {
+            Store::Sqlite(s) => {
+                let row = [agent_id, device_id, name].map(str::to_string);
+                s.write(move |conn| {
+                    conn.execute(
+                        "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
+                         VALUES (?2, ?1, ?3, 'owner', x'00', ?4)",
+                        rusqlite::params![row[0], row[1], row[2], T0],
+                    )?;
+                    Ok(())
+                })
+                .await
+                .expect("a device");
+            }
+            Store::Postgres(p) => {
+                sqlx::query(
+                    "INSERT INTO devices (device_id, agent_id, name, role, token_hash, created_at)
+                     VALUES ($2, $1, $3, 'owner', '\\x00', $4)",
+                )
+                .bind(agent_id)
+                .bind(device_id)
+                .bind(name)
+                .bind(T0)
+                .execute(p.pool())
+                .await
+                .expect("a device");
+            }
+        }
+    }
+
+    /// The push outbox as stored: (device, kind, urgency, topic, expiry) of each push, by device then as queued.
+    async fn push_outbox(&self) -> Vec<(String, String, String, Option<String>, i64)> {
+        const SQL: &str =
+            "SELECT device_id, kind, urgency, topic, expires_at FROM push_outbox ORDER BY device_id, push_id";
+        match &self.store {
+            Store::Sqlite(s) => s
+                .write(|conn| {
+                    let mut statement = conn.prepare(SQL)?;
+                    let rows = statement
+                        .query_map([], |r| {
+                            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                        })?
+                        .collect::<Result<Vec<_>, _>>()?;
+                    Ok(rows)
+                })
+                .await
+                .expect("the outbox"),
+            Store::Postgres(p) => sqlx::query_as(SQL).fetch_all(p.pool()).await.expect("the outbox"),
+        }
+    }
+
+    /// The endpoint of each push subscription stored, in order (one endpoint held twice shows twice).
+    async fn push_endpoints(&self) -> Vec<String> {
+        const SQL: &str = "SELECT endpoint FROM push_subscriptions ORDER BY endpoint";
+        match &self.store {
+            Store::Sqlite(s) => s
+                .write(|conn| {
+                    let mut statement = conn.prepare(SQL)?;
+                    let rows = statement
+                        .query_map([], |r| r.get(0))?
+                        .collect::<Result<Vec<_>, _>>()?;
+                    Ok(rows)
+                })
+                .await
+                .expect("the subscriptions"),
+            Store::Postgres(p) => sqlx::query_scalar(SQL)
+                .fetch_all(p.pool())
+                .await
+                .expect("the subscriptions"),
         }
     }
 }
