@@ -17,9 +17,11 @@
 //! The variable `PACERELLE_TEST_POSTGRES` (see `docs/testing.md`):
 //! - a `postgres://…` URL: an existing server, used as is (never started or stopped); each test database is
 //!   created there and left behind;
-//! - `start`: a cluster started by the test binary, once, shared by its tests ([`Cluster::from_env`]);
-//! - unset, empty or `off`: [`Cluster::from_env`] is `None` (callers run SQLite only); [`Cluster::shared`]
-//!   still starts one unless the value is `off`.
+//! - `start`: a cluster started by the test binary, once, shared by its tests;
+//! - unset or empty: the same for the tests that run on PostgreSQL besides SQLite ([`Cluster::shared`]), so
+//!   that a plain `cargo test` runs them; suites that run on one backend or the other ([`Cluster::requested`],
+//!   the relay's HTTP suite) take SQLite;
+//! - `off`: no cluster, and every caller runs SQLite only.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -129,22 +131,24 @@ impl Cluster {
         Self::start_with_fsync(true)
     }
 
-    /// The process-wide cluster if `PACERELLE_TEST_POSTGRES` asks for one: the server its URL names, or, for
-    /// `start`, one started on first use and shared by every test of this binary. `None` when the variable is
-    /// unset, empty or `off`: the caller then runs against SQLite only.
-    pub fn from_env() -> Option<&'static Cluster> {
+    /// The process-wide cluster, shared by every test of this binary: the server `PACERELLE_TEST_POSTGRES`
+    /// names (a `postgres://` URL), or else a throw-away cluster started on first use — for `start`, and also
+    /// when the variable is unset, so that a plain `cargo test` runs the PostgreSQL suites too (starting one
+    /// panics, saying what to install, where PostgreSQL is not). `None` only for `off`: the caller then runs
+    /// against SQLite only.
+    pub fn shared() -> Option<&'static Cluster> {
         match std::env::var(ENV).unwrap_or_default().as_str() {
-            "" | "off" => None,
+            "off" => None,
             _ => Some(shared_cluster()),
         }
     }
 
-    /// The process-wide cluster for tests of PostgreSQL itself (the schema, this harness), which run unless
-    /// asked not to: the server `PACERELLE_TEST_POSTGRES` names, or one started on first use, also when the
-    /// variable is unset. `None` only when it is `off`.
-    pub fn shared() -> Option<&'static Cluster> {
+    /// The process-wide cluster of [`Cluster::shared`], but only when `PACERELLE_TEST_POSTGRES` asks for it (a
+    /// `postgres://` URL, or `start`): for suites that run on one backend or the other (the relay's HTTP
+    /// suite), which take SQLite unless asked.
+    pub fn requested() -> Option<&'static Cluster> {
         match std::env::var(ENV).unwrap_or_default().as_str() {
-            "off" => None,
+            "" | "off" => None,
             _ => Some(shared_cluster()),
         }
     }

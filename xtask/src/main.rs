@@ -176,12 +176,26 @@ fn clippy(root: &Path) -> Result<()> {
     )
 }
 
+/// Every test suite on SQLite: `PACERELLE_TEST_POSTGRES=off`, since the `postgres` step runs what also runs
+/// on PostgreSQL (a plain `cargo test` would run it in this step too, once more).
 fn test(root: &Path) -> Result<()> {
     if TIMINGS.get().copied().unwrap_or(false) {
         return timed_test(root);
     }
-    run(root, "cargo", &["test", "--workspace"])
+    println!("$ {POSTGRES_OFF}=off cargo test --workspace");
+    let status = command(root, "cargo")
+        .args(["test", "--workspace"])
+        .env(POSTGRES_OFF, "off")
+        .status()
+        .context("could not start cargo")?;
+    if !status.success() {
+        bail!("`cargo test --workspace` {status}");
+    }
+    Ok(())
 }
+
+/// The variable that keeps the `test` step off PostgreSQL (`pacerelle_test_support::postgres::ENV`).
+const POSTGRES_OFF: &str = "PACERELLE_TEST_POSTGRES";
 
 /// Set by `cargo xtask test --timings`.
 static TIMINGS: OnceLock<bool> = OnceLock::new();
@@ -236,6 +250,7 @@ fn timed_test(root: &Path) -> Result<()> {
         let start = Instant::now();
         let out = command(&dir, &exe)
             .args(["-Zunstable-options", "--report-time"])
+            .env(POSTGRES_OFF, "off")
             .env("RUSTC_BOOTSTRAP", "1")
             .env("LD_LIBRARY_PATH", &library_path)
             .stderr(std::process::Stdio::inherit())
@@ -293,16 +308,17 @@ fn json_str(line: &str, key: &str) -> Option<String> {
     None
 }
 
-/// The relay's store tests and HTTP suite again, against PostgreSQL: a throw-away cluster started by the test
+/// What the `test` step leaves out (`off`), against PostgreSQL: the store's tests (each on SQLite and then on
+/// PostgreSQL), the schema's, and the relay's HTTP suite again, on a throw-away cluster started by the test
 /// support (`initdb` in a temporary folder, a free port, as `nobody` when run as root; `docs/testing.md`), a
 /// fresh database per relay. Then the CLI's tests of real `serve --database` processes (`store copy`, two
-/// instances), which skip without PostgreSQL. Both commands select `--workspace`, as the `test` step does, and
+/// instances, one relay's data in PostgreSQL). Both commands select `--workspace`, as the `test` step does, and
 /// narrow to targets and tests: cargo resolves features for the packages a command names, so `-p
 /// pacerelle-relay` would build the relay, the client and their dependencies a second time.
 fn postgres(root: &Path) -> Result<()> {
     for line in [
-        "test --workspace --lib --test relay",
-        "test --workspace --test it -- store_copy:: instances:: instances_webhooks::",
+        "test --workspace --lib --test relay --test postgres",
+        "test --workspace --test it -- store_copy:: instances:: instances_webhooks:: operations::serve_keeps_its_data_in_postgresql",
     ] {
         println!("$ PACERELLE_TEST_POSTGRES=start cargo {line}");
         let status = command(root, "cargo")

@@ -2,7 +2,7 @@
 //! by what is stored through the other (a task, an agent's reply, a device's answer), and an agent whose relay
 //! is killed (SIGKILL) while its wait is parked goes on through the other with no task lost or delivered twice,
 //! in the order they are stored, even when it is killed and restarted again and again under concurrent sends
-//! through both (a crash loop). Skipped without PostgreSQL (`PACERELLE_TEST_POSTGRES=start`).
+//! through both (a crash loop). Skipped with `PACERELLE_TEST_POSTGRES=off`.
 
 use crate::common;
 
@@ -105,8 +105,8 @@ async fn two_instances(cluster: &Cluster) -> Pair {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_wait_parked_on_one_serve_is_woken_by_a_task_sent_through_the_other() {
-    let Some(cluster) = Cluster::from_env() else {
-        eprintln!("skipped: two instances need PostgreSQL (PACERELLE_TEST_POSTGRES=start)");
+    let Some(cluster) = Cluster::shared() else {
+        eprintln!("skipped: PACERELLE_TEST_POSTGRES=off (two instances need PostgreSQL)");
         return;
     };
     let p = two_instances(cluster).await;
@@ -138,8 +138,8 @@ async fn a_wait_parked_on_one_serve_is_woken_by_a_task_sent_through_the_other() 
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_reply_stored_through_one_serve_wakes_a_conversation_parked_on_the_other() {
-    let Some(cluster) = Cluster::from_env() else {
-        eprintln!("skipped: two instances need PostgreSQL (PACERELLE_TEST_POSTGRES=start)");
+    let Some(cluster) = Cluster::shared() else {
+        eprintln!("skipped: PACERELLE_TEST_POSTGRES=off (two instances need PostgreSQL)");
         return;
     };
     let p = two_instances(cluster).await;
@@ -189,8 +189,8 @@ async fn a_reply_stored_through_one_serve_wakes_a_conversation_parked_on_the_oth
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_question_asked_through_one_serve_and_answered_through_the_other_is_approved() {
-    let Some(cluster) = Cluster::from_env() else {
-        eprintln!("skipped: two instances need PostgreSQL (PACERELLE_TEST_POSTGRES=start)");
+    let Some(cluster) = Cluster::shared() else {
+        eprintln!("skipped: PACERELLE_TEST_POSTGRES=off (two instances need PostgreSQL)");
         return;
     };
     let p = two_instances(cluster).await;
@@ -230,8 +230,8 @@ async fn a_question_asked_through_one_serve_and_answered_through_the_other_is_ap
 
 #[tokio::test(flavor = "multi_thread")]
 async fn an_agent_goes_on_through_the_other_serve_when_its_own_is_killed_with_no_loss_or_duplicate() {
-    let Some(cluster) = Cluster::from_env() else {
-        eprintln!("skipped: two instances need PostgreSQL (PACERELLE_TEST_POSTGRES=start)");
+    let Some(cluster) = Cluster::shared() else {
+        eprintln!("skipped: PACERELLE_TEST_POSTGRES=off (two instances need PostgreSQL)");
         return;
     };
     let Pair {
@@ -382,8 +382,8 @@ async fn a_crash_loop_of_one_serve_under_concurrent_sends_loses_and_repeats_noth
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::{Arc, Mutex};
 
-    let Some(cluster) = Cluster::from_env() else {
-        eprintln!("skipped: two instances need PostgreSQL (PACERELLE_TEST_POSTGRES=start)");
+    let Some(cluster) = Cluster::shared() else {
+        eprintln!("skipped: PACERELLE_TEST_POSTGRES=off (two instances need PostgreSQL)");
         return;
     };
     let Pair {

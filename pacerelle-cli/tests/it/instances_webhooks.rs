@@ -3,7 +3,7 @@
 //! a receiver in the test counts each event id exactly once. The docs promise "at least once", with a second
 //! delivery only after a crash between the receiver's 2xx and the relay's record of it; an orderly shutdown
 //! waits for an attempt in flight to be recorded (ADR 0002, decision 4), so no event may arrive twice here.
-//! Skipped without PostgreSQL (`PACERELLE_TEST_POSTGRES=start`).
+//! Skipped with `PACERELLE_TEST_POSTGRES=off`.
 
 use crate::common;
 
@@ -104,8 +104,8 @@ fn terminate(mut p: Proc) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn each_webhook_event_arrives_once_from_two_serves_each_restarted() {
-    let Some(cluster) = Cluster::from_env() else {
-        eprintln!("skipped: two instances need PostgreSQL (PACERELLE_TEST_POSTGRES=start)");
+    let Some(cluster) = Cluster::shared() else {
+        eprintln!("skipped: PACERELLE_TEST_POSTGRES=off (two instances need PostgreSQL)");
         return;
     };
     let database = cluster.fresh_database().await;

@@ -1,7 +1,7 @@
 //! `pacerelle store copy`: a relay that ran on SQLite, stopped, copied into PostgreSQL (once killed midway, then
 //! again, then a third time for nothing), and started with `serve --database`: the agent and the device go on
 //! with the same inbox, conversation, cursors and answers. Real processes, a real PostgreSQL (skipped without
-//! one: `PACERELLE_TEST_POSTGRES=start`).
+//! one, or with `PACERELLE_TEST_POSTGRES=off`).
 
 use crate::common;
 
@@ -66,8 +66,8 @@ fn stop(relay: &mut Proc) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_sqlite_relay_moves_to_postgresql_and_goes_on_with_the_same_cursors() {
-    let Some(cluster) = Cluster::from_env() else {
-        eprintln!("skipped: store copy needs PostgreSQL (PACERELLE_TEST_POSTGRES=start)");
+    let Some(cluster) = Cluster::shared() else {
+        eprintln!("skipped: PACERELLE_TEST_POSTGRES=off (store copy needs PostgreSQL)");
         return;
     };
     let database = cluster.fresh_database().await;

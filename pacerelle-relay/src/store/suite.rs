@@ -1,13 +1,16 @@
 //! The store's tests written once: each runs through [`Store`], the interface both backends share, on a fresh
-//! SQLite file and then, when `PACERELLE_TEST_POSTGRES` asks for a cluster (`Cluster::from_env`; the
-//! `postgres` step of `cargo xtask test`), on a fresh PostgreSQL database. What only one backend has — its
-//! migrations, its locks, two instances at once — stays in that backend's own tests.
+//! SQLite file and then on a fresh PostgreSQL database (`Cluster::shared`: unless `PACERELLE_TEST_POSTGRES=off`,
+//! as in the `test` step of `cargo xtask test`, whose `postgres` step runs them). What only one backend has —
+//! its migrations, its locks, two instances at once — stays in that backend's own tests.
 
 pub(super) mod messages;
+pub(super) mod push;
 pub(super) mod questions;
 mod retention;
+pub(super) mod session;
 mod status;
 mod updates;
+pub(super) mod webhooks;
 
 use pacerelle_test_support::postgres::Cluster;
 
@@ -16,7 +19,7 @@ use pacerelle_core::wire::ItemState;
 
 use super::postgres::PgStore;
 use super::sqlite::SqliteStore;
-use super::{NewUpdate, Purged, Store};
+use super::{NewUpdate, Purged, Registered, Store};
 use crate::config::Retention;
 
 /// The tests' "now".
@@ -25,32 +28,24 @@ const T0: i64 = 1_800_000_000_000;
 /// One backend's fresh store, with the folder that holds its files.
 pub(in crate::store) struct Backend {
     store: Store,
+    /// Where its database is: the SQLite file's path, or the PostgreSQL database's URL.
+    database: String,
     dir: tempfile::TempDir,
 }
 
-/// A fresh store of each backend to test: SQLite always, PostgreSQL when a cluster is asked for.
+/// A fresh store of each backend to test: SQLite always, PostgreSQL unless `PACERELLE_TEST_POSTGRES=off`.
 async fn backends() -> Vec<Backend> {
     let dir = tempfile::tempdir().expect("a temporary directory");
-    let sqlite = SqliteStore::open(&dir.path().join("suite.db"))
-        .await
-        .expect("opens");
+    let path = dir.path().join("suite.db");
+    let sqlite = SqliteStore::open(&path).await.expect("opens");
     let mut all = vec![Backend {
         store: Store::Sqlite(sqlite),
+        database: path.display().to_string(),
         dir,
     }];
-    match Cluster::from_env() {
-        Some(cluster) => {
-            let url = cluster.fresh_database().await;
-            let dir = tempfile::tempdir().expect("a temporary directory");
-            let postgres = PgStore::open(&url, dir.path()).await.expect("opens");
-            all.push(Backend {
-                store: Store::Postgres(postgres),
-                dir,
-            });
-        }
-        None => println!(
-            "PostgreSQL skipped: set PACERELLE_TEST_POSTGRES=start (or a postgres:// URL) to run it too"
-        ),
+    match Cluster::shared() {
+        Some(cluster) => all.push(Backend::postgres(cluster.fresh_database().await).await),
+        None => println!("PostgreSQL skipped: PACERELLE_TEST_POSTGRES=off"),
     }
     all
 }
@@ -64,14 +59,42 @@ impl Backend {
         }
     }
 
-    /// `store`, with the folder of its files: for a backend's own tests, which open their store themselves.
-    pub(in crate::store) fn of(store: Store, dir: tempfile::TempDir) -> Backend {
-        Backend { store, dir }
+    /// `store`, whose database is `database` (the SQLite file's path or the PostgreSQL URL), with the folder
+    /// of its files: for a backend's own tests, which open their store themselves.
+    pub(in crate::store) fn of(store: Store, database: String, dir: tempfile::TempDir) -> Backend {
+        Backend { store, database, dir }
+    }
+
+    /// A PostgreSQL store on the database at `url`, its files (the webhook key) in a new folder; also for the
+    /// backend's own tests, which take its [`PgStore`] with [`Backend::pg`].
+    pub(in crate::store) async fn postgres(url: String) -> Backend {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let postgres = PgStore::open(&url, dir.path()).await.expect("opens");
+        Backend::of(Store::Postgres(postgres), url, dir)
+    }
+
+    /// The PostgreSQL store of a backend made by [`Backend::postgres`].
+    pub(in crate::store) fn pg(&self) -> &PgStore {
+        match &self.store {
+            Store::Postgres(p) => p,
+            Store::Sqlite(_) => panic!("a SQLite backend where PostgreSQL's was expected"),
+        }
     }
 
     /// The folder that holds the store's files (its webhook key), for a second instance on the same database.
     pub(in crate::store) fn dir(&self) -> &tempfile::TempDir {
         &self.dir
+    }
+
+    /// The store, with agent `ag_1` registered (at `T0`).
+    async fn with_agent(&self) -> Store {
+        let registered = self
+            .store
+            .register_agent("ag_1", "laptop", &[1; 32], Timestamp(T0))
+            .await
+            .expect("stored");
+        assert!(matches!(registered, Registered::Created(_)), "{}", self.name());
+        self.store.clone()
     }
 
     /// Adds devices `dv_1` (phone) and `dv_2` (tablet) to agent `ag_1`, with no token: rows the interface only
@@ -285,6 +308,96 @@ impl Backend {
             .fetch_one(p.pool())
             .await
             .expect("a row"),
+        }
+    }
+    /// The webhook secret of `agent_id` as stored, sealed.
+    async fn sealed_secret(&self, agent_id: &str) -> Vec<u8> {
+        match &self.store {
+            Store::Sqlite(s) => {
+                let agent_id = agent_id.to_string();
+                s.write(move |conn| {
+                    Ok(conn.query_row(
+                        "SELECT sealed_secret FROM webhooks WHERE agent_id = ?1",
+                        [&agent_id],
+                        |row| row.get(0),
+                    )?)
+                })
+                .await
+                .expect("sealed")
+            }
+            Store::Postgres(p) => {
+                sqlx::query_scalar("SELECT sealed_secret FROM webhooks WHERE agent_id = $1")
+                    .bind(agent_id)
+                    .fetch_one(p.pool())
+                    .await
+                    .expect("sealed")
+            }
+        }
+    }
+
+    /// Opens the store again as a relay that lost its webhook key: SQLite's file reopened once its key file is
+    /// deleted, PostgreSQL's database opened with a key in a new folder (another instance's). Each makes a new
+    /// key, that opens none of the secrets stored.
+    async fn lose_the_webhook_key(&mut self) {
+        self.store.close().await;
+        match &self.store {
+            Store::Sqlite(_) => {
+                std::fs::remove_file(self.dir.path().join(crate::at_rest::key::FILE_NAME)).expect("key lost");
+                let sqlite = SqliteStore::open(std::path::Path::new(&self.database))
+                    .await
+                    .expect("opens with a new key");
+                self.store = Store::Sqlite(sqlite);
+            }
+            Store::Postgres(_) => {
+                let dir = tempfile::tempdir().expect("a temporary directory");
+                let postgres = PgStore::open(&self.database, dir.path())
+                    .await
+                    .expect("opens with a new key");
+                self.store = Store::Postgres(postgres);
+                self.dir = dir;
+            }
+        }
+    }
+
+    /// The push outbox as stored: (device, kind, urgency, topic, expiry) of each push, by device then as queued.
+    async fn push_outbox(&self) -> Vec<(String, String, String, Option<String>, i64)> {
+        const SQL: &str =
+            "SELECT device_id, kind, urgency, topic, expires_at FROM push_outbox ORDER BY device_id, push_id";
+        match &self.store {
+            Store::Sqlite(s) => s
+                .write(|conn| {
+                    let mut statement = conn.prepare(SQL)?;
+                    let rows = statement
+                        .query_map([], |r| {
+                            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+                        })?
+                        .collect::<Result<Vec<_>, _>>()?;
+                    Ok(rows)
+                })
+                .await
+                .expect("the outbox"),
+            Store::Postgres(p) => sqlx::query_as(SQL).fetch_all(p.pool()).await.expect("the outbox"),
+        }
+    }
+
+    /// The endpoint of each push subscription stored, in order (one endpoint held twice shows twice).
+    async fn push_endpoints(&self) -> Vec<String> {
+        const SQL: &str = "SELECT endpoint FROM push_subscriptions ORDER BY endpoint";
+        match &self.store {
+            Store::Sqlite(s) => s
+                .write(|conn| {
+                    let mut statement = conn.prepare(SQL)?;
+                    let rows = statement
+                        .query_map([], |r| r.get(0))?
+                        .collect::<Result<Vec<_>, _>>()?;
+                    Ok(rows)
+                })
+                .await
+                .expect("the subscriptions"),
+            Store::Postgres(p) => sqlx::query_scalar(SQL)
+                .fetch_all(p.pool())
+                .await
+                .expect("the subscriptions"),
         }
     }
 }

@@ -119,7 +119,7 @@ pub async fn start_in(dir: TempDir, settings: WebhookSettings) -> TestRelay {
 
 /// Whether this run uses PostgreSQL (`PACERELLE_TEST_POSTGRES`).
 pub fn on_postgres() -> bool {
-    pacerelle_test_support::postgres::Cluster::from_env().is_some()
+    pacerelle_test_support::postgres::Cluster::requested().is_some()
 }
 
 /// `true` (and a line saying so) when the test must be skipped because it reads or changes the SQLite file
@@ -135,7 +135,7 @@ pub fn sqlite_only(why: &str) -> bool {
 /// The PostgreSQL database of the relay whose folder is `dir`: a fresh one the first time, then the same one
 /// (a relay restarted on the same folder finds its data), remembered in a file of the folder.
 async fn database_of(dir: &TempDir) -> Option<String> {
-    let cluster = pacerelle_test_support::postgres::Cluster::from_env()?;
+    let cluster = pacerelle_test_support::postgres::Cluster::requested()?;
     let file = dir.path().join("postgres-url");
     if let Ok(url) = std::fs::read_to_string(&file) {
         return Some(url);

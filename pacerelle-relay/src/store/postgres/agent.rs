@@ -168,8 +168,8 @@ pub(super) mod tests {
     /// A store on a fresh database of the test cluster, with one agent, `ag_1`; `None` (the test then passes
     /// without running, saying so) unless `PACERELLE_TEST_POSTGRES` names or asks for a cluster.
     pub(in super::super) async fn store() -> Option<(PgStore, tempfile::TempDir)> {
-        let Some(cluster) = Cluster::from_env() else {
-            println!("skipped: set PACERELLE_TEST_POSTGRES=start (or a postgres:// URL) to run it");
+        let Some(cluster) = Cluster::shared() else {
+            println!("skipped: PACERELLE_TEST_POSTGRES=off");
             return None;
         };
         let dir = tempfile::tempdir().expect("a temporary directory");

@@ -532,17 +532,13 @@ pub(super) mod tests {
     /// devices `dv_1` (phone) and `dv_2` (tablet), agent `ag_2` with `dv_3`; with the suite's backend, which
     /// holds its folder. `None` (said on stdout) when no cluster is asked for.
     pub(in super::super) async fn store() -> Option<(PgStore, Backend)> {
-        let Some(cluster) = Cluster::from_env() else {
-            println!("skipped: set PACERELLE_TEST_POSTGRES=start (or a postgres:// URL) to run it");
+        let Some(cluster) = Cluster::shared() else {
+            println!("skipped: PACERELLE_TEST_POSTGRES=off");
             return None;
         };
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let store = PgStore::open(&cluster.fresh_database().await, dir.path())
-            .await
-            .expect("opens");
-        let backend = Backend::of(Store::Postgres(store.clone()), dir);
+        let backend = Backend::postgres(cluster.fresh_database().await).await;
         two_agents(&backend).await;
-        Some((store, backend))
+        Some((backend.pg().clone(), backend))
     }
 
     impl PgStore {

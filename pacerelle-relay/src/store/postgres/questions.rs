@@ -746,8 +746,8 @@ pub(super) mod tests {
 
     /// A new, empty database of the test cluster, or `None` (said on stdout) when no cluster is asked for.
     pub(in super::super) async fn database() -> Option<String> {
-        let Some(cluster) = Cluster::from_env() else {
-            println!("skipped: set PACERELLE_TEST_POSTGRES=start (or a postgres:// URL) to run it");
+        let Some(cluster) = Cluster::shared() else {
+            println!("skipped: PACERELLE_TEST_POSTGRES=off");
             return None;
         };
         Some(cluster.fresh_database().await)
@@ -763,11 +763,9 @@ pub(super) mod tests {
     /// instance) can open the same database with the same key.
     pub(in super::super) async fn store() -> Option<(PgStore, String, Backend)> {
         let url = database().await?;
-        let dir = tempfile::tempdir().expect("a temporary directory");
-        let store = open(&url, &dir).await;
-        let backend = Backend::of(Store::Postgres(store.clone()), dir);
+        let backend = Backend::postgres(url.clone()).await;
         ask_ready(&backend).await;
-        Some((store, url, backend))
+        Some((backend.pg().clone(), url, backend))
     }
 
     /// [`put`] at [`T0`] on this store.

@@ -394,256 +394,104 @@ impl PgStore {
 
 #[cfg(test)]
 mod tests {
-    //! The SQLite file's tests, and the claim that lets several instances deliver: each runs on a fresh
-    //! database of the test cluster when `PACERELLE_TEST_POSTGRES` asks for one, and passes saying it was
-    //! skipped otherwise.
+    //! The claim that lets several instances deliver, on a fresh database of the test cluster when
+    //! `PACERELLE_TEST_POSTGRES` asks for one, passing with a word that it was skipped otherwise. The tests both
+    //! backends share are in `crate::store::suite::webhooks`.
 
-    use super::super::questions::tests::{database, futures_join, open};
+    use super::super::questions::tests::{T0, database, futures_join, open};
     use super::*;
+    use crate::store::Store;
+    use crate::store::suite::webhooks::{backlog, cancelled, due_questions, pair, with_webhook};
 
-    /// Agents `ag_1` and `ag_2` with a webhook; also the database's URL, for a second instance.
-    async fn two_agents() -> Option<(PgStore, String, tempfile::TempDir)> {
-        let url = database().await?;
+    #[tokio::test]
+    async fn the_due_read_claims_each_agents_first_event_until_its_outcome_or_the_claim_lapses() {
+        let Some(url) = database().await else {
+            return;
+        };
         let dir = tempfile::tempdir().expect("a temporary directory");
-        let store = open(&url, &dir).await;
-        for (agent, hash) in [("ag_1", [1; 32]), ("ag_2", [2; 32])] {
-            store
-                .register_agent(agent, agent, &hash, Timestamp(1))
-                .await
-                .expect("registered");
-            store
-                .set_webhook(
-                    agent,
-                    "http://127.0.0.1:9/hook",
-                    "whsec_0123456789abcdef",
-                    Timestamp(2),
-                )
-                .await
-                .expect("set");
-        }
-        Some((store, url, dir))
-    }
-
-    /// A cancelled question `question` of `agent` and its event queued through [`queue_event`], as the
-    /// question's transaction does.
-    async fn queue(store: &PgStore, agent: &str, question: &str, at: i64) -> bool {
-        let mut tx = store.pool.begin().await.expect("a transaction");
-        super::super::lock_agent(&mut tx, agent).await.expect("locked");
-        let seq: i64 = sqlx::query_scalar(
-            "INSERT INTO items (agent_id, kind, item_id, envelope, created_at)
-             VALUES ($1, 'question', $2, 'AA', $3) RETURNING seq",
-        )
-        .bind(agent)
-        .bind(question)
-        .bind(at)
-        .fetch_one(&mut *tx)
-        .await
-        .expect("an item");
-        sqlx::query(
-            "INSERT INTO questions (item_seq, agent_id, kind, state, expires_at, closed_at)
-             VALUES ($1, $2, 'yes_no', 'cancelled', $3, $3)",
-        )
-        .bind(seq)
-        .bind(agent)
-        .bind(at + 1_000)
-        .execute(&mut *tx)
-        .await
-        .expect("a question");
-        let queued = queue_event(&mut tx, agent, seq, "question.cancelled", Timestamp(at))
-            .await
-            .expect("queued");
-        tx.commit().await.expect("committed");
-        queued
-    }
-
-    fn questions(due: Vec<DueEvent>) -> Vec<(String, String)> {
-        due.into_iter()
-            .map(|e| {
-                let event: WebhookEvent = serde_json::from_str(&e.body).expect("the body");
-                (e.agent_id, event.question.question_id)
-            })
-            .collect()
-    }
-
-    fn pair(agent: &str, question: &str) -> (String, String) {
-        (agent.to_string(), question.to_string())
-    }
-
-    #[tokio::test]
-    async fn the_oldest_pending_events_beyond_the_cap_are_dropped_in_the_queueing_transaction() {
-        let Some((store, _url, _dir)) = two_agents().await else {
-            return;
-        };
-        store.set_max_pending_events(3).await.expect("cap");
-        for i in 1..=5 {
-            assert!(queue(&store, "ag_1", &format!("q{i}"), 10 + i).await);
-        }
-        queue(&store, "ag_2", "other", 20).await;
-        let log = store.deliveries("ag_1", 10).await.expect("log");
-        let states: Vec<(&str, &str)> = log
-            .iter()
-            .map(|d| (d.question_id.as_str(), d.state.as_str()))
-            .collect();
-        assert_eq!(
-            states,
-            [
-                ("q5", "pending"),
-                ("q4", "pending"),
-                ("q3", "pending"),
-                ("q2", "failed"),
-                ("q1", "failed"),
-            ]
-        );
-        let dropped = &log[4];
-        assert!(dropped.next_attempt_at.is_none());
-        assert!(
-            dropped
-                .last_error
-                .as_deref()
-                .is_some_and(|e| e.starts_with(DROPPED) && e.contains("(3 pending events at most")),
-            "{dropped:?}"
-        );
-        assert_eq!(
-            store.deliveries("ag_2", 10).await.expect("log")[0].state,
-            "pending"
-        );
-
-        // A dropped event whose attempt was under way and is answered 2xx is delivered; a given-up one is not.
-        store
-            .event_delivered(&dropped.event_id, 200, Timestamp(30))
-            .await
-            .expect("recorded");
-        store
-            .event_attempt_failed(
-                &log[0].event_id,
-                Some(500),
-                "the receiver answered HTTP 500",
-                None,
-            )
-            .await
-            .expect("given up");
-        store
-            .event_delivered(&log[0].event_id, 200, Timestamp(31))
-            .await
-            .expect("recorded");
-        let after = store.deliveries("ag_1", 10).await.expect("log");
-        assert_eq!(after[4].state, "delivered");
-        assert!(after[4].last_error.is_none());
-        assert_eq!(after[0].state, "failed");
-        assert_eq!((after[0].attempts, after[0].last_status), (1, Some(500)));
-
-        // A lower cap at the next start drops the excess with the next event queued.
-        store.set_max_pending_events(1).await.expect("cap");
-        queue(&store, "ag_1", "q6", 40).await;
-        let pending: Vec<String> = store
-            .deliveries("ag_1", 10)
-            .await
-            .expect("log")
-            .into_iter()
-            .filter(|d| d.state == "pending")
-            .map(|d| d.question_id)
-            .collect();
-        assert_eq!(pending, ["q6"]);
-    }
-
-    #[tokio::test]
-    async fn the_due_read_claims_each_agents_first_event_and_skips_the_busy() {
-        let Some((store, _url, _dir)) = two_agents().await else {
-            return;
-        };
-        for i in 1..=4 {
-            queue(&store, "ag_1", &format!("a{i}"), 10 + i).await;
-        }
-        queue(&store, "ag_2", "b1", 20).await;
-        let now = Timestamp(100);
-        // ag_1 in flight: its backlog is left out of the read.
+        let store = Store::Postgres(open(&url, &dir).await);
+        backlog(&store).await;
+        let now = Timestamp(T0 + 100);
         let busy = ["ag_1".to_string()];
-        assert_eq!(
-            store.next_event_due(&busy).await.expect("next"),
-            Some(Timestamp(20)),
-            "the next due of an agent not in flight"
-        );
-        let both = ["ag_1".to_string(), "ag_2".to_string()];
-        assert!(store.due_events(now, &both, 10).await.expect("due").is_empty());
-        assert_eq!(store.next_event_due(&both).await.expect("next"), None);
         // The most overdue first, one per agent: an agent's is its event due first.
         let due = store.due_events(now, &[], 10).await.expect("due");
         assert!(
             matches!(&due[0].target, Target::Webhook { secret, .. } if secret == "whsec_0123456789abcdef")
         );
-        assert_eq!(questions(due), [pair("ag_1", "a1"), pair("ag_2", "b1")]);
+        assert_eq!(due_questions(due), [pair("ag_1", "a1"), pair("ag_2", "b1")]);
         // Claimed: no read takes them again until their claim lapses; the agent's next one is due.
         let claim = i64::try_from(CLAIM.as_millis()).expect("millis");
         assert_eq!(
-            questions(store.due_events(now, &[], 10).await.expect("due")),
+            due_questions(store.due_events(now, &[], 10).await.expect("due")),
             [pair("ag_1", "a2")]
         );
         for next in ["a3", "a4"] {
             assert_eq!(
-                questions(store.due_events(now, &[], 10).await.expect("due")),
+                due_questions(store.due_events(now, &[], 10).await.expect("due")),
                 [pair("ag_1", next)]
             );
         }
         assert!(store.due_events(now, &[], 10).await.expect("due").is_empty());
         let log = store.deliveries("ag_2", 1).await.expect("log");
-        assert_eq!(log[0].next_attempt_at, Some(Timestamp(100 + claim)));
+        assert_eq!(log[0].next_attempt_at, Some(now.plus_millis(claim)));
         // The attempt's outcome replaces the claim.
         store
-            .event_attempt_failed(&log[0].event_id, None, "connection refused", Some(Timestamp(150)))
+            .event_attempt_failed(
+                &log[0].event_id,
+                None,
+                "connection refused",
+                Some(Timestamp(T0 + 150)),
+            )
             .await
             .expect("recorded");
         assert_eq!(
             store.next_event_due(&busy).await.expect("next"),
-            Some(Timestamp(150))
+            Some(Timestamp(T0 + 150))
         );
         assert!(
             store
-                .due_events(Timestamp(149), &busy, 10)
+                .due_events(Timestamp(T0 + 149), &busy, 10)
                 .await
                 .expect("due")
                 .is_empty()
         );
-        let again = store.due_events(Timestamp(150), &busy, 10).await.expect("due");
+        let again = store
+            .due_events(Timestamp(T0 + 150), &busy, 10)
+            .await
+            .expect("due");
         assert_eq!(again.len(), 1);
         assert_eq!(again[0].attempts, 1);
         // A lapsed claim (its instance stopped mid-attempt) is due again.
         let lapsed = store
-            .due_events(Timestamp(100 + claim), &[], 10)
+            .due_events(now.plus_millis(claim), &[], 10)
             .await
             .expect("due");
-        assert_eq!(questions(lapsed), [pair("ag_1", "a1")]);
+        assert_eq!(due_questions(lapsed), [pair("ag_1", "a1")]);
     }
 
     #[tokio::test]
     async fn two_instances_reading_at_once_never_claim_the_same_event() {
-        let Some((store, url, dir)) = two_agents().await else {
+        let Some(url) = database().await else {
             return;
         };
-        let agents: Vec<String> = (0..30).map(|i| format!("ag_m{i}")).collect();
-        for (i, agent) in agents.iter().enumerate() {
-            let hash = [u8::try_from(i + 10).expect("small"); 32];
-            store
-                .register_agent(agent, agent, &hash, Timestamp(1))
-                .await
-                .expect("registered");
-            store
-                .set_webhook(
-                    agent,
-                    "http://127.0.0.1:9/hook",
-                    "whsec_0123456789abcdef",
-                    Timestamp(2),
-                )
-                .await
-                .expect("set");
-            queue(&store, agent, &format!("{agent}_q"), 10).await;
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let first = open(&url, &dir).await;
+        let store = Store::Postgres(first.clone());
+        for i in 0..30 {
+            let agent = format!("ag_m{i}");
+            with_webhook(&store, &agent, u8::try_from(i + 10).expect("small")).await;
+            cancelled(&store, &agent, &format!("{agent}_q"), 10).await;
         }
         let other = open(&url, &dir).await;
         let mut reads = Vec::new();
-        for instance in [store.clone(), other.clone(), store.clone(), other] {
+        for instance in [first.clone(), other.clone(), first, other] {
             reads.push(tokio::spawn(async move {
                 let mut got = Vec::new();
                 loop {
-                    let due = instance.due_events(Timestamp(100), &[], 4).await.expect("due");
+                    let due = instance
+                        .due_events(Timestamp(T0 + 100), &[], 4)
+                        .await
+                        .expect("due");
                     if due.is_empty() {
                         return got;
                     }
@@ -659,61 +507,6 @@ mod tests {
             (total, claimed.len()),
             (30, 30),
             "each event claimed once, by one reader"
-        );
-    }
-
-    #[tokio::test]
-    async fn a_removed_webhook_fails_its_pending_events_and_queues_no_more() {
-        let Some((store, _url, _dir)) = two_agents().await else {
-            return;
-        };
-        queue(&store, "ag_1", "q1", 10).await;
-        let removed = store.delete_webhook("ag_1").await.expect("removed");
-        assert!(removed.url.is_none());
-        assert!(store.webhook("ag_1").await.expect("read").url.is_none());
-        let log = store.deliveries("ag_1", 10).await.expect("log");
-        assert_eq!(log[0].state, "failed");
-        assert_eq!(log[0].last_error.as_deref(), Some("the webhook was removed"));
-        assert!(!queue(&store, "ag_1", "q2", 11).await, "no webhook, no event");
-        let info = store.webhook("ag_2").await.expect("read");
-        assert_eq!(
-            (info.url.as_deref(), info.updated_at),
-            (Some("http://127.0.0.1:9/hook"), Some(Timestamp(2)))
-        );
-    }
-
-    #[tokio::test]
-    async fn a_secret_sealed_with_a_lost_key_is_unreadable_not_an_error() {
-        let Some((store, url, _dir)) = two_agents().await else {
-            return;
-        };
-        queue(&store, "ag_1", "q1", 10).await;
-        let elsewhere = tempfile::tempdir().expect("a temporary directory");
-        let other_key = open(&url, &elsewhere).await;
-        let due = other_key.due_events(Timestamp(20), &[], 10).await.expect("due");
-        assert!(matches!(due[0].target, Target::Unreadable));
-        let stored: Vec<u8> =
-            sqlx::query_scalar("SELECT sealed_secret FROM webhooks WHERE agent_id = 'ag_1'")
-                .fetch_one(&store.pool)
-                .await
-                .expect("sealed");
-        assert!(!stored.windows(6).any(|w| w == b"whsec_"), "never in clear");
-        other_key
-            .set_webhook(
-                "ag_1",
-                "http://127.0.0.1:9/hook",
-                "whsec_set_again_0123456",
-                Timestamp(30),
-            )
-            .await
-            .expect("set again");
-        let claim = i64::try_from(CLAIM.as_millis()).expect("millis");
-        let due = other_key
-            .due_events(Timestamp(20 + claim), &[], 10)
-            .await
-            .expect("due");
-        assert!(
-            matches!(&due[0].target, Target::Webhook { secret, .. } if secret == "whsec_set_again_0123456")
         );
     }
 }

@@ -435,7 +435,7 @@ mod tests {
         }
         pool.close().await;
         let store = SqliteStore::open(&path).await.expect("migrated");
-        let backend = Backend::of(Store::Sqlite(store.clone()), dir);
+        let backend = Backend::of(Store::Sqlite(store.clone()), path.display().to_string(), dir);
         assert_eq!(backend.pending_both_ways("ag_1").await, (1, 1));
         store
             .mark_processed("ag_1", "m3", Timestamp(T0))
