@@ -56,7 +56,14 @@ async fn send(store: PgStore, instance: String, mut queued: mpsc::UnboundedRecei
         for key in &mut keys {
             *key = format!("{instance}|{key}");
         }
-        let sent = sqlx::query("SELECT pg_notify($1, k) FROM unnest($2::text[]) AS k")
+        // Committed without waiting for the disk (`synchronous_commit` off for this transaction alone): a
+        // notification is delivered at commit all the same, and a wake-up is no data to keep — one lost in a
+        // crash is made good by the listeners, which wake every waiter when they listen again. Waiting would
+        // cost a synced commit per publication, and hold PostgreSQL's one lock on the notification queue
+        // (which every notifying commit takes) through it.
+        let sent = sqlx::query(
+            "SELECT pg_notify($1, k) FROM set_config('synchronous_commit', 'off', true) AS c, unnest($2::text[]) AS k",
+        )
             .bind(CHANNEL)
             .bind(&keys)
             .execute(&store.pool)
