@@ -318,7 +318,7 @@ fn json_str(line: &str, key: &str) -> Option<String> {
 fn postgres(root: &Path) -> Result<()> {
     for line in [
         "test --workspace --lib --test relay --test postgres",
-        "test --workspace --test it -- store_copy:: instances:: instances_webhooks:: operations::serve_keeps_its_data_in_postgresql",
+        "test --workspace --test it -- store_copy:: instances:: instances_outboxes:: operations::serve_keeps_its_data_in_postgresql",
     ] {
         println!("$ PACERELLE_TEST_POSTGRES=start cargo {line}");
         let status = command(root, "cargo")

@@ -20,7 +20,7 @@ mod hook;
 mod hook_skill;
 mod input;
 mod instances;
-mod instances_webhooks;
+mod instances_outboxes;
 mod long_text;
 mod operations;
 mod partner;
