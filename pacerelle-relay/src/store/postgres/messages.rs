@@ -550,13 +550,6 @@ pub(super) mod tests {
         }
     }
 
-    async fn count(store: &PgStore, sql: &'static str) -> i64 {
-        sqlx::query_scalar(sql)
-            .fetch_one(&store.pool)
-            .await
-            .expect("counts")
-    }
-
     fn envelope(device_id: &str, envelope: &str) -> DeviceEnvelope {
         DeviceEnvelope {
             device_id: device_id.into(),
@@ -566,58 +559,6 @@ pub(super) mod tests {
 
     /// Stays here: on SQLite the delivered mark's write may reach the writer after the wait's settling write
     /// (it is spawned), so that a wait at once may not yet see it.
-    #[tokio::test]
-    async fn a_task_handed_out_again_says_redelivered_at_once() {
-        let Some((pg, _backend)) = store().await else {
-            return;
-        };
-        let store = &Store::Postgres(pg.clone());
-        for round in 0..20 {
-            let task = send(store, &format!("m{round}")).await;
-            let after = Cursor(task.cursor.seq() - 1);
-            let read = store
-                .wait_read("ag_1", None, after, 10, Timestamp(T0))
-                .await
-                .expect("reads");
-            assert_eq!(read.messages.len(), 1);
-            assert!(!read.messages[0].redelivered, "round {round}: first delivery");
-            store.mark_delivered("ag_1", after, task.cursor, Timestamp(T0 + 1));
-            // At once, as an agent that restarts: the mark, not yet committed, is waited for.
-            let read = store
-                .wait_read("ag_1", None, after, 10, Timestamp(T0 + 2))
-                .await
-                .expect("reads");
-            assert!(read.messages[0].redelivered, "round {round}: handed out again");
-        }
-        let delivered = count(
-            &pg,
-            "SELECT COUNT(*) FROM items WHERE kind = 'message' AND delivered_at IS NOT NULL",
-        )
-        .await;
-        assert_eq!(delivered, 20);
-        // A processed task keeps no mark from a later delivery of the range.
-        send(store, "late").await;
-        store
-            .mark_processed("ag_1", "late", Timestamp(T0 + 3))
-            .await
-            .expect("ok");
-        store.mark_delivered(
-            "ag_1",
-            Cursor::START,
-            store.global_head().await.expect("ok"),
-            Timestamp(T0 + 4),
-        );
-        store
-            .wait_read("ag_1", None, Cursor::START, 1, Timestamp(T0 + 5))
-            .await
-            .expect("reads after the mark");
-        let late: Option<i64> = sqlx::query_scalar("SELECT delivered_at FROM items WHERE item_id = 'late'")
-            .fetch_one(&pg.pool)
-            .await
-            .expect("reads");
-        assert_eq!(late, None);
-    }
-
     /// Transaction A of `ag_1` holds the agent's lock and has drawn its seq, not yet committed, while B (a
     /// write of `ab`: a task or a reply) runs: B must draw its seq after A commits, or a reader's cursor
     /// could pass A's item before it commits. (A task would also wait for A in the trigger that counts it, but

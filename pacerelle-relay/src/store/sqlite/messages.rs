@@ -95,13 +95,13 @@ impl SqliteStore {
         .await
     }
 
-    /// Returns once no delivered mark of this agent beyond `after` is queued in the writer: an empty write goes
-    /// through the writer behind them. Nothing to wait for in the usual case.
-    pub(crate) async fn settle_marks(&self, agent_id: &str, after: i64) -> Result<()> {
+    /// Returns once no delivered mark of this agent beyond `after` is pending: each signals when its write
+    /// has committed. Nothing to wait for in the usual case. (An empty write queued behind them, as this once
+    /// was, could reach the writer first: a mark is queued by a task of its own, which may not have run yet.)
+    pub(crate) async fn settle_marks(&self, agent_id: &str, after: i64) {
         if self.marks.pending_beyond(agent_id, after) {
-            self.write(|_| Ok(())).await?;
+            self.marks.settle(agent_id, after).await;
         }
-        Ok(())
     }
 
     /// One step of the agent's long-poll, read in one snapshot on one read connection: the lease and the
@@ -123,7 +123,7 @@ impl SqliteStore {
         // A delivered mark not yet committed for tasks this read may return again: let it commit first, so that
         // their `redelivered` flag is exact (an agent that restarts at once). Not on the hot path: an agent that
         // goes on from its cursor reads beyond every mark it caused.
-        self.settle_marks(&agent_id, seq_of(after)).await?;
+        self.settle_marks(&agent_id, seq_of(after)).await;
         self.read_now(move |conn| {
             let after = seq_of(after);
             let lease = session::lease_on(conn, &agent_id, now)?;

@@ -605,3 +605,59 @@ async fn a_cursor_never_skips_an_item_that_commits_later() {
         );
     }
 }
+
+#[tokio::test]
+async fn a_task_handed_out_again_says_redelivered_at_once() {
+    for backend in backends().await {
+        let name = backend.name();
+        let store = &two_agents(&backend).await;
+        for round in 0..20 {
+            let task = send(store, &format!("m{round}")).await;
+            let after = Cursor(task.cursor.seq() - 1);
+            let read = store
+                .wait_read("ag_1", None, after, 10, Timestamp(T0))
+                .await
+                .expect("reads");
+            assert_eq!(read.messages.len(), 1, "{name}");
+            assert!(
+                !read.messages[0].redelivered,
+                "{name}, round {round}: first delivery"
+            );
+            store.mark_delivered("ag_1", after, task.cursor, Timestamp(T0 + 1));
+            // At once, as an agent that restarts: the mark, queued by a task of its own and not yet committed,
+            // is waited for.
+            let read = store
+                .wait_read("ag_1", None, after, 10, Timestamp(T0 + 2))
+                .await
+                .expect("reads");
+            assert!(
+                read.messages[0].redelivered,
+                "{name}, round {round}: handed out again"
+            );
+        }
+        let delivered = backend
+            .count("SELECT COUNT(*) FROM items WHERE kind = 'message' AND delivered_at IS NOT NULL")
+            .await;
+        assert_eq!(delivered, 20, "{name}");
+        // A processed task keeps no mark from a later delivery of the range.
+        send(store, "late").await;
+        store
+            .mark_processed("ag_1", "late", Timestamp(T0 + 3))
+            .await
+            .expect("ok");
+        store.mark_delivered(
+            "ag_1",
+            Cursor::START,
+            store.global_head().await.expect("ok"),
+            Timestamp(T0 + 4),
+        );
+        store
+            .wait_read("ag_1", None, Cursor::START, 1, Timestamp(T0 + 5))
+            .await
+            .expect("reads after the mark");
+        let late = backend
+            .numbers("SELECT delivered_at FROM items WHERE item_id = 'late'")
+            .await;
+        assert_eq!(late, [None], "{name}");
+    }
+}
