@@ -20,9 +20,10 @@ const PAUSE_ENV: &str = "PACERELLE_TEST_COPY_PAUSE_AFTER";
 pub enum StoreCommand {
     /// Copy a relay's data from its SQLite file into a PostgreSQL database, then verify it.
     ///
-    /// Stop the relay first. The copy can be run again: an interrupted copy continues, a finished one changes
-    /// nothing. Then start the relay with `pacerelle serve --data <the same folder> --database <URL>`: the
-    /// folder keeps the keys.
+    /// Stop the relay first, or copy with `--live` while it serves and then again once it is stopped: the
+    /// second copy writes only what changed. The copy can be run again: an interrupted copy continues, a
+    /// finished one changes nothing. Then start the relay with `pacerelle serve --data <the same folder>
+    /// --database <URL>`: the folder keeps the keys.
     Copy(CopyArgs),
 }
 
@@ -39,6 +40,10 @@ pub struct CopyArgs {
     /// Rows per transaction.
     #[arg(long, default_value_t = copy::DEFAULT_BATCH_ROWS)]
     batch: usize,
+    /// Copy while the SQLite relay still serves (a snapshot of its file): then stop the relay and copy again
+    /// without `--live`, which takes only the changes, and start it on PostgreSQL.
+    #[arg(long)]
+    live: bool,
 }
 
 /// Runs a `store` command.
@@ -67,6 +72,7 @@ async fn copy_command(global: &Global, args: CopyArgs) -> Result<()> {
     let quiet = global.json;
     let options = CopyOptions {
         batch_rows: args.batch,
+        live: args.live,
         on_batch: Some(Box::new(move |table: &str, rows: u64| {
             batches += 1;
             if !quiet {
@@ -85,7 +91,7 @@ async fn copy_command(global: &Global, args: CopyArgs) -> Result<()> {
     if !global.json {
         eprint!("\r{:60}\r", "");
     }
-    print_report(global, &file, &report)?;
+    print_report(global, &file, &report, args.live)?;
     let differ: Vec<&str> = report
         .tables
         .iter()
@@ -101,7 +107,7 @@ async fn copy_command(global: &Global, args: CopyArgs) -> Result<()> {
     Ok(())
 }
 
-fn print_report(global: &Global, file: &std::path::Path, report: &CopyReport) -> Result<()> {
+fn print_report(global: &Global, file: &std::path::Path, report: &CopyReport, live: bool) -> Result<()> {
     if global.json {
         return output::json(&serde_json::json!({
             "from": file.display().to_string(),
@@ -120,16 +126,17 @@ fn print_report(global: &Global, file: &std::path::Path, report: &CopyReport) ->
         .unwrap_or(5)
         .max(5);
     println!(
-        "{:width$}  {:>9}  {:>9}  {:>9}  keys",
-        "table", "source", "target", "written"
+        "{:width$}  {:>9}  {:>9}  {:>9}  {:>9}  keys",
+        "table", "source", "target", "written", "deleted"
     );
     for t in &report.tables {
         println!(
-            "{:width$}  {:>9}  {:>9}  {:>9}  {}",
+            "{:width$}  {:>9}  {:>9}  {:>9}  {:>9}  {}",
             t.table,
             t.source_rows,
             t.target_rows,
             t.written,
+            t.deleted,
             if t.verified() { "same" } else { "DIFFER" }
         );
     }
@@ -142,7 +149,12 @@ fn print_report(global: &Global, file: &std::path::Path, report: &CopyReport) ->
             report.skipped.join(", ")
         );
     }
-    if report.verified() {
+    if report.verified() && live {
+        println!(
+            "\nVerified against the snapshot copied. Next: stop the relay, run this copy again without --live (it \
+             takes only the changes), then pacerelle serve --data <the same folder> --database <URL>."
+        );
+    } else if report.verified() {
         println!(
             "\nVerified: every table holds the same rows on both sides.\nNext: pacerelle serve --data <the same \
              folder> --database <URL> (the folder keeps the keys)."

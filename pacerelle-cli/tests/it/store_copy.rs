@@ -387,3 +387,118 @@ async fn a_sqlite_relay_moves_to_postgresql_and_goes_on_with_the_same_cursors() 
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).contains("after the move"));
 }
+
+/// The field `field` of `table` in the report.
+fn field(report: &Value, table: &str, field: &str) -> u64 {
+    report["tables"]
+        .as_array()
+        .expect("tables")
+        .iter()
+        .find(|t| t["table"] == table)
+        .unwrap_or_else(|| panic!("{table} missing from {report}"))[field]
+        .as_u64()
+        .expect("a number")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_relay_moves_while_it_serves_and_the_last_copy_takes_only_the_changes() {
+    let Some(cluster) = Cluster::shared() else {
+        eprintln!("skipped: PACERELLE_TEST_POSTGRES=off (store copy needs PostgreSQL)");
+        return;
+    };
+    let database = cluster.fresh_database().await;
+    let mut setup = Setup::start().await;
+    let agent = agent_client(setup.agent_home.path(), &setup.url);
+    let device = setup.device.clone();
+    agent
+        .set_webhook("http://127.0.0.1:9/hook", "a-webhook-secret-of-some-length")
+        .await
+        .expect("webhook set");
+    for i in 0..100 {
+        device.send(&format!("task {i}"), None).await.expect("sent");
+    }
+    // The agent has had them (each marked delivered).
+    let inbox = agent
+        .wait_for_messages(None, Duration::from_secs(1))
+        .await
+        .expect("inbox");
+    assert_eq!(inbox.messages.len(), 100);
+
+    // 1. While the relay serves (and a device keeps sending): the snapshot, verified.
+    let sender = {
+        let device = device.clone();
+        tokio::spawn(async move {
+            for i in 0..20 {
+                device
+                    .send(&format!("during {i}"), None)
+                    .await
+                    .expect("sent while copying");
+            }
+        })
+    };
+    let live = report(&run(copy_command(setup.data.path(), &database, &["--live"])));
+    sender.await.expect("the sender");
+    assert_eq!(live["verified"], true, "{live}");
+    let (snapshot, in_target, written) = counts(&live, "items");
+    assert!((100..=120).contains(&snapshot), "{live}");
+    assert_eq!((in_target, written), (snapshot, snapshot), "{live}");
+
+    // 2. The relay goes on: more tasks, some processed (rows changed), the webhook removed (a row deleted).
+    for i in 0..10 {
+        device.send(&format!("after {i}"), None).await.expect("sent");
+    }
+    for m in inbox.messages.iter().take(5) {
+        agent.mark_processed(&m.message_id).await.expect("processed");
+    }
+    agent.clear_webhook().await.expect("webhook removed");
+    let inbox_before = agent
+        .wait_for_messages(None, Duration::ZERO)
+        .await
+        .expect("inbox");
+    stop(&mut setup.relay);
+
+    // 3. The last copy, the relay stopped: only what changed, and the deleted row deleted.
+    let last = report(&run(copy_command(setup.data.path(), &database, &[])));
+    assert_eq!(last["verified"], true, "{last}");
+    // 130 tasks, and the five updates that told the device of those processed.
+    let (items, items_target, items_written) = counts(&last, "items");
+    assert_eq!((items, items_target), (135, 135), "{last}");
+    // Written: the tasks the snapshot missed (10 sent after it, and those of the 20 sent during it that it did
+    // not hold), the 5 processed since, their 5 updates; at most also the tasks of the 20 the snapshot held,
+    // delivered since. Not the 95 others, unchanged.
+    assert!(
+        (10 + 5 + 5..=30 + 5 + 5).contains(&items_written),
+        "the last copy wrote {items_written} items: {last}"
+    );
+    assert_eq!(counts(&last, "webhooks"), (0, 0, 0), "{last}");
+    assert_eq!(field(&last, "webhooks", "deleted"), 1, "{last}");
+
+    // 4. The relay on PostgreSQL: the same inbox, the same cursor.
+    let (relay, url) = serve_with(setup.data.path(), &["--database", &database]);
+    let _relay = relay;
+    let agent = agent_client(setup.agent_home.path(), &url);
+    let inbox_after = agent
+        .wait_for_messages(None, Duration::ZERO)
+        .await
+        .expect("inbox");
+    let ids = |inbox: &pacerelle_client::Inbox| -> Vec<String> {
+        inbox.messages.iter().map(|m| m.message_id.clone()).collect()
+    };
+    assert_eq!(ids(&inbox_after), ids(&inbox_before));
+    assert_eq!(inbox_after.cursor, inbox_before.cursor);
+
+    // 5. Once a relay has opened the database, the mark is gone: a copy no longer deletes, and refuses what
+    // the SQLite file lacks (here, a task stored on PostgreSQL).
+    let phone = {
+        let mut creds: pacerelle_client::DeviceCredentials = serde_json::from_slice(
+            &std::fs::read(setup.device_home.path().join("device.json")).expect("device.json"),
+        )
+        .expect("credentials");
+        creds.relay_url = url.clone();
+        pacerelle_client::DeviceClient::from_credentials(creds).expect("device")
+    };
+    phone.send("on PostgreSQL", None).await.expect("sent");
+    let refused = run(copy_command(setup.data.path(), &database, &[]));
+    assert!(!refused.status.success());
+    assert!(stderr(&refused).contains("does not have"), "{}", stderr(&refused));
+}

@@ -15,9 +15,17 @@
 //! deleted), so cursors issued by the SQLite relay stay valid and the PostgreSQL relay never hands one out
 //! again. Then each table is verified: the same number of rows and the same set of keys on both sides.
 //!
-//! Refusals, before anything is written: a SQLite file a relay still has open, one whose migrations are not
-//! those of this relay version, and a PostgreSQL database holding rows the source does not have (another
-//! relay's data, or this relay's after it ran on PostgreSQL) or agents with another credential under the same id.
+//! Refusals, before anything is written: a SQLite file a relay still has open (unless the copy is `live`), one
+//! whose migrations are not those of this relay version, and a PostgreSQL database holding rows the source does
+//! not have (another relay's data, or this relay's after it ran on PostgreSQL) or agents with another credential
+//! under the same id.
+//!
+//! **An online move.** A `live` copy reads a SQLite file its relay is serving: one read transaction, so one
+//! consistent snapshot (the relay's writes go on beside it, in SQLite's write-ahead log). The copy after it,
+//! once the relay is stopped, writes only what changed since; and the rows the relay deleted in between (pushes
+//! and webhook events delivered, retention) it deletes too, where it would otherwise refuse them as another
+//! relay's: a copy into an empty database leaves a mark in it (`store_copy_pending`, migration 0007), which the
+//! first relay to open the database removes, and only while that mark is there are such rows deleted.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::hash::{DefaultHasher, Hash, Hasher};
@@ -36,6 +44,8 @@ static PG_MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations-postg
 
 /// The bookkeeping table of the migrations, never copied: each side keeps its own.
 const MIGRATIONS_TABLE: &str = "_sqlx_migrations";
+/// PostgreSQL's mark that copies filled the database and no relay has opened it since (migration 0007).
+const PENDING_TABLE: &str = "store_copy_pending";
 /// Tables whose rows PostgreSQL's triggers write while other rows are inserted (per-agent counters): copied
 /// last, the source's values replacing whatever the triggers counted. They also count rows that retention
 /// deleted, which a count of the copied rows would miss.
@@ -77,6 +87,9 @@ pub struct CopyOptions {
     pub batch_rows: usize,
     /// Called after each batch committed, with the table and the rows of the source read so far in it.
     pub on_batch: Option<OnBatch>,
+    /// Copy from a SQLite file that a relay is serving (its snapshot at the copy's start), instead of refusing
+    /// it: the first step of an online move (see the module's documentation).
+    pub live: bool,
 }
 
 impl Default for CopyOptions {
@@ -84,6 +97,7 @@ impl Default for CopyOptions {
         CopyOptions {
             batch_rows: DEFAULT_BATCH_ROWS,
             on_batch: None,
+            live: false,
         }
     }
 }
@@ -92,6 +106,7 @@ impl std::fmt::Debug for CopyOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CopyOptions")
             .field("batch_rows", &self.batch_rows)
+            .field("live", &self.live)
             .finish_non_exhaustive()
     }
 }
@@ -109,6 +124,8 @@ pub struct TableCopy {
     /// Rows this run wrote: new ones, and ones that changed in the source since an earlier run (the others were
     /// there already, the same).
     pub written: u64,
+    /// Rows this run deleted: copied by an earlier run, and deleted in the source since.
+    pub deleted: u64,
     /// Whether both sides hold the same set of keys (an order-independent digest of the primary keys).
     pub same_keys: bool,
 }
@@ -163,7 +180,7 @@ pub fn sqlite_file(path: &Path) -> PathBuf {
 /// module's documentation), and verifies it.
 pub async fn copy(sqlite: &Path, url: &str, mut options: CopyOptions) -> Result<CopyReport, CopyError> {
     let batch_rows = options.batch_rows.max(1);
-    let source = open_source(sqlite)?;
+    let source = open_source(sqlite, options.live)?;
     let pool = PgPoolOptions::new()
         .max_connections(2)
         .acquire_timeout(Duration::from_secs(30))
@@ -179,12 +196,30 @@ pub async fn copy(sqlite: &Path, url: &str, mut options: CopyOptions) -> Result<
         .map_err(|e| CopyError::Database(format!("cannot migrate the PostgreSQL database: {e}")))?;
 
     let (tables, skipped) = plan(&source, &pool).await?;
-    check_target(&source, &pool, &tables).await?;
+    if target_is_empty(&pool).await? {
+        sqlx::query(
+            "INSERT INTO store_copy_pending (started_at)
+             VALUES ((EXTRACT(EPOCH FROM now()) * 1000)::BIGINT) ON CONFLICT DO NOTHING",
+        )
+        .execute(&pool)
+        .await
+        .map_err(pg_err("cannot mark the database as filled by a copy"))?;
+    }
+    let pending: bool = sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM store_copy_pending)")
+        .fetch_one(&pool)
+        .await
+        .map_err(pg_err("cannot read the copy's mark"))?;
+    let gone = check_target(&source, &pool, &tables, pending).await?;
+    // Children before their parents: the tables are planned parents first.
+    let mut deleted = vec![0u64; tables.len()];
+    for (i, table) in tables.iter().enumerate().rev() {
+        deleted[i] = delete_rows(&pool, table, &gone[i]).await?;
+    }
 
     let mut copies = Vec::new();
-    for table in &tables {
+    for (table, deleted) in tables.iter().zip(deleted) {
         let written = copy_table(&source, &pool, table, batch_rows, &mut options).await?;
-        copies.push((table, written));
+        copies.push((table, written, deleted));
     }
     let sequences = set_sequences(&source, &pool, &tables).await?;
 
@@ -193,7 +228,7 @@ pub async fn copy(sqlite: &Path, url: &str, mut options: CopyOptions) -> Result<
         sequences,
         skipped,
     };
-    for (table, written) in copies {
+    for (table, written, deleted) in copies {
         let (source_rows, source_digest) = source_keys(&source, table)?;
         let (target_rows, target_digest) = target_keys(&pool, table).await?;
         report.tables.push(TableCopy {
@@ -201,6 +236,7 @@ pub async fn copy(sqlite: &Path, url: &str, mut options: CopyOptions) -> Result<
             source_rows,
             target_rows,
             written,
+            deleted,
             same_keys: source_digest == target_digest,
         });
     }
@@ -259,16 +295,19 @@ struct Table {
     counter: bool,
 }
 
-/// Opens the SQLite file read-only, after checking that no relay has it open and that its migrations are this
-/// relay version's. The connection then holds one read transaction: every table is read from one snapshot.
-fn open_source(path: &Path) -> Result<Connection, CopyError> {
+/// Opens the SQLite file read-only, after checking that no relay has it open (unless `live`) and that its
+/// migrations are this relay version's. The connection then holds one read transaction: every table is read
+/// from one snapshot, also while a relay writes beside it.
+fn open_source(path: &Path, live: bool) -> Result<Connection, CopyError> {
     let shown = path.display().to_string();
     if !path.is_file() {
         return Err(CopyError::Source(format!(
             "{shown} is not a file: give the relay's SQLite file or its --data folder"
         )));
     }
-    refuse_if_open(path)?;
+    if !live {
+        refuse_if_open(path)?;
+    }
     let conn = Connection::open_with_flags(
         path,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -348,7 +387,7 @@ async fn plan(source: &Connection, pool: &PgPool) -> Result<(Vec<Table>, Vec<Str
     .await
     .map_err(pg_err("cannot list the PostgreSQL tables"))?
     .into_iter()
-    .filter(|t: &String| t != MIGRATIONS_TABLE)
+    .filter(|t: &String| t != MIGRATIONS_TABLE && t != PENDING_TABLE)
     .collect();
     let sqlite_tables: BTreeSet<String> = {
         let mut stmt = source
@@ -551,8 +590,26 @@ fn key_hash(parts: &[String]) -> u64 {
 /// Refuses a target that holds rows the source does not have (by primary key), or agents with another
 /// credential under an id the source has. An empty target, or one an earlier run of this copy filled in part
 /// or whole, passes.
-async fn check_target(source: &Connection, pool: &PgPool, tables: &[Table]) -> Result<(), CopyError> {
-    for table in tables {
+/// Whether the target holds no relay's data yet: no agent (every other row hangs off one; the rows the
+/// migrations themselves write, such as `webhook_outbox_cap`'s, do not count).
+async fn target_is_empty(pool: &PgPool) -> Result<bool, CopyError> {
+    sqlx::query_scalar("SELECT NOT EXISTS (SELECT 1 FROM agents)")
+        .fetch_one(pool)
+        .await
+        .map_err(pg_err("cannot read the target's agents"))
+}
+
+/// Checks that the target holds only this source's data, and returns, per table, the keys of the rows it holds
+/// that the source does not: refused (another relay's data) unless `pending` (copies filled the database and no
+/// relay has opened it since), when they are rows the SQLite relay deleted after an earlier copy.
+async fn check_target(
+    source: &Connection,
+    pool: &PgPool,
+    tables: &[Table],
+    pending: bool,
+) -> Result<Vec<Vec<Vec<String>>>, CopyError> {
+    let mut gone = vec![Vec::new(); tables.len()];
+    for (i, table) in tables.iter().enumerate() {
         let total: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
             "SELECT COUNT(*) FROM {}",
             quoted(&table.name)
@@ -571,9 +628,12 @@ async fn check_target(source: &Connection, pool: &PgPool, tables: &[Table]) -> R
         for key in target_key_rows(pool, table).await? {
             if !known.contains(&key_hash(&key)) {
                 foreign += 1;
+                if pending {
+                    gone[i].push(key);
+                }
             }
         }
-        if foreign > 0 {
+        if foreign > 0 && !pending {
             return Err(CopyError::Foreign(format!(
                 "the PostgreSQL database holds {foreign} row(s) of {} that the SQLite file does not have: \
                  another relay's data, or this relay's after it ran on PostgreSQL. Copy into an empty database",
@@ -602,7 +662,41 @@ async fn check_target(source: &Connection, pool: &PgPool, tables: &[Table]) -> R
             )));
         }
     }
-    Ok(())
+    Ok(gone)
+}
+
+/// Deletes the rows of `table` whose keys (each column as text, as [`target_key_rows`] reads them) are `keys`,
+/// in one statement; returns how many.
+async fn delete_rows(pool: &PgPool, table: &Table, keys: &[Vec<String>]) -> Result<u64, CopyError> {
+    if keys.is_empty() {
+        return Ok(0);
+    }
+    let columns: Vec<Vec<&str>> = (0..table.key.len())
+        .map(|c| keys.iter().map(|k| k[c].as_str()).collect())
+        .collect();
+    let sql = format!(
+        "DELETE FROM {} WHERE ({}) IN (SELECT * FROM unnest({}))",
+        quoted(&table.name),
+        table
+            .key
+            .iter()
+            .map(|k| format!("COALESCE({}::text, '')", quoted(k)))
+            .collect::<Vec<_>>()
+            .join(", "),
+        (1..=table.key.len())
+            .map(|n| format!("${n}::text[]"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for column in &columns {
+        query = query.bind(column);
+    }
+    let done = query.execute(pool).await.map_err(pg_err(&format!(
+        "cannot delete the rows of {} the source deleted",
+        table.name
+    )))?;
+    Ok(done.rows_affected())
 }
 
 /// Calls `f` with the hash of each source row's key.

@@ -123,6 +123,15 @@ impl PgStore {
                 source,
             })?;
         MIGRATOR.run(&pool).await?;
+        // A relay serves this database from now on: a copy may no longer delete what the SQLite file lacks
+        // (migration 0007).
+        sqlx::query("DELETE FROM store_copy_pending")
+            .execute(&pool)
+            .await
+            .map_err(|source| Error::Open {
+                path: redacted(url),
+                source,
+            })?;
         let store = PgStore {
             pool,
             key,
