@@ -9,10 +9,8 @@ use crate::common;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{Proc, next_question, pacerelle, run, serve_with, stderr};
-use pacerelle_client::{
-    AgentClient, AgentCredentials, Answer, DeviceClient, DeviceCredentials, ItemKind, QuestionRequest,
-};
+use common::{Homes, Proc, agent_and_device, agent_on, device_on, next_question, serve_with};
+use pacerelle_client::{AgentClient, Answer, ItemKind, QuestionRequest};
 use pacerelle_test_support::postgres::Cluster;
 
 /// A wait parked on one instance ends well before its own end (20 s) when the other stores a task: a generous
@@ -20,62 +18,6 @@ use pacerelle_test_support::postgres::Cluster;
 const WOKEN_WITHIN: Duration = Duration::from_secs(10);
 /// Tasks the cursor checker sends.
 const TASKS: usize = 200;
-
-fn agent_on(home: &Path, url: &str) -> AgentClient {
-    let found = AgentCredentials::find(|_| None, Some(home)).expect("agent.json");
-    AgentClient::new(url, &found.agent_id, found.token)
-        .expect("a client")
-        .with_home(Some(home))
-}
-
-fn device_on(home: &Path, url: &str) -> DeviceClient {
-    let mut creds: DeviceCredentials =
-        serde_json::from_slice(&std::fs::read(home.join("device.json")).expect("device.json"))
-            .expect("credentials");
-    creds.relay_url = url.to_string();
-    DeviceClient::from_credentials(creds).expect("a device")
-}
-
-/// The homes of an agent created with `pacerelle agent create` and of a device paired with `pacerelle device
-/// join`, both through `url`.
-struct Homes {
-    agent_home: tempfile::TempDir,
-    device_home: tempfile::TempDir,
-}
-
-fn agent_and_device(url: &str) -> Homes {
-    let agent_home = tempfile::tempdir().expect("tempdir");
-    let device_home = tempfile::tempdir().expect("tempdir");
-    let out = run({
-        let mut c = pacerelle(agent_home.path(), url);
-        c.args(["agent", "create", "--name", "two instances", "--json"]);
-        c
-    });
-    assert!(out.status.success(), "agent create: {}", stderr(&out));
-    let out = run({
-        let mut c = pacerelle(agent_home.path(), url);
-        c.args(["pair", "--json"]);
-        c
-    });
-    assert!(out.status.success(), "pair: {}", stderr(&out));
-    let link: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    let out = run({
-        let mut c = pacerelle(device_home.path(), url);
-        c.args([
-            "device",
-            "join",
-            link["link"].as_str().expect("link"),
-            "--name",
-            "phone",
-        ]);
-        c
-    });
-    assert!(out.status.success(), "device join: {}", stderr(&out));
-    Homes {
-        agent_home,
-        device_home,
-    }
-}
 
 /// Two instances (A, B) on a fresh database with one data folder (the keys they share), and an agent and a
 /// device made through A.

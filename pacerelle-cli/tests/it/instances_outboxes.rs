@@ -14,17 +14,13 @@
 use crate::common;
 
 use std::collections::BTreeMap;
-use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{Proc, next_question, pacerelle, run, serve_with, stderr};
-use pacerelle_client::{
-    AgentClient, AgentCredentials, Answer, DeviceClient, DeviceCredentials, ItemKind, PushEvent,
-    QuestionRequest,
-};
+use common::{Homes, Proc, agent_and_device, agent_on, device_on, next_question, serve_with};
+use pacerelle_client::{Answer, ItemKind, PushEvent, QuestionRequest};
 use pacerelle_test_support::postgres::Cluster;
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
 /// Questions answered in each of the three phases (before A's restart, between, after B's).
 const PER_PHASE: usize = 6;
@@ -33,46 +29,47 @@ const RECEIVER_TAKES: Duration = Duration::from_millis(300);
 /// Time for every event to arrive once all are answered: generous, deliveries take milliseconds.
 const ALL_WITHIN: Duration = Duration::from_secs(60);
 
-fn agent_on(home: &Path, url: &str) -> AgentClient {
-    let found = AgentCredentials::find(|_| None, Some(home)).expect("agent.json");
-    AgentClient::new(url, &found.agent_id, found.token)
-        .expect("a client")
-        .with_home(Some(home))
+/// One HTTP/1.1 request as read by the test's servers: its headers (names in lower case) and its body.
+struct Request {
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
 }
 
-fn device_on(home: &Path, url: &str) -> DeviceClient {
-    let mut creds: DeviceCredentials =
-        serde_json::from_slice(&std::fs::read(home.join("device.json")).expect("device.json"))
-            .expect("credentials");
-    creds.relay_url = url.to_string();
-    DeviceClient::from_credentials(creds).expect("a device")
+impl Request {
+    /// The value of header `name` (lower case), if sent.
+    fn header(&self, name: &str) -> Option<String> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v.clone())
+    }
 }
 
-/// An agent created and a device paired through the relay at `url`, with the CLI: their homes.
-fn paired_through(url: &str) -> (tempfile::TempDir, tempfile::TempDir) {
-    let agent_home = tempfile::tempdir().expect("tempdir");
-    let device_home = tempfile::tempdir().expect("tempdir");
-    let out = run({
-        let mut c = pacerelle(agent_home.path(), url);
-        c.args(["agent", "create", "--name", "outboxes", "--json"]);
-        c
-    });
-    assert!(out.status.success(), "agent create: {}", stderr(&out));
-    let out = run({
-        let mut c = pacerelle(agent_home.path(), url);
-        c.args(["pair", "--json"]);
-        c
-    });
-    assert!(out.status.success(), "pair: {}", stderr(&out));
-    let link: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    let out = run({
-        let mut c = pacerelle(device_home.path(), url);
-        let link = link["link"].as_str().expect("link");
-        c.args(["device", "join", link, "--name", "phone"]);
-        c
-    });
-    assert!(out.status.success(), "device join: {}", stderr(&out));
-    (agent_home, device_home)
+/// Reads the next request on a connection (its `Content-Length` body); `None` once the connection ends.
+async fn read_request<R: AsyncBufRead + Unpin>(reader: &mut R) -> Option<Request> {
+    let mut headers = Vec::new();
+    let mut line = String::new();
+    loop {
+        line.clear();
+        if reader.read_line(&mut line).await.unwrap_or(0) == 0 {
+            return None;
+        }
+        let l = line.trim_end();
+        if l.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = l.split_once(':') {
+            headers.push((name.trim().to_ascii_lowercase(), value.trim().to_string()));
+        }
+    }
+    let length = headers
+        .iter()
+        .find(|(n, _)| n == "content-length")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
+    let mut body = vec![0; length];
+    reader.read_exact(&mut body).await.ok()?;
+    Some(Request { headers, body })
 }
 
 /// A plain HTTP receiver on 127.0.0.1: counts every request by `pacerelle-event-id` as it arrives, and answers
@@ -87,29 +84,10 @@ async fn receiver() -> (String, Arc<Mutex<BTreeMap<String, usize>>>) {
             let counts = counts.clone();
             tokio::spawn(async move {
                 let mut reader = BufReader::new(stream);
-                let (mut id, mut length) = (None, 0usize);
-                let mut line = String::new();
-                loop {
-                    line.clear();
-                    if reader.read_line(&mut line).await.unwrap_or(0) == 0 {
-                        return;
-                    }
-                    let l = line.trim_end();
-                    if l.is_empty() {
-                        break;
-                    }
-                    if let Some((name, value)) = l.split_once(':') {
-                        match name.trim().to_ascii_lowercase().as_str() {
-                            "pacerelle-event-id" => id = Some(value.trim().to_string()),
-                            "content-length" => length = value.trim().parse().unwrap_or(0),
-                            _ => {}
-                        }
-                    }
-                }
-                let mut body = vec![0; length];
-                if reader.read_exact(&mut body).await.is_err() {
+                let Some(request) = read_request(&mut reader).await else {
                     return;
-                }
+                };
+                let id = request.header("pacerelle-event-id");
                 if let Some(id) = id {
                     *counts.lock().expect("the lock").entry(id).or_insert(0) += 1;
                 }
@@ -148,7 +126,10 @@ async fn each_webhook_event_arrives_once_from_two_serves_each_restarted() {
     let (mut a, mut b) = (Some(serve()), Some(serve()));
     let mut urls = [a.as_ref().expect("A").1.clone(), b.as_ref().expect("B").1.clone()];
 
-    let (agent_home, device_home) = paired_through(&urls[0]);
+    let Homes {
+        agent_home,
+        device_home,
+    } = agent_and_device(&urls[0]);
 
     let (hook_url, seen) = receiver().await;
     agent_on(agent_home.path(), &urls[1])
@@ -243,30 +224,9 @@ async fn push_service() -> (String, Arc<Mutex<Vec<Pushed>>>) {
             let kept = kept.clone();
             tokio::spawn(async move {
                 let mut reader = BufReader::new(stream);
-                loop {
-                    let (mut authorization, mut length) = (String::new(), 0usize);
-                    let mut line = String::new();
-                    loop {
-                        line.clear();
-                        if reader.read_line(&mut line).await.unwrap_or(0) == 0 {
-                            return;
-                        }
-                        let l = line.trim_end();
-                        if l.is_empty() {
-                            break;
-                        }
-                        if let Some((name, value)) = l.split_once(':') {
-                            match name.trim().to_ascii_lowercase().as_str() {
-                                "authorization" => authorization = value.trim().to_string(),
-                                "content-length" => length = value.trim().parse().unwrap_or(0),
-                                _ => {}
-                            }
-                        }
-                    }
-                    let mut body = vec![0; length];
-                    if reader.read_exact(&mut body).await.is_err() {
-                        return;
-                    }
+                while let Some(request) = read_request(&mut reader).await {
+                    let authorization = request.header("authorization").unwrap_or_default();
+                    let body = request.body;
                     kept.lock()
                         .expect("the lock")
                         .push(Pushed { authorization, body });
@@ -301,7 +261,10 @@ async fn each_push_arrives_once_from_two_serves_and_opens_on_the_device() {
     };
     let (a, url_a) = serve();
     let (b, url_b) = serve();
-    let (agent_home, device_home) = paired_through(&url_a);
+    let Homes {
+        agent_home,
+        device_home,
+    } = agent_and_device(&url_a);
 
     // The device registers its subscription through A; both instances give the same VAPID key.
     let (endpoint, received) = push_service().await;

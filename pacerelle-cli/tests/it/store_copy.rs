@@ -54,6 +54,34 @@ fn counts(report: &Value, table: &str) -> (u64, u64, u64) {
     )
 }
 
+/// A SQLite relay with an agent and a device (the CLI's), and an empty PostgreSQL database to move it to.
+struct Moving {
+    cluster: &'static Cluster,
+    database: String,
+    setup: Setup,
+    agent: AgentClient,
+    device: pacerelle_client::DeviceClient,
+}
+
+/// [`Moving`], or `None` (said on stderr) with `PACERELLE_TEST_POSTGRES=off`.
+async fn moving() -> Option<Moving> {
+    let Some(cluster) = Cluster::shared() else {
+        eprintln!("skipped: PACERELLE_TEST_POSTGRES=off (store copy needs PostgreSQL)");
+        return None;
+    };
+    let database = cluster.fresh_database().await;
+    let setup = Setup::start().await;
+    let agent = agent_client(setup.agent_home.path(), &setup.url);
+    let device = setup.device.clone();
+    Some(Moving {
+        cluster,
+        database,
+        setup,
+        agent,
+        device,
+    })
+}
+
 /// Stops a `pacerelle serve` gracefully (SIGTERM) and waits for it.
 fn stop(relay: &mut Proc) {
     let status = Command::new("kill")
@@ -66,14 +94,16 @@ fn stop(relay: &mut Proc) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_sqlite_relay_moves_to_postgresql_and_goes_on_with_the_same_cursors() {
-    let Some(cluster) = Cluster::shared() else {
-        eprintln!("skipped: PACERELLE_TEST_POSTGRES=off (store copy needs PostgreSQL)");
+    let Some(Moving {
+        cluster,
+        database,
+        mut setup,
+        agent,
+        device,
+    }) = moving().await
+    else {
         return;
     };
-    let database = cluster.fresh_database().await;
-    let mut setup = Setup::start().await;
-    let agent = agent_client(setup.agent_home.path(), &setup.url);
-    let device = setup.device.clone();
 
     // A history: tasks (some replied to, some processed), a checkpoint, a webhook, an answered and an expired
     // question, a notification; enough tasks that the copy takes many batches.
@@ -402,14 +432,16 @@ fn field(report: &Value, table: &str, field: &str) -> u64 {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_relay_moves_while_it_serves_and_the_last_copy_takes_only_the_changes() {
-    let Some(cluster) = Cluster::shared() else {
-        eprintln!("skipped: PACERELLE_TEST_POSTGRES=off (store copy needs PostgreSQL)");
+    let Some(Moving {
+        database,
+        mut setup,
+        agent,
+        device,
+        ..
+    }) = moving().await
+    else {
         return;
     };
-    let database = cluster.fresh_database().await;
-    let mut setup = Setup::start().await;
-    let agent = agent_client(setup.agent_home.path(), &setup.url);
-    let device = setup.device.clone();
     agent
         .set_webhook("http://127.0.0.1:9/hook", "a-webhook-secret-of-some-length")
         .await

@@ -7,7 +7,9 @@ use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
-use pacerelle_client::{DeviceClient, DeviceCredentials, OpenedQuestion, QuestionState};
+use pacerelle_client::{
+    AgentClient, AgentCredentials, DeviceClient, DeviceCredentials, OpenedQuestion, QuestionState,
+};
 
 /// A child process killed when dropped.
 pub struct Proc(pub Child);
@@ -175,4 +177,62 @@ pub async fn next_question(device: &DeviceClient, seen: &[String]) -> OpenedQues
         tokio::time::sleep(Duration::from_millis(25)).await;
     }
     panic!("no question reached the device");
+}
+
+/// The agent whose home is `home` (made by `pacerelle agent create`), on the relay at `url`.
+pub fn agent_on(home: &Path, url: &str) -> AgentClient {
+    let found = AgentCredentials::find(|_| None, Some(home)).expect("agent.json");
+    AgentClient::new(url, &found.agent_id, found.token)
+        .expect("a client")
+        .with_home(Some(home))
+}
+
+/// The device whose home is `home` (paired by `pacerelle device join`), on the relay at `url`.
+pub fn device_on(home: &Path, url: &str) -> DeviceClient {
+    let mut creds: DeviceCredentials =
+        serde_json::from_slice(&std::fs::read(home.join("device.json")).expect("device.json"))
+            .expect("credentials");
+    creds.relay_url = url.to_string();
+    DeviceClient::from_credentials(creds).expect("a device")
+}
+
+/// The homes of an agent created with `pacerelle agent create` and of a device paired with `pacerelle device
+/// join`, both through `url`.
+pub struct Homes {
+    pub agent_home: tempfile::TempDir,
+    pub device_home: tempfile::TempDir,
+}
+
+pub fn agent_and_device(url: &str) -> Homes {
+    let agent_home = tempfile::tempdir().expect("tempdir");
+    let device_home = tempfile::tempdir().expect("tempdir");
+    let out = run({
+        let mut c = pacerelle(agent_home.path(), url);
+        c.args(["agent", "create", "--name", "agent", "--json"]);
+        c
+    });
+    assert!(out.status.success(), "agent create: {}", stderr(&out));
+    let out = run({
+        let mut c = pacerelle(agent_home.path(), url);
+        c.args(["pair", "--json"]);
+        c
+    });
+    assert!(out.status.success(), "pair: {}", stderr(&out));
+    let link: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    let out = run({
+        let mut c = pacerelle(device_home.path(), url);
+        c.args([
+            "device",
+            "join",
+            link["link"].as_str().expect("link"),
+            "--name",
+            "phone",
+        ]);
+        c
+    });
+    assert!(out.status.success(), "device join: {}", stderr(&out));
+    Homes {
+        agent_home,
+        device_home,
+    }
 }
