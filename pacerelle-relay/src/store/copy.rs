@@ -677,12 +677,7 @@ async fn delete_rows(pool: &PgPool, table: &Table, keys: &[Vec<String>]) -> Resu
     let sql = format!(
         "DELETE FROM {} WHERE ({}) IN (SELECT * FROM unnest({}))",
         quoted(&table.name),
-        table
-            .key
-            .iter()
-            .map(|k| format!("COALESCE({}::text, '')", quoted(k)))
-            .collect::<Vec<_>>()
-            .join(", "),
+        keys_as_text(table),
         (1..=table.key.len())
             .map(|n| format!("${n}::text[]"))
             .collect::<Vec<_>>()
@@ -719,18 +714,19 @@ fn for_each_source_key(source: &Connection, table: &Table, mut f: impl FnMut(u64
     Ok(())
 }
 
+/// The target's key columns of `table` as text, as a select list: the form in which keys are compared.
+fn keys_as_text(table: &Table) -> String {
+    table
+        .key
+        .iter()
+        .map(|k| format!("COALESCE({}::text, '')", quoted(k)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
 /// Every target row's key, each column as text.
 async fn target_key_rows(pool: &PgPool, table: &Table) -> Result<Vec<Vec<String>>, CopyError> {
-    let sql = format!(
-        "SELECT {} FROM {}",
-        table
-            .key
-            .iter()
-            .map(|k| format!("COALESCE({}::text, '')", quoted(k)))
-            .collect::<Vec<_>>()
-            .join(", "),
-        quoted(&table.name)
-    );
+    let sql = format!("SELECT {} FROM {}", keys_as_text(table), quoted(&table.name));
     let rows = sqlx::query(sqlx::AssertSqlSafe(sql))
         .fetch_all(pool)
         .await
