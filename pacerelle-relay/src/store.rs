@@ -446,6 +446,29 @@ pub(crate) struct LogPage {
     pub next: Option<pacerelle_core::Cursor>,
 }
 
+impl LogPage {
+    /// The page of a read that asked for `limit + 1` rows, newest first: the first `limit` as views, and, when
+    /// there was one more, the cursor of the last view to read on from.
+    pub(crate) fn of<R>(
+        rows: Vec<R>,
+        limit: u32,
+        view: impl FnMut(R) -> Result<QuestionView>,
+    ) -> Result<LogPage> {
+        let more = rows.len() > limit as usize;
+        let questions = rows
+            .into_iter()
+            .take(limit as usize)
+            .map(view)
+            .collect::<Result<Vec<_>, _>>()?;
+        let next = if more {
+            questions.last().map(|v| v.cursor)
+        } else {
+            None
+        };
+        Ok(LogPage { questions, next })
+    }
+}
+
 /// What a pass of the expirer did.
 #[derive(Debug, Default)]
 pub(crate) struct ExpiryPass {

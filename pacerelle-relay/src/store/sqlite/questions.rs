@@ -488,18 +488,7 @@ impl SqliteStore {
         .bind(i64::from(q.limit) + 1)
         .fetch_all(&self.read)
         .await?;
-        let more = rows.len() > q.limit as usize;
-        let questions = rows
-            .into_iter()
-            .take(q.limit as usize)
-            .map(|r| r.view(now))
-            .collect::<Result<Vec<_>>>()?;
-        let next = if more {
-            questions.last().map(|v| v.cursor)
-        } else {
-            None
-        };
-        Ok(LogPage { questions, next })
+        LogPage::of(rows, q.limit, |r| r.view(now))
     }
 
     /// When the next pending question expires.
