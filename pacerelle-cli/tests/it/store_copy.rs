@@ -41,17 +41,23 @@ fn report(out: &Output) -> Value {
 
 /// Rows of `table` in the report, as (source, target, written).
 fn counts(report: &Value, table: &str) -> (u64, u64, u64) {
-    let t = report["tables"]
+    (
+        field(report, table, "sourceRows"),
+        field(report, table, "targetRows"),
+        field(report, table, "written"),
+    )
+}
+
+/// The field `field` of `table` in the report.
+fn field(report: &Value, table: &str, field: &str) -> u64 {
+    report["tables"]
         .as_array()
         .expect("tables")
         .iter()
         .find(|t| t["table"] == table)
-        .unwrap_or_else(|| panic!("{table} missing from {report}"));
-    (
-        t["sourceRows"].as_u64().expect("n"),
-        t["targetRows"].as_u64().expect("n"),
-        t["written"].as_u64().expect("n"),
-    )
+        .unwrap_or_else(|| panic!("{table} missing from {report}"))[field]
+        .as_u64()
+        .expect("a number")
 }
 
 /// A SQLite relay with an agent and a device (the CLI's), and an empty PostgreSQL database to move it to.
@@ -416,18 +422,6 @@ async fn a_sqlite_relay_moves_to_postgresql_and_goes_on_with_the_same_cursors() 
     });
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(stdout(&out).contains("after the move"));
-}
-
-/// The field `field` of `table` in the report.
-fn field(report: &Value, table: &str, field: &str) -> u64 {
-    report["tables"]
-        .as_array()
-        .expect("tables")
-        .iter()
-        .find(|t| t["table"] == table)
-        .unwrap_or_else(|| panic!("{table} missing from {report}"))[field]
-        .as_u64()
-        .expect("a number")
 }
 
 #[tokio::test(flavor = "multi_thread")]

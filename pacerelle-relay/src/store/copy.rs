@@ -587,9 +587,6 @@ fn key_hash(parts: &[String]) -> u64 {
     h.finish()
 }
 
-/// Refuses a target that holds rows the source does not have (by primary key), or agents with another
-/// credential under an id the source has. An empty target, or one an earlier run of this copy filled in part
-/// or whole, passes.
 /// Whether the target holds no relay's data yet: no agent (every other row hangs off one; the rows the
 /// migrations themselves write, such as `webhook_outbox_cap`'s, do not count).
 async fn target_is_empty(pool: &PgPool) -> Result<bool, CopyError> {
@@ -599,9 +596,10 @@ async fn target_is_empty(pool: &PgPool) -> Result<bool, CopyError> {
         .map_err(pg_err("cannot read the target's agents"))
 }
 
-/// Checks that the target holds only this source's data, and returns, per table, the keys of the rows it holds
-/// that the source does not: refused (another relay's data) unless `pending` (copies filled the database and no
-/// relay has opened it since), when they are rows the SQLite relay deleted after an earlier copy.
+/// Refuses a target that holds rows the source does not have (by primary key), unless `pending` (copies filled
+/// the database and no relay has opened it since: they are then rows the SQLite relay deleted after an earlier
+/// copy, and their keys are returned, per table, to be deleted), or agents with another credential under an id
+/// the source has. An empty target, or one an earlier run of this copy filled in part or whole, passes.
 async fn check_target(
     source: &Connection,
     pool: &PgPool,
