@@ -182,20 +182,11 @@ fn test(root: &Path) -> Result<()> {
     if TIMINGS.get().copied().unwrap_or(false) {
         return timed_test(root);
     }
-    println!("$ {POSTGRES_OFF}=off cargo test --workspace");
-    let status = command(root, "cargo")
-        .args(["test", "--workspace"])
-        .env(POSTGRES_OFF, "off")
-        .status()
-        .context("could not start cargo")?;
-    if !status.success() {
-        bail!("`cargo test --workspace` {status}");
-    }
-    Ok(())
+    run_with(root, "cargo", &["test", "--workspace"], &[(TEST_POSTGRES, "off")])
 }
 
-/// The variable that keeps the `test` step off PostgreSQL (`pacerelle_test_support::postgres::ENV`).
-const POSTGRES_OFF: &str = "PACERELLE_TEST_POSTGRES";
+/// The variable that tells the tests which PostgreSQL to use, or none (`pacerelle_test_support::postgres::ENV`).
+const TEST_POSTGRES: &str = "PACERELLE_TEST_POSTGRES";
 
 /// Set by `cargo xtask test --timings`.
 static TIMINGS: OnceLock<bool> = OnceLock::new();
@@ -250,7 +241,7 @@ fn timed_test(root: &Path) -> Result<()> {
         let start = Instant::now();
         let out = command(&dir, &exe)
             .args(["-Zunstable-options", "--report-time"])
-            .env(POSTGRES_OFF, "off")
+            .env(TEST_POSTGRES, "off")
             .env("RUSTC_BOOTSTRAP", "1")
             .env("LD_LIBRARY_PATH", &library_path)
             .stderr(std::process::Stdio::inherit())
@@ -320,15 +311,8 @@ fn postgres(root: &Path) -> Result<()> {
         "test --workspace --lib --test relay --test postgres",
         "test --workspace --test it -- store_copy:: instances:: instances_outboxes:: operations::serve_keeps_its_data_in_postgresql",
     ] {
-        println!("$ PACERELLE_TEST_POSTGRES=start cargo {line}");
-        let status = command(root, "cargo")
-            .args(line.split(' '))
-            .env("PACERELLE_TEST_POSTGRES", "start")
-            .status()
-            .context("could not start cargo")?;
-        if !status.success() {
-            bail!("a suite failed on PostgreSQL ({status})");
-        }
+        let args: Vec<&str> = line.split(' ').collect();
+        run_with(root, "cargo", &args, &[(TEST_POSTGRES, "start")])?;
     }
     Ok(())
 }
@@ -579,14 +563,21 @@ pub(crate) fn forget_package_env(command: &mut Command) {
 
 /// Prints a command, runs it from `dir` with inherited output, and fails unless it exits with 0.
 fn run(dir: &Path, program: impl AsRef<OsStr>, args: &[&str]) -> Result<()> {
+    run_with(dir, program, args, &[])
+}
+
+/// [`run`] with these variables set for the program (shown before the command line).
+fn run_with(dir: &Path, program: impl AsRef<OsStr>, args: &[&str], envs: &[(&str, &str)]) -> Result<()> {
     let program = program.as_ref();
     let shown = Path::new(program)
         .strip_prefix(dir)
         .map_or(program, |p| p.as_os_str());
-    let line = format!("{} {}", shown.to_string_lossy(), args.join(" "));
+    let vars: String = envs.iter().map(|(k, v)| format!("{k}={v} ")).collect();
+    let line = format!("{vars}{} {}", shown.to_string_lossy(), args.join(" "));
     println!("$ {line}");
     let status = command(dir, program)
         .args(args)
+        .envs(envs.iter().copied())
         .status()
         .with_context(|| format!("could not start `{}`", shown.to_string_lossy()))?;
     if !status.success() {
