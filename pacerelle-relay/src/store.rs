@@ -11,6 +11,10 @@
 #[macro_use]
 pub(crate) mod rows;
 
+// After rows: its `on_db!` serves the backends' tests too.
+#[macro_use]
+mod reads;
+
 pub mod copy;
 pub(crate) mod marks;
 pub(crate) mod postgres;
@@ -36,10 +40,7 @@ pub(crate) use types::{
 use std::sync::Arc;
 
 use pacerelle_core::Cursor;
-use pacerelle_core::wire::{
-    AgentInfo, CheckpointRecord, ConversationItem, Delivery, DeviceEnvelope, DeviceInfo, DeviceQuestion,
-    RosterView, WebhookInfo,
-};
+use pacerelle_core::wire::{Delivery, DeviceEnvelope, DeviceInfo, DeviceQuestion, WebhookInfo};
 
 use crate::config::{Config, Retention};
 use crate::error::{Error, StoreError};
@@ -94,6 +95,14 @@ impl Store {
         }
     }
 
+    /// The delivered marks of this relay not yet committed.
+    pub(in crate::store) fn marks(&self) -> &marks::PendingMarks {
+        match self {
+            Store::Sqlite(s) => s.marks(),
+            Store::Postgres(p) => p.marks(),
+        }
+    }
+
     /// What the store's writes have done since it opened (`GET /metrics`): commits, writes, writes per commit.
     pub(crate) fn writer_counts(&self) -> Arc<WriterCounts> {
         match self {
@@ -121,22 +130,15 @@ macro_rules! forward {
 
 forward! {
     async fn register_agent(&self, agent_id: &str, name: &str, auth_hash: &[u8; 32], now: Timestamp) -> Result<Registered>;
-    async fn agent(&self, agent_id: &str) -> Result<Option<AgentInfo>>;
     async fn principal(&self, id: &str) -> Result<Option<Principal>>;
     async fn put_checkpoint(&self, agent_id: &str, checkpoint_id: &str, envelope: &str, now: Timestamp) -> Result<Stored>;
-    async fn checkpoints(&self, agent_id: &str, limit: u32) -> Result<Vec<CheckpointRecord>>;
-    async fn devices(&self, agent_id: &str) -> Result<Vec<DeviceInfo>>;
-    async fn device(&self, agent_id: &str, device_id: &str) -> Result<Option<DeviceInfo>>;
     async fn revoke_device(&self, agent_id: &str, device_id: &str, now: Timestamp) -> Result<Option<DeviceInfo>>;
-    async fn outboxes(&self) -> Result<Outboxes>;
     async fn global_head(&self) -> Result<Cursor>;
     async fn put_message(&self, agent_id: &str, device_id: &str, message_id: &str, envelope: &str, max_pending: u32, now: Timestamp) -> Result<Put>;
     async fn wait_read(&self, agent_id: &str, session_id: Option<&str>, after: Cursor, limit: u32, now: Timestamp) -> Result<WaitRead>;
     async fn mark_processed(&self, agent_id: &str, message_id: &str, now: Timestamp) -> Result<Option<Marked>>;
     async fn put_reply(&self, agent_id: &str, reply_id: &str, source_message_id: &str, envelopes: &[DeviceEnvelope], now: Timestamp) -> Result<ReplyPut>;
-    async fn conversation(&self, agent_id: &str, device_id: &str, after: Cursor, limit: u32, updates: bool, now: Timestamp) -> Result<(Vec<ConversationItem>, Cursor)>;
     async fn create_pairing(&self, p: &NewPairing<'_>) -> Result<PairingStored>;
-    async fn pairing(&self, pairing_id: &str) -> Result<Option<PairingRow>>;
     async fn claim_pairing(&self, pairing_id: &str, proof_hash: &[u8; 32], name: &str, signing: Option<SigningKeyCopy<'_>>, now: Timestamp) -> Result<Claim>;
     async fn register_signing_key(&self, agent_id: &str, device_id: &str, signing: SigningKeyCopy<'_>) -> Result<SigningKeyPut>;
     async fn put_push_subscription(&self, agent_id: &str, device_id: &str, endpoint: &str, p256dh: &[u8], auth: &[u8], now: Timestamp) -> Result<PushPut>;
@@ -147,27 +149,20 @@ forward! {
     async fn push_retry(&self, push_id: i64, status: Option<u16>, error: &str, next: Timestamp) -> Result<()>;
     async fn push_subscription_gone(&self, subscription_id: i64) -> Result<()>;
     async fn put_question(&self, agent_id: &str, q: &NewQuestion<'_>, max_open: u32, now: Timestamp) -> Result<QuestionPut>;
-    async fn question(&self, agent_id: &str, question_id: &str, now: Timestamp) -> Result<Option<QuestionView>>;
     async fn answer_question(&self, agent_id: &str, device_id: &str, question_id: &str, answer_envelope: &str, answer_copy: Option<&str>, now: Timestamp) -> Result<(Transition<DeviceQuestion>, Effects)>;
     async fn answer_question_at_host(&self, agent_id: &str, question_id: &str, answer_envelope: &str, answer_copy: Option<&str>, now: Timestamp) -> Result<(Transition<QuestionView>, Effects)>;
     async fn cancel_question(&self, agent_id: &str, question_id: &str, now: Timestamp) -> Result<(Transition<QuestionView>, Effects)>;
-    async fn device_questions(&self, agent_id: &str, device_id: &str, filter: StateFilter, limit: u32, now: Timestamp) -> Result<Vec<DeviceQuestion>>;
-    async fn answer_log(&self, agent_id: &str, q: &LogQuery, now: Timestamp) -> Result<LogPage>;
-    async fn next_expiry(&self) -> Result<Option<Timestamp>>;
     async fn expire_due(&self, now: Timestamp, limit: u32) -> Result<ExpiryPass>;
     async fn put_notification(&self, agent_id: &str, notification_id: &str, envelopes: &[DeviceEnvelope], now: Timestamp) -> Result<ItemPut<Stored>>;
     async fn purge(&self, now: Timestamp, retention: &Retention) -> Result<Purged>;
-    async fn roster(&self, agent_id: &str) -> Result<RosterView>;
     async fn put_roster(&self, agent_id: &str, previous: u64, version: u64, envelope: &str, now: Timestamp) -> Result<RosterPut>;
     async fn lease(&self, agent_id: &str, now: Timestamp) -> Result<Option<Lease>>;
     async fn session_known(&self, agent_id: &str, session_id: &str) -> Result<bool>;
     async fn open_session(&self, agent_id: &str, session_id: &str, host: &str, takeover: bool, now: Timestamp) -> Result<SessionOpened>;
     async fn heartbeat(&self, agent_id: &str, session_id: &str, now: Timestamp) -> Result<Renewal>;
     async fn release(&self, agent_id: &str, session_id: &str, now: Timestamp) -> Result<Option<SessionInfo>>;
-    async fn status_facts(&self, agent_id: &str) -> Result<StatusFacts>;
     async fn sweep(&self, now: Timestamp) -> Result<()>;
     async fn set_webhook(&self, agent_id: &str, url: &str, secret: &str, now: Timestamp) -> Result<WebhookInfo>;
-    async fn webhook(&self, agent_id: &str) -> Result<WebhookInfo>;
     async fn delete_webhook(&self, agent_id: &str) -> Result<WebhookInfo>;
     async fn deliveries(&self, agent_id: &str, limit: u32) -> Result<Vec<Delivery>>;
     async fn due_events(&self, now: Timestamp, busy: &[String], limit: u32) -> Result<Vec<DueEvent>>;
@@ -424,6 +419,16 @@ impl<'a> Answerer<'a> {
 pub(crate) enum StateFilter {
     All,
     Only(QuestionState),
+}
+
+impl StateFilter {
+    /// The state wanted, as stored; `None` for all.
+    pub(in crate::store) fn state(self) -> Option<&'static str> {
+        match self {
+            StateFilter::All => None,
+            StateFilter::Only(s) => Some(s.as_str()),
+        }
+    }
 }
 
 /// The filters of the answer log.

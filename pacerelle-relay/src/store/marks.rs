@@ -55,8 +55,12 @@ impl PendingMarks {
             .is_some_and(|(_, through)| *through > after)
     }
 
-    /// Returns once no mark of this agent beyond `after` is pending (or after [`MARK_SETTLE`]).
+    /// Returns once no mark of this agent beyond `after` is pending (or after [`MARK_SETTLE`]): at once, with no
+    /// timer, when none is.
     pub(crate) async fn settle(&self, agent_id: &str, after: i64) {
+        if !self.pending_beyond(agent_id, after) {
+            return;
+        }
         let waited = tokio::time::timeout(MARK_SETTLE, async {
             loop {
                 // Registered before the check: a mark that ends between the check and the await still wakes it.

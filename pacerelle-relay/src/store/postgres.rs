@@ -18,7 +18,6 @@ use crate::store::WriterCounts;
 mod agent;
 mod checkpoints;
 mod device;
-mod gauges;
 mod messages;
 mod pairing;
 mod push;
@@ -27,7 +26,6 @@ mod retention;
 mod roster;
 mod sends;
 mod session;
-mod status;
 mod sweep;
 mod updates;
 mod wakes;
@@ -37,8 +35,8 @@ mod webhooks;
 mod prelude {
     pub(super) use pacerelle_core::wire::ItemState;
     pub(super) use pacerelle_core::wire::{
-        AgentInfo, CheckpointRecord, ConversationItem, Delivery, DeviceEnvelope, DeviceInfo, DeviceQuestion,
-        QuestionView, RosterView, SessionInfo, Stored, WebhookInfo,
+        AgentInfo, Delivery, DeviceEnvelope, DeviceInfo, DeviceQuestion, QuestionView, SessionInfo, Stored,
+        WebhookInfo,
     };
     pub(super) use pacerelle_core::{Cursor, Timestamp};
     pub(super) use sqlx::PgConnection;
@@ -46,12 +44,11 @@ mod prelude {
     pub(super) use super::{PgStore, Result};
     pub(super) use crate::config::Retention;
     pub(super) use crate::store::{
-        Claim, DueEvent, DuePush, Effects, ExpiryPass, ItemPut, Lease, LogPage, LogQuery, Marked, NewPairing,
-        NewQuestion, NewUpdate, Outboxes, PairingRow, PairingStored, Principal, Purged, PushPut, Put,
-        QuestionPut, Registered, Renewal, ReplyPut, RosterPut, SessionOpened, SigningKeyCopy, SigningKeyPut,
-        StateFilter, StatusFacts, Transition, WaitRead,
+        Claim, DueEvent, DuePush, Effects, ExpiryPass, ItemPut, Lease, Marked, NewPairing, NewQuestion,
+        NewUpdate, PairingStored, Principal, Purged, PushPut, Put, QuestionPut, Registered, Renewal,
+        ReplyPut, RosterPut, SessionOpened, SigningKeyCopy, SigningKeyPut, Transition, WaitRead,
     };
-    pub(super) use crate::store::{cursor, seq_of, ts};
+    pub(super) use crate::store::{cursor, ts};
 }
 
 pub(crate) use wakes::WakeHost;
@@ -100,11 +97,15 @@ pub(crate) struct PgStore {
 /// whose notification this instance missed (its listening connection lost without its knowing) goes unseen.
 pub(super) const PRINCIPAL_MAX_AGE: std::time::Duration = std::time::Duration::from_secs(10);
 
-#[cfg(test)]
 impl PgStore {
-    /// The pool, for the shared store tests' own statements ([`crate::store::suite`]).
+    /// The pool, for the reads written once for both backends ([`crate::store::reads`]).
     pub(in crate::store) fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// The delivered marks of this instance not yet committed.
+    pub(in crate::store) fn marks(&self) -> &crate::store::marks::PendingMarks {
+        &self.marks
     }
 }
 

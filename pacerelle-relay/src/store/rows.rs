@@ -264,6 +264,30 @@ macro_rules! device_columns {
     };
 }
 
+/// The columns of a question as [`QuestionRow`] reads them (`q`: questions, `i`: its item), in both dialects. A
+/// macro, so that every query stays a constant string.
+macro_rules! question_columns {
+    () => {
+        "i.seq, i.item_id, q.agent_id, q.kind, q.state, i.created_at, q.expires_at, q.closed_at,
+         COALESCE(i.envelope, '') AS self_envelope,
+         (SELECT string_agg(ie.device_id, ',') FROM item_envelopes ie WHERE ie.item_seq = i.seq) AS recipients,
+         q.answered_by, q.answered_by_name, q.answered_at, q.answer_envelope, q.answer_copy, q.channel,
+         q.user_id"
+    };
+}
+
+/// The state a question has at the time bound to parameter `$now`, in SQL: the rule of
+/// [`QuestionRecord::state_at`].
+macro_rules! effective_state {
+    ($now:literal) => {
+        concat!(
+            "(CASE WHEN q.state = 'pending' AND q.expires_at <= ",
+            $now,
+            " THEN 'expired' ELSE q.state END)"
+        )
+    };
+}
+
 /// A device as the wire shows it.
 pub(in crate::store) fn device_info(row: DeviceRow) -> Result<DeviceInfo> {
     let (device_id, name, label, role_text, created_at, revoked_at, signing_key, signing_key_seal) = row;

@@ -22,7 +22,6 @@ use crate::error::{Error, StoreError};
 mod agent;
 mod checkpoints;
 mod device;
-mod gauges;
 mod lease;
 mod messages;
 mod pairing;
@@ -32,7 +31,6 @@ mod reader;
 mod retention;
 mod roster;
 mod session;
-mod status;
 mod sweep;
 mod updates;
 mod webhooks;
@@ -157,6 +155,16 @@ impl SqliteStore {
         T: Send + 'static,
     {
         self.readers.read(f).await
+    }
+
+    /// The read pool, for the reads written once for both backends ([`crate::store::reads`]).
+    pub(in crate::store) fn pool(&self) -> &SqlitePool {
+        &self.read
+    }
+
+    /// The delivered marks queued in the writer and not yet committed.
+    pub(in crate::store) fn marks(&self) -> &crate::store::marks::PendingMarks {
+        &self.marks
     }
 
     /// What the writer has done since the store opened.

@@ -87,20 +87,6 @@ impl PgStore {
         Ok(outcome)
     }
 
-    /// The agent, if it is registered.
-    pub(crate) async fn agent(&self, agent_id: &str) -> Result<Option<AgentInfo>> {
-        let row: Option<(String, String, i64)> =
-            sqlx::query_as("SELECT agent_id, name, created_at FROM agents WHERE agent_id = $1")
-                .bind(agent_id)
-                .fetch_optional(&self.pool)
-                .await?;
-        Ok(row.map(|(agent_id, name, created_at)| AgentInfo {
-            agent_id,
-            name,
-            created_at: Timestamp(created_at),
-        }))
-    }
-
     /// The agent or device named `id`, from memory when it was found before ([`crate::store::principals`]),
     /// else read (one query). A revocation committed by any instance is announced with `NOTIFY` in its own
     /// transaction and forgotten here when it arrives (milliseconds); an instance that is not listening
@@ -242,12 +228,17 @@ pub(super) mod tests {
                 .expect("ok"),
             Registered::Exists
         ));
-        let agent = store.agent("ag_1").await.expect("read").expect("found");
+        let agent = store
+            .as_store()
+            .agent("ag_1")
+            .await
+            .expect("read")
+            .expect("found");
         assert_eq!(
             (agent.agent_id.as_str(), agent.created_at),
             ("ag_1", Timestamp(T0))
         );
-        assert!(store.agent("ag_2").await.expect("read").is_none());
+        assert!(store.as_store().agent("ag_2").await.expect("read").is_none());
     }
 
     #[tokio::test]

@@ -54,26 +54,6 @@ impl PgStore {
         self.committed();
         Ok(stored)
     }
-
-    /// The latest checkpoints, latest first.
-    pub(crate) async fn checkpoints(&self, agent_id: &str, limit: u32) -> Result<Vec<CheckpointRecord>> {
-        let rows: Vec<(String, String, i64)> = sqlx::query_as(
-            "SELECT item_id, COALESCE(envelope, ''), created_at FROM items
-             WHERE agent_id = $1 AND kind = 'checkpoint' ORDER BY seq DESC LIMIT $2",
-        )
-        .bind(agent_id)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows
-            .into_iter()
-            .map(|(checkpoint_id, envelope, created_at)| CheckpointRecord {
-                checkpoint_id,
-                envelope,
-                created_at: Timestamp(created_at),
-            })
-            .collect())
-    }
 }
 
 #[cfg(test)]
@@ -106,14 +86,24 @@ mod tests {
             .await
             .expect("stored");
         assert!(second.cursor.seq() > first.cursor.seq());
-        let listed = store.checkpoints("ag_1", 10).await.expect("read");
+        let listed = store.as_store().checkpoints("ag_1", 10).await.expect("read");
         let ids: Vec<(&str, &str)> = listed
             .iter()
             .map(|c| (c.checkpoint_id.as_str(), c.envelope.as_str()))
             .collect();
         assert_eq!(ids, [("c2", "Ag"), ("c1", "AQ")]);
-        assert_eq!(store.checkpoints("ag_1", 1).await.expect("read").len(), 1);
-        assert!(store.checkpoints("ag_2", 10).await.expect("read").is_empty());
+        assert_eq!(
+            store.as_store().checkpoints("ag_1", 1).await.expect("read").len(),
+            1
+        );
+        assert!(
+            store
+                .as_store()
+                .checkpoints("ag_2", 10)
+                .await
+                .expect("read")
+                .is_empty()
+        );
     }
 
     /// Eight stores of one checkpoint id at once: one creates it, the others find it at the same cursor.
@@ -137,6 +127,14 @@ mod tests {
         let outcomes = tasks.join_all().await;
         assert_eq!(outcomes.iter().filter(|s| s.created).count(), 1);
         assert!(outcomes.iter().all(|s| s.cursor == outcomes[0].cursor));
-        assert_eq!(store.checkpoints("ag_1", 10).await.expect("read").len(), 1);
+        assert_eq!(
+            store
+                .as_store()
+                .checkpoints("ag_1", 10)
+                .await
+                .expect("read")
+                .len(),
+            1
+        );
     }
 }

@@ -4,33 +4,6 @@ use super::prelude::*;
 use crate::store::rows::{DeviceRow, device_info};
 
 impl PgStore {
-    /// The agent's devices, revoked ones included, in the order they paired.
-    pub(crate) async fn devices(&self, agent_id: &str) -> Result<Vec<DeviceInfo>> {
-        let rows: Vec<DeviceRow> = sqlx::query_as(concat!(
-            "SELECT ",
-            device_columns!(),
-            " FROM devices WHERE agent_id = $1 ORDER BY created_at, rowid"
-        ))
-        .bind(agent_id)
-        .fetch_all(&self.pool)
-        .await?;
-        rows.into_iter().map(device_info).collect()
-    }
-
-    /// One device of this agent, revoked or not.
-    pub(crate) async fn device(&self, agent_id: &str, device_id: &str) -> Result<Option<DeviceInfo>> {
-        let row: Option<DeviceRow> = sqlx::query_as(concat!(
-            "SELECT ",
-            device_columns!(),
-            " FROM devices WHERE agent_id = $1 AND device_id = $2"
-        ))
-        .bind(agent_id)
-        .bind(device_id)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.map(device_info).transpose()
-    }
-
     /// Registers the signing key of a device paired before keys (mirrors `sqlite/device.rs`): stored if the
     /// device has none; the same key and seal again is a retry; anything else is refused. The device's row is
     /// locked while it is read, so of two concurrent registrations the second sees the first's key.
@@ -131,15 +104,27 @@ mod tests {
         };
         pair(&store, "AAAAAAAAAAAAAAAAAAAAAA", "dv_1").await;
         pair(&store, "BBBBBBBBBBBBBBBBBBBBBB", "dv_2").await;
-        let listed = store.devices("ag_1").await.expect("read");
+        let listed = store.as_store().devices("ag_1").await.expect("read");
         let ids: Vec<&str> = listed.iter().map(|d| d.device_id.as_str()).collect();
         assert_eq!(ids, ["dv_1", "dv_2"]);
-        let one = store.device("ag_1", "dv_2").await.expect("read").expect("found");
+        let one = store
+            .as_store()
+            .device("ag_1", "dv_2")
+            .await
+            .expect("read")
+            .expect("found");
         assert_eq!(
             (one.name.as_str(), one.label.as_deref(), one.role, one.revoked_at),
             ("phone", Some("kitchen"), Role::User, None)
         );
-        assert!(store.device("ag_2", "dv_2").await.expect("read").is_none());
+        assert!(
+            store
+                .as_store()
+                .device("ag_2", "dv_2")
+                .await
+                .expect("read")
+                .is_none()
+        );
 
         let revoked = store
             .revoke_device("ag_1", "dv_1", Timestamp(T0 + 10))
@@ -169,7 +154,12 @@ mod tests {
                 .expect("ok")
                 .is_none()
         );
-        let dv2 = store.device("ag_1", "dv_2").await.expect("read").expect("found");
+        let dv2 = store
+            .as_store()
+            .device("ag_1", "dv_2")
+            .await
+            .expect("read")
+            .expect("found");
         assert_eq!(dv2.revoked_at, None);
     }
 

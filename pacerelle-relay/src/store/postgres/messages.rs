@@ -13,7 +13,6 @@ use sqlx::Row;
 use super::prelude::*;
 use super::updates::insert_update;
 use crate::error::StoreError;
-use crate::store::rows::ConversationRow;
 use crate::store::{cursor, seq_of};
 
 /// The agent's tasks not yet processed: stored minus processed, both counted by triggers in the transactions
@@ -139,14 +138,6 @@ impl PgStore {
         Ok(put)
     }
 
-    /// Returns once no delivered mark of this agent beyond `after` is being written by this instance (or after
-    /// the marks' settling time). Nothing to wait for in the usual case.
-    pub(crate) async fn settle_marks(&self, agent_id: &str, after: i64) {
-        if self.marks.pending_beyond(agent_id, after) {
-            self.marks.settle(agent_id, after).await;
-        }
-    }
-
     /// One step of the agent's long-poll, read in one statement (one snapshot): the lease and the caller's
     /// session, the relay's head (to check the caller's cursor), and the agent's tasks not yet processed after
     /// `after` (oldest first, at most `limit`) with the cursor to continue from.
@@ -165,7 +156,7 @@ impl PgStore {
         // A delivered mark not yet committed for tasks this read may return again: let it commit first, so that
         // their `redelivered` flag is exact. Not on the hot path: an agent that goes on from its cursor reads
         // beyond every mark it caused.
-        self.settle_marks(agent_id, after).await;
+        self.marks.settle(agent_id, after).await;
         // One row at least (the facts); one row per task otherwise. At most one session is open per agent
         // (`sessions_open_per_agent`), so the join with it adds no rows. The caller's session is known when this
         // agent has (or had) a session with its id: the lease's own session is one of those.
@@ -447,66 +438,6 @@ impl PgStore {
             created: true,
         }))
     }
-
-    /// What one device can open after `after`: the tasks it sent, the replies, questions and notifications
-    /// sealed for it, and the updates about them (its tasks processed; the questions sealed for it answered,
-    /// cancelled or expired). A question, in its item or an update, carries its state as of `now`.
-    pub(crate) async fn conversation(
-        &self,
-        agent_id: &str,
-        device_id: &str,
-        after: Cursor,
-        limit: u32,
-        updates: bool,
-        now: Timestamp,
-    ) -> Result<(Vec<ConversationItem>, Cursor)> {
-        let after = seq_of(after);
-        // Read the head first: anything stored later has a greater seq and is left for the next call. Every item
-        // of this agent up to the head has committed (the agent's items commit in the order of their seq).
-        let head: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM items WHERE agent_id = $1")
-            .bind(agent_id)
-            .fetch_one(&self.pool)
-            .await?;
-        // An update is about its subject `s`: the device that sent the task sees it (`i.device_id`), or every
-        // device the question was sealed for (the question's envelopes). Its question metadata is the
-        // subject's.
-        let rows: Vec<ConversationRow> = sqlx::query_as(
-            "SELECT i.seq, i.kind, i.item_id, COALESCE(e.envelope, i.envelope, '') AS envelope,
-                    i.source_message_id, i.created_at, i.delivered_at, i.processed_at,
-                    i.update_state, s.kind AS subject_kind, s.item_id AS subject_id,
-                    q.kind AS question_kind, q.state AS question_state, q.expires_at, q.answered_by, q.answered_at,
-                    q.answered_by_name, q.answer_copy, q.channel
-             FROM items i
-                  LEFT JOIN item_envelopes e ON e.item_seq = i.seq AND e.device_id = $2
-                  LEFT JOIN items s ON s.seq = i.subject_seq
-                  LEFT JOIN questions q ON q.item_seq = COALESCE(i.subject_seq, i.seq)
-             WHERE i.agent_id = $1 AND i.seq > $3 AND i.seq <= $4 AND ($6 OR i.kind <> 'update')
-               AND ((i.kind = 'message' AND i.device_id = $2)
-                    OR (i.kind IN ('reply', 'question', 'notification') AND e.envelope IS NOT NULL)
-                    OR (i.kind = 'update' AND s.kind = 'message' AND i.device_id = $2)
-                    OR (i.kind = 'update' AND s.kind = 'question'
-                        AND EXISTS (SELECT 1 FROM item_envelopes se
-                                    WHERE se.item_seq = i.subject_seq AND se.device_id = $2)))
-             ORDER BY i.seq LIMIT $5",
-        )
-        .bind(agent_id)
-        .bind(device_id)
-        .bind(after)
-        .bind(head)
-        .bind(i64::from(limit))
-        .bind(updates)
-        .fetch_all(&self.pool)
-        .await?;
-        let next = match rows.last() {
-            Some(last) if rows.len() >= limit as usize => last.seq,
-            _ => head.max(after),
-        };
-        let items = rows
-            .into_iter()
-            .map(|r| r.item(now))
-            .collect::<Result<Vec<_>>>()?;
-        Ok((items, cursor(next)))
-    }
 }
 
 #[cfg(test)]
@@ -598,6 +529,7 @@ pub(super) mod tests {
         // Time for B to get as far as it can (if it has not started yet, the test proves less, never fails).
         tokio::time::sleep(Duration::from_millis(300)).await;
         let (items, next) = store
+            .as_store()
             .conversation("ag_1", "dv_1", m0.cursor, 10, true, Timestamp(T0))
             .await
             .expect("reads");
@@ -606,6 +538,7 @@ pub(super) mod tests {
         let b = b.await.expect("joined");
         assert!(b.cursor > cursor(a_seq), "{write}: B numbered after A");
         let (items, _) = store
+            .as_store()
             .conversation("ag_1", "dv_1", next, 10, true, Timestamp(T0))
             .await
             .expect("reads");

@@ -21,28 +21,6 @@ impl PgStore {
         Ok(outcome)
     }
 
-    /// The offer (or its tombstone) stored under `pairing_id`.
-    pub(crate) async fn pairing(&self, pairing_id: &str) -> Result<Option<PairingRow>> {
-        type Row = (String, String, String, Option<String>, i64, Option<i64>);
-        let row: Option<Row> = sqlx::query_as(
-            "SELECT pairing_id, agent_id, device_id, offer, expires_at, claimed_at
-             FROM pairings WHERE pairing_id = $1",
-        )
-        .bind(pairing_id)
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(row.map(
-            |(pairing_id, agent_id, device_id, offer, expires_at, claimed_at)| PairingRow {
-                pairing_id,
-                agent_id,
-                device_id,
-                offer,
-                expires_at: Timestamp(expires_at),
-                claimed_at: claimed_at.map(Timestamp),
-            },
-        ))
-    }
-
     /// Claims an offer: checks the proof, then in one transaction marks the offer claimed (dropping its
     /// ciphertext), creates the device with its signing key if it gave one, and stores the hash of its new
     /// token. The offer's row is locked while
@@ -221,7 +199,12 @@ mod tests {
                 .expect("ok"),
             PairingStored::Conflict("this device id is already in use")
         ));
-        let row = store.pairing(PAIRING).await.expect("read").expect("found");
+        let row = store
+            .as_store()
+            .pairing(PAIRING)
+            .await
+            .expect("read")
+            .expect("found");
         assert_eq!(
             (
                 row.agent_id.as_str(),
@@ -231,7 +214,7 @@ mod tests {
             ),
             ("ag_1", "dv_1", Some("AQID"), None)
         );
-        assert!(store.pairing("nothing").await.expect("read").is_none());
+        assert!(store.as_store().pairing("nothing").await.expect("read").is_none());
     }
 
     #[tokio::test]
@@ -270,6 +253,7 @@ mod tests {
             ("ag_1", "dv_1")
         );
         let device = store
+            .as_store()
             .device("ag_1", "dv_1")
             .await
             .expect("read")
@@ -286,7 +270,12 @@ mod tests {
         let (id, secret_hash) = bearer.split().expect("a bearer");
         assert_eq!(id, "dv_1");
         assert!(keys::constant_time_eq(&hash, &secret_hash));
-        let row = store.pairing(PAIRING).await.expect("read").expect("a tombstone");
+        let row = store
+            .as_store()
+            .pairing(PAIRING)
+            .await
+            .expect("read")
+            .expect("a tombstone");
         assert_eq!((row.offer, row.claimed_at), (None, Some(Timestamp(T0 + 1))));
         assert!(matches!(
             store
@@ -352,7 +341,7 @@ mod tests {
             .filter(|c| matches!(c, Claim::AlreadyClaimed))
             .count();
         assert_eq!((claimed, already), (1, 7), "{outcomes:?}");
-        assert_eq!(store.devices("ag_1").await.expect("read").len(), 1);
+        assert_eq!(store.as_store().devices("ag_1").await.expect("read").len(), 1);
     }
 
     /// Two offers for one device id at once, under different pairing ids: one is stored, the other refused.

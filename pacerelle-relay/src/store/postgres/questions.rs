@@ -24,43 +24,19 @@ use pacerelle_core::question::{Channel, QuestionRecord, QuestionState, Refusal};
 
 use super::prelude::*;
 use crate::store::Answerer;
-use crate::store::rows::{DeviceQuestionRow, QuestionRow, corrupt};
+use crate::store::rows::{QuestionRow, corrupt};
 
 // Event types of the webhook outbox.
 pub(super) use crate::store::rows::{ANSWERED, CANCELLED, EXPIRED};
-
-/// The columns of a question as [`QuestionRow`] reads them (`q`: questions, `i`: its item). A macro, so that
-/// every query stays a constant string.
-macro_rules! columns {
-    () => {
-        "i.seq, i.item_id, q.agent_id, q.kind, q.state, i.created_at, q.expires_at, q.closed_at,
-         COALESCE(i.envelope, '') AS self_envelope,
-         (SELECT string_agg(ie.device_id, ',') FROM item_envelopes ie WHERE ie.item_seq = i.seq) AS recipients,
-         q.answered_by, q.answered_by_name, q.answered_at, q.answer_envelope, q.answer_copy, q.channel,
-         q.user_id"
-    };
-}
 
 /// The question `question_id` (`$2`) of the agent `$1`.
 macro_rules! row_of {
     () => {
         concat!(
             "SELECT ",
-            columns!(),
+            question_columns!(),
             " FROM questions q JOIN items i ON i.seq = q.item_seq
              WHERE i.agent_id = $1 AND i.kind = 'question' AND i.item_id = $2"
-        )
-    };
-}
-
-/// The state a question has at the time bound to parameter `$now`, in SQL: the rule of
-/// [`QuestionRecord::state_at`].
-macro_rules! effective_state {
-    ($now:literal) => {
-        concat!(
-            "(CASE WHEN q.state = 'pending' AND q.expires_at <= ",
-            $now,
-            " THEN 'expired' ELSE q.state END)"
         )
     };
 }
@@ -87,7 +63,7 @@ async fn row_of_locked(
 pub(super) async fn row_at(conn: &mut PgConnection, seq: i64) -> Result<QuestionRow> {
     Ok(sqlx::query_as(concat!(
         "SELECT ",
-        columns!(),
+        question_columns!(),
         " FROM questions q JOIN items i ON i.seq = q.item_seq WHERE q.item_seq = $1"
     ))
     .bind(seq)
@@ -522,21 +498,6 @@ impl PgStore {
         Ok(put)
     }
 
-    /// A question of this agent, as of `now`.
-    pub(crate) async fn question(
-        &self,
-        agent_id: &str,
-        question_id: &str,
-        now: Timestamp,
-    ) -> Result<Option<QuestionView>> {
-        let row: Option<QuestionRow> = sqlx::query_as(row_of!())
-            .bind(agent_id)
-            .bind(question_id)
-            .fetch_optional(&self.pool)
-            .await?;
-        row.map(|row| row.view(now)).transpose()
-    }
-
     /// Records a device's answer through [`QuestionRecord::answer`]: the first valid answer wins; the device
     /// that answered gets its answer again on a retry.
     pub(crate) async fn answer_question(
@@ -598,84 +559,6 @@ impl PgStore {
         Ok(outcome)
     }
 
-    /// The questions sealed for this device in the given state (as of `now`): the most recent `limit`,
-    /// oldest first.
-    pub(crate) async fn device_questions(
-        &self,
-        agent_id: &str,
-        device_id: &str,
-        filter: StateFilter,
-        limit: u32,
-        now: Timestamp,
-    ) -> Result<Vec<DeviceQuestion>> {
-        let state = match filter {
-            StateFilter::All => None,
-            StateFilter::Only(s) => Some(s.as_str()),
-        };
-        let rows: Vec<DeviceQuestionRow> = sqlx::query_as(concat!(
-            "SELECT ",
-            columns!(),
-            ", e.envelope AS device_envelope
-             FROM questions q JOIN items i ON i.seq = q.item_seq
-                  JOIN item_envelopes e ON e.item_seq = q.item_seq AND e.device_id = $2
-             WHERE q.agent_id = $1 AND ($4::TEXT IS NULL OR ",
-            effective_state!("$3"),
-            " = $4)
-             ORDER BY q.item_seq DESC LIMIT $5"
-        ))
-        .bind(agent_id)
-        .bind(device_id)
-        .bind(now.millis())
-        .bind(state)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?;
-        rows.into_iter()
-            .rev()
-            .map(|r| r.question.device_question(r.device_envelope, now))
-            .collect()
-    }
-
-    /// A page of the answer log, newest first.
-    pub(crate) async fn answer_log(&self, agent_id: &str, q: &LogQuery, now: Timestamp) -> Result<LogPage> {
-        let state = match q.state {
-            StateFilter::All => None,
-            StateFilter::Only(s) => Some(s.as_str()),
-        };
-        let rows: Vec<QuestionRow> = sqlx::query_as(concat!(
-            "SELECT ",
-            columns!(),
-            " FROM questions q JOIN items i ON i.seq = q.item_seq
-             WHERE q.agent_id = $1
-               AND ($2::BIGINT IS NULL OR q.item_seq < $2)
-               AND ($3::BIGINT IS NULL OR i.created_at >= $3)
-               AND ($4::BIGINT IS NULL OR i.created_at < $4)
-               AND ($6::TEXT IS NULL OR ",
-            effective_state!("$5"),
-            " = $6)
-             ORDER BY q.item_seq DESC LIMIT $7"
-        ))
-        .bind(agent_id)
-        .bind(q.before.map(seq_of))
-        .bind(q.since.map(Timestamp::millis))
-        .bind(q.until.map(Timestamp::millis))
-        .bind(now.millis())
-        .bind(state)
-        .bind(i64::from(q.limit) + 1)
-        .fetch_all(&self.pool)
-        .await?;
-        LogPage::of(rows, q.limit, |r| r.view(now))
-    }
-
-    /// When the next pending question expires.
-    pub(crate) async fn next_expiry(&self) -> Result<Option<Timestamp>> {
-        let at: Option<i64> =
-            sqlx::query_scalar("SELECT MIN(expires_at) FROM questions WHERE state = 'pending'")
-                .fetch_one(&self.pool)
-                .await?;
-        Ok(at.map(ts))
-    }
-
     /// Moves up to `limit` pending questions past their expiry to `expired` (closed at their expiry) through
     /// [`QuestionRecord::expire_if_due`], queueing each one's `question.expired` event in the same transaction.
     /// The questions are claimed with `FOR UPDATE SKIP LOCKED`: passes of several instances expire each
@@ -725,9 +608,9 @@ pub(super) mod tests {
     use pacerelle_test_support::postgres::Cluster;
 
     use super::*;
-    use crate::store::Store;
     use crate::store::suite::Backend;
     use crate::store::suite::questions::{self as suite, ask, ask_ready, envelopes, events};
+    use crate::store::{LogQuery, StateFilter, Store};
     use pacerelle_core::question::QuestionKind;
 
     /// The tests' "now".
@@ -792,6 +675,7 @@ pub(super) mod tests {
         let store = open(&url, &dir).await;
         let now = Timestamp(10);
         let q1 = store
+            .as_store()
             .question("ag_1", "q1", now)
             .await
             .expect("ok")
@@ -832,6 +716,7 @@ pub(super) mod tests {
             matches!(again, QuestionPut::Item(item) if matches!(*item, ItemPut::Stored(ref v, false) if *v == created))
         );
         let log = store
+            .as_store()
             .answer_log(
                 "ag_1",
                 &LogQuery {
@@ -885,6 +770,7 @@ pub(super) mod tests {
         let store = open(&url, &dir).await;
         let now = Timestamp(10);
         let q1 = store
+            .as_store()
             .question("ag_1", "q1", now)
             .await
             .expect("ok")
@@ -900,6 +786,7 @@ pub(super) mod tests {
             .expect("a row");
         assert_eq!(stored.as_deref(), Some("phone"));
         let q2 = store
+            .as_store()
             .question("ag_1", "q2", now)
             .await
             .expect("ok")
@@ -916,6 +803,7 @@ pub(super) mod tests {
         .await
         .expect("an answer at the host is admitted");
         let q2 = store
+            .as_store()
             .question("ag_1", "q2", now)
             .await
             .expect("ok")
@@ -996,21 +884,25 @@ pub(super) mod tests {
         let now = Timestamp(T0 + 2000);
         let ids = |qs: Vec<DeviceQuestion>| qs.into_iter().map(|q| q.question_id).collect::<Vec<_>>();
         let all = store
+            .as_store()
             .device_questions("ag_1", "dv_1", StateFilter::All, 10, now)
             .await
             .expect("ok");
         assert_eq!(ids(all), ["a", "b", "c"], "oldest first");
         let expired = store
+            .as_store()
             .device_questions("ag_1", "dv_1", StateFilter::Only(QuestionState::Expired), 10, now)
             .await
             .expect("ok");
         assert_eq!(ids(expired), ["a"], "expired by the clock, not yet swept");
         let pending = store
+            .as_store()
             .device_questions("ag_1", "dv_2", StateFilter::Only(QuestionState::Pending), 10, now)
             .await
             .expect("ok");
         assert_eq!(ids(pending), ["b"]);
         let last_two = store
+            .as_store()
             .device_questions("ag_1", "dv_1", StateFilter::All, 2, now)
             .await
             .expect("ok");
@@ -1023,23 +915,36 @@ pub(super) mod tests {
             before: None,
             limit: 2,
         };
-        let page = store.answer_log("ag_1", &query, now).await.expect("ok");
+        let page = store
+            .as_store()
+            .answer_log("ag_1", &query, now)
+            .await
+            .expect("ok");
         let names: Vec<&str> = page.questions.iter().map(|q| q.question_id.as_str()).collect();
         assert_eq!(names, ["c", "b"]);
         query.before = page.next;
-        let page = store.answer_log("ag_1", &query, now).await.expect("ok");
+        let page = store
+            .as_store()
+            .answer_log("ag_1", &query, now)
+            .await
+            .expect("ok");
         let names: Vec<&str> = page.questions.iter().map(|q| q.question_id.as_str()).collect();
         assert_eq!((names, page.next), (vec!["a"], None));
         query.before = None;
         query.state = StateFilter::Only(QuestionState::Cancelled);
         query.since = Some(Timestamp(T0));
         query.until = Some(Timestamp(T0 + 1));
-        let page = store.answer_log("ag_1", &query, now).await.expect("ok");
+        let page = store
+            .as_store()
+            .answer_log("ag_1", &query, now)
+            .await
+            .expect("ok");
         assert_eq!(page.questions.len(), 1);
         assert_eq!(page.questions[0].state, QuestionState::Cancelled);
         query.since = Some(Timestamp(T0 + 1));
         assert!(
             store
+                .as_store()
                 .answer_log("ag_1", &query, now)
                 .await
                 .expect("ok")
@@ -1141,7 +1046,7 @@ pub(super) mod tests {
                 loop {
                     let pass = instance.expire_due(now, 7).await.expect("a pass");
                     updates.extend(pass.updates.into_iter().map(|u| u.subject_id));
-                    if !pass.more && instance.next_expiry().await.expect("ok").is_none() {
+                    if !pass.more && instance.as_store().next_expiry().await.expect("ok").is_none() {
                         return updates;
                     }
                     tokio::task::yield_now().await;

@@ -2,19 +2,8 @@
 //! compare-and-set on its version (mirrors `sqlite/roster.rs`).
 
 use super::prelude::*;
-use crate::store::types::roster_view;
 
 impl PgStore {
-    /// The newest roster of the agent; version 0 and no envelope when none was stored.
-    pub(crate) async fn roster(&self, agent_id: &str) -> Result<RosterView> {
-        let row: Option<(i64, String)> =
-            sqlx::query_as("SELECT version, envelope FROM rosters WHERE agent_id = $1")
-                .bind(agent_id)
-                .fetch_optional(&self.pool)
-                .await?;
-        Ok(roster_view(row))
-    }
-
     /// Stores roster `version` if the stored one is still `previous` (0: none) and `version` is greater. The
     /// agent's counter row is locked first: of two concurrent updates based on the same version, the second
     /// reads the first one's version and gets a conflict, also when no roster was stored before (no row to
@@ -66,13 +55,14 @@ mod tests {
 
     use super::super::agent::tests::{T0, store};
     use super::*;
+    use pacerelle_core::wire::RosterView;
 
     #[tokio::test]
     async fn a_roster_is_replaced_only_from_the_version_it_was_based_on() {
         let Some((store, _dir)) = store().await else {
             return;
         };
-        let none = store.roster("ag_1").await.expect("read");
+        let none = store.as_store().roster("ag_1").await.expect("read");
         assert_eq!((none.version, none.envelope), (0, None));
         let t = Timestamp(T0);
         assert_eq!(
@@ -95,7 +85,7 @@ mod tests {
             store.put_roster("ag_1", 1, 5, "r5", t).await.expect("ok"),
             RosterPut::Stored(_)
         ));
-        let now = store.roster("ag_1").await.expect("read");
+        let now = store.as_store().roster("ag_1").await.expect("read");
         assert_eq!((now.version, now.envelope.as_deref()), (5, Some("r5")));
     }
 
@@ -131,6 +121,9 @@ mod tests {
             RosterPut::Stored(_) => true,
             RosterPut::Conflict { current } => *current == winner,
         }));
-        assert_eq!(store.roster("ag_1").await.expect("read").version, winner);
+        assert_eq!(
+            store.as_store().roster("ag_1").await.expect("read").version,
+            winner
+        );
     }
 }

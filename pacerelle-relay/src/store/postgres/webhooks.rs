@@ -180,19 +180,6 @@ impl PgStore {
         })
     }
 
-    /// The agent's webhook (never its secret).
-    pub(crate) async fn webhook(&self, agent_id: &str) -> Result<WebhookInfo> {
-        let row: Option<(String, i64)> =
-            sqlx::query_as("SELECT url, updated_at FROM webhooks WHERE agent_id = $1")
-                .bind(agent_id)
-                .fetch_optional(&self.pool)
-                .await?;
-        Ok(WebhookInfo {
-            url: row.as_ref().map(|(url, _)| url.clone()),
-            updated_at: row.map(|(_, at)| ts(at)),
-        })
-    }
-
     /// Removes the agent's webhook; its events still pending are failed (they have nowhere to go).
     pub(crate) async fn delete_webhook(&self, agent_id: &str) -> Result<WebhookInfo> {
         let mut tx = self.pool.begin().await?;

@@ -55,19 +55,6 @@ impl SqliteStore {
         .await
     }
 
-    pub(crate) async fn agent(&self, agent_id: &str) -> Result<Option<AgentInfo>> {
-        let row: Option<(String, String, i64)> =
-            sqlx::query_as("SELECT agent_id, name, created_at FROM agents WHERE agent_id = ?1")
-                .bind(agent_id)
-                .fetch_optional(&self.read)
-                .await?;
-        Ok(row.map(|(agent_id, name, created_at)| AgentInfo {
-            agent_id,
-            name,
-            created_at: ts(created_at),
-        }))
-    }
-
     /// The agent or device named `id`, from memory when it was found before ([`crate::store::principals`]). Agent
     /// ids and device ids never collide: registration and pairing refuse an id that the other already uses.
     pub(crate) async fn principal(&self, id: &str) -> Result<Option<Principal>> {

@@ -1,7 +1,7 @@
 //! Checkpoints: the agent's sealed progress notes, kept in its stream.
 
 use pacerelle_core::Timestamp;
-use pacerelle_core::wire::{CheckpointRecord, Stored};
+use pacerelle_core::wire::Stored;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Result, SqliteStore, cursor, ts};
@@ -50,25 +50,5 @@ impl SqliteStore {
             })
         })
         .await
-    }
-
-    /// The latest checkpoints, latest first.
-    pub(crate) async fn checkpoints(&self, agent_id: &str, limit: u32) -> Result<Vec<CheckpointRecord>> {
-        let rows: Vec<(String, String, i64)> = sqlx::query_as(
-            "SELECT item_id, COALESCE(envelope, ''), created_at FROM items
-             WHERE agent_id = ?1 AND kind = 'checkpoint' ORDER BY seq DESC LIMIT ?2",
-        )
-        .bind(agent_id)
-        .bind(i64::from(limit))
-        .fetch_all(&self.read)
-        .await?;
-        Ok(rows
-            .into_iter()
-            .map(|(checkpoint_id, envelope, created_at)| CheckpointRecord {
-                checkpoint_id,
-                envelope,
-                created_at: ts(created_at),
-            })
-            .collect())
     }
 }

@@ -23,31 +23,6 @@ pub(super) fn device_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<DeviceRow> {
 }
 
 impl SqliteStore {
-    pub(crate) async fn devices(&self, agent_id: &str) -> Result<Vec<DeviceInfo>> {
-        let rows: Vec<DeviceRow> = sqlx::query_as(concat!(
-            "SELECT ",
-            device_columns!(),
-            " FROM devices WHERE agent_id = ?1 ORDER BY created_at, rowid"
-        ))
-        .bind(agent_id)
-        .fetch_all(&self.read)
-        .await?;
-        rows.into_iter().map(device_info).collect()
-    }
-
-    pub(crate) async fn device(&self, agent_id: &str, device_id: &str) -> Result<Option<DeviceInfo>> {
-        let row: Option<DeviceRow> = sqlx::query_as(concat!(
-            "SELECT ",
-            device_columns!(),
-            " FROM devices WHERE agent_id = ?1 AND device_id = ?2"
-        ))
-        .bind(agent_id)
-        .bind(device_id)
-        .fetch_optional(&self.read)
-        .await?;
-        row.map(device_info).transpose()
-    }
-
     /// Registers the signing key of a device paired before keys: stored if the device has none; the same key
     /// and seal again is a retry; anything else is refused, since a device's key never changes.
     pub(crate) async fn register_signing_key(

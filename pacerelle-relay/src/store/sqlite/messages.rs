@@ -1,12 +1,11 @@
 //! The stream of tasks and replies: a device's tasks, their delivery to the agent and acknowledgement, the
 //! agent's replies, and what one device sees of the stream (its conversation).
 
-use pacerelle_core::wire::{AgentMessage, ConversationItem, DeviceEnvelope, ItemState, Stored};
+use pacerelle_core::wire::{AgentMessage, DeviceEnvelope, ItemState, Stored};
 use pacerelle_core::{Cursor, Timestamp};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Result, SqliteStore, cursor, lease as session, seq_of, ts, updates};
-use crate::store::rows::ConversationRow;
 use crate::store::{Marked, Put, ReplyPut, WaitRead};
 
 /// The agent's tasks not yet processed: stored minus processed, both counted by triggers in the transactions
@@ -95,15 +94,6 @@ impl SqliteStore {
         .await
     }
 
-    /// Returns once no delivered mark of this agent beyond `after` is pending: each signals when its write
-    /// has committed. Nothing to wait for in the usual case. (An empty write queued behind them, as this once
-    /// was, could reach the writer first: a mark is queued by a task of its own, which may not have run yet.)
-    pub(crate) async fn settle_marks(&self, agent_id: &str, after: i64) {
-        if self.marks.pending_beyond(agent_id, after) {
-            self.marks.settle(agent_id, after).await;
-        }
-    }
-
     /// One step of the agent's long-poll, read in one snapshot on one read connection: the lease and the
     /// caller's session, the relay's head (to check the caller's cursor), and the agent's tasks not yet
     /// processed after `after` (oldest first, at most `limit`) with the cursor to continue from.
@@ -123,7 +113,7 @@ impl SqliteStore {
         // A delivered mark not yet committed for tasks this read may return again: let it commit first, so that
         // their `redelivered` flag is exact (an agent that restarts at once). Not on the hot path: an agent that
         // goes on from its cursor reads beyond every mark it caused.
-        self.settle_marks(&agent_id, seq_of(after)).await;
+        self.marks.settle(&agent_id, seq_of(after)).await;
         self.read_now(move |conn| {
             let after = seq_of(after);
             let lease = session::lease_on(conn, &agent_id, now)?;
@@ -335,65 +325,6 @@ impl SqliteStore {
             }))
         })
         .await
-    }
-
-    /// What one device can open after `after`: the tasks it sent, the replies, questions and notifications
-    /// sealed for it, and the updates about them (its tasks processed; the questions sealed for it answered,
-    /// cancelled or expired). A question, in its item or an update, carries its state as of `now`.
-    pub(crate) async fn conversation(
-        &self,
-        agent_id: &str,
-        device_id: &str,
-        after: Cursor,
-        limit: u32,
-        updates: bool,
-        now: Timestamp,
-    ) -> Result<(Vec<ConversationItem>, Cursor)> {
-        let after = seq_of(after);
-        // Read the head first: anything stored later has a greater seq and is left for the next call.
-        let head: i64 = sqlx::query_scalar("SELECT COALESCE(MAX(seq), 0) FROM items WHERE agent_id = ?1")
-            .bind(agent_id)
-            .fetch_one(&self.read)
-            .await?;
-        // An update is about its subject `s`: the device that sent the task sees it (`i.device_id`), or every
-        // device the question was sealed for (the question's envelopes). Its question metadata is the
-        // subject's.
-        let rows: Vec<ConversationRow> = sqlx::query_as(
-            "SELECT i.seq, i.kind, i.item_id, COALESCE(e.envelope, i.envelope, '') AS envelope,
-                    i.source_message_id, i.created_at, i.delivered_at, i.processed_at,
-                    i.update_state, s.kind AS subject_kind, s.item_id AS subject_id,
-                    q.kind AS question_kind, q.state AS question_state, q.expires_at, q.answered_by, q.answered_at,
-                    q.answered_by_name, q.answer_copy, q.channel
-             FROM items i
-                  LEFT JOIN item_envelopes e ON e.item_seq = i.seq AND e.device_id = ?2
-                  LEFT JOIN items s ON s.seq = i.subject_seq
-                  LEFT JOIN questions q ON q.item_seq = COALESCE(i.subject_seq, i.seq)
-             WHERE i.agent_id = ?1 AND i.seq > ?3 AND i.seq <= ?4 AND (?6 OR i.kind <> 'update')
-               AND ((i.kind = 'message' AND i.device_id = ?2)
-                    OR (i.kind IN ('reply', 'question', 'notification') AND e.envelope IS NOT NULL)
-                    OR (i.kind = 'update' AND s.kind = 'message' AND i.device_id = ?2)
-                    OR (i.kind = 'update' AND s.kind = 'question'
-                        AND EXISTS (SELECT 1 FROM item_envelopes se
-                                    WHERE se.item_seq = i.subject_seq AND se.device_id = ?2)))
-             ORDER BY i.seq LIMIT ?5",
-        )
-        .bind(agent_id)
-        .bind(device_id)
-        .bind(after)
-        .bind(head)
-        .bind(i64::from(limit))
-        .bind(updates)
-        .fetch_all(&self.read)
-        .await?;
-        let next = match rows.last() {
-            Some(last) if rows.len() >= limit as usize => last.seq,
-            _ => head.max(after),
-        };
-        let items = rows
-            .into_iter()
-            .map(|r| r.item(now))
-            .collect::<Result<Vec<_>>>()?;
-        Ok((items, cursor(next)))
     }
 }
 

@@ -6,7 +6,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Result, SqliteStore, ts};
 use crate::store::rows::role;
-use crate::store::{Claim, NewPairing, PairingRow, PairingStored, SigningKeyCopy};
+use crate::store::{Claim, NewPairing, PairingStored, SigningKeyCopy};
 
 impl SqliteStore {
     pub(crate) async fn create_pairing(&self, p: &NewPairing<'_>) -> Result<PairingStored> {
@@ -69,27 +69,6 @@ impl SqliteStore {
             }))
         })
         .await
-    }
-
-    pub(crate) async fn pairing(&self, pairing_id: &str) -> Result<Option<PairingRow>> {
-        type Row = (String, String, String, Option<String>, i64, Option<i64>);
-        let row: Option<Row> = sqlx::query_as(
-            "SELECT pairing_id, agent_id, device_id, offer, expires_at, claimed_at
-             FROM pairings WHERE pairing_id = ?1",
-        )
-        .bind(pairing_id)
-        .fetch_optional(&self.read)
-        .await?;
-        Ok(row.map(
-            |(pairing_id, agent_id, device_id, offer, expires_at, claimed_at)| PairingRow {
-                pairing_id,
-                agent_id,
-                device_id,
-                offer,
-                expires_at: ts(expires_at),
-                claimed_at: claimed_at.map(ts),
-            },
-        ))
     }
 
     /// Claims an offer: checks the proof, then in one transaction marks the offer claimed (dropping its

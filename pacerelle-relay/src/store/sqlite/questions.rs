@@ -12,42 +12,15 @@ use pacerelle_core::wire::{DeviceEnvelope, DeviceQuestion, ItemState, QuestionVi
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::updates::insert_update;
-use super::{Result, SqliteStore, cursor, seq_of, ts};
-use crate::store::rows::{DeviceQuestionRow, QuestionRow, corrupt};
-use crate::store::{
-    Answerer, Effects, ExpiryPass, ItemPut, LogPage, LogQuery, NewQuestion, NewUpdate, QuestionPut,
-    StateFilter, Transition,
-};
+use super::{Result, SqliteStore, cursor, ts};
+use crate::store::rows::{QuestionRow, corrupt};
+use crate::store::{Answerer, Effects, ExpiryPass, ItemPut, NewQuestion, NewUpdate, QuestionPut, Transition};
 
 // Event types of the webhook outbox.
 pub(super) use crate::store::rows::{ANSWERED, CANCELLED, EXPIRED};
 
-/// The columns of a question as [`QuestionRow`] reads them (`q`: questions, `i`: its item). A macro, so that
-/// every query stays a constant string.
-macro_rules! columns {
-    () => {
-        "i.seq, i.item_id, q.agent_id, q.kind, q.state, i.created_at, q.expires_at, q.closed_at,
-         COALESCE(i.envelope, '') AS self_envelope,
-         (SELECT group_concat(device_id, ',') FROM item_envelopes WHERE item_seq = i.seq) AS recipients,
-         q.answered_by, q.answered_by_name, q.answered_at, q.answer_envelope, q.answer_copy, q.channel,
-         q.user_id"
-    };
-}
-
-/// The state a question has at the time bound to parameter `$now`, in SQL: the rule of
-/// [`QuestionRecord::state_at`].
-macro_rules! effective_state {
-    ($now:literal) => {
-        concat!(
-            "(CASE WHEN q.state = 'pending' AND q.expires_at <= ",
-            $now,
-            " THEN 'expired' ELSE q.state END)"
-        )
-    };
-}
-
 impl QuestionRow {
-    /// The row from the writer's connection, by the names [`columns!`] gives its columns.
+    /// The row from the writer's connection, by the names [`question_columns!`] gives its columns.
     fn from_row(r: &rusqlite::Row) -> rusqlite::Result<Self> {
         Ok(QuestionRow {
             seq: r.get("seq")?,
@@ -74,7 +47,7 @@ impl QuestionRow {
 /// The question `question_id` (`?2`) of the agent `?1`: the query of [`row_of`], also run on the read pool.
 const ROW_OF: &str = concat!(
     "SELECT ",
-    columns!(),
+    question_columns!(),
     " FROM questions q JOIN items i ON i.seq = q.item_seq
          WHERE i.agent_id = ?1 AND i.kind = 'question' AND i.item_id = ?2"
 );
@@ -92,7 +65,7 @@ pub(super) fn row_at(conn: &Connection, seq: i64) -> Result<QuestionRow> {
     Ok(conn
         .prepare_cached(concat!(
             "SELECT ",
-            columns!(),
+            question_columns!(),
             " FROM questions q JOIN items i ON i.seq = q.item_seq WHERE q.item_seq = ?1"
         ))?
         .query_row([seq], QuestionRow::from_row)?)
@@ -278,21 +251,6 @@ impl SqliteStore {
         .await
     }
 
-    /// A question of this agent, as of `now`.
-    pub(crate) async fn question(
-        &self,
-        agent_id: &str,
-        question_id: &str,
-        now: Timestamp,
-    ) -> Result<Option<QuestionView>> {
-        let row: Option<QuestionRow> = sqlx::query_as(ROW_OF)
-            .bind(agent_id)
-            .bind(question_id)
-            .fetch_optional(&self.read)
-            .await?;
-        row.map(|row| row.view(now)).transpose()
-    }
-
     /// Records a device's answer through [`QuestionRecord::answer`]: the first valid answer wins; the device
     /// that answered gets its answer again on a retry.
     pub(crate) async fn answer_question(
@@ -422,84 +380,6 @@ impl SqliteStore {
         .await
     }
 
-    /// The questions sealed for this device in the given state (as of `now`): the most recent `limit`,
-    /// oldest first.
-    pub(crate) async fn device_questions(
-        &self,
-        agent_id: &str,
-        device_id: &str,
-        filter: StateFilter,
-        limit: u32,
-        now: Timestamp,
-    ) -> Result<Vec<DeviceQuestion>> {
-        let state = match filter {
-            StateFilter::All => None,
-            StateFilter::Only(s) => Some(s.as_str()),
-        };
-        let rows: Vec<DeviceQuestionRow> = sqlx::query_as(concat!(
-            "SELECT ",
-            columns!(),
-            ", e.envelope AS device_envelope
-             FROM questions q JOIN items i ON i.seq = q.item_seq
-                  JOIN item_envelopes e ON e.item_seq = q.item_seq AND e.device_id = ?2
-             WHERE q.agent_id = ?1 AND (?4 IS NULL OR ",
-            effective_state!("?3"),
-            " = ?4)
-             ORDER BY q.item_seq DESC LIMIT ?5"
-        ))
-        .bind(agent_id)
-        .bind(device_id)
-        .bind(now.millis())
-        .bind(state)
-        .bind(i64::from(limit))
-        .fetch_all(&self.read)
-        .await?;
-        rows.into_iter()
-            .rev()
-            .map(|r| r.question.device_question(r.device_envelope, now))
-            .collect()
-    }
-
-    /// A page of the answer log, newest first.
-    pub(crate) async fn answer_log(&self, agent_id: &str, q: &LogQuery, now: Timestamp) -> Result<LogPage> {
-        let state = match q.state {
-            StateFilter::All => None,
-            StateFilter::Only(s) => Some(s.as_str()),
-        };
-        let rows: Vec<QuestionRow> = sqlx::query_as(concat!(
-            "SELECT ",
-            columns!(),
-            " FROM questions q JOIN items i ON i.seq = q.item_seq
-             WHERE q.agent_id = ?1
-               AND (?2 IS NULL OR q.item_seq < ?2)
-               AND (?3 IS NULL OR i.created_at >= ?3)
-               AND (?4 IS NULL OR i.created_at < ?4)
-               AND (?6 IS NULL OR ",
-            effective_state!("?5"),
-            " = ?6)
-             ORDER BY q.item_seq DESC LIMIT ?7"
-        ))
-        .bind(agent_id)
-        .bind(q.before.map(seq_of))
-        .bind(q.since.map(Timestamp::millis))
-        .bind(q.until.map(Timestamp::millis))
-        .bind(now.millis())
-        .bind(state)
-        .bind(i64::from(q.limit) + 1)
-        .fetch_all(&self.read)
-        .await?;
-        LogPage::of(rows, q.limit, |r| r.view(now))
-    }
-
-    /// When the next pending question expires.
-    pub(crate) async fn next_expiry(&self) -> Result<Option<Timestamp>> {
-        let at: Option<i64> =
-            sqlx::query_scalar("SELECT MIN(expires_at) FROM questions WHERE state = 'pending'")
-                .fetch_one(&self.read)
-                .await?;
-        Ok(at.map(ts))
-    }
-
     /// Moves up to `limit` pending questions past their expiry to `expired` (closed at their expiry) through
     /// [`QuestionRecord::expire_if_due`], queueing each one's `question.expired` event in the same transaction.
     pub(crate) async fn expire_due(&self, now: Timestamp, limit: u32) -> Result<ExpiryPass> {
@@ -597,8 +477,8 @@ impl SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::Store;
     use crate::store::suite::questions::events;
+    use crate::store::{LogQuery, StateFilter, Store, seq_of};
     use pacerelle_core::Cursor;
     use pacerelle_core::question::QuestionKind;
 
@@ -623,6 +503,7 @@ mod tests {
         let store = SqliteStore::open(&path).await.expect("migrates");
         let now = Timestamp(10);
         let q1 = store
+            .as_store()
             .question("ag_1", "q1", now)
             .await
             .expect("ok")
@@ -662,6 +543,7 @@ mod tests {
             matches!(again, QuestionPut::Item(item) if matches!(*item, ItemPut::Stored(ref v, false) if *v == created))
         );
         let log = store
+            .as_store()
             .answer_log(
                 "ag_1",
                 &LogQuery {
@@ -722,6 +604,7 @@ mod tests {
         let store = SqliteStore::open(&path).await.expect("migrates");
         let now = Timestamp(10);
         let q1 = store
+            .as_store()
             .question("ag_1", "q1", now)
             .await
             .expect("ok")
@@ -733,12 +616,14 @@ mod tests {
         assert_eq!(q1.answered_at, Some(Timestamp(5)));
         assert_eq!(q1.answer_envelope.as_deref(), Some("ANS"));
         let q2 = store
+            .as_store()
             .question("ag_1", "q2", now)
             .await
             .expect("ok")
             .expect("found");
         assert_eq!((q2.state, q2.channel), (QuestionState::Pending, None));
         let q3 = store
+            .as_store()
             .question("ag_1", "q3", now)
             .await
             .expect("ok")
@@ -748,6 +633,7 @@ mod tests {
             (QuestionState::Expired, Some(Timestamp(6)), None)
         );
         let listed = store
+            .as_store()
             .device_questions("ag_1", "dv_1", StateFilter::All, 10, now)
             .await
             .expect("ok");
@@ -770,6 +656,7 @@ mod tests {
             ]
         );
         let (items, _) = store
+            .as_store()
             .conversation("ag_1", "dv_1", Cursor::START, 10, true, now)
             .await
             .expect("reads");
@@ -853,6 +740,7 @@ mod tests {
 
         let store = SqliteStore::open(&path).await.expect("migrates");
         let (items, cursor) = store
+            .as_store()
             .conversation("ag_1", "dv_1", Cursor::START, 10, true, Timestamp(10))
             .await
             .expect("reads");

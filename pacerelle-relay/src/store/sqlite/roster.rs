@@ -1,24 +1,12 @@
 //! The agent's sealed device roster: stored as given, replaced only by a compare-and-set on its version.
 
 use pacerelle_core::Timestamp;
-use pacerelle_core::wire::RosterView;
 use rusqlite::{Connection, params};
 
 use super::{Result, SqliteStore};
 use crate::store::RosterPut;
-use crate::store::types::roster_view;
 
 impl SqliteStore {
-    /// The newest roster of the agent; version 0 and no envelope when none was stored.
-    pub(crate) async fn roster(&self, agent_id: &str) -> Result<RosterView> {
-        let row: Option<(i64, String)> =
-            sqlx::query_as("SELECT version, envelope FROM rosters WHERE agent_id = ?1")
-                .bind(agent_id)
-                .fetch_optional(&self.read)
-                .await?;
-        Ok(roster_view(row))
-    }
-
     /// Stores roster `version` if the stored one is still `previous` (0: none) and `version` is greater.
     pub(crate) async fn put_roster(
         &self,

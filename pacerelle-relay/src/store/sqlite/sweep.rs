@@ -65,11 +65,17 @@ mod tests {
             .await
             .expect("ok");
         store.sweep(Timestamp(T0 + 999)).await.expect("sweeps");
-        let row = store.pairing(offer.pairing_id).await.expect("ok").expect("kept");
+        let row = store
+            .as_store()
+            .pairing(offer.pairing_id)
+            .await
+            .expect("ok")
+            .expect("kept");
         assert!(row.offer.is_some());
 
         store.sweep(Timestamp(T0 + 60_000)).await.expect("sweeps");
         let row = store
+            .as_store()
             .pairing(offer.pairing_id)
             .await
             .expect("ok")
@@ -83,6 +89,13 @@ mod tests {
         assert_eq!(ended, Some(T0 + lease_ttl_ms()));
         // A day after expiry the tombstone goes too.
         store.sweep(Timestamp(T0 + KEEP_MS + 2000)).await.expect("sweeps");
-        assert!(store.pairing(offer.pairing_id).await.expect("ok").is_none());
+        assert!(
+            store
+                .as_store()
+                .pairing(offer.pairing_id)
+                .await
+                .expect("ok")
+                .is_none()
+        );
     }
 }

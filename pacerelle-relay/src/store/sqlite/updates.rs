@@ -191,6 +191,7 @@ mod tests {
 
         let store = SqliteStore::open(&path).await.expect("migrates");
         let (items, cursor) = store
+            .as_store()
             .conversation("ag_1", "dv_1", Cursor::START, 50, true, Timestamp(10))
             .await
             .expect("reads");
@@ -215,6 +216,7 @@ mod tests {
         assert_eq!(q1.answer_copy.as_deref(), Some("COPY"));
         assert_eq!(cursor, Cursor(5));
         let q1 = store
+            .as_store()
             .question("ag_1", "q1", Timestamp(10))
             .await
             .expect("reads")
@@ -272,6 +274,7 @@ mod tests {
         assert_eq!(cancelled.state, ItemState::Cancelled);
         assert_eq!(cancelled.recipients, ["dv_1"]);
         let (items, _) = store
+            .as_store()
             .conversation("ag_1", "dv_1", Cursor(5), 50, true, Timestamp(30))
             .await
             .expect("reads");

@@ -3,10 +3,10 @@
 
 use pacerelle_core::Timestamp;
 use pacerelle_core::question::QuestionKind;
-use pacerelle_core::wire::WebhookEvent;
+use pacerelle_core::wire::{DeviceEnvelope, WebhookEvent};
 
 use super::{T0, backends};
-use crate::store::{DueEvent, NewQuestion, Registered, Store, Target};
+use crate::store::{DueEvent, NewQuestion, Outboxes, Registered, Store, Target};
 
 /// The secret of the webhooks [`with_webhook`] sets.
 const SECRET: &str = "whsec_0123456789abcdef";
@@ -258,6 +258,65 @@ async fn a_secret_sealed_with_a_lost_key_is_unreadable_not_an_error() {
             .expect("due");
         assert!(
             matches!(&due[0].target, Target::Webhook { secret, .. } if secret == "whsec_set_again_0123456"),
+            "{name}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn the_outboxes_give_their_depth_and_oldest_entry() {
+    for backend in backends().await {
+        let name = backend.name();
+        let store = &backend.store;
+        assert_eq!(
+            store.outboxes().await.expect("reads"),
+            Outboxes::default(),
+            "{name}"
+        );
+        with_webhook(store, "ag_1", 1).await;
+        backend.add_devices().await;
+        store
+            .put_push_subscription(
+                "ag_1",
+                "dv_1",
+                "https://push.example/a",
+                &[4; 65],
+                &[0; 16],
+                Timestamp(T0),
+            )
+            .await
+            .expect("subscribed");
+        let to_phone = [DeviceEnvelope {
+            device_id: "dv_1".into(),
+            envelope: "AQID".into(),
+        }];
+        for (id, at) in [("n1", T0 + 5), ("n2", T0 + 9)] {
+            store
+                .put_notification("ag_1", id, &to_phone, Timestamp(at))
+                .await
+                .expect("stored");
+        }
+        // Two events queued, the older one delivered: one pending, since T0 + 4.
+        assert!(cancelled(store, "ag_1", "q1", 3).await, "{name}");
+        assert!(cancelled(store, "ag_1", "q2", 4).await, "{name}");
+        let first = store
+            .due_events(Timestamp(T0 + 5), &[], 1)
+            .await
+            .expect("due")
+            .remove(0);
+        store
+            .event_delivered(&first.event_id, 200, Timestamp(T0 + 6))
+            .await
+            .expect("delivered");
+        let figures = store.outboxes().await.expect("reads");
+        assert_eq!(
+            (figures.push.pending, figures.push.oldest),
+            (2, Some(Timestamp(T0 + 5))),
+            "{name}"
+        );
+        assert_eq!(
+            (figures.webhook.pending, figures.webhook.oldest),
+            (1, Some(Timestamp(T0 + 4))),
             "{name}"
         );
     }
