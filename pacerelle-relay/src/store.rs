@@ -40,7 +40,7 @@ pub(crate) use types::{
 use std::sync::Arc;
 
 use pacerelle_core::Cursor;
-use pacerelle_core::wire::{Delivery, DeviceEnvelope, DeviceInfo, DeviceQuestion, WebhookInfo};
+use pacerelle_core::wire::{DeviceEnvelope, DeviceInfo, DeviceQuestion, WebhookInfo};
 
 use crate::config::{Config, Retention};
 use crate::error::{Error, StoreError};
@@ -136,7 +136,6 @@ forward! {
     async fn global_head(&self) -> Result<Cursor>;
     async fn put_message(&self, agent_id: &str, device_id: &str, message_id: &str, envelope: &str, max_pending: u32, now: Timestamp) -> Result<Put>;
     async fn wait_read(&self, agent_id: &str, session_id: Option<&str>, after: Cursor, limit: u32, now: Timestamp) -> Result<WaitRead>;
-    async fn mark_processed(&self, agent_id: &str, message_id: &str, now: Timestamp) -> Result<Option<Marked>>;
     async fn put_reply(&self, agent_id: &str, reply_id: &str, source_message_id: &str, envelopes: &[DeviceEnvelope], now: Timestamp) -> Result<ReplyPut>;
     async fn create_pairing(&self, p: &NewPairing<'_>) -> Result<PairingStored>;
     async fn claim_pairing(&self, pairing_id: &str, proof_hash: &[u8; 32], name: &str, signing: Option<SigningKeyCopy<'_>>, now: Timestamp) -> Result<Claim>;
@@ -159,12 +158,10 @@ forward! {
     async fn lease(&self, agent_id: &str, now: Timestamp) -> Result<Option<Lease>>;
     async fn session_known(&self, agent_id: &str, session_id: &str) -> Result<bool>;
     async fn open_session(&self, agent_id: &str, session_id: &str, host: &str, takeover: bool, now: Timestamp) -> Result<SessionOpened>;
-    async fn heartbeat(&self, agent_id: &str, session_id: &str, now: Timestamp) -> Result<Renewal>;
     async fn release(&self, agent_id: &str, session_id: &str, now: Timestamp) -> Result<Option<SessionInfo>>;
     async fn sweep(&self, now: Timestamp) -> Result<()>;
     async fn set_webhook(&self, agent_id: &str, url: &str, secret: &str, now: Timestamp) -> Result<WebhookInfo>;
     async fn delete_webhook(&self, agent_id: &str) -> Result<WebhookInfo>;
-    async fn deliveries(&self, agent_id: &str, limit: u32) -> Result<Vec<Delivery>>;
     async fn due_events(&self, now: Timestamp, busy: &[String], limit: u32) -> Result<Vec<DueEvent>>;
     async fn next_event_due(&self, busy: &[String]) -> Result<Option<Timestamp>>;
     async fn set_max_pending_events(&self, cap: u32) -> Result<()>;
@@ -563,6 +560,54 @@ impl Lease {
                 last_heartbeat_at: ts(beat),
             },
         })
+    }
+}
+
+/// A session as stored: its id, host, start and last heartbeat.
+pub(in crate::store) type SessionRow = (String, String, i64, i64);
+
+impl SessionOpened {
+    /// What opening a session at `now` does to the session the agent has open (`open`): `Err` with the outcome
+    /// while that one is live and not taken over; else the open session's id and when to end it — now if it was
+    /// live, at the end of its lease if that had lapsed.
+    pub(in crate::store) fn end_open(
+        (old_id, old_host, since, beat): SessionRow,
+        takeover: bool,
+        now: Timestamp,
+    ) -> std::result::Result<(String, i64), SessionOpened> {
+        let lapsed_at = beat.saturating_add(lease_ttl_ms());
+        let live = lapsed_at > now.millis();
+        if live && !takeover {
+            return Err(SessionOpened::InUse(LeaseHolder {
+                host: old_host,
+                since: ts(since),
+                last_heartbeat_at: ts(beat),
+            }));
+        }
+        Ok((old_id, if live { now.millis() } else { lapsed_at }))
+    }
+
+    /// A session opened at `now`, holding the lease.
+    pub(in crate::store) fn opened(session_id: String, host: String, now: Timestamp) -> SessionOpened {
+        SessionOpened::Opened(SessionInfo {
+            session_id,
+            host,
+            since: now,
+            lease_expires_at: now.plus_millis(lease_ttl_ms()),
+        })
+    }
+}
+
+/// A session ended by a release, from what the release returns: its host, start and end.
+pub(in crate::store) fn released(
+    session_id: &str,
+    (host, since, ended_at): (String, i64, i64),
+) -> SessionInfo {
+    SessionInfo {
+        session_id: session_id.to_string(),
+        host,
+        since: ts(since),
+        lease_expires_at: ts(ended_at),
     }
 }
 

@@ -35,8 +35,7 @@ mod webhooks;
 mod prelude {
     pub(super) use pacerelle_core::wire::ItemState;
     pub(super) use pacerelle_core::wire::{
-        AgentInfo, Delivery, DeviceEnvelope, DeviceInfo, DeviceQuestion, QuestionView, SessionInfo, Stored,
-        WebhookInfo,
+        AgentInfo, DeviceEnvelope, DeviceInfo, DeviceQuestion, QuestionView, SessionInfo, Stored, WebhookInfo,
     };
     pub(super) use pacerelle_core::{Cursor, Timestamp};
     pub(super) use sqlx::PgConnection;
@@ -45,8 +44,8 @@ mod prelude {
     pub(super) use crate::config::Retention;
     pub(super) use crate::store::{
         Claim, DueEvent, DuePush, Effects, ExpiryPass, ItemPut, Lease, Marked, NewPairing, NewQuestion,
-        NewUpdate, PairingStored, Principal, Purged, PushPut, Put, QuestionPut, Registered, Renewal,
-        ReplyPut, RosterPut, SessionOpened, SigningKeyCopy, SigningKeyPut, Transition, WaitRead,
+        NewUpdate, PairingStored, Principal, Purged, PushPut, Put, QuestionPut, Registered, ReplyPut,
+        RosterPut, SessionOpened, SigningKeyCopy, SigningKeyPut, Transition, WaitRead,
     };
     pub(super) use crate::store::{cursor, ts};
 }

@@ -7,16 +7,18 @@
 use pacerelle_core::Cursor;
 use pacerelle_core::Timestamp;
 use pacerelle_core::wire::{
-    AgentInfo, CheckpointRecord, ConversationItem, DeviceInfo, DeviceQuestion, MessageCounts, QuestionView,
-    RosterView, WebhookInfo,
+    AgentInfo, CheckpointRecord, ConversationItem, Delivery, DeviceInfo, DeviceQuestion, MessageCounts,
+    QuestionView, RosterView, SessionInfo, WebhookInfo,
 };
 use sqlx::{PgPool, SqlitePool};
 
-use crate::store::rows::{ConversationRow, DeviceQuestionRow, DeviceRow, QuestionRow, device_info};
+use crate::store::rows::{
+    ConversationRow, DeliveryRow, DeviceQuestionRow, DeviceRow, QuestionRow, delivery, device_info,
+};
 use crate::store::types::roster_view;
 use crate::store::{
-    LogPage, LogQuery, OutboxFigures, Outboxes, PairingRow, StateFilter, StatusFacts, Store, cursor, seq_of,
-    ts,
+    LogPage, LogQuery, Marked, OutboxFigures, Outboxes, PairingRow, Renewal, StateFilter, StatusFacts, Store,
+    cursor, lease_ttl_ms, seq_of, ts,
 };
 
 type Result<T, E = crate::error::StoreError> = std::result::Result<T, E>;
@@ -199,6 +201,61 @@ impl Store {
         })
     }
 
+    /// Renews the lease if this session still holds it: read first, then one statement that renews only a
+    /// lease still held when it runs.
+    pub(crate) async fn heartbeat(
+        &self,
+        agent_id: &str,
+        session_id: &str,
+        now: Timestamp,
+    ) -> Result<Renewal> {
+        let row: Option<(String, i64, i64, Option<i64>)> = on_db!(
+            self.db(),
+            fetch_optional,
+            sqlx::query_as(
+                "SELECT host, since, last_heartbeat_at, ended_at FROM sessions
+                 WHERE agent_id = $1 AND session_id = $2",
+            )
+            .bind(agent_id)
+            .bind(session_id)
+        )?;
+        let Some((host, since, beat, ended_at)) = row else {
+            return Ok(Renewal::NotFound);
+        };
+        if ended_at.is_some() || beat.saturating_add(lease_ttl_ms()) <= now.millis() {
+            return Ok(Renewal::Lost);
+        }
+        let renewed = match self {
+            Store::Sqlite(s) => s.renew(agent_id, session_id, now).await?,
+            Store::Postgres(p) => p.renew(agent_id, session_id, now).await?,
+        };
+        if !renewed {
+            return Ok(Renewal::Lost);
+        }
+        Ok(Renewal::Renewed(SessionInfo {
+            session_id: session_id.to_string(),
+            host,
+            since: ts(since),
+            lease_expires_at: now.plus_millis(lease_ttl_ms()),
+        }))
+    }
+
+    /// The agent's webhook events, newest first.
+    pub(crate) async fn deliveries(&self, agent_id: &str, limit: u32) -> Result<Vec<Delivery>> {
+        let rows: Vec<DeliveryRow> = on_db!(
+            self.db(),
+            fetch_all,
+            sqlx::query_as(
+                "SELECT event_id, event_type, question_id, state, attempts, last_status, last_error, created_at,
+                        delivered_at, next_attempt_at
+                 FROM webhook_events WHERE agent_id = $1 ORDER BY created_at DESC, rowid DESC LIMIT $2",
+            )
+            .bind(agent_id)
+            .bind(i64::from(limit))
+        )?;
+        Ok(rows.into_iter().map(delivery).collect())
+    }
+
     /// The depth and age of the webhook and push outboxes (`GET /metrics`). The webhook count reads the partial
     /// index of pending events; the push outbox holds only pushes not yet delivered, so it is counted whole.
     pub(crate) async fn outboxes(&self) -> Result<Outboxes> {
@@ -368,6 +425,37 @@ impl Store {
             sqlx::query_scalar("SELECT MIN(expires_at) FROM questions WHERE state = 'pending'")
         )?;
         Ok(at.map(ts))
+    }
+
+    /// Marks a task processed (idempotent: the first time is kept); the first time, the backend stores in the
+    /// same transaction the `update` item that tells the sending device. `None` when the agent has no such
+    /// task. Read first: repeated acknowledgements then cost no write.
+    pub(crate) async fn mark_processed(
+        &self,
+        agent_id: &str,
+        message_id: &str,
+        now: Timestamp,
+    ) -> Result<Option<Marked>> {
+        let known: Option<Option<i64>> = on_db!(
+            self.db(),
+            fetch_optional,
+            sqlx::query_scalar(
+                "SELECT processed_at FROM items WHERE agent_id = $1 AND kind = 'message' AND item_id = $2",
+            )
+            .bind(agent_id)
+            .bind(message_id)
+        )?;
+        match known {
+            None => Ok(None),
+            Some(Some(at)) => Ok(Some(Marked {
+                processed_at: ts(at),
+                update: None,
+            })),
+            Some(None) => match self {
+                Store::Sqlite(s) => s.mark_processed(agent_id, message_id, now).await,
+                Store::Postgres(p) => p.mark_processed(agent_id, message_id, now).await,
+            },
+        }
     }
 
     /// What one device can open after `after`: the tasks it sent, the replies, questions and notifications

@@ -10,8 +10,9 @@ use pacerelle_core::wire::{
     QuestionView, SubjectKind,
 };
 
+use crate::at_rest::key::WebhookKey;
 use crate::error::StoreError;
-use crate::store::{channel_of, cursor, ts};
+use crate::store::{DueEvent, DuePush, Target, channel_of, cursor, ts};
 
 type Result<T, E = StoreError> = std::result::Result<T, E>;
 
@@ -408,5 +409,81 @@ pub(in crate::store) fn delivery(
         created_at: ts(created_at),
         delivered_at: delivered_at.map(ts),
         next_attempt_at: next_attempt_at.map(ts),
+    }
+}
+
+/// A push due for an attempt, with its subscription, as both backends' due reads give it.
+#[derive(Debug, sqlx::FromRow)]
+pub(in crate::store) struct DuePushRow {
+    push_id: i64,
+    subscription_id: i64,
+    endpoint: String,
+    p256dh: Vec<u8>,
+    auth: Vec<u8>,
+    agent_id: String,
+    device_id: String,
+    item_seq: i64,
+    kind: String,
+    urgency: String,
+    topic: Option<String>,
+    expires_at: i64,
+    attempts: i64,
+}
+
+impl From<DuePushRow> for DuePush {
+    fn from(r: DuePushRow) -> Self {
+        DuePush {
+            push_id: r.push_id,
+            subscription_id: r.subscription_id,
+            endpoint: r.endpoint,
+            p256dh: r.p256dh,
+            auth: r.auth,
+            agent_id: r.agent_id,
+            device_id: r.device_id,
+            item_seq: r.item_seq,
+            kind: r.kind,
+            urgency: r.urgency,
+            topic: r.topic,
+            expires_at: ts(r.expires_at),
+            attempts: u32::try_from(r.attempts).unwrap_or(u32::MAX),
+        }
+    }
+}
+
+/// A due webhook event as both backends' due reads give it, with its agent's webhook now: id, agent, body,
+/// attempts, created, the webhook's URL, its sealed secret, a secret still in clear.
+pub(in crate::store) type DueEventRow = (
+    String,
+    String,
+    String,
+    i64,
+    i64,
+    Option<String>,
+    Option<Vec<u8>>,
+    Option<String>,
+);
+
+/// A due event for the deliverer, its webhook's secret opened with `key`.
+pub(in crate::store) fn due_event(
+    (event_id, agent_id, body, attempts, created_at, url, sealed, clear): DueEventRow,
+    key: &WebhookKey,
+) -> DueEvent {
+    let target = match (url, sealed, clear) {
+        (None, _, _) => Target::Removed,
+        (Some(url), Some(sealed), _) => match key.open(&agent_id, &sealed) {
+            Some(secret) => Target::Webhook { url, secret },
+            None => Target::Unreadable,
+        },
+        // Only before the start-up step has sealed it; never once the relay runs.
+        (Some(url), None, Some(secret)) => Target::Webhook { url, secret },
+        (Some(_), None, None) => Target::Unreadable,
+    };
+    DueEvent {
+        event_id,
+        agent_id,
+        body,
+        attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
+        created_at: ts(created_at),
+        target,
     }
 }

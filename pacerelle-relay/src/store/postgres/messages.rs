@@ -278,33 +278,15 @@ impl PgStore {
         Ok(())
     }
 
-    /// Marks a task processed (idempotent: the first time is kept). The first time, in the same transaction,
-    /// stores the `update` item that tells the sending device ([`insert_update`]). `None` when the agent has no
-    /// such task.
+    /// Marks a task processed, once [`crate::store::Store::mark_processed`] has read that it is not (the first
+    /// time is kept; a concurrent one changes nothing). The first time, in the same transaction, stores the
+    /// `update` item that tells the sending device ([`insert_update`]). `None` when the agent has no such task.
     pub(crate) async fn mark_processed(
         &self,
         agent_id: &str,
         message_id: &str,
         now: Timestamp,
     ) -> Result<Option<Marked>> {
-        // Read first: repeated acknowledgements then cost no write.
-        let known: Option<Option<i64>> = sqlx::query_scalar(
-            "SELECT processed_at FROM items WHERE agent_id = $1 AND kind = 'message' AND item_id = $2",
-        )
-        .bind(agent_id)
-        .bind(message_id)
-        .fetch_optional(&self.pool)
-        .await?;
-        match known {
-            None => return Ok(None),
-            Some(Some(at)) => {
-                return Ok(Some(Marked {
-                    processed_at: Timestamp(at),
-                    update: None,
-                }));
-            }
-            Some(None) => {}
-        }
         let mut tx = self.pool.begin().await?;
         super::lock_agent(&mut tx, agent_id).await?;
         // Only the first acknowledgement sets it; a concurrent one waits for the agent's lock, then finds it set

@@ -17,7 +17,7 @@
 
 use super::prelude::*;
 use crate::store::MAX_PER_DEVICE;
-use crate::store::rows::item_kind;
+use crate::store::rows::{DuePushRow, item_kind};
 use crate::store::types::{question_push, sent_push, update_push};
 use pacerelle_core::wire::ItemKind;
 
@@ -112,44 +112,6 @@ pub(super) async fn drop_device(conn: &mut PgConnection, agent_id: &str, device_
         .execute(conn)
         .await?;
     Ok(())
-}
-
-/// A push due for an attempt, with its subscription, as read.
-#[derive(sqlx::FromRow)]
-struct DueRow {
-    push_id: i64,
-    subscription_id: i64,
-    endpoint: String,
-    p256dh: Vec<u8>,
-    auth: Vec<u8>,
-    agent_id: String,
-    device_id: String,
-    item_seq: i64,
-    kind: String,
-    urgency: String,
-    topic: Option<String>,
-    expires_at: i64,
-    attempts: i64,
-}
-
-impl From<DueRow> for DuePush {
-    fn from(r: DueRow) -> Self {
-        DuePush {
-            push_id: r.push_id,
-            subscription_id: r.subscription_id,
-            endpoint: r.endpoint,
-            p256dh: r.p256dh,
-            auth: r.auth,
-            agent_id: r.agent_id,
-            device_id: r.device_id,
-            item_seq: r.item_seq,
-            kind: r.kind,
-            urgency: r.urgency,
-            topic: r.topic,
-            expires_at: Timestamp(r.expires_at),
-            attempts: u32::try_from(r.attempts).unwrap_or(u32::MAX),
-        }
-    }
 }
 
 impl PgStore {
@@ -255,7 +217,7 @@ impl PgStore {
     /// instance is claiming. Each one's next attempt moves [`CLAIM_MS`] ahead until its outcome is recorded.
     pub(crate) async fn due_pushes(&self, now: Timestamp, busy: &[i64], limit: u32) -> Result<Vec<DuePush>> {
         let mut tx = self.pool.begin().await?;
-        let rows: Vec<DueRow> = sqlx::query_as(
+        let rows: Vec<DuePushRow> = sqlx::query_as(
             "WITH firsts AS (
                  SELECT DISTINCT ON (subscription_id) push_id
                  FROM push_outbox

@@ -1,10 +1,8 @@
 //! The PostgreSQL backend: agent sessions and the lease — one session consumes the inbox at a time (mirrors
 //! `sqlite/session.rs`). The lease is read from the database, so every relay instance sees the same holder.
 
-use pacerelle_core::wire::LeaseHolder;
-
 use super::prelude::*;
-use crate::store::lease_ttl_ms;
+use crate::store::{lease_ttl_ms, released};
 
 impl PgStore {
     /// The session holding the agent's lease now, if any.
@@ -48,28 +46,14 @@ impl PgStore {
         Ok(outcome)
     }
 
-    /// Renews the lease if this session still holds it.
-    pub(crate) async fn heartbeat(
+    /// Renews the lease if this session still holds it when the statement runs (its own transaction): whether
+    /// it did ([`crate::store::Store::heartbeat`]).
+    pub(in crate::store) async fn renew(
         &self,
         agent_id: &str,
         session_id: &str,
         now: Timestamp,
-    ) -> Result<Renewal> {
-        let row: Option<(String, i64, i64, Option<i64>)> = sqlx::query_as(
-            "SELECT host, since, last_heartbeat_at, ended_at FROM sessions
-             WHERE agent_id = $1 AND session_id = $2",
-        )
-        .bind(agent_id)
-        .bind(session_id)
-        .fetch_optional(&self.pool)
-        .await?;
-        let Some((host, since, beat, ended_at)) = row else {
-            return Ok(Renewal::NotFound);
-        };
-        if ended_at.is_some() || beat.saturating_add(lease_ttl_ms()) <= now.millis() {
-            return Ok(Renewal::Lost);
-        }
-        // One statement, its own transaction: it renews only a lease still held when it runs.
+    ) -> Result<bool> {
         let renewed = sqlx::query(
             "UPDATE sessions SET last_heartbeat_at = $3
              WHERE agent_id = $1 AND session_id = $2 AND ended_at IS NULL
@@ -83,15 +67,7 @@ impl PgStore {
         .await?
         .rows_affected();
         self.committed();
-        if renewed == 0 {
-            return Ok(Renewal::Lost);
-        }
-        Ok(Renewal::Renewed(SessionInfo {
-            session_id: session_id.to_string(),
-            host,
-            since: Timestamp(since),
-            lease_expires_at: now.plus_millis(lease_ttl_ms()),
-        }))
+        Ok(renewed > 0)
     }
 
     /// Ends a session (idempotent). `None` when the agent has no such session.
@@ -114,12 +90,7 @@ impl PgStore {
         .fetch_optional(&self.pool)
         .await?;
         self.committed();
-        Ok(row.map(|(host, since, ended_at)| SessionInfo {
-            session_id: session_id.to_string(),
-            host,
-            since: Timestamp(since),
-            lease_expires_at: Timestamp(ended_at),
-        }))
+        Ok(row.map(|row| released(session_id, row)))
     }
 }
 
@@ -139,19 +110,10 @@ async fn open_session_in(
     .bind(agent_id)
     .fetch_optional(&mut *conn)
     .await?;
-    if let Some((old_id, old_host, since, beat)) = open {
-        let live = beat.saturating_add(lease_ttl_ms()) > now.millis();
-        if live && !takeover {
-            return Ok(SessionOpened::InUse(LeaseHolder {
-                host: old_host,
-                since: Timestamp(since),
-                last_heartbeat_at: Timestamp(beat),
-            }));
-        }
-        let ended = if live {
-            now.millis()
-        } else {
-            beat.saturating_add(lease_ttl_ms())
+    if let Some(open) = open {
+        let (old_id, ended) = match SessionOpened::end_open(open, takeover, now) {
+            Ok(end) => end,
+            Err(in_use) => return Ok(in_use),
         };
         sqlx::query("UPDATE sessions SET ended_at = $2 WHERE session_id = $1")
             .bind(&old_id)
@@ -169,10 +131,9 @@ async fn open_session_in(
     .bind(now.millis())
     .execute(&mut *conn)
     .await?;
-    Ok(SessionOpened::Opened(SessionInfo {
-        session_id: session_id.to_string(),
-        host: host.to_string(),
-        since: now,
-        lease_expires_at: now.plus_millis(lease_ttl_ms()),
-    }))
+    Ok(SessionOpened::opened(
+        session_id.to_string(),
+        host.to_string(),
+        now,
+    ))
 }

@@ -25,8 +25,7 @@ use pacerelle_core::wire::WebhookEvent;
 
 use super::prelude::*;
 use crate::error::StoreError;
-use crate::store::Target;
-use crate::store::rows::{DeliveryRow, delivery};
+use crate::store::rows::{DueEventRow, due_event};
 
 /// Prefix of event ids.
 const EVENT: &str = "evt";
@@ -137,18 +136,6 @@ pub(super) async fn queue_event(
     Ok(queued == 1)
 }
 
-/// A due event as [`PgStore::due_events`] reads it, with the agent's webhook.
-type DueRow = (
-    String,
-    String,
-    String,
-    i64,
-    i64,
-    Option<String>,
-    Option<Vec<u8>>,
-    Option<String>,
-);
-
 impl PgStore {
     /// Sets (or replaces) the agent's webhook.
     pub(crate) async fn set_webhook(
@@ -205,20 +192,6 @@ impl PgStore {
         })
     }
 
-    /// The agent's events, newest first.
-    pub(crate) async fn deliveries(&self, agent_id: &str, limit: u32) -> Result<Vec<Delivery>> {
-        let rows: Vec<DeliveryRow> = sqlx::query_as(
-            "SELECT event_id, event_type, question_id, state, attempts, last_status, last_error, created_at,
-                    delivered_at, next_attempt_at
-             FROM webhook_events WHERE agent_id = $1 ORDER BY created_at DESC, rowid DESC LIMIT $2",
-        )
-        .bind(agent_id)
-        .bind(i64::from(limit))
-        .fetch_all(&self.pool)
-        .await?;
-        Ok(rows.into_iter().map(delivery).collect())
-    }
-
     /// Claims pending events whose next attempt is due, the most overdue first, one per agent (its event due
     /// first), with their agent's webhook now (its secret opened), none of the agents in `busy` (those with an
     /// attempt in flight here). Claimed rows are skipped by other instances' reads until their attempt is
@@ -255,7 +228,7 @@ impl PgStore {
             tx.commit().await?;
             return Ok(Vec::new());
         }
-        let rows: Vec<DueRow> = sqlx::query_as(
+        let rows: Vec<DueEventRow> = sqlx::query_as(
             "WITH claimed AS (
                  UPDATE webhook_events SET next_attempt_at = $2 WHERE event_id = ANY ($1::TEXT[])
                  RETURNING event_id, agent_id, body, attempts, created_at
@@ -270,30 +243,7 @@ impl PgStore {
         tx.commit().await?;
         wrote(self);
         // In the order claimed: the most overdue first.
-        let mut due: Vec<DueEvent> = rows
-            .into_iter()
-            .map(
-                |(event_id, agent_id, body, attempts, created_at, url, sealed, clear)| {
-                    let target = match (url, sealed, clear) {
-                        (None, _, _) => Target::Removed,
-                        (Some(url), Some(sealed), _) => match self.key.open(&agent_id, &sealed) {
-                            Some(secret) => Target::Webhook { url, secret },
-                            None => Target::Unreadable,
-                        },
-                        (Some(url), None, Some(secret)) => Target::Webhook { url, secret },
-                        (Some(_), None, None) => Target::Unreadable,
-                    };
-                    DueEvent {
-                        event_id,
-                        agent_id,
-                        body,
-                        attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
-                        created_at: ts(created_at),
-                        target,
-                    }
-                },
-            )
-            .collect();
+        let mut due: Vec<DueEvent> = rows.into_iter().map(|row| due_event(row, &self.key)).collect();
         due.sort_by_key(|e| {
             claimed
                 .iter()
@@ -388,6 +338,7 @@ mod tests {
     use super::super::questions::tests::{T0, database, futures_join, open};
     use super::*;
     use crate::store::Store;
+    use crate::store::Target;
     use crate::store::suite::webhooks::{backlog, cancelled, due_questions, pair, with_webhook};
 
     #[tokio::test]

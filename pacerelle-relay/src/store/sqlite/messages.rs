@@ -192,33 +192,15 @@ impl SqliteStore {
         });
     }
 
-    /// Marks a task processed (idempotent: the first time is kept). The first time, in the same transaction,
-    /// stores the `update` item that tells the sending device ([`updates::insert_update`]). `None` when the
-    /// agent has no such task.
+    /// Marks a task processed, once [`crate::store::Store::mark_processed`] has read that it is not (the first
+    /// time is kept; a concurrent one changes nothing). The first time, in the same transaction, stores the
+    /// `update` item that tells the sending device ([`updates::insert_update`]). `None` when the agent has no such task.
     pub(crate) async fn mark_processed(
         &self,
         agent_id: &str,
         message_id: &str,
         now: Timestamp,
     ) -> Result<Option<Marked>> {
-        // Read first: repeated acknowledgements then cost no synced write.
-        let known: Option<Option<i64>> = sqlx::query_scalar(
-            "SELECT processed_at FROM items WHERE agent_id = ?1 AND kind = 'message' AND item_id = ?2",
-        )
-        .bind(agent_id)
-        .bind(message_id)
-        .fetch_optional(&self.read)
-        .await?;
-        match known {
-            None => return Ok(None),
-            Some(Some(at)) => {
-                return Ok(Some(Marked {
-                    processed_at: ts(at),
-                    update: None,
-                }));
-            }
-            Some(None) => {}
-        }
         let (agent_id, message_id) = (agent_id.to_string(), message_id.to_string());
         self.write(move |conn| {
             // Only the first acknowledgement sets it; a concurrent one finds it set and changes nothing.

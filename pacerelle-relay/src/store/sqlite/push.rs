@@ -9,7 +9,7 @@ use pacerelle_core::Timestamp;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Result, SqliteStore, ts};
-use crate::store::rows::item_kind;
+use crate::store::rows::{DuePushRow, item_kind};
 use crate::store::types::{question_push, sent_push, update_push};
 use crate::store::{DuePush, MAX_PER_DEVICE, PushPut};
 use pacerelle_core::wire::ItemKind;
@@ -153,23 +153,7 @@ impl SqliteStore {
     /// Up to `limit` pushes due at `now`, the oldest first, none of the subscriptions in `busy` (those with an
     /// attempt in flight), so a subscription's backlog in flight never fills the read.
     pub(crate) async fn due_pushes(&self, now: Timestamp, busy: &[i64], limit: u32) -> Result<Vec<DuePush>> {
-        #[derive(sqlx::FromRow)]
-        struct Row {
-            push_id: i64,
-            subscription_id: i64,
-            endpoint: String,
-            p256dh: Vec<u8>,
-            auth: Vec<u8>,
-            agent_id: String,
-            device_id: String,
-            item_seq: i64,
-            kind: String,
-            urgency: String,
-            topic: Option<String>,
-            expires_at: i64,
-            attempts: i64,
-        }
-        let rows: Vec<Row> = sqlx::query_as(
+        let rows: Vec<DuePushRow> = sqlx::query_as(
             "SELECT o.push_id, o.subscription_id, s.endpoint, s.p256dh, s.auth, o.agent_id, o.device_id,
                     o.item_seq, o.kind, o.urgency, o.topic, o.expires_at, o.attempts
              FROM push_outbox o JOIN push_subscriptions s ON s.subscription_id = o.subscription_id
@@ -182,24 +166,7 @@ impl SqliteStore {
         .bind(super::webhooks::json_keys(busy)?)
         .fetch_all(&self.read)
         .await?;
-        Ok(rows
-            .into_iter()
-            .map(|r| DuePush {
-                push_id: r.push_id,
-                subscription_id: r.subscription_id,
-                endpoint: r.endpoint,
-                p256dh: r.p256dh,
-                auth: r.auth,
-                agent_id: r.agent_id,
-                device_id: r.device_id,
-                item_seq: r.item_seq,
-                kind: r.kind,
-                urgency: r.urgency,
-                topic: r.topic,
-                expires_at: ts(r.expires_at),
-                attempts: u32::try_from(r.attempts).unwrap_or(u32::MAX),
-            })
-            .collect())
+        Ok(rows.into_iter().map(DuePush::from).collect())
     }
 
     /// When the next push of a subscription not in `busy` is due, if any is queued.

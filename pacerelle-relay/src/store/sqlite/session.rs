@@ -1,11 +1,11 @@
 //! Agent sessions and the lease: one session consumes the inbox at a time.
 
 use pacerelle_core::Timestamp;
-use pacerelle_core::wire::{LeaseHolder, SessionInfo};
+use pacerelle_core::wire::SessionInfo;
 use rusqlite::{Connection, OptionalExtension, params};
 
-use super::{Result, SqliteStore, ts};
-use crate::store::{Lease, Renewal, SessionOpened, lease_ttl_ms};
+use super::{Result, SqliteStore};
+use crate::store::{Lease, SessionOpened, lease_ttl_ms, released};
 
 impl SqliteStore {
     /// The session holding the agent's lease now, if any.
@@ -42,19 +42,10 @@ impl SqliteStore {
                     Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
                 })
                 .optional()?;
-            if let Some((old_id, old_host, since, beat)) = open {
-                let live = beat.saturating_add(lease_ttl_ms()) > now.millis();
-                if live && !takeover {
-                    return Ok(SessionOpened::InUse(LeaseHolder {
-                        host: old_host,
-                        since: ts(since),
-                        last_heartbeat_at: ts(beat),
-                    }));
-                }
-                let ended = if live {
-                    now.millis()
-                } else {
-                    beat.saturating_add(lease_ttl_ms())
+            if let Some(open) = open {
+                let (old_id, ended) = match SessionOpened::end_open(open, takeover, now) {
+                    Ok(end) => end,
+                    Err(in_use) => return Ok(in_use),
                 };
                 conn.prepare_cached("UPDATE sessions SET ended_at = ?2 WHERE session_id = ?1")?
                     .execute(params![old_id, ended])?;
@@ -64,37 +55,19 @@ impl SqliteStore {
                      VALUES (?1, ?2, ?3, ?4, ?4)",
             )?
             .execute(params![session_id, agent_id, host, now.millis()])?;
-            Ok(SessionOpened::Opened(SessionInfo {
-                session_id,
-                host,
-                since: now,
-                lease_expires_at: now.plus_millis(lease_ttl_ms()),
-            }))
+            Ok(SessionOpened::opened(session_id, host, now))
         })
         .await
     }
 
-    /// Renews the lease if this session still holds it.
-    pub(crate) async fn heartbeat(
+    /// Renews the lease if this session still holds it when the write runs: whether it did
+    /// ([`crate::store::Store::heartbeat`]).
+    pub(in crate::store) async fn renew(
         &self,
         agent_id: &str,
         session_id: &str,
         now: Timestamp,
-    ) -> Result<Renewal> {
-        let row: Option<(String, i64, i64, Option<i64>)> = sqlx::query_as(
-            "SELECT host, since, last_heartbeat_at, ended_at FROM sessions
-             WHERE agent_id = ?1 AND session_id = ?2",
-        )
-        .bind(agent_id)
-        .bind(session_id)
-        .fetch_optional(&self.read)
-        .await?;
-        let Some((host, since, beat, ended_at)) = row else {
-            return Ok(Renewal::NotFound);
-        };
-        if ended_at.is_some() || beat.saturating_add(lease_ttl_ms()) <= now.millis() {
-            return Ok(Renewal::Lost);
-        }
+    ) -> Result<bool> {
         let (owner, session) = (agent_id.to_string(), session_id.to_string());
         let renewed = self
             .write(move |conn: &Connection| {
@@ -107,15 +80,7 @@ impl SqliteStore {
                     .execute(params![owner, session, now.millis(), lease_ttl_ms()])?)
             })
             .await?;
-        if renewed == 0 {
-            return Ok(Renewal::Lost);
-        }
-        Ok(Renewal::Renewed(SessionInfo {
-            session_id: session_id.to_string(),
-            host,
-            since: ts(since),
-            lease_expires_at: now.plus_millis(lease_ttl_ms()),
-        }))
+        Ok(renewed > 0)
     }
 
     /// Ends a session (idempotent). `None` when the agent has no such session.
@@ -140,11 +105,6 @@ impl SqliteStore {
                     .optional()?)
             })
             .await?;
-        Ok(row.map(|(host, since, ended_at)| SessionInfo {
-            session_id: session_id.to_string(),
-            host,
-            since: ts(since),
-            lease_expires_at: ts(ended_at),
-        }))
+        Ok(row.map(|row| released(session_id, row)))
     }
 }

@@ -10,7 +10,7 @@
 //! set_webhook`] seals, [`SqliteStore::due_events`] opens, and [`seal_clear_secrets`] seals at start what an
 //! earlier version stored in clear (migration `0004_webhook_secret.sql`).
 
-use pacerelle_core::wire::{Delivery, WebhookEvent, WebhookInfo};
+use pacerelle_core::wire::{WebhookEvent, WebhookInfo};
 use pacerelle_core::{Timestamp, ids};
 use rusqlite::params;
 use sqlx::{Connection, SqlitePool};
@@ -18,8 +18,8 @@ use sqlx::{Connection, SqlitePool};
 use super::{Result, SqliteStore, ts};
 use crate::at_rest::key::WebhookKey;
 use crate::error::StoreError;
-use crate::store::rows::{DeliveryRow, delivery};
-use crate::store::{DueEvent, Target};
+use crate::store::DueEvent;
+use crate::store::rows::{DueEventRow, due_event};
 
 fn seal_error() -> StoreError {
     StoreError::internal("cannot seal the webhook secret (system random generator)")
@@ -221,20 +221,6 @@ impl SqliteStore {
         })
     }
 
-    /// The agent's events, newest first.
-    pub(crate) async fn deliveries(&self, agent_id: &str, limit: u32) -> Result<Vec<Delivery>> {
-        let rows: Vec<DeliveryRow> = sqlx::query_as(
-            "SELECT event_id, event_type, question_id, state, attempts, last_status, last_error, created_at,
-                    delivered_at, next_attempt_at
-             FROM webhook_events WHERE agent_id = ?1 ORDER BY created_at DESC, rowid DESC LIMIT ?2",
-        )
-        .bind(agent_id)
-        .bind(i64::from(limit))
-        .fetch_all(&self.read)
-        .await?;
-        Ok(rows.into_iter().map(delivery).collect())
-    }
-
     /// Pending events whose next attempt is due, the most overdue first (an agent's first is its event due
     /// first), with their agent's webhook now (its secret opened), none of the agents in `busy` (those with an
     /// attempt in flight): a backlog in flight is not read again and again.
@@ -244,17 +230,7 @@ impl SqliteStore {
         busy: &[String],
         limit: u32,
     ) -> Result<Vec<DueEvent>> {
-        type Row = (
-            String,
-            String,
-            String,
-            i64,
-            i64,
-            Option<String>,
-            Option<Vec<u8>>,
-            Option<String>,
-        );
-        let rows: Vec<Row> = sqlx::query_as(
+        let rows: Vec<DueEventRow> = sqlx::query_as(
             "SELECT e.event_id, e.agent_id, e.body, e.attempts, e.created_at, w.url, w.sealed_secret, w.secret
              FROM webhook_events e LEFT JOIN webhooks w ON w.agent_id = e.agent_id
              WHERE e.state = 'pending' AND e.next_attempt_at <= ?1
@@ -266,31 +242,7 @@ impl SqliteStore {
         .bind(json_keys(busy)?)
         .fetch_all(&self.read)
         .await?;
-        Ok(rows
-            .into_iter()
-            .map(
-                |(event_id, agent_id, body, attempts, created_at, url, sealed, clear)| {
-                    let target = match (url, sealed, clear) {
-                        (None, _, _) => Target::Removed,
-                        (Some(url), Some(sealed), _) => match self.key.open(&agent_id, &sealed) {
-                            Some(secret) => Target::Webhook { url, secret },
-                            None => Target::Unreadable,
-                        },
-                        // Only before the start-up step has sealed it; never once the relay runs.
-                        (Some(url), None, Some(secret)) => Target::Webhook { url, secret },
-                        (Some(_), None, None) => Target::Unreadable,
-                    };
-                    DueEvent {
-                        event_id,
-                        agent_id,
-                        body,
-                        attempts: u32::try_from(attempts).unwrap_or(u32::MAX),
-                        created_at: ts(created_at),
-                        target,
-                    }
-                },
-            )
-            .collect())
+        Ok(rows.into_iter().map(|row| due_event(row, &self.key)).collect())
     }
 
     /// When the next pending event of an agent not in `busy` is due.
@@ -372,6 +324,7 @@ mod tests {
     use super::super::tests::T0;
     use super::*;
     use crate::store::Store;
+    use crate::store::Target;
     use crate::store::suite::webhooks::{backlog, due_questions, pair};
 
     const OLD: &str = "whsec_replaced_before_the_upgrade";
