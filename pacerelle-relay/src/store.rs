@@ -95,6 +95,14 @@ impl Store {
         }
     }
 
+    /// The principals this relay found recently ([`principals`]).
+    pub(in crate::store) fn principals(&self) -> &principals::Principals {
+        match self {
+            Store::Sqlite(s) => s.principals(),
+            Store::Postgres(p) => p.principals(),
+        }
+    }
+
     /// The delivered marks of this relay not yet committed.
     pub(in crate::store) fn marks(&self) -> &marks::PendingMarks {
         match self {
@@ -130,7 +138,6 @@ macro_rules! forward {
 
 forward! {
     async fn register_agent(&self, agent_id: &str, name: &str, auth_hash: &[u8; 32], now: Timestamp) -> Result<Registered>;
-    async fn principal(&self, id: &str) -> Result<Option<Principal>>;
     async fn put_checkpoint(&self, agent_id: &str, checkpoint_id: &str, envelope: &str, now: Timestamp) -> Result<Stored>;
     async fn revoke_device(&self, agent_id: &str, device_id: &str, now: Timestamp) -> Result<Option<DeviceInfo>>;
     async fn global_head(&self) -> Result<Cursor>;

@@ -44,8 +44,8 @@ mod prelude {
     pub(super) use crate::config::Retention;
     pub(super) use crate::store::{
         Claim, DueEvent, DuePush, Effects, ExpiryPass, ItemPut, Lease, Marked, NewPairing, NewQuestion,
-        NewUpdate, PairingStored, Principal, Purged, PushPut, Put, QuestionPut, Registered, ReplyPut,
-        RosterPut, SessionOpened, SigningKeyCopy, SigningKeyPut, Transition, WaitRead,
+        NewUpdate, PairingStored, Purged, PushPut, Put, QuestionPut, Registered, ReplyPut, RosterPut,
+        SessionOpened, SigningKeyCopy, SigningKeyPut, Transition, WaitRead,
     };
     pub(super) use crate::store::{cursor, ts};
 }
@@ -100,6 +100,12 @@ impl PgStore {
     /// The pool, for the reads written once for both backends ([`crate::store::reads`]).
     pub(in crate::store) fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// The principals found recently; a revocation committed by any instance is announced with `NOTIFY` and
+    /// forgotten here when it arrives ([`wakes`]).
+    pub(in crate::store) fn principals(&self) -> &crate::store::principals::Principals {
+        &self.principals
     }
 
     /// The delivered marks of this instance not yet committed.

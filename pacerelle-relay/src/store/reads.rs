@@ -12,13 +12,14 @@ use pacerelle_core::wire::{
 };
 use sqlx::{PgPool, SqlitePool};
 
+use crate::store::principals::Cached;
 use crate::store::rows::{
     ConversationRow, DeliveryRow, DeviceQuestionRow, DeviceRow, QuestionRow, delivery, device_info,
 };
 use crate::store::types::roster_view;
 use crate::store::{
-    LogPage, LogQuery, Marked, OutboxFigures, Outboxes, PairingRow, Renewal, StateFilter, StatusFacts, Store,
-    cursor, lease_ttl_ms, seq_of, ts,
+    LogPage, LogQuery, Marked, OutboxFigures, Outboxes, PairingRow, Principal, Renewal, StateFilter,
+    StatusFacts, Store, cursor, lease_ttl_ms, seq_of, ts,
 };
 
 type Result<T, E = crate::error::StoreError> = std::result::Result<T, E>;
@@ -99,6 +100,55 @@ impl Store {
             name,
             created_at: ts(created_at),
         }))
+    }
+
+    /// The agent or device named `id`, from memory when it was found before ([`crate::store::principals`]),
+    /// else read (one query). Agent ids and device ids never collide: registration and pairing refuse an id
+    /// that the other already uses. On PostgreSQL, a revocation committed by any instance is forgotten here when
+    /// its notification arrives, and an entry is read again after `PRINCIPAL_MAX_AGE`
+    /// in any case. The secret is compared with the hash in constant time by the caller ([`crate::auth`]).
+    pub(crate) async fn principal(&self, id: &str) -> Result<Option<Principal>> {
+        let generation = match self.principals().get(id) {
+            Cached::Hit(principal) => return Ok(Some(principal)),
+            Cached::Miss { generation } => generation,
+        };
+        // The device's agent (none for an agent), its role, the credential's hash, revoked.
+        type Found = (Option<String>, Option<String>, Vec<u8>, bool);
+        let row: Option<Found> = on_db!(
+            self.db(),
+            fetch_optional,
+            sqlx::query_as(
+                "SELECT owner, role, hash, revoked FROM (
+                     SELECT 0 AS rank, CAST(NULL AS TEXT) AS owner, CAST(NULL AS TEXT) AS role, auth_hash AS hash,
+                            FALSE AS revoked
+                     FROM agents WHERE agent_id = $1
+                     UNION ALL
+                     SELECT 1, agent_id, role, token_hash, revoked_at IS NOT NULL
+                     FROM devices WHERE device_id = $1
+                 ) AS found
+                 ORDER BY rank LIMIT 1",
+            )
+            .bind(id)
+        )?;
+        let found = row
+            .map(|(owner, role, hash, revoked)| match owner {
+                None => Ok::<_, crate::error::StoreError>(Principal::Agent {
+                    agent_id: id.to_string(),
+                    hash,
+                }),
+                Some(agent_id) => Ok(Principal::Device {
+                    agent_id,
+                    device_id: id.to_string(),
+                    role: crate::store::rows::role(role.as_deref().unwrap_or_default())?,
+                    hash,
+                    revoked,
+                }),
+            })
+            .transpose()?;
+        if let Some(principal) = &found {
+            self.principals().keep(id, principal, generation);
+        }
+        Ok(found)
     }
 
     /// The agent's devices, revoked ones included, in the order they paired.

@@ -162,6 +162,11 @@ impl SqliteStore {
         &self.read
     }
 
+    /// The principals found recently.
+    pub(in crate::store) fn principals(&self) -> &crate::store::principals::Principals {
+        &self.principals
+    }
+
     /// The delivered marks queued in the writer and not yet committed.
     pub(in crate::store) fn marks(&self) -> &crate::store::marks::PendingMarks {
         &self.marks

@@ -9,7 +9,6 @@
 use pacerelle_core::keys;
 
 use super::prelude::*;
-use crate::store::principals::Cached;
 
 /// Takes, until the transaction ends, an advisory lock on each of `ids` (an agent, device or pairing id): two
 /// transactions that check and then claim the same id run one after the other. The locks are taken in the
@@ -86,55 +85,6 @@ impl PgStore {
         self.committed();
         Ok(outcome)
     }
-
-    /// The agent or device named `id`, from memory when it was found before ([`crate::store::principals`]),
-    /// else read (one query). A revocation committed by any instance is announced with `NOTIFY` in its own
-    /// transaction and forgotten here when it arrives (milliseconds); an instance that is not listening
-    /// empties its memory when it listens again, and reads an entry again after [`super::PRINCIPAL_MAX_AGE`]
-    /// in any case. The secret is compared with the hash in constant time by the caller ([`crate::auth`]).
-    pub(crate) async fn principal(&self, id: &str) -> Result<Option<Principal>> {
-        let generation = match self.principals.get(id) {
-            Cached::Hit(principal) => return Ok(Some(principal)),
-            Cached::Miss { generation } => generation,
-        };
-        let found = self.read_principal(id).await?;
-        if let Some(principal) = &found {
-            self.principals.keep(id, principal, generation);
-        }
-        Ok(found)
-    }
-
-    async fn read_principal(&self, id: &str) -> Result<Option<Principal>> {
-        // The device's agent (none for an agent), its role, the credential's hash, revoked.
-        type Found = (Option<String>, Option<String>, Vec<u8>, bool);
-        let row: Option<Found> = sqlx::query_as(
-            "SELECT owner, role, hash, revoked FROM (
-                 SELECT 0 AS rank, NULL::text AS owner, NULL::text AS role, auth_hash AS hash, FALSE AS revoked
-                 FROM agents WHERE agent_id = $1
-                 UNION ALL
-                 SELECT 1, agent_id, role, token_hash, revoked_at IS NOT NULL
-                 FROM devices WHERE device_id = $1
-             ) AS found
-             ORDER BY rank LIMIT 1",
-        )
-        .bind(id)
-        .fetch_optional(&self.pool)
-        .await?;
-        row.map(|(owner, role, hash, revoked)| match owner {
-            None => Ok(Principal::Agent {
-                agent_id: id.to_string(),
-                hash,
-            }),
-            Some(agent_id) => Ok(Principal::Device {
-                agent_id,
-                device_id: id.to_string(),
-                role: crate::store::rows::role(role.as_deref().unwrap_or_default())?,
-                hash,
-                revoked,
-            }),
-        })
-        .transpose()
-    }
 }
 
 #[cfg(test)]
@@ -146,6 +96,7 @@ pub(super) mod tests {
     use tokio::sync::Barrier;
 
     use super::*;
+    use crate::store::Principal;
     use crate::store::{Claim, NewPairing, PairingStored};
 
     /// The tests' "now".
@@ -272,7 +223,9 @@ pub(super) mod tests {
             return;
         };
         pair(&store, "CCCCCCCCCCCCCCCCCCCCCC", "dv_1").await;
-        let Some(Principal::Agent { agent_id, hash }) = store.principal("ag_1").await.expect("read") else {
+        let Some(Principal::Agent { agent_id, hash }) =
+            store.as_store().principal("ag_1").await.expect("read")
+        else {
             panic!("ag_1 is an agent");
         };
         assert_eq!((agent_id.as_str(), hash), ("ag_1", vec![1; 32]));
@@ -282,7 +235,7 @@ pub(super) mod tests {
             role,
             hash,
             revoked,
-        }) = store.principal("dv_1").await.expect("read")
+        }) = store.as_store().principal("dv_1").await.expect("read")
         else {
             panic!("dv_1 is a device");
         };
@@ -291,13 +244,20 @@ pub(super) mod tests {
             ("ag_1", "dv_1", Role::User, false)
         );
         assert_eq!(hash.len(), 32);
-        assert!(store.principal("nobody").await.expect("read").is_none());
+        assert!(
+            store
+                .as_store()
+                .principal("nobody")
+                .await
+                .expect("read")
+                .is_none()
+        );
         store
             .revoke_device("ag_1", "dv_1", Timestamp(T0 + 2))
             .await
             .expect("revoked");
         assert!(matches!(
-            store.principal("dv_1").await.expect("read"),
+            store.as_store().principal("dv_1").await.expect("read"),
             Some(Principal::Device { revoked: true, .. })
         ));
     }

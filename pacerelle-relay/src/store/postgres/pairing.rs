@@ -163,6 +163,7 @@ mod tests {
 
     use super::super::agent::tests::{T0, offer, store};
     use super::*;
+    use crate::store::Principal;
 
     const PAIRING: &str = "PPPPPPPPPPPPPPPPPPPPPP";
 
@@ -263,7 +264,8 @@ mod tests {
             ("phone", Timestamp(T0 + 1))
         );
         // The token's secret hashes to what the device's principal holds.
-        let Some(Principal::Device { hash, .. }) = store.principal("dv_1").await.expect("read") else {
+        let Some(Principal::Device { hash, .. }) = store.as_store().principal("dv_1").await.expect("read")
+        else {
             panic!("dv_1 is a device");
         };
         let bearer = Bearer(claimed.device_token.clone());

@@ -5,8 +5,7 @@ use pacerelle_core::{Timestamp, keys};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Result, SqliteStore, ts};
-use crate::store::principals::Cached;
-use crate::store::{Principal, Registered};
+use crate::store::Registered;
 
 impl SqliteStore {
     /// Registers an agent. The same id with the same hash again is a retry: it finds the stored agent.
@@ -53,50 +52,6 @@ impl SqliteStore {
             }))
         })
         .await
-    }
-
-    /// The agent or device named `id`, from memory when it was found before ([`crate::store::principals`]). Agent
-    /// ids and device ids never collide: registration and pairing refuse an id that the other already uses.
-    pub(crate) async fn principal(&self, id: &str) -> Result<Option<Principal>> {
-        let generation = match self.principals.get(id) {
-            Cached::Hit(principal) => return Ok(Some(principal)),
-            Cached::Miss { generation } => generation,
-        };
-        let found = self.read_principal(id).await?;
-        if let Some(principal) = &found {
-            self.principals.keep(id, principal, generation);
-        }
-        Ok(found)
-    }
-
-    async fn read_principal(&self, id: &str) -> Result<Option<Principal>> {
-        let agent: Option<Vec<u8>> = sqlx::query_scalar("SELECT auth_hash FROM agents WHERE agent_id = ?1")
-            .bind(id)
-            .fetch_optional(&self.read)
-            .await?;
-        if let Some(hash) = agent {
-            return Ok(Some(Principal::Agent {
-                agent_id: id.to_string(),
-                hash,
-            }));
-        }
-        let device: Option<(String, String, Vec<u8>, bool)> = sqlx::query_as(
-            "SELECT agent_id, role, token_hash, revoked_at IS NOT NULL FROM devices WHERE device_id = ?1",
-        )
-        .bind(id)
-        .fetch_optional(&self.read)
-        .await?;
-        device
-            .map(|(agent_id, role, hash, revoked)| {
-                Ok(Principal::Device {
-                    agent_id,
-                    device_id: id.to_string(),
-                    role: crate::store::rows::role(&role)?,
-                    hash,
-                    revoked,
-                })
-            })
-            .transpose()
     }
 }
 
