@@ -249,6 +249,64 @@ pub(crate) enum Claim {
     Expired,
 }
 
+/// An offer as a claim reads it: agent, device, label, role, claim hash, expiry, claimed.
+pub(in crate::store) type ClaimRow = (String, String, Option<String>, String, Vec<u8>, i64, Option<i64>);
+
+/// The device a claim adds: its agent, id, label and role, and its new token with the hash the relay keeps.
+pub(in crate::store) struct ClaimedDevice {
+    pub agent_id: String,
+    pub device_id: String,
+    pub label: Option<String>,
+    pub role: Role,
+    pub token: pacerelle_core::Bearer,
+    pub token_hash: [u8; 32],
+}
+
+impl Claim {
+    /// Checks a claim of the offer as read (`row`, `None` when there is none) with `proof_hash` at `now`: the
+    /// outcome that refuses it, or the device it adds, with a token issued for it. The proof is compared in
+    /// constant time.
+    pub(in crate::store) fn check(
+        row: Option<ClaimRow>,
+        proof_hash: &[u8; 32],
+        now: Timestamp,
+    ) -> Result<std::result::Result<ClaimedDevice, Claim>> {
+        let Some((agent_id, device_id, label, role, claim_hash, expires_at, claimed_at)) = row else {
+            return Ok(Err(Claim::NotFound));
+        };
+        if !pacerelle_core::keys::constant_time_eq(&claim_hash, proof_hash) {
+            return Ok(Err(Claim::WrongProof));
+        }
+        if claimed_at.is_some() {
+            return Ok(Err(Claim::AlreadyClaimed));
+        }
+        if expires_at <= now.millis() {
+            return Ok(Err(Claim::Expired));
+        }
+        let role = rows::role(&role)?;
+        let (token, token_hash) = pacerelle_core::Bearer::issue(&device_id);
+        Ok(Ok(ClaimedDevice {
+            agent_id,
+            device_id,
+            label,
+            role,
+            token,
+            token_hash,
+        }))
+    }
+}
+
+impl ClaimedDevice {
+    /// The outcome once the device is stored: its agent, its id and its token.
+    pub(in crate::store) fn claimed(self) -> Claim {
+        Claim::Claimed(PairingClaimed {
+            agent_id: self.agent_id,
+            device_id: self.device_id,
+            device_token: self.token.expose().to_string(),
+        })
+    }
+}
+
 /// A device's signing key as it gave it, already checked: base64url of its Ed25519 public key and that key
 /// sealed for the agent. The relay stores and lists both as given; it cannot open the seal.
 #[derive(Debug, Clone, Copy)]

@@ -118,6 +118,32 @@ pub(in crate::store) fn update_push(subject_seq: i64, question_id: &str, now: Ti
     )
 }
 
+/// An item as the push outbox reads it when it is stored: its kind, its id, its subject's seq, a question's
+/// expiry, its subject's kind and id ([`push_plan`]).
+pub(in crate::store) type PushItemRow = (
+    String,
+    String,
+    Option<i64>,
+    Option<i64>,
+    Option<String>,
+    Option<String>,
+);
+
+/// How the item stored at `seq` is pushed, from its [`PushItemRow`]: a question, a reply or a notification to
+/// the devices it is sealed for, an update about a question to that question's recipients; `None` for what
+/// pushes nothing (a task's update, a checkpoint, a task).
+pub(in crate::store) fn push_plan(seq: i64, row: &PushItemRow, now: Timestamp) -> Option<PushPlan> {
+    let (kind, item_id, subject_seq, expires_at, subject_kind, subject_id) = row;
+    match item_kind(kind) {
+        ItemKind::Question => Some(question_push(seq, item_id, (*expires_at)?, now)),
+        ItemKind::Reply | ItemKind::Notification => Some(sent_push(seq, now)),
+        ItemKind::Update if item_kind(subject_kind.as_deref()?) == ItemKind::Question => {
+            Some(update_push((*subject_seq)?, subject_id.as_deref()?, now))
+        }
+        _ => None,
+    }
+}
+
 /// Outcome of registering a subscription.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PushPut {

@@ -1,12 +1,11 @@
 //! The PostgreSQL backend: pairing — the agent's sealed offers, fetched and claimed once by a phone, which
 //! becomes a device (mirrors `sqlite/pairing.rs`).
 
-use pacerelle_core::wire::{PairingClaimed, PairingCreated};
-use pacerelle_core::{Bearer, keys};
+use pacerelle_core::wire::PairingCreated;
 
 use super::agent::lock_ids;
 use super::prelude::*;
-use crate::store::rows::role;
+use crate::store::ClaimRow;
 
 impl PgStore {
     /// Stores a pairing offer; the same upload again finds it. The pairing id and the device id are locked
@@ -103,27 +102,17 @@ async fn claim_pairing_in(
     signing: Option<SigningKeyCopy<'_>>,
     now: Timestamp,
 ) -> Result<Claim> {
-    type Row = (String, String, Option<String>, String, Vec<u8>, i64, Option<i64>);
-    let row: Option<Row> = sqlx::query_as(
+    let row: Option<ClaimRow> = sqlx::query_as(
         "SELECT agent_id, device_id, label, role, claim_hash, expires_at, claimed_at
          FROM pairings WHERE pairing_id = $1 FOR UPDATE",
     )
     .bind(pairing_id)
     .fetch_optional(&mut *conn)
     .await?;
-    let Some((agent_id, device_id, label, role_text, claim_hash, expires_at, claimed_at)) = row else {
-        return Ok(Claim::NotFound);
+    let device = match Claim::check(row, proof_hash, now)? {
+        Ok(device) => device,
+        Err(refused) => return Ok(refused),
     };
-    if !keys::constant_time_eq(&claim_hash, proof_hash) {
-        return Ok(Claim::WrongProof);
-    }
-    if claimed_at.is_some() {
-        return Ok(Claim::AlreadyClaimed);
-    }
-    if expires_at <= now.millis() {
-        return Ok(Claim::Expired);
-    }
-    let (token, token_hash) = Bearer::issue(&device_id);
     sqlx::query(
         "UPDATE pairings SET offer = NULL, claimed_at = $2
          WHERE pairing_id = $1 AND claimed_at IS NULL",
@@ -137,22 +126,18 @@ async fn claim_pairing_in(
                               signing_key, signing_key_seal)
          VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
     )
-    .bind(&device_id)
-    .bind(&agent_id)
+    .bind(&device.device_id)
+    .bind(&device.agent_id)
     .bind(name)
-    .bind(label)
-    .bind(role(&role_text)?.as_str())
-    .bind(&token_hash[..])
+    .bind(&device.label)
+    .bind(device.role.as_str())
+    .bind(&device.token_hash[..])
     .bind(now.millis())
     .bind(signing.map(|s| s.key))
     .bind(signing.map(|s| s.seal))
     .execute(&mut *conn)
     .await?;
-    Ok(Claim::Claimed(PairingClaimed {
-        agent_id,
-        device_id,
-        device_token: token.expose().to_string(),
-    }))
+    Ok(device.claimed())
 }
 
 #[cfg(test)]
@@ -164,6 +149,7 @@ mod tests {
     use super::super::agent::tests::{T0, offer, store};
     use super::*;
     use crate::store::Principal;
+    use pacerelle_core::{Bearer, keys};
 
     const PAIRING: &str = "PPPPPPPPPPPPPPPPPPPPPP";
 

@@ -17,9 +17,8 @@
 
 use super::prelude::*;
 use crate::store::MAX_PER_DEVICE;
-use crate::store::rows::{DuePushRow, item_kind};
-use crate::store::types::{question_push, sent_push, update_push};
-use pacerelle_core::wire::ItemKind;
+use crate::store::rows::DuePushRow;
+use crate::store::types::{PushItemRow, push_plan};
 
 /// How long a claimed push stays out of every instance's reads: longer than an attempt can last (the push
 /// service's timeouts, [`crate::push::PushSettings`], are 10 s each by default).
@@ -27,6 +26,12 @@ const CLAIM_MS: i64 = 120_000;
 /// How many times [`PgStore::put_push_subscription`] starts over when a concurrent write registered the same
 /// endpoint between its read and its insert.
 const PUT_TRIES: u32 = 3;
+
+/// The item at `$1` of agent `$2` as [`push_plan`] reads it: with its question's expiry and its subject.
+const PUSH_ITEM_SQL: &str = "SELECT i.kind, i.item_id, i.subject_seq, q.expires_at, s.kind, s.item_id
+     FROM items i LEFT JOIN questions q ON q.item_seq = i.seq
+          LEFT JOIN items s ON s.seq = i.subject_seq AND s.agent_id = i.agent_id
+     WHERE i.seq = $1 AND i.agent_id = $2";
 
 /// Queues the pushes of the item at `seq` (just inserted by the caller, in the same transaction): one per
 /// subscription of each active device that the item (or, for an `update`, its question) is sealed for. A
@@ -38,49 +43,19 @@ pub(super) async fn enqueue(
     seq: i64,
     now: Timestamp,
 ) -> Result<u64> {
-    let item: Option<(String, String, Option<i64>)> =
-        sqlx::query_as("SELECT kind, item_id, subject_seq FROM items WHERE seq = $1 AND agent_id = $2")
-            .bind(seq)
-            .bind(agent_id)
-            .fetch_optional(&mut *conn)
-            .await?;
-    let Some((kind, item_id, subject_seq)) = item else {
+    let row: Option<PushItemRow> = sqlx::query_as(PUSH_ITEM_SQL)
+        .bind(seq)
+        .bind(agent_id)
+        .fetch_optional(&mut *conn)
+        .await?;
+    let Some(row) = row else {
         return Ok(0);
     };
-    let now_ms = now.millis();
-    // (whose envelopes name the recipients, urgency, topic, expiry)
-    let (recipients_of, urgency, topic, expires_at) = match item_kind(&kind) {
-        ItemKind::Question => {
-            let expires: Option<i64> =
-                sqlx::query_scalar("SELECT expires_at FROM questions WHERE item_seq = $1")
-                    .bind(seq)
-                    .fetch_optional(&mut *conn)
-                    .await?;
-            let Some(expires) = expires else {
-                return Ok(0);
-            };
-            question_push(seq, &item_id, expires, now)
-        }
-        ItemKind::Reply | ItemKind::Notification => sent_push(seq, now),
-        ItemKind::Update => {
-            let Some(subject_seq) = subject_seq else {
-                return Ok(0);
-            };
-            let subject: Option<(String, String)> =
-                sqlx::query_as("SELECT kind, item_id FROM items WHERE seq = $1 AND agent_id = $2")
-                    .bind(subject_seq)
-                    .bind(agent_id)
-                    .fetch_optional(&mut *conn)
-                    .await?;
-            match subject {
-                Some((subject_kind, question_id)) if item_kind(&subject_kind) == ItemKind::Question => {
-                    update_push(subject_seq, &question_id, now)
-                }
-                _ => return Ok(0),
-            }
-        }
-        _ => return Ok(0),
+    let Some((recipients_of, urgency, topic, expires_at)) = push_plan(seq, &row, now) else {
+        return Ok(0);
     };
+    let kind = &row.0;
+    let now_ms = now.millis();
     let queued = sqlx::query(
         "INSERT INTO push_outbox (subscription_id, agent_id, device_id, item_seq, kind, urgency, topic,
                                   expires_at, created_at, next_attempt_at)

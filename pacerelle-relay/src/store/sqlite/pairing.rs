@@ -1,11 +1,11 @@
 //! Pairing: the agent's sealed offers, fetched and claimed once by a phone, which becomes a device.
 
-use pacerelle_core::wire::{PairingClaimed, PairingCreated};
-use pacerelle_core::{Bearer, Timestamp, keys};
+use pacerelle_core::Timestamp;
+use pacerelle_core::wire::PairingCreated;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Result, SqliteStore, ts};
-use crate::store::rows::role;
+use crate::store::ClaimRow;
 use crate::store::{Claim, NewPairing, PairingStored, SigningKeyCopy};
 
 impl SqliteStore {
@@ -87,8 +87,7 @@ impl SqliteStore {
             None => (None, None),
         };
         self.write(move |conn: &Connection| {
-            type Row = (String, String, Option<String>, String, Vec<u8>, i64, Option<i64>);
-            let row: Option<Row> = conn
+            let row: Option<ClaimRow> = conn
                 .prepare_cached(
                     "SELECT agent_id, device_id, label, role, claim_hash, expires_at, claimed_at
                      FROM pairings WHERE pairing_id = ?1",
@@ -105,20 +104,10 @@ impl SqliteStore {
                     ))
                 })
                 .optional()?;
-            let Some((agent_id, device_id, label, role_text, claim_hash, expires_at, claimed_at)) = row
-            else {
-                return Ok(Claim::NotFound);
+            let device = match Claim::check(row, &proof_hash, now)? {
+                Ok(device) => device,
+                Err(refused) => return Ok(refused),
             };
-            if !keys::constant_time_eq(&claim_hash, &proof_hash) {
-                return Ok(Claim::WrongProof);
-            }
-            if claimed_at.is_some() {
-                return Ok(Claim::AlreadyClaimed);
-            }
-            if expires_at <= now.millis() {
-                return Ok(Claim::Expired);
-            }
-            let (token, token_hash) = Bearer::issue(&device_id);
             conn.prepare_cached(
                 "UPDATE pairings SET offer = NULL, claimed_at = ?2
                      WHERE pairing_id = ?1 AND claimed_at IS NULL",
@@ -130,21 +119,17 @@ impl SqliteStore {
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
             )?
             .execute(params![
-                device_id,
-                agent_id,
+                device.device_id,
+                device.agent_id,
                 name,
-                label,
-                role(&role_text)?.as_str(),
-                &token_hash[..],
+                device.label,
+                device.role.as_str(),
+                &device.token_hash[..],
                 now.millis(),
                 signing_key,
                 signing_key_seal,
             ])?;
-            Ok(Claim::Claimed(PairingClaimed {
-                agent_id,
-                device_id,
-                device_token: token.expose().to_string(),
-            }))
+            Ok(device.claimed())
         })
         .await
     }

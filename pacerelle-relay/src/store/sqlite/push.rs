@@ -9,53 +9,34 @@ use pacerelle_core::Timestamp;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Result, SqliteStore, ts};
-use crate::store::rows::{DuePushRow, item_kind};
-use crate::store::types::{question_push, sent_push, update_push};
+use crate::store::rows::DuePushRow;
+use crate::store::types::{PushItemRow, push_plan};
 use crate::store::{DuePush, MAX_PER_DEVICE, PushPut};
-use pacerelle_core::wire::ItemKind;
+
+/// The item at `?1` of agent `?2` as [`push_plan`] reads it: with its question's expiry and its subject.
+const PUSH_ITEM_SQL: &str = "SELECT i.kind, i.item_id, i.subject_seq, q.expires_at, s.kind, s.item_id
+     FROM items i LEFT JOIN questions q ON q.item_seq = i.seq
+          LEFT JOIN items s ON s.seq = i.subject_seq AND s.agent_id = i.agent_id
+     WHERE i.seq = ?1 AND i.agent_id = ?2";
 
 /// Queues the pushes of the item at `seq` (just inserted by the caller, in the same transaction): one per
 /// subscription of each active device that the item (or, for an `update`, its question) is sealed for. A
 /// task's `update` (processed) and items of other kinds push nothing. Returns how many were queued.
 pub(crate) fn enqueue(conn: &Connection, agent_id: &str, seq: i64, now: Timestamp) -> Result<u64> {
-    let item: Option<(String, String, Option<i64>)> = conn
-        .prepare_cached("SELECT kind, item_id, subject_seq FROM items WHERE seq = ?1 AND agent_id = ?2")?
-        .query_row(params![seq, agent_id], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+    let row: Option<PushItemRow> = conn
+        .prepare_cached(PUSH_ITEM_SQL)?
+        .query_row(params![seq, agent_id], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
+        })
         .optional()?;
-    let Some((kind, item_id, subject_seq)) = item else {
+    let Some(row) = row else {
         return Ok(0);
     };
-    let now_ms = now.millis();
-    // (whose envelopes name the recipients, urgency, topic, expiry)
-    let (recipients_of, urgency, topic, expires_at) = match item_kind(&kind) {
-        ItemKind::Question => {
-            let expires: Option<i64> = conn
-                .prepare_cached("SELECT expires_at FROM questions WHERE item_seq = ?1")?
-                .query_row([seq], |r| r.get(0))
-                .optional()?;
-            let Some(expires) = expires else {
-                return Ok(0);
-            };
-            question_push(seq, &item_id, expires, now)
-        }
-        ItemKind::Reply | ItemKind::Notification => sent_push(seq, now),
-        ItemKind::Update => {
-            let Some(subject_seq) = subject_seq else {
-                return Ok(0);
-            };
-            let subject: Option<(String, String)> = conn
-                .prepare_cached("SELECT kind, item_id FROM items WHERE seq = ?1 AND agent_id = ?2")?
-                .query_row(params![subject_seq, agent_id], |r| Ok((r.get(0)?, r.get(1)?)))
-                .optional()?;
-            match subject {
-                Some((subject_kind, question_id)) if item_kind(&subject_kind) == ItemKind::Question => {
-                    update_push(subject_seq, &question_id, now)
-                }
-                _ => return Ok(0),
-            }
-        }
-        _ => return Ok(0),
+    let Some((recipients_of, urgency, topic, expires_at)) = push_plan(seq, &row, now) else {
+        return Ok(0);
     };
+    let kind = &row.0;
+    let now_ms = now.millis();
     let queued = conn
         .prepare_cached(
             "INSERT INTO push_outbox (subscription_id, agent_id, device_id, item_seq, kind, urgency, topic,
