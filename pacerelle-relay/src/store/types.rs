@@ -4,7 +4,7 @@
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 
-use pacerelle_core::wire::{ConversationItem, ItemKind, ItemState, QuestionMeta, RosterView, SubjectKind};
+use pacerelle_core::wire::{ConversationItem, ItemKind, ItemState, RosterView, SubjectKind};
 use pacerelle_core::{Cursor, Timestamp};
 
 use crate::store::rows::item_kind;
@@ -209,63 +209,110 @@ pub(crate) struct NewUpdate {
     pub item: ConversationItem,
 }
 
-impl NewUpdate {
-    /// The update just stored at `seq` with id `id`, saying that the subject reached `state` at `now`, with its
-    /// conversation item (`question`: the subject question's metadata as it now stands).
-    #[allow(clippy::too_many_arguments)] // one argument per stored fact
-    pub(in crate::store) fn new(
+/// Prefix of update ids.
+const UPDATE: &str = "upd";
+
+/// A question's metadata as an update reads it back after the state change: kind, state, expiry, answered by,
+/// answered at, answerer's name, answer copy, channel.
+pub(in crate::store) type QuestionMetaRow = (
+    String,
+    String,
+    i64,
+    Option<String>,
+    Option<i64>,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+);
+
+/// An update about to be stored: its new id, its subject, the state reached, and the device it goes to alone.
+#[derive(Debug)]
+pub(in crate::store) struct UpdateDraft {
+    pub id: String,
+    pub subject_id: String,
+    pub subject_kind: SubjectKind,
+    /// The task's sender, the one device that sees the update; `None` for every device the question was
+    /// sealed for.
+    pub device_id: Option<String>,
+    pub state: ItemState,
+}
+
+impl UpdateDraft {
+    /// The update saying that an item — of the stored kind, id and sender `subject` — reached `state`, with a
+    /// new id. `None` when an item of that kind never reaches that state (no update is stored).
+    pub(in crate::store) fn of(
+        (kind, subject_id, sender): (String, String, Option<String>),
+        state: ItemState,
+    ) -> Option<UpdateDraft> {
+        let (subject_kind, device_id) = match (item_kind(&kind), state) {
+            (ItemKind::Message, ItemState::Processed) => (SubjectKind::Message, sender),
+            (ItemKind::Question, ItemState::Answered | ItemState::Expired | ItemState::Cancelled) => {
+                (SubjectKind::Question, None)
+            }
+            _ => return None,
+        };
+        Some(UpdateDraft {
+            id: pacerelle_core::ids::generate(UPDATE),
+            subject_id,
+            subject_kind,
+            device_id,
+            state,
+        })
+    }
+
+    /// The update once stored at `seq` at `now`, with its recipients and its conversation item (`meta`: the
+    /// subject question's metadata as it now stands, read after the state change; ignored for a task).
+    pub(in crate::store) fn stored(
+        self,
         agent_id: &str,
         seq: i64,
-        id: String,
-        subject_id: String,
-        subject_kind: SubjectKind,
-        state: ItemState,
         recipients: Vec<String>,
-        question: Option<QuestionMeta>,
+        meta: Option<QuestionMetaRow>,
         now: Timestamp,
-    ) -> NewUpdate {
+    ) -> Result<NewUpdate, crate::error::StoreError> {
+        let question = match meta.filter(|_| self.subject_kind == SubjectKind::Question) {
+            Some((kind, state, expires_at, by, at, by_name, copy, channel)) => {
+                crate::store::rows::conversation_meta(
+                    Some(&kind),
+                    Some(&state),
+                    Some(expires_at),
+                    by,
+                    at,
+                    by_name,
+                    copy,
+                    channel.as_deref(),
+                    now,
+                )?
+            }
+            None => None,
+        };
         let item = ConversationItem {
             kind: ItemKind::Update,
-            id: id.clone(),
+            id: self.id.clone(),
             envelope: String::new(),
             source_message_id: None,
-            state: Some(state),
-            subject_id: Some(subject_id.clone()),
-            subject_kind: Some(subject_kind),
+            state: Some(self.state),
+            subject_id: Some(self.subject_id.clone()),
+            subject_kind: Some(self.subject_kind),
             question,
             created_at: now,
             cursor: cursor(seq),
         };
-        NewUpdate {
+        Ok(NewUpdate {
             agent_id: agent_id.to_string(),
             seq,
-            id,
-            subject_id,
-            subject_kind,
-            state,
+            id: self.id,
+            subject_id: self.subject_id,
+            subject_kind: self.subject_kind,
+            state: self.state,
             recipients,
             created_at: now,
             item,
-        }
+        })
     }
+}
 
-    /// What an update saying that an item of the stored kind `kind` reached `state` is about, and the device
-    /// it goes to alone (`sender`, a task's), or `None` for every device the question was sealed for. `None`
-    /// when an item of that kind never reaches that state (no update is stored).
-    pub(in crate::store) fn subject(
-        kind: &str,
-        state: ItemState,
-        sender: Option<String>,
-    ) -> Option<(SubjectKind, Option<String>)> {
-        match (item_kind(kind), state) {
-            (ItemKind::Message, ItemState::Processed) => Some((SubjectKind::Message, sender)),
-            (ItemKind::Question, ItemState::Answered | ItemState::Expired | ItemState::Cancelled) => {
-                Some((SubjectKind::Question, None))
-            }
-            _ => None,
-        }
-    }
-
+impl NewUpdate {
     /// Its position in the agent's stream.
     pub(crate) fn cursor(&self) -> Cursor {
         cursor(self.seq)

@@ -6,26 +6,10 @@
 //! expiry at once, add nothing (`ON CONFLICT … DO NOTHING` waits for the other transaction and then inserts
 //! nothing if it committed).
 
-use pacerelle_core::ids;
 use pacerelle_core::wire::SubjectKind;
 
 use super::prelude::*;
-
-/// Prefix of update ids.
-const UPDATE: &str = "upd";
-
-/// The question columns [`insert_update`] reads back after the state change.
-#[derive(sqlx::FromRow)]
-struct Meta {
-    kind: String,
-    state: String,
-    expires_at: i64,
-    answered_by: Option<String>,
-    answered_at: Option<i64>,
-    answered_by_name: Option<String>,
-    answer_copy: Option<String>,
-    channel: Option<String>,
-}
+use crate::store::types::{QuestionMetaRow, UpdateDraft};
 
 /// Inserts the `update` item saying that the item at `subject_seq` (a task or a question of `agent_id`)
 /// reached `state`, unless one was already stored for that subject and state. Call it inside the write that
@@ -46,14 +30,10 @@ pub(super) async fn insert_update(
             .bind(agent_id)
             .fetch_optional(&mut *conn)
             .await?;
-    let Some((kind, subject_id, sender)) = subject else {
-        return Ok(None);
-    };
-    let Some((subject_kind, device_id)) = NewUpdate::subject(&kind, state, sender) else {
+    let Some(draft) = subject.and_then(|subject| UpdateDraft::of(subject, state)) else {
         return Ok(None);
     };
     super::lock_agent(&mut *conn, agent_id).await?;
-    let id = ids::generate(UPDATE);
     let seq: Option<i64> = sqlx::query_scalar(
         "INSERT INTO items (agent_id, kind, item_id, device_id, created_at, subject_seq, update_state)
          VALUES ($1, 'update', $2, $3, $4, $5, $6)
@@ -61,8 +41,8 @@ pub(super) async fn insert_update(
          RETURNING seq",
     )
     .bind(agent_id)
-    .bind(&id)
-    .bind(&device_id)
+    .bind(&draft.id)
+    .bind(&draft.device_id)
     .bind(now.millis())
     .bind(subject_seq)
     .bind(state.as_str())
@@ -72,7 +52,7 @@ pub(super) async fn insert_update(
         return Ok(None);
     };
     super::push::enqueue(&mut *conn, agent_id, seq, now).await?;
-    let recipients: Vec<String> = match &device_id {
+    let recipients: Vec<String> = match &draft.device_id {
         Some(sender) => {
             sqlx::query_scalar("SELECT device_id FROM devices WHERE device_id = $1 AND revoked_at IS NULL")
                 .bind(sender)
@@ -89,44 +69,19 @@ pub(super) async fn insert_update(
             .await?
         }
     };
-    // The question's metadata as it now stands (the caller wrote the state change before this).
-    let question = if subject_kind == SubjectKind::Question {
-        let meta: Option<Meta> = sqlx::query_as(
-            "SELECT kind, state, expires_at, answered_by, answered_at, answered_by_name, answer_copy,
-                    channel
+    // The question's metadata as it now stands (the caller wrote the state change before this); a task has none.
+    let meta: Option<QuestionMetaRow> = if draft.subject_kind == SubjectKind::Question {
+        sqlx::query_as(
+            "SELECT kind, state, expires_at, answered_by, answered_at, answered_by_name, answer_copy, channel
              FROM questions WHERE item_seq = $1",
         )
         .bind(subject_seq)
         .fetch_optional(&mut *conn)
-        .await?;
-        match meta {
-            Some(m) => crate::store::rows::conversation_meta(
-                Some(&m.kind),
-                Some(&m.state),
-                Some(m.expires_at),
-                m.answered_by,
-                m.answered_at,
-                m.answered_by_name,
-                m.answer_copy,
-                m.channel.as_deref(),
-                now,
-            )?,
-            None => None,
-        }
+        .await?
     } else {
         None
     };
-    Ok(Some(NewUpdate::new(
-        agent_id,
-        seq,
-        id,
-        subject_id,
-        subject_kind,
-        state,
-        recipients,
-        question,
-        now,
-    )))
+    Ok(Some(draft.stored(agent_id, seq, recipients, meta, now)?))
 }
 
 #[cfg(test)]

@@ -6,15 +6,13 @@
 //! one item per (subject, state): a retried acknowledgement or answer adds nothing. The caller wakes the
 //! agent's conversations after the commit.
 
-use pacerelle_core::wire::{ItemState, SubjectKind};
-use pacerelle_core::{Timestamp, ids};
+use pacerelle_core::Timestamp;
+use pacerelle_core::wire::ItemState;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::Result;
 use crate::store::NewUpdate;
-
-/// Prefix of update ids.
-const UPDATE: &str = "upd";
+use crate::store::types::{QuestionMetaRow, UpdateDraft};
 
 /// Inserts the `update` item saying that the item at `subject_seq` (a task or a question of `agent_id`)
 /// reached `state`, unless one was already stored for that subject and state. Call it inside the write that
@@ -33,22 +31,25 @@ pub(crate) fn insert_update(
             Ok((r.get(0)?, r.get(1)?, r.get(2)?))
         })
         .optional()?;
-    let Some((kind, subject_id, sender)) = subject else {
+    let Some(draft) = subject.and_then(|subject| UpdateDraft::of(subject, state)) else {
         return Ok(None);
     };
-    let Some((subject_kind, device_id)) = NewUpdate::subject(&kind, state, sender) else {
-        return Ok(None);
-    };
-    let id = ids::generate(UPDATE);
     let seq: Option<i64> = conn
         .prepare_cached(
             "INSERT INTO items (agent_id, kind, item_id, device_id, created_at, subject_seq, update_state)
-         VALUES (?1, 'update', ?2, ?3, ?4, ?5, ?6)
-         ON CONFLICT (subject_seq, update_state) WHERE kind = 'update' DO NOTHING
-         RETURNING seq",
+             VALUES (?1, 'update', ?2, ?3, ?4, ?5, ?6)
+             ON CONFLICT (subject_seq, update_state) WHERE kind = 'update' DO NOTHING
+             RETURNING seq",
         )?
         .query_row(
-            params![agent_id, id, device_id, now.millis(), subject_seq, state.as_str()],
+            params![
+                agent_id,
+                draft.id,
+                draft.device_id,
+                now.millis(),
+                subject_seq,
+                state.as_str()
+            ],
             |r| r.get(0),
         )
         .optional()?;
@@ -56,7 +57,7 @@ pub(crate) fn insert_update(
         return Ok(None);
     };
     super::push::enqueue(conn, agent_id, seq, now)?;
-    let recipients: Vec<String> = match &device_id {
+    let recipients: Vec<String> = match &draft.device_id {
         Some(sender) => conn
             .prepare_cached("SELECT device_id FROM devices WHERE device_id = ?1 AND revoked_at IS NULL")?
             .query_map([sender], |r| r.get(0))?
@@ -64,27 +65,16 @@ pub(crate) fn insert_update(
         None => conn
             .prepare_cached(
                 "SELECT e.device_id FROM item_envelopes e JOIN devices d ON d.device_id = e.device_id
-             WHERE e.item_seq = ?1 AND d.revoked_at IS NULL ORDER BY e.device_id",
+                 WHERE e.item_seq = ?1 AND d.revoked_at IS NULL ORDER BY e.device_id",
             )?
             .query_map([subject_seq], |r| r.get(0))?
             .collect::<Result<_, _>>()?,
     };
     // The question's metadata as it now stands (the caller wrote the state change before this).
-    type Meta = (
-        String,
-        String,
-        i64,
-        Option<String>,
-        Option<i64>,
-        Option<String>,
-        Option<String>,
-        Option<String>,
-    );
-    let meta: Option<Meta> = conn
+    let meta: Option<QuestionMetaRow> = conn
         .prepare_cached(
-            "SELECT kind, state, expires_at, answered_by, answered_at, answered_by_name, answer_copy,
-                channel
-         FROM questions WHERE item_seq = ?1",
+            "SELECT kind, state, expires_at, answered_by, answered_at, answered_by_name, answer_copy, channel
+             FROM questions WHERE item_seq = ?1",
         )?
         .query_row([subject_seq], |r| {
             Ok((
@@ -99,33 +89,7 @@ pub(crate) fn insert_update(
             ))
         })
         .optional()?;
-    let question = match meta.filter(|_| subject_kind == SubjectKind::Question) {
-        Some((kind, q_state, expires_at, by, at, by_name, copy, channel)) => {
-            crate::store::rows::conversation_meta(
-                Some(&kind),
-                Some(&q_state),
-                Some(expires_at),
-                by,
-                at,
-                by_name,
-                copy,
-                channel.as_deref(),
-                now,
-            )?
-        }
-        None => None,
-    };
-    Ok(Some(NewUpdate::new(
-        agent_id,
-        seq,
-        id,
-        subject_id,
-        subject_kind,
-        state,
-        recipients,
-        question,
-        now,
-    )))
+    Ok(Some(draft.stored(agent_id, seq, recipients, meta, now)?))
 }
 
 #[cfg(test)]
