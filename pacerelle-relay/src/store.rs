@@ -42,7 +42,7 @@ use std::sync::Arc;
 use pacerelle_core::Cursor;
 use pacerelle_core::wire::{DeviceEnvelope, DeviceInfo, DeviceQuestion, WebhookInfo};
 
-use crate::config::{Config, Retention};
+use crate::config::Config;
 use crate::error::{Error, StoreError};
 use postgres::PgStore;
 pub(crate) use postgres::WakeHost;
@@ -160,7 +160,6 @@ forward! {
     async fn cancel_question(&self, agent_id: &str, question_id: &str, now: Timestamp) -> Result<(Transition<QuestionView>, Effects)>;
     async fn expire_due(&self, now: Timestamp, limit: u32) -> Result<ExpiryPass>;
     async fn put_notification(&self, agent_id: &str, notification_id: &str, envelopes: &[DeviceEnvelope], now: Timestamp) -> Result<ItemPut<Stored>>;
-    async fn purge(&self, now: Timestamp, retention: &Retention) -> Result<Purged>;
     async fn put_roster(&self, agent_id: &str, previous: u64, version: u64, envelope: &str, now: Timestamp) -> Result<RosterPut>;
     async fn lease(&self, agent_id: &str, now: Timestamp) -> Result<Option<Lease>>;
     async fn session_known(&self, agent_id: &str, session_id: &str) -> Result<bool>;

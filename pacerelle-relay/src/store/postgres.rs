@@ -41,11 +41,11 @@ mod prelude {
     pub(super) use sqlx::PgConnection;
 
     pub(super) use super::{PgStore, Result};
-    pub(super) use crate::config::Retention;
+
     pub(super) use crate::store::{
         Claim, DueEvent, DuePush, Effects, ExpiryPass, ItemPut, Lease, Marked, NewPairing, NewQuestion,
-        NewUpdate, PairingStored, Purged, PushPut, Put, QuestionPut, Registered, ReplyPut, RosterPut,
-        SessionOpened, SigningKeyCopy, SigningKeyPut, Transition, WaitRead,
+        NewUpdate, PairingStored, PushPut, Put, QuestionPut, Registered, ReplyPut, RosterPut, SessionOpened,
+        SigningKeyCopy, SigningKeyPut, Transition, WaitRead,
     };
     pub(super) use crate::store::{cursor, ts};
 }

@@ -8,7 +8,7 @@ use pacerelle_core::Timestamp;
 
 use crate::config::Retention;
 use crate::error::StoreError;
-use crate::store::Purged;
+use crate::store::{Purged, Store};
 
 /// Rows one write transaction deletes at most (an item deleted with its dependents may pass it by those).
 pub(in crate::store) const BATCH_ROWS: usize = 500;
@@ -80,4 +80,37 @@ where
         }
     }
     Ok(purged)
+}
+
+impl Store {
+    /// Deletes what is older than `retention` at `now`, in write transactions of at most [`BATCH_ROWS`] rows,
+    /// at most [`MAX_BATCHES`] of them.
+    pub(crate) async fn purge(&self, now: Timestamp, retention: &Retention) -> Result<Purged, StoreError> {
+        self.purge_bounded(now, retention, MAX_BATCHES).await
+    }
+
+    /// [`Store::purge`] with another bound on the write transactions. On SQLite the purge is paced: the tasks
+    /// whose writes wait for the writer queue them before the next batch. On PostgreSQL, where each batch is a
+    /// transaction of its own beside the others, and several instances may purge at once, it is not.
+    pub(in crate::store) async fn purge_bounded(
+        &self,
+        now: Timestamp,
+        retention: &Retention,
+        max_batches: u32,
+    ) -> Result<Purged, StoreError> {
+        match self {
+            Store::Sqlite(s) => {
+                purge(now, retention, max_batches, true, |step, cut| {
+                    s.purge_batch(step, cut)
+                })
+                .await
+            }
+            Store::Postgres(p) => {
+                purge(now, retention, max_batches, false, |step, cut| {
+                    p.purge_batch(step, cut)
+                })
+                .await
+            }
+        }
+    }
 }

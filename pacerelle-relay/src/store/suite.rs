@@ -243,11 +243,10 @@ impl Backend {
 
     /// A purge of what is older than `retention` at `now` in `max_batches` write transactions at most.
     async fn purge_bounded(&self, now: Timestamp, retention: &Retention, max_batches: u32) -> Purged {
-        match &self.store {
-            Store::Sqlite(s) => s.purge_bounded(now, retention, max_batches).await,
-            Store::Postgres(p) => p.purge_bounded(now, retention, max_batches).await,
-        }
-        .expect("purged")
+        self.store
+            .purge_bounded(now, retention, max_batches)
+            .await
+            .expect("purged")
     }
 
     /// `n` tasks of `ag_1` from `dv_1` (ids `prefix` and a number, stored at [`T0`] and after) processed a

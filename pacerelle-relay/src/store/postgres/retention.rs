@@ -11,31 +11,12 @@
 //! once: each deletes what the other did not.
 
 use super::prelude::*;
-use crate::store::retention::{BATCH_ROWS, MAX_BATCHES, Step};
+use crate::store::retention::{BATCH_ROWS, Step};
 
 impl PgStore {
-    /// Deletes what is older than `retention` at `now`, in transactions of at most [`BATCH_ROWS`] rows, at
-    /// most [`MAX_BATCHES`] of them.
-    pub(crate) async fn purge(&self, now: Timestamp, retention: &Retention) -> Result<Purged> {
-        self.purge_bounded(now, retention, MAX_BATCHES).await
-    }
-
-    /// [`PgStore::purge`] with another bound on the transactions.
-    pub(in crate::store) async fn purge_bounded(
-        &self,
-        now: Timestamp,
-        retention: &Retention,
-        max_batches: u32,
-    ) -> Result<Purged> {
-        crate::store::retention::purge(now, retention, max_batches, false, |step, cut| {
-            self.batch(step, cut)
-        })
-        .await
-    }
-
     /// Deletes up to [`BATCH_ROWS`] rows of `step` older than `cut` in one transaction: the rows deleted, and
-    /// whether more may be left.
-    async fn batch(&self, step: Step, cut: i64) -> Result<(u64, bool)> {
+    /// whether more may be left ([`crate::store::Store::purge`]).
+    pub(in crate::store) async fn purge_batch(&self, step: Step, cut: i64) -> Result<(u64, bool)> {
         let limit = BATCH_ROWS as i64;
         let mut tx = self.pool.begin().await?;
         let found: Vec<(i64, String)> = match step {
@@ -174,6 +155,7 @@ mod tests {
 
     use super::super::push::tests::{T0, item, store};
     use super::*;
+    use crate::config::Retention;
 
     /// When the purge runs in these tests.
     const NOW: i64 = T0 + 400 * 86_400_000;
@@ -224,8 +206,9 @@ mod tests {
         store.old_tasks("m", 3000, true).await;
         let other = PgStore::open(&url, dir.path()).await.expect("a second instance");
         // Two instances purge while the agent keeps storing items.
-        let purges = [store.clone(), other.clone()]
-            .map(|s| tokio::spawn(async move { s.purge(Timestamp(NOW), &Retention::default()).await }));
+        let purges = [store.clone(), other.clone()].map(|s| {
+            tokio::spawn(async move { s.as_store().purge(Timestamp(NOW), &Retention::default()).await })
+        });
         let writer = {
             let store = store.clone();
             tokio::spawn(async move {

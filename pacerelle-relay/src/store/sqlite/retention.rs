@@ -18,34 +18,17 @@
 //! A write deletes at most [`BATCH_ROWS`] rows, then the purge queues its next write behind whatever other
 //! writes arrived meanwhile; one purge runs at most [`MAX_BATCHES`] writes, and the next sweep goes on.
 
-use pacerelle_core::Timestamp;
 use rusqlite::{Connection, params};
 
 use super::{Result, SqliteStore};
-use crate::config::Retention;
-use crate::store::Purged;
-use crate::store::retention::{BATCH_ROWS, MAX_BATCHES, Step};
+use crate::store::retention::{BATCH_ROWS, Step};
 
 impl SqliteStore {
-    /// Deletes what is older than `retention` at `now`, in write transactions of at most [`BATCH_ROWS`] rows,
-    /// at most [`MAX_BATCHES`] of them.
-    pub(crate) async fn purge(&self, now: Timestamp, retention: &Retention) -> Result<Purged> {
-        self.purge_bounded(now, retention, MAX_BATCHES).await
-    }
-
-    /// [`SqliteStore::purge`] with another bound on the write transactions.
-    pub(in crate::store) async fn purge_bounded(
-        &self,
-        now: Timestamp,
-        retention: &Retention,
-        max_batches: u32,
-    ) -> Result<Purged> {
-        // Paced: the tasks whose writes wait for the writer queue them before the next batch.
-        crate::store::retention::purge(now, retention, max_batches, true, |step, cut| async move {
-            let (rows, more) = self.write(move |conn| batch(conn, step, cut)).await?;
-            Ok((rows as u64, more))
-        })
-        .await
+    /// Deletes up to [`BATCH_ROWS`] rows of `step` older than `cut` in one write: the rows deleted, and whether
+    /// more may be left ([`crate::store::Store::purge`]).
+    pub(in crate::store) async fn purge_batch(&self, step: Step, cut: i64) -> Result<(u64, bool)> {
+        let (rows, more) = self.write(move |conn| batch(conn, step, cut)).await?;
+        Ok((rows as u64, more))
     }
 }
 
