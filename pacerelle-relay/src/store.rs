@@ -71,14 +71,6 @@ impl Store {
         }
     }
 
-    /// Whether the database answers and holds every migration this relay knows (`GET /readyz`).
-    pub(crate) async fn ready(&self) -> Result<bool> {
-        match self {
-            Store::Sqlite(s) => s.ready().await,
-            Store::Postgres(p) => p.ready().await,
-        }
-    }
-
     /// Finishes what is queued and closes the connections.
     pub(crate) async fn close(&self) {
         match self {

@@ -59,7 +59,7 @@ const CONNECTIONS: u32 = 16;
 /// How long a request waits for a connection before the relay answers `unavailable`.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations-postgres");
+pub(in crate::store) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations-postgres");
 
 /// Locks the agent's counter row until the transaction ends. Every transaction that inserts items calls it
 /// before its first insert, so that one agent's items draw their sequence numbers in the order their
@@ -152,16 +152,6 @@ impl PgStore {
             sends: Some(sends::start(store.clone())),
             ..store
         })
-    }
-
-    /// Whether the database answers and holds every migration this relay knows (`GET /readyz`).
-    pub(crate) async fn ready(&self) -> Result<bool> {
-        let newest = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
-        let applied: Option<i64> =
-            sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations WHERE success")
-                .fetch_one(&self.pool)
-                .await?;
-        Ok(applied.unwrap_or(0) >= newest)
     }
 
     /// Counts a committed write transaction (`GET /metrics`): a write other than a task's is a transaction of its

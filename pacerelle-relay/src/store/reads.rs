@@ -87,6 +87,23 @@ impl Store {
         }
     }
 
+    /// Whether the database answers a read and holds every migration this relay knows (`GET /readyz`).
+    /// `Ok(false)` when it lags behind this relay's schema (a database replaced under a running relay, or
+    /// migrated by an older relay's instance).
+    pub(crate) async fn ready(&self) -> Result<bool> {
+        let migrator = match self {
+            Store::Sqlite(_) => &crate::store::sqlite::MIGRATOR,
+            Store::Postgres(_) => &crate::store::postgres::MIGRATOR,
+        };
+        let newest = migrator.iter().map(|m| m.version).max().unwrap_or(0);
+        let applied: Option<i64> = on_db!(
+            self.db(),
+            fetch_one,
+            sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations WHERE success")
+        )?;
+        Ok(applied.unwrap_or(0) >= newest)
+    }
+
     /// The agent, if it is registered.
     pub(crate) async fn agent(&self, agent_id: &str) -> Result<Option<AgentInfo>> {
         let row: Option<(String, String, i64)> = on_db!(

@@ -47,7 +47,7 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a request waits for a connection before the relay answers `unavailable`.
 const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(10);
 
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!();
+pub(in crate::store) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!();
 
 /// The SQLite store. Cheap to clone (pools and the writer are reference-counted).
 #[derive(Debug, Clone)]
@@ -175,17 +175,6 @@ impl SqliteStore {
     /// What the writer has done since the store opened.
     pub(crate) fn writer_counts(&self) -> Arc<WriterCounts> {
         self.writer.counts().clone()
-    }
-
-    /// Whether the database answers a read and holds every migration this relay knows (`GET /readyz`).
-    /// `Ok(false)` when it lags behind this relay's schema (a database replaced under a running relay).
-    pub(crate) async fn ready(&self) -> Result<bool> {
-        let newest = MIGRATOR.iter().map(|m| m.version).max().unwrap_or(0);
-        let applied: Option<i64> =
-            sqlx::query_scalar("SELECT MAX(version) FROM _sqlx_migrations WHERE success = 1")
-                .fetch_one(&self.read)
-                .await?;
-        Ok(applied.unwrap_or(0) >= newest)
     }
 
     /// Stops taking writes, lets the writer commit those already queued, then closes both pools, waiting for
