@@ -15,6 +15,9 @@ pub(in crate::store) const BATCH_ROWS: usize = 500;
 /// Write transactions one purge runs at most; what is left goes at the next sweep.
 pub(in crate::store) const MAX_BATCHES: u32 = 100;
 
+/// How long the sweep keeps expired pairing tombstones and ended sessions.
+pub(in crate::store) const KEEP_MS: i64 = 24 * 3600 * 1000;
+
 /// The kinds of rows a purge deletes, one after the other.
 #[derive(Debug, Clone, Copy)]
 pub(in crate::store) enum Step {

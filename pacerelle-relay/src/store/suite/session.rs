@@ -6,7 +6,11 @@ use pacerelle_core::Timestamp;
 use tokio::sync::Barrier;
 
 use super::{T0, backends};
-use crate::store::{Renewal, SessionOpened, lease_ttl_ms};
+use pacerelle_core::keys;
+use pacerelle_core::pairing::Role;
+
+use crate::store::retention::KEEP_MS;
+use crate::store::{NewPairing, PairingStored, Renewal, SessionOpened, lease_ttl_ms};
 
 #[tokio::test]
 async fn a_lease_lapses_without_heartbeat_and_then_anyone_may_take_it() {
@@ -170,5 +174,73 @@ async fn concurrent_opens_give_the_lease_to_one() {
             .filter(|o| matches!(o, SessionOpened::Opened(_)))
             .count();
         assert_eq!(opened, 1, "{}: {outcomes:?}", backend.name());
+    }
+}
+
+#[tokio::test]
+async fn the_sweeper_drops_expired_offers_and_lapsed_sessions() {
+    for backend in backends().await {
+        let store = &backend.with_agent().await;
+        let name = backend.name();
+        let offer = NewPairing {
+            agent_id: "ag_1",
+            pairing_id: "AAAAAAAAAAAAAAAAAAAAAA",
+            device_id: "dv_new",
+            label: None,
+            role: Role::Owner,
+            claim_hash: keys::sha256(b"claim"),
+            offer: "AQID",
+            expires_at: Timestamp(T0 + 1000),
+            now: Timestamp(T0),
+        };
+        let created = store.create_pairing(&offer).await.expect("stored");
+        assert!(matches!(created, PairingStored::Created(_)), "{name}");
+        let opened = store
+            .open_session("ag_1", "ses_a", "laptop", false, Timestamp(T0))
+            .await
+            .expect("stored");
+        assert!(matches!(opened, SessionOpened::Opened(_)), "{name}");
+        let offer_of = || async {
+            store
+                .pairing(offer.pairing_id)
+                .await
+                .expect("read")
+                .map(|row| row.offer)
+        };
+        let commits = store.writer_counts().commits.get();
+        store.sweep(Timestamp(T0 + 999)).await.expect("sweeps");
+        assert_eq!(
+            store.writer_counts().commits.get() - commits,
+            1,
+            "{name}: one write"
+        );
+        assert_eq!(offer_of().await, Some(Some("AQID".into())), "{name}");
+
+        store.sweep(Timestamp(T0 + 60_000)).await.expect("sweeps");
+        assert_eq!(
+            offer_of().await,
+            Some(None),
+            "{name}: the ciphertext of an expired offer is gone"
+        );
+        let ended = backend
+            .numbers("SELECT ended_at FROM sessions WHERE session_id = 'ses_a'")
+            .await;
+        assert_eq!(
+            ended,
+            [Some(T0 + lease_ttl_ms())],
+            "{name}: the lapsed session ended"
+        );
+        // A day after expiry the tombstone goes too; a day after its end, the session.
+        store.sweep(Timestamp(T0 + KEEP_MS + 2000)).await.expect("sweeps");
+        assert_eq!(offer_of().await, None, "{name}");
+        store
+            .sweep(Timestamp(T0 + lease_ttl_ms() + KEEP_MS + 1))
+            .await
+            .expect("sweeps");
+        assert_eq!(
+            backend.numbers("SELECT COUNT(*) FROM sessions").await,
+            [Some(0)],
+            "{name}"
+        );
     }
 }
