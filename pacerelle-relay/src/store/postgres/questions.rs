@@ -611,7 +611,6 @@ pub(super) mod tests {
     use crate::store::suite::Backend;
     use crate::store::suite::questions::{self as suite, ask, ask_ready, envelopes, events};
     use crate::store::{LogQuery, StateFilter, Store};
-    use pacerelle_core::question::QuestionKind;
 
     /// The tests' "now".
     pub(in super::super) const T0: i64 = 1_800_000_000_000;
@@ -673,69 +672,7 @@ pub(super) mod tests {
 
         let dir = tempfile::tempdir().expect("a temporary directory");
         let store = open(&url, &dir).await;
-        let now = Timestamp(10);
-        let q1 = store
-            .as_store()
-            .question("ag_1", "q1", now)
-            .await
-            .expect("ok")
-            .expect("found");
-        assert_eq!((q1.state, q1.user_id), (QuestionState::Pending, None));
-
-        let envelopes = [DeviceEnvelope {
-            device_id: "dv_1".into(),
-            envelope: "AQID".into(),
-        }];
-        let mut q = NewQuestion {
-            question_id: "q2",
-            kind: QuestionKind::YesNo,
-            expires_at: Timestamp(9_000_000_000_000),
-            self_envelope: "AAAA",
-            envelopes: &envelopes,
-            user_id: Some("alice"),
-        };
-        let put = store.put_question("ag_1", &q, u32::MAX, now).await.expect("ok");
-        let QuestionPut::Item(item) = put else {
-            panic!("stored");
-        };
-        let ItemPut::Stored(created, true) = *item else {
-            panic!("stored now");
-        };
-        assert_eq!(created.user_id.as_deref(), Some("alice"));
-        let stored: Option<String> = sqlx::query_scalar(
-            "SELECT user_id FROM questions q JOIN items i ON i.seq = q.item_seq WHERE i.item_id = 'q2'",
-        )
-        .fetch_one(&store.pool)
-        .await
-        .expect("a row");
-        assert_eq!(stored.as_deref(), Some("alice"));
-        // The same id again is the question as first stored.
-        q.user_id = Some("bob");
-        let again = store.put_question("ag_1", &q, u32::MAX, now).await.expect("ok");
-        assert!(
-            matches!(again, QuestionPut::Item(item) if matches!(*item, ItemPut::Stored(ref v, false) if *v == created))
-        );
-        let log = store
-            .as_store()
-            .answer_log(
-                "ag_1",
-                &LogQuery {
-                    state: StateFilter::All,
-                    since: None,
-                    until: None,
-                    before: None,
-                    limit: 10,
-                },
-                now,
-            )
-            .await
-            .expect("ok");
-        let users: Vec<(&str, Option<&str>)> = log
-            .questions
-            .iter()
-            .map(|v| (v.question_id.as_str(), v.user_id.as_deref()))
-            .collect();
-        assert_eq!(users, [("q2", Some("alice")), ("q1", None)]);
+        suite::users_after_migration(&store.as_store()).await;
     }
 
     #[tokio::test]

@@ -477,10 +477,9 @@ impl SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::suite::questions::events;
-    use crate::store::{LogQuery, StateFilter, Store, seq_of};
+    use crate::store::suite::questions::{self as suite, events};
+    use crate::store::{StateFilter, Store};
     use pacerelle_core::Cursor;
-    use pacerelle_core::question::QuestionKind;
 
     #[tokio::test]
     async fn migrating_a_version_13_database_gives_its_questions_no_user_and_stores_the_user_of_new_ones() {
@@ -501,68 +500,7 @@ mod tests {
         pool.close().await;
 
         let store = SqliteStore::open(&path).await.expect("migrates");
-        let now = Timestamp(10);
-        let q1 = store
-            .as_store()
-            .question("ag_1", "q1", now)
-            .await
-            .expect("ok")
-            .expect("found");
-        assert_eq!((q1.state, q1.user_id), (QuestionState::Pending, None));
-
-        let envelopes = [DeviceEnvelope {
-            device_id: "dv_1".into(),
-            envelope: "AQID".into(),
-        }];
-        let mut q = NewQuestion {
-            question_id: "q2",
-            kind: QuestionKind::YesNo,
-            expires_at: Timestamp(9_000_000_000_000),
-            self_envelope: "AAAA",
-            envelopes: &envelopes,
-            user_id: Some("alice"),
-        };
-        let put = store.put_question("ag_1", &q, u32::MAX, now).await.expect("ok");
-        let QuestionPut::Item(item) = put else {
-            panic!("stored");
-        };
-        let ItemPut::Stored(created, true) = *item else {
-            panic!("stored now");
-        };
-        assert_eq!(created.user_id.as_deref(), Some("alice"));
-        let stored: Option<String> = sqlx::query_scalar("SELECT user_id FROM questions WHERE item_seq = ?1")
-            .bind(seq_of(created.cursor))
-            .fetch_one(&store.read)
-            .await
-            .expect("a row");
-        assert_eq!(stored.as_deref(), Some("alice"));
-        // The same id again is the question as first stored.
-        q.user_id = Some("bob");
-        let again = store.put_question("ag_1", &q, u32::MAX, now).await.expect("ok");
-        assert!(
-            matches!(again, QuestionPut::Item(item) if matches!(*item, ItemPut::Stored(ref v, false) if *v == created))
-        );
-        let log = store
-            .as_store()
-            .answer_log(
-                "ag_1",
-                &LogQuery {
-                    state: StateFilter::All,
-                    since: None,
-                    until: None,
-                    before: None,
-                    limit: 10,
-                },
-                now,
-            )
-            .await
-            .expect("ok");
-        let users: Vec<(&str, Option<&str>)> = log
-            .questions
-            .iter()
-            .map(|v| (v.question_id.as_str(), v.user_id.as_deref()))
-            .collect();
-        assert_eq!(users, [("q2", Some("alice")), ("q1", None)]);
+        suite::users_after_migration(&store.as_store()).await;
     }
 
     #[tokio::test]

@@ -6,7 +6,7 @@ use pacerelle_core::wire::{DeviceEnvelope, ItemState};
 
 use super::{Backend, T0, backends};
 use crate::store::rows::{ANSWERED, EXPIRED};
-use crate::store::{ItemPut, NewQuestion, QuestionPut, Registered, StateFilter, Store, Transition};
+use crate::store::{ItemPut, LogQuery, NewQuestion, QuestionPut, Registered, StateFilter, Store, Transition};
 
 /// `backend`'s store with agent `ag_1`, its devices `dv_1` and `dv_2`, and a webhook (so that closing a question
 /// queues an event).
@@ -85,6 +85,58 @@ pub(in crate::store) async fn events(store: &Store) -> Vec<(String, String)> {
         .collect();
     all.sort();
     all
+}
+
+/// Checks, on a store just migrated from before questions had users, whose agent `ag_1` holds the pending
+/// question `q1` sealed for `dv_1`: `q1` has no user; a new question keeps the user it was asked for, and a
+/// retry of it with another user is the question as first stored; the answer log reads both users back.
+pub(in crate::store) async fn users_after_migration(store: &Store) {
+    let now = Timestamp(10);
+    let q1 = store
+        .question("ag_1", "q1", now)
+        .await
+        .expect("ok")
+        .expect("found");
+    assert_eq!((q1.state, q1.user_id), (QuestionState::Pending, None));
+    let envelopes = [DeviceEnvelope {
+        device_id: "dv_1".into(),
+        envelope: "AQID".into(),
+    }];
+    let mut q = NewQuestion {
+        question_id: "q2",
+        kind: QuestionKind::YesNo,
+        expires_at: Timestamp(9_000_000_000_000),
+        self_envelope: "AAAA",
+        envelopes: &envelopes,
+        user_id: Some("alice"),
+    };
+    let put = store.put_question("ag_1", &q, u32::MAX, now).await.expect("ok");
+    let QuestionPut::Item(item) = put else {
+        panic!("stored");
+    };
+    let ItemPut::Stored(created, true) = *item else {
+        panic!("stored now");
+    };
+    assert_eq!(created.user_id.as_deref(), Some("alice"));
+    q.user_id = Some("bob");
+    let again = store.put_question("ag_1", &q, u32::MAX, now).await.expect("ok");
+    assert!(
+        matches!(again, QuestionPut::Item(item) if matches!(*item, ItemPut::Stored(ref v, false) if *v == created))
+    );
+    let query = LogQuery {
+        state: StateFilter::All,
+        since: None,
+        until: None,
+        before: None,
+        limit: 10,
+    };
+    let log = store.answer_log("ag_1", &query, now).await.expect("ok");
+    let users: Vec<(&str, Option<&str>)> = log
+        .questions
+        .iter()
+        .map(|v| (v.question_id.as_str(), v.user_id.as_deref()))
+        .collect();
+    assert_eq!(users, [("q2", Some("alice")), ("q1", None)]);
 }
 
 #[tokio::test]
