@@ -67,7 +67,7 @@ pub(super) async fn enqueue(
     )
     .bind(agent_id)
     .bind(seq)
-    .bind(&kind)
+    .bind(kind)
     .bind(urgency)
     .bind(topic)
     .bind(expires_at)
