@@ -19,6 +19,7 @@ pub mod copy;
 pub(crate) mod marks;
 pub(crate) mod postgres;
 pub(crate) mod principals;
+mod questions;
 mod retention;
 pub(crate) mod sqlite;
 #[cfg(test)]
@@ -40,7 +41,7 @@ pub(crate) use types::{
 use std::sync::Arc;
 
 use pacerelle_core::Cursor;
-use pacerelle_core::wire::{DeviceEnvelope, DeviceInfo, DeviceQuestion, WebhookInfo};
+use pacerelle_core::wire::{DeviceEnvelope, DeviceInfo, WebhookInfo};
 
 use crate::config::Config;
 use crate::error::{Error, StoreError};
@@ -146,12 +147,6 @@ forward! {
     async fn push_done(&self, push_id: i64) -> Result<()>;
     async fn push_retry(&self, push_id: i64, status: Option<u16>, error: &str, next: Timestamp) -> Result<()>;
     async fn push_subscription_gone(&self, subscription_id: i64) -> Result<()>;
-    async fn put_question(&self, agent_id: &str, q: &NewQuestion<'_>, max_open: u32, now: Timestamp) -> Result<QuestionPut>;
-    async fn answer_question(&self, agent_id: &str, device_id: &str, question_id: &str, answer_envelope: &str, answer_copy: Option<&str>, now: Timestamp) -> Result<(Transition<DeviceQuestion>, Effects)>;
-    async fn answer_question_at_host(&self, agent_id: &str, question_id: &str, answer_envelope: &str, answer_copy: Option<&str>, now: Timestamp) -> Result<(Transition<QuestionView>, Effects)>;
-    async fn cancel_question(&self, agent_id: &str, question_id: &str, now: Timestamp) -> Result<(Transition<QuestionView>, Effects)>;
-    async fn expire_due(&self, now: Timestamp, limit: u32) -> Result<ExpiryPass>;
-    async fn put_notification(&self, agent_id: &str, notification_id: &str, envelopes: &[DeviceEnvelope], now: Timestamp) -> Result<ItemPut<Stored>>;
     async fn put_roster(&self, agent_id: &str, previous: u64, version: u64, envelope: &str, now: Timestamp) -> Result<RosterPut>;
     async fn lease(&self, agent_id: &str, now: Timestamp) -> Result<Option<Lease>>;
     async fn session_known(&self, agent_id: &str, session_id: &str) -> Result<bool>;

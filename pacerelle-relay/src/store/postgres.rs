@@ -22,6 +22,7 @@ mod messages;
 mod pairing;
 mod push;
 mod questions;
+pub(crate) use questions::Pg;
 mod retention;
 mod roster;
 mod sends;
@@ -35,7 +36,7 @@ mod webhooks;
 mod prelude {
     pub(super) use pacerelle_core::wire::ItemState;
     pub(super) use pacerelle_core::wire::{
-        AgentInfo, DeviceEnvelope, DeviceInfo, DeviceQuestion, QuestionView, SessionInfo, Stored, WebhookInfo,
+        AgentInfo, DeviceEnvelope, DeviceInfo, SessionInfo, Stored, WebhookInfo,
     };
     pub(super) use pacerelle_core::{Cursor, Timestamp};
     pub(super) use sqlx::PgConnection;
@@ -43,9 +44,8 @@ mod prelude {
     pub(super) use super::{PgStore, Result};
 
     pub(super) use crate::store::{
-        Claim, DueEvent, DuePush, Effects, ExpiryPass, ItemPut, Lease, Marked, NewPairing, NewQuestion,
-        NewUpdate, PairingStored, PushPut, Put, QuestionPut, Registered, ReplyPut, RosterPut, SessionOpened,
-        SigningKeyCopy, SigningKeyPut, Transition, WaitRead,
+        Claim, DueEvent, DuePush, Lease, Marked, NewPairing, NewUpdate, PairingStored, PushPut, Put,
+        Registered, ReplyPut, RosterPut, SessionOpened, SigningKeyCopy, SigningKeyPut, WaitRead,
     };
     pub(super) use crate::store::{cursor, ts};
 }

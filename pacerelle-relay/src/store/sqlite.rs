@@ -27,6 +27,7 @@ mod messages;
 mod pairing;
 pub(crate) mod push;
 mod questions;
+pub(crate) use questions::Lite;
 mod reader;
 mod retention;
 mod roster;
@@ -65,6 +66,18 @@ pub(crate) struct SqliteStore {
 }
 
 use crate::store::{cursor, seq_of, ts};
+
+/// The output of `future`, which must be ready on its first poll: a question write on the writer's connection
+/// ([`Lite`]), whose steps are synchronous and never wait. Polled here rather than on a runtime, since the
+/// writer thread has none; a future that would wait is an error of the relay, not a hang.
+pub(crate) fn at_once<T>(future: impl std::future::Future<Output = Result<T>>) -> Result<T> {
+    let mut future = std::pin::pin!(future);
+    let mut context = std::task::Context::from_waker(std::task::Waker::noop());
+    match future.as_mut().poll(&mut context) {
+        std::task::Poll::Ready(out) => out,
+        std::task::Poll::Pending => Err(StoreError::internal("a write on the writer's connection waited")),
+    }
+}
 
 impl SqliteStore {
     /// Opens (or creates) the database file and brings its schema up to date. The database file is created

@@ -1,63 +1,16 @@
-//! The PostgreSQL backend: questions, notifications and the expiry of questions (mirrors `sqlite/questions.rs`).
+//! The PostgreSQL steps of the question writes ([`crate::store::questions`]), in a transaction of their own.
 //!
-//! The rules are SQLite's: every transition goes through [`QuestionRecord`] inside a write transaction, the row
-//! is updated only from `pending` (`WHERE state = 'pending'`), and a question that the clock has expired is
-//! written `expired` by whichever write meets it first (an answer, a cancel, the expirer), in the same
-//! transaction as its `question.expired` webhook event and its `update` item, so each is stored exactly once.
-//! Reads never write. What PostgreSQL's concurrent writers add (ADR 0003):
-//!
-//! - Every write here inserts items (the question or notification itself, or the `update` item of a closing),
-//!   so each first locks the agent's `agent_counts` row ([`super::lock_agent`]). That lock also serialises the
-//!   writes of one agent's questions: an answer, a cancel and the expirer never decide on one question at
-//!   once, and the quota count of a new question sees every question stored before it.
-//! - The expirer claims due questions with `FOR UPDATE SKIP LOCKED`, then takes each one's agent lock with
-//!   `SKIP LOCKED` too: it never waits for a lock while it holds one, so it cannot deadlock with an answer
-//!   (which holds the agent and waits for the question). A question whose agent is busy is left to the next
-//!   pass, or to the write holding the lock if that write meets the expiry. Two relay instances never expire
-//!   the same question.
-//! - The devices a question or notification is sealed for are read `FOR SHARE`: a revocation under way
-//!   finishes first and the device is then refused, or waits until the item is stored.
+//! What PostgreSQL's concurrent writers add (ADR 0003): every write inserts items (the question or notification
+//! itself, or the `update` item of a closing), so each first locks the agent's `agent_counts` row
+//! ([`super::lock_agent`]), which also serialises the writes of one agent's questions; the expirer claims due
+//! questions with `FOR UPDATE SKIP LOCKED` and takes each agent's lock with `SKIP LOCKED` too; the devices an
+//! item is sealed for are read `FOR SHARE`, so that a revocation under way finishes first.
 
-use std::collections::HashMap;
-
-use pacerelle_core::question::{Channel, QuestionRecord, QuestionState, Refusal};
+use pacerelle_core::question::QuestionState;
 
 use super::prelude::*;
-use crate::store::Answerer;
-use crate::store::rows::{QuestionRow, corrupt};
-
-// Event types of the webhook outbox.
-pub(super) use crate::store::rows::{ANSWERED, CANCELLED, EXPIRED};
-
-/// The question `question_id` (`$2`) of the agent `$1`.
-macro_rules! row_of {
-    () => {
-        concat!(
-            "SELECT ",
-            question_columns!(),
-            " FROM questions q JOIN items i ON i.seq = q.item_seq
-             WHERE i.agent_id = $1 AND i.kind = 'question' AND i.item_id = $2"
-        )
-    };
-}
-
-/// Counts a committed write transaction in the store's [`crate::store::WriterCounts`].
-fn wrote(store: &PgStore) {
-    store.committed();
-}
-
-/// The question `question_id` of this agent, its row locked until the transaction ends (`FOR UPDATE`).
-async fn row_of_locked(
-    conn: &mut PgConnection,
-    agent_id: &str,
-    question_id: &str,
-) -> Result<Option<QuestionRow>> {
-    Ok(sqlx::query_as(concat!(row_of!(), " FOR UPDATE OF q"))
-        .bind(agent_id)
-        .bind(question_id)
-        .fetch_optional(conn)
-        .await?)
-}
+use crate::store::questions::{AnswerRow, NewItem, NewQuestionRow, QuestionTx, StoredUpdate};
+use crate::store::rows::QuestionRow;
 
 /// The question stored at `seq`.
 pub(super) async fn row_at(conn: &mut PgConnection, seq: i64) -> Result<QuestionRow> {
@@ -71,529 +24,172 @@ pub(super) async fn row_at(conn: &mut PgConnection, seq: i64) -> Result<Question
     .await?)
 }
 
-/// Writes the expiry `record` reached (it must have moved from pending to expired in this transaction), queues
-/// its event and stores its `update` item. Returns whether an event was queued, and the update. The caller
-/// holds the agent's lock.
-async fn store_expiry(
-    conn: &mut PgConnection,
-    row: &QuestionRow,
-    record: &QuestionRecord,
-    now: Timestamp,
-) -> Result<(bool, Option<NewUpdate>)> {
-    let closed_at = record.closed_at.unwrap_or(record.expires_at);
-    let changed = sqlx::query(
-        "UPDATE questions SET state = 'expired', closed_at = $2 WHERE item_seq = $1 AND state = 'pending'",
-    )
-    .bind(row.seq)
-    .bind(closed_at.millis())
-    .execute(&mut *conn)
-    .await?
-    .rows_affected();
-    if changed == 0 {
-        return Ok((false, None));
-    }
-    let event = super::webhooks::queue_event(&mut *conn, &row.agent_id, row.seq, EXPIRED, now).await?;
-    let update =
-        super::updates::insert_update(&mut *conn, &row.agent_id, row.seq, ItemState::Expired, now).await?;
-    Ok((event, update))
-}
+/// A transaction's connection, as the question writes take it.
+pub(crate) struct Pg<'c>(pub &'c mut PgConnection);
 
-/// Whether every device is an active device of this agent; the first that is not, otherwise. Each device row
-/// is read `FOR SHARE`, so that it cannot be revoked before this transaction ends.
-async fn inactive_device(
-    conn: &mut PgConnection,
-    agent_id: &str,
-    envelopes: &[DeviceEnvelope],
-) -> Result<Option<String>> {
-    for e in envelopes {
+impl QuestionTx for Pg<'_> {
+    async fn lock_agent(&mut self, agent_id: &str) -> Result<()> {
+        super::lock_agent(&mut *self.0, agent_id).await
+    }
+
+    async fn try_lock_agent(&mut self, agent_id: &str) -> Result<bool> {
+        let locked: Option<String> = sqlx::query_scalar(
+            "SELECT agent_id FROM agent_counts WHERE agent_id = $1 FOR UPDATE SKIP LOCKED",
+        )
+        .bind(agent_id)
+        .fetch_optional(&mut *self.0)
+        .await?;
+        Ok(locked.is_some())
+    }
+
+    async fn question(&mut self, agent_id: &str, question_id: &str) -> Result<Option<QuestionRow>> {
+        let sql = concat!(
+            "SELECT ",
+            question_columns!(),
+            " FROM questions q JOIN items i ON i.seq = q.item_seq
+             WHERE i.agent_id = $1 AND i.kind = 'question' AND i.item_id = $2 FOR UPDATE OF q"
+        );
+        let query = sqlx::query_as(sql).bind(agent_id).bind(question_id);
+        Ok(query.fetch_optional(&mut *self.0).await?)
+    }
+
+    async fn question_at(&mut self, seq: i64) -> Result<QuestionRow> {
+        row_at(&mut *self.0, seq).await
+    }
+
+    async fn sealed_for(&mut self, seq: i64, device_id: &str) -> Result<Option<String>> {
+        let query =
+            sqlx::query_scalar("SELECT envelope FROM item_envelopes WHERE item_seq = $1 AND device_id = $2");
+        Ok(query
+            .bind(seq)
+            .bind(device_id)
+            .fetch_optional(&mut *self.0)
+            .await?)
+    }
+
+    /// The device's row is read `FOR SHARE`, so that it cannot be revoked before this transaction ends.
+    async fn device_active(&mut self, agent_id: &str, device_id: &str) -> Result<bool> {
         let active: Option<bool> = sqlx::query_scalar(
             "SELECT revoked_at IS NULL FROM devices WHERE agent_id = $1 AND device_id = $2 FOR SHARE",
         )
         .bind(agent_id)
-        .bind(&e.device_id)
-        .fetch_optional(&mut *conn)
+        .bind(device_id)
+        .fetch_optional(&mut *self.0)
         .await?;
-        if active != Some(true) {
-            return Ok(Some(e.device_id.clone()));
-        }
-    }
-    Ok(None)
-}
-
-/// The agent's open questions at `now` (pending, expiry still ahead), counted up to `cap` at most through the
-/// index `questions_open_by_agent`, which holds only pending questions.
-async fn open_questions(conn: &mut PgConnection, agent_id: &str, cap: u32, now: Timestamp) -> Result<i64> {
-    Ok(sqlx::query_scalar(
-        "SELECT COUNT(*) FROM (SELECT 1 FROM questions
-                               WHERE agent_id = $1 AND state = 'pending' AND expires_at > $2
-                               LIMIT $3) AS open",
-    )
-    .bind(agent_id)
-    .bind(now.millis())
-    .bind(i64::from(cap))
-    .fetch_one(conn)
-    .await?)
-}
-
-/// Stores the envelope sealed for each device, in one statement.
-async fn insert_envelopes(conn: &mut PgConnection, seq: i64, envelopes: &[DeviceEnvelope]) -> Result<()> {
-    let devices: Vec<&str> = envelopes.iter().map(|e| e.device_id.as_str()).collect();
-    let sealed: Vec<&str> = envelopes.iter().map(|e| e.envelope.as_str()).collect();
-    sqlx::query(
-        "INSERT INTO item_envelopes (item_seq, device_id, envelope)
-         SELECT $1, d, e FROM UNNEST($2::TEXT[], $3::TEXT[]) AS t (d, e)",
-    )
-    .bind(seq)
-    .bind(devices)
-    .bind(sealed)
-    .execute(conn)
-    .await?;
-    Ok(())
-}
-
-/// The body of [`PgStore::put_question`], in its transaction.
-async fn put_question_in(
-    conn: &mut PgConnection,
-    agent_id: &str,
-    q: &NewQuestion<'_>,
-    max_open: u32,
-    now: Timestamp,
-) -> Result<QuestionPut> {
-    super::lock_agent(&mut *conn, agent_id).await?;
-    let existing: Option<QuestionRow> = sqlx::query_as(row_of!())
-        .bind(agent_id)
-        .bind(q.question_id)
-        .fetch_optional(&mut *conn)
-        .await?;
-    if let Some(row) = existing {
-        return Ok(QuestionPut::Item(Box::new(ItemPut::Stored(
-            row.view(now)?,
-            false,
-        ))));
-    }
-    if let Some(device_id) = inactive_device(&mut *conn, agent_id, q.envelopes).await? {
-        return Ok(QuestionPut::Item(Box::new(ItemPut::UnknownDevice(device_id))));
-    }
-    if open_questions(&mut *conn, agent_id, max_open, now).await? >= i64::from(max_open) {
-        return Ok(QuestionPut::QuotaExceeded);
-    }
-    let seq: i64 = sqlx::query_scalar(
-        "INSERT INTO items (agent_id, kind, item_id, envelope, created_at)
-         VALUES ($1, 'question', $2, $3, $4) RETURNING seq",
-    )
-    .bind(agent_id)
-    .bind(q.question_id)
-    .bind(q.self_envelope)
-    .bind(now.millis())
-    .fetch_one(&mut *conn)
-    .await?;
-    insert_envelopes(&mut *conn, seq, q.envelopes).await?;
-    let record = QuestionRecord::new(q.expires_at);
-    sqlx::query(
-        "INSERT INTO questions (item_seq, agent_id, kind, state, expires_at, user_id)
-         VALUES ($1, $2, $3, $4, $5, $6)",
-    )
-    .bind(seq)
-    .bind(agent_id)
-    .bind(q.kind.as_str())
-    .bind(record.state.as_str())
-    .bind(record.expires_at.millis())
-    .bind(q.user_id)
-    .execute(&mut *conn)
-    .await?;
-    super::push::enqueue(&mut *conn, agent_id, seq, now).await?;
-    let view = row_at(&mut *conn, seq).await?.view(now)?;
-    Ok(QuestionPut::Item(Box::new(ItemPut::Stored(view, true))))
-}
-
-/// An answer to store: who gives it, sealed for the agent (`envelope`) and with the question's answer key
-/// (`copy`).
-#[derive(Debug, Clone, Copy)]
-struct Answer<'a> {
-    by: Answerer<'a>,
-    envelope: &'a str,
-    copy: Option<&'a str>,
-}
-
-/// Records `answer` to the question `row` (locked, under the agent's lock) through the state machine and, when
-/// it is accepted, what an answer stores with it: the answered row, its `question.answered` event and its
-/// `update` item ([`Effects`]). An answer that meets the question's expiry writes the expiry first
-/// ([`store_expiry`]). Returns the row as stored now, or the refusal; the caller decides whether a refusal is a
-/// retry of the answer already stored.
-async fn store_answer(
-    conn: &mut PgConnection,
-    agent_id: &str,
-    row: &QuestionRow,
-    answer: Answer<'_>,
-    now: Timestamp,
-    effects: &mut Effects,
-) -> Result<Result<QuestionRow, Refusal>> {
-    let mut record = row.record()?;
-    let was = record.state;
-    let outcome = answer.by.answer(&mut record, now);
-    if was == QuestionState::Pending && record.state == QuestionState::Expired {
-        effects.closed = true;
-        (effects.event, effects.update) = store_expiry(&mut *conn, row, &record, now).await?;
-    }
-    if let Err(refusal) = outcome {
-        return Ok(Err(refusal));
-    }
-    let (device_id, channel) = answer.by.device_and_channel();
-    let answered_at = record.closed_at.unwrap_or(now);
-    let changed = sqlx::query(
-        "UPDATE questions SET state = $2, closed_at = $3, answered_by = $4,
-                answered_by_name = (SELECT name FROM devices WHERE device_id = $4),
-                answered_at = $3, answer_envelope = $5, answer_copy = $6, channel = $7
-         WHERE item_seq = $1 AND state = 'pending'",
-    )
-    .bind(row.seq)
-    .bind(record.state.as_str())
-    .bind(answered_at.millis())
-    .bind(device_id)
-    .bind(answer.envelope)
-    .bind(answer.copy)
-    .bind(channel.as_str())
-    .execute(&mut *conn)
-    .await?
-    .rows_affected();
-    if changed == 0 {
-        // Cannot happen under the agent's lock and the row's; refuse rather than report an answer not stored.
-        return Err(corrupt("a pending question changed under its write lock".into()));
-    }
-    effects.closed = true;
-    effects.event = super::webhooks::queue_event(&mut *conn, agent_id, row.seq, ANSWERED, now).await?;
-    effects.update =
-        super::updates::insert_update(&mut *conn, agent_id, row.seq, ItemState::Answered, now).await?;
-    Ok(Ok(row_at(&mut *conn, row.seq).await?))
-}
-
-/// The body of [`PgStore::answer_question`], in its transaction.
-async fn answer_in(
-    conn: &mut PgConnection,
-    agent_id: &str,
-    device_id: &str,
-    question_id: &str,
-    answer_envelope: &str,
-    answer_copy: Option<&str>,
-    now: Timestamp,
-) -> Result<(Transition<DeviceQuestion>, Effects)> {
-    let mut effects = Effects::default();
-    super::lock_agent(&mut *conn, agent_id).await?;
-    let Some(row) = row_of_locked(&mut *conn, agent_id, question_id).await? else {
-        return Ok((Transition::NotFound, effects));
-    };
-    let sealed_for_device: Option<String> =
-        sqlx::query_scalar("SELECT envelope FROM item_envelopes WHERE item_seq = $1 AND device_id = $2")
-            .bind(row.seq)
-            .bind(device_id)
-            .fetch_optional(&mut *conn)
-            .await?;
-    let Some(device_envelope) = sealed_for_device else {
-        return Ok((Transition::NotFound, effects));
-    };
-    let answer = Answer {
-        by: Answerer::Device(device_id),
-        envelope: answer_envelope,
-        copy: answer_copy,
-    };
-    let transition = match store_answer(&mut *conn, agent_id, &row, answer, now, &mut effects).await? {
-        Ok(stored) => Transition::Done(stored.device_question(device_envelope, now)?),
-        Err(Refusal::AlreadyAnswered) if row.answered_by.as_deref() == Some(device_id) => {
-            Transition::Done(row.device_question(device_envelope, now)?)
-        }
-        Err(refusal) => Transition::Refused(refusal),
-    };
-    Ok((transition, effects))
-}
-
-/// The body of [`PgStore::answer_question_at_host`], in its transaction.
-async fn answer_at_host_in(
-    conn: &mut PgConnection,
-    agent_id: &str,
-    question_id: &str,
-    answer_envelope: &str,
-    answer_copy: Option<&str>,
-    now: Timestamp,
-) -> Result<(Transition<QuestionView>, Effects)> {
-    let mut effects = Effects::default();
-    super::lock_agent(&mut *conn, agent_id).await?;
-    let Some(row) = row_of_locked(&mut *conn, agent_id, question_id).await? else {
-        return Ok((Transition::NotFound, effects));
-    };
-    let answer = Answer {
-        by: Answerer::Host,
-        envelope: answer_envelope,
-        copy: answer_copy,
-    };
-    let transition = match store_answer(&mut *conn, agent_id, &row, answer, now, &mut effects).await? {
-        Ok(stored) => Transition::Done(stored.view(now)?),
-        Err(Refusal::AlreadyAnswered) if row.channel()? == Some(Channel::Host) => {
-            Transition::Done(row.view(now)?)
-        }
-        Err(refusal) => Transition::Refused(refusal),
-    };
-    Ok((transition, effects))
-}
-
-/// The body of [`PgStore::cancel_question`], in its transaction.
-async fn cancel_in(
-    conn: &mut PgConnection,
-    agent_id: &str,
-    question_id: &str,
-    now: Timestamp,
-) -> Result<(Transition<QuestionView>, Effects)> {
-    let mut effects = Effects::default();
-    super::lock_agent(&mut *conn, agent_id).await?;
-    let Some(row) = row_of_locked(&mut *conn, agent_id, question_id).await? else {
-        return Ok((Transition::NotFound, effects));
-    };
-    let mut record = row.record()?;
-    let was = record.state;
-    let outcome = record.cancel(now);
-    if was == QuestionState::Pending && record.state == QuestionState::Expired {
-        effects.closed = true;
-        (effects.event, effects.update) = store_expiry(&mut *conn, &row, &record, now).await?;
-    }
-    let transition = match outcome {
-        Ok(()) if was == QuestionState::Pending => {
-            sqlx::query(
-                "UPDATE questions SET state = $2, closed_at = $3 WHERE item_seq = $1 AND state = 'pending'",
-            )
-            .bind(row.seq)
-            .bind(record.state.as_str())
-            .bind(record.closed_at.unwrap_or(now).millis())
-            .execute(&mut *conn)
-            .await?;
-            effects.closed = true;
-            effects.event =
-                super::webhooks::queue_event(&mut *conn, agent_id, row.seq, CANCELLED, now).await?;
-            effects.update =
-                super::updates::insert_update(&mut *conn, agent_id, row.seq, ItemState::Cancelled, now)
-                    .await?;
-            Transition::Done(row_at(&mut *conn, row.seq).await?.view(now)?)
-        }
-        Ok(()) => Transition::Done(row.view(now)?),
-        Err(refusal) => Transition::Refused(refusal),
-    };
-    Ok((transition, effects))
-}
-
-/// The body of [`PgStore::expire_due`] once something is due, in its transaction.
-async fn expire_in(conn: &mut PgConnection, now: Timestamp, limit: u32) -> Result<ExpiryPass> {
-    let mut pass = ExpiryPass::default();
-    // Claimed until the transaction ends: another instance's pass skips them.
-    let claimed: Vec<(i64, String)> = sqlx::query_as(
-        "SELECT item_seq, agent_id FROM questions WHERE state = 'pending' AND expires_at <= $1
-         ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED",
-    )
-    .bind(now.millis())
-    .bind(i64::from(limit))
-    .fetch_all(&mut *conn)
-    .await?;
-    pass.more = claimed.len() >= limit as usize;
-    // Each agent's lock, taken only when free: a writer holding it may be answering one of these questions
-    // and waiting for its row, which this transaction holds.
-    let mut locked: HashMap<String, bool> = HashMap::new();
-    for (seq, agent_id) in claimed {
-        let free = match locked.get(&agent_id) {
-            Some(free) => *free,
-            None => {
-                let free = sqlx::query_scalar::<_, String>(
-                    "SELECT agent_id FROM agent_counts WHERE agent_id = $1 FOR UPDATE SKIP LOCKED",
-                )
-                .bind(&agent_id)
-                .fetch_optional(&mut *conn)
-                .await?
-                .is_some();
-                locked.insert(agent_id.clone(), free);
-                free
-            }
-        };
-        if !free {
-            // Still pending and due: `next_expiry` gives its time, so the next pass comes at once.
-            continue;
-        }
-        let row = row_at(&mut *conn, seq).await?;
-        let mut record = row.record()?;
-        if record.expire_if_due(now) {
-            let (event, update) = store_expiry(&mut *conn, &row, &record, now).await?;
-            pass.events |= event;
-            pass.updates.extend(update);
-            if !pass.agents.contains(&row.agent_id) {
-                pass.agents.push(row.agent_id.clone());
-            }
-        }
-    }
-    Ok(pass)
-}
-
-/// The body of [`PgStore::put_notification`], in its transaction.
-async fn put_notification_in(
-    conn: &mut PgConnection,
-    agent_id: &str,
-    notification_id: &str,
-    envelopes: &[DeviceEnvelope],
-    now: Timestamp,
-) -> Result<ItemPut<Stored>> {
-    super::lock_agent(&mut *conn, agent_id).await?;
-    let existing: Option<(i64, i64)> = sqlx::query_as(
-        "SELECT seq, created_at FROM items WHERE agent_id = $1 AND kind = 'notification' AND item_id = $2",
-    )
-    .bind(agent_id)
-    .bind(notification_id)
-    .fetch_optional(&mut *conn)
-    .await?;
-    if let Some((seq, created_at)) = existing {
-        return Ok(ItemPut::Stored(
-            Stored {
-                id: notification_id.to_string(),
-                cursor: cursor(seq),
-                created_at: ts(created_at),
-                created: false,
-            },
-            false,
-        ));
-    }
-    if let Some(device_id) = inactive_device(&mut *conn, agent_id, envelopes).await? {
-        return Ok(ItemPut::UnknownDevice(device_id));
-    }
-    let seq: i64 = sqlx::query_scalar(
-        "INSERT INTO items (agent_id, kind, item_id, created_at) VALUES ($1, 'notification', $2, $3)
-         RETURNING seq",
-    )
-    .bind(agent_id)
-    .bind(notification_id)
-    .bind(now.millis())
-    .fetch_one(&mut *conn)
-    .await?;
-    insert_envelopes(&mut *conn, seq, envelopes).await?;
-    super::push::enqueue(&mut *conn, agent_id, seq, now).await?;
-    Ok(ItemPut::Stored(
-        Stored {
-            id: notification_id.to_string(),
-            cursor: cursor(seq),
-            created_at: now,
-            created: true,
-        },
-        true,
-    ))
-}
-
-impl PgStore {
-    /// Stores a question sealed for each device, or finds the one already stored under this id. A new
-    /// question is refused ([`QuestionPut::QuotaExceeded`], nothing stored) when the agent already has
-    /// `max_open` open questions (pending and not yet past their expiry): the count runs under the agent's
-    /// lock, so two questions stored at once never both pass the last free place.
-    pub(crate) async fn put_question(
-        &self,
-        agent_id: &str,
-        q: &NewQuestion<'_>,
-        max_open: u32,
-        now: Timestamp,
-    ) -> Result<QuestionPut> {
-        let mut tx = self.pool.begin().await?;
-        let put = put_question_in(&mut tx, agent_id, q, max_open, now).await?;
-        tx.commit().await?;
-        wrote(self);
-        Ok(put)
+        Ok(active == Some(true))
     }
 
-    /// Records a device's answer through [`QuestionRecord::answer`]: the first valid answer wins; the device
-    /// that answered gets its answer again on a retry.
-    pub(crate) async fn answer_question(
-        &self,
-        agent_id: &str,
-        device_id: &str,
-        question_id: &str,
-        answer_envelope: &str,
-        answer_copy: Option<&str>,
-        now: Timestamp,
-    ) -> Result<(Transition<DeviceQuestion>, Effects)> {
-        let mut tx = self.pool.begin().await?;
-        let outcome = answer_in(
-            &mut tx,
-            agent_id,
-            device_id,
-            question_id,
-            answer_envelope,
-            answer_copy,
-            now,
+    /// Through the index `questions_open_by_agent`, which holds only pending questions.
+    async fn open_questions(&mut self, agent_id: &str, cap: u32, now: Timestamp) -> Result<i64> {
+        let query = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM questions
+                                   WHERE agent_id = $1 AND state = 'pending' AND expires_at > $2
+                                   LIMIT $3) AS open",
+        );
+        let query = query.bind(agent_id).bind(now.millis()).bind(i64::from(cap));
+        Ok(query.fetch_one(&mut *self.0).await?)
+    }
+
+    async fn notification(&mut self, agent_id: &str, id: &str) -> Result<Option<(i64, i64)>> {
+        let query = sqlx::query_as(
+            "SELECT seq, created_at FROM items WHERE agent_id = $1 AND kind = 'notification' AND item_id = $2",
+        );
+        Ok(query.bind(agent_id).bind(id).fetch_optional(&mut *self.0).await?)
+    }
+
+    async fn insert_item(&mut self, item: &NewItem<'_>) -> Result<i64> {
+        let query = sqlx::query_scalar(
+            "INSERT INTO items (agent_id, kind, item_id, envelope, created_at)
+             VALUES ($1, $2, $3, $4, $5) RETURNING seq",
+        );
+        let query = query
+            .bind(item.agent_id)
+            .bind(item.kind)
+            .bind(item.item_id)
+            .bind(item.envelope);
+        Ok(query
+            .bind(item.created_at.millis())
+            .fetch_one(&mut *self.0)
+            .await?)
+    }
+
+    /// In one statement.
+    async fn insert_envelopes(&mut self, seq: i64, envelopes: &[DeviceEnvelope]) -> Result<()> {
+        let devices: Vec<&str> = envelopes.iter().map(|e| e.device_id.as_str()).collect();
+        let sealed: Vec<&str> = envelopes.iter().map(|e| e.envelope.as_str()).collect();
+        sqlx::query(
+            "INSERT INTO item_envelopes (item_seq, device_id, envelope)
+             SELECT $1, d, e FROM UNNEST($2::TEXT[], $3::TEXT[]) AS t (d, e)",
         )
+        .bind(seq)
+        .bind(devices)
+        .bind(sealed)
+        .execute(&mut *self.0)
         .await?;
-        tx.commit().await?;
-        wrote(self);
-        Ok(outcome)
+        Ok(())
     }
 
-    /// Records an answer given at the computer, sealed by the agent itself, through
-    /// [`QuestionRecord::answer_at_host`]: the same rule as a device's (the first valid answer wins), channel
-    /// `host` and no device. A retry once the question is answered at the host gets the stored question again;
-    /// an answer from a device came first: refused.
-    pub(crate) async fn answer_question_at_host(
-        &self,
-        agent_id: &str,
-        question_id: &str,
-        answer_envelope: &str,
-        answer_copy: Option<&str>,
-        now: Timestamp,
-    ) -> Result<(Transition<QuestionView>, Effects)> {
-        let mut tx = self.pool.begin().await?;
-        let outcome =
-            answer_at_host_in(&mut tx, agent_id, question_id, answer_envelope, answer_copy, now).await?;
-        tx.commit().await?;
-        wrote(self);
-        Ok(outcome)
+    async fn insert_question(&mut self, seq: i64, row: &NewQuestionRow<'_>) -> Result<()> {
+        let query = sqlx::query(
+            "INSERT INTO questions (item_seq, agent_id, kind, state, expires_at, user_id)
+             VALUES ($1, $2, $3, $4, $5, $6)",
+        );
+        let query = query.bind(seq).bind(row.agent_id).bind(row.kind).bind(row.state);
+        query
+            .bind(row.expires_at.millis())
+            .bind(row.user_id)
+            .execute(&mut *self.0)
+            .await?;
+        Ok(())
     }
 
-    /// Cancels a question through [`QuestionRecord::cancel`]; cancelling a cancelled question is a no-op.
-    pub(crate) async fn cancel_question(
-        &self,
-        agent_id: &str,
-        question_id: &str,
-        now: Timestamp,
-    ) -> Result<(Transition<QuestionView>, Effects)> {
-        let mut tx = self.pool.begin().await?;
-        let outcome = cancel_in(&mut tx, agent_id, question_id, now).await?;
-        tx.commit().await?;
-        wrote(self);
-        Ok(outcome)
+    async fn enqueue_push(&mut self, agent_id: &str, seq: i64, now: Timestamp) -> Result<u64> {
+        super::push::enqueue(&mut *self.0, agent_id, seq, now).await
     }
 
-    /// Moves up to `limit` pending questions past their expiry to `expired` (closed at their expiry) through
-    /// [`QuestionRecord::expire_if_due`], queueing each one's `question.expired` event in the same transaction.
-    /// The questions are claimed with `FOR UPDATE SKIP LOCKED`: passes of several instances expire each
-    /// question once (see the module's documentation).
-    pub(crate) async fn expire_due(&self, now: Timestamp, limit: u32) -> Result<ExpiryPass> {
-        // Most passes find nothing: ask before opening a write transaction.
-        let due: bool = sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM questions WHERE state = 'pending' AND expires_at <= $1)",
-        )
-        .bind(now.millis())
-        .fetch_one(&self.pool)
-        .await?;
-        if !due {
-            return Ok(ExpiryPass::default());
-        }
-        let mut tx = self.pool.begin().await?;
-        let pass = expire_in(&mut tx, now, limit).await?;
-        tx.commit().await?;
-        wrote(self);
-        Ok(pass)
+    async fn close(&mut self, seq: i64, state: QuestionState, closed_at: Timestamp) -> Result<u64> {
+        let query = sqlx::query(
+            "UPDATE questions SET state = $2, closed_at = $3 WHERE item_seq = $1 AND state = 'pending'",
+        );
+        let query = query.bind(seq).bind(state.as_str()).bind(closed_at.millis());
+        Ok(query.execute(&mut *self.0).await?.rows_affected())
     }
 
-    /// Stores a notification sealed for each device, or finds the one already stored under this id.
-    pub(crate) async fn put_notification(
-        &self,
-        agent_id: &str,
-        notification_id: &str,
-        envelopes: &[DeviceEnvelope],
-        now: Timestamp,
-    ) -> Result<ItemPut<Stored>> {
-        let mut tx = self.pool.begin().await?;
-        let put = put_notification_in(&mut tx, agent_id, notification_id, envelopes, now).await?;
-        tx.commit().await?;
-        wrote(self);
-        Ok(put)
+    async fn store_answer(&mut self, seq: i64, a: &AnswerRow<'_>) -> Result<u64> {
+        let query = sqlx::query(
+            "UPDATE questions SET state = $2, closed_at = $3, answered_by = $4,
+                    answered_by_name = (SELECT name FROM devices WHERE device_id = $4),
+                    answered_at = $3, answer_envelope = $5, answer_copy = $6, channel = $7
+             WHERE item_seq = $1 AND state = 'pending'",
+        );
+        let query = query
+            .bind(seq)
+            .bind(a.state)
+            .bind(a.answered_at.millis())
+            .bind(a.device_id);
+        let query = query.bind(a.envelope).bind(a.copy).bind(a.channel);
+        Ok(query.execute(&mut *self.0).await?.rows_affected())
+    }
+
+    async fn queue_event(&mut self, agent_id: &str, seq: i64, event: &str, now: Timestamp) -> Result<bool> {
+        super::webhooks::queue_event(&mut *self.0, agent_id, seq, event, now).await
+    }
+
+    async fn update(&mut self, row: &QuestionRow, to: ItemState, now: Timestamp) -> Result<StoredUpdate> {
+        super::updates::insert_update(&mut *self.0, &row.agent_id, row.seq, to, now).await
+    }
+
+    /// Claimed with `FOR UPDATE SKIP LOCKED` until the transaction ends.
+    async fn due_questions(&mut self, now: Timestamp, limit: u32) -> Result<Vec<(i64, String)>> {
+        let query = sqlx::query_as(
+            "SELECT item_seq, agent_id FROM questions WHERE state = 'pending' AND expires_at <= $1
+             ORDER BY expires_at LIMIT $2 FOR UPDATE SKIP LOCKED",
+        );
+        Ok(query
+            .bind(now.millis())
+            .bind(i64::from(limit))
+            .fetch_all(&mut *self.0)
+            .await?)
     }
 }
 
@@ -610,7 +206,9 @@ pub(super) mod tests {
     use super::*;
     use crate::store::suite::Backend;
     use crate::store::suite::questions::{self as suite, ask, ask_ready, envelopes, events};
-    use crate::store::{LogQuery, StateFilter, Store};
+    use crate::store::{ItemPut, LogQuery, QuestionPut, StateFilter, Store, Transition};
+    use pacerelle_core::question::Channel;
+    use pacerelle_core::wire::DeviceQuestion;
 
     /// The tests' "now".
     pub(in super::super) const T0: i64 = 1_800_000_000_000;
@@ -706,29 +304,12 @@ pub(super) mod tests {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let store = open(&url, &dir).await;
         let now = Timestamp(10);
-        let q1 = store
-            .as_store()
-            .question("ag_1", "q1", now)
-            .await
-            .expect("ok")
-            .expect("found");
-        assert_eq!(
-            (q1.state, q1.channel),
-            (QuestionState::Answered, Some(Channel::Phone))
-        );
-        assert_eq!(q1.answered_by.as_deref(), Some("dv_1"));
+        suite::answers_after_migration(&store.as_store()).await;
         let stored: Option<String> = sqlx::query_scalar("SELECT channel FROM questions WHERE item_seq = 1")
             .fetch_one(&store.pool)
             .await
             .expect("a row");
         assert_eq!(stored.as_deref(), Some("phone"));
-        let q2 = store
-            .as_store()
-            .question("ag_1", "q2", now)
-            .await
-            .expect("ok")
-            .expect("found");
-        assert_eq!((q2.state, q2.channel), (QuestionState::Pending, None));
 
         // The new rule: an answer at the host has no device; a phone answer keeps its device.
         sqlx::query(
@@ -783,6 +364,7 @@ pub(super) mod tests {
             matches!(refused, QuestionPut::Item(item) if matches!(*item, ItemPut::UnknownDevice(ref d) if d == "dv_2"))
         );
         let note = store
+            .as_store()
             .put_notification("ag_1", "n1", &envelopes()[..1], Timestamp(T0 + 2))
             .await
             .expect("ok");
@@ -790,6 +372,7 @@ pub(super) mod tests {
             panic!("stored")
         };
         let again = store
+            .as_store()
             .put_notification("ag_1", "n1", &envelopes()[..1], Timestamp(T0 + 3))
             .await
             .expect("ok");
@@ -801,7 +384,7 @@ pub(super) mod tests {
             (first.cursor, Timestamp(T0 + 2))
         );
         assert!(matches!(
-            store.put_notification("ag_1", "n2", &envelopes(), Timestamp(T0 + 4)).await.expect("ok"),
+            store.as_store().put_notification("ag_1", "n2", &envelopes(), Timestamp(T0 + 4)).await.expect("ok"),
             ItemPut::UnknownDevice(ref d) if d == "dv_2"
         ));
     }
@@ -815,6 +398,7 @@ pub(super) mod tests {
             ask(&Store::Postgres(store.clone()), id, T0, expires).await;
         }
         store
+            .as_store()
             .cancel_question("ag_1", "c", Timestamp(T0 + 5))
             .await
             .expect("ok");
@@ -937,6 +521,7 @@ pub(super) mod tests {
                 let (store, id) = (store.clone(), id.clone());
                 tasks.push(tokio::spawn(async move {
                     let (t, e) = store
+                        .as_store()
                         .answer_question("ag_1", device, &id, "AQID", None, Timestamp(T0 + 10 + i as i64))
                         .await
                         .expect("ok");
@@ -946,6 +531,7 @@ pub(super) mod tests {
             let (store2, id2) = (store.clone(), id.clone());
             tasks.push(tokio::spawn(async move {
                 let (t, e) = store2
+                    .as_store()
                     .cancel_question("ag_1", &id2, Timestamp(T0 + 10))
                     .await
                     .expect("ok");
@@ -981,7 +567,7 @@ pub(super) mod tests {
             tasks.push(tokio::spawn(async move {
                 let mut updates = Vec::new();
                 loop {
-                    let pass = instance.expire_due(now, 7).await.expect("a pass");
+                    let pass = instance.as_store().expire_due(now, 7).await.expect("a pass");
                     updates.extend(pass.updates.into_iter().map(|u| u.subject_id));
                     if !pass.more && instance.as_store().next_expiry().await.expect("ok").is_none() {
                         return updates;
@@ -996,6 +582,7 @@ pub(super) mod tests {
                 let store = store.clone();
                 tokio::spawn(async move {
                     let (_, e) = store
+                        .as_store()
                         .answer_question("ag_1", "dv_1", &format!("e{i}"), "AQID", None, now)
                         .await
                         .expect("ok");

@@ -230,6 +230,7 @@ mod tests {
         assert_eq!(update.seq, 7, "seq 6 was used once and is never given again");
         assert_eq!(update.recipients, ["dv_1"]);
         let (cancel, effects) = store
+            .as_store()
             .cancel_question("ag_1", "q2", Timestamp(21))
             .await
             .expect("writes");
@@ -259,6 +260,7 @@ mod tests {
             Some(pacerelle_core::question::QuestionState::Cancelled)
         );
         store
+            .as_store()
             .put_notification(
                 "ag_1",
                 "n2",

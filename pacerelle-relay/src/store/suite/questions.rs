@@ -87,6 +87,36 @@ pub(in crate::store) async fn events(store: &Store) -> Vec<(String, String)> {
     all
 }
 
+/// Checks, on a store just migrated from before answers had a channel, whose agent `ag_1` holds `q1` answered
+/// by `dv_1` ("phone") at 5 with the envelope `ANS`, and `q2` pending: the old answer reads as given on the phone,
+/// by its device; the pending question has no channel.
+pub(in crate::store) async fn answers_after_migration(store: &Store) {
+    let now = Timestamp(10);
+    let q1 = store
+        .question("ag_1", "q1", now)
+        .await
+        .expect("ok")
+        .expect("found");
+    assert_eq!(
+        (q1.state, q1.channel),
+        (QuestionState::Answered, Some(Channel::Phone))
+    );
+    assert_eq!(
+        (q1.answered_by.as_deref(), q1.answered_by_name.as_deref()),
+        (Some("dv_1"), Some("phone"))
+    );
+    assert_eq!(
+        (q1.answered_at, q1.answer_envelope.as_deref()),
+        (Some(Timestamp(5)), Some("ANS"))
+    );
+    let q2 = store
+        .question("ag_1", "q2", now)
+        .await
+        .expect("ok")
+        .expect("found");
+    assert_eq!((q2.state, q2.channel), (QuestionState::Pending, None));
+}
+
 /// Checks, on a store just migrated from before questions had users, whose agent `ag_1` holds the pending
 /// question `q1` sealed for `dv_1`: `q1` has no user; a new question keeps the user it was asked for, and a
 /// retry of it with another user is the question as first stored; the answer log reads both users back.
