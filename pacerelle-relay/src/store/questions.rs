@@ -23,15 +23,16 @@
 
 use std::collections::HashMap;
 
-use pacerelle_core::Timestamp;
 use pacerelle_core::question::{Channel, QuestionRecord, QuestionState, Refusal};
-use pacerelle_core::wire::{DeviceEnvelope, DeviceQuestion, ItemState, QuestionView, Stored};
+use pacerelle_core::wire::{DeviceEnvelope, DeviceQuestion, ItemState, QuestionView, Stored, WebhookEvent};
+use pacerelle_core::{Timestamp, ids};
 
-use super::rows::{ANSWERED, CANCELLED, EXPIRED, QuestionRow, corrupt};
+use super::rows::{ANSWERED, CANCELLED, DROPPED, EXPIRED, QuestionRow, corrupt};
 use super::{
     Answerer, Effects, ExpiryPass, ItemPut, NewQuestion, NewUpdate, QuestionPut, Result, Store, Transition,
     cursor, ts,
 };
+use crate::error::StoreError;
 
 /// The steps of the question writes, inside one write transaction of a backend.
 pub(in crate::store) trait QuestionTx {
@@ -63,8 +64,14 @@ pub(in crate::store) trait QuestionTx {
     async fn close(&mut self, seq: i64, state: QuestionState, closed_at: Timestamp) -> Result<u64>;
     /// Stores the answer of the pending question `seq`; how many rows changed (0 or 1).
     async fn store_answer(&mut self, seq: i64, answer: &AnswerRow<'_>) -> Result<u64>;
-    /// Queues the webhook event `event` of item `seq` if the agent has a webhook; whether it did.
-    async fn queue_event(&mut self, agent_id: &str, seq: i64, event: &str, now: Timestamp) -> Result<bool>;
+    /// Whether the agent has a webhook now; its row is kept from a removal until the end.
+    async fn has_webhook(&mut self, agent_id: &str) -> Result<bool>;
+    /// Stores a webhook event; whether it was stored (there is at most one of each type per question).
+    async fn insert_event(&mut self, event: &QueuedEvent<'_>) -> Result<bool>;
+    /// The agent's pending webhook events, and the outbox cap (`--max-pending-events`) if one is set.
+    async fn outbox(&mut self, agent_id: &str) -> Result<(i64, Option<i64>)>;
+    /// Fails the agent's `count` oldest pending events with `error`; how many.
+    async fn drop_oldest(&mut self, agent_id: &str, count: i64, error: &str) -> Result<u64>;
     /// Stores the `update` item saying the question `row` is now in state `to`.
     async fn update(&mut self, row: &QuestionRow, to: ItemState, now: Timestamp) -> Result<StoredUpdate>;
     /// Up to `limit` pending questions past their expiry, the most overdue first, with their agents: claimed,
@@ -94,6 +101,17 @@ pub(in crate::store) struct NewQuestionRow<'a> {
     pub user_id: Option<&'a str>,
 }
 
+/// A webhook event to store: its body is the question as it stands in the transaction, frozen.
+pub(in crate::store) struct QueuedEvent<'a> {
+    pub event_id: &'a str,
+    pub agent_id: &'a str,
+    pub event_type: &'a str,
+    pub question_seq: i64,
+    pub question_id: &'a str,
+    pub body: &'a str,
+    pub created_at: Timestamp,
+}
+
 /// An answer as stored: the state it moves the question to, when, by which device (none at the host), the
 /// answer sealed for the agent and with the question's answer key, and its channel.
 pub(in crate::store) struct AnswerRow<'a> {
@@ -114,6 +132,59 @@ struct Answer<'a> {
     copy: Option<&'a str>,
 }
 
+/// Prefix of event ids.
+const EVENT: &str = "evt";
+
+/// Queues an `event_type` event for the question at `seq` if the agent has a webhook now. The body is the
+/// question as it stands in this transaction, frozen: every attempt sends the same bytes. At most one event
+/// of each type per question. When the agent then has more pending events than the outbox cap, the oldest
+/// are failed with an error beginning [`DROPPED`], in this transaction too, so that the cap holds at every
+/// commit. Returns whether an event was queued.
+async fn queue_event<T: QuestionTx>(
+    tx: &mut T,
+    agent_id: &str,
+    seq: i64,
+    event_type: &str,
+    now: Timestamp,
+) -> Result<bool> {
+    if !tx.has_webhook(agent_id).await? {
+        return Ok(false);
+    }
+    let question = tx.question_at(seq).await?.view(now)?;
+    let event = WebhookEvent {
+        id: ids::generate(EVENT),
+        event_type: event_type.to_string(),
+        created_at: now,
+        agent_id: agent_id.to_string(),
+        user_id: question.user_id.clone(),
+        question,
+    };
+    let body = serde_json::to_string(&event).map_err(|e| StoreError::Internal(Box::new(e)))?;
+    let queued = QueuedEvent {
+        event_id: &event.id,
+        agent_id,
+        event_type,
+        question_seq: seq,
+        question_id: &event.question.question_id,
+        body: &body,
+        created_at: now,
+    };
+    if !tx.insert_event(&queued).await? {
+        return Ok(false);
+    }
+    let (pending, cap) = tx.outbox(agent_id).await?;
+    let excess = cap.map_or(0, |cap| pending.saturating_sub(cap));
+    if let (Some(cap), true) = (cap, excess > 0) {
+        let error = format!(
+            "{DROPPED} the agent's outbox is full ({cap} pending events at most, the relay's \
+             --max-pending-events): the oldest are dropped so the newest get through"
+        );
+        let dropped = tx.drop_oldest(agent_id, excess, &error).await?;
+        tracing::warn!(agent = %agent_id, dropped, cap, "webhook outbox full: the oldest pending events dropped");
+    }
+    Ok(true)
+}
+
 /// Writes the expiry `record` reached (it must have moved from pending to expired in this transaction), queues
 /// its event and stores its `update` item. Returns whether an event was queued, and the update. The caller
 /// holds the agent's lock.
@@ -127,7 +198,7 @@ async fn store_expiry<T: QuestionTx>(
     if tx.close(row.seq, QuestionState::Expired, closed_at).await? == 0 {
         return Ok((false, None));
     }
-    let event = tx.queue_event(&row.agent_id, row.seq, EXPIRED, now).await?;
+    let event = queue_event(tx, &row.agent_id, row.seq, EXPIRED, now).await?;
     let update = tx.update(row, ItemState::Expired, now).await?;
     Ok((event, update))
 }
@@ -181,7 +252,7 @@ async fn store_answer<T: QuestionTx>(
         return Err(corrupt("a pending question changed under its write lock".into()));
     }
     effects.closed = true;
-    effects.event = tx.queue_event(&row.agent_id, row.seq, ANSWERED, now).await?;
+    effects.event = queue_event(tx, &row.agent_id, row.seq, ANSWERED, now).await?;
     effects.update = tx.update(row, ItemState::Answered, now).await?;
     Ok(Ok(tx.question_at(row.seq).await?))
 }
@@ -315,7 +386,7 @@ async fn cancel<T: QuestionTx>(
             tx.close(row.seq, record.state, record.closed_at.unwrap_or(now))
                 .await?;
             effects.closed = true;
-            effects.event = tx.queue_event(agent_id, row.seq, CANCELLED, now).await?;
+            effects.event = queue_event(tx, agent_id, row.seq, CANCELLED, now).await?;
             effects.update = tx.update(&row, ItemState::Cancelled, now).await?;
             Transition::Done(tx.question_at(row.seq).await?.view(now)?)
         }

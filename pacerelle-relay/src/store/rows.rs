@@ -68,6 +68,8 @@ pub(in crate::store) const ANSWERED: &str = "question.answered";
 pub(in crate::store) const EXPIRED: &str = "question.expired";
 /// Event type of the webhook event queued when a question is cancelled, as stored.
 pub(in crate::store) const CANCELLED: &str = "question.cancelled";
+/// How the delivery log's error of an event dropped because its agent's outbox was full begins.
+pub(in crate::store) const DROPPED: &str = "dropped:";
 
 /// A question kind as stored.
 pub(in crate::store) fn kind_of(text: &str) -> Result<QuestionKind> {

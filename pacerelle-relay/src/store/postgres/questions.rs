@@ -9,7 +9,7 @@
 use pacerelle_core::question::QuestionState;
 
 use super::prelude::*;
-use crate::store::questions::{AnswerRow, NewItem, NewQuestionRow, QuestionTx, StoredUpdate};
+use crate::store::questions::{AnswerRow, NewItem, NewQuestionRow, QuestionTx, QueuedEvent, StoredUpdate};
 use crate::store::rows::QuestionRow;
 
 /// The question stored at `seq`.
@@ -171,8 +171,46 @@ impl QuestionTx for Pg<'_> {
         Ok(query.execute(&mut *self.0).await?.rows_affected())
     }
 
-    async fn queue_event(&mut self, agent_id: &str, seq: i64, event: &str, now: Timestamp) -> Result<bool> {
-        super::webhooks::queue_event(&mut *self.0, agent_id, seq, event, now).await
+    /// The webhook row is read `FOR SHARE`: a removal under way finishes first (and no event is queued), or
+    /// waits until the event is stored (and then fails it with the other pending ones).
+    async fn has_webhook(&mut self, agent_id: &str) -> Result<bool> {
+        let query =
+            sqlx::query_scalar::<_, String>("SELECT agent_id FROM webhooks WHERE agent_id = $1 FOR SHARE");
+        Ok(query.bind(agent_id).fetch_optional(&mut *self.0).await?.is_some())
+    }
+
+    async fn insert_event(&mut self, e: &QueuedEvent<'_>) -> Result<bool> {
+        let query = sqlx::query(
+            "INSERT INTO webhook_events
+             (event_id, agent_id, event_type, question_seq, question_id, body, state, created_at, next_attempt_at)
+             VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $7)
+             ON CONFLICT DO NOTHING",
+        );
+        let query = query
+            .bind(e.event_id)
+            .bind(e.agent_id)
+            .bind(e.event_type)
+            .bind(e.question_seq);
+        let query = query.bind(e.question_id).bind(e.body).bind(e.created_at.millis());
+        Ok(query.execute(&mut *self.0).await?.rows_affected() == 1)
+    }
+
+    async fn outbox(&mut self, agent_id: &str) -> Result<(i64, Option<i64>)> {
+        let query = sqlx::query_as(
+            "SELECT (SELECT COUNT(*) FROM webhook_events WHERE agent_id = $1 AND state = 'pending'),
+                    (SELECT max_pending FROM webhook_outbox_cap)",
+        );
+        Ok(query.bind(agent_id).fetch_one(&mut *self.0).await?)
+    }
+
+    async fn drop_oldest(&mut self, agent_id: &str, count: i64, error: &str) -> Result<u64> {
+        let query = sqlx::query(
+            "UPDATE webhook_events SET state = 'failed', next_attempt_at = NULL, last_error = $3
+             WHERE event_id IN (SELECT event_id FROM webhook_events WHERE agent_id = $1 AND state = 'pending'
+                                ORDER BY created_at, rowid LIMIT $2)",
+        );
+        let query = query.bind(agent_id).bind(count).bind(error);
+        Ok(query.execute(&mut *self.0).await?.rows_affected())
     }
 
     async fn update(&mut self, row: &QuestionRow, to: ItemState, now: Timestamp) -> Result<StoredUpdate> {

@@ -1,9 +1,9 @@
 //! The PostgreSQL backend: webhooks and their outbox (mirrors `sqlite/webhooks.rs`,
 //! `docs/adr/0002-webhook-outbox.md`).
 //!
-//! An event is queued by [`queue_event`] inside the transaction that changes the question's state (which holds
-//! the agent's lock), so the two commit or roll back together; in that transaction too, the agent's oldest
-//! pending events beyond the outbox cap are dropped. [`queue_event`] reads the agent's webhook row `FOR
+//! An event is queued by [`crate::store::questions`] inside the transaction that changes the question's state
+//! (which holds the agent's lock), so the two commit or roll back together; in that transaction too, the
+//! agent's oldest pending events beyond the outbox cap are dropped. The agent's webhook row is read `FOR
 //! SHARE`: a removal under way finishes first (and no event is queued), or waits until the event is stored
 //! (and then fails it with the other pending ones).
 //!
@@ -20,19 +20,9 @@
 
 use std::time::Duration;
 
-use pacerelle_core::ids;
-use pacerelle_core::wire::WebhookEvent;
-
 use super::prelude::*;
 use crate::error::StoreError;
-use crate::store::rows::{DueEventRow, due_event};
-
-/// Prefix of event ids.
-const EVENT: &str = "evt";
-
-/// How the delivery log's error of an event dropped because its agent's outbox was full begins (the same text
-/// as SQLite's `DROPPED`, which the deliverer and the API read).
-const DROPPED: &str = "dropped:";
+use crate::store::rows::{DROPPED, DueEventRow, due_event};
 
 /// How long an event claimed by [`PgStore::due_events`] stays out of other reads: well beyond an attempt's
 /// time limits (10 s by default), so only an instance that stopped mid-attempt lets it lapse.
@@ -45,95 +35,6 @@ fn seal_error() -> StoreError {
 /// Counts a committed write transaction in the store's [`crate::store::WriterCounts`].
 fn wrote(store: &PgStore) {
     store.committed();
-}
-
-/// Fails the agent's oldest pending events beyond the outbox cap (the row of `webhook_outbox_cap`), as
-/// `failed` with an error beginning [`DROPPED`]. Runs in the transaction that queued an event (under the
-/// agent's lock), so the cap holds at every commit. Returns how many were dropped.
-async fn drop_beyond_cap(conn: &mut PgConnection, agent_id: &str) -> Result<u64> {
-    let (pending, cap): (i64, Option<i64>) = sqlx::query_as(
-        "SELECT (SELECT COUNT(*) FROM webhook_events WHERE agent_id = $1 AND state = 'pending'),
-                (SELECT max_pending FROM webhook_outbox_cap)",
-    )
-    .bind(agent_id)
-    .fetch_one(&mut *conn)
-    .await?;
-    let Some(cap) = cap else {
-        return Ok(0);
-    };
-    let excess = pending.saturating_sub(cap);
-    if excess <= 0 {
-        return Ok(0);
-    }
-    let error = format!(
-        "{DROPPED} the agent's outbox is full ({cap} pending events at most, the relay's --max-pending-events): \
-         the oldest are dropped so the newest get through"
-    );
-    let dropped = sqlx::query(
-        "UPDATE webhook_events SET state = 'failed', next_attempt_at = NULL, last_error = $3
-         WHERE event_id IN (SELECT event_id FROM webhook_events WHERE agent_id = $1 AND state = 'pending'
-                            ORDER BY created_at, rowid LIMIT $2)",
-    )
-    .bind(agent_id)
-    .bind(excess)
-    .bind(error)
-    .execute(&mut *conn)
-    .await?
-    .rows_affected();
-    tracing::warn!(agent = %agent_id, dropped, cap, "webhook outbox full: the oldest pending events dropped");
-    Ok(dropped)
-}
-
-/// Queues a `event_type` event for the question at `seq` if the agent has a webhook now. The body is the
-/// question as it stands in this transaction, frozen: every attempt sends the same bytes. At most one event
-/// of each type per question. When the agent then has more pending events than the outbox cap, the oldest
-/// are dropped ([`drop_beyond_cap`]), in this transaction too. Returns whether an event was queued.
-pub(super) async fn queue_event(
-    conn: &mut PgConnection,
-    agent_id: &str,
-    seq: i64,
-    event_type: &str,
-    now: Timestamp,
-) -> Result<bool> {
-    let has_webhook =
-        sqlx::query_scalar::<_, String>("SELECT agent_id FROM webhooks WHERE agent_id = $1 FOR SHARE")
-            .bind(agent_id)
-            .fetch_optional(&mut *conn)
-            .await?
-            .is_some();
-    if !has_webhook {
-        return Ok(false);
-    }
-    let question = super::questions::row_at(&mut *conn, seq).await?.view(now)?;
-    let event = WebhookEvent {
-        id: ids::generate(EVENT),
-        event_type: event_type.to_string(),
-        created_at: now,
-        agent_id: agent_id.to_string(),
-        user_id: question.user_id.clone(),
-        question,
-    };
-    let body = serde_json::to_string(&event).map_err(|e| StoreError::Internal(Box::new(e)))?;
-    let queued = sqlx::query(
-        "INSERT INTO webhook_events
-             (event_id, agent_id, event_type, question_seq, question_id, body, state, created_at, next_attempt_at)
-         VALUES ($1, $2, $3, $4, $5, $6, 'pending', $7, $7)
-         ON CONFLICT DO NOTHING",
-    )
-    .bind(&event.id)
-    .bind(agent_id)
-    .bind(event_type)
-    .bind(seq)
-    .bind(&event.question.question_id)
-    .bind(body)
-    .bind(now.millis())
-    .execute(&mut *conn)
-    .await?
-    .rows_affected();
-    if queued == 1 {
-        drop_beyond_cap(&mut *conn, agent_id).await?;
-    }
-    Ok(queued == 1)
 }
 
 impl PgStore {

@@ -7,7 +7,7 @@ use pacerelle_core::wire::{DeviceEnvelope, ItemState};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::Result;
-use crate::store::questions::{AnswerRow, NewItem, NewQuestionRow, QuestionTx, StoredUpdate};
+use crate::store::questions::{AnswerRow, NewItem, NewQuestionRow, QuestionTx, QueuedEvent, StoredUpdate};
 use crate::store::rows::QuestionRow;
 
 impl QuestionRow {
@@ -186,8 +186,47 @@ impl QuestionTx for Lite<'_> {
         ])? as u64)
     }
 
-    async fn queue_event(&mut self, agent_id: &str, seq: i64, event: &str, now: Timestamp) -> Result<bool> {
-        super::webhooks::queue_event(self.0, agent_id, seq, event, now)
+    async fn has_webhook(&mut self, agent_id: &str) -> Result<bool> {
+        let mut statement = self
+            .0
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM webhooks WHERE agent_id = ?1)")?;
+        Ok(statement.query_row([agent_id], |r| r.get(0))?)
+    }
+
+    async fn insert_event(&mut self, e: &QueuedEvent<'_>) -> Result<bool> {
+        let mut statement = self.0.prepare_cached(
+            "INSERT OR IGNORE INTO webhook_events
+             (event_id, agent_id, event_type, question_seq, question_id, body, state, created_at, next_attempt_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7, ?7)",
+        )?;
+        let at = e.created_at.millis();
+        let values = params![
+            e.event_id,
+            e.agent_id,
+            e.event_type,
+            e.question_seq,
+            e.question_id,
+            e.body,
+            at
+        ];
+        Ok(statement.execute(values)? == 1)
+    }
+
+    async fn outbox(&mut self, agent_id: &str) -> Result<(i64, Option<i64>)> {
+        let mut statement = self.0.prepare_cached(
+            "SELECT (SELECT COUNT(*) FROM webhook_events WHERE agent_id = ?1 AND state = 'pending'),
+                    (SELECT max_pending FROM webhook_outbox_cap)",
+        )?;
+        Ok(statement.query_row([agent_id], |r| Ok((r.get(0)?, r.get(1)?)))?)
+    }
+
+    async fn drop_oldest(&mut self, agent_id: &str, count: i64, error: &str) -> Result<u64> {
+        let mut statement = self.0.prepare_cached(
+            "UPDATE webhook_events SET state = 'failed', next_attempt_at = NULL, last_error = ?3
+             WHERE event_id IN (SELECT event_id FROM webhook_events WHERE agent_id = ?1 AND state = 'pending'
+                                ORDER BY created_at, rowid LIMIT ?2)",
+        )?;
+        Ok(statement.execute(params![agent_id, count, error])? as u64)
     }
 
     async fn update(&mut self, row: &QuestionRow, to: ItemState, now: Timestamp) -> Result<StoredUpdate> {

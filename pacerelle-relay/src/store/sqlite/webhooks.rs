@@ -1,6 +1,6 @@
 //! Webhooks and their outbox (`docs/adr/0002-webhook-outbox.md`).
 //!
-//! An event is queued by [`queue_event`] inside the transaction that changes the question's state, so the
+//! An event is queued by [`crate::store::questions`] inside the transaction that changes the question's state, so the
 //! two commit or roll back together; in that transaction too, the agent's oldest pending events beyond the
 //! outbox cap (`--max-pending-events`, stored by [`SqliteStore::set_max_pending_events`]) are dropped. The
 //! deliverer then reads due events of the agents not already in flight, and records each attempt's outcome
@@ -10,8 +10,8 @@
 //! set_webhook`] seals, [`SqliteStore::due_events`] opens, and [`seal_clear_secrets`] seals at start what an
 //! earlier version stored in clear (migration `0004_webhook_secret.sql`).
 
-use pacerelle_core::wire::{WebhookEvent, WebhookInfo};
-use pacerelle_core::{Timestamp, ids};
+use pacerelle_core::Timestamp;
+use pacerelle_core::wire::WebhookInfo;
 use rusqlite::params;
 use sqlx::{Connection, SqlitePool};
 
@@ -19,7 +19,7 @@ use super::{Result, SqliteStore, ts};
 use crate::at_rest::key::WebhookKey;
 use crate::error::StoreError;
 use crate::store::DueEvent;
-use crate::store::rows::{DueEventRow, due_event};
+use crate::store::rows::{DROPPED, DueEventRow, due_event};
 
 fn seal_error() -> StoreError {
     StoreError::internal("cannot seal the webhook secret (system random generator)")
@@ -81,95 +81,9 @@ pub(super) async fn seal_clear_secrets(pool: &SqlitePool, key: &WebhookKey) -> R
     Ok(())
 }
 
-/// Prefix of event ids.
-const EVENT: &str = "evt";
-
-/// How the delivery log's error of an event dropped because its agent's outbox was full begins.
-pub(crate) const DROPPED: &str = "dropped:";
-
 /// The busy keys as the JSON array that `json_each` reads in the due queries.
 pub(super) fn json_keys<K: serde::Serialize>(keys: &[K]) -> Result<String> {
     serde_json::to_string(keys).map_err(|e| StoreError::Internal(Box::new(e)))
-}
-
-/// Fails the agent's oldest pending events beyond the outbox cap (the row of `webhook_outbox_cap`), as
-/// `failed` with an error beginning [`DROPPED`]. Runs in the transaction that queued an event, so the cap holds
-/// at every commit. Returns how many were dropped.
-fn drop_beyond_cap(conn: &rusqlite::Connection, agent_id: &str) -> Result<u64> {
-    let (pending, cap): (i64, Option<i64>) = conn
-        .prepare_cached(
-            "SELECT (SELECT COUNT(*) FROM webhook_events WHERE agent_id = ?1 AND state = 'pending'),
-                (SELECT max_pending FROM webhook_outbox_cap)",
-        )?
-        .query_row([agent_id], |r| Ok((r.get(0)?, r.get(1)?)))?;
-    let Some(cap) = cap else {
-        return Ok(0);
-    };
-    let excess = pending.saturating_sub(cap);
-    if excess <= 0 {
-        return Ok(0);
-    }
-    let error = format!(
-        "{DROPPED} the agent's outbox is full ({cap} pending events at most, the relay's --max-pending-events): \
-         the oldest are dropped so the newest get through"
-    );
-    let dropped = conn
-        .prepare_cached(
-            "UPDATE webhook_events SET state = 'failed', next_attempt_at = NULL, last_error = ?3
-         WHERE event_id IN (SELECT event_id FROM webhook_events WHERE agent_id = ?1 AND state = 'pending'
-                            ORDER BY created_at, rowid LIMIT ?2)",
-        )?
-        .execute(params![agent_id, excess, error])?;
-    tracing::warn!(agent = %agent_id, dropped, cap, "webhook outbox full: the oldest pending events dropped");
-    Ok(u64::try_from(dropped).unwrap_or(u64::MAX))
-}
-
-/// Queues a `event_type` event for the question at `seq` if the agent has a webhook now. The body is the
-/// question as it stands in this transaction, frozen: every attempt sends the same bytes. At most one event
-/// of each type per question. When the agent then has more pending events than the outbox cap, the oldest
-/// are dropped ([`drop_beyond_cap`]), in this transaction too. Returns whether an event was queued.
-pub(super) fn queue_event(
-    conn: &rusqlite::Connection,
-    agent_id: &str,
-    seq: i64,
-    event_type: &str,
-    now: Timestamp,
-) -> Result<bool> {
-    let has_webhook: bool = conn
-        .prepare_cached("SELECT EXISTS (SELECT 1 FROM webhooks WHERE agent_id = ?1)")?
-        .query_row([agent_id], |r| r.get(0))?;
-    if !has_webhook {
-        return Ok(false);
-    }
-    let question = super::questions::row_at(conn, seq)?.view(now)?;
-    let event = WebhookEvent {
-        id: ids::generate(EVENT),
-        event_type: event_type.to_string(),
-        created_at: now,
-        agent_id: agent_id.to_string(),
-        user_id: question.user_id.clone(),
-        question,
-    };
-    let body = serde_json::to_string(&event).map_err(|e| StoreError::Internal(Box::new(e)))?;
-    let queued = conn
-        .prepare_cached(
-            "INSERT OR IGNORE INTO webhook_events
-             (event_id, agent_id, event_type, question_seq, question_id, body, state, created_at, next_attempt_at)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7, ?7)",
-        )?
-        .execute(params![
-            event.id,
-            agent_id,
-            event_type,
-            seq,
-            event.question.question_id,
-            body,
-            now.millis()
-        ])?;
-    if queued == 1 {
-        drop_beyond_cap(conn, agent_id)?;
-    }
-    Ok(queued == 1)
 }
 
 impl SqliteStore {

@@ -6,13 +6,11 @@ use pacerelle_core::question::QuestionKind;
 use pacerelle_core::wire::{DeviceEnvelope, WebhookEvent};
 
 use super::{T0, backends};
+use crate::store::rows::DROPPED;
 use crate::store::{DueEvent, NewQuestion, Outboxes, Registered, Store, Target};
 
 /// The secret of the webhooks [`with_webhook`] sets.
 const SECRET: &str = "whsec_0123456789abcdef";
-
-/// How the delivery log's error of an event dropped from a full outbox begins (`DROPPED` in each backend).
-const DROPPED: &str = "dropped:";
 
 /// Longer than any claim a due read makes (PostgreSQL's lasts five minutes): a read this much later finds the
 /// events it claimed due again.
