@@ -213,6 +213,7 @@ mod tests {
         let db = folder.join("pacerelle.db");
         let store = crate::store::sqlite::SqliteStore::open(&db).await.expect("opens");
         store
+            .as_store()
             .register_agent("ag_1", "laptop", &[1; 32], pacerelle_core::Timestamp(1))
             .await
             .expect("stored");

@@ -15,6 +15,7 @@ pub(crate) mod rows;
 #[macro_use]
 mod reads;
 
+mod commands;
 pub mod copy;
 pub(crate) mod marks;
 pub(crate) mod postgres;
@@ -114,52 +115,63 @@ impl Store {
 }
 
 /// Forwards each listed method to the backend the store holds: the list is the interface both backends have.
+/// A method listed `as` a value of [`commands`] hands the backend that one value, built from its arguments.
 macro_rules! forward {
-    ($(async fn $name:ident(&self $(, $arg:ident: $ty:ty)*) -> $ret:ty;)*) => {
+    ($(async fn $name:ident(&self $(, $arg:ident: $ty:ty)*) -> $ret:ty $(as $bundle:ident)?;)*) => {
         impl Store {
-            $(
-                pub(crate) async fn $name(&self $(, $arg: $ty)*) -> $ret {
-                    match self {
-                        Store::Sqlite(s) => s.$name($($arg),*).await,
-                        Store::Postgres(p) => p.$name($($arg),*).await,
-                    }
-                }
-            )*
+            $(forward!(@method $name ($($arg: $ty),*) -> $ret $(as $bundle)?);)*
+        }
+    };
+    (@method $name:ident ($($arg:ident: $ty:ty),*) -> $ret:ty) => {
+        pub(crate) async fn $name(&self $(, $arg: $ty)*) -> $ret {
+            match self {
+                Store::Sqlite(s) => s.$name($($arg),*).await,
+                Store::Postgres(p) => p.$name($($arg),*).await,
+            }
+        }
+    };
+    (@method $name:ident ($($arg:ident: $ty:ty),*) -> $ret:ty as $bundle:ident) => {
+        pub(crate) async fn $name(&self $(, $arg: $ty)*) -> $ret {
+            let given = commands::$bundle { $($arg),* };
+            match self {
+                Store::Sqlite(s) => s.$name(&given).await,
+                Store::Postgres(p) => p.$name(&given).await,
+            }
         }
     };
 }
 
 forward! {
-    async fn register_agent(&self, agent_id: &str, name: &str, auth_hash: &[u8; 32], now: Timestamp) -> Result<Registered>;
-    async fn put_checkpoint(&self, agent_id: &str, checkpoint_id: &str, envelope: &str, now: Timestamp) -> Result<Stored>;
-    async fn revoke_device(&self, agent_id: &str, device_id: &str, now: Timestamp) -> Result<Option<DeviceInfo>>;
+    async fn register_agent(&self, agent_id: &str, name: &str, auth_hash: &[u8; 32], now: Timestamp) -> Result<Registered> as NewAgent;
+    async fn put_checkpoint(&self, agent_id: &str, checkpoint_id: &str, envelope: &str, now: Timestamp) -> Result<Stored> as NewCheckpoint;
+    async fn revoke_device(&self, agent_id: &str, device_id: &str, now: Timestamp) -> Result<Option<DeviceInfo>> as DeviceAt;
     async fn global_head(&self) -> Result<Cursor>;
-    async fn put_message(&self, agent_id: &str, device_id: &str, message_id: &str, envelope: &str, max_pending: u32, now: Timestamp) -> Result<Put>;
-    async fn wait_read(&self, agent_id: &str, session_id: Option<&str>, after: Cursor, limit: u32, now: Timestamp) -> Result<WaitRead>;
-    async fn put_reply(&self, agent_id: &str, reply_id: &str, source_message_id: &str, envelopes: &[DeviceEnvelope], now: Timestamp) -> Result<ReplyPut>;
+    async fn put_message(&self, agent_id: &str, device_id: &str, message_id: &str, envelope: &str, max_pending: u32, now: Timestamp) -> Result<Put> as NewTask;
+    async fn wait_read(&self, agent_id: &str, session_id: Option<&str>, after: Cursor, limit: u32, now: Timestamp) -> Result<WaitRead> as WaitQuery;
+    async fn put_reply(&self, agent_id: &str, reply_id: &str, source_message_id: &str, envelopes: &[DeviceEnvelope], now: Timestamp) -> Result<ReplyPut> as NewReply;
     async fn create_pairing(&self, p: &NewPairing<'_>) -> Result<PairingStored>;
-    async fn claim_pairing(&self, pairing_id: &str, proof_hash: &[u8; 32], name: &str, signing: Option<SigningKeyCopy<'_>>, now: Timestamp) -> Result<Claim>;
-    async fn register_signing_key(&self, agent_id: &str, device_id: &str, signing: SigningKeyCopy<'_>) -> Result<SigningKeyPut>;
-    async fn put_push_subscription(&self, agent_id: &str, device_id: &str, endpoint: &str, p256dh: &[u8], auth: &[u8], now: Timestamp) -> Result<PushPut>;
+    async fn claim_pairing(&self, pairing_id: &str, proof_hash: &[u8; 32], name: &str, signing: Option<SigningKeyCopy<'_>>, now: Timestamp) -> Result<Claim> as PairingClaim;
+    async fn register_signing_key(&self, agent_id: &str, device_id: &str, signing: SigningKeyCopy<'_>) -> Result<SigningKeyPut> as NewSigningKey;
+    async fn put_push_subscription(&self, agent_id: &str, device_id: &str, endpoint: &str, p256dh: &[u8], auth: &[u8], now: Timestamp) -> Result<PushPut> as NewSubscription;
     async fn delete_push_subscription(&self, device_id: &str, endpoint: &str) -> Result<bool>;
-    async fn due_pushes(&self, now: Timestamp, busy: &[i64], limit: u32) -> Result<Vec<DuePush>>;
+    async fn due_pushes(&self, now: Timestamp, busy: &[i64], limit: u32) -> Result<Vec<DuePush>> as Due;
     async fn next_push_due(&self, busy: &[i64]) -> Result<Option<Timestamp>>;
     async fn push_done(&self, push_id: i64) -> Result<()>;
-    async fn push_retry(&self, push_id: i64, status: Option<u16>, error: &str, next: Timestamp) -> Result<()>;
+    async fn push_retry(&self, id: i64, status: Option<u16>, error: &str, next: Timestamp) -> Result<()> as FailedAttempt;
     async fn push_subscription_gone(&self, subscription_id: i64) -> Result<()>;
-    async fn put_roster(&self, agent_id: &str, previous: u64, version: u64, envelope: &str, now: Timestamp) -> Result<RosterPut>;
+    async fn put_roster(&self, agent_id: &str, previous: u64, version: u64, envelope: &str, now: Timestamp) -> Result<RosterPut> as NewRoster;
     async fn lease(&self, agent_id: &str, now: Timestamp) -> Result<Option<Lease>>;
     async fn session_known(&self, agent_id: &str, session_id: &str) -> Result<bool>;
-    async fn open_session(&self, agent_id: &str, session_id: &str, host: &str, takeover: bool, now: Timestamp) -> Result<SessionOpened>;
-    async fn release(&self, agent_id: &str, session_id: &str, now: Timestamp) -> Result<Option<SessionInfo>>;
+    async fn open_session(&self, agent_id: &str, session_id: &str, host: &str, takeover: bool, now: Timestamp) -> Result<SessionOpened> as NewSession;
+    async fn release(&self, agent_id: &str, session_id: &str, now: Timestamp) -> Result<Option<SessionInfo>> as SessionAt;
     async fn sweep(&self, now: Timestamp) -> Result<()>;
     async fn set_webhook(&self, agent_id: &str, url: &str, secret: &str, now: Timestamp) -> Result<WebhookInfo>;
     async fn delete_webhook(&self, agent_id: &str) -> Result<WebhookInfo>;
-    async fn due_events(&self, now: Timestamp, busy: &[String], limit: u32) -> Result<Vec<DueEvent>>;
+    async fn due_events(&self, now: Timestamp, busy: &[String], limit: u32) -> Result<Vec<DueEvent>> as Due;
     async fn next_event_due(&self, busy: &[String]) -> Result<Option<Timestamp>>;
     async fn set_max_pending_events(&self, cap: u32) -> Result<()>;
     async fn event_delivered(&self, event_id: &str, status: u16, now: Timestamp) -> Result<()>;
-    async fn event_attempt_failed(&self, event_id: &str, status: Option<u16>, error: &str, next: Option<Timestamp>) -> Result<()>;
+    async fn event_attempt_failed(&self, id: &str, status: Option<u16>, error: &str, next: Option<Timestamp>) -> Result<()> as FailedAttempt;
 }
 
 /// Items returned per long-poll answer at most; the cursor then points at the last one returned.

@@ -43,6 +43,7 @@ mod prelude {
 
     pub(super) use super::{PgStore, Result};
 
+    pub(super) use crate::store::commands::*;
     pub(super) use crate::store::{
         Claim, DueEvent, DuePush, Lease, Marked, NewPairing, NewUpdate, PairingStored, PushPut, Put,
         Registered, ReplyPut, RosterPut, SessionOpened, SigningKeyCopy, SigningKeyPut, WaitRead,

@@ -65,7 +65,7 @@ macro_rules! typed {
 #[cfg(test)]
 impl crate::store::sqlite::SqliteStore {
     /// This store as the relay holds it, for tests of one backend that read through the shared reads.
-    pub(in crate::store) fn as_store(&self) -> Store {
+    pub(crate) fn as_store(&self) -> Store {
         Store::Sqlite(self.clone())
     }
 }
@@ -73,7 +73,7 @@ impl crate::store::sqlite::SqliteStore {
 #[cfg(test)]
 impl crate::store::postgres::PgStore {
     /// This store as the relay holds it, for tests of one backend that read through the shared reads.
-    pub(in crate::store) fn as_store(&self) -> Store {
+    pub(crate) fn as_store(&self) -> Store {
         Store::Postgres(self.clone())
     }
 }
@@ -292,9 +292,14 @@ impl Store {
         if ended_at.is_some() || beat.saturating_add(lease_ttl_ms()) <= now.millis() {
             return Ok(Renewal::Lost);
         }
+        let session = super::commands::SessionAt {
+            agent_id,
+            session_id,
+            now,
+        };
         let renewed = match self {
-            Store::Sqlite(s) => s.renew(agent_id, session_id, now).await?,
-            Store::Postgres(p) => p.renew(agent_id, session_id, now).await?,
+            Store::Sqlite(s) => s.renew(&session).await?,
+            Store::Postgres(p) => p.renew(&session).await?,
         };
         if !renewed {
             return Ok(Renewal::Lost);
@@ -518,10 +523,17 @@ impl Store {
                 processed_at: ts(at),
                 update: None,
             })),
-            Some(None) => match self {
-                Store::Sqlite(s) => s.mark_processed(agent_id, message_id, now).await,
-                Store::Postgres(p) => p.mark_processed(agent_id, message_id, now).await,
-            },
+            Some(None) => {
+                let task = super::commands::TaskAt {
+                    agent_id,
+                    message_id,
+                    now,
+                };
+                match self {
+                    Store::Sqlite(s) => s.mark_processed(&task).await,
+                    Store::Postgres(p) => p.mark_processed(&task).await,
+                }
+            }
         }
     }
 

@@ -232,6 +232,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let store = SqliteStore::open(&dir.path().join("t.db")).await.expect("opens");
         let registered = store
+            .as_store()
             .register_agent("ag_1", "laptop", &[1; 32], Timestamp(T0))
             .await
             .expect("stored");

@@ -27,25 +27,19 @@ pub(super) async fn lock_ids(conn: &mut PgConnection, ids: &[&str]) -> Result<()
 
 impl PgStore {
     /// Registers an agent. The same id with the same hash again is a retry: it finds the stored agent.
-    pub(crate) async fn register_agent(
-        &self,
-        agent_id: &str,
-        name: &str,
-        auth_hash: &[u8; 32],
-        now: Timestamp,
-    ) -> Result<Registered> {
+    pub(crate) async fn register_agent(&self, new: &NewAgent<'_>) -> Result<Registered> {
         let mut tx = self.pool.begin().await?;
-        lock_ids(&mut tx, &[agent_id]).await?;
+        lock_ids(&mut tx, &[new.agent_id]).await?;
         let existing: Option<(String, Vec<u8>, i64)> =
             sqlx::query_as("SELECT name, auth_hash, created_at FROM agents WHERE agent_id = $1")
-                .bind(agent_id)
+                .bind(new.agent_id)
                 .fetch_optional(&mut *tx)
                 .await?;
         let outcome = match existing {
             Some((stored_name, stored_hash, created_at)) => {
-                if keys::constant_time_eq(&stored_hash, auth_hash) {
+                if keys::constant_time_eq(&stored_hash, new.auth_hash) {
                     Registered::Again(AgentInfo {
-                        agent_id: agent_id.to_string(),
+                        agent_id: new.agent_id.to_string(),
                         name: stored_name,
                         created_at: Timestamp(created_at),
                     })
@@ -58,7 +52,7 @@ impl PgStore {
                     "SELECT EXISTS (SELECT 1 FROM devices WHERE device_id = $1)
                          OR EXISTS (SELECT 1 FROM pairings WHERE device_id = $1)",
                 )
-                .bind(agent_id)
+                .bind(new.agent_id)
                 .fetch_one(&mut *tx)
                 .await?;
                 if taken {
@@ -67,16 +61,16 @@ impl PgStore {
                     sqlx::query(
                         "INSERT INTO agents (agent_id, name, auth_hash, created_at) VALUES ($1, $2, $3, $4)",
                     )
-                    .bind(agent_id)
-                    .bind(name)
-                    .bind(&auth_hash[..])
-                    .bind(now.millis())
+                    .bind(new.agent_id)
+                    .bind(new.name)
+                    .bind(&new.auth_hash[..])
+                    .bind(new.now.millis())
                     .execute(&mut *tx)
                     .await?;
                     Registered::Created(AgentInfo {
-                        agent_id: agent_id.to_string(),
-                        name: name.to_string(),
-                        created_at: now,
+                        agent_id: new.agent_id.to_string(),
+                        name: new.name.to_string(),
+                        created_at: new.now,
                     })
                 }
             }
@@ -113,6 +107,7 @@ pub(super) mod tests {
         let url = cluster.fresh_database().await;
         let store = PgStore::open(&url, dir.path()).await.expect("opens");
         let registered = store
+            .as_store()
             .register_agent("ag_1", "laptop", &[1; 32], Timestamp(T0))
             .await
             .expect("stored");
@@ -147,6 +142,7 @@ pub(super) mod tests {
             .expect("stored");
         assert!(matches!(created, PairingStored::Created(_)));
         let claimed = store
+            .as_store()
             .claim_pairing(
                 pairing_id,
                 &keys::sha256(b"claim"),
@@ -165,6 +161,7 @@ pub(super) mod tests {
             return;
         };
         let again = store
+            .as_store()
             .register_agent("ag_1", "other name", &[1; 32], Timestamp(T0 + 5))
             .await
             .expect("ok");
@@ -174,6 +171,7 @@ pub(super) mod tests {
         assert_eq!((info.name.as_str(), info.created_at), ("laptop", Timestamp(T0)));
         assert!(matches!(
             store
+                .as_store()
                 .register_agent("ag_1", "laptop", &[2; 32], Timestamp(T0))
                 .await
                 .expect("ok"),
@@ -210,6 +208,7 @@ pub(super) mod tests {
             .expect("ok");
         assert!(matches!(
             store
+                .as_store()
                 .register_agent("dv_x", "impostor", &[3; 32], Timestamp(T0))
                 .await
                 .expect("ok"),
@@ -253,6 +252,7 @@ pub(super) mod tests {
                 .is_none()
         );
         store
+            .as_store()
             .revoke_device("ag_1", "dv_1", Timestamp(T0 + 2))
             .await
             .expect("revoked");
@@ -278,6 +278,7 @@ pub(super) mod tests {
                 tasks.spawn(async move {
                     start.wait().await;
                     store
+                        .as_store()
                         .register_agent(&id, "racer", &[i; 32], Timestamp(T0))
                         .await
                         .expect("ok")
@@ -309,7 +310,8 @@ pub(super) mod tests {
             let (s1, b1, id1) = (store.clone(), start.clone(), id.clone());
             let register = tokio::spawn(async move {
                 b1.wait().await;
-                s1.register_agent(&id1, "racer", &[9; 32], Timestamp(T0))
+                s1.as_store()
+                    .register_agent(&id1, "racer", &[9; 32], Timestamp(T0))
                     .await
                     .expect("ok")
             });

@@ -7,26 +7,20 @@ impl PgStore {
     /// Stores a checkpoint, or finds the one already stored under this id. The agent's counter row is locked
     /// first (ADR 0003): the checkpoint draws its sequence number in commit order, and a second store of the
     /// same id waits for the first and then finds it.
-    pub(crate) async fn put_checkpoint(
-        &self,
-        agent_id: &str,
-        checkpoint_id: &str,
-        envelope: &str,
-        now: Timestamp,
-    ) -> Result<Stored> {
+    pub(crate) async fn put_checkpoint(&self, new: &NewCheckpoint<'_>) -> Result<Stored> {
         let mut tx = self.pool.begin().await?;
-        super::lock_agent(&mut tx, agent_id).await?;
+        super::lock_agent(&mut tx, new.agent_id).await?;
         let existing: Option<(i64, i64)> = sqlx::query_as(
             "SELECT seq, created_at FROM items
              WHERE agent_id = $1 AND kind = 'checkpoint' AND item_id = $2",
         )
-        .bind(agent_id)
-        .bind(checkpoint_id)
+        .bind(new.agent_id)
+        .bind(new.checkpoint_id)
         .fetch_optional(&mut *tx)
         .await?;
         let stored = match existing {
             Some((seq, created_at)) => Stored {
-                id: checkpoint_id.to_string(),
+                id: new.checkpoint_id.to_string(),
                 cursor: Cursor(u64::try_from(seq).unwrap_or(0)),
                 created_at: Timestamp(created_at),
                 created: false,
@@ -36,16 +30,16 @@ impl PgStore {
                     "INSERT INTO items (agent_id, kind, item_id, envelope, created_at)
                      VALUES ($1, 'checkpoint', $2, $3, $4) RETURNING seq",
                 )
-                .bind(agent_id)
-                .bind(checkpoint_id)
-                .bind(envelope)
-                .bind(now.millis())
+                .bind(new.agent_id)
+                .bind(new.checkpoint_id)
+                .bind(new.envelope)
+                .bind(new.now.millis())
                 .fetch_one(&mut *tx)
                 .await?;
                 Stored {
-                    id: checkpoint_id.to_string(),
+                    id: new.checkpoint_id.to_string(),
                     cursor: Cursor(u64::try_from(seq).unwrap_or(0)),
-                    created_at: now,
+                    created_at: new.now,
                     created: true,
                 }
             }
@@ -71,17 +65,20 @@ mod tests {
             return;
         };
         let first = store
+            .as_store()
             .put_checkpoint("ag_1", "c1", "AQ", Timestamp(T0))
             .await
             .expect("stored");
         assert!(first.created);
         let again = store
+            .as_store()
             .put_checkpoint("ag_1", "c1", "other", Timestamp(T0 + 5))
             .await
             .expect("found");
         assert!(!again.created);
         assert_eq!((again.cursor, again.created_at), (first.cursor, Timestamp(T0)));
         let second = store
+            .as_store()
             .put_checkpoint("ag_1", "c2", "Ag", Timestamp(T0 + 1))
             .await
             .expect("stored");
@@ -119,6 +116,7 @@ mod tests {
             tasks.spawn(async move {
                 start.wait().await;
                 store
+                    .as_store()
                     .put_checkpoint("ag_1", "same", "AQ", Timestamp(T0 + i))
                     .await
                     .expect("ok")

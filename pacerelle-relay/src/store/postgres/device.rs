@@ -7,20 +7,15 @@ impl PgStore {
     /// Registers the signing key of a device paired before keys (mirrors `sqlite/device.rs`): stored if the
     /// device has none; the same key and seal again is a retry; anything else is refused. The device's row is
     /// locked while it is read, so of two concurrent registrations the second sees the first's key.
-    pub(crate) async fn register_signing_key(
-        &self,
-        agent_id: &str,
-        device_id: &str,
-        signing: SigningKeyCopy<'_>,
-    ) -> Result<SigningKeyPut> {
+    pub(crate) async fn register_signing_key(&self, new: &NewSigningKey<'_>) -> Result<SigningKeyPut> {
         let mut tx = self.pool.begin().await?;
         let existing: Option<DeviceRow> = sqlx::query_as(concat!(
             "SELECT ",
             device_columns!(),
             " FROM devices WHERE agent_id = $1 AND device_id = $2 FOR UPDATE"
         ))
-        .bind(agent_id)
-        .bind(device_id)
+        .bind(new.agent_id)
+        .bind(new.device_id)
         .fetch_optional(&mut *tx)
         .await?;
         let outcome = match existing {
@@ -32,15 +27,18 @@ impl PgStore {
                      RETURNING ",
                     device_columns!()
                 ))
-                .bind(agent_id)
-                .bind(device_id)
-                .bind(signing.key)
-                .bind(signing.seal)
+                .bind(new.agent_id)
+                .bind(new.device_id)
+                .bind(new.signing.key)
+                .bind(new.signing.seal)
                 .fetch_one(&mut *tx)
                 .await?;
                 SigningKeyPut::Stored(device_info(row)?)
             }
-            Some(row) if row.6.as_deref() == Some(signing.key) && row.7.as_deref() == Some(signing.seal) => {
+            Some(row)
+                if row.6.as_deref() == Some(new.signing.key)
+                    && row.7.as_deref() == Some(new.signing.seal) =>
+            {
                 SigningKeyPut::Again(device_info(row)?)
             }
             Some(_) => SigningKeyPut::Exists,
@@ -54,36 +52,31 @@ impl PgStore {
     /// subscriptions in the same transaction. The agent's counter row is locked first, as every write that
     /// stores items for the agent's devices does: a write that found the device active commits before the
     /// revocation, or waits for it and then finds it revoked.
-    pub(crate) async fn revoke_device(
-        &self,
-        agent_id: &str,
-        device_id: &str,
-        now: Timestamp,
-    ) -> Result<Option<DeviceInfo>> {
+    pub(crate) async fn revoke_device(&self, device: &DeviceAt<'_>) -> Result<Option<DeviceInfo>> {
         let mut tx = self.pool.begin().await?;
-        super::lock_agent(&mut tx, agent_id).await?;
-        super::push::drop_device(&mut tx, agent_id, device_id).await?;
+        super::lock_agent(&mut tx, device.agent_id).await?;
+        super::push::drop_device(&mut tx, device.agent_id, device.device_id).await?;
         let row: Option<DeviceRow> = sqlx::query_as(concat!(
             "UPDATE devices SET revoked_at = COALESCE(revoked_at, $3)
              WHERE agent_id = $1 AND device_id = $2
              RETURNING ",
             device_columns!()
         ))
-        .bind(agent_id)
-        .bind(device_id)
-        .bind(now.millis())
+        .bind(device.agent_id)
+        .bind(device.device_id)
+        .bind(device.now.millis())
         .fetch_optional(&mut *tx)
         .await?;
         // Delivered to every instance when (and only if) this transaction commits: each forgets the device's
         // credential from memory and reads it, revoked, at its next request.
         sqlx::query("SELECT pg_notify($1, $2)")
             .bind(super::wakes::PRINCIPALS_CHANNEL)
-            .bind(device_id)
+            .bind(device.device_id)
             .execute(&mut *tx)
             .await?;
         let committed = tx.commit().await;
         // Committed (or, after a failed commit, perhaps): the next request of this device reads the database.
-        self.principals.changed(device_id);
+        self.principals.changed(device.device_id);
         committed?;
         self.committed();
         row.map(device_info).transpose()
@@ -127,6 +120,7 @@ mod tests {
         );
 
         let revoked = store
+            .as_store()
             .revoke_device("ag_1", "dv_1", Timestamp(T0 + 10))
             .await
             .expect("revoked")
@@ -134,6 +128,7 @@ mod tests {
         assert_eq!(revoked.revoked_at, Some(Timestamp(T0 + 10)));
         // Again: the first time is kept.
         let again = store
+            .as_store()
             .revoke_device("ag_1", "dv_1", Timestamp(T0 + 20))
             .await
             .expect("revoked")
@@ -142,6 +137,7 @@ mod tests {
         // Another agent's device, or none: nothing.
         assert!(
             store
+                .as_store()
                 .revoke_device("ag_2", "dv_2", Timestamp(T0 + 20))
                 .await
                 .expect("ok")
@@ -149,6 +145,7 @@ mod tests {
         );
         assert!(
             store
+                .as_store()
                 .revoke_device("ag_1", "dv_9", Timestamp(T0 + 20))
                 .await
                 .expect("ok")
@@ -175,12 +172,14 @@ mod tests {
             ("dv_2", "https://push.example/2"),
         ] {
             let put = store
+                .as_store()
                 .put_push_subscription("ag_1", device, endpoint, &[4; 65], &[5; 16], Timestamp(T0 + 2))
                 .await
                 .expect("stored");
             assert!(matches!(put, PushPut::Created(_)), "{put:?}");
         }
         store
+            .as_store()
             .revoke_device("ag_1", "dv_1", Timestamp(T0 + 3))
             .await
             .expect("revoked")

@@ -46,28 +46,18 @@ impl PgStore {
     /// processed. The task joins the tasks other devices are sending at the same moment, stored together in
     /// one statement and one commit ([`super::sends`]); the outcome is the one [`PgStore::put_message_alone`]
     /// would give.
-    pub(crate) async fn put_message(
-        &self,
-        agent_id: &str,
-        device_id: &str,
-        message_id: &str,
-        envelope: &str,
-        max_pending: u32,
-        now: Timestamp,
-    ) -> Result<Put> {
+    pub(crate) async fn put_message(&self, task: &NewTask<'_>) -> Result<Put> {
         let Some(queue) = &self.sends else {
-            return self
-                .put_message_alone(agent_id, device_id, message_id, envelope, max_pending, now)
-                .await;
+            return self.put_message_alone(task).await;
         };
         let (reply, outcome) = tokio::sync::oneshot::channel();
         let send = super::sends::Send {
-            agent_id: agent_id.to_string(),
-            device_id: device_id.to_string(),
-            message_id: message_id.to_string(),
-            envelope: envelope.to_string(),
-            max_pending,
-            now,
+            agent_id: task.agent_id.to_string(),
+            device_id: task.device_id.to_string(),
+            message_id: task.message_id.to_string(),
+            envelope: task.envelope.to_string(),
+            max_pending: task.max_pending,
+            now: task.now,
             reply,
         };
         queue
@@ -82,15 +72,9 @@ impl PgStore {
     /// [`PgStore::put_message`] in a transaction of its own. The agent's lock is taken first, so concurrent
     /// sends of one agent count one after the other and never pass the cap, and a second send of the same id
     /// waits for the first and then finds it.
-    pub(crate) async fn put_message_alone(
-        &self,
-        agent_id: &str,
-        device_id: &str,
-        message_id: &str,
-        envelope: &str,
-        max_pending: u32,
-        now: Timestamp,
-    ) -> Result<Put> {
+    pub(crate) async fn put_message_alone(&self, task: &NewTask<'_>) -> Result<Put> {
+        let (agent_id, device_id, message_id) = (task.agent_id, task.device_id, task.message_id);
+        let (envelope, max_pending, now) = (task.envelope, task.max_pending, task.now);
         let mut tx = self.pool.begin().await?;
         super::lock_agent(&mut tx, agent_id).await?;
         let existing: Option<(i64, Option<String>, i64)> = sqlx::query_as(
@@ -144,19 +128,12 @@ impl PgStore {
     ///
     /// Nothing is written here. The `delivered` bookkeeping of the tasks returned is [`PgStore::mark_delivered`],
     /// which nobody awaits.
-    pub(crate) async fn wait_read(
-        &self,
-        agent_id: &str,
-        session_id: Option<&str>,
-        after: Cursor,
-        limit: u32,
-        now: Timestamp,
-    ) -> Result<WaitRead> {
-        let after = seq_of(after);
+    pub(crate) async fn wait_read(&self, query: &WaitQuery<'_>) -> Result<WaitRead> {
+        let after = seq_of(query.after);
         // A delivered mark not yet committed for tasks this read may return again: let it commit first, so that
         // their `redelivered` flag is exact. Not on the hot path: an agent that goes on from its cursor reads
         // beyond every mark it caused.
-        self.marks.settle(agent_id, after).await;
+        self.marks.settle(query.agent_id, after).await;
         // One row at least (the facts); one row per task otherwise. At most one session is open per agent
         // (`sessions_open_per_agent`), so the join with it adds no rows. The caller's session is known when this
         // agent has (or had) a session with its id: the lease's own session is one of those.
@@ -186,10 +163,10 @@ impl PgStore {
                   ) m ON TRUE
              ORDER BY m.seq",
         )
-        .bind(agent_id)
-        .bind(session_id)
+        .bind(query.agent_id)
+        .bind(query.session_id)
         .bind(after)
-        .bind(i64::from(limit))
+        .bind(i64::from(query.limit))
         .fetch_all(&self.pool)
         .await?;
         let Some(first) = rows.first() else {
@@ -208,7 +185,7 @@ impl PgStore {
         );
         let lease = match lease_row {
             (Some(session_id), Some(host), Some(since), Some(beat)) => {
-                Lease::live(session_id, host, since, beat, now)
+                Lease::live(session_id, host, since, beat, query.now)
             }
             _ => None,
         };
@@ -228,7 +205,7 @@ impl PgStore {
             });
         }
         let next = match messages.last() {
-            Some(last) if messages.len() >= limit as usize => last.cursor,
+            Some(last) if messages.len() >= query.limit as usize => last.cursor,
             _ => cursor(head.max(after)),
         };
         Ok(WaitRead {
@@ -281,14 +258,9 @@ impl PgStore {
     /// Marks a task processed, once [`crate::store::Store::mark_processed`] has read that it is not (the first
     /// time is kept; a concurrent one changes nothing). The first time, in the same transaction, stores the
     /// `update` item that tells the sending device ([`insert_update`]). `None` when the agent has no such task.
-    pub(crate) async fn mark_processed(
-        &self,
-        agent_id: &str,
-        message_id: &str,
-        now: Timestamp,
-    ) -> Result<Option<Marked>> {
+    pub(crate) async fn mark_processed(&self, task: &TaskAt<'_>) -> Result<Option<Marked>> {
         let mut tx = self.pool.begin().await?;
-        super::lock_agent(&mut tx, agent_id).await?;
+        super::lock_agent(&mut tx, task.agent_id).await?;
         // Only the first acknowledgement sets it; a concurrent one waits for the agent's lock, then finds it set
         // and changes nothing.
         let first: Option<i64> = sqlx::query_scalar(
@@ -296,20 +268,20 @@ impl PgStore {
              WHERE agent_id = $1 AND kind = 'message' AND item_id = $2 AND processed_at IS NULL
              RETURNING seq",
         )
-        .bind(agent_id)
-        .bind(message_id)
-        .bind(now.millis())
+        .bind(task.agent_id)
+        .bind(task.message_id)
+        .bind(task.now.millis())
         .fetch_optional(&mut *tx)
         .await?;
         let update = match first {
-            Some(seq) => insert_update(&mut tx, agent_id, seq, ItemState::Processed, now).await?,
+            Some(seq) => insert_update(&mut tx, task.agent_id, seq, ItemState::Processed, task.now).await?,
             None => None,
         };
         let at: Option<Option<i64>> = sqlx::query_scalar(
             "SELECT processed_at FROM items WHERE agent_id = $1 AND kind = 'message' AND item_id = $2",
         )
-        .bind(agent_id)
-        .bind(message_id)
+        .bind(task.agent_id)
+        .bind(task.message_id)
         .fetch_optional(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -321,18 +293,18 @@ impl PgStore {
     }
 
     /// Stores a reply with one envelope per device, or finds the one already stored under this id.
-    pub(crate) async fn put_reply(
-        &self,
-        agent_id: &str,
-        reply_id: &str,
-        source_message_id: &str,
-        envelopes: &[DeviceEnvelope],
-        now: Timestamp,
-    ) -> Result<ReplyPut> {
+    pub(crate) async fn put_reply(&self, reply: &NewReply<'_>) -> Result<ReplyPut> {
         let mut tx = self.pool.begin().await?;
-        super::lock_agent(&mut tx, agent_id).await?;
+        super::lock_agent(&mut tx, reply.agent_id).await?;
         let put = self
-            .put_reply_in(&mut tx, agent_id, reply_id, source_message_id, envelopes, now)
+            .put_reply_in(
+                &mut tx,
+                reply.agent_id,
+                reply.reply_id,
+                reply.source_message_id,
+                reply.envelopes,
+                reply.now,
+            )
             .await?;
         tx.commit().await?;
         self.committed();
@@ -499,6 +471,7 @@ pub(super) mod tests {
                     return send(&Store::Postgres(store), "b").await;
                 }
                 match store
+                    .as_store()
                     .put_reply("ag_1", "b", "m0", &[envelope("dv_1", "R")], Timestamp(T0))
                     .await
                     .expect("stored")

@@ -24,16 +24,17 @@ impl PgStore {
     /// ciphertext), creates the device with its signing key if it gave one, and stores the hash of its new
     /// token. The offer's row is locked while
     /// it is read, so of two concurrent claims the second finds it claimed.
-    pub(crate) async fn claim_pairing(
-        &self,
-        pairing_id: &str,
-        proof_hash: &[u8; 32],
-        name: &str,
-        signing: Option<SigningKeyCopy<'_>>,
-        now: Timestamp,
-    ) -> Result<Claim> {
+    pub(crate) async fn claim_pairing(&self, claim: &PairingClaim<'_>) -> Result<Claim> {
         let mut tx = self.pool.begin().await?;
-        let outcome = claim_pairing_in(&mut tx, pairing_id, proof_hash, name, signing, now).await?;
+        let outcome = claim_pairing_in(
+            &mut tx,
+            claim.pairing_id,
+            claim.proof_hash,
+            claim.name,
+            claim.signing,
+            claim.now,
+        )
+        .await?;
         tx.commit().await?;
         self.committed();
         Ok(outcome)
@@ -216,6 +217,7 @@ mod tests {
         let proof = keys::sha256(b"claim");
         assert!(matches!(
             store
+                .as_store()
                 .claim_pairing("nothing", &proof, "phone", None, Timestamp(T0))
                 .await
                 .expect("ok"),
@@ -223,12 +225,14 @@ mod tests {
         ));
         assert!(matches!(
             store
+                .as_store()
                 .claim_pairing(PAIRING, &keys::sha256(b"wrong"), "phone", None, Timestamp(T0))
                 .await
                 .expect("ok"),
             Claim::WrongProof
         ));
         let Claim::Claimed(claimed) = store
+            .as_store()
             .claim_pairing(PAIRING, &proof, "phone", None, Timestamp(T0 + 1))
             .await
             .expect("ok")
@@ -267,6 +271,7 @@ mod tests {
         assert_eq!((row.offer, row.claimed_at), (None, Some(Timestamp(T0 + 1))));
         assert!(matches!(
             store
+                .as_store()
                 .claim_pairing(PAIRING, &proof, "phone", None, Timestamp(T0 + 2))
                 .await
                 .expect("ok"),
@@ -287,6 +292,7 @@ mod tests {
             .expect("ok");
         assert!(matches!(
             store
+                .as_store()
                 .claim_pairing(
                     "LLLLLLLLLLLLLLLLLLLLLL",
                     &proof,
@@ -317,6 +323,7 @@ mod tests {
             tasks.spawn(async move {
                 start.wait().await;
                 store
+                    .as_store()
                     .claim_pairing(PAIRING, &keys::sha256(b"claim"), "phone", None, Timestamp(T0 + 1))
                     .await
                     .expect("ok")

@@ -97,17 +97,9 @@ impl PgStore {
     /// [`MAX_PER_DEVICE`]) run one after the other; the endpoint's row, when there is one, is locked before it
     /// is replaced or moved. A registration of the same endpoint by another agent that commits between the read
     /// and the insert makes the insert do nothing: the registration then starts over and finds that one.
-    pub(crate) async fn put_push_subscription(
-        &self,
-        agent_id: &str,
-        device_id: &str,
-        endpoint: &str,
-        p256dh: &[u8],
-        auth: &[u8],
-        now: Timestamp,
-    ) -> Result<PushPut> {
+    pub(crate) async fn put_push_subscription(&self, new: &NewSubscription<'_>) -> Result<PushPut> {
         let mut tx = self.pool.begin().await?;
-        super::lock_agent(&mut tx, agent_id).await?;
+        super::lock_agent(&mut tx, new.agent_id).await?;
         let mut tries = 0;
         let put = loop {
             tries += 1;
@@ -115,19 +107,19 @@ impl PgStore {
                 "SELECT subscription_id, device_id, created_at FROM push_subscriptions WHERE endpoint = $1
                  FOR UPDATE",
             )
-            .bind(endpoint)
+            .bind(new.endpoint)
             .fetch_optional(&mut *tx)
             .await?;
             if let Some((_, owner, created_at)) = &existing
-                && *owner == device_id
+                && *owner == new.device_id
             {
                 sqlx::query(
                     "UPDATE push_subscriptions SET p256dh = $2, auth = $3, updated_at = $4 WHERE endpoint = $1",
                 )
-                .bind(endpoint)
-                .bind(p256dh)
-                .bind(auth)
-                .bind(now.millis())
+                .bind(new.endpoint)
+                .bind(new.p256dh)
+                .bind(new.auth)
+                .bind(new.now.millis())
                 .execute(&mut *tx)
                 .await?;
                 break PushPut::Replaced(Timestamp(*created_at));
@@ -135,8 +127,8 @@ impl PgStore {
             let count: i64 = sqlx::query_scalar(
                 "SELECT COUNT(*) FROM push_subscriptions WHERE device_id = $1 AND endpoint <> $2",
             )
-            .bind(device_id)
-            .bind(endpoint)
+            .bind(new.device_id)
+            .bind(new.endpoint)
             .fetch_one(&mut *tx)
             .await?;
             if count >= MAX_PER_DEVICE {
@@ -154,16 +146,16 @@ impl PgStore {
                  ON CONFLICT (endpoint) DO NOTHING
                  RETURNING subscription_id",
             )
-            .bind(endpoint)
-            .bind(agent_id)
-            .bind(device_id)
-            .bind(p256dh)
-            .bind(auth)
-            .bind(now.millis())
+            .bind(new.endpoint)
+            .bind(new.agent_id)
+            .bind(new.device_id)
+            .bind(new.p256dh)
+            .bind(new.auth)
+            .bind(new.now.millis())
             .fetch_optional(&mut *tx)
             .await?;
             if inserted.is_some() {
-                break PushPut::Created(now);
+                break PushPut::Created(new.now);
             }
             if tries >= PUT_TRIES {
                 return Err(crate::error::StoreError::unavailable(
@@ -190,7 +182,7 @@ impl PgStore {
     /// Claims up to `limit` pushes due at `now`, the oldest first, at most one per subscription (its push due
     /// first), none of the subscriptions in `busy` (those with an attempt in flight here) and none another
     /// instance is claiming. Each one's next attempt moves [`CLAIM_MS`] ahead until its outcome is recorded.
-    pub(crate) async fn due_pushes(&self, now: Timestamp, busy: &[i64], limit: u32) -> Result<Vec<DuePush>> {
+    pub(crate) async fn due_pushes(&self, due: &Due<'_, i64>) -> Result<Vec<DuePush>> {
         let mut tx = self.pool.begin().await?;
         let rows: Vec<DuePushRow> = sqlx::query_as(
             "WITH firsts AS (
@@ -212,10 +204,10 @@ impl PgStore {
              )
              SELECT * FROM done ORDER BY due_at, push_id",
         )
-        .bind(now.millis())
-        .bind(i64::from(limit))
-        .bind(busy)
-        .bind(now.millis().saturating_add(CLAIM_MS))
+        .bind(due.now.millis())
+        .bind(i64::from(due.limit))
+        .bind(due.busy)
+        .bind(due.now.millis().saturating_add(CLAIM_MS))
         .fetch_all(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -247,22 +239,16 @@ impl PgStore {
     }
 
     /// Records a failed attempt; the push is tried again at `next` (which also ends its claim).
-    pub(crate) async fn push_retry(
-        &self,
-        push_id: i64,
-        status: Option<u16>,
-        error: &str,
-        next: Timestamp,
-    ) -> Result<()> {
+    pub(crate) async fn push_retry(&self, failed: &FailedAttempt<'_, i64, Timestamp>) -> Result<()> {
         sqlx::query(
             "UPDATE push_outbox SET attempts = attempts + 1, last_status = $2, last_error = $3,
                                     next_attempt_at = $4
              WHERE push_id = $1",
         )
-        .bind(push_id)
-        .bind(status.map(i64::from))
-        .bind(error)
-        .bind(next.millis())
+        .bind(failed.id)
+        .bind(failed.status.map(i64::from))
+        .bind(failed.error)
+        .bind(failed.next.millis())
         .execute(&self.pool)
         .await?;
         self.committed();
@@ -374,6 +360,7 @@ pub(super) mod tests {
 
     async fn subscribe(store: &PgStore, device: &str, endpoint: &str, at: i64) -> PushPut {
         store
+            .as_store()
             .put_push_subscription("ag_1", device, endpoint, &[4; 65], &[0; 16], Timestamp(at))
             .await
             .expect("stored")
@@ -443,6 +430,7 @@ pub(super) mod tests {
         );
         assert!(
             store
+                .as_store()
                 .due_pushes(Timestamp(T0 - 1), &[], 10)
                 .await
                 .expect("reads")
@@ -455,7 +443,11 @@ pub(super) mod tests {
                 .fetch_one(&store.pool)
                 .await
                 .expect("reads");
-        let due = store.due_pushes(now, &[sub_a], 10).await.expect("claims");
+        let due = store
+            .as_store()
+            .due_pushes(now, &[sub_a], 10)
+            .await
+            .expect("claims");
         assert_eq!(due.len(), 1);
         assert_eq!(due[0].endpoint, "b");
         assert_eq!(
@@ -465,7 +457,7 @@ pub(super) mod tests {
         assert_eq!(due[0].expires_at, Timestamp(T0 + TTL_NORMAL_MS));
         // Claimed: no read returns it again, here or on another instance, until the claim ends.
         let other = PgStore::open(&url, dir.path()).await.expect("a second instance");
-        let due = other.due_pushes(now, &[], 10).await.expect("claims");
+        let due = other.as_store().due_pushes(now, &[], 10).await.expect("claims");
         assert_eq!(due.len(), 1, "a's first push only: one per subscription");
         assert_eq!(
             (due[0].endpoint.as_str(), due[0].kind.as_str()),
@@ -482,16 +474,31 @@ pub(super) mod tests {
         );
         // An instance claims a subscription's pushes one at a time; another instance may take its next one
         // while the first is in flight (push services keep no order either).
-        let due = store.due_pushes(now, &[], 10).await.expect("claims");
+        let due = store.as_store().due_pushes(now, &[], 10).await.expect("claims");
         assert_eq!(due.len(), 1);
         let second_a = due[0].push_id;
         assert!(second_a > first_a);
-        assert!(store.due_pushes(now, &[], 10).await.expect("claims").is_empty());
-        assert!(other.due_pushes(now, &[], 10).await.expect("claims").is_empty());
+        assert!(
+            store
+                .as_store()
+                .due_pushes(now, &[], 10)
+                .await
+                .expect("claims")
+                .is_empty()
+        );
+        assert!(
+            other
+                .as_store()
+                .due_pushes(now, &[], 10)
+                .await
+                .expect("claims")
+                .is_empty()
+        );
 
         // Delivered: gone. A retry sets the next attempt and counts it.
         other.push_done(first_a).await.expect("done");
         store
+            .as_store()
             .push_retry(
                 second_a,
                 Some(500),
@@ -502,12 +509,14 @@ pub(super) mod tests {
             .expect("recorded");
         assert!(
             store
+                .as_store()
                 .due_pushes(Timestamp(T0 + 99), &[], 10)
                 .await
                 .expect("claims")
                 .is_empty()
         );
         let due = store
+            .as_store()
             .due_pushes(Timestamp(T0 + 100), &[], 10)
             .await
             .expect("claims");
@@ -525,7 +534,7 @@ pub(super) mod tests {
 
         // b's push, claimed and never recorded (its instance stopped), is due again once its claim ends.
         let later = now.plus_millis(CLAIM_MS);
-        let due = store.due_pushes(later, &[], 10).await.expect("claims");
+        let due = store.as_store().due_pushes(later, &[], 10).await.expect("claims");
         assert_eq!(due.len(), 1);
         assert_eq!(due[0].endpoint, "b");
         // A subscription that is gone takes its pushes with it.
@@ -584,7 +593,7 @@ pub(super) mod tests {
                 .iter()
                 .map(|s| {
                     let s = s.clone();
-                    tokio::spawn(async move { s.due_pushes(now, &[], 7).await })
+                    tokio::spawn(async move { s.as_store().due_pushes(now, &[], 7).await })
                 })
                 .collect();
             let mut any = false;

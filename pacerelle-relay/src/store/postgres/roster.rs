@@ -8,21 +8,14 @@ impl PgStore {
     /// agent's counter row is locked first: of two concurrent updates based on the same version, the second
     /// reads the first one's version and gets a conflict, also when no roster was stored before (no row to
     /// lock then).
-    pub(crate) async fn put_roster(
-        &self,
-        agent_id: &str,
-        previous: u64,
-        version: u64,
-        envelope: &str,
-        now: Timestamp,
-    ) -> Result<RosterPut> {
+    pub(crate) async fn put_roster(&self, new: &NewRoster<'_>) -> Result<RosterPut> {
         // Versions beyond i64 are refused by the route; clamp defensively.
-        let (previous, version) = RosterPut::versions(previous, version);
+        let (previous, version) = RosterPut::versions(new.previous, new.version);
         let mut tx = self.pool.begin().await?;
-        super::lock_agent(&mut tx, agent_id).await?;
+        super::lock_agent(&mut tx, new.agent_id).await?;
         let current: i64 =
             sqlx::query_scalar("SELECT COALESCE((SELECT version FROM rosters WHERE agent_id = $1), 0)")
-                .bind(agent_id)
+                .bind(new.agent_id)
                 .fetch_one(&mut *tx)
                 .await?;
         let outcome = if let Some(conflict) = RosterPut::conflict(current, previous, version) {
@@ -33,13 +26,13 @@ impl PgStore {
                  ON CONFLICT (agent_id) DO UPDATE
                  SET version = excluded.version, envelope = excluded.envelope, updated_at = excluded.updated_at",
             )
-            .bind(agent_id)
+            .bind(new.agent_id)
             .bind(version)
-            .bind(envelope)
-            .bind(now.millis())
+            .bind(new.envelope)
+            .bind(new.now.millis())
             .execute(&mut *tx)
             .await?;
-            RosterPut::stored(version, envelope.to_string())
+            RosterPut::stored(version, new.envelope.to_string())
         };
         tx.commit().await?;
         self.committed();
@@ -66,7 +59,11 @@ mod tests {
         assert_eq!((none.version, none.envelope), (0, None));
         let t = Timestamp(T0);
         assert_eq!(
-            store.put_roster("ag_1", 0, 1, "r1", t).await.expect("ok"),
+            store
+                .as_store()
+                .put_roster("ag_1", 0, 1, "r1", t)
+                .await
+                .expect("ok"),
             RosterPut::Stored(RosterView {
                 version: 1,
                 envelope: Some("r1".into())
@@ -74,15 +71,27 @@ mod tests {
         );
         // Based on a version that is no longer the stored one, or not greater: refused, the stored one named.
         assert_eq!(
-            store.put_roster("ag_1", 0, 2, "r2", t).await.expect("ok"),
+            store
+                .as_store()
+                .put_roster("ag_1", 0, 2, "r2", t)
+                .await
+                .expect("ok"),
             RosterPut::Conflict { current: 1 }
         );
         assert_eq!(
-            store.put_roster("ag_1", 1, 1, "r1b", t).await.expect("ok"),
+            store
+                .as_store()
+                .put_roster("ag_1", 1, 1, "r1b", t)
+                .await
+                .expect("ok"),
             RosterPut::Conflict { current: 1 }
         );
         assert!(matches!(
-            store.put_roster("ag_1", 1, 5, "r5", t).await.expect("ok"),
+            store
+                .as_store()
+                .put_roster("ag_1", 1, 5, "r5", t)
+                .await
+                .expect("ok"),
             RosterPut::Stored(_)
         ));
         let now = store.as_store().roster("ag_1").await.expect("read");
@@ -102,6 +111,7 @@ mod tests {
             tasks.spawn(async move {
                 start.wait().await;
                 store
+                    .as_store()
                     .put_roster("ag_1", 0, i + 1, &format!("r{i}"), Timestamp(T0))
                     .await
                     .expect("ok")

@@ -34,6 +34,20 @@ pub(super) struct Send {
     pub(super) reply: oneshot::Sender<Result<Put>>,
 }
 
+impl Send {
+    /// The task as [`PgStore::put_message_alone`] takes it.
+    fn task(&self) -> NewTask<'_> {
+        NewTask {
+            agent_id: &self.agent_id,
+            device_id: &self.device_id,
+            message_id: &self.message_id,
+            envelope: &self.envelope,
+            max_pending: self.max_pending,
+            now: self.now,
+        }
+    }
+}
+
 /// The queue of the instance's sender task.
 pub(super) type Queue = mpsc::Sender<Send>;
 
@@ -69,16 +83,7 @@ async fn run(store: PgStore, mut queue: mpsc::Receiver<Send>) {
                 tracing::debug!(error = %e, tasks = sends.len(), "a batch of tasks failed; each is tried alone");
                 // Alone, one after the other: each caller gets its own outcome or error.
                 for send in sends {
-                    let outcome = store
-                        .put_message_alone(
-                            &send.agent_id,
-                            &send.device_id,
-                            &send.message_id,
-                            &send.envelope,
-                            send.max_pending,
-                            send.now,
-                        )
-                        .await;
+                    let outcome = store.put_message_alone(&send.task()).await;
                     let _ = send.reply.send(outcome);
                 }
             }
@@ -202,7 +207,10 @@ mod tests {
             tasks.push(tokio::spawn(async move {
                 barrier.wait().await;
                 let now = Timestamp(T0 + i64::try_from(i).expect("small"));
-                store.put_message(&agent, &device, &id, "AQ", cap, now).await
+                store
+                    .as_store()
+                    .put_message(&agent, &device, &id, "AQ", cap, now)
+                    .await
             }));
         }
         let mut outcomes = Vec::new();
@@ -220,6 +228,7 @@ mod tests {
         // m0 of ag_1 is stored first, from dv_1. Then at once: ag_1's m0..m9 from dv_1 twice each (cap 6, so
         // five more are stored), m0 from dv_2 (a conflict), and ag_2's n0..n19 from dv_3 (no cap).
         let first = store
+            .as_store()
             .put_message("ag_1", "dv_1", "m0", "AQ", 6, Timestamp(T0))
             .await
             .expect("stored");
@@ -292,6 +301,7 @@ mod tests {
         // m0 of ag_1 is stored first, from dv_1. Then at once, with no cap (every task fits, so the batch takes
         // the path that inserts them together): m0..m9 from dv_1 twice each, and m0, m5 from dv_2.
         let first = store
+            .as_store()
             .put_message("ag_1", "dv_1", "m0", "AQ", u32::MAX, Timestamp(T0))
             .await
             .expect("stored");

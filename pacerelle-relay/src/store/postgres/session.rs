@@ -30,17 +30,18 @@ impl PgStore {
 
     /// Opens a session that takes the lease, unless a live one holds it and `takeover` is false. The agent's
     /// counter row is locked first: of two concurrent opens, the second finds the first one's session.
-    pub(crate) async fn open_session(
-        &self,
-        agent_id: &str,
-        session_id: &str,
-        host: &str,
-        takeover: bool,
-        now: Timestamp,
-    ) -> Result<SessionOpened> {
+    pub(crate) async fn open_session(&self, new: &NewSession<'_>) -> Result<SessionOpened> {
         let mut tx = self.pool.begin().await?;
-        super::lock_agent(&mut tx, agent_id).await?;
-        let outcome = open_session_in(&mut tx, agent_id, session_id, host, takeover, now).await?;
+        super::lock_agent(&mut tx, new.agent_id).await?;
+        let outcome = open_session_in(
+            &mut tx,
+            new.agent_id,
+            new.session_id,
+            new.host,
+            new.takeover,
+            new.now,
+        )
+        .await?;
         tx.commit().await?;
         self.committed();
         Ok(outcome)
@@ -48,20 +49,15 @@ impl PgStore {
 
     /// Renews the lease if this session still holds it when the statement runs (its own transaction): whether
     /// it did ([`crate::store::Store::heartbeat`]).
-    pub(in crate::store) async fn renew(
-        &self,
-        agent_id: &str,
-        session_id: &str,
-        now: Timestamp,
-    ) -> Result<bool> {
+    pub(in crate::store) async fn renew(&self, session: &SessionAt<'_>) -> Result<bool> {
         let renewed = sqlx::query(
             "UPDATE sessions SET last_heartbeat_at = $3
              WHERE agent_id = $1 AND session_id = $2 AND ended_at IS NULL
                AND last_heartbeat_at + $4 > $3",
         )
-        .bind(agent_id)
-        .bind(session_id)
-        .bind(now.millis())
+        .bind(session.agent_id)
+        .bind(session.session_id)
+        .bind(session.now.millis())
         .bind(lease_ttl_ms())
         .execute(&self.pool)
         .await?
@@ -71,26 +67,21 @@ impl PgStore {
     }
 
     /// Ends a session (idempotent). `None` when the agent has no such session.
-    pub(crate) async fn release(
-        &self,
-        agent_id: &str,
-        session_id: &str,
-        now: Timestamp,
-    ) -> Result<Option<SessionInfo>> {
+    pub(crate) async fn release(&self, session: &SessionAt<'_>) -> Result<Option<SessionInfo>> {
         // One statement, its own transaction.
         let row: Option<(String, i64, i64)> = sqlx::query_as(
             "UPDATE sessions SET ended_at = COALESCE(ended_at, LEAST($3, last_heartbeat_at + $4))
              WHERE agent_id = $1 AND session_id = $2
              RETURNING host, since, ended_at",
         )
-        .bind(agent_id)
-        .bind(session_id)
-        .bind(now.millis())
+        .bind(session.agent_id)
+        .bind(session.session_id)
+        .bind(session.now.millis())
         .bind(lease_ttl_ms())
         .fetch_optional(&self.pool)
         .await?;
         self.committed();
-        Ok(row.map(|row| released(session_id, row)))
+        Ok(row.map(|row| released(session.session_id, row)))
     }
 }
 

@@ -97,18 +97,14 @@ impl PgStore {
     /// first), with their agent's webhook now (its secret opened), none of the agents in `busy` (those with an
     /// attempt in flight here). Claimed rows are skipped by other instances' reads until their attempt is
     /// recorded or [`CLAIM`] has passed (see the module's documentation).
-    pub(crate) async fn due_events(
-        &self,
-        now: Timestamp,
-        busy: &[String],
-        limit: u32,
-    ) -> Result<Vec<DueEvent>> {
-        let claim_until = now
+    pub(crate) async fn due_events(&self, due: &Due<'_, String>) -> Result<Vec<DueEvent>> {
+        let claim_until = due
+            .now
             .millis()
             .saturating_add(i64::try_from(CLAIM.as_millis()).unwrap_or(i64::MAX));
         let mut tx = self.pool.begin().await?;
         // Each agent's first due event (by the partial index of pending events per agent), then those rows
-        // locked, skipping any another instance is claiming right now. The lock re-checks the row: one whose
+        // locked, skipping any another instance is claiming right due.now. The lock re-checks the row: one whose
         // claim committed meanwhile is no longer due.
         let claimed: Vec<String> = sqlx::query_scalar(
             "SELECT e.event_id FROM webhook_events e
@@ -120,9 +116,9 @@ impl PgStore {
              ORDER BY e.next_attempt_at, e.rowid LIMIT $2
              FOR UPDATE SKIP LOCKED",
         )
-        .bind(now.millis())
-        .bind(i64::from(limit))
-        .bind(busy)
+        .bind(due.now.millis())
+        .bind(i64::from(due.limit))
+        .bind(due.busy)
         .fetch_all(&mut *tx)
         .await?;
         if claimed.is_empty() {
@@ -206,10 +202,7 @@ impl PgStore {
     /// Records a failed attempt: tried again at `next`, or failed for good when `next` is none.
     pub(crate) async fn event_attempt_failed(
         &self,
-        event_id: &str,
-        status: Option<u16>,
-        error: &str,
-        next: Option<Timestamp>,
+        failed: &FailedAttempt<'_, &str, Option<Timestamp>>,
     ) -> Result<()> {
         let mut tx = self.pool.begin().await?;
         sqlx::query(
@@ -218,10 +211,10 @@ impl PgStore {
                  state = CASE WHEN $4::BIGINT IS NULL THEN 'failed' ELSE 'pending' END, next_attempt_at = $4
              WHERE event_id = $1 AND state = 'pending'",
         )
-        .bind(event_id)
-        .bind(status.map(i64::from))
-        .bind(error)
-        .bind(next.map(Timestamp::millis))
+        .bind(failed.id)
+        .bind(failed.status.map(i64::from))
+        .bind(failed.error)
+        .bind(failed.next.map(Timestamp::millis))
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -328,6 +321,7 @@ mod tests {
                 let mut got = Vec::new();
                 loop {
                     let due = instance
+                        .as_store()
                         .due_events(Timestamp(T0 + 100), &[], 4)
                         .await
                         .expect("due");

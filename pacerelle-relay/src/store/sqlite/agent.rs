@@ -1,7 +1,8 @@
 //! Agents and credentials: registration, the agent itself, and the principal behind a bearer id.
 
+use crate::store::commands::NewAgent;
+use pacerelle_core::keys;
 use pacerelle_core::wire::AgentInfo;
-use pacerelle_core::{Timestamp, keys};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Result, SqliteStore, ts};
@@ -9,14 +10,9 @@ use crate::store::Registered;
 
 impl SqliteStore {
     /// Registers an agent. The same id with the same hash again is a retry: it finds the stored agent.
-    pub(crate) async fn register_agent(
-        &self,
-        agent_id: &str,
-        name: &str,
-        auth_hash: &[u8; 32],
-        now: Timestamp,
-    ) -> Result<Registered> {
-        let (agent_id, name, auth_hash) = (agent_id.to_string(), name.to_string(), *auth_hash);
+    pub(crate) async fn register_agent(&self, new: &NewAgent<'_>) -> Result<Registered> {
+        let (auth_hash, now) = (new.auth_hash, new.now);
+        let (agent_id, name, auth_hash) = (new.agent_id.to_string(), new.name.to_string(), *auth_hash);
         self.write(move |conn: &Connection| {
             let existing: Option<(String, Vec<u8>, i64)> = conn
                 .prepare_cached("SELECT name, auth_hash, created_at FROM agents WHERE agent_id = ?1")?
@@ -57,6 +53,7 @@ impl SqliteStore {
 
 #[cfg(test)]
 mod tests {
+    use pacerelle_core::Timestamp;
     use pacerelle_core::pairing::Role;
 
     use super::super::tests::{T0, store};
@@ -88,6 +85,7 @@ mod tests {
         store.create_pairing(&offer).await.expect("ok");
         assert!(matches!(
             store
+                .as_store()
                 .register_agent("dv_x", "impostor", &[3; 32], Timestamp(T0))
                 .await
                 .expect("ok"),

@@ -1,6 +1,6 @@
 //! Checkpoints: the agent's sealed progress notes, kept in its stream.
 
-use pacerelle_core::Timestamp;
+use crate::store::commands::NewCheckpoint;
 use pacerelle_core::wire::Stored;
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -8,16 +8,11 @@ use super::{Result, SqliteStore, cursor, ts};
 
 impl SqliteStore {
     /// Stores a checkpoint, or finds the one already stored under this id.
-    pub(crate) async fn put_checkpoint(
-        &self,
-        agent_id: &str,
-        checkpoint_id: &str,
-        envelope: &str,
-        now: Timestamp,
-    ) -> Result<Stored> {
-        let agent_id = agent_id.to_string();
-        let checkpoint_id = checkpoint_id.to_string();
-        let envelope = envelope.to_string();
+    pub(crate) async fn put_checkpoint(&self, new: &NewCheckpoint<'_>) -> Result<Stored> {
+        let now = new.now;
+        let agent_id = new.agent_id.to_string();
+        let checkpoint_id = new.checkpoint_id.to_string();
+        let envelope = new.envelope.to_string();
         self.write(move |conn: &Connection| {
             let existing: Option<(i64, i64)> = conn
                 .prepare_cached(

@@ -1,12 +1,12 @@
 //! An agent's devices: listing, reading and revoking them.
 
-use pacerelle_core::Timestamp;
+use crate::store::commands::{DeviceAt, NewSigningKey};
 use pacerelle_core::wire::DeviceInfo;
 use rusqlite::{OptionalExtension, params};
 
 use super::{Result, SqliteStore};
+use crate::store::SigningKeyPut;
 use crate::store::rows::{DeviceRow, device_info};
-use crate::store::{SigningKeyCopy, SigningKeyPut};
 
 /// Reads a [`DeviceRow`] from a rusqlite row holding `device_columns!()`.
 pub(super) fn device_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<DeviceRow> {
@@ -25,13 +25,9 @@ pub(super) fn device_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<DeviceRow> {
 impl SqliteStore {
     /// Registers the signing key of a device paired before keys: stored if the device has none; the same key
     /// and seal again is a retry; anything else is refused, since a device's key never changes.
-    pub(crate) async fn register_signing_key(
-        &self,
-        agent_id: &str,
-        device_id: &str,
-        signing: SigningKeyCopy<'_>,
-    ) -> Result<SigningKeyPut> {
-        let (agent_id, device_id) = (agent_id.to_string(), device_id.to_string());
+    pub(crate) async fn register_signing_key(&self, new: &NewSigningKey<'_>) -> Result<SigningKeyPut> {
+        let signing = new.signing;
+        let (agent_id, device_id) = (new.agent_id.to_string(), new.device_id.to_string());
         let (key, seal) = (signing.key.to_string(), signing.seal.to_string());
         self.write(move |conn| {
             let stored = conn
@@ -66,14 +62,10 @@ impl SqliteStore {
     }
 
     /// Revokes a device of this agent (idempotent: the first revocation time is kept).
-    pub(crate) async fn revoke_device(
-        &self,
-        agent_id: &str,
-        device_id: &str,
-        now: Timestamp,
-    ) -> Result<Option<DeviceInfo>> {
-        let changed = device_id.to_string();
-        let (agent_id, device_id) = (agent_id.to_string(), device_id.to_string());
+    pub(crate) async fn revoke_device(&self, device: &DeviceAt<'_>) -> Result<Option<DeviceInfo>> {
+        let now = device.now;
+        let changed = device.device_id.to_string();
+        let (agent_id, device_id) = (device.agent_id.to_string(), device.device_id.to_string());
         let written: Result<Option<DeviceRow>> = self
             .write(move |conn| {
                 super::push::drop_device(conn, &agent_id, &device_id)?;

@@ -1,7 +1,8 @@
 //! The stream of tasks and replies: a device's tasks, their delivery to the agent and acknowledgement, the
 //! agent's replies, and what one device sees of the stream (its conversation).
 
-use pacerelle_core::wire::{AgentMessage, DeviceEnvelope, ItemState, Stored};
+use crate::store::commands::{NewReply, NewTask, TaskAt, WaitQuery};
+use pacerelle_core::wire::{AgentMessage, ItemState, Stored};
 use pacerelle_core::{Cursor, Timestamp};
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -38,19 +39,12 @@ impl SqliteStore {
     /// ([`Put::QuotaExceeded`], nothing stored) when the agent already has `max_pending` tasks not yet
     /// processed: the count runs in the storing transaction, so concurrent sends never pass the cap, and reads
     /// one row of counters (`agent_counts`), however many tasks are stored.
-    pub(crate) async fn put_message(
-        &self,
-        agent_id: &str,
-        device_id: &str,
-        message_id: &str,
-        envelope: &str,
-        max_pending: u32,
-        now: Timestamp,
-    ) -> Result<Put> {
-        let agent_id = agent_id.to_string();
-        let device_id = device_id.to_string();
-        let message_id = message_id.to_string();
-        let envelope = envelope.to_string();
+    pub(crate) async fn put_message(&self, task: &NewTask<'_>) -> Result<Put> {
+        let (max_pending, now) = (task.max_pending, task.now);
+        let agent_id = task.agent_id.to_string();
+        let device_id = task.device_id.to_string();
+        let message_id = task.message_id.to_string();
+        let envelope = task.envelope.to_string();
         self.write(move |conn| {
             let existing: Option<(i64, Option<String>, i64)> = conn
                 .prepare_cached(
@@ -101,15 +95,9 @@ impl SqliteStore {
     /// Nothing is written here. The `delivered` bookkeeping of the tasks returned is [`SqliteStore::mark_delivered`],
     /// which rides in the writer's next batch: the wait answers after the task's one synced write (its insert),
     /// not after a second one (ADR 0001, point 6).
-    pub(crate) async fn wait_read(
-        &self,
-        agent_id: &str,
-        session_id: Option<&str>,
-        after: Cursor,
-        limit: u32,
-        now: Timestamp,
-    ) -> Result<WaitRead> {
-        let (agent_id, session_id) = (agent_id.to_string(), session_id.map(str::to_string));
+    pub(crate) async fn wait_read(&self, query: &WaitQuery<'_>) -> Result<WaitRead> {
+        let (after, limit, now) = (query.after, query.limit, query.now);
+        let (agent_id, session_id) = (query.agent_id.to_string(), query.session_id.map(str::to_string));
         // A delivered mark not yet committed for tasks this read may return again: let it commit first, so that
         // their `redelivered` flag is exact (an agent that restarts at once). Not on the hot path: an agent that
         // goes on from its cursor reads beyond every mark it caused.
@@ -195,13 +183,9 @@ impl SqliteStore {
     /// Marks a task processed, once [`crate::store::Store::mark_processed`] has read that it is not (the first
     /// time is kept; a concurrent one changes nothing). The first time, in the same transaction, stores the
     /// `update` item that tells the sending device ([`updates::insert_update`]). `None` when the agent has no such task.
-    pub(crate) async fn mark_processed(
-        &self,
-        agent_id: &str,
-        message_id: &str,
-        now: Timestamp,
-    ) -> Result<Option<Marked>> {
-        let (agent_id, message_id) = (agent_id.to_string(), message_id.to_string());
+    pub(crate) async fn mark_processed(&self, task: &TaskAt<'_>) -> Result<Option<Marked>> {
+        let now = task.now;
+        let (agent_id, message_id) = (task.agent_id.to_string(), task.message_id.to_string());
         self.write(move |conn| {
             // Only the first acknowledgement sets it; a concurrent one finds it set and changes nothing.
             let first: Option<i64> = conn
@@ -231,18 +215,12 @@ impl SqliteStore {
     }
 
     /// Stores a reply with one envelope per device, or finds the one already stored under this id.
-    pub(crate) async fn put_reply(
-        &self,
-        agent_id: &str,
-        reply_id: &str,
-        source_message_id: &str,
-        envelopes: &[DeviceEnvelope],
-        now: Timestamp,
-    ) -> Result<ReplyPut> {
-        let agent_id = agent_id.to_string();
-        let reply_id = reply_id.to_string();
-        let source_message_id = source_message_id.to_string();
-        let envelopes = envelopes.to_vec();
+    pub(crate) async fn put_reply(&self, reply: &NewReply<'_>) -> Result<ReplyPut> {
+        let now = reply.now;
+        let agent_id = reply.agent_id.to_string();
+        let reply_id = reply.reply_id.to_string();
+        let source_message_id = reply.source_message_id.to_string();
+        let envelopes = reply.envelopes.to_vec();
         self.write(move |conn| {
             let existing: Option<(i64, Option<String>, i64)> = conn
                 .prepare_cached(
@@ -351,6 +329,7 @@ mod tests {
         let backend = Backend::of(Store::Sqlite(store.clone()), path.display().to_string(), dir);
         assert_eq!(backend.pending_both_ways("ag_1").await, (1, 1));
         store
+            .as_store()
             .mark_processed("ag_1", "m3", Timestamp(T0))
             .await
             .expect("processed");

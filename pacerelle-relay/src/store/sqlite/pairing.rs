@@ -1,21 +1,22 @@
 //! Pairing: the agent's sealed offers, fetched and claimed once by a phone, which becomes a device.
 
-use pacerelle_core::Timestamp;
+use crate::store::commands::PairingClaim;
 use pacerelle_core::wire::PairingCreated;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Result, SqliteStore, ts};
 use crate::store::ClaimRow;
-use crate::store::{Claim, NewPairing, PairingStored, SigningKeyCopy};
+use crate::store::{Claim, NewPairing, PairingStored};
 
 impl SqliteStore {
     pub(crate) async fn create_pairing(&self, p: &NewPairing<'_>) -> Result<PairingStored> {
+        let now = p.now;
         let pairing_id = p.pairing_id.to_string();
         let agent_id = p.agent_id.to_string();
         let device_id = p.device_id.to_string();
         let label = p.label.map(str::to_string);
         let offer = p.offer.to_string();
-        let (role, claim_hash, expires_at, now) = (p.role, p.claim_hash, p.expires_at, p.now);
+        let (role, claim_hash, expires_at, now) = (p.role, p.claim_hash, p.expires_at, now);
         self.write(move |conn: &Connection| {
             let existing: Option<(String, String, i64, Option<i64>)> = conn
                 .prepare_cached(
@@ -73,15 +74,10 @@ impl SqliteStore {
 
     /// Claims an offer: checks the proof, then in one transaction marks the offer claimed (dropping its
     /// ciphertext), creates the device with its signing key if it gave one, and stores the hash of its new token.
-    pub(crate) async fn claim_pairing(
-        &self,
-        pairing_id: &str,
-        proof_hash: &[u8; 32],
-        name: &str,
-        signing: Option<SigningKeyCopy<'_>>,
-        now: Timestamp,
-    ) -> Result<Claim> {
-        let (pairing_id, proof_hash, name) = (pairing_id.to_string(), *proof_hash, name.to_string());
+    pub(crate) async fn claim_pairing(&self, claim: &PairingClaim<'_>) -> Result<Claim> {
+        let (now, proof_hash, signing) = (claim.now, claim.proof_hash, claim.signing);
+        let (pairing_id, proof_hash, name) =
+            (claim.pairing_id.to_string(), *proof_hash, claim.name.to_string());
         let (signing_key, signing_key_seal) = match signing {
             Some(s) => (Some(s.key.to_string()), Some(s.seal.to_string())),
             None => (None, None),

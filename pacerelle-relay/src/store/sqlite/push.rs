@@ -5,6 +5,7 @@
 //! reads due rows with [`SqliteStore::due_pushes`] and records each outcome in its own committed write: a
 //! push the push service accepted is deleted, so it is never sent again.
 
+use crate::store::commands::{Due, FailedAttempt, NewSubscription};
 use pacerelle_core::Timestamp;
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -71,18 +72,11 @@ pub(crate) fn drop_device(conn: &Connection, agent_id: &str, device_id: &str) ->
 impl SqliteStore {
     /// Registers a subscription of this device, replaces its keys if the device has it already, or moves it
     /// from another device (whose queued pushes to it are dropped).
-    pub(crate) async fn put_push_subscription(
-        &self,
-        agent_id: &str,
-        device_id: &str,
-        endpoint: &str,
-        p256dh: &[u8],
-        auth: &[u8],
-        now: Timestamp,
-    ) -> Result<PushPut> {
-        let (agent_id, device_id, endpoint) =
-            (agent_id.to_string(), device_id.to_string(), endpoint.to_string());
-        let (p256dh, auth) = (p256dh.to_vec(), auth.to_vec());
+    pub(crate) async fn put_push_subscription(&self, new: &NewSubscription<'_>) -> Result<PushPut> {
+        let now = new.now;
+        let (agent_id, device_id) = (new.agent_id.to_string(), new.device_id.to_string());
+        let endpoint = new.endpoint.to_string();
+        let (p256dh, auth) = (new.p256dh.to_vec(), new.auth.to_vec());
         self.write(move |conn| {
             let existing: Option<(String, i64)> = conn
                 .prepare_cached("SELECT device_id, created_at FROM push_subscriptions WHERE endpoint = ?1")?
@@ -133,7 +127,8 @@ impl SqliteStore {
 
     /// Up to `limit` pushes due at `now`, the oldest first, none of the subscriptions in `busy` (those with an
     /// attempt in flight), so a subscription's backlog in flight never fills the read.
-    pub(crate) async fn due_pushes(&self, now: Timestamp, busy: &[i64], limit: u32) -> Result<Vec<DuePush>> {
+    pub(crate) async fn due_pushes(&self, due: &Due<'_, i64>) -> Result<Vec<DuePush>> {
+        let (limit, now) = (due.limit, due.now);
         let rows: Vec<DuePushRow> = sqlx::query_as(
             "SELECT o.push_id, o.subscription_id, s.endpoint, s.p256dh, s.auth, o.agent_id, o.device_id,
                     o.item_seq, o.kind, o.urgency, o.topic, o.expires_at, o.attempts
@@ -144,7 +139,7 @@ impl SqliteStore {
         )
         .bind(now.millis())
         .bind(i64::from(limit))
-        .bind(super::webhooks::json_keys(busy)?)
+        .bind(super::webhooks::json_keys(due.busy)?)
         .fetch_all(&self.read)
         .await?;
         Ok(rows.into_iter().map(DuePush::from).collect())
@@ -174,14 +169,9 @@ impl SqliteStore {
     }
 
     /// Records a failed attempt; the push is tried again at `next`.
-    pub(crate) async fn push_retry(
-        &self,
-        push_id: i64,
-        status: Option<u16>,
-        error: &str,
-        next: Timestamp,
-    ) -> Result<()> {
-        let error = error.to_string();
+    pub(crate) async fn push_retry(&self, failed: &FailedAttempt<'_, i64, Timestamp>) -> Result<()> {
+        let (push_id, next, status) = (failed.id, failed.next, failed.status);
+        let error = failed.error.to_string();
         self.write(move |conn| {
             conn.prepare_cached(
                 "UPDATE push_outbox SET attempts = attempts + 1, last_status = ?2, last_error = ?3,

@@ -459,6 +459,7 @@ mod tests {
         .expect("a foreign key");
         assert_eq!(parent, "items");
         let next = store
+            .as_store()
             .put_checkpoint("ag_1", "c2", "AA", Timestamp(20))
             .await
             .expect("stores");

@@ -1,6 +1,6 @@
 //! The agent's sealed device roster: stored as given, replaced only by a compare-and-set on its version.
 
-use pacerelle_core::Timestamp;
+use crate::store::commands::NewRoster;
 use rusqlite::{Connection, params};
 
 use super::{Result, SqliteStore};
@@ -8,15 +8,9 @@ use crate::store::RosterPut;
 
 impl SqliteStore {
     /// Stores roster `version` if the stored one is still `previous` (0: none) and `version` is greater.
-    pub(crate) async fn put_roster(
-        &self,
-        agent_id: &str,
-        previous: u64,
-        version: u64,
-        envelope: &str,
-        now: Timestamp,
-    ) -> Result<RosterPut> {
-        let (agent_id, envelope) = (agent_id.to_string(), envelope.to_string());
+    pub(crate) async fn put_roster(&self, new: &NewRoster<'_>) -> Result<RosterPut> {
+        let (now, previous, version) = (new.now, new.previous, new.version);
+        let (agent_id, envelope) = (new.agent_id.to_string(), new.envelope.to_string());
         // Versions beyond i64 are refused by the route; clamp defensively.
         let (previous, version) = RosterPut::versions(previous, version);
         self.write(move |conn: &Connection| {

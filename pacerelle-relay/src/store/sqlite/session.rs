@@ -1,5 +1,6 @@
 //! Agent sessions and the lease: one session consumes the inbox at a time.
 
+use crate::store::commands::{NewSession, SessionAt};
 use pacerelle_core::Timestamp;
 use pacerelle_core::wire::SessionInfo;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -23,15 +24,13 @@ impl SqliteStore {
     }
 
     /// Opens a session that takes the lease, unless a live one holds it and `takeover` is false.
-    pub(crate) async fn open_session(
-        &self,
-        agent_id: &str,
-        session_id: &str,
-        host: &str,
-        takeover: bool,
-        now: Timestamp,
-    ) -> Result<SessionOpened> {
-        let (agent_id, session_id, host) = (agent_id.to_string(), session_id.to_string(), host.to_string());
+    pub(crate) async fn open_session(&self, new: &NewSession<'_>) -> Result<SessionOpened> {
+        let (now, takeover) = (new.now, new.takeover);
+        let (agent_id, session_id, host) = (
+            new.agent_id.to_string(),
+            new.session_id.to_string(),
+            new.host.to_string(),
+        );
         self.write(move |conn: &Connection| {
             let open: Option<(String, String, i64, i64)> = conn
                 .prepare_cached(
@@ -62,13 +61,9 @@ impl SqliteStore {
 
     /// Renews the lease if this session still holds it when the write runs: whether it did
     /// ([`crate::store::Store::heartbeat`]).
-    pub(in crate::store) async fn renew(
-        &self,
-        agent_id: &str,
-        session_id: &str,
-        now: Timestamp,
-    ) -> Result<bool> {
-        let (owner, session) = (agent_id.to_string(), session_id.to_string());
+    pub(in crate::store) async fn renew(&self, session: &SessionAt<'_>) -> Result<bool> {
+        let now = session.now;
+        let (owner, session) = (session.agent_id.to_string(), session.session_id.to_string());
         let renewed = self
             .write(move |conn: &Connection| {
                 Ok(conn
@@ -84,13 +79,9 @@ impl SqliteStore {
     }
 
     /// Ends a session (idempotent). `None` when the agent has no such session.
-    pub(crate) async fn release(
-        &self,
-        agent_id: &str,
-        session_id: &str,
-        now: Timestamp,
-    ) -> Result<Option<SessionInfo>> {
-        let (owner, session) = (agent_id.to_string(), session_id.to_string());
+    pub(crate) async fn release(&self, session: &SessionAt<'_>) -> Result<Option<SessionInfo>> {
+        let now = session.now;
+        let (owner, id) = (session.agent_id.to_string(), session.session_id.to_string());
         let row: Option<(String, i64, i64)> = self
             .write(move |conn: &Connection| {
                 Ok(conn
@@ -99,12 +90,12 @@ impl SqliteStore {
                          WHERE agent_id = ?1 AND session_id = ?2
                          RETURNING host, since, ended_at",
                     )?
-                    .query_row(params![owner, session, now.millis(), lease_ttl_ms()], |r| {
+                    .query_row(params![owner, id, now.millis(), lease_ttl_ms()], |r| {
                         Ok((r.get(0)?, r.get(1)?, r.get(2)?))
                     })
                     .optional()?)
             })
             .await?;
-        Ok(row.map(|row| released(session_id, row)))
+        Ok(row.map(|row| released(session.session_id, row)))
     }
 }

@@ -10,6 +10,7 @@
 //! set_webhook`] seals, [`SqliteStore::due_events`] opens, and [`seal_clear_secrets`] seals at start what an
 //! earlier version stored in clear (migration `0004_webhook_secret.sql`).
 
+use crate::store::commands::{Due, FailedAttempt};
 use pacerelle_core::Timestamp;
 use pacerelle_core::wire::WebhookInfo;
 use rusqlite::params;
@@ -138,12 +139,8 @@ impl SqliteStore {
     /// Pending events whose next attempt is due, the most overdue first (an agent's first is its event due
     /// first), with their agent's webhook now (its secret opened), none of the agents in `busy` (those with an
     /// attempt in flight): a backlog in flight is not read again and again.
-    pub(crate) async fn due_events(
-        &self,
-        now: Timestamp,
-        busy: &[String],
-        limit: u32,
-    ) -> Result<Vec<DueEvent>> {
+    pub(crate) async fn due_events(&self, due: &Due<'_, String>) -> Result<Vec<DueEvent>> {
+        let (limit, now) = (due.limit, due.now);
         let rows: Vec<DueEventRow> = sqlx::query_as(
             "SELECT e.event_id, e.agent_id, e.body, e.attempts, e.created_at, w.url, w.sealed_secret, w.secret
              FROM webhook_events e LEFT JOIN webhooks w ON w.agent_id = e.agent_id
@@ -153,7 +150,7 @@ impl SqliteStore {
         )
         .bind(now.millis())
         .bind(i64::from(limit))
-        .bind(json_keys(busy)?)
+        .bind(json_keys(due.busy)?)
         .fetch_all(&self.read)
         .await?;
         Ok(rows.into_iter().map(|row| due_event(row, &self.key)).collect())
@@ -205,12 +202,10 @@ impl SqliteStore {
     /// Records a failed attempt: tried again at `next`, or failed for good when `next` is none.
     pub(crate) async fn event_attempt_failed(
         &self,
-        event_id: &str,
-        status: Option<u16>,
-        error: &str,
-        next: Option<Timestamp>,
+        failed: &FailedAttempt<'_, &str, Option<Timestamp>>,
     ) -> Result<()> {
-        let (event_id, error) = (event_id.to_string(), error.to_string());
+        let (event_id, error) = (failed.id.to_string(), failed.error.to_string());
+        let (status, next) = (failed.status, failed.next);
         self.write(move |conn| {
             conn.prepare_cached(
                 "UPDATE webhook_events
@@ -305,7 +300,11 @@ mod tests {
         assert_eq!(store.key.open("ag_2", &sealed), None, "bound to its agent");
 
         // The deliverer gets it opened.
-        let due = store.due_events(Timestamp(5), &[], 10).await.expect("due");
+        let due = store
+            .as_store()
+            .due_events(Timestamp(5), &[], 10)
+            .await
+            .expect("due");
         assert_eq!(due.len(), 1);
         assert!(
             matches!(&due[0].target, Target::Webhook { url, secret } if url == "http://127.0.0.1:9/hook" && secret == SECRET)
@@ -323,7 +322,11 @@ mod tests {
             .expect("replaced");
         let now = file_bytes(&path);
         assert!(!contains(&now, NEW) && !contains(&now, SECRET));
-        let due = store.due_events(Timestamp(7), &[], 10).await.expect("due");
+        let due = store
+            .as_store()
+            .due_events(Timestamp(7), &[], 10)
+            .await
+            .expect("due");
         assert!(matches!(&due[0].target, Target::Webhook { secret, .. } if secret == NEW));
         store.close().await;
     }

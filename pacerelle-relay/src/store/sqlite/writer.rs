@@ -342,6 +342,7 @@ mod tests {
     async fn open(path: &Path, max_work: Duration) -> SqliteStore {
         let store = SqliteStore::open_with(path, max_work).await.expect("opens");
         let registered = store
+            .as_store()
             .register_agent("ag_1", "laptop", &[1; 32], Timestamp(T0))
             .await
             .expect("stored");
@@ -371,6 +372,7 @@ mod tests {
         let (store, device, id) = (store.clone(), device.to_string(), id.to_string());
         tokio::spawn(async move {
             store
+                .as_store()
                 .put_message("ag_1", &device, &id, "AQID", u32::MAX, Timestamp(T0))
                 .await
         })
