@@ -81,12 +81,27 @@ impl Store {
         }
     }
 
-    /// Records that tasks were handed to the agent, without a synced write on the caller's path (ADR 0001, 6).
+    /// Records that the agent was handed its tasks after `after` up to `through` (those not yet marked), so that
+    /// a later delivery of them says `redelivered` (ADR 0001, 6). Nobody waits for it: it runs in a task of its
+    /// own, and the caller answers without a second synced write (on SQLite it rides in the writer's next
+    /// batch). A failure, or a power cut before its commit, loses only the mark — the tasks stay stored and
+    /// unprocessed, and their next delivery lacks the `redelivered` flag. Until it is written, [`marks`] holds
+    /// it, so that a read that may return those tasks again waits for it.
     pub(crate) fn mark_delivered(&self, agent_id: &str, after: Cursor, through: Cursor, now: Timestamp) {
-        match self {
-            Store::Sqlite(s) => s.mark_delivered(agent_id, after, through, now),
-            Store::Postgres(p) => p.mark_delivered(agent_id, after, through, now),
-        }
+        let (after, through) = (seq_of(after), seq_of(through));
+        let agent_id = agent_id.to_string();
+        self.marks().add(&agent_id, through);
+        let store = self.clone();
+        tokio::spawn(async move {
+            let written = match &store {
+                Store::Sqlite(s) => s.set_delivered(&agent_id, (after, through), now).await,
+                Store::Postgres(p) => p.set_delivered(&agent_id, (after, through), now).await,
+            };
+            if let Err(e) = written {
+                tracing::warn!(error = %e, "a delivered mark was not stored");
+            }
+            store.marks().done(&agent_id);
+        });
     }
 
     /// The principals this relay found recently ([`principals`]).
@@ -165,7 +180,7 @@ forward! {
     async fn open_session(&self, agent_id: &str, session_id: &str, host: &str, takeover: bool, now: Timestamp) -> Result<SessionOpened> as NewSession;
     async fn release(&self, agent_id: &str, session_id: &str, now: Timestamp) -> Result<Option<SessionInfo>> as SessionAt;
     async fn sweep(&self, now: Timestamp) -> Result<()>;
-    async fn set_webhook(&self, agent_id: &str, url: &str, secret: &str, now: Timestamp) -> Result<WebhookInfo>;
+    async fn set_webhook(&self, agent_id: &str, url: &str, secret: &str, now: Timestamp) -> Result<WebhookInfo> as NewWebhook;
     async fn delete_webhook(&self, agent_id: &str) -> Result<WebhookInfo>;
     async fn due_events(&self, now: Timestamp, busy: &[String], limit: u32) -> Result<Vec<DueEvent>> as Due;
     async fn next_event_due(&self, busy: &[String]) -> Result<Option<Timestamp>>;
@@ -573,6 +588,33 @@ pub(crate) struct WaitRead {
     pub messages: Vec<pacerelle_core::wire::AgentMessage>,
     /// The cursor to continue from.
     pub next: pacerelle_core::Cursor,
+}
+
+impl WaitRead {
+    /// A step of the long-poll read after `after`, with the agent's `messages` (at most `limit`): it continues
+    /// from the last one when the page is full, else from the agent's head (or `after`, if that is beyond).
+    /// `global` and `head` are the greatest sequence numbers given: to any item ever, and to the agent's.
+    pub(in crate::store) fn new(
+        lease: Option<Lease>,
+        session_known: bool,
+        global: i64,
+        head: i64,
+        after: i64,
+        messages: Vec<pacerelle_core::wire::AgentMessage>,
+        limit: u32,
+    ) -> WaitRead {
+        let next = match messages.last() {
+            Some(last) if messages.len() >= limit as usize => last.cursor,
+            _ => cursor(head.max(after)),
+        };
+        WaitRead {
+            lease,
+            session_known,
+            global_head: cursor(global),
+            messages,
+            next,
+        }
+    }
 }
 
 /// A timestamp as stored (milliseconds since the epoch).

@@ -155,3 +155,13 @@ pub(crate) struct NewReply<'a> {
     pub envelopes: &'a [DeviceEnvelope],
     pub now: Timestamp,
 }
+
+/// The agent's webhook, to set or replace: its URL and its secret (sealed with the relay's webhook key before it
+/// is stored, never in clear).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NewWebhook<'a> {
+    pub agent_id: &'a str,
+    pub url: &'a str,
+    pub secret: &'a str,
+    pub now: Timestamp,
+}

@@ -202,9 +202,6 @@ impl SqliteStore {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use pacerelle_core::Timestamp;
-
-    use crate::store::Registered;
 
     pub(super) const T0: i64 = 1_800_000_000_000;
 
@@ -231,12 +228,7 @@ mod tests {
     pub(super) async fn store() -> (SqliteStore, tempfile::TempDir) {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let store = SqliteStore::open(&dir.path().join("t.db")).await.expect("opens");
-        let registered = store
-            .as_store()
-            .register_agent("ag_1", "laptop", &[1; 32], Timestamp(T0))
-            .await
-            .expect("stored");
-        assert!(matches!(registered, Registered::Created(_)));
+        crate::store::suite::agent::register_ag_1(&store.as_store()).await;
         (store, dir)
     }
 

@@ -3,6 +3,7 @@
 //! as in the `test` step of `cargo xtask test`, whose `postgres` step runs them). What only one backend has —
 //! its migrations, its locks, two instances at once — stays in that backend's own tests.
 
+pub(super) mod agent;
 pub(super) mod messages;
 pub(super) mod push;
 pub(super) mod questions;
@@ -19,7 +20,7 @@ use pacerelle_core::wire::ItemState;
 
 use super::postgres::PgStore;
 use super::sqlite::SqliteStore;
-use super::{NewUpdate, Purged, Registered, Store};
+use super::{NewUpdate, Purged, Store};
 use crate::config::Retention;
 
 /// The tests' "now".
@@ -88,12 +89,7 @@ impl Backend {
 
     /// The store, with agent `ag_1` registered (at `T0`).
     async fn with_agent(&self) -> Store {
-        let registered = self
-            .store
-            .register_agent("ag_1", "laptop", &[1; 32], Timestamp(T0))
-            .await
-            .expect("stored");
-        assert!(matches!(registered, Registered::Created(_)), "{}", self.name());
+        agent::register_ag_1(&self.store).await;
         self.store.clone()
     }
 

@@ -129,19 +129,24 @@ pub(in crate::store) type PushItemRow = (
     Option<String>,
 );
 
-/// How the item stored at `seq` is pushed, from its [`PushItemRow`]: a question, a reply or a notification to
-/// the devices it is sealed for, an update about a question to that question's recipients; `None` for what
-/// pushes nothing (a task's update, a checkpoint, a task).
-pub(in crate::store) fn push_plan(seq: i64, row: &PushItemRow, now: Timestamp) -> Option<PushPlan> {
-    let (kind, item_id, subject_seq, expires_at, subject_kind, subject_id) = row;
-    match item_kind(kind) {
-        ItemKind::Question => Some(question_push(seq, item_id, (*expires_at)?, now)),
-        ItemKind::Reply | ItemKind::Notification => Some(sent_push(seq, now)),
+/// How the item stored at `seq` is pushed, from its [`PushItemRow`] (`None`: no such item), with its kind: a
+/// question, a reply or a notification to the devices it is sealed for, an update about a question to that
+/// question's recipients; `None` for what pushes nothing (a task's update, a checkpoint, a task).
+pub(in crate::store) fn push_plan(
+    seq: i64,
+    row: Option<PushItemRow>,
+    now: Timestamp,
+) -> Option<(String, PushPlan)> {
+    let (kind, item_id, subject_seq, expires_at, subject_kind, subject_id) = row?;
+    let plan = match item_kind(&kind) {
+        ItemKind::Question => question_push(seq, &item_id, expires_at?, now),
+        ItemKind::Reply | ItemKind::Notification => sent_push(seq, now),
         ItemKind::Update if item_kind(subject_kind.as_deref()?) == ItemKind::Question => {
-            Some(update_push((*subject_seq)?, subject_id.as_deref()?, now))
+            update_push(subject_seq?, subject_id.as_deref()?, now)
         }
-        _ => None,
-    }
+        _ => return None,
+    };
+    Some((kind, plan))
 }
 
 /// Outcome of registering a subscription.

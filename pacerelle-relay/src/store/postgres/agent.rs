@@ -106,12 +106,7 @@ pub(super) mod tests {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let url = cluster.fresh_database().await;
         let store = PgStore::open(&url, dir.path()).await.expect("opens");
-        let registered = store
-            .as_store()
-            .register_agent("ag_1", "laptop", &[1; 32], Timestamp(T0))
-            .await
-            .expect("stored");
-        assert!(matches!(registered, Registered::Created(_)));
+        crate::store::suite::agent::register_ag_1(&store.as_store()).await;
         Some((store, dir))
     }
 
@@ -153,67 +148,6 @@ pub(super) mod tests {
             .await
             .expect("claimed");
         assert!(matches!(claimed, Claim::Claimed(_)));
-    }
-
-    #[tokio::test]
-    async fn registration_is_idempotent_for_the_same_secret_only() {
-        let Some((store, _dir)) = store().await else {
-            return;
-        };
-        let again = store
-            .as_store()
-            .register_agent("ag_1", "other name", &[1; 32], Timestamp(T0 + 5))
-            .await
-            .expect("ok");
-        let Registered::Again(info) = again else {
-            panic!("a retry finds the agent, got {again:?}");
-        };
-        assert_eq!((info.name.as_str(), info.created_at), ("laptop", Timestamp(T0)));
-        assert!(matches!(
-            store
-                .as_store()
-                .register_agent("ag_1", "laptop", &[2; 32], Timestamp(T0))
-                .await
-                .expect("ok"),
-            Registered::Exists
-        ));
-        let agent = store
-            .as_store()
-            .agent("ag_1")
-            .await
-            .expect("read")
-            .expect("found");
-        assert_eq!(
-            (agent.agent_id.as_str(), agent.created_at),
-            ("ag_1", Timestamp(T0))
-        );
-        assert!(store.as_store().agent("ag_2").await.expect("read").is_none());
-    }
-
-    #[tokio::test]
-    async fn agent_and_device_ids_never_collide() {
-        let Some((store, _dir)) = store().await else {
-            return;
-        };
-        assert!(matches!(
-            store
-                .create_pairing(&offer("ag_1", "BBBBBBBBBBBBBBBBBBBBBB", "ag_1"))
-                .await
-                .expect("ok"),
-            PairingStored::Conflict(_)
-        ));
-        store
-            .create_pairing(&offer("ag_1", "BBBBBBBBBBBBBBBBBBBBBB", "dv_x"))
-            .await
-            .expect("ok");
-        assert!(matches!(
-            store
-                .as_store()
-                .register_agent("dv_x", "impostor", &[3; 32], Timestamp(T0))
-                .await
-                .expect("ok"),
-            Registered::Exists
-        ));
     }
 
     #[tokio::test]

@@ -126,10 +126,10 @@ impl PgStore {
     /// session, the relay's head (to check the caller's cursor), and the agent's tasks not yet processed after
     /// `after` (oldest first, at most `limit`) with the cursor to continue from.
     ///
-    /// Nothing is written here. The `delivered` bookkeeping of the tasks returned is [`PgStore::mark_delivered`],
+    /// Nothing is written here. The `delivered` bookkeeping of the tasks returned is [`crate::store::Store::mark_delivered`],
     /// which nobody awaits.
     pub(crate) async fn wait_read(&self, query: &WaitQuery<'_>) -> Result<WaitRead> {
-        let after = seq_of(query.after);
+        let (after, limit) = (seq_of(query.after), query.limit);
         // A delivered mark not yet committed for tasks this read may return again: let it commit first, so that
         // their `redelivered` flag is exact. Not on the hot path: an agent that goes on from its cursor reads
         // beyond every mark it caused.
@@ -174,9 +174,9 @@ impl PgStore {
                 "the wait's read returned no row",
             ));
         };
-        let global_head: i64 = first.try_get(0)?;
+        let global: i64 = first.try_get(0)?;
         let head: i64 = first.try_get(1)?;
-        let session_known: bool = first.try_get(2)?;
+        let known: bool = first.try_get(2)?;
         let lease_row: (Option<String>, Option<String>, Option<i64>, Option<i64>) = (
             first.try_get(3)?,
             first.try_get(4)?,
@@ -204,39 +204,13 @@ impl PgStore {
                 redelivered: row.try_get::<Option<i64>, _>(13)?.is_some(),
             });
         }
-        let next = match messages.last() {
-            Some(last) if messages.len() >= query.limit as usize => last.cursor,
-            _ => cursor(head.max(after)),
-        };
-        Ok(WaitRead {
-            lease,
-            session_known,
-            global_head: cursor(global_head),
-            messages,
-            next,
-        })
+        Ok(WaitRead::new(lease, known, global, head, after, messages, limit))
     }
 
-    /// Records that the agent was handed its tasks after `after` up to `through` (those not yet marked), so that
-    /// a later delivery of them says `redelivered`. Nobody waits for it: it runs in a task of its own (the
-    /// caller answers without a write of its own). A failure loses only the mark — the tasks stay stored and
-    /// unprocessed, and their next delivery lacks the `redelivered` flag.
-    pub(crate) fn mark_delivered(&self, agent_id: &str, after: Cursor, through: Cursor, now: Timestamp) {
-        let (after, through) = (seq_of(after), seq_of(through));
-        let agent_id = agent_id.to_string();
-        self.marks.add(&agent_id, through);
-        let store = self.clone();
-        tokio::spawn(async move {
-            if let Err(e) = store.write_delivered(&agent_id, after, through, now).await {
-                tracing::warn!(error = %e, "a delivered mark was not stored");
-            }
-            store.marks.done(&agent_id);
-        });
-    }
-
-    /// The write of [`PgStore::mark_delivered`]. It takes the agent's lock first, like every write that
+    /// The write of [`crate::store::Store::mark_delivered`]. It takes the agent's lock first, like every write that
     /// changes several of the agent's items, so that two marks never lock the same rows in different orders.
-    async fn write_delivered(&self, agent_id: &str, after: i64, through: i64, now: Timestamp) -> Result<()> {
+    pub(crate) async fn set_delivered(&self, agent_id: &str, seqs: (i64, i64), now: Timestamp) -> Result<()> {
+        let (after, through) = seqs;
         let mut tx = self.pool.begin().await?;
         super::lock_agent(&mut tx, agent_id).await?;
         sqlx::query(

@@ -48,13 +48,9 @@ pub(super) async fn enqueue(
         .bind(agent_id)
         .fetch_optional(&mut *conn)
         .await?;
-    let Some(row) = row else {
+    let Some((kind, (recipients_of, urgency, topic, expires_at))) = push_plan(seq, row, now) else {
         return Ok(0);
     };
-    let Some((recipients_of, urgency, topic, expires_at)) = push_plan(seq, &row, now) else {
-        return Ok(0);
-    };
-    let kind = &row.0;
     let now_ms = now.millis();
     let queued = sqlx::query(
         "INSERT INTO push_outbox (subscription_id, agent_id, device_id, item_seq, kind, urgency, topic,

@@ -358,12 +358,7 @@ pub(super) mod tests {
         .execute(&store.pool)
         .await
         .expect("an answer at the host is admitted");
-        let q2 = store
-            .as_store()
-            .question("ag_1", "q2", now)
-            .await
-            .expect("ok")
-            .expect("found");
+        let q2 = suite::read(&store.as_store(), "q2", now).await;
         assert_eq!((q2.channel, q2.answered_by), (Some(Channel::Host), None));
         let refused = sqlx::query("UPDATE questions SET answered_by = NULL WHERE item_seq = 1")
             .execute(&store.pool)

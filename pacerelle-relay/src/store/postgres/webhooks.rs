@@ -39,13 +39,8 @@ fn wrote(store: &PgStore) {
 
 impl PgStore {
     /// Sets (or replaces) the agent's webhook.
-    pub(crate) async fn set_webhook(
-        &self,
-        agent_id: &str,
-        url: &str,
-        secret: &str,
-        now: Timestamp,
-    ) -> Result<WebhookInfo> {
+    pub(crate) async fn set_webhook(&self, hook: &NewWebhook<'_>) -> Result<WebhookInfo> {
+        let (agent_id, url, secret, now) = (hook.agent_id, hook.url, hook.secret, hook.now);
         let sealed = self.key.seal(agent_id, secret).map_err(|_| seal_error())?;
         let mut tx = self.pool.begin().await?;
         sqlx::query(

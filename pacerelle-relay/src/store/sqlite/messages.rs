@@ -92,7 +92,7 @@ impl SqliteStore {
     /// caller's session, the relay's head (to check the caller's cursor), and the agent's tasks not yet
     /// processed after `after` (oldest first, at most `limit`) with the cursor to continue from.
     ///
-    /// Nothing is written here. The `delivered` bookkeeping of the tasks returned is [`SqliteStore::mark_delivered`],
+    /// Nothing is written here. The `delivered` bookkeeping of the tasks returned is [`crate::store::Store::mark_delivered`],
     /// which rides in the writer's next batch: the wait answers after the task's one synced write (its insert),
     /// not after a second one (ADR 0001, point 6).
     pub(crate) async fn wait_read(&self, query: &WaitQuery<'_>) -> Result<WaitRead> {
@@ -105,12 +105,12 @@ impl SqliteStore {
         self.read_now(move |conn| {
             let after = seq_of(after);
             let lease = session::lease_on(conn, &agent_id, now)?;
-            let session_known = match (&lease, &session_id) {
+            let known = match (&lease, &session_id) {
                 (Some(lease), Some(session)) if lease.session_id == *session => true,
                 (_, Some(session)) => session::session_known_on(conn, &agent_id, session)?,
                 (_, None) => false,
             };
-            let global_head: i64 = conn
+            let global: i64 = conn
                 .prepare_cached(GLOBAL_HEAD_SQL)?
                 .query_row([], |r| r.get(0))?;
             let head: i64 = conn
@@ -136,48 +136,26 @@ impl SqliteStore {
                     })
                 })?
                 .collect::<Result<Vec<_>, _>>()?;
-            let next = match messages.last() {
-                Some(last) if messages.len() >= limit as usize => last.cursor,
-                _ => cursor(head.max(after)),
-            };
-            Ok(WaitRead {
-                lease,
-                session_known,
-                global_head: cursor(global_head),
-                messages,
-                next,
-            })
+            Ok(WaitRead::new(lease, known, global, head, after, messages, limit))
         })
         .await
     }
 
-    /// Records that the agent was handed its tasks after `after` up to `through` (those not yet marked), so that
-    /// a later delivery of them says `redelivered`. Nobody waits for it: it rides in the writer's next batch
-    /// (the caller answers without a second synced write). A power cut before that commit loses only the mark —
-    /// the tasks stay stored and unprocessed, and their next delivery lacks the `redelivered` flag.
-    pub(crate) fn mark_delivered(&self, agent_id: &str, after: Cursor, through: Cursor, now: Timestamp) {
-        let (after, through) = (seq_of(after), seq_of(through));
+    /// The write of [`crate::store::Store::mark_delivered`] (the tasks after `seqs.0` up to `seqs.1`), in the
+    /// writer's next batch.
+    pub(crate) async fn set_delivered(&self, agent_id: &str, seqs: (i64, i64), now: Timestamp) -> Result<()> {
+        let (after, through) = seqs;
         let agent_id = agent_id.to_string();
-        self.marks.add(&agent_id, through);
-        let store = self.clone();
-        tokio::spawn(async move {
-            let id = agent_id.clone();
-            let marked = store
-                .write(move |conn| {
-                    conn.prepare_cached(
-                        "UPDATE items SET delivered_at = ?2
-                         WHERE agent_id = ?1 AND kind = 'message' AND processed_at IS NULL
-                           AND delivered_at IS NULL AND seq > ?3 AND seq <= ?4",
-                    )?
-                    .execute(params![id, now.millis(), after, through])?;
-                    Ok(())
-                })
-                .await;
-            if let Err(e) = marked {
-                tracing::warn!(error = %e, "a delivered mark was not stored");
-            }
-            store.marks.done(&agent_id);
-        });
+        self.write(move |conn| {
+            conn.prepare_cached(
+                "UPDATE items SET delivered_at = ?2
+                 WHERE agent_id = ?1 AND kind = 'message' AND processed_at IS NULL
+                   AND delivered_at IS NULL AND seq > ?3 AND seq <= ?4",
+            )?
+            .execute(params![agent_id, now.millis(), after, through])?;
+            Ok(())
+        })
+        .await
     }
 
     /// Marks a task processed, once [`crate::store::Store::mark_processed`] has read that it is not (the first

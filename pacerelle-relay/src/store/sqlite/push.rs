@@ -30,13 +30,9 @@ pub(crate) fn enqueue(conn: &Connection, agent_id: &str, seq: i64, now: Timestam
             Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?))
         })
         .optional()?;
-    let Some(row) = row else {
+    let Some((kind, (recipients_of, urgency, topic, expires_at))) = push_plan(seq, row, now) else {
         return Ok(0);
     };
-    let Some((recipients_of, urgency, topic, expires_at)) = push_plan(seq, &row, now) else {
-        return Ok(0);
-    };
-    let kind = &row.0;
     let now_ms = now.millis();
     let queued = conn
         .prepare_cached(

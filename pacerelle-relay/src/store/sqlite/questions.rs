@@ -316,12 +316,7 @@ mod tests {
         let store = SqliteStore::open(&path).await.expect("migrates");
         let now = Timestamp(10);
         suite::answers_after_migration(&store.as_store()).await;
-        let q3 = store
-            .as_store()
-            .question("ag_1", "q3", now)
-            .await
-            .expect("ok")
-            .expect("found");
+        let q3 = suite::read(&store.as_store(), "q3", now).await;
         assert_eq!(
             (q3.state, q3.closed_at, q3.channel),
             (QuestionState::Expired, Some(Timestamp(6)), None)

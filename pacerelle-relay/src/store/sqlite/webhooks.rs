@@ -10,7 +10,7 @@
 //! set_webhook`] seals, [`SqliteStore::due_events`] opens, and [`seal_clear_secrets`] seals at start what an
 //! earlier version stored in clear (migration `0004_webhook_secret.sql`).
 
-use crate::store::commands::{Due, FailedAttempt};
+use crate::store::commands::{Due, FailedAttempt, NewWebhook};
 use pacerelle_core::Timestamp;
 use pacerelle_core::wire::WebhookInfo;
 use rusqlite::params;
@@ -89,13 +89,8 @@ pub(super) fn json_keys<K: serde::Serialize>(keys: &[K]) -> Result<String> {
 
 impl SqliteStore {
     /// Sets (or replaces) the agent's webhook.
-    pub(crate) async fn set_webhook(
-        &self,
-        agent_id: &str,
-        url: &str,
-        secret: &str,
-        now: Timestamp,
-    ) -> Result<WebhookInfo> {
+    pub(crate) async fn set_webhook(&self, hook: &NewWebhook<'_>) -> Result<WebhookInfo> {
+        let (agent_id, url, secret, now) = (hook.agent_id, hook.url, hook.secret, hook.now);
         let sealed = self.key.seal(agent_id, secret).map_err(|_| seal_error())?;
         let (agent_id, stored_url) = (agent_id.to_string(), url.to_string());
         self.write(move |conn| {
@@ -313,10 +308,12 @@ mod tests {
         // A new secret is stored sealed, never in clear.
         const NEW: &str = "whsec_set_after_the_upgrade_0123";
         store
+            .as_store()
             .set_webhook("ag_2", "https://hooks.example/p", NEW, Timestamp(6))
             .await
             .expect("set");
         store
+            .as_store()
             .set_webhook("ag_1", "http://127.0.0.1:9/hook", NEW, Timestamp(6))
             .await
             .expect("replaced");

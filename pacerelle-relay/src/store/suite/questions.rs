@@ -2,7 +2,7 @@
 
 use pacerelle_core::Timestamp;
 use pacerelle_core::question::{Channel, QuestionKind, QuestionState, Refusal};
-use pacerelle_core::wire::{DeviceEnvelope, ItemState};
+use pacerelle_core::wire::{DeviceEnvelope, ItemState, QuestionView};
 
 use super::{Backend, T0, backends};
 use crate::store::rows::{ANSWERED, EXPIRED};
@@ -85,6 +85,11 @@ pub(in crate::store) async fn events(store: &Store) -> Vec<(String, String)> {
         .collect();
     all.sort();
     all
+}
+
+/// The question `id` of agent `ag_1` as it reads at `now`; it must exist.
+pub(in crate::store) async fn read(store: &Store, id: &str, now: Timestamp) -> QuestionView {
+    store.question("ag_1", id, now).await.expect("ok").expect("found")
 }
 
 /// Checks, on a store just migrated from before answers had a channel, whose agent `ag_1` holds `q1` answered
