@@ -3,8 +3,8 @@
 use anyhow::{Result, anyhow};
 use pacerelle_client::core::wire::code;
 use pacerelle_client::{
-    Answer, ClosedQuestion, DeviceClient, OpenedQuestion, QuestionKind, QuestionList, QuestionState,
-    answer_text,
+    Answer, ClosedQuestion, DeviceClient, GrantChoice, OpenedQuestion, QuestionKind, QuestionList,
+    QuestionState, answer_text,
 };
 
 use crate::Global;
@@ -21,8 +21,20 @@ pub struct AnswerArgs {
     /// A written answer (for a text question).
     #[arg(long, conflicts_with = "values")]
     text: Option<String>,
+    /// With `yes` to a question that offers grants (the gate's): allow the same for this long (`15m`, `1h`:
+    /// at most the longest the question offers), signed by this device; `pacerelle inbox` shows the offer.
+    #[arg(long = "for", value_name = "DURATION", value_parser = parse_grant_duration)]
+    grant_for: Option<u64>,
+    /// With `--for`: which offered scope (`pacerelle inbox` numbers them; 1, the default, is the exact call).
+    #[arg(long, value_name = "N", requires = "grant_for", value_parser = clap::value_parser!(u16).range(1..=8))]
+    scope: Option<u16>,
     #[command(flatten)]
     target: crate::device::AgentArg,
+}
+
+fn parse_grant_duration(text: &str) -> std::result::Result<u64, String> {
+    pacerelle_client::core::policy::parse_duration(text)
+        .ok_or_else(|| "a number and s, m or h, up to 24h (15m, 1h)".to_string())
 }
 
 /// Turns the command line into an answer that fits the question.
@@ -129,7 +141,19 @@ pub async fn answer(global: &Global, args: AnswerArgs) -> Result<()> {
             }
         })?;
     let answer = to_answer(q, &args.values, args.text)?;
-    let result = device.answer(&args.question_id, answer.clone()).await;
+    let result = match args.grant_for {
+        None => device.answer(&args.question_id, answer.clone()).await,
+        Some(_) if answer != Answer::Yes => {
+            return Err(output::invalid_input(
+                "--for goes with yes: a grant extends a yes",
+            ));
+        }
+        Some(seconds) => {
+            let scope = usize::from(args.scope.unwrap_or(1)) - 1;
+            let choice = GrantChoice { scope, seconds };
+            device.answer_granting(&args.question_id, choice).await
+        }
+    };
     crate::device::keep_signing_key(global, &device)?;
     let answered = match result {
         Ok(answered) => answered,
@@ -280,6 +304,7 @@ mod tests {
 
     fn q(kind: QuestionKind, options: &[&str]) -> OpenedQuestion {
         OpenedQuestion {
+            grants: None,
             question_id: "q".into(),
             question: "?".into(),
             kind,

@@ -189,6 +189,7 @@ async fn ask_and_wait(global: &Global, args: AskArgs) -> Result<u8> {
         multiple: args.multiple,
     });
     let request = QuestionRequest {
+        grants: None,
         question: args.question,
         kind,
         options: args.choices,
@@ -379,6 +380,8 @@ mod tests {
 
     fn outcome(state: QuestionState, answer: Option<Answer>, approved: bool) -> AnswerOutcome {
         AnswerOutcome {
+            grant: None,
+            grant_refused: None,
             question_id: "q".into(),
             state,
             approved,

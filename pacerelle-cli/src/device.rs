@@ -428,6 +428,35 @@ fn question_state(q: &OpenedQuestion) -> String {
     }
 }
 
+/// How a question's grant offer reads in the inbox: the command that grants, then each scope, numbered.
+fn grant_offer_lines(id: &str, offer: &pacerelle_client::core::grant::GrantOffer) -> Vec<String> {
+    use pacerelle_client::core::grant::CommandMatch;
+    let durations: Vec<String> = offer.durations.iter().map(|s| duration_word(*s)).collect();
+    let mut lines = vec![format!(
+        "or allow for {}: pacerelle answer {id} yes --for {} [--scope N]",
+        durations.join(" | "),
+        durations.last().map(String::as_str).unwrap_or("1h")
+    )];
+    for (n, scope) in offer.scopes.iter().enumerate() {
+        let what = match (&scope.command, scope.matching) {
+            (Some(c), Some(CommandMatch::Prefix)) => format!("{} `{c} …` (and arguments)", scope.tool),
+            (Some(c), _) => format!("{} `{c}` exactly", scope.tool),
+            (None, _) => format!("{} on files inside the folder", scope.tool),
+        };
+        lines.push(format!("  {}. {what}, in {}", n + 1, scope.folder));
+    }
+    lines
+}
+
+/// `900` → `15m`, `3600` → `1h`, `90` → `90s`.
+fn duration_word(seconds: u64) -> String {
+    match seconds {
+        s if s % 3600 == 0 => format!("{}h", s / 3600),
+        s if s % 60 == 0 => format!("{}m", s / 60),
+        s => format!("{s}s"),
+    }
+}
+
 fn print_item(i: &ConversationItem, label: Option<&Label>) {
     let when = match label {
         Some(l) => format!("{}  [{}]", output::clock(i.created_at), l.agent_name),
@@ -471,6 +500,11 @@ fn print_item(i: &ConversationItem, label: Option<&Label>) {
                     QuestionKind::Text => "--text TEXT".to_string(),
                 };
                 println!("                answer: pacerelle answer {} {hint}", i.id);
+                if let Some(offer) = &q.grants {
+                    for line in grant_offer_lines(&i.id, offer) {
+                        println!("                {line}");
+                    }
+                }
             }
         }
         (ItemKind::Notification, _) => {
@@ -745,6 +779,7 @@ mod tests {
 
     fn answered(channel: Option<Channel>, by: Option<&str>, answer: Option<Answer>) -> OpenedQuestion {
         OpenedQuestion {
+            grants: None,
             question_id: "q1".into(),
             question: "Deploy?".into(),
             kind: QuestionKind::YesNo,

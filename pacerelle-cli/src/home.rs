@@ -166,6 +166,11 @@ pub fn relay_url(global: &crate::Global, stored: Option<&str>) -> String {
         .unwrap_or_else(|| pacerelle_client::DEFAULT_RELAY_URL.to_string())
 }
 
+/// The grants the gate keeps for an agent: `<home>/grants/<agentId>.json` (mode 0600, docs/hooks.md).
+pub fn grants_path(global: &crate::Global, agent_id: &str) -> PathBuf {
+    global.home.0.join("grants").join(format!("{agent_id}.json"))
+}
+
 /// The agent's client: `PACERELLE_AGENT_ID` and `PACERELLE_AGENT_TOKEN`, else `agent.json` (the client's one
 /// rule, [`AgentCredentials::find`]); `--relay`/`PACERELLE_RELAY_URL` overrides the stored relay.
 pub fn agent_client(global: &crate::Global) -> Result<AgentClient> {

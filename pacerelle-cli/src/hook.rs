@@ -25,8 +25,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Result;
-use pacerelle_client::Conclusion;
 use pacerelle_client::gate::{self, Asking, Gate, Ruling};
+use pacerelle_client::{Conclusion, GrantBook};
 
 pub use host::{Decision, guard_against_panics, print_decision};
 use install::{InstallArgs, UninstallArgs};
@@ -175,16 +175,23 @@ async fn rule(
                     );
                 }
             };
-            let (question, details) = host::describe(
-                host,
-                &input.tool_name,
-                &tool_input,
-                input.cwd.as_deref(),
-                &evaluation.reason,
-            );
-            let request = gate.question(question).with_details(details);
+            let book = GrantBook::at(home::grants_path(global, agent.agent_id()));
+            let cwd = input.cwd.as_deref();
+            if let Some(ruling) =
+                gate::by_grant(&agent, &book, &gate, &input.tool_name, &tool_input, cwd).await
+            {
+                return (ruling.conclusion, Decision::of(ruling));
+            }
+            let (question, details) =
+                host::describe(host, &input.tool_name, &tool_input, cwd, &evaluation.reason);
+            let offer = gate.offer(&evaluation, &input.tool_name, &tool_input, cwd);
+            let request = gate.question(question).with_details(details).offering(offer);
             let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
-            gate::ask(&agent, Asking::within(request, remaining)).await
+            let ruling = gate::ask(&agent, Asking::within(request, remaining)).await;
+            if let Err(e) = gate::keep_grant(&book, &ruling) {
+                tracing::warn!(error = %e, "the grant given with the yes could not be kept");
+            }
+            ruling
         }
     };
     (ruling.conclusion, Decision::of(ruling))

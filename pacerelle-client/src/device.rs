@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pacerelle_core::envelope;
+use pacerelle_core::grant::{Grant, GrantScope, SignedGrant};
 use pacerelle_core::keys::ContentKey;
 use pacerelle_core::message::{ReplyPayload, TaskPayload, reply_aad, task_aad};
 use pacerelle_core::pairing::{self, PairingSecret, Role};
@@ -200,6 +201,53 @@ pub struct OpenedQuestion {
     /// The question's answer key (base64url), with which an answer's copy for the other recipients is sealed.
     #[serde(skip)]
     pub answer_key: Option<String>,
+    /// A gate question's grant offer (docs/crypto.md §4.8b): a `yes` may be extended to one of these scopes
+    /// for one of these durations ([`DeviceClient::answer_granting`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grants: Option<pacerelle_core::grant::GrantOffer>,
+}
+
+/// What a device grants with its `yes` (docs/crypto.md §4.8b): one of the question's offered scopes, by its
+/// position in the offer (0: the exact call), for `seconds`, at most the longest offered duration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GrantChoice {
+    /// The scope's position in the offer.
+    pub scope: usize,
+    /// How long, in seconds.
+    pub seconds: u64,
+}
+
+/// The grant of `choice` on question `q` answered at `answered_at`, signed by `sign(scope, expiresAt, policy)`.
+fn grant_for(
+    q: &OpenedQuestion,
+    choice: GrantChoice,
+    answered_at: Timestamp,
+    sign: impl FnOnce(&GrantScope, Timestamp, &str) -> String,
+) -> Result<Grant> {
+    let offer = q
+        .grants
+        .as_ref()
+        .ok_or_else(|| Error::InvalidInput("this question offers no grant: answer yes or no".into()))?;
+    let scope = offer.scopes.get(choice.scope).ok_or_else(|| {
+        Error::InvalidInput(format!(
+            "the question offers {} scope(s): choose one from 1 to {}",
+            offer.scopes.len(),
+            offer.scopes.len()
+        ))
+    })?;
+    if choice.seconds == 0 || choice.seconds > offer.longest() {
+        return Err(Error::InvalidInput(format!(
+            "the question lets a grant last {} s at most",
+            offer.longest()
+        )));
+    }
+    let expires_at = answered_at.plus_millis(i64::try_from(choice.seconds * 1000).unwrap_or(i64::MAX));
+    Ok(Grant {
+        scope: scope.clone(),
+        expires_at,
+        policy: offer.policy.clone(),
+        signature: sign(scope, expires_at, &offer.policy),
+    })
 }
 
 impl OpenedQuestion {
@@ -872,6 +920,7 @@ impl DeviceClient {
             created_at,
             digest,
             answer_key: payload.answer_key,
+            grants: payload.grants,
         })
     }
 
@@ -966,6 +1015,23 @@ impl DeviceClient {
     /// after such an answer, or the key is lost with the process. Against a relay that does not know signing
     /// keys (it answers the registration with 404 or 405) the answer goes unsigned, as before.
     pub async fn answer(&self, question_id: &str, answer: Answer) -> Result<OpenedQuestion> {
+        self.answer_with(question_id, answer, None).await
+    }
+
+    /// Answers `yes` to a gate question and grants the same for the calls of one offered scope, for a while
+    /// (docs/crypto.md §4.8b): the grant is signed with this device's key and sealed in the answer; the agent
+    /// checks it against the question it asked. Fails with `invalid_input` when the question offers no grant,
+    /// the choice is not among its offer, or this device has no signing key (an unsigned grant never counts).
+    pub async fn answer_granting(&self, question_id: &str, choice: GrantChoice) -> Result<OpenedQuestion> {
+        self.answer_with(question_id, Answer::Yes, Some(choice)).await
+    }
+
+    async fn answer_with(
+        &self,
+        question_id: &str,
+        answer: Answer,
+        choice: Option<GrantChoice>,
+    ) -> Result<OpenedQuestion> {
         ids::validate("question id", question_id)?;
         if let Answer::Text(text) = &answer {
             crate::agent::check_text("an answer", text)?;
@@ -999,12 +1065,36 @@ impl DeviceClient {
         }
         let signing = self.key_for_answer().await?;
         let mut payload = AnswerPayload {
+            grant: None,
             question_id: question_id.to_string(),
             answer,
             answered_at: Timestamp::now(),
             question_digest: Some(known.digest.clone()),
             signature: None,
         };
+        if let Some(choice) = choice {
+            let key = signing.as_ref().ok_or_else(|| {
+                Error::InvalidInput("this device has no signing key: it cannot grant (pair it again)".into())
+            })?;
+            payload.grant = Some(grant_for(
+                &known,
+                choice,
+                payload.answered_at,
+                |scope, expires_at, policy| {
+                    SignedGrant {
+                        agent_id: self.agent_id(),
+                        device_id: self.device_id(),
+                        question_id,
+                        question_digest: &known.digest,
+                        granted_at: payload.answered_at,
+                        expires_at,
+                        policy,
+                        scope,
+                    }
+                    .sign(key)
+                },
+            )?);
+        }
         // Signed over the question's digest as this device computed it from the bytes it opened and shows.
         payload.signature = signing.map(|key| {
             SignedAnswer {

@@ -38,8 +38,11 @@ use pacerelle_core::question::{Answer, QuestionState};
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
+use pacerelle_core::grant::{CommandMatch, GrantOffer, GrantScope};
+
 use crate::agent::AgentClient;
 use crate::error::{Error, ErrorKind};
+use crate::grants::{GrantBook, GrantedCall, KeptGrant};
 use crate::question::{AnswerOutcome, QuestionRequest};
 
 /// The policy file looked for in a project folder.
@@ -48,11 +51,12 @@ pub const PROJECT_POLICY: &str = ".pacerelle/policy.toml";
 /// The gate's own files: a call that touches one (by path or in its shell command) is asked even when an
 /// allow rule matches, so that an agent allowed to write files cannot rewrite its policy or remove the hook.
 /// The policy file in use is protected too (see [`Gate::touches_the_gate`]).
-pub const PROTECTED: [&str; 4] = [
+pub const PROTECTED: [&str; 5] = [
     ".pacerelle/",
     ".claude/settings",
     ".codex/",
     "pacerelle/agent.json",
+    "pacerelle/grants/",
 ];
 
 /// Time left after a question's own expiry to read its last state, when no time limit is given.
@@ -73,6 +77,8 @@ pub enum Conclusion {
     Allowed,
     /// The owner answered an authenticated, timely yes.
     Approved,
+    /// A live grant the owner gave from a device with an earlier yes covered the call: nothing was asked.
+    Granted,
     /// The owner chose options or wrote a text (the outcome's `answer`): an answer, never a yes.
     Answered,
     /// The owner answered no, or a deny rule matched.
@@ -92,12 +98,13 @@ pub enum Conclusion {
 }
 
 impl Conclusion {
-    /// The word: `allowed`, `approved`, `answered`, `denied`, `expired`, `cancelled`, `rejected`, `pending`,
+    /// The word: `allowed`, `approved`, `granted`, `answered`, `denied`, `expired`, `cancelled`, `rejected`, `pending`,
     /// `relay_unavailable` or `error`.
     pub fn as_str(self) -> &'static str {
         match self {
             Conclusion::Allowed => "allowed",
             Conclusion::Approved => "approved",
+            Conclusion::Granted => "granted",
             Conclusion::Answered => "answered",
             Conclusion::Denied => "denied",
             Conclusion::Expired => "expired",
@@ -130,9 +137,13 @@ impl Conclusion {
         }
     }
 
-    /// True when the call may run: allowed by the policy, or approved by an authenticated yes.
+    /// True when the call may run: allowed by the policy, approved by an authenticated yes, or inside a live
+    /// grant.
     pub fn lets_run(self) -> bool {
-        matches!(self, Conclusion::Allowed | Conclusion::Approved)
+        matches!(
+            self,
+            Conclusion::Allowed | Conclusion::Approved | Conclusion::Granted
+        )
     }
 }
 
@@ -200,7 +211,12 @@ impl Ruling {
                     .device_answered_at
                     .map(|t| format!(" at {t}"))
                     .unwrap_or_default();
-                format!("approved on the phone by {who}{when}")
+                let granted = outcome
+                    .grant
+                    .as_ref()
+                    .map(|g| format!(", and granted for the same calls until {}", g.grant.expires_at))
+                    .unwrap_or_default();
+                format!("approved on the phone by {who}{when}{granted}")
             }
             Conclusion::Denied => format!(
                 "{who} answered no on the phone: do not run this call; ask the person what to do instead"
@@ -303,6 +319,61 @@ impl Gate {
         QuestionRequest::yes_no(question).answered_at_host(self.policy.accepts_host())
     }
 
+    /// The digest of the policy's text: a grant counts only under the policy that offered it.
+    pub fn policy_digest(&self) -> &str {
+        self.policy.digest()
+    }
+
+    /// The grants a `yes` to this call's question may extend to (docs/crypto.md §4.8b): none when the
+    /// policy offers no duration for it, when it touches the gate's own files, or without a working
+    /// directory; else the exact call first, then each of the rule's `grant_prefix` that covers its command.
+    /// A call of another tool than a shell is grantable only when every path it touches is inside `folder`.
+    pub fn offer(
+        &self,
+        evaluation: &Evaluation,
+        tool: &str,
+        input: &serde_json::Value,
+        folder: Option<&Path>,
+    ) -> Option<GrantOffer> {
+        let folder = folder?.to_str()?.to_string();
+        if evaluation.decision != Decision::Ask
+            || evaluation.grant.is_empty()
+            || self.touches_the_gate(tool, input)
+        {
+            return None;
+        }
+        let command = policy::command_of(input);
+        let paths = policy::paths_of(tool, input);
+        let scope = |command: Option<&str>, matching| GrantScope {
+            tool: tool.to_string(),
+            command: command.map(str::to_string),
+            matching,
+            folder: folder.clone(),
+        };
+        let mut scopes = vec![match &command {
+            Some(c) => scope(Some(c), Some(CommandMatch::Exact)),
+            None => scope(None, None),
+        }];
+        if command.is_none() && !scopes[0].covers(tool, None, &paths, &folder) {
+            return None;
+        }
+        if let Some(c) = &command {
+            scopes.extend(
+                evaluation
+                    .grant_prefix
+                    .iter()
+                    .map(|p| scope(Some(p), Some(CommandMatch::Prefix)))
+                    .filter(|s| s.covers(tool, Some(c), &paths, &folder)),
+            );
+        }
+        let offer = GrantOffer {
+            durations: evaluation.grant.clone(),
+            scopes,
+            policy: self.policy_digest().to_string(),
+        };
+        offer.validate().is_ok().then_some(offer)
+    }
+
     /// The file the policy came from, if any.
     pub fn file(&self) -> Option<&Path> {
         self.file.as_deref()
@@ -340,6 +411,8 @@ impl Gate {
                 decision: Decision::Ask,
                 reason: "the call touches the gate's own settings, which no rule allows without asking"
                     .into(),
+                grant: Vec::new(),
+                grant_prefix: Vec::new(),
             };
         }
         evaluation
@@ -409,6 +482,94 @@ impl Drop for Withdraw {
             });
         }
     }
+}
+
+/// Lets a call run under a live grant of `book` (docs/crypto.md §4.8b): one given under this gate's policy,
+/// whose scope covers the call made in `folder`, by a device the roster — read from the relay now — still lets
+/// approve. Its use is recorded in the book. `None` when no grant covers the call, or when the roster cannot
+/// be read or the book cannot be used: the gate then asks, which is the safe default.
+pub async fn by_grant(
+    client: &AgentClient,
+    book: &GrantBook,
+    gate: &Gate,
+    tool: &str,
+    input: &serde_json::Value,
+    folder: Option<&Path>,
+) -> Option<Ruling> {
+    let folder = folder?.to_str()?;
+    if gate.touches_the_gate(tool, input) {
+        return None;
+    }
+    let command = policy::command_of(input);
+    let paths = policy::paths_of(tool, input);
+    let call = GrantedCall {
+        tool,
+        command: command.as_deref(),
+        paths: &paths,
+        folder,
+    };
+    let now = pacerelle_core::Timestamp::now();
+    // Cheap first: no live grant covers the call, nothing to read from the relay.
+    let candidates = book.list().ok()?;
+    if !candidates.iter().any(|g| {
+        let grant = &g.given.grant;
+        grant.live_at(now)
+            && grant.policy == gate.policy_digest()
+            && grant.scope.covers(tool, call.command, &paths, folder)
+    }) {
+        return None;
+    }
+    let roster = match client.roster().await {
+        Ok(roster) => roster,
+        Err(e) => {
+            tracing::info!(error = %e, "a grant covers the call, but the roster cannot be read: asking");
+            return None;
+        }
+    };
+    // Checked again at each use, with the key pinned now: a grant edited in the file fails like a forged one,
+    // and a device revoked (or no longer an owner) grants nothing.
+    let usable = |g: &KeptGrant| {
+        let device = &g.given.device_id;
+        let key = match roster.signing(device) {
+            pacerelle_core::roster::DeviceSigning::Pinned(key) => Some(key),
+            _ => None,
+        };
+        roster.may_approve(device) && g.given.verifies(client.agent_id(), key.as_ref())
+    };
+    let used = book
+        .use_for(call, gate.policy_digest(), now, usable)
+        .map_err(|e| tracing::warn!(error = %e, "the grants file cannot be used: asking"))
+        .ok()??;
+    Some(Ruling::new(Conclusion::Granted, granted_reason(&used)))
+}
+
+/// The reason of a call a grant let run.
+fn granted_reason(g: &KeptGrant) -> String {
+    let by = g.device_name.as_deref().unwrap_or(&g.given.device_id);
+    format!(
+        "allowed by grant {}, given on {by} at {} until {}",
+        g.given.id, g.given.granted_at, g.given.grant.expires_at
+    )
+}
+
+/// Keeps the grant an approving answer carried, checked when it was judged, so that the calls of its scope
+/// run without a question until it ends. Returns whether one was kept.
+pub fn keep_grant(book: &GrantBook, ruling: &Ruling) -> std::io::Result<bool> {
+    let Some(outcome) = ruling.outcome.as_ref().filter(|o| o.approved) else {
+        return Ok(false);
+    };
+    if let Some(refused) = &outcome.grant_refused {
+        tracing::warn!(question = %outcome.question_id, %refused, "the answer's grant was refused");
+    }
+    let Some(given) = &outcome.grant else {
+        return Ok(false);
+    };
+    book.keep(KeptGrant {
+        given: given.clone(),
+        device_name: outcome.answered_by_name.clone(),
+        uses: Vec::new(),
+    })?;
+    Ok(true)
 }
 
 /// Asks the owner and concludes, within the budget. Never fails: every error is a ruling that does not let
@@ -508,6 +669,8 @@ mod tests {
 
     fn outcome(state: QuestionState, approved: bool, answer: Option<Answer>) -> AnswerOutcome {
         AnswerOutcome {
+            grant: None,
+            grant_refused: None,
             question_id: "q".into(),
             state,
             approved,

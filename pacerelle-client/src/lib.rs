@@ -8,6 +8,7 @@ mod error;
 mod files;
 mod follow;
 pub mod gate;
+mod grants;
 mod http;
 mod listener;
 mod machine;
@@ -25,13 +26,14 @@ pub use agent::{
 pub use asked::{AskedQuestion, AskedStore, NOT_ASKED_HERE};
 pub use audit::{AuditEntry, AuditFilter, CSV_COLUMNS, verify_answer_log, write_csv, write_jsonl};
 pub use device::{
-    ClosedQuestion, ConversationItem, ConversationPage, DeviceClient, DeviceCredentials, ItemUpdate,
-    OpenedQuestion, QuestionList,
+    ClosedQuestion, ConversationItem, ConversationPage, DeviceClient, DeviceCredentials, GrantChoice,
+    ItemUpdate, OpenedQuestion, QuestionList,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use files::write_private;
 pub use follow::{FOLLOW_WAIT, Follow, Followed};
 pub use gate::{Conclusion, Gate, Ruling};
+pub use grants::{GRANTS_FILE, GrantBook, GrantUse, GrantedCall, KeptGrant};
 pub use listener::{LeaseState, Listener};
 pub use machine::machine_name;
 pub use pacerelle_core as core;

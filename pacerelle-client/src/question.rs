@@ -63,6 +63,9 @@ pub struct QuestionRequest {
     /// Partner mode: the `externalId` of the user to ask ([`AgentClient::connect_user`]); `None` asks the
     /// owner. Sealed into the question: only that user's devices receive it, and only their answers count.
     pub user: Option<String>,
+    /// A gate question's grant offer ([`crate::gate::Gate::offer`]): a `yes` may extend to the offered
+    /// scopes for one of the offered durations (docs/crypto.md §4.8b). Sealed into the question.
+    pub grants: Option<pacerelle_core::grant::GrantOffer>,
 }
 
 impl QuestionRequest {
@@ -133,6 +136,7 @@ impl QuestionRequest {
             question_id: None,
             channels: Vec::new(),
             user: None,
+            grants: None,
         }
     }
 
@@ -180,6 +184,12 @@ impl QuestionRequest {
     /// Addresses the question to a user of the agent (Partner mode) instead of the owner.
     pub fn for_user(mut self, external_id: impl Into<String>) -> Self {
         self.user = Some(external_id.into());
+        self
+    }
+
+    /// Offers grants with a yes/no question (the gate's).
+    pub fn offering(mut self, grants: Option<pacerelle_core::grant::GrantOffer>) -> Self {
+        self.grants = grants;
         self
     }
 
@@ -256,6 +266,13 @@ pub struct AnswerOutcome {
     /// computer, through [`AgentClient::answer_at_host`]; never signed). None without an answer.
     #[serde(default)]
     pub channel: Option<Channel>,
+    /// The grant the approving `yes` carried, checked (docs/crypto.md §4.8b), with the question it was given
+    /// to: the gate keeps it and lets the calls of its scope run without asking until it ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<pacerelle_core::grant::GivenGrant>,
+    /// Why a grant the answer carried was refused (the answer itself still counts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant_refused: Option<String>,
 }
 
 impl AnswerOutcome {
@@ -385,6 +402,18 @@ impl AgentClient {
         });
         // The name and the relay's time are metadata in clear: shown only beside an answer that opened.
         let opened = opened_as_reported(&verdict, view);
+        let grant = verdict
+            .grant
+            .zip(verdict.answered_by.clone().zip(verdict.answered_at))
+            .map(
+                |(grant, (device_id, granted_at))| pacerelle_core::grant::GivenGrant {
+                    id: view.question_id.clone(),
+                    device_id,
+                    granted_at,
+                    question: pacerelle_core::b64::encode(&own.plaintext),
+                    grant,
+                },
+            );
         Ok(AnswerOutcome {
             question_id: view.question_id.clone(),
             state: verdict.state,
@@ -402,6 +431,8 @@ impl AgentClient {
             }),
             signed: verdict.signature.is_some(),
             channel: verdict.channel,
+            grant,
+            grant_refused: verdict.grant_refused.map(|r| r.to_string()),
         })
     }
 
@@ -429,6 +460,7 @@ impl AgentClient {
             .unwrap_or_else(|| ids::generate(ids::QUESTION));
         let expires_at = Timestamp::now().plus_millis(request.expires_in.as_millis() as i64);
         let mut payload = QuestionPayload {
+            grants: request.grants,
             question: request.question,
             kind: request.kind,
             options: request.options,
@@ -690,6 +722,7 @@ impl AgentClient {
             ));
         }
         let payload = AnswerPayload {
+            grant: None,
             question_id: question_id.to_string(),
             answer,
             answered_at: Timestamp::now(),
@@ -827,6 +860,8 @@ mod tests {
     #[test]
     fn a_rejected_answer_is_final_but_never_approved() {
         let o = AnswerOutcome {
+            grant: None,
+            grant_refused: None,
             question_id: "q".into(),
             state: QuestionState::Pending,
             approved: false,

@@ -568,6 +568,7 @@ fn flip(envelope: &str, index: usize, bit: u8) -> String {
 /// are what the agent seals for itself and for each recipient, and what [`question_digest`] hashes.
 fn digest_question() -> QuestionPayload {
     QuestionPayload {
+        grants: None,
         question: "Run the test suite on main?".into(),
         kind: QuestionKind::YesNo,
         options: vec![],
@@ -588,6 +589,7 @@ fn json<T: Serialize>(value: &T) -> String {
 /// The yes that `dv_vector` gives to [`digest_question`], naming its digest.
 fn digest_answer() -> AnswerPayload {
     AnswerPayload {
+        grant: None,
         question_id: DIGEST_QUESTION_ID.into(),
         answer: Answer::Yes,
         answered_at: Timestamp::parse("2026-11-30T00:41:02.003Z").expect("fixed time parses"),
@@ -618,6 +620,7 @@ fn envelope_file() -> File<EnvelopeCase> {
     .expect("checkpoint serialises");
     let question_id = "qst_vector";
     let question = serde_json::to_string(&QuestionPayload {
+        grants: None,
         question: "Deploy v2.3 to production?".into(),
         kind: QuestionKind::YesNo,
         options: vec![],
@@ -631,6 +634,7 @@ fn envelope_file() -> File<EnvelopeCase> {
     })
     .expect("question serialises");
     let answer = serde_json::to_string(&AnswerPayload {
+        grant: None,
         question_id: question_id.into(),
         answer: Answer::Yes,
         answered_at: Timestamp::parse("2026-11-30T00:12:34.567Z").expect("fixed time parses"),
@@ -639,6 +643,7 @@ fn envelope_file() -> File<EnvelopeCase> {
     })
     .expect("answer serialises");
     let choice = serde_json::to_string(&QuestionPayload {
+        grants: None,
         question: "Quel jour pour la réunion ?".into(),
         kind: QuestionKind::Choice,
         options: vec!["Lundi".into(), "Mardi".into(), "Jeudi".into()],
@@ -652,6 +657,7 @@ fn envelope_file() -> File<EnvelopeCase> {
     })
     .expect("question serialises");
     let choice_answer = serde_json::to_string(&AnswerPayload {
+        grant: None,
         question_id: "qst_choice".into(),
         answer: Answer::Options(vec!["Mardi".into()]),
         answered_at: Timestamp::parse("2026-11-30T08:00:00.001Z").expect("fixed time parses"),
@@ -785,6 +791,7 @@ fn envelope_file() -> File<EnvelopeCase> {
     }
     .sign(&signing_key(deploy.seed));
     let deploy_answer_plain = json(&AnswerPayload {
+        grant: None,
         question_id: deploy.question_id.into(),
         answer: deploy.answer.clone(),
         answered_at: time(deploy.answered_at),
@@ -2151,6 +2158,7 @@ fn signed_verdict_cases() -> Vec<SignatureCase> {
         .sign(with)
     };
     let payload = |answer: Answer, at: &str, signature: Option<String>| AnswerPayload {
+        grant: None,
         question_id: asked.question_id.into(),
         answer,
         answered_at: time(at),
@@ -2323,6 +2331,7 @@ fn answered() -> Vec<Answered> {
     let question =
         |text: &str, kind, options: &[&str], multiple, details: Option<&str>, expires, to: &[&str]| {
             QuestionPayload {
+                grants: None,
                 question: text.into(),
                 kind,
                 options: options.iter().map(|o| o.to_string()).collect(),

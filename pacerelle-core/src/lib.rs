@@ -5,6 +5,7 @@ pub mod checkpoint;
 pub mod cursor;
 pub mod envelope;
 pub mod error;
+pub mod grant;
 pub mod ids;
 pub mod keys;
 pub mod message;

@@ -22,6 +22,13 @@
 //! Rules are tried in order; the first that matches decides. A rule matches when its `tool` matches and,
 //! if it has `command` or `path`, the call has a command or a path that matches one of them.
 //!
+//! **Grants** (docs/crypto.md §4.8b): `grant = ["15m", "1h"]` offers the person, with the question, to allow the
+//! same call for that long; at the top level it is the default of every asking rule (absent: `["15m", "1h"]`),
+//! and on a rule `grant = false` means "ask every time". `grant_prefix = ["cargo test"]` on a rule also offers
+//! to allow every command that starts with one of these words (and adds only arguments), for a shell call
+//! whose command does. A grant is bound to the policy file's digest: any change to the file ends every grant.
+//! A call that touches the gate's own files is never grantable, and a `deny` rule never asks.
+//!
 //! `channels = ["phone", "host"]` (top level) lets an answer given at the computer approve a call too; the
 //! default, `["phone"]`, accepts only a paired device's answer. The host is the party the gate watches —
 //! whatever runs as the agent holds the agent's key and could record a "yes" at the host — so widening it
@@ -65,6 +72,14 @@ impl OneOrMany {
     }
 }
 
+/// `grant = ["15m", "1h"]` or `grant = false`.
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum GrantFile {
+    Off(bool),
+    Durations(Vec<String>),
+}
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct RuleFile {
@@ -76,6 +91,10 @@ struct RuleFile {
     decision: Decision,
     #[serde(default)]
     reason: Option<String>,
+    #[serde(default)]
+    grant: Option<GrantFile>,
+    #[serde(default)]
+    grant_prefix: Option<OneOrMany>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -84,6 +103,8 @@ struct PolicyFile {
     default: Decision,
     #[serde(default)]
     channels: Option<Vec<Channel>>,
+    #[serde(default)]
+    grant: Option<GrantFile>,
     #[serde(default, rename = "rule")]
     rules: Vec<RuleFile>,
 }
@@ -96,6 +117,9 @@ struct Rule {
     path: Vec<GlobMatcher>,
     decision: Decision,
     reason: Option<String>,
+    /// The durations it lets a person grant, in seconds: `None` for the policy's default.
+    grant: Option<Vec<u64>>,
+    grant_prefix: Vec<String>,
 }
 
 /// A parsed policy.
@@ -104,7 +128,12 @@ pub struct Policy {
     default: Decision,
     rules: Vec<Rule>,
     accepts_host: bool,
+    grant: Vec<u64>,
+    digest: String,
 }
+
+/// The grant durations of a policy that does not name them: 15 minutes and an hour.
+pub const DEFAULT_GRANT_SECONDS: [u64; 2] = [15 * 60, 3600];
 
 /// The outcome of evaluating a call.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -113,6 +142,52 @@ pub struct Evaluation {
     pub decision: Decision,
     /// Why, in words a model or a person can read.
     pub reason: String,
+    /// For `ask`: the durations, in seconds, a person may extend a yes to (empty: ask every time).
+    pub grant: Vec<u64>,
+    /// For `ask`: the command prefixes a grant may cover besides the exact command.
+    pub grant_prefix: Vec<String>,
+}
+
+/// Reads a duration of the policy's `grant`: a number and one unit, `s`, `m` or `h` (`15m`, `1h`), from 1 s to
+/// a day ([`crate::grant::MAX_GRANT_SECONDS`]).
+pub fn parse_duration(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let (number, unit) = text.split_at(text.len().checked_sub(1)?);
+    let number: u64 = number.parse().ok()?;
+    let seconds = number.checked_mul(match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        _ => return None,
+    })?;
+    (1..=crate::grant::MAX_GRANT_SECONDS)
+        .contains(&seconds)
+        .then_some(seconds)
+}
+
+fn grant_seconds(file: GrantFile) -> Result<Vec<u64>, PolicyError> {
+    match file {
+        GrantFile::Off(false) => Ok(Vec::new()),
+        GrantFile::Off(true) => Ok(DEFAULT_GRANT_SECONDS.to_vec()),
+        GrantFile::Durations(list) => {
+            if list.len() > 8 {
+                return Err(PolicyError("grant lists 8 durations at most".into()));
+            }
+            let mut seconds = list
+                .iter()
+                .map(|d| {
+                    parse_duration(d).ok_or_else(|| {
+                        PolicyError(format!(
+                            "bad grant duration {d:?}: a number and s, m or h, up to 24h"
+                        ))
+                    })
+                })
+                .collect::<Result<Vec<u64>, _>>()?;
+            seconds.sort_unstable();
+            seconds.dedup();
+            Ok(seconds)
+        }
+    }
 }
 
 /// A tool call, as the host describes it.
@@ -144,6 +219,14 @@ impl Policy {
             .into_iter()
             .enumerate()
             .map(|(i, r)| {
+                let grant_prefix = r.grant_prefix.map(OneOrMany::into_vec).unwrap_or_default();
+                if let Some(p) = grant_prefix.iter().find(|p| {
+                    p.trim().is_empty() || p.contains(crate::grant::SHELL_CONTROL) || p.trim() != p.as_str()
+                }) {
+                    return Err(PolicyError(format!(
+                        "bad grant_prefix {p:?}: a plain command, without shell control characters"
+                    )));
+                }
                 Ok(Rule {
                     index: i + 1,
                     tool: globs(r.tool.into_vec(), "tool")?,
@@ -151,6 +234,8 @@ impl Policy {
                     path: globs(r.path.map(OneOrMany::into_vec).unwrap_or_default(), "path")?,
                     decision: r.decision,
                     reason: r.reason,
+                    grant: r.grant.map(grant_seconds).transpose()?,
+                    grant_prefix,
                 })
             })
             .collect::<Result<_, PolicyError>>()?;
@@ -160,10 +245,16 @@ impl Policy {
                 "channels must include \"phone\": the phone is where a gate is answered".into(),
             ));
         }
+        let grant = match file.grant {
+            Some(g) => grant_seconds(g)?,
+            None => DEFAULT_GRANT_SECONDS.to_vec(),
+        };
         Ok(Policy {
             default: file.default,
             rules,
             accepts_host: channels.contains(&Channel::Host),
+            grant,
+            digest: crate::grant::policy_digest(text.as_bytes()),
         })
     }
 
@@ -172,12 +263,20 @@ impl Policy {
         self.accepts_host
     }
 
+    /// `base64url(SHA-256(text))` of the policy's text (of nothing for [`Policy::ask_everything`]): what binds
+    /// a grant to the policy that offered it (docs/crypto.md §4.8b).
+    pub fn digest(&self) -> &str {
+        &self.digest
+    }
+
     /// The policy used when no file is given: ask for everything.
     pub fn ask_everything() -> Policy {
         Policy {
             default: Decision::Ask,
             rules: Vec::new(),
             accepts_host: false,
+            grant: DEFAULT_GRANT_SECONDS.to_vec(),
+            digest: crate::grant::policy_digest(b""),
         }
     }
 
@@ -203,14 +302,28 @@ impl Policy {
                 .reason
                 .clone()
                 .unwrap_or_else(|| format!("policy rule {} for {}", rule.index, call.tool));
+            let asks = rule.decision == Decision::Ask;
+            let grant = rule.grant.clone().unwrap_or_else(|| self.grant.clone());
             return Evaluation {
                 decision: rule.decision,
                 reason,
+                grant: if asks { grant } else { Vec::new() },
+                grant_prefix: if asks {
+                    rule.grant_prefix.clone()
+                } else {
+                    Vec::new()
+                },
             };
         }
         Evaluation {
             decision: self.default,
             reason: format!("the policy's default for {}", call.tool),
+            grant: if self.default == Decision::Ask {
+                self.grant.clone()
+            } else {
+                Vec::new()
+            },
+            grant_prefix: Vec::new(),
         }
     }
 }

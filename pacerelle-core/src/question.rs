@@ -154,6 +154,10 @@ pub struct QuestionPayload {
     /// ([`crate::roster::Roster::may_answer_for`]); sealed, so the relay cannot re-address it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user: Option<String>,
+    /// A gate question's grant offer (§4.8b): the durations and scopes a `yes` may extend to, under the
+    /// policy that offers them. Sealed, so neither the relay nor a device can widen it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grants: Option<crate::grant::GrantOffer>,
 }
 
 impl QuestionPayload {
@@ -173,6 +177,7 @@ impl QuestionPayload {
             && self.details == other.details
             && self.accepts_host() == other.accepts_host()
             && self.user == other.user
+            && self.grants == other.grants
     }
 
     /// The answer key, when the question carries a valid one.
@@ -186,6 +191,12 @@ impl QuestionPayload {
     pub fn validate(&self) -> Result<(), &'static str> {
         if self.question.trim().is_empty() {
             return Err("a question needs some text");
+        }
+        if let Some(offer) = &self.grants {
+            if self.kind != QuestionKind::YesNo {
+                return Err("only a yes/no question offers grants");
+            }
+            offer.validate()?;
         }
         match self.kind {
             QuestionKind::Choice => {
@@ -243,6 +254,10 @@ pub struct AnswerPayload {
     /// from a device that has no signing key (paired before keys existed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signature: Option<String>,
+    /// A grant attached to a `yes` to a question that offers grants (§4.8b): the same answer, extended to the
+    /// calls of its scope until it ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<crate::grant::Grant>,
 }
 
 /// `base64url(SHA-256(plaintext))` of a question's sealed payload, as opened. The agent seals the same bytes
@@ -517,6 +532,11 @@ pub struct Verdict {
     pub rejected: Option<&'static str>,
     /// The channel of the answer that opened.
     pub channel: Option<Channel>,
+    /// The grant the approving `yes` carried, when it checked against the agent's own copy and the device's
+    /// pinned key ([`crate::grant::Grant::check`]).
+    pub grant: Option<crate::grant::Grant>,
+    /// Why a grant the answer carried was not accepted (the answer itself still counts).
+    pub grant_refused: Option<crate::grant::GrantRefusal>,
 }
 
 impl Verdict {
@@ -543,6 +563,8 @@ impl Verdict {
             rejected,
             signature: None,
             channel: None,
+            grant: None,
+            grant_refused: None,
         }
     }
 }
@@ -685,6 +707,27 @@ pub fn verdict_with(
         return unanswered(Some("the answer does not fit the question"));
     }
     let approved = matches!(payload.answer, Answer::Yes | Answer::Options(_));
+    let (grant, grant_refused) = match payload.grant {
+        None => (None, None),
+        Some(_) if payload.answer != Answer::Yes => (None, Some(crate::grant::GrantRefusal::NotOffered)),
+        Some(grant) => {
+            let of = crate::grant::SignedGrantOf {
+                agent_id,
+                device_id: device,
+                question_id,
+                question_digest: &own.digest,
+                granted_at: payload.answered_at,
+            };
+            let key = match signing(device) {
+                DeviceSigning::Pinned(public) => Some(public),
+                _ => None,
+            };
+            match grant.check(question.grants.as_ref(), of, key.as_ref()) {
+                Ok(()) => (Some(grant), None),
+                Err(refusal) => (None, Some(refusal)),
+            }
+        }
+    };
     Verdict {
         state: QuestionState::Answered,
         approved,
@@ -694,6 +737,8 @@ pub fn verdict_with(
         rejected: None,
         signature: payload.signature,
         channel: Some(Channel::Phone),
+        grant,
+        grant_refused,
     }
 }
 
@@ -763,6 +808,9 @@ pub fn host_verdict(
         rejected: None,
         signature: None,
         channel: Some(Channel::Host),
+        // A grant is a device's, signed: never one recorded at the computer.
+        grant: None,
+        grant_refused: None,
     }
 }
 
@@ -779,6 +827,7 @@ mod tests {
 
     fn yes_no(expires: i64) -> QuestionPayload {
         QuestionPayload {
+            grants: None,
             question: "deploy?".into(),
             kind: QuestionKind::YesNo,
             options: vec![],
@@ -809,6 +858,7 @@ mod tests {
 
     fn seal_answer_to(q: &QuestionPayload, device: &str, qid: &str, answer: Answer, at: i64) -> String {
         let payload = AnswerPayload {
+            grant: None,
             question_id: qid.into(),
             answer,
             answered_at: Timestamp(at),
@@ -839,6 +889,7 @@ mod tests {
 
     fn seal_host_answer(q: &QuestionPayload, qid: &str, answer: Answer, at: i64) -> String {
         let payload = AnswerPayload {
+            grant: None,
             question_id: qid.into(),
             answer,
             answered_at: Timestamp(at),
@@ -1099,6 +1150,7 @@ mod tests {
         );
         // An answer without a digest (an older device) never approves.
         let bare = AnswerPayload {
+            grant: None,
             question_id: "q1".into(),
             answer: Answer::Yes,
             answered_at: Timestamp(50),

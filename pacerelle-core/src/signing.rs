@@ -148,6 +148,12 @@ impl std::fmt::Debug for SigningKey {
     }
 }
 
+/// `field(x)` of the signed bytes (§4.8): the u32 big-endian length of UTF-8(x), then those bytes.
+pub(crate) fn field(out: &mut Vec<u8>, text: &str) {
+    out.extend_from_slice(&(text.len() as u32).to_be_bytes());
+    out.extend_from_slice(text.as_bytes());
+}
+
 /// What a device signs when it answers (docs/crypto.md §4.8).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SignedAnswer<'a> {
@@ -173,10 +179,6 @@ impl SignedAnswer<'_> {
     /// on the wire (`YYYY-MM-DDTHH:MM:SS.mmmZ`), `answerType` is `yes`, `no`, `options` or `text`, and the
     /// values are none (yes, no), the chosen options in order, or the text.
     pub fn bytes(&self) -> Vec<u8> {
-        fn field(out: &mut Vec<u8>, text: &str) {
-            out.extend_from_slice(&(text.len() as u32).to_be_bytes());
-            out.extend_from_slice(text.as_bytes());
-        }
         let mut out = Vec::with_capacity(256);
         out.extend_from_slice(ANSWER_CONTEXT);
         out.push(1);
@@ -656,6 +658,7 @@ mod tests {
 
     fn question(recipients: &[&str]) -> QuestionPayload {
         QuestionPayload {
+            grants: None,
             question: "Deploy v2 to production?".into(),
             kind: QuestionKind::YesNo,
             options: vec![],

@@ -214,6 +214,8 @@ mod tests {
 
     fn outcome(state: pacerelle_client::QuestionState, approved: bool) -> AnswerOutcome {
         AnswerOutcome {
+            grant: None,
+            grant_refused: None,
             question_id: "q_1".into(),
             state,
             approved,

@@ -256,6 +256,7 @@ async fn send_unsigned_yes(creds: &DeviceCredentials, question: &pacerelle_clien
     use pacerelle_client::core::{ContentKey, envelope};
     let key = ContentKey::from_bytes(b64::decode_array::<32>(&creds.device_key).expect("device key"));
     let payload = AnswerPayload {
+        grant: None,
         question_id: question.question_id.clone(),
         answer: Answer::Yes,
         answered_at: pacerelle_client::Timestamp::now(),

@@ -16,6 +16,7 @@ mod domain;
 mod durability;
 mod follow;
 mod gate_table;
+mod grants;
 mod hook;
 mod hook_skill;
 mod input;

@@ -46,6 +46,7 @@ async fn device_sees(
 /// bypassing the client's own refusal for a question that does not accept one.
 async fn forge_host_answer(relay: &TestRelay, agent: &AgentClient, question_id: &str, digest: &str) -> u16 {
     let payload = AnswerPayload {
+        grant: None,
         question_id: question_id.into(),
         answer: Answer::Yes,
         answered_at: Timestamp::now(),

@@ -113,6 +113,7 @@ async fn send_answer(
         Signature::OfAnother(key, other) => Some(sign(key, &other)),
     };
     let payload = AnswerPayload {
+        grant: None,
         question_id: question.question_id.clone(),
         answer,
         answered_at,

@@ -108,6 +108,7 @@ async fn a_question_id_never_carries_two_questions() {
     // A relay that kept the self copy of the second question (it was sent with the refused request) and
     // serves it with the first question's yes: the yes names another question, so nothing is approved.
     let second = QuestionPayload {
+        grants: None,
         question: "Delete the production database?".into(),
         kind: pacerelle_client::QuestionKind::YesNo,
         options: vec![],

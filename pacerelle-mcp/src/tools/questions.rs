@@ -345,6 +345,7 @@ pub fn question_request(args: AskArgs) -> Result<QuestionRequest, McpError> {
         None => ids::generate(ids::QUESTION),
     };
     let request = QuestionRequest {
+        grants: None,
         question: args.question,
         kind: args.kind.into(),
         options: args.options.unwrap_or_default(),
@@ -959,6 +960,8 @@ mod tests {
 
     fn outcome(state: QuestionState, approved: bool, answer: Option<Answer>) -> AnswerOutcome {
         AnswerOutcome {
+            grant: None,
+            grant_refused: None,
             question_id: "q_1".into(),
             state,
             approved,

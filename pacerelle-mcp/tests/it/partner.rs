@@ -56,6 +56,7 @@ async fn sees(device: &DeviceClient, id: &str) -> bool {
 async fn answer_at_relay(agent: &AgentClient, device: &DeviceClient, id: &str) -> reqwest::StatusCode {
     let creds = device.credentials();
     let payload = AnswerPayload {
+        grant: None,
         question_id: id.to_string(),
         answer: Answer::Yes,
         answered_at: Timestamp::now(),

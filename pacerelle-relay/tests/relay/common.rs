@@ -415,6 +415,7 @@ pub fn ids_of(batch: &pacerelle_core::wire::MessageBatch) -> Vec<&str> {
 /// A yes/no question for these devices, expiring in `expires_in_ms`.
 pub fn yes_no(text: &str, devices: &[&Device], expires_in_ms: i64) -> QuestionPayload {
     QuestionPayload {
+        grants: None,
         question: text.into(),
         kind: QuestionKind::YesNo,
         options: vec![],
@@ -487,6 +488,7 @@ pub fn seal_answer_to(
     question_digest: Option<String>,
 ) -> (AnswerPayload, AnswerQuestion) {
     let payload = AnswerPayload {
+        grant: None,
         question_id: question_id.into(),
         answer,
         answered_at: Timestamp::now(),
@@ -527,6 +529,7 @@ pub fn seal_host_answer_to(
     question_digest: Option<String>,
 ) -> (AnswerPayload, AnswerQuestion) {
     let payload = AnswerPayload {
+        grant: None,
         question_id: question_id.into(),
         answer,
         answered_at: Timestamp::now(),

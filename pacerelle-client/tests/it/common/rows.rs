@@ -37,6 +37,7 @@ pub async fn forge_answer(relay: &TestRelay, agent: &AgentClient, question_id: &
     )
     .expect("own copy");
     let payload = AnswerPayload {
+        grant: None,
         question_id: question_id.into(),
         answer: Answer::Yes,
         answered_at: Timestamp::now(),

@@ -247,6 +247,7 @@ pub async fn swap_self_copy(relay: &TestRelay, agent: &AgentClient, question_id:
     use pacerelle_client::core::envelope;
     use pacerelle_client::core::question::{QuestionPayload, question_aad};
     let payload = QuestionPayload {
+        grants: None,
         question: other.to_string(),
         kind: pacerelle_client::QuestionKind::YesNo,
         options: Vec::new(),
