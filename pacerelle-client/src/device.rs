@@ -5,7 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use pacerelle_core::envelope;
-use pacerelle_core::grant::{Grant, GrantScope, SignedGrant};
+use pacerelle_core::grant::{Grant, SignedGrantOf};
 use pacerelle_core::keys::ContentKey;
 use pacerelle_core::message::{ReplyPayload, TaskPayload, reply_aad, task_aad};
 use pacerelle_core::pairing::{self, PairingSecret, Role};
@@ -217,13 +217,8 @@ pub struct GrantChoice {
     pub seconds: u64,
 }
 
-/// The grant of `choice` on question `q` answered at `answered_at`, signed by `sign(scope, expiresAt, policy)`.
-fn grant_for(
-    q: &OpenedQuestion,
-    choice: GrantChoice,
-    answered_at: Timestamp,
-    sign: impl FnOnce(&GrantScope, Timestamp, &str) -> String,
-) -> Result<Grant> {
+/// The grant of `choice` on question `q` answered at `answered_at`, not yet signed.
+fn grant_for(q: &OpenedQuestion, choice: GrantChoice, answered_at: Timestamp) -> Result<Grant> {
     let offer = q
         .grants
         .as_ref()
@@ -246,7 +241,7 @@ fn grant_for(
         scope: scope.clone(),
         expires_at,
         policy: offer.policy.clone(),
-        signature: sign(scope, expires_at, &offer.policy),
+        signature: String::new(),
     })
 }
 
@@ -1076,24 +1071,16 @@ impl DeviceClient {
             let key = signing.as_ref().ok_or_else(|| {
                 Error::InvalidInput("this device has no signing key: it cannot grant (pair it again)".into())
             })?;
-            payload.grant = Some(grant_for(
-                &known,
-                choice,
-                payload.answered_at,
-                |scope, expires_at, policy| {
-                    SignedGrant {
-                        agent_id: self.agent_id(),
-                        device_id: self.device_id(),
-                        question_id,
-                        question_digest: &known.digest,
-                        granted_at: payload.answered_at,
-                        expires_at,
-                        policy,
-                        scope,
-                    }
-                    .sign(key)
-                },
-            )?);
+            let mut grant = grant_for(&known, choice, payload.answered_at)?;
+            let of = SignedGrantOf {
+                agent_id: self.agent_id(),
+                device_id: self.device_id(),
+                question_id,
+                question_digest: &known.digest,
+                granted_at: payload.answered_at,
+            };
+            grant.signature = grant.signed(of).sign(key);
+            payload.grant = Some(grant);
         }
         // Signed over the question's digest as this device computed it from the bytes it opened and shows.
         payload.signature = signing.map(|key| {

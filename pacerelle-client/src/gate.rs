@@ -98,8 +98,8 @@ pub enum Conclusion {
 }
 
 impl Conclusion {
-    /// The word: `allowed`, `approved`, `granted`, `answered`, `denied`, `expired`, `cancelled`, `rejected`, `pending`,
-    /// `relay_unavailable` or `error`.
+    /// The word: `allowed`, `approved`, `granted`, `answered`, `denied`, `expired`, `cancelled`, `rejected`,
+    /// `pending`, `relay_unavailable` or `error`.
     pub fn as_str(self) -> &'static str {
         match self {
             Conclusion::Allowed => "allowed",

@@ -191,25 +191,13 @@ pub struct Grant {
     pub signature: String,
 }
 
-/// What a device signs when it grants (docs/crypto.md §4.8b).
+/// What a device signs when it grants (docs/crypto.md §4.8b): the grant, with the fields its answer gives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SignedGrant<'a> {
-    /// The agent.
-    pub agent_id: &'a str,
-    /// The granting device.
-    pub device_id: &'a str,
-    /// The gate question answered: also the grant's id.
-    pub question_id: &'a str,
-    /// The question's digest as the device opened it.
-    pub question_digest: &'a str,
-    /// The answer's `answeredAt`: when the grant starts.
-    pub granted_at: Timestamp,
-    /// When it ends.
-    pub expires_at: Timestamp,
-    /// The policy digest.
-    pub policy: &'a str,
-    /// The scope.
-    pub scope: &'a GrantScope,
+    /// Who granted, to which question, when.
+    pub of: SignedGrantOf<'a>,
+    /// The grant (its signature is not signed).
+    pub grant: &'a Grant,
 }
 
 impl SignedGrant<'_> {
@@ -218,20 +206,21 @@ impl SignedGrant<'_> {
     /// field(command) ‖ field(match) ‖ field(folder)`, times in the wire form, `command` and `match` empty
     /// when the scope has none.
     pub fn bytes(&self) -> Vec<u8> {
+        let (of, grant) = (&self.of, self.grant);
         let mut out = Vec::with_capacity(256);
         out.extend_from_slice(GRANT_CONTEXT);
         out.push(1);
-        field(&mut out, self.agent_id);
-        field(&mut out, self.device_id);
-        field(&mut out, self.question_id);
-        field(&mut out, self.question_digest);
-        field(&mut out, &self.granted_at.to_rfc3339());
-        field(&mut out, &self.expires_at.to_rfc3339());
-        field(&mut out, self.policy);
-        field(&mut out, &self.scope.tool);
-        field(&mut out, self.scope.command.as_deref().unwrap_or(""));
-        field(&mut out, self.scope.matching.map_or("", CommandMatch::as_str));
-        field(&mut out, &self.scope.folder);
+        field(&mut out, of.agent_id);
+        field(&mut out, of.device_id);
+        field(&mut out, of.question_id);
+        field(&mut out, of.question_digest);
+        field(&mut out, &of.granted_at.to_rfc3339());
+        field(&mut out, &grant.expires_at.to_rfc3339());
+        field(&mut out, &grant.policy);
+        field(&mut out, &grant.scope.tool);
+        field(&mut out, grant.scope.command.as_deref().unwrap_or(""));
+        field(&mut out, grant.scope.matching.map_or("", CommandMatch::as_str));
+        field(&mut out, &grant.scope.folder);
         out
     }
 
@@ -295,16 +284,7 @@ impl Grant {
 
     /// The signed bytes of this grant with the fields the answer gives.
     pub fn signed<'a>(&'a self, of: SignedGrantOf<'a>) -> SignedGrant<'a> {
-        SignedGrant {
-            agent_id: of.agent_id,
-            device_id: of.device_id,
-            question_id: of.question_id,
-            question_digest: of.question_digest,
-            granted_at: of.granted_at,
-            expires_at: self.expires_at,
-            policy: &self.policy,
-            scope: &self.scope,
-        }
+        SignedGrant { of, grant: self }
     }
 
     /// Whether it is still running at `now`.
