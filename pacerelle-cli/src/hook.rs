@@ -16,6 +16,7 @@
 //! `hook install --write` also writes the agent skill ([`skill`]): the MCP server's instructions where each
 //! host reads instructions.
 
+mod diff;
 mod host;
 mod install;
 pub mod skill;
