@@ -305,6 +305,8 @@ mod tests {
     fn q(kind: QuestionKind, options: &[&str]) -> OpenedQuestion {
         OpenedQuestion {
             grants: None,
+            approvals: 1,
+            answers: Vec::new(),
             question_id: "q".into(),
             question: "?".into(),
             kind,

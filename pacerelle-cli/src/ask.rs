@@ -61,6 +61,11 @@ pub struct AskArgs {
     /// owner. Only that user's devices receive the question and only their answers count.
     #[arg(long, value_name = "EXTERNAL_ID")]
     user: Option<String>,
+    /// For a yes/no question: how many distinct owner devices must approve, each with a signed yes (2 to
+    /// 10; one no denies at once). The question stays open until that many approved.
+    #[arg(long, value_name = "N", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=10),
+          conflicts_with_all = ["here", "user", "choices", "text"])]
+    approvals: u32,
 }
 
 #[derive(Debug, clap::Args)]
@@ -199,6 +204,7 @@ async fn ask_and_wait(global: &Global, args: AskArgs) -> Result<u8> {
         question_id: args.id,
         channels: Vec::new(),
         user: args.user.clone(),
+        approvals: args.approvals,
     }
     .answered_at_host(args.here);
     let asked = agent.ask_user(request).await?;

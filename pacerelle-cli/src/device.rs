@@ -785,6 +785,8 @@ mod tests {
     fn answered(channel: Option<Channel>, by: Option<&str>, answer: Option<Answer>) -> OpenedQuestion {
         OpenedQuestion {
             grants: None,
+            approvals: 1,
+            answers: Vec::new(),
             question_id: "q1".into(),
             question: "Deploy?".into(),
             kind: QuestionKind::YesNo,

@@ -186,7 +186,10 @@ async fn rule(
             let (question, details) =
                 host::describe(host, &input.tool_name, &tool_input, cwd, &evaluation.reason);
             let offer = gate.offer(&evaluation, &input.tool_name, &tool_input, cwd);
-            let request = gate.question(question).with_details(details).offering(offer);
+            let request = gate
+                .question_for(question, &evaluation)
+                .with_details(details)
+                .offering(offer);
             let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
             let ruling = gate::ask(&agent, Asking::within(request, remaining)).await;
             if let Err(e) = gate::keep_grant(&agent, &book, &ruling).await {

@@ -205,6 +205,13 @@ pub struct OpenedQuestion {
     /// for one of these durations ([`DeviceClient::answer_granting`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grants: Option<pacerelle_core::grant::GrantOffer>,
+    /// How many distinct owner devices must approve (as the agent sealed it; docs/crypto.md §4.7b).
+    #[serde(default = "wire::one_approval", skip_serializing_if = "wire::is_one_approval")]
+    pub approvals: u32,
+    /// For a question that needs several approvals: the devices that answered so far, as the relay reports
+    /// them (while it is pending, each approved: "1 of 2 approvals").
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub answers: Vec<String>,
 }
 
 /// A grant as an owner device lists it ([`DeviceClient::grants`]).
@@ -932,6 +939,8 @@ impl DeviceClient {
             digest,
             answer_key: payload.answer_key,
             grants: payload.grants,
+            approvals: payload.approvals,
+            answers: meta.answers.clone(),
         })
     }
 
@@ -1184,6 +1193,8 @@ impl DeviceClient {
         let body = AnswerQuestion {
             envelope: envelope::seal_json(&self.inner.key, &aad, &payload),
             copy,
+            // A no to a question that needs several approvals denies at once: it closes the question.
+            closes: known.approvals > 1 && payload.answer == Answer::No,
         };
         let path = format!("/v1/device/questions/{question_id}/answer");
         let sent = self
@@ -1199,6 +1210,11 @@ impl DeviceClient {
             Err(e) => return Err(self.refused(question_id, e).await),
         };
         let opened = self.open_device_question(&stored).map_err(Error::Crypto)?;
+        // A question that needs several approvals keeps this device's answer, open or closed by another's.
+        let kept = opened.approvals > 1 && opened.answers.iter().any(|d| d == self.device_id());
+        if kept && matches!(opened.state, QuestionState::Pending | QuestionState::Answered) {
+            return Ok(opened);
+        }
         // A retry from this device gets the answer stored first: when it is another one, this one did not count.
         let theirs = opened.answered_by.as_deref() != Some(self.device_id());
         let other_answer = opened

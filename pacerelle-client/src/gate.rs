@@ -319,6 +319,15 @@ impl Gate {
         QuestionRequest::yes_no(question).answered_at_host(self.policy.accepts_host())
     }
 
+    /// [`Gate::question`] for a call the policy evaluated: with the approvals its rule needs (several
+    /// approvals come from owner devices only, never from the computer).
+    pub fn question_for(&self, question: String, evaluation: &Evaluation) -> QuestionRequest {
+        match evaluation.approvals {
+            1 => self.question(question),
+            n => QuestionRequest::yes_no(question).approvals(n),
+        }
+    }
+
     /// The digest of the policy's text: a grant counts only under the policy that offered it.
     pub fn policy_digest(&self) -> &str {
         self.policy.digest()
@@ -413,6 +422,7 @@ impl Gate {
                     .into(),
                 grant: Vec::new(),
                 grant_prefix: Vec::new(),
+                approvals: 1,
             };
         }
         evaluation

@@ -66,6 +66,10 @@ pub struct QuestionRequest {
     /// A gate question's grant offer ([`crate::gate::Gate::offer`]): a `yes` may extend to the offered
     /// scopes for one of the offered durations (docs/crypto.md §4.8b). Sealed into the question.
     pub grants: Option<pacerelle_core::grant::GrantOffer>,
+    /// How many distinct owner devices must approve a yes/no question, each with a signed `yes` (1, the
+    /// default: the first answer decides; at most 10; docs/crypto.md §4.7b). One `no` denies at once. Sealed
+    /// into the question.
+    pub approvals: u32,
 }
 
 impl QuestionRequest {
@@ -116,6 +120,21 @@ impl QuestionRequest {
         if let Some(id) = &self.question_id {
             ids::validate("question id", id)?;
         }
+        if self.approvals != 1 {
+            let max = pacerelle_core::wire::MAX_APPROVALS;
+            if !(2..=max).contains(&self.approvals) {
+                return invalid(format!("approvals is 1 to {max} (got {})", self.approvals));
+            }
+            if self.kind != QuestionKind::YesNo {
+                return invalid("several approvals are for a yes/no question".into());
+            }
+            if self.grants.is_some() {
+                return invalid("a question that needs several approvals offers no grants".into());
+            }
+            if self.channels.contains(&Channel::Host) {
+                return invalid("a question that needs several approvals is answered on devices only".into());
+            }
+        }
         let size = self.question.len() + self.details.as_deref().map_or(0, str::len);
         let options: usize = self.options.iter().map(String::len).sum();
         if size + options > MAX_QUESTION_BYTES {
@@ -137,6 +156,7 @@ impl QuestionRequest {
             channels: Vec::new(),
             user: None,
             grants: None,
+            approvals: 1,
         }
     }
 
@@ -184,6 +204,12 @@ impl QuestionRequest {
     /// Addresses the question to a user of the agent (Partner mode) instead of the owner.
     pub fn for_user(mut self, external_id: impl Into<String>) -> Self {
         self.user = Some(external_id.into());
+        self
+    }
+
+    /// Needs `n` distinct owner devices to approve (a yes/no question; 1 is the default).
+    pub fn approvals(mut self, n: u32) -> Self {
+        self.approvals = n;
         self
     }
 
@@ -352,6 +378,27 @@ impl AgentClient {
             answer_envelope: view.answer_envelope.as_deref(),
             channel: view.channel,
         };
+        if own.payload.approvals > 1 {
+            let answers: Vec<question::ReportedAnswer<'_>> = view
+                .answers
+                .iter()
+                .map(|a| question::ReportedAnswer {
+                    device_id: &a.device_id,
+                    answered_at: a.answered_at,
+                    envelope: &a.envelope,
+                })
+                .collect();
+            return question::quorum_verdict(
+                &self.inner.agent_id,
+                own,
+                view.state,
+                &answers,
+                |device| self.inner.token.device_key(&self.inner.agent_id, device),
+                may_approve,
+                signing,
+                Timestamp::now(),
+            );
+        }
         if view.channel == Some(Channel::Host) {
             let self_key = self.inner.token.self_key(&self.inner.agent_id);
             return question::host_verdict(&self.inner.agent_id, own, &report, &self_key, Timestamp::now());
@@ -477,6 +524,7 @@ impl AgentClient {
                 .take(1)
                 .collect(),
             user: request.user,
+            approvals: request.approvals,
         };
         payload
             .validate()
@@ -484,6 +532,13 @@ impl AgentClient {
         payload.recipients = self
             .devices_to_reach(payload.user.as_deref(), "a question")
             .await?;
+        if payload.approvals as usize > payload.recipients.len() {
+            return Err(Error::InvalidInput(format!(
+                "this question needs {} approvals, but only {} device(s) can answer it: pair more owner devices",
+                payload.approvals,
+                payload.recipients.len()
+            )));
+        }
         payload.answer_key = Some(b64::encode(&keys::random_array::<32>()));
 
         // The same bytes for every copy: each recipient's digest of what it opened is the agent's.
@@ -514,6 +569,8 @@ impl AgentClient {
             envelopes,
             // In clear beside the sealed addressee, for the integrator's webhooks; the sealed one decides.
             user_id: payload.user.clone(),
+            // In clear so that the relay keeps the question open; the sealed number is the one counted.
+            approvals: payload.approvals,
         };
         let view: QuestionView = self
             .inner
@@ -742,6 +799,7 @@ impl AgentClient {
                 .payload
                 .answer_key()
                 .map(|key| envelope::seal(&key, &answer_copy_aad(agent_id, "", question_id), &plain)),
+            closes: false,
         };
         let path = format!("{path}/answer");
         let view: QuestionView = self

@@ -579,6 +579,7 @@ fn digest_question() -> QuestionPayload {
         answer_key: Some(b64::encode(&ANSWER_KEY)),
         channels: Vec::new(),
         user: None,
+        approvals: 1,
     }
 }
 
@@ -631,6 +632,7 @@ fn envelope_file() -> File<EnvelopeCase> {
         answer_key: None,
         channels: Vec::new(),
         user: None,
+        approvals: 1,
     })
     .expect("question serialises");
     let answer = serde_json::to_string(&AnswerPayload {
@@ -654,6 +656,7 @@ fn envelope_file() -> File<EnvelopeCase> {
         answer_key: None,
         channels: Vec::new(),
         user: None,
+        approvals: 1,
     })
     .expect("question serialises");
     let choice_answer = serde_json::to_string(&AnswerPayload {
@@ -2342,6 +2345,7 @@ fn answered() -> Vec<Answered> {
                 answer_key: None,
                 channels: Vec::new(),
                 user: None,
+                approvals: 1,
             }
         };
     vec![

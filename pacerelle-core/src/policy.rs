@@ -95,6 +95,8 @@ struct RuleFile {
     grant: Option<GrantFile>,
     #[serde(default)]
     grant_prefix: Option<OneOrMany>,
+    #[serde(default)]
+    approvals: Option<u32>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -120,6 +122,8 @@ struct Rule {
     /// The durations it lets a person grant, in seconds: `None` for the policy's default.
     grant: Option<Vec<u64>>,
     grant_prefix: Vec<String>,
+    /// How many distinct owner devices must approve a call it asks about.
+    approvals: u32,
 }
 
 /// A parsed policy.
@@ -146,6 +150,9 @@ pub struct Evaluation {
     pub grant: Vec<u64>,
     /// For `ask`: the command prefixes a grant may cover besides the exact command.
     pub grant_prefix: Vec<String>,
+    /// For `ask`: how many distinct owner devices must approve (the rule's `approvals`; 1 by default). A
+    /// rule that needs more than one offers no grant: each call is approved by that many people.
+    pub approvals: u32,
 }
 
 /// Reads a duration of the policy's `grant`: a number and one unit, `s`, `m` or `h` (`15m`, `1h`), from 1 s to
@@ -227,8 +234,27 @@ impl Policy {
                         "bad grant_prefix {p:?}: a plain command, without shell control characters"
                     )));
                 }
+                let approvals = r.approvals.unwrap_or(1);
+                if !(1..=crate::wire::MAX_APPROVALS).contains(&approvals) {
+                    return Err(PolicyError(format!(
+                        "bad approvals {approvals}: 1 to {}",
+                        crate::wire::MAX_APPROVALS
+                    )));
+                }
+                if approvals > 1 && r.decision != Decision::Ask {
+                    return Err(PolicyError(
+                        "approvals goes with decision = \"ask\": it is how many devices approve".into(),
+                    ));
+                }
+                if approvals > 1 && r.grant.as_ref().is_some_and(|g| !matches!(g, GrantFile::Off(false))) {
+                    return Err(PolicyError(
+                        "a rule with approvals above 1 grants nothing: each call is approved by that many devices"
+                            .into(),
+                    ));
+                }
                 Ok(Rule {
                     index: i + 1,
+                    approvals,
                     tool: globs(r.tool.into_vec(), "tool")?,
                     command: globs(r.command.map(OneOrMany::into_vec).unwrap_or_default(), "command")?,
                     path: globs(r.path.map(OneOrMany::into_vec).unwrap_or_default(), "path")?,
@@ -303,16 +329,20 @@ impl Policy {
                 .clone()
                 .unwrap_or_else(|| format!("policy rule {} for {}", rule.index, call.tool));
             let asks = rule.decision == Decision::Ask;
-            let grant = rule.grant.clone().unwrap_or_else(|| self.grant.clone());
+            let grant = match rule.approvals {
+                1 => rule.grant.clone().unwrap_or_else(|| self.grant.clone()),
+                _ => Vec::new(),
+            };
             return Evaluation {
                 decision: rule.decision,
                 reason,
                 grant: if asks { grant } else { Vec::new() },
-                grant_prefix: if asks {
+                grant_prefix: if asks && rule.approvals == 1 {
                     rule.grant_prefix.clone()
                 } else {
                     Vec::new()
                 },
+                approvals: if asks { rule.approvals } else { 1 },
             };
         }
         Evaluation {
@@ -324,6 +354,7 @@ impl Policy {
                 Vec::new()
             },
             grant_prefix: Vec::new(),
+            approvals: 1,
         }
     }
 }

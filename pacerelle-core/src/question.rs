@@ -158,6 +158,13 @@ pub struct QuestionPayload {
     /// policy that offers them. Sealed, so neither the relay nor a device can widen it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grants: Option<crate::grant::GrantOffer>,
+    /// How many distinct owner devices must approve with a signed `yes` (§4.7b): absent = 1, the first
+    /// answer decides. Only for `yes_no`, at most [`crate::wire::MAX_APPROVALS`].
+    #[serde(
+        default = "crate::wire::one_approval",
+        skip_serializing_if = "crate::wire::is_one_approval"
+    )]
+    pub approvals: u32,
 }
 
 impl QuestionPayload {
@@ -178,6 +185,7 @@ impl QuestionPayload {
             && self.accepts_host() == other.accepts_host()
             && self.user == other.user
             && self.grants == other.grants
+            && self.approvals == other.approvals
     }
 
     /// The answer key, when the question carries a valid one.
@@ -197,6 +205,20 @@ impl QuestionPayload {
                 return Err("only a yes/no question offers grants");
             }
             offer.validate()?;
+        }
+        if self.approvals != 1 {
+            if self.kind != QuestionKind::YesNo {
+                return Err("only a yes/no question needs several approvals");
+            }
+            if !(2..=crate::wire::MAX_APPROVALS).contains(&self.approvals) {
+                return Err("a question needs 1 to 10 approvals");
+            }
+            if self.grants.is_some() {
+                return Err("a question that needs several approvals offers no grants");
+            }
+            if (self.approvals as usize) > self.recipients.len() {
+                return Err("a question needs no more approvals than the devices it is asked of");
+            }
         }
         match self.kind {
             QuestionKind::Choice => {
@@ -537,6 +559,20 @@ pub struct Verdict {
     pub grant: Option<crate::grant::Grant>,
     /// Why a grant the answer carried was not accepted (the answer itself still counts).
     pub grant_refused: Option<crate::grant::GrantRefusal>,
+    /// For a question that needs several approvals: the signed yeses that counted, one per device, in the
+    /// order they came ([`quorum_verdict`]); empty otherwise.
+    pub approvals: Vec<Approval>,
+}
+
+/// One device's signed yes that counted toward a question's approvals.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Approval {
+    /// The device.
+    pub device_id: String,
+    /// When the person answered (the device's clock, as signed).
+    pub answered_at: Timestamp,
+    /// Its signature, verified with the device's pinned key.
+    pub signature: String,
 }
 
 impl Verdict {
@@ -565,6 +601,7 @@ impl Verdict {
             channel: None,
             grant: None,
             grant_refused: None,
+            approvals: Vec::new(),
         }
     }
 }
@@ -739,7 +776,94 @@ pub fn verdict_with(
         channel: Some(Channel::Phone),
         grant,
         grant_refused,
+        approvals: Vec::new(),
     }
+}
+
+/// One device's answer to a question that needs several approvals, as the relay reports it.
+#[derive(Debug, Clone, Copy)]
+pub struct ReportedAnswer<'a> {
+    /// The device the relay says answered.
+    pub device_id: &'a str,
+    /// When the relay says the answer arrived.
+    pub answered_at: Timestamp,
+    /// The answer, sealed by the device for the agent.
+    pub envelope: &'a str,
+}
+
+/// Decides what a question that needs several approvals ([`QuestionPayload::approvals`], as sealed) means, on
+/// the agent side (docs/crypto.md §4.7b): each answer the relay reports is judged alone as
+/// [`verdict_with`] judges one, and only the first of each device counts. One counted `no` denies at once. The
+/// question is approved when at least `approvals` distinct devices gave a counted, **signed** `yes`; each is
+/// listed in [`Verdict::approvals`]. Fewer is no approval: the question reads `pending` while the relay says so,
+/// then as [`verdict_with`] reads an unanswered one (expired, cancelled), with the count in `rejected`. An
+/// answer given at the computer never counts toward approvals.
+#[cfg(feature = "content")]
+#[allow(clippy::too_many_arguments)] // the report, the keys and the roster's rules, as verdict_with takes them
+pub fn quorum_verdict(
+    agent_id: &str,
+    own: &OwnQuestion,
+    reported: QuestionState,
+    answers: &[ReportedAnswer<'_>],
+    device_key: impl Fn(&str) -> ContentKey,
+    may_approve: impl Fn(&str) -> bool,
+    signing: impl Fn(&str) -> DeviceSigning,
+    now: Timestamp,
+) -> Verdict {
+    let needed = own.payload.approvals.max(1) as usize;
+    let mut seen: Vec<&str> = Vec::new();
+    let mut yeses: Vec<Verdict> = Vec::new();
+    for answer in answers {
+        if seen.contains(&answer.device_id) {
+            continue;
+        }
+        seen.push(answer.device_id);
+        let report = RelayReport {
+            state: QuestionState::Answered,
+            answered_by: Some(answer.device_id),
+            answered_at: Some(answer.answered_at),
+            answer_envelope: Some(answer.envelope),
+            channel: Some(Channel::Phone),
+        };
+        let one = verdict_with(agent_id, own, &report, &device_key, &may_approve, &signing, now);
+        if one.state != QuestionState::Answered {
+            continue;
+        }
+        if one.answer == Some(Answer::No) {
+            return Verdict {
+                grant: None,
+                grant_refused: None,
+                ..one
+            };
+        }
+        if one.approved && one.signature.is_some() {
+            yeses.push(one);
+        }
+    }
+    if yeses.len() >= needed {
+        let approvals = yeses
+            .iter()
+            .map(|v| Approval {
+                device_id: v.answered_by.clone().unwrap_or_default(),
+                answered_at: v.answered_at.unwrap_or(Timestamp(0)),
+                signature: v.signature.clone().unwrap_or_default(),
+            })
+            .collect();
+        let last = yeses
+            .pop()
+            .unwrap_or_else(|| Verdict::unanswered(reported, own.payload.expires_at, now, None));
+        return Verdict {
+            grant: None,
+            grant_refused: None,
+            approvals,
+            ..last
+        };
+    }
+    // As verdict_with reads an answer it does not accept: no answer, with the reason when the relay closed it.
+    let shortfall = (reported == QuestionState::Answered).then_some(
+        "the question closed with fewer signed approvals from distinct owner devices than it needs",
+    );
+    Verdict::unanswered(reported, own.payload.expires_at, now, shortfall)
 }
 
 /// Why [`host_verdict`] refuses an answer given at the computer to a question that did not accept one.
@@ -811,6 +935,7 @@ pub fn host_verdict(
         // A grant is a device's, signed: never one recorded at the computer.
         grant: None,
         grant_refused: None,
+        approvals: Vec::new(),
     }
 }
 
@@ -838,6 +963,7 @@ mod tests {
             answer_key: None,
             channels: Vec::new(),
             user: None,
+            approvals: 1,
         }
     }
 
@@ -1197,6 +1323,129 @@ mod tests {
         let key = crate::signing::SigningKey::from_seed([5; 32]).expect("key");
         let v = with(DeviceSigning::Pinned(key.public_key()));
         assert_eq!(v.rejected, Some(UNSIGNED_BUT_KEYED));
+    }
+
+    /// A signed answer of `device` (signing key seeded by `seed`) to `q`, sealed for the agent.
+    fn seal_signed(q: &QuestionPayload, device: &str, seed: u8, answer: Answer, at: i64) -> String {
+        let key_pair = crate::signing::SigningKey::from_seed([seed; 32]).expect("key");
+        let digest = own(q).digest;
+        let signature = crate::signing::SignedAnswer {
+            agent_id: AGENT,
+            device_id: device,
+            question_id: "q1",
+            question_digest: &digest,
+            answered_at: Timestamp(at),
+            answer: &answer,
+        }
+        .sign(&key_pair);
+        let payload = AnswerPayload {
+            grant: None,
+            question_id: "q1".into(),
+            answer,
+            answered_at: Timestamp(at),
+            question_digest: Some(digest),
+            signature: Some(signature),
+        };
+        envelope::seal_json(&key(device), &answer_aad(AGENT, device, "q1"), &payload)
+    }
+
+    #[test]
+    fn two_approvals_need_two_distinct_signed_yeses_and_one_no_denies() {
+        let q = QuestionPayload {
+            approvals: 2,
+            ..yes_no(100)
+        };
+        let seed = |d: &str| match d {
+            "dv_0" => 10u8,
+            "dv_1" => 11,
+            _ => 12,
+        };
+        let pinned = |d: &str| {
+            let key_pair = crate::signing::SigningKey::from_seed([seed(d); 32]).expect("key");
+            DeviceSigning::Pinned(key_pair.public_key())
+        };
+        let judge = |state: QuestionState, answers: &[(&str, &str)], may: &dyn Fn(&str) -> bool| {
+            let reported: Vec<ReportedAnswer<'_>> = answers
+                .iter()
+                .enumerate()
+                .map(|(n, (device, envelope))| ReportedAnswer {
+                    device_id: device,
+                    answered_at: Timestamp(40 + n as i64),
+                    envelope,
+                })
+                .collect();
+            quorum_verdict(AGENT, &own(&q), state, &reported, key, may, pinned, Timestamp(60))
+        };
+        let all = |_: &str| true;
+        let yes0 = seal_signed(&q, "dv_0", 10, Answer::Yes, 30);
+        let yes1 = seal_signed(&q, "dv_1", 11, Answer::Yes, 31);
+        let no2 = seal_signed(&q, "dv_2", 12, Answer::No, 32);
+
+        // One yes: still open, not approved.
+        let one = judge(QuestionState::Pending, &[("dv_0", &yes0)], &all);
+        assert_eq!((one.state, one.approved), (QuestionState::Pending, false));
+        // Two distinct signed yeses: approved, both listed.
+        let two = judge(QuestionState::Answered, &[("dv_0", &yes0), ("dv_1", &yes1)], &all);
+        assert!(two.approved, "{two:?}");
+        let by: Vec<&str> = two.approvals.iter().map(|a| a.device_id.as_str()).collect();
+        assert_eq!(by, ["dv_0", "dv_1"]);
+        assert!(two.approvals.iter().all(|a| !a.signature.is_empty()));
+        // The same device twice counts once (a relay replaying its answer).
+        let twice = judge(QuestionState::Answered, &[("dv_0", &yes0), ("dv_0", &yes0)], &all);
+        assert!(!twice.approved);
+        assert!(
+            twice
+                .rejected
+                .is_some_and(|r| r.contains("fewer signed approvals"))
+        );
+        // A yes moved under another device's name does not open, and does not count.
+        let moved = judge(QuestionState::Answered, &[("dv_0", &yes0), ("dv_1", &yes0)], &all);
+        assert!(!moved.approved);
+        // A device the roster does not trust does not count.
+        let untrusted = judge(
+            QuestionState::Answered,
+            &[("dv_0", &yes0), ("dv_1", &yes1)],
+            &|d| d != "dv_1",
+        );
+        assert!(!untrusted.approved);
+        // A yes and a no: denied, whatever the order, and a no closes it at once.
+        for answers in [
+            [("dv_0", yes0.as_str()), ("dv_2", no2.as_str())],
+            [("dv_2", no2.as_str()), ("dv_0", yes0.as_str())],
+        ] {
+            let v = judge(QuestionState::Answered, &answers, &all);
+            assert_eq!(
+                (v.state, v.approved, v.answer.as_ref()),
+                (QuestionState::Answered, false, Some(&Answer::No))
+            );
+            assert_eq!(v.answered_by.as_deref(), Some("dv_2"));
+        }
+        // Unsigned yeses never count toward approvals.
+        let unsigned0 = seal_answer_to(&q, "dv_0", "q1", Answer::Yes, 30);
+        let unsigned1 = seal_answer_to(&q, "dv_1", "q1", Answer::Yes, 31);
+        let reported = [
+            ReportedAnswer {
+                device_id: "dv_0",
+                answered_at: Timestamp(40),
+                envelope: &unsigned0,
+            },
+            ReportedAnswer {
+                device_id: "dv_1",
+                answered_at: Timestamp(41),
+                envelope: &unsigned1,
+            },
+        ];
+        let v = quorum_verdict(
+            AGENT,
+            &own(&q),
+            QuestionState::Answered,
+            &reported,
+            key,
+            all,
+            |_| DeviceSigning::Unsigned,
+            Timestamp(60),
+        );
+        assert!(!v.approved);
     }
 
     #[test]

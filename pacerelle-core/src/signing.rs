@@ -669,6 +669,7 @@ mod tests {
             answer_key: None,
             channels: Vec::new(),
             user: None,
+            approvals: 1,
         }
     }
 

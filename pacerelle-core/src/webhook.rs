@@ -147,6 +147,8 @@ mod tests {
                 cursor: Cursor(1),
                 channel: None,
                 user_id: None,
+                approvals: 1,
+                answers: Vec::new(),
             },
         }
     }

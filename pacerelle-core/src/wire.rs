@@ -724,6 +724,13 @@ pub struct QuestionMeta {
     /// the agent; no `answeredBy`). Absent while unanswered.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub channel: Option<Channel>,
+    /// How many distinct devices must approve; absent = 1.
+    #[serde(default = "one_approval", skip_serializing_if = "is_one_approval")]
+    pub approvals: u32,
+    /// For a question that needs several approvals: the devices that answered so far (while it is pending,
+    /// each one approved), in the order they came.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub answers: Vec<String>,
 }
 
 /// `POST /v1/agent/questions`: a question sealed for each owner device and for the agent itself.
@@ -747,6 +754,12 @@ pub struct CreateQuestion {
     /// sealed question. 1 to 128 characters, no control characters. Absent for the owner's questions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_id: Option<String>,
+    /// How many distinct devices must approve: 1 (absent, the first answer decides) to
+    /// [`MAX_APPROVALS`], at most the number of envelopes. The sealed question says the same number, which is
+    /// the one the agent counts; the relay keeps the question open until that many devices answered or one
+    /// answer closes it.
+    #[serde(default = "one_approval", skip_serializing_if = "is_one_approval")]
+    pub approvals: u32,
 }
 
 /// A question as the agent sees it, with its answer when there is one. Also one line of the answer log.
@@ -790,6 +803,13 @@ pub struct QuestionView {
     /// informational only, the sealed question decides. Absent for the owner's questions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub user_id: Option<String>,
+    /// How many distinct devices must approve (docs/relay-api.md, "Several approvals"); absent = 1.
+    #[serde(default = "one_approval", skip_serializing_if = "is_one_approval")]
+    pub approvals: u32,
+    /// For a question that needs several approvals: each device's answer, in the order they came (the one
+    /// that closed it too); the agent counts the signed yeses among them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub answers: Vec<DeviceAnswer>,
     /// Its position in the agent's stream (the answer log pages by it).
     pub cursor: Cursor,
 }
@@ -911,6 +931,36 @@ pub struct AnswerQuestion {
     /// that counts. Informational only: the agent decides from `envelope`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub copy: Option<String>,
+    /// For a question that needs several approvals: this answer closes it at once, whatever the count (a
+    /// device sets it on a `no`, which denies). Informational for the relay: the agent decides from the sealed
+    /// answers. Absent = `false`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub closes: bool,
+}
+
+/// Most approvals a question may need.
+pub const MAX_APPROVALS: u32 = 10;
+
+/// One device's answer to a question that needs several approvals, as the relay keeps it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceAnswer {
+    /// The device.
+    pub device_id: String,
+    /// When the relay accepted it.
+    pub answered_at: Timestamp,
+    /// The answer, sealed by the device for the agent.
+    pub envelope: String,
+}
+
+/// The default of a question's `approvals`: one answer decides.
+pub fn one_approval() -> u32 {
+    1
+}
+
+/// Whether a question's `approvals` is the default, left out of its JSON.
+pub fn is_one_approval(n: &u32) -> bool {
+    *n == 1
 }
 
 /// `GET /v1/agent/roster` and the answer to `PUT /v1/agent/roster`: the newest sealed device roster
@@ -1119,6 +1169,8 @@ mod tests {
                 answered_by_name: Some("phone".into()),
                 answer_copy: None,
                 channel: None,
+                approvals: 1,
+                answers: Vec::new(),
             }),
             created_at: Timestamp(1000),
             cursor: Cursor(4),

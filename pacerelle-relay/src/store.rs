@@ -409,6 +409,8 @@ pub(crate) struct NewQuestion<'a> {
     pub envelopes: &'a [pacerelle_core::wire::DeviceEnvelope],
     /// The user it is for, as the agent gave it in clear (checked): stored and shown, never used to route.
     pub user_id: Option<&'a str>,
+    /// How many distinct devices must answer before it closes (1: the first answer closes it).
+    pub approvals: u32,
 }
 
 /// Outcome of storing a question or a notification.

@@ -61,6 +61,7 @@ async fn forge_host_answer(relay: &TestRelay, agent: &AgentClient, question_id: 
             &payload,
         ),
         copy: None,
+        closes: false,
     };
     reqwest::Client::new()
         .post(format!("{}/v1/agent/questions/{question_id}/answer", relay.url))

@@ -119,6 +119,7 @@ async fn a_question_id_never_carries_two_questions() {
         answer_key: None,
         channels: Vec::new(),
         user: None,
+        approvals: 1,
     };
     let swapped = envelope::seal_json(
         &agent.token().self_key(agent.agent_id()),

@@ -117,6 +117,10 @@ pub struct AskArgs {
     /// Partner mode: the externalId of the user to ask (connected with connect_user): only that user's
     /// devices see the question and only their answer counts. Omitted: the person who owns this agent.
     pub user_id: Option<String>,
+    /// For a yes/no question about something that matters most: how many distinct owner devices must
+    /// approve, each with a signed yes (one no denies at once). Default 1. Answered on devices only.
+    #[schemars(range(min = 1, max = 10))]
+    pub approvals: Option<u32>,
 }
 
 /// Arguments of `wait_for_answer`.
@@ -355,6 +359,7 @@ pub fn question_request(args: AskArgs) -> Result<QuestionRequest, McpError> {
         question_id: Some(question_id),
         channels: Vec::new(),
         user: args.user_id,
+        approvals: args.approvals.unwrap_or(1),
     };
     // The client's checks, with its messages as they are.
     request.check().map_err(|e| match e {
@@ -366,6 +371,9 @@ pub fn question_request(args: AskArgs) -> Result<QuestionRequest, McpError> {
 
 /// Why a question for a user is not asked at this computer too.
 const FOR_USER_NOT_HERE: &str = "a question for a user is answered on that user's devices only";
+
+/// Why a question that needs several approvals is not asked at this computer too.
+const SEVERAL_NOT_HERE: &str = "a question that needs several approvals is answered on owner devices only";
 
 /// The sentence every path that is not an approval ends with.
 const NOT_A_YES: &str = "Until wait_for_answer returns approved: true, this is not a yes: do not do what you \
@@ -594,11 +602,15 @@ impl PacerelleServer {
         let state = &self.state;
         // A user's question is answered on that user's devices only: the person at this computer is not them.
         let for_user = args.user_id.is_some();
-        let wanted_here = !for_user && args.also_ask_here.unwrap_or(state.also_ask_here);
+        // Several approvals come from devices only: the person here is one of them at most.
+        let several = args.approvals.is_some_and(|n| n > 1);
+        let wanted_here = !for_user && !several && args.also_ask_here.unwrap_or(state.also_ask_here);
         let not_here = if wanted_here {
             here::why_not(&peer)
         } else if for_user && args.also_ask_here == Some(true) {
             Some(FOR_USER_NOT_HERE)
+        } else if several && args.also_ask_here == Some(true) {
+            Some(SEVERAL_NOT_HERE)
         } else {
             None
         };
@@ -881,6 +893,7 @@ mod tests {
             question_id: None,
             also_ask_here: None,
             user_id: None,
+            approvals: None,
         }
     }
 

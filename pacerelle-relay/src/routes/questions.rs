@@ -12,10 +12,10 @@ use std::time::Duration;
 use axum::extract::State;
 use axum::http::StatusCode;
 use pacerelle_core::Timestamp;
-use pacerelle_core::question::{MAX_EXPIRES_SECONDS, QuestionState};
+use pacerelle_core::question::{MAX_EXPIRES_SECONDS, QuestionKind, QuestionState};
 use pacerelle_core::wire::{
     AnswerLog, AnswerQuestion, CreateQuestion, DeviceEnvelope, DeviceQuestion, DeviceQuestions,
-    MAX_WAIT_SECONDS, QuestionView, SendNotification, Stored,
+    MAX_APPROVALS, MAX_WAIT_SECONDS, QuestionView, SendNotification, Stored,
 };
 use serde::Deserialize;
 
@@ -84,6 +84,30 @@ fn after(state: &AppState, agent_id: &str, effects: &Effects) {
     }
 }
 
+/// A question's `approvals`: 1 to [`MAX_APPROVALS`], only for a yes/no question, and no more than the devices
+/// it is sealed for (distinct devices approve).
+fn check_approvals(approvals: u32, kind: QuestionKind, devices: usize) -> Result<(), AppError> {
+    if approvals == 1 {
+        return Ok(());
+    }
+    if !(2..=MAX_APPROVALS).contains(&approvals) {
+        return Err(AppError::invalid_input(format!(
+            "approvals must be 1 to {MAX_APPROVALS}"
+        )));
+    }
+    if kind != QuestionKind::YesNo {
+        return Err(AppError::invalid_input(
+            "approvals above 1 are for yes/no questions",
+        ));
+    }
+    if usize::try_from(approvals).unwrap_or(usize::MAX) > devices {
+        return Err(AppError::invalid_input(format!(
+            "approvals is {approvals}, but the question is sealed for {devices} device(s): distinct devices approve"
+        )));
+    }
+    Ok(())
+}
+
 /// `POST /v1/agent/questions`: idempotent by `questionId` (the same id again returns the stored question). A
 /// new question beyond the agent's quota of open questions is refused `quota_exceeded`.
 pub(crate) async fn create(
@@ -99,6 +123,7 @@ pub(crate) async fn create(
         pacerelle_core::roster::check_external_id(user_id)
             .map_err(|e| AppError::invalid_input(format!("userId: {e}")))?;
     }
+    check_approvals(body.approvals, body.kind, body.envelopes.len())?;
     // A retry gets the stored question even once its expiry has passed.
     if let Some(view) = state
         .store
@@ -121,6 +146,7 @@ pub(crate) async fn create(
         self_envelope: &body.self_envelope,
         envelopes: &body.envelopes,
         user_id: body.user_id.as_deref(),
+        approvals: body.approvals,
     };
     let max_open = state.config.quotas.max_open_questions;
     let item = match state
@@ -295,12 +321,13 @@ pub(crate) async fn answer(
     check_answer(&body)?;
     let (outcome, effects) = state
         .store
-        .answer_question(
+        .answer_question_closing(
             &auth.agent_id,
             &auth.device_id,
             &question_id,
             &body.envelope,
             body.copy.as_deref(),
+            body.closes,
             Timestamp::now(),
         )
         .await?;

@@ -64,6 +64,10 @@ pub(in crate::store) trait QuestionTx {
     async fn close(&mut self, seq: i64, state: QuestionState, closed_at: Timestamp) -> Result<u64>;
     /// Stores the answer of the pending question `seq`; how many rows changed (0 or 1).
     async fn store_answer(&mut self, seq: i64, answer: &AnswerRow<'_>) -> Result<u64>;
+    /// Whether device `device_id` has an answer kept for the question at `seq` (several approvals).
+    async fn has_answer(&mut self, seq: i64, device_id: &str) -> Result<bool>;
+    /// Keeps a device's answer to the question at `seq` (its first only); returns how many are kept.
+    async fn keep_answer(&mut self, seq: i64, answer: &KeptAnswer<'_>) -> Result<i64>;
     /// Whether the agent has a webhook now; its row is kept from a removal until the end.
     async fn has_webhook(&mut self, agent_id: &str) -> Result<bool>;
     /// Stores a webhook event; whether it was stored (there is at most one of each type per question).
@@ -99,6 +103,15 @@ pub(in crate::store) struct NewQuestionRow<'a> {
     pub state: &'static str,
     pub expires_at: Timestamp,
     pub user_id: Option<&'a str>,
+    pub approvals: i64,
+}
+
+/// One device's answer kept for a question that needs several approvals.
+pub(in crate::store) struct KeptAnswer<'a> {
+    pub device_id: &'a str,
+    pub answered_at: Timestamp,
+    pub envelope: &'a str,
+    pub copy: Option<&'a str>,
 }
 
 /// A webhook event to store: its body is the question as it stands in the transaction, frozen.
@@ -130,6 +143,8 @@ struct Answer<'a> {
     by: Answerer<'a>,
     envelope: &'a str,
     copy: Option<&'a str>,
+    /// For a question that needs several approvals: this answer closes it whatever the count.
+    closes: bool,
 }
 
 /// Prefix of event ids.
@@ -308,6 +323,7 @@ async fn put_question<T: QuestionTx>(
         state: record.state.as_str(),
         expires_at: record.expires_at,
         user_id: q.user_id,
+        approvals: i64::from(q.approvals),
     };
     tx.insert_question(seq, &row).await?;
     tx.enqueue_push(agent_id, seq, now).await?;
@@ -332,9 +348,40 @@ async fn answer<T: QuestionTx>(
     let Some(device_envelope) = tx.sealed_for(row.seq, device_id).await? else {
         return Ok((Transition::NotFound, effects));
     };
+    // Several approvals: each device's first answer is kept while the question is pending; it stays pending
+    // until that many devices answered, or an answer closes it (its device says so: a no).
+    let several = row.approvals > 1;
+    if several && row.record_at(now)?.state == QuestionState::Pending {
+        let answered_here = tx.has_answer(row.seq, device_id).await?;
+        if !answered_here {
+            let kept = KeptAnswer {
+                device_id,
+                answered_at: now,
+                envelope: answer.envelope,
+                copy: answer.copy,
+            };
+            let count = tx.keep_answer(row.seq, &kept).await?;
+            if count < row.approvals && !answer.closes {
+                let stored = tx.question_at(row.seq).await?;
+                return Ok((
+                    Transition::Done(stored.device_question(device_envelope, now)?),
+                    effects,
+                ));
+            }
+        } else {
+            // A retry: the first answer of this device stands, and the question is still open.
+            return Ok((
+                Transition::Done(row.device_question(device_envelope, now)?),
+                effects,
+            ));
+        }
+    }
     let transition = match store_answer(tx, &row, answer, now, &mut effects).await? {
         Ok(stored) => Transition::Done(stored.device_question(device_envelope, now)?),
         Err(Refusal::AlreadyAnswered) if row.answered_by.as_deref() == Some(device_id) => {
+            Transition::Done(row.device_question(device_envelope, now)?)
+        }
+        Err(Refusal::AlreadyAnswered) if several && tx.has_answer(row.seq, device_id).await? => {
             Transition::Done(row.device_question(device_envelope, now)?)
         }
         Err(refusal) => Transition::Refused(refusal),
@@ -510,7 +557,7 @@ impl Store {
         let agent_id = agent_id.to_string();
         let (question_id, self_envelope) = (q.question_id.to_string(), q.self_envelope.to_string());
         let (kind, expires_at, envelopes) = (q.kind, q.expires_at, q.envelopes.to_vec());
-        let user_id = q.user_id.map(str::to_string);
+        let (user_id, approvals) = (q.user_id.map(str::to_string), q.approvals);
         in_tx!(self, |tx| {
             let q = NewQuestion {
                 question_id: &question_id,
@@ -519,6 +566,7 @@ impl Store {
                 self_envelope: &self_envelope,
                 envelopes: &envelopes,
                 user_id: user_id.as_deref(),
+                approvals,
             };
             put_question(tx, &agent_id, &q, max_open, now).await
         })
@@ -526,6 +574,7 @@ impl Store {
 
     /// Records a device's answer through [`QuestionRecord::answer`]: the first valid answer wins; the device
     /// that answered gets its answer again on a retry. A refusal writes nothing.
+    #[cfg(test)]
     pub(crate) async fn answer_question(
         &self,
         agent_id: &str,
@@ -533,6 +582,32 @@ impl Store {
         question_id: &str,
         answer_envelope: &str,
         answer_copy: Option<&str>,
+        now: Timestamp,
+    ) -> Result<(Transition<DeviceQuestion>, Effects)> {
+        self.answer_question_closing(
+            agent_id,
+            device_id,
+            question_id,
+            answer_envelope,
+            answer_copy,
+            false,
+            now,
+        )
+        .await
+    }
+
+    /// [`Store::answer_question`], where for a question that needs several approvals the answer is kept until
+    /// that many devices answered, unless it `closes` the question (a device's no): docs/relay-api.md,
+    /// "Several approvals". A device answers once: its retry gets the question as it stands.
+    #[allow(clippy::too_many_arguments)] // the answer's parts, as the route has them
+    pub(crate) async fn answer_question_closing(
+        &self,
+        agent_id: &str,
+        device_id: &str,
+        question_id: &str,
+        answer_envelope: &str,
+        answer_copy: Option<&str>,
+        closes: bool,
         now: Timestamp,
     ) -> Result<(Transition<DeviceQuestion>, Effects)> {
         let (agent_id, device_id, question_id) = (
@@ -547,6 +622,7 @@ impl Store {
                 by,
                 envelope: &envelope,
                 copy: copy.as_deref(),
+                closes,
             };
             answer(tx, &agent_id, &device_id, &question_id, given, now).await
         })
@@ -571,6 +647,7 @@ impl Store {
                 by: Answerer::Host,
                 envelope: &envelope,
                 copy: copy.as_deref(),
+                closes: false,
             };
             answer_at_host(tx, &agent_id, &question_id, given, now).await
         })

@@ -564,13 +564,14 @@ impl Store {
         let rows: Vec<ConversationRow> = on_db!(
             db,
             fetch_all,
-            sqlx::query_as(
+            sqlx::query_as(concat!(
                 "SELECT i.seq, i.kind, i.item_id, COALESCE(e.envelope, i.envelope, '') AS envelope,
                         i.source_message_id, i.created_at, i.delivered_at, i.processed_at,
                         i.update_state, s.kind AS subject_kind, s.item_id AS subject_id,
                         q.kind AS question_kind, q.state AS question_state, q.expires_at, q.answered_by,
-                        q.answered_at, q.answered_by_name, q.answer_copy, q.channel
-                 FROM items i
+                        q.answered_at, q.answered_by_name, q.answer_copy, q.channel, q.approvals, ",
+                answers_column!(),
+                " FROM items i
                       LEFT JOIN item_envelopes e ON e.item_seq = i.seq AND e.device_id = $2
                       LEFT JOIN items s ON s.seq = i.subject_seq
                       LEFT JOIN questions q ON q.item_seq = COALESCE(i.subject_seq, i.seq)
@@ -581,8 +582,8 @@ impl Store {
                         OR (i.kind = 'update' AND s.kind = 'question'
                             AND EXISTS (SELECT 1 FROM item_envelopes se
                                         WHERE se.item_seq = i.subject_seq AND se.device_id = $2)))
-                 ORDER BY i.seq LIMIT $5",
-            )
+                 ORDER BY i.seq LIMIT $5"
+            ))
             .bind(agent_id)
             .bind(device_id)
             .bind(after)

@@ -6,8 +6,8 @@ use pacerelle_core::Timestamp;
 use pacerelle_core::pairing::Role;
 use pacerelle_core::question::{Channel, QuestionKind, QuestionRecord, QuestionState};
 use pacerelle_core::wire::{
-    ConversationItem, Delivery, DeviceInfo, DeviceQuestion, ItemKind, ItemState, MessageState, QuestionMeta,
-    QuestionView, SubjectKind,
+    ConversationItem, Delivery, DeviceAnswer, DeviceInfo, DeviceQuestion, ItemKind, ItemState, MessageState,
+    QuestionMeta, QuestionView, SubjectKind,
 };
 
 use crate::at_rest::key::WebhookKey;
@@ -109,6 +109,8 @@ pub(in crate::store) struct QuestionRow {
     pub(in crate::store) answer_copy: Option<String>,
     pub(in crate::store) channel: Option<String>,
     pub(in crate::store) user_id: Option<String>,
+    pub(in crate::store) approvals: i64,
+    pub(in crate::store) answers: Option<String>,
 }
 
 /// A question and the envelope sealed for one device.
@@ -153,6 +155,11 @@ impl QuestionRow {
             answered_at: self.answered_at.map(ts),
             answered_by_name: self.answered_by_name.clone(),
             answer_copy: self.answer_copy.clone(),
+            approvals: approvals(self.approvals),
+            answers: answers(self.answers.as_deref())?
+                .into_iter()
+                .map(|a| a.device_id)
+                .collect(),
         })
     }
 
@@ -184,6 +191,8 @@ impl QuestionRow {
             answered_at: self.answered_at.map(ts),
             answer_envelope: self.answer_envelope,
             user_id: self.user_id,
+            approvals: approvals(self.approvals),
+            answers: answers(self.answers.as_deref())?,
             cursor: cursor(self.seq),
         })
     }
@@ -216,6 +225,7 @@ pub(in crate::store) fn conversation_meta(
     answered_by_name: Option<String>,
     answer_copy: Option<String>,
     channel: Option<&str>,
+    quorum: (Option<i64>, Option<&str>),
     now: Timestamp,
 ) -> Result<Option<QuestionMeta>> {
     let (Some(kind), Some(state), Some(expires_at)) = (kind, state, expires_at) else {
@@ -236,7 +246,40 @@ pub(in crate::store) fn conversation_meta(
         answered_at: answered_at.map(ts),
         answered_by_name,
         answer_copy,
+        approvals: approvals(quorum.0.unwrap_or(1)),
+        answers: answers(quorum.1)?.into_iter().map(|a| a.device_id).collect(),
     }))
+}
+
+/// A question's `approvals` as stored (1 for a value out of range, which the relay never writes).
+pub(in crate::store) fn approvals(n: i64) -> u32 {
+    u32::try_from(n).ok().filter(|n| *n >= 1).unwrap_or(1)
+}
+
+/// The devices' answers to a question that needs several approvals, as [`question_columns`] aggregates them:
+/// `device answeredAt envelope`, comma-separated, in the order they came. Ids and envelopes hold no space and
+/// no comma (the routes check them).
+pub(in crate::store) fn answers(text: Option<&str>) -> Result<Vec<DeviceAnswer>> {
+    let Some(text) = text.filter(|t| !t.is_empty()) else {
+        return Ok(Vec::new());
+    };
+    text.split(',')
+        .map(|one| {
+            let mut parts = one.split(' ');
+            match (
+                parts.next(),
+                parts.next().and_then(|t| t.parse().ok()),
+                parts.next(),
+            ) {
+                (Some(device), Some(at), Some(envelope)) => Ok(DeviceAnswer {
+                    device_id: device.to_string(),
+                    answered_at: ts(at),
+                    envelope: envelope.to_string(),
+                }),
+                _ => Err(corrupt("a malformed approval in the database".into())),
+            }
+        })
+        .collect()
 }
 
 /// The role stored as `text`.
@@ -271,11 +314,23 @@ macro_rules! device_columns {
 /// macro, so that every query stays a constant string.
 macro_rules! question_columns {
     () => {
-        "i.seq, i.item_id, q.agent_id, q.kind, q.state, i.created_at, q.expires_at, q.closed_at,
-         COALESCE(i.envelope, '') AS self_envelope,
-         (SELECT string_agg(ie.device_id, ',') FROM item_envelopes ie WHERE ie.item_seq = i.seq) AS recipients,
-         q.answered_by, q.answered_by_name, q.answered_at, q.answer_envelope, q.answer_copy, q.channel,
-         q.user_id"
+        concat!(
+            "i.seq, i.item_id, q.agent_id, q.kind, q.state, i.created_at, q.expires_at, q.closed_at,
+             COALESCE(i.envelope, '') AS self_envelope,
+             (SELECT string_agg(ie.device_id, ',') FROM item_envelopes ie WHERE ie.item_seq = i.seq) AS recipients,
+             q.answered_by, q.answered_by_name, q.answered_at, q.answer_envelope, q.answer_copy, q.channel,
+             q.user_id, q.approvals, ",
+            answers_column!()
+        )
+    };
+}
+
+/// The devices' answers of question `q` that needs several approvals, aggregated as [`answers`] reads them.
+macro_rules! answers_column {
+    () => {
+        "(SELECT string_agg(a.device_id || ' ' || CAST(a.answered_at AS TEXT) || ' ' || a.envelope, ','
+                            ORDER BY a.answered_at, a.device_id)
+          FROM approvals a WHERE a.item_seq = q.item_seq) AS answers"
     };
 }
 
@@ -328,6 +383,8 @@ pub(in crate::store) struct ConversationRow {
     pub(in crate::store) answered_by_name: Option<String>,
     pub(in crate::store) answer_copy: Option<String>,
     pub(in crate::store) channel: Option<String>,
+    pub(in crate::store) approvals: Option<i64>,
+    pub(in crate::store) answers: Option<String>,
 }
 
 impl ConversationRow {
@@ -362,6 +419,7 @@ impl ConversationRow {
                 self.answered_by_name,
                 self.answer_copy,
                 self.channel.as_deref(),
+                (self.approvals, self.answers.as_deref()),
                 now,
             )?,
             created_at: ts(self.created_at),

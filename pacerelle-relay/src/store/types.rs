@@ -286,6 +286,7 @@ impl UpdateDraft {
                     by_name,
                     copy,
                     channel.as_deref(),
+                    (None, None),
                     now,
                 )?
             }

@@ -287,6 +287,7 @@ async fn bad_question_log_and_webhook_input_gets_stable_codes() {
             &AnswerQuestion {
                 envelope: String::new(),
                 copy: None,
+                closes: false,
             },
         )
         .await

@@ -426,6 +426,7 @@ pub fn yes_no(text: &str, devices: &[&Device], expires_in_ms: i64) -> QuestionPa
         answer_key: None,
         channels: Vec::new(),
         user: None,
+        approvals: 1,
     }
 }
 
@@ -455,6 +456,7 @@ pub fn seal_question(
             .collect(),
         // In clear beside the sealed addressee, as the agent side sends it.
         user_id: payload.user.clone(),
+        approvals: 1,
     }
 }
 
@@ -500,7 +502,14 @@ pub fn seal_answer_to(
         &answer_aad(&device.agent_id, &device.id, question_id),
         &payload,
     );
-    (payload, AnswerQuestion { envelope, copy: None })
+    (
+        payload,
+        AnswerQuestion {
+            envelope,
+            copy: None,
+            closes: false,
+        },
+    )
 }
 
 /// Answers a question from `device`; the raw answer.
@@ -551,6 +560,7 @@ pub fn seal_host_answer_to(
         AnswerQuestion {
             envelope: sealed,
             copy: Some(copy),
+            closes: false,
         },
     )
 }

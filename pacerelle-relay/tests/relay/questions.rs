@@ -804,10 +804,12 @@ async fn an_answer_at_the_computer_is_refused_as_a_devices_would_be() {
         AnswerQuestion {
             envelope: String::new(),
             copy: None,
+            closes: false,
         },
         AnswerQuestion {
             envelope: body.envelope.clone(),
             copy: Some("not base64url!".into()),
+            closes: false,
         },
     ] {
         answer_at_host(&relay, &agent, "mine", &bad)
@@ -819,6 +821,7 @@ async fn an_answer_at_the_computer_is_refused_as_a_devices_would_be() {
     let body = AnswerQuestion {
         envelope: body.envelope,
         copy: None,
+        closes: false,
     };
     let done: QuestionView = answer_at_host(&relay, &agent, "mine", &body).await.ok();
     assert_eq!(done.channel, Some(Channel::Host));

@@ -258,6 +258,7 @@ pub async fn swap_self_copy(relay: &TestRelay, agent: &AgentClient, question_id:
         answer_key: None,
         channels: Vec::new(),
         user: None,
+        approvals: 1,
     };
     let swapped = envelope::seal_json(
         &agent.token().self_key(agent.agent_id()),

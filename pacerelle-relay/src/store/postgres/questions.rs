@@ -9,7 +9,9 @@
 use pacerelle_core::question::QuestionState;
 
 use super::prelude::*;
-use crate::store::questions::{AnswerRow, NewItem, NewQuestionRow, QuestionTx, QueuedEvent, StoredUpdate};
+use crate::store::questions::{
+    AnswerRow, KeptAnswer, NewItem, NewQuestionRow, QuestionTx, QueuedEvent, StoredUpdate,
+};
 use crate::store::rows::QuestionRow;
 
 /// The question stored at `seq`.
@@ -131,16 +133,47 @@ impl QuestionTx for Pg<'_> {
 
     async fn insert_question(&mut self, seq: i64, row: &NewQuestionRow<'_>) -> Result<()> {
         let query = sqlx::query(
-            "INSERT INTO questions (item_seq, agent_id, kind, state, expires_at, user_id)
-             VALUES ($1, $2, $3, $4, $5, $6)",
+            "INSERT INTO questions (item_seq, agent_id, kind, state, expires_at, user_id, approvals)
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
         );
         let query = query.bind(seq).bind(row.agent_id).bind(row.kind).bind(row.state);
         query
             .bind(row.expires_at.millis())
             .bind(row.user_id)
+            .bind(row.approvals)
             .execute(&mut *self.0)
             .await?;
         Ok(())
+    }
+
+    async fn has_answer(&mut self, seq: i64, device_id: &str) -> Result<bool> {
+        Ok(sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM approvals WHERE item_seq = $1 AND device_id = $2)",
+        )
+        .bind(seq)
+        .bind(device_id)
+        .fetch_one(&mut *self.0)
+        .await?)
+    }
+
+    async fn keep_answer(&mut self, seq: i64, answer: &KeptAnswer<'_>) -> Result<i64> {
+        sqlx::query(
+            "INSERT INTO approvals (item_seq, device_id, answered_at, envelope, copy)
+             VALUES ($1, $2, $3, $4, $5) ON CONFLICT (item_seq, device_id) DO NOTHING",
+        )
+        .bind(seq)
+        .bind(answer.device_id)
+        .bind(answer.answered_at.millis())
+        .bind(answer.envelope)
+        .bind(answer.copy)
+        .execute(&mut *self.0)
+        .await?;
+        Ok(
+            sqlx::query_scalar("SELECT COUNT(*) FROM approvals WHERE item_seq = $1")
+                .bind(seq)
+                .fetch_one(&mut *self.0)
+                .await?,
+        )
     }
 
     async fn enqueue_push(&mut self, agent_id: &str, seq: i64, now: Timestamp) -> Result<u64> {

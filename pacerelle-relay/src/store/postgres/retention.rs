@@ -125,6 +125,7 @@ impl PgStore {
         for sql in [
             "DELETE FROM webhook_events WHERE question_seq = ANY($1)",
             "DELETE FROM grants WHERE item_seq = ANY($1)",
+            "DELETE FROM approvals WHERE item_seq = ANY($1)",
             "DELETE FROM questions WHERE item_seq = ANY($1)",
             "DELETE FROM items WHERE subject_seq = ANY($1) AND kind = 'update'",
             "DELETE FROM item_envelopes WHERE item_seq = ANY($1)",

@@ -7,7 +7,9 @@ use pacerelle_core::wire::{DeviceEnvelope, ItemState};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::Result;
-use crate::store::questions::{AnswerRow, NewItem, NewQuestionRow, QuestionTx, QueuedEvent, StoredUpdate};
+use crate::store::questions::{
+    AnswerRow, KeptAnswer, NewItem, NewQuestionRow, QuestionTx, QueuedEvent, StoredUpdate,
+};
 use crate::store::rows::QuestionRow;
 
 impl QuestionRow {
@@ -31,6 +33,8 @@ impl QuestionRow {
             answer_copy: r.get("answer_copy")?,
             channel: r.get("channel")?,
             user_id: r.get("user_id")?,
+            approvals: r.get("approvals")?,
+            answers: r.get("answers")?,
         })
     }
 }
@@ -141,8 +145,8 @@ impl QuestionTx for Lite<'_> {
 
     async fn insert_question(&mut self, seq: i64, row: &NewQuestionRow<'_>) -> Result<()> {
         let mut statement = self.0.prepare_cached(
-            "INSERT INTO questions (item_seq, agent_id, kind, state, expires_at, user_id)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+            "INSERT INTO questions (item_seq, agent_id, kind, state, expires_at, user_id, approvals)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
         )?;
         let expires_at = row.expires_at.millis();
         statement.execute(params![
@@ -151,9 +155,36 @@ impl QuestionTx for Lite<'_> {
             row.kind,
             row.state,
             expires_at,
-            row.user_id
+            row.user_id,
+            row.approvals
         ])?;
         Ok(())
+    }
+
+    async fn has_answer(&mut self, seq: i64, device_id: &str) -> Result<bool> {
+        Ok(self
+            .0
+            .prepare_cached("SELECT EXISTS (SELECT 1 FROM approvals WHERE item_seq = ?1 AND device_id = ?2)")?
+            .query_row(params![seq, device_id], |r| r.get(0))?)
+    }
+
+    async fn keep_answer(&mut self, seq: i64, answer: &KeptAnswer<'_>) -> Result<i64> {
+        self.0
+            .prepare_cached(
+                "INSERT INTO approvals (item_seq, device_id, answered_at, envelope, copy)
+                 VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (item_seq, device_id) DO NOTHING",
+            )?
+            .execute(params![
+                seq,
+                answer.device_id,
+                answer.answered_at.millis(),
+                answer.envelope,
+                answer.copy
+            ])?;
+        Ok(self
+            .0
+            .prepare_cached("SELECT COUNT(*) FROM approvals WHERE item_seq = ?1")?
+            .query_row([seq], |r| r.get(0))?)
     }
 
     async fn enqueue_push(&mut self, agent_id: &str, seq: i64, now: Timestamp) -> Result<u64> {

@@ -103,6 +103,7 @@ fn delete_item(conn: &Connection, seq: i64) -> Result<usize> {
     for sql in [
         "DELETE FROM webhook_events WHERE question_seq = ?1",
         "DELETE FROM grants WHERE item_seq = ?1",
+        "DELETE FROM approvals WHERE item_seq = ?1",
         "DELETE FROM questions WHERE item_seq = ?1",
         "DELETE FROM items WHERE subject_seq = ?1 AND kind = 'update'",
         "DELETE FROM item_envelopes WHERE item_seq = ?1",

@@ -455,6 +455,7 @@ async fn a_conversation_shows_a_device_its_own_items_and_their_updates() {
             self_envelope: "SELF",
             envelopes: &only_dv1,
             user_id: None,
+            approvals: 1,
         };
         let put = store
             .put_question("ag_1", &q, 100, Timestamp(T0))

@@ -56,6 +56,7 @@ async fn items_queue_one_push_per_subscription_of_their_active_recipients_and_re
             self_envelope: "SELF",
             envelopes: &envelopes(&["dv_1", "dv_3"]),
             user_id: None,
+            approvals: 1,
         };
         store
             .put_question("ag_1", &q, u32::MAX, now)

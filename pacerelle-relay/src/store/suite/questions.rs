@@ -61,6 +61,7 @@ pub(in crate::store) async fn put(
         self_envelope: "AAAA",
         envelopes: &envelopes,
         user_id: None,
+        approvals: 1,
     };
     store
         .put_question("ag_1", &q, max_open, Timestamp(at))
@@ -144,6 +145,7 @@ pub(in crate::store) async fn users_after_migration(store: &Store) {
         self_envelope: "AAAA",
         envelopes: &envelopes,
         user_id: Some("alice"),
+        approvals: 1,
     };
     let put = store.put_question("ag_1", &q, u32::MAX, now).await.expect("ok");
     let QuestionPut::Item(item) = put else {

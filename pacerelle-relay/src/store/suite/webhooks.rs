@@ -45,6 +45,7 @@ pub(in crate::store) async fn cancelled(store: &Store, agent: &str, question: &s
         self_envelope: "AA",
         envelopes: &[],
         user_id: None,
+        approvals: 1,
     };
     store
         .put_question(agent, &q, u32::MAX, Timestamp(T0 + at))
