@@ -502,3 +502,75 @@ test("the app's reconnection backoff doubles to its cap, with jitter, and starts
   b.reset();
   assert.ok(b.delay() <= 1000);
 });
+
+// ── grants (crypto.md §4.8b): the signed bytes, and the app's reading of an offer (grant.js) ──────────────
+
+/** `u32 BE length ‖ UTF-8`, written here from crypto.md §4.8 rather than taken from crypto.js. */
+const lengthPrefixed = (text) => {
+  const bytes = Buffer.from(text, "utf8");
+  const n = Buffer.alloc(4);
+  n.writeUInt32BE(bytes.length);
+  return Buffer.concat([n, bytes]);
+};
+
+const grantFields = (scope) => ({
+  agentId: "ag_vector",
+  deviceId: "dv_vector",
+  questionId: "qst_gate",
+  questionDigest: "EKYzIyT6XughEDO8XaUht0Ws306w9nLh_jVjEwFdRKE",
+  grantedAt: "2026-11-30T00:41:02.003Z",
+  grant: { scope, expiresAt: "2026-11-30T01:41:02.003Z", policy: "UE9MSUNZ", signature: "ignored: not signed" },
+});
+
+test("signed grants: the bytes of crypto.md §4.8b field by field, signed and verified; every field is covered; malformed fields are refused", async () => {
+  const exact = { tool: "Bash", command: "cargo test", match: "exact", folder: "/work/app" };
+  const edit = { tool: "Edit", folder: "/work/Été app" };
+  for (const scope of [exact, edit]) {
+    const fields = grantFields(scope);
+    const context = Buffer.from("pacerelle/v1/grant-signature", "ascii");
+    assert.equal(context.length, 28);
+    const expected = Buffer.concat([
+      context,
+      Buffer.from([1]),
+      ...[fields.agentId, fields.deviceId, fields.questionId, fields.questionDigest, fields.grantedAt].map(lengthPrefixed),
+      ...[fields.grant.expiresAt, fields.grant.policy, scope.tool, scope.command || "", scope.match || "", scope.folder].map(lengthPrefixed),
+    ]);
+    assert.equal(hex(c.signedGrantBytes(fields)), expected.toString("hex"));
+  }
+  // A scope without a command: `command` and `match` are two empty fields (00 00 00 00 twice) before the folder.
+  assert.ok(hex(c.signedGrantBytes(grantFields(edit))).endsWith(`0000000000000000${lengthPrefixed(edit.folder).toString("hex")}`));
+
+  const key = await ed25519FromSeed(new Uint8Array(32).fill(0x77));
+  const publicRaw = await publicOf(key);
+  const fields = grantFields(exact);
+  const signature = await c.signGrant(key, fields);
+  assert.ok(await c.verify(publicRaw, c.signedGrantBytes(fields), signature));
+  const g = fields.grant;
+  for (const changed of [
+    { ...fields, agentId: "ag_other" },
+    { ...fields, deviceId: "dv_other" },
+    { ...fields, questionId: "qst_other" },
+    { ...fields, questionDigest: "A" + fields.questionDigest.slice(1) },
+    { ...fields, grantedAt: "2026-11-30T00:41:02.004Z" },
+    { ...fields, grant: { ...g, expiresAt: "2026-11-30T01:41:02.004Z" } },
+    { ...fields, grant: { ...g, policy: "T1RIRVI" } },
+    { ...fields, grant: { ...g, scope: { ...exact, tool: "shell" } } },
+    { ...fields, grant: { ...g, scope: { ...exact, command: "cargo" } } },
+    { ...fields, grant: { ...g, scope: { ...exact, match: "prefix" } } },
+    { ...fields, grant: { ...g, scope: { ...exact, folder: "/work" } } },
+  ]) {
+    assert.equal(await c.verify(publicRaw, c.signedGrantBytes(changed), signature), false, JSON.stringify(changed));
+  }
+  for (const bad of [
+    { ...fields, grantedAt: "2026-11-30T00:41:02Z" },
+    { ...fields, grant: { ...g, expiresAt: "2026-11-30T02:41:02.003+01:00" } },
+    { ...fields, grant: { ...g, scope: { ...exact, match: undefined } } },
+    { ...fields, grant: { ...g, scope: { ...exact, command: undefined } } },
+    { ...fields, grant: { ...g, scope: { ...exact, match: "glob" } } },
+    { ...fields, grant: { ...g, scope: { tool: "Bash" } } },
+    { ...fields, grant: { ...g, policy: undefined } },
+    { ...fields, grant: undefined },
+  ]) {
+    assert.throws(() => c.signedGrantBytes(bad), c.CryptoError, JSON.stringify(bad));
+  }
+});
