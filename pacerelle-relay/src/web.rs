@@ -53,6 +53,7 @@ const ASSETS: &[Asset] = &[
     asset!("crypto.js", JS),
     asset!("store.js", JS),
     asset!("answer.js", JS),
+    asset!("details.js", JS),
     asset!("push.js", JS),
     asset!("backoff.js", JS),
     asset!("sw.js", JS),

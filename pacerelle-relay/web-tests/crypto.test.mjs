@@ -574,3 +574,21 @@ test("signed grants: the bytes of crypto.md §4.8b field by field, signed and ve
     assert.throws(() => c.signedGrantBytes(bad), c.CryptoError, JSON.stringify(bad));
   }
 });
+
+test("details.js: the sections of a gate question's details, and a diff's added and removed lines", async () => {
+  const { classify } = await import("../web/app/details.js");
+  const kinds = (text) => classify(text).map((l) => `${l.kind} ${l.text}`);
+  // Without a diff (the gate's details before it wrote one): nothing is coloured, `+` or `-` or not.
+  assert.deepEqual(kinds('Tool: Bash\nWhy asked: the default\nDirectory: /w\n\nInput:\n{\n  "command": "rm -rf x"\n}\n-not a diff'), [
+    "text Tool: Bash", "text Why asked: the default", "text Directory: /w", "text ", "heading Input:",
+    "text {", 'text   "command": "rm -rf x"', "text }", "text -not a diff",
+  ]);
+  // A diff section: its header line, files, hunks, added, removed and context lines, until the next section.
+  assert.deepEqual(kinds("Tool: Edit\nDiff:\nsrc/main.rs: 1 added, 2 removed\n--- a/src/main.rs\n+++ b/src/main.rs\n@@ -1,3 +1,2 @@\n fn main() {\n-    old();\n-    older();\n+    new();\n \nInput:\n-1\n+1"), [
+    "text Tool: Edit", "heading Diff:", "file src/main.rs: 1 added, 2 removed", "file --- a/src/main.rs", "file +++ b/src/main.rs",
+    "hunk @@ -1,3 +1,2 @@", "context  fn main() {", "del -    old();", "del -    older();", "add +    new();", "context  ",
+    "heading Input:", "text -1", "text +1",
+  ]);
+  // A diff right after its heading, with the counts on the heading's line, and at the end of the details.
+  assert.deepEqual(kinds("Diff: 1 added, 1 removed\n-a\n+b"), ["heading Diff: 1 added, 1 removed", "del -a", "add +b"]);
+});

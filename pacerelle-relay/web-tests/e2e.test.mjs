@@ -1,6 +1,7 @@
 // End-to-end tests of the web app in Debian's Chromium (driven by playwright-core, no downloaded browser),
 // against a real relay (`pacerelle serve`, its own SQLite file in a temporary folder), the real echo agent,
-// and the real CLI for the agent side (`agent create`, `pair`, `ask`, `notify`, `cancel`).
+// and the real CLI for the agent side (`agent create`, `pair`, `ask`, `notify`, `cancel`, and the PreToolUse gate
+// `hook claude-code`).
 //
 // Run from this folder after `cargo build -p pacerelle-cli -p echo-agent`:  node --test e2e.test.mjs
 // Environment: PACERELLE_BIN, ECHO_AGENT_BIN (default: target/debug/…), CHROMIUM (default /usr/bin/chromium),
@@ -1073,6 +1074,143 @@ test("notifications and cancelled questions are shown as such", async () => {
   assert.equal(await exitOf(child), 2, child.err);
   await card.locator(".q-status", { hasText: "Cancelled" }).waitFor({ timeout: 15000 });
   assert.equal(await card.locator("button").count(), 0);
+});
+
+// ── the gate (`pacerelle hook claude-code`): what is approved, exactly ──────────────────────────────────────
+
+/** A project folder under the test's work folder, with `.pacerelle/policy.toml`. */
+function project(name, policy) {
+  const dir = path.join(work, name);
+  mkdirSync(path.join(dir, ".pacerelle"), { recursive: true });
+  writeFileSync(path.join(dir, ".pacerelle/policy.toml"), policy);
+  return dir;
+}
+
+/**
+ * Starts the real gate, `pacerelle hook claude-code --budget …`, on one PreToolUse call of Claude Code (`tool` with
+ * `input`, in the project folder `cwd`), as the agent's host runs it: the call on its standard input, the decision
+ * on its standard output, the conclusion in its log.
+ */
+function gate(cwd, tool, input, budget = 60) {
+  const child = start(PACERELLE, ["hook", "claude-code", "--budget", String(budget)], {
+    PACERELLE_RELAY_URL: relayUrl,
+    PACERELLE_LOG: "warn,pacerelle::gate=info",
+  }, "pipe");
+  child.stdin.end(JSON.stringify({
+    session_id: "8f2d7c1e-1b2a-4c3d-9e8f-0a1b2c3d4e5f",
+    cwd,
+    hook_event_name: "PreToolUse",
+    tool_name: tool,
+    tool_input: input,
+  }));
+  return child;
+}
+
+/** The gate's decision once it exits: `{allow, reason, conclusion}` (the conclusion from its log line "decided"). */
+async function decisionOf(child) {
+  const code = await exitOf(child, 90000);
+  assert.equal(code, 0, child.err);
+  const h = JSON.parse(child.out).hookSpecificOutput;
+  const log = child.err.replace(/\x1b\[[0-9;]*m/g, "");
+  const conclusion = (log.match(/conclusion=(\w+)/) || [])[1];
+  return { allow: h.permissionDecision === "allow", reason: h.permissionDecisionReason, conclusion };
+}
+
+/** The ids of the question cards the app shows. */
+const shownQuestions = () => page.locator("li.question").evaluateAll((nodes) => nodes.map((n) => n.dataset.id));
+
+/** The card of the first question the app shows that is not among `known`, once it is there: `{id, card}`. */
+async function newQuestion(known, what) {
+  for (let i = 0; i < 150; i++) {
+    const fresh = (await shownQuestions()).find((id) => !known.includes(id));
+    if (fresh) return { id: fresh, card: question(fresh) };
+    await page.waitForTimeout(200);
+  }
+  throw new Error(`the app shows no new question for ${what}`);
+}
+
+/** The questions the relay holds for the device. */
+async function questionsAsked() {
+  return (await deviceItems()).filter((i) => i.kind === "question").map((i) => i.id);
+}
+
+/** Each of `locators` lies within the 390 px of the screen's width, and the page does not scroll sideways. */
+async function assertFitsWidth(what, ...locators) {
+  const { width } = page.viewportSize();
+  assert.equal(width, 390);
+  for (const l of locators) {
+    const box = await l.boundingBox();
+    assert.ok(box && box.x >= 0 && box.x + box.width <= width + 0.5, `${what}: ${JSON.stringify(box)} is outside 0–${width}px`);
+  }
+  const scrollWidth = await page.evaluate(() => document.scrollingElement.scrollWidth);
+  assert.ok(scrollWidth <= width, `${what}: the page is ${scrollWidth}px wide`);
+}
+
+const isMonospace = (locator) => locator.evaluate((n) => /mono|consolas|menlo/i.test(getComputedStyle(n).fontFamily));
+
+test("what is approved, exactly: a gated Edit's details are shown whole, in monospace, folded behind “Show all”", async () => {
+  const folder = project("edit-project", 'default = "ask"\n');
+  await page.evaluate(() => window.scrollTo(0, document.documentElement.scrollHeight));
+  const known = await shownQuestions();
+  const lines = Array.from({ length: 40 }, (_, i) => `    let step_${i} = check(${i}); // the migration of table ${i}`);
+  const input = { file_path: path.join(folder, "src/lib.rs"), old_string: lines.join("\n"), new_string: lines.join("\n").replace("check(3)", "check(30)") };
+  const editing = gate(folder, "Edit", input);
+  const { card } = await newQuestion(known, "the Edit");
+  const details = card.locator("pre.q-details");
+  await details.waitFor();
+  assert.ok(await isMonospace(details), "the details are in monospace");
+  // The whole text is in the page, line for line as the gate wrote it, folded or not.
+  const text = await details.textContent();
+  assert.match(text, /^Tool: Edit\nWhy asked: .+\nDirectory: /);
+  assert.ok(text.includes(`Directory: ${folder}\n`), text);
+  assert.ok(text.includes(`"new_string": ${JSON.stringify(input.new_string)}`), "the input is there, whole");
+  assert.equal(await details.locator(".line.heading", { hasText: "Input:" }).count(), 1);
+  // Long: folded, with "Show all", which unfolds it; "Show less" folds it again.
+  const toggle = card.locator("button.show-all");
+  assert.equal(await toggle.textContent(), "Show all");
+  assert.equal(await toggle.getAttribute("aria-expanded"), "false");
+  const folded = (await details.boundingBox()).height;
+  const full = await details.evaluate((n) => n.scrollHeight);
+  assert.ok(full > 1.5 * folded, `folded to ${folded}px of ${full}px`);
+  await toggle.click();
+  assert.equal(await toggle.textContent(), "Show less");
+  assert.ok((await details.boundingBox()).height >= full - 1, "unfolded, all of it shows");
+  // Never cut sideways: long lines wrap within the screen.
+  await assertFitsWidth("the details", card, details);
+  await shot("edit-details");
+  await toggle.click();
+  assert.equal(await toggle.textContent(), "Show all");
+  assert.equal((await details.boundingBox()).height, folded);
+  await card.locator("button.deny").click();
+  const denied = await decisionOf(editing);
+  assert.equal(denied.allow, false);
+  assert.equal(denied.conclusion, "denied");
+});
+
+test("a `Diff:` section of the details: added lines in green, removed lines in red, the other sections as written", async () => {
+  const details = [
+    "Tool: Edit", "Why asked: the default", "Directory: /work/app", "", "Diff:", "src/lib.rs: 1 added, 1 removed",
+    "@@ -3 +3 @@", "     let before = 2;", "-    let step = 3;", "+    let step = 30;", "", "Input:", "{", '  "replace_all": false', "}",
+  ].join("\n");
+  const child = ask(["Allow Claude Code to use Edit on src/lib.rs?", "--id", "qst_e2e_diff", "--details", details]);
+  const card = question("qst_e2e_diff");
+  const pre = card.locator("pre.q-details");
+  await pre.waitFor();
+  assert.equal(await pre.textContent(), details);
+  assert.deepEqual(await pre.locator(".line.add").allTextContents(), ["+    let step = 30;"]);
+  assert.deepEqual(await pre.locator(".line.del").allTextContents(), ["-    let step = 3;"]);
+  const look = (l) => l.evaluate((n) => [getComputedStyle(n).color, getComputedStyle(n).backgroundColor]);
+  const [added, removed, plain] = [await look(pre.locator(".line.add")), await look(pre.locator(".line.del")),
+    await look(pre.locator(".line", { hasText: "let before" }))];
+  assert.notEqual(added[0], plain[0], "an added line has its own colour");
+  assert.notEqual(removed[0], plain[0], "a removed line has its own colour");
+  assert.notEqual(added[0], removed[0]);
+  assert.notEqual(added[1], "rgba(0, 0, 0, 0)", "an added line is marked across");
+  assert.notEqual(removed[1], "rgba(0, 0, 0, 0)", "a removed line is marked across");
+  assert.equal(await card.locator("button.show-all").count(), 0, "short details are not folded");
+  await shot("diff-details");
+  await card.locator("button.deny").click();
+  assert.equal(await exitOf(child), 1, child.err);
 });
 
 // ── Partner mode: a product's user pairs under the product's look and answers their own questions ──────

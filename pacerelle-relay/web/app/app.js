@@ -10,6 +10,7 @@ import * as answers from "./answer.js";
 import * as push from "./push.js";
 import { ApiError, deviceApi, pairingApi, relayApi } from "./api.js";
 import { Backoff } from "./backoff.js";
+import { detailsNodes } from "./details.js";
 
 /** Longest long-poll (the relay caps at 55 s, below the usual 60 s of proxies). */
 const LONG_POLL_WAIT = 55;
@@ -904,7 +905,7 @@ function renderQuestion(q) {
   const left = el("span", "time-left");
   head.append(left);
   node.append(head, el("p", "q-text", payload.question));
-  if (payload.details) node.append(...foldable(el("p", "q-details", payload.details), payload.details));
+  if (typeof payload.details === "string" && payload.details) node.append(...detailsNodes(payload.details));
   q.leftNode = left;
 
   const answerable = state === "pending" && !q.sending;
@@ -1492,7 +1493,7 @@ function renderPendingQuestion(p) {
   const left = el("span", "time-left", timeLeft(Date.parse(payload.expiresAt) - Date.now()));
   head.append(left);
   node.append(head, el("p", "q-text", payload.question));
-  if (payload.details) node.append(...foldable(el("p", "q-details", payload.details), payload.details));
+  if (typeof payload.details === "string" && payload.details) node.append(...detailsNodes(payload.details));
   if (!p.done && !p.closed && !p.sending) node.append(questionControls(p, answerPending));
   const status = el("p", "q-status");
   if (p.done) {
