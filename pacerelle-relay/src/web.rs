@@ -53,6 +53,8 @@ const ASSETS: &[Asset] = &[
     asset!("crypto.js", JS),
     asset!("store.js", JS),
     asset!("answer.js", JS),
+    asset!("grant.js", JS),
+    asset!("grant-ui.js", JS),
     asset!("details.js", JS),
     asset!("push.js", JS),
     asset!("backoff.js", JS),

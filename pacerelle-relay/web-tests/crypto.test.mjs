@@ -575,6 +575,84 @@ test("signed grants: the bytes of crypto.md §4.8b field by field, signed and ve
   }
 });
 
+test("grant.js: an offer is read as the core validates it, durations read as people say them, a choice outside the offer is refused", async () => {
+  const g = await import("../web/app/grant.js");
+  const scopes = [
+    { tool: "Bash", command: "cargo test", match: "exact", folder: "/w", extra: 1 },
+    { folder: "/w", match: "prefix", command: "cargo test", tool: "Bash" },
+  ];
+  const offer = { durations: [900, 3600], scopes, policy: "P" };
+  const read = g.readOffer({ kind: "yes_no", grants: offer });
+  // Scopes keep the core's members, in its order; nothing unknown is carried into a signed grant.
+  assert.deepEqual(read, {
+    offer: {
+      durations: [900, 3600],
+      scopes: [
+        { tool: "Bash", command: "cargo test", match: "exact", folder: "/w" },
+        { tool: "Bash", command: "cargo test", match: "prefix", folder: "/w" },
+      ],
+      policy: "P",
+    },
+  });
+  assert.deepEqual(Object.keys(read.offer.scopes[1]), ["tool", "command", "match", "folder"]);
+  assert.deepEqual(g.readOffer({ kind: "yes_no" }), { offer: null });
+  assert.deepEqual(g.readOffer({ kind: "yes_no", grants: null }), { offer: null });
+  const scope = scopes[0];
+  for (const [payload, why] of [
+    [{ kind: "choice", grants: offer }, /only a yes\/no question/],
+    [{ kind: "yes_no", grants: [] }, /an offer is an object/],
+    [{ kind: "yes_no", grants: { ...offer, durations: [] } }, /1 to 8 durations/],
+    [{ kind: "yes_no", grants: { ...offer, durations: [1, 2, 3, 4, 5, 6, 7, 8, 9] } }, /1 to 8 durations/],
+    [{ kind: "yes_no", grants: { ...offer, durations: [0] } }, /from 1 s to a day/],
+    [{ kind: "yes_no", grants: { ...offer, durations: [86401] } }, /from 1 s to a day/],
+    [{ kind: "yes_no", grants: { ...offer, durations: [90.5] } }, /from 1 s to a day/],
+    [{ kind: "yes_no", grants: { ...offer, durations: ["900"] } }, /from 1 s to a day/],
+    [{ kind: "yes_no", grants: { ...offer, scopes: [] } }, /1 to 8 scopes/],
+    [{ kind: "yes_no", grants: { ...offer, scopes: [{ ...scope, folder: "" }] } }, /names a tool and a folder/],
+    [{ kind: "yes_no", grants: { ...offer, scopes: [{ ...scope, match: undefined }] } }, /command and its match go together/],
+    [{ kind: "yes_no", grants: { ...offer, scopes: [{ ...scope, match: "glob" }] } }, /command and its match go together/],
+    [{ kind: "yes_no", grants: { ...offer, scopes: [{ ...scope, command: "cargo test; sh", match: "prefix" }] } }, /plain command/],
+    [{ kind: "yes_no", grants: { ...offer, scopes: [{ ...scope, command: " ", match: "prefix" }] } }, /plain command/],
+    [{ kind: "yes_no", grants: { ...offer, policy: "" } }, /policy's digest/],
+  ]) {
+    const { offer: none, problem } = g.readOffer(payload);
+    assert.equal(none, null, JSON.stringify(payload));
+    assert.match(problem, why);
+    assert.match(problem, /^This question's grant offer is malformed \(.*\): it can be answered, not granted\.$/);
+  }
+  // An exact command may hold anything: it is compared whole.
+  assert.ok(g.readOffer({ kind: "yes_no", grants: { ...offer, scopes: [{ ...scope, command: "a && b" }] } }).offer);
+
+  assert.deepEqual([900, 3600, 5400, 45, 90, 86400, 3661].map(g.durationLabel),
+    ["15 min", "1 h", "1 h 30 min", "45 s", "1 min 30 s", "24 h", "1 h 1 min 1 s"]);
+  assert.deepEqual(g.scopeWords(read.offer.scopes[1]), { code: "cargo test …", how: "with any arguments", folder: "/w" });
+  assert.deepEqual(g.scopeWords({ tool: "Edit", folder: "/w" }), { code: "Edit", how: "on files inside the folder", folder: "/w" });
+
+  // The grant of a choice: the chosen scope as offered, until the chosen duration after the answer.
+  const at = "2026-11-30T23:59:30.250Z";
+  assert.deepEqual(g.grantFor(read.offer, { scope: 1, seconds: 900 }, at), {
+    scope: read.offer.scopes[1],
+    expiresAt: "2026-12-01T00:14:30.250Z",
+    policy: "P",
+  });
+  for (const [choice, why] of [
+    [{ scope: 2, seconds: 900 }, /offers 2 scope\(s\)/],
+    [{ scope: -1, seconds: 900 }, /offers 2 scope\(s\)/],
+    [{ seconds: 900 }, /offers 2 scope\(s\)/],
+    [{ scope: 0, seconds: 3601 }, /last 1 h at most/],
+    [{ scope: 0, seconds: 0 }, /last 1 h at most/],
+    [{ scope: 0, seconds: 1.5 }, /last 1 h at most/],
+  ]) {
+    assert.throws(() => g.grantFor(read.offer, choice, at), (e) => e instanceof g.GrantError && why.test(e.message), JSON.stringify(choice));
+  }
+  assert.throws(() => g.grantFor(null, { scope: 0, seconds: 900 }, at), /offers no grant/);
+  // What an answer shows of its grant: only a well-formed one.
+  assert.equal(g.readGrant({ scope: { tool: "Bash", command: "x" }, expiresAt: at }), null);
+  assert.equal(g.readGrant({ scope: read.offer.scopes[0], expiresAt: "soon" }), null);
+  assert.deepEqual(g.readGrant({ scope: scopes[0], expiresAt: at, policy: "P", signature: "s" }),
+    { scope: read.offer.scopes[0], expiresAt: at, policy: "P" });
+});
+
 test("details.js: the sections of a gate question's details, and a diff's added and removed lines", async () => {
   const { classify } = await import("../web/app/details.js");
   const kinds = (text) => classify(text).map((l) => `${l.kind} ${l.text}`);

@@ -1,7 +1,7 @@
 // End-to-end tests of the web app in Debian's Chromium (driven by playwright-core, no downloaded browser),
 // against a real relay (`pacerelle serve`, its own SQLite file in a temporary folder), the real echo agent,
 // and the real CLI for the agent side (`agent create`, `pair`, `ask`, `notify`, `cancel`, and the PreToolUse gate
-// `hook claude-code`).
+// `hook claude-code` with a policy that offers grants).
 //
 // Run from this folder after `cargo build -p pacerelle-cli -p echo-agent`:  node --test e2e.test.mjs
 // Environment: PACERELLE_BIN, ECHO_AGENT_BIN (default: target/debug/…), CHROMIUM (default /usr/bin/chromium),
@@ -23,7 +23,7 @@ import { execFileSync } from "node:child_process";
 import { chromium } from "playwright-core";
 
 import { decryptPush } from "./webpush.mjs";
-import { signedAnswerBytes } from "../web/app/crypto.js";
+import { signedAnswerBytes, signedGrantBytes } from "../web/app/crypto.js";
 
 const ROOT = path.resolve(fileURLToPath(new URL("../..", import.meta.url)));
 const PACERELLE = process.env.PACERELLE_BIN || path.join(ROOT, "target/debug/pacerelle");
@@ -1211,6 +1211,122 @@ test("a `Diff:` section of the details: added lines in green, removed lines in r
   await shot("diff-details");
   await card.locator("button.deny").click();
   assert.equal(await exitOf(child), 1, child.err);
+});
+
+// ── grants: "Allow for …" (docs/hooks.md "Grants", crypto.md §4.8b) ────────────────────────────────────────
+
+/** A policy that asks every call and offers grants of 15 min or 1 h; `cargo test …` may also be granted as a prefix. */
+const GRANT_POLICY = `default = "ask"
+grant = ["15m", "1h"]
+
+[[rule]]
+tool = "Bash"
+command = "cargo *"
+decision = "ask"
+grant_prefix = ["cargo test"]
+`;
+
+/** Whether a grant in an answer payload carries `publicKey`'s signature of its bytes (crypto.md §4.8b), checked by node. */
+function grantSignedBy(publicKey, agent, device, payload) {
+  const bytes = signedGrantBytes({
+    agentId: agent,
+    deviceId: device,
+    questionId: payload.questionId,
+    questionDigest: payload.questionDigest,
+    grantedAt: payload.answeredAt,
+    grant: payload.grant,
+  });
+  const key = createPublicKey({ key: { kty: "OKP", crv: "Ed25519", x: publicKey }, format: "jwk" });
+  return nodeVerify(null, bytes, key, Buffer.from(payload.grant.signature, "base64url"));
+}
+
+/** The project of the grant tests, and the grant given there (the question's id). */
+let grantFolder;
+let grantId;
+
+test("a gate question that offers grants: “Allow for” 15 min at 390×844 lets the same command run granted, and another is still asked", async () => {
+  grantFolder = project("grants-project", GRANT_POLICY);
+  await page.evaluate(() => window.scrollTo(0, document.documentElement.scrollHeight));
+  const known = await shownQuestions();
+  const first = gate(grantFolder, "Bash", { command: "cargo test" });
+  const { id, card } = await newQuestion(known, "`cargo test`");
+  grantId = id;
+  await card.locator("button.allow-for").waitFor();
+  assert.match(await card.locator(".q-text").textContent(), /cargo test/);
+  // Allow and Deny as for any approval, and Allow for …, which opens the menu.
+  assert.deepEqual(await card.locator(".q-controls > button").allTextContents(), ["Allow", "Deny", "Allow for …"]);
+  const menu = card.locator(".grant-menu");
+  assert.equal(await menu.isVisible(), false);
+  assert.equal(await card.locator("button.allow-for").getAttribute("aria-expanded"), "false");
+  await card.locator("button.allow-for").click();
+  await menu.waitFor();
+  assert.equal(await card.locator("button.allow-for").getAttribute("aria-expanded"), "true");
+  assert.deepEqual(await menu.locator("button.grant-duration").allTextContents(), ["15 min", "1 h"]);
+  // The offer's two scopes: the exact command (chosen unless changed) and the policy's prefix, each with the folder.
+  const scopes = menu.locator("label.grant-scope");
+  assert.equal(await scopes.count(), 2);
+  assert.deepEqual(await menu.locator("label.grant-scope code.scope-code").allTextContents(), ["cargo test", "cargo test …"]);
+  assert.deepEqual(await menu.locator("label.grant-scope .scope-how").allTextContents(), ["exactly this command", "with any arguments"]);
+  assert.deepEqual(await menu.locator("label.grant-scope .scope-folder code").allTextContents(), [grantFolder, grantFolder]);
+  assert.ok(await isMonospace(scopes.nth(1).locator("code.scope-code")), "a command is shown in monospace");
+  assert.equal(await scopes.nth(0).locator("input").isChecked(), true);
+  assert.equal(await scopes.nth(1).locator("input").isChecked(), false);
+  // Usable on a phone: every control within the screen's width, none under the composer once scrolled to.
+  await menu.locator("button.grant-duration").last().scrollIntoViewIfNeeded();
+  await assertFitsWidth("the grant menu", card, menu, ...(await menu.locator("button, label").all()));
+  const composer = await page.locator("#composer").boundingBox();
+  const last = await menu.locator("button.grant-cancel").boundingBox();
+  assert.ok(last.y + last.height <= composer.y + 0.5, "the menu's last button is above the composer");
+  await page.screenshot({ path: path.join(path.dirname(SCREENSHOT), "grant-menu-viewport.png") });
+  // Cancel closes it, the menu opens again as it was.
+  await menu.locator("button.grant-cancel").click();
+  assert.equal(await menu.isVisible(), false);
+  await card.locator("button.allow-for").click();
+  await menu.locator("button.grant-duration", { hasText: "15 min" }).click();
+
+  const granted = await decisionOf(first);
+  assert.ok(granted.allow, granted.reason);
+  assert.equal(granted.conclusion, "approved");
+  assert.match(granted.reason, /granted for the same calls until/);
+  await card.locator(".q-status", { hasText: "Approved — by this device" }).waitFor();
+  const line = card.locator(".q-granted");
+  await line.waitFor();
+  assert.match(await line.textContent(), /^Also allowed until \d\d:\d\d: cargo test exactly this command/);
+
+  // What the browser sealed: the yes, signed as ever, and the grant of the exact command for 15 min from the
+  // answer, signed with the browser's key over the grant's bytes (checked here with node's Ed25519; the gate,
+  // which allowed the call, checked it with Rust's).
+  const payload = await sealedAnswer(id);
+  const { signingKey } = await storedSigning();
+  assert.deepEqual(Object.keys(payload), ["questionId", "answer", "answeredAt", "questionDigest", "signature", "grant"]);
+  assert.deepEqual(payload.answer, { type: "yes" });
+  assert.ok(signedBy(signingKey, agentId, deviceId, payload), "the yes is signed");
+  assert.deepEqual(Object.keys(payload.grant), ["scope", "expiresAt", "policy", "signature"]);
+  assert.deepEqual(payload.grant.scope, { tool: "Bash", command: "cargo test", match: "exact", folder: grantFolder });
+  assert.equal(Date.parse(payload.grant.expiresAt) - Date.parse(payload.answeredAt), 15 * 60 * 1000);
+  const policyDigest = createHash("sha256").update(GRANT_POLICY).digest("base64url");
+  assert.equal(payload.grant.policy, policyDigest);
+  assert.ok(grantSignedBy(signingKey, agentId, deviceId, payload), "the grant carries the browser key's signature");
+  const wider = { ...payload, grant: { ...payload.grant, scope: { ...payload.grant.scope, match: "prefix" } } };
+  assert.ok(!grantSignedBy(signingKey, agentId, deviceId, wider), "a wider scope is not what was signed");
+
+  // The same command again: it runs, granted, and nothing is asked.
+  const before = await questionsAsked();
+  const again = await decisionOf(gate(grantFolder, "Bash", { command: "cargo test" }, 10));
+  assert.ok(again.allow, again.reason);
+  assert.equal(again.conclusion, "granted");
+  assert.match(again.reason, new RegExp(`^allowed by grant ${id}, given on Ana’s phone`));
+  assert.deepEqual(await questionsAsked(), before, "no question was asked");
+
+  // Another command (the exact scope was chosen, not the prefix): asked, with its own offer.
+  const other = gate(grantFolder, "Bash", { command: "cargo test -p core" });
+  const next = await newQuestion([...known, id], "`cargo test -p core`");
+  await next.card.locator("button.allow-for").waitFor();
+  await next.card.locator("button.deny").click();
+  const denied = await decisionOf(other);
+  assert.equal(denied.allow, false);
+  assert.equal(denied.conclusion, "denied");
+  await shot("grants");
 });
 
 // ── Partner mode: a product's user pairs under the product's look and answers their own questions ──────

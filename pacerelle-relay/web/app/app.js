@@ -8,9 +8,11 @@ import * as c from "./crypto.js";
 import * as store from "./store.js";
 import * as answers from "./answer.js";
 import * as push from "./push.js";
+import * as grantUi from "./grant-ui.js";
 import { ApiError, deviceApi, pairingApi, relayApi } from "./api.js";
 import { Backoff } from "./backoff.js";
 import { detailsNodes } from "./details.js";
+import { GrantError, durationLabel } from "./grant.js";
 
 /** Longest long-poll (the relay caps at 55 s, below the usual 60 s of proxies). */
 const LONG_POLL_WAIT = 55;
@@ -820,10 +822,12 @@ function addQuestion(id, payload, digest, meta, createdAt) {
   const given = queued ? Promise.resolve(queued) : store.loadAnswer(id);
   given.then(async (sealed) => {
     if (!sealed || q.answer) return;
-    const mine = await answers.openAnswer(app.device, id, sealed);
+    const opened = await answers.openAnswerPayload(app.device, id, sealed);
+    const mine = opened && opened.answer;
     if (!mine) return;
     if (queued && q.meta.state === "pending") q.sending = mine;
     else q.answer = mine;
+    q.myGrant = opened.grant || null;
     renderQuestion(q);
   });
   if (app.focus === id) focusQuestion(id);
@@ -874,10 +878,12 @@ async function answerKeyOf(q) {
 
 const sameAnswer = (a, b) => JSON.stringify(a) === JSON.stringify(b);
 
-/** The answer that counts, from its copy (answer.js), or null. */
+/** The answer that counts, from its copy (answer.js), or null; the grant given with it is kept as `q.countedGrant`. */
 async function openAnswerCopy(q) {
   await answerKeyOf(q);
-  return answers.openAnswerCopy(app.device, q, q.meta);
+  const copy = await answers.openCopy(app.device, q, q.meta);
+  q.countedGrant = copy ? copy.grant : null;
+  return copy ? copy.answer : null;
 }
 
 /** Reads one question again from the relay (its state, who answered, the copy of the answer that counts). */
@@ -910,12 +916,14 @@ function renderQuestion(q) {
 
   const answerable = state === "pending" && !q.sending;
   const status = el("p", "q-status");
+  let grantedNode = null; // what a yes granted, under its status
   if (state === "answered") {
     // At the computer: the person answered through the agent, never on this device.
     const host = answers.answeredAtComputer(q.meta);
     const mine = !host && q.meta.answeredBy === app.device.deviceId;
     // The answer that counts: from its copy; else, when this device gave it, as kept here.
     const shown = q.counted || (mine ? q.answer : null);
+    const granted = q.counted ? q.countedGrant : mine ? q.myGrant : null;
     const who = mine ? "this device" : q.meta.answeredByName || "another device";
     const at = q.meta.answeredAt ? ` at ${clock(q.meta.answeredAt)}` : "";
     if (host) {
@@ -932,6 +940,7 @@ function renderQuestion(q) {
     status.className = shown && shown.type === "no" ? "q-status denied" : "q-status answered";
     status.dataset.answer = shown ? shown.type : "";
     status.dataset.channel = host ? "host" : "phone";
+    grantedNode = shown && shown.type === "yes" && granted ? grantUi.grantedLine(granted) : null;
   } else if (state === "expired") {
     status.textContent = "Expired — no answer was given in time";
     status.className = "q-status expired";
@@ -939,7 +948,7 @@ function renderQuestion(q) {
     status.textContent = "Cancelled by the agent";
     status.className = "q-status cancelled";
   } else if (q.sending) {
-    status.textContent = `${describeAnswer(q.sending, payload)} — sending…`;
+    status.textContent = `${describeSending(q.sending, q.sendingChoice, payload)} — sending…`;
   } else if (q.error) {
     status.textContent = q.error;
     status.className = "q-status error";
@@ -949,6 +958,7 @@ function renderQuestion(q) {
     node.append(questionControls(q));
   }
   if (status.textContent) node.append(status);
+  if (grantedNode) node.append(grantedNode);
   if (q.notRecorded && state !== "pending") {
     node.append(el("p", "q-status not-recorded", `Your answer (${describeAnswer(q.notRecorded, payload)}) was not recorded.`));
   }
@@ -968,10 +978,26 @@ function updateLeft(q) {
   }
 }
 
-function questionControls(q, onAnswer = answerQuestion) {
+/** What is being sent: "Approved", or for a yes that grants, "Allowed for 15 min". */
+function describeSending(answer, choice, payload) {
+  return choice ? `Allowed for ${durationLabel(choice.seconds)}` : describeAnswer(answer, payload);
+}
+
+/**
+ * A question's controls; `onAnswer(q, answer, choice?)` answers it, for the pairing `device` (whether it can grant).
+ * A yes/no question that offers grants gets Allow / Deny / Allow for … (grant-ui.js).
+ */
+function questionControls(q, onAnswer = answerQuestion, device = app.device) {
   const answerQuestion = onAnswer;
   const { payload } = q;
   const box = el("div", "q-controls");
+  const { offer, problem } = payload.kind === "yes_no" ? grantUi.offerOf(q) : { offer: null };
+  if (offer) {
+    // A key kept here that the relay lists (or will list at the next start): a grant can be signed.
+    const canGrant = Boolean(device && device.signing && !device.signing.conflict);
+    return grantUi.grantControls(q, offer, { onAnswer, canGrant });
+  }
+  if (problem) box.append(el("p", "grant-note", problem));
   if (payload.kind === "yes_no") {
     const approve = el("button", "big approve", "Approve");
     const deny = el("button", "big deny", "Deny");
@@ -1032,18 +1058,29 @@ function questionControls(q, onAnswer = answerQuestion) {
   return box;
 }
 
-async function answerQuestion(q, answer) {
+async function answerQuestion(q, answer, choice = null) {
   if (questionState(q) !== "pending" || q.sending) {
     renderQuestion(q);
     return;
   }
   q.sending = answer;
+  q.sendingChoice = choice;
   q.error = null;
   renderQuestion(q);
   // Sealed, signed and queued as a notification's Approve / Deny does (answer.js), then sent by the outbox.
   await app.signingReady;
   await answerKeyOf(q);
-  await answers.queueAnswer(app.device, q, answer);
+  try {
+    await answers.queueAnswer(app.device, q, answer, choice);
+  } catch (e) {
+    if (!(e instanceof GrantError)) throw e;
+    // Nothing was queued: the question is still open, and says why.
+    q.sending = null;
+    q.sendingChoice = null;
+    q.error = e.message;
+    renderQuestion(q);
+    return;
+  }
   flushOutbox();
 }
 
@@ -1111,8 +1148,11 @@ async function sendEntry(entry) {
       await store.saveAnswer(entry.questionId, entry.envelope);
       return;
     }
-    const sent = (await answers.openAnswer(app.device, q.id, entry.envelope)) || q.sending;
+    const opened = await answers.openAnswerPayload(app.device, q.id, entry.envelope);
+    const sent = (opened && opened.answer) || q.sending;
+    if (opened && opened.grant) q.myGrant = opened.grant;
     q.sending = null;
+    q.sendingChoice = null;
     await updateQuestionMeta(q, dq);
     // A retry from this device gets the answer stored first: when it is another one, this one did not count.
     if (q.counted && sent && !sameAnswer(q.counted, sent)) {
@@ -1175,6 +1215,7 @@ async function refused(entry, e) {
     if (!q) return;
     const sent = (await answers.openAnswer(app.device, q.id, entry.envelope)) || q.sending;
     q.sending = null;
+    q.sendingChoice = null;
     const state = ANSWER_REFUSALS[e.code];
     if (state) {
       // Closed before this answer: say so, with the answer that counts (read again), never this one.
@@ -1494,7 +1535,7 @@ function renderPendingQuestion(p) {
   head.append(left);
   node.append(head, el("p", "q-text", payload.question));
   if (typeof payload.details === "string" && payload.details) node.append(...detailsNodes(payload.details));
-  if (!p.done && !p.closed && !p.sending) node.append(questionControls(p, answerPending));
+  if (!p.done && !p.closed && !p.sending) node.append(questionControls(p, answerPending, p.agent));
   const status = el("p", "q-status");
   if (p.done) {
     status.textContent = `${describeAnswer(p.done, payload)} — by this device`;
@@ -1504,12 +1545,14 @@ function renderPendingQuestion(p) {
     status.textContent = p.closed;
     status.className = "q-status cancelled";
   } else if (p.sending) {
-    status.textContent = `${describeAnswer(p.sending, payload)} — sending…`;
+    status.textContent = `${describeSending(p.sending, p.sendingChoice, payload)} — sending…`;
   } else if (p.error) {
     status.textContent = p.error;
     status.className = "q-status error";
   }
   if (status.textContent) node.append(status);
+  const granted = p.done && p.done.type === "yes" && p.doneGrant ? grantUi.grantedLine(p.doneGrant) : null;
+  if (granted) node.append(granted);
   const open = el("button", "link open-agent", `Open ${p.agent.agentName}`);
   open.type = "button";
   open.addEventListener("click", () => openAgent(p.agent.agentId));
@@ -1517,25 +1560,32 @@ function renderPendingQuestion(p) {
 }
 
 /** Answers a question of the pending view through its own agent's device: sealed, signed, queued and sent. */
-async function answerPending(p, answer) {
+async function answerPending(p, answer, choice = null) {
   if (p.sending || p.done) return;
   p.sending = answer;
+  p.sendingChoice = choice;
   p.error = null;
   renderPendingQuestion(p);
   // The pairing as stored now (its signing key may have been registered since the view was read).
   const device = (await withKey((await store.loadDevice(p.agent.agentId)) || p.agent)) || p.agent;
   const api = deviceApi(device.deviceToken);
   try {
-    const entry = await answers.queueAnswer(device, p, answer);
+    const entry = await answers.queueAnswer(device, p, answer, choice);
     const dq = await answers.sendAnswer(api, entry);
     await store.saveAnswer(p.id, entry.envelope);
-    p.done = (await answers.openAnswerCopy(device, p, dq)) || answer;
+    const copy = await answers.openCopy(device, p, dq);
+    const mine = copy ? null : await answers.openAnswerPayload(device, p.id, entry.envelope);
+    p.done = (copy && copy.answer) || answer;
+    p.doneGrant = (copy || mine || {}).grant || null;
     const count = $("pending-count");
     const left = Math.max(0, Number(count.textContent || 0) - 1);
     count.textContent = String(left);
     count.hidden = left === 0;
   } catch (e) {
-    if (e instanceof ApiError && ANSWER_REFUSALS[e.code]) {
+    if (e instanceof GrantError) {
+      // Nothing was queued: still open, and says why.
+      p.error = e.message;
+    } else if (e instanceof ApiError && ANSWER_REFUSALS[e.code]) {
       await store.deleteOutbox(answers.outboxId(p.id)).catch(() => {});
       p.closed = { expired: "Too late: the question expired", cancelled: "Cancelled by the agent", answered: "Already answered elsewhere" }[ANSWER_REFUSALS[e.code]];
     } else if (e instanceof ApiError && !e.transient) {
@@ -1547,6 +1597,7 @@ async function answerPending(p, answer) {
     }
   }
   p.sending = null;
+  p.sendingChoice = null;
   renderPendingQuestion(p);
   if (app.device && p.agent.agentId === app.device.agentId) flushOutbox();
 }
