@@ -430,7 +430,6 @@ fn question_state(q: &OpenedQuestion) -> String {
 
 /// How a question's grant offer reads in the inbox: the command that grants, then each scope, numbered.
 fn grant_offer_lines(id: &str, offer: &pacerelle_client::core::grant::GrantOffer) -> Vec<String> {
-    use pacerelle_client::core::grant::CommandMatch;
     let durations: Vec<String> = offer.durations.iter().map(|s| duration_word(*s)).collect();
     let mut lines = vec![format!(
         "or allow for {}: pacerelle answer {id} yes --for {} [--scope N]",
@@ -438,14 +437,20 @@ fn grant_offer_lines(id: &str, offer: &pacerelle_client::core::grant::GrantOffer
         durations.last().map(String::as_str).unwrap_or("1h")
     )];
     for (n, scope) in offer.scopes.iter().enumerate() {
-        let what = match (&scope.command, scope.matching) {
-            (Some(c), Some(CommandMatch::Prefix)) => format!("{} `{c} …` (and arguments)", scope.tool),
-            (Some(c), _) => format!("{} `{c}` exactly", scope.tool),
-            (None, _) => format!("{} on files inside the folder", scope.tool),
-        };
-        lines.push(format!("  {}. {what}, in {}", n + 1, scope.folder));
+        lines.push(format!("  {}. {}", n + 1, scope_words(scope)));
     }
     lines
+}
+
+/// What a grant's scope covers, in words: the tool, the command and how it matches, the folder.
+pub(crate) fn scope_words(scope: &pacerelle_client::core::grant::GrantScope) -> String {
+    use pacerelle_client::core::grant::CommandMatch;
+    let what = match (&scope.command, scope.matching) {
+        (Some(c), Some(CommandMatch::Prefix)) => format!("{} `{c} …` (and arguments)", scope.tool),
+        (Some(c), _) => format!("{} `{c}` exactly", scope.tool),
+        (None, _) => format!("{} on files inside the folder", scope.tool),
+    };
+    format!("{what}, in {}", scope.folder)
 }
 
 /// `900` → `15m`, `3600` → `1h`, `90` → `90s`.

@@ -16,6 +16,7 @@
 //! `hook install --write` also writes the agent skill ([`skill`]): the MCP server's instructions where each
 //! host reads instructions.
 
+mod diff;
 mod host;
 mod install;
 pub mod skill;
@@ -188,7 +189,7 @@ async fn rule(
             let request = gate.question(question).with_details(details).offering(offer);
             let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
             let ruling = gate::ask(&agent, Asking::within(request, remaining)).await;
-            if let Err(e) = gate::keep_grant(&book, &ruling) {
+            if let Err(e) = gate::keep_grant(&agent, &book, &ruling).await {
                 tracing::warn!(error = %e, "the grant given with the yes could not be kept");
             }
             ruling

@@ -6,6 +6,7 @@ mod answer;
 mod ask;
 mod audit;
 mod device;
+mod grants;
 mod home;
 mod hook;
 mod host;
@@ -70,6 +71,9 @@ enum Command {
     Inbox(device::InboxArgs),
     /// Answer a question (device side).
     Answer(answer::AnswerArgs),
+    /// The grants given to the agent's gate: list and revoke them (device side, owner).
+    #[command(subcommand)]
+    Grants(grants::GrantsCommand),
     /// Show the agent's presence, from the agent side or the device side.
     Status(device::StatusArgs),
     /// Ask the owner (or, with `--user`, one of the agent's users) a question on the phone and wait for the
@@ -218,6 +222,7 @@ fn main() -> ExitCode {
             Command::Send(args) => done(device::send(&global, args).await),
             Command::Inbox(args) => done(device::inbox(&global, args).await),
             Command::Answer(args) => done(answer::answer(&global, args).await),
+            Command::Grants(command) => done(grants::run(&global, command).await),
             Command::Status(args) => done(device::status(&global, args).await),
             Command::Ask(args) => ask::ask(&global, args).await,
             Command::Notify(args) => done(ask::notify(&global, args).await),

@@ -15,9 +15,9 @@ use pacerelle_core::question::{
 };
 use pacerelle_core::signing::{PublicKey, SignedAnswer, SigningKey, seal_signing_key};
 use pacerelle_core::wire::{
-    self, AnswerQuestion, ClaimPairing, Conversation, DeviceInfo, DeviceQuestion, DeviceQuestions,
-    DeviceSelf, ItemKind, ItemState, MessageState, PairingClaimed, PairingOffer, QuestionMeta,
-    RegisterSigningKey, SendMessage, Status, Stored, SubjectKind,
+    self, AnswerQuestion, ClaimPairing, Conversation, DeviceGrants, DeviceInfo, DeviceQuestion,
+    DeviceQuestions, DeviceSelf, GrantRecord, ItemKind, ItemState, MessageState, PairingClaimed,
+    PairingOffer, QuestionMeta, RegisterSigningKey, SendMessage, Status, Stored, SubjectKind,
 };
 use pacerelle_core::{Bearer, CryptoError, Cursor, Timestamp, b64, ids};
 use reqwest::Method;
@@ -205,6 +205,22 @@ pub struct OpenedQuestion {
     /// for one of these durations ([`DeviceClient::answer_granting`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub grants: Option<pacerelle_core::grant::GrantOffer>,
+}
+
+/// A grant as an owner device lists it ([`DeviceClient::grants`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ListedGrant {
+    /// The relay's record: who granted it, when, until when, its uses, its revocation.
+    #[serde(flatten)]
+    pub record: GrantRecord,
+    /// Its question, opened (`None` when it was not sealed for this device, or did not open).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<OpenedQuestion>,
+    /// The grant as signed, read from the answer's copy: its scope and expiry (`None` when the copy did not
+    /// open here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub grant: Option<Grant>,
 }
 
 /// What a device grants with its `yes` (docs/crypto.md §4.8b): one of the question's offered scopes, by its
@@ -927,6 +943,17 @@ impl DeviceClient {
         digest: &str,
         meta: &QuestionMeta,
     ) -> Option<Answer> {
+        Self::answer_copy_payload(agent_id, question_id, key, digest, meta).map(|copy| copy.answer)
+    }
+
+    /// The whole copy of the answer that counts ([`DeviceClient::answer_copy`]): with the grant it carries.
+    fn answer_copy_payload(
+        agent_id: &str,
+        question_id: &str,
+        key: Option<ContentKey>,
+        digest: &str,
+        meta: &QuestionMeta,
+    ) -> Option<AnswerPayload> {
         // An answer given at the computer has its copy sealed by the agent itself (device "").
         let by = match (meta.channel, &meta.answered_by) {
             (Some(Channel::Host), None) => "",
@@ -938,8 +965,7 @@ impl DeviceClient {
         };
         let copy: AnswerPayload = open(&key, &answer_copy_aad(agent_id, by, question_id), copy).ok()?;
         // A copy counts for display only if it answers this very question, as the web app checks too.
-        (copy.question_id == question_id && copy.question_digest.as_deref() == Some(digest))
-            .then_some(copy.answer)
+        (copy.question_id == question_id && copy.question_digest.as_deref() == Some(digest)).then_some(copy)
     }
 
     fn open_device_question(&self, q: &DeviceQuestion) -> std::result::Result<OpenedQuestion, CryptoError> {
@@ -989,6 +1015,58 @@ impl DeviceClient {
             }
         }
         Ok(out)
+    }
+
+    /// The agent's grants (docs/relay-api.md, "Grants"), live or ended less than a day ago, newest first: each
+    /// with its question opened and the grant read from the answer's copy, when this device can open them.
+    /// Owner devices only (`forbidden` otherwise).
+    pub async fn grants(&self) -> Result<Vec<ListedGrant>> {
+        let list: DeviceGrants = self
+            .inner
+            .http
+            .send(self.req::<()>(Method::GET, "/v1/device/grants"))
+            .await?;
+        Ok(list
+            .grants
+            .into_iter()
+            .map(|g| {
+                let question = g
+                    .question
+                    .as_ref()
+                    .and_then(|q| self.open_device_question(q).ok());
+                let grant = match (&question, &g.question) {
+                    (Some(opened), Some(sealed)) => {
+                        let key = opened
+                            .answer_key
+                            .as_deref()
+                            .and_then(b64::decode_array::<32>)
+                            .map(ContentKey::from_bytes);
+                        Self::answer_copy_payload(
+                            self.agent_id(),
+                            &opened.question_id,
+                            key,
+                            &opened.digest,
+                            &sealed.meta,
+                        )
+                        .and_then(|copy| copy.grant)
+                    }
+                    _ => None,
+                };
+                ListedGrant {
+                    record: g.record,
+                    question,
+                    grant,
+                }
+            })
+            .collect())
+    }
+
+    /// Revokes a grant: from now on, the gate asks again for the calls it covered (at its next check; a gate
+    /// that cannot reach the relay asks too). Idempotent. Owner devices only.
+    pub async fn revoke_grant(&self, grant_id: &str) -> Result<GrantRecord> {
+        ids::validate("grant id", grant_id)?;
+        let path = format!("/v1/device/grants/{grant_id}");
+        self.inner.http.send(self.req::<()>(Method::DELETE, &path)).await
     }
 
     /// Answers a question: the answer is sealed for the agent with this device's key, bound to the question,

@@ -509,14 +509,13 @@ pub async fn by_grant(
         folder,
     };
     let now = pacerelle_core::Timestamp::now();
-    // Cheap first: no live grant covers the call, nothing to read from the relay.
-    let candidates = book.list().ok()?;
-    if !candidates.iter().any(|g| {
-        let grant = &g.given.grant;
-        grant.live_at(now)
-            && grant.policy == gate.policy_digest()
-            && grant.scope.covers(tool, call.command, &paths, folder)
-    }) {
+    let policy = gate.policy_digest();
+    // Cheap first: no live grant covers the call, nothing to ask the relay.
+    let covering = book
+        .candidates(call, policy, now, |_| true)
+        .map_err(|e| tracing::warn!(error = %e, "the grants file cannot be read: asking"))
+        .ok()?;
+    if covering.is_empty() {
         return None;
     }
     let roster = match client.roster().await {
@@ -536,11 +535,33 @@ pub async fn by_grant(
         };
         roster.may_approve(device) && g.given.verifies(client.agent_id(), key.as_ref())
     };
-    let used = book
-        .use_for(call, gate.policy_digest(), now, usable)
-        .map_err(|e| tracing::warn!(error = %e, "the grants file cannot be used: asking"))
-        .ok()??;
-    Some(Ruling::new(Conclusion::Granted, granted_reason(&used)))
+    for grant in covering.iter().filter(|g| usable(g)) {
+        // The relay says whether an owner device revoked it, and counts the use. Without that answer the
+        // gate cannot know, and asks (docs/hooks.md, "Grants").
+        let record = match client.use_grant(&grant.given).await {
+            Ok(record) => record,
+            Err(e) => {
+                tracing::info!(grant = %grant.given.id, error = %e, "cannot learn whether the grant was revoked: asking");
+                return None;
+            }
+        };
+        if let Some(at) = record.revoked_at {
+            tracing::info!(grant = %grant.given.id, by = ?record.revoked_by, "the grant was revoked");
+            if let Err(e) = book.revoked(&grant.given.id, at) {
+                tracing::warn!(error = %e, "the revocation could not be written in the grants file");
+            }
+            continue;
+        }
+        if !record.live_at(pacerelle_core::Timestamp::now()) {
+            continue;
+        }
+        let used = book
+            .record_use(&grant.given.id, call, now)
+            .map_err(|e| tracing::warn!(error = %e, "the grants file cannot be written: asking"))
+            .ok()??;
+        return Some(Ruling::new(Conclusion::Granted, granted_reason(&used)));
+    }
+    None
 }
 
 /// The reason of a call a grant let run.
@@ -553,8 +574,8 @@ fn granted_reason(g: &KeptGrant) -> String {
 }
 
 /// Keeps the grant an approving answer carried, checked when it was judged, so that the calls of its scope
-/// run without a question until it ends. Returns whether one was kept.
-pub fn keep_grant(book: &GrantBook, ruling: &Ruling) -> std::io::Result<bool> {
+/// run without a question until it ends, and registers it at the relay. Returns whether one was kept.
+pub async fn keep_grant(client: &AgentClient, book: &GrantBook, ruling: &Ruling) -> std::io::Result<bool> {
     let Some(outcome) = ruling.outcome.as_ref().filter(|o| o.approved) else {
         return Ok(false);
     };
@@ -568,7 +589,12 @@ pub fn keep_grant(book: &GrantBook, ruling: &Ruling) -> std::io::Result<bool> {
         given: given.clone(),
         device_name: outcome.answered_by_name.clone(),
         uses: Vec::new(),
+        revoked_at: None,
     })?;
+    // Listed on the owner's devices from now on; if the relay cannot be reached, the first use registers it.
+    if let Err(e) = client.register_grant(given).await {
+        tracing::info!(grant = %given.id, error = %e, "the grant is kept; it will be registered at its first use");
+    }
     Ok(true)
 }
 

@@ -1,5 +1,8 @@
 //! The grants the gate keeps (docs/crypto.md §4.8b): each one a device signed with its `yes`, checked when its
-//! answer was judged, kept in a file of the agent's home until it ends, with every use.
+//! answer was judged, kept in a file of the agent's home with every use (for the signed export, until
+//! [`KEEP_ENDED_MS`] after it ended), and registered at the relay ([`AgentClient::register_grant`]), where owner
+//! devices list and revoke it and where each use is reported before the call runs
+//! ([`AgentClient::use_grant`]).
 //!
 //! The file is read and written under an exclusive lock on a file beside it, so that two gate processes (two
 //! tool calls at once) never lose a grant or a use. Each is written atomically (a temporary file, synced, then
@@ -10,9 +13,17 @@ use std::path::{Path, PathBuf};
 
 use pacerelle_core::Timestamp;
 use pacerelle_core::grant::GivenGrant;
+use pacerelle_core::wire::{GrantRecord, PutGrant};
+use reqwest::Method;
 use serde::{Deserialize, Serialize};
 
 use std::io::{Error, Result};
+
+use crate::agent::AgentClient;
+use crate::http::Req;
+
+/// How long a grant stays in the book after it ended (expired or revoked), with its uses, for the export.
+pub const KEEP_ENDED_MS: i64 = 30 * 24 * 3600 * 1000;
 
 /// The file of kept grants in an agent's home.
 pub const GRANTS_FILE: &str = "grants.json";
@@ -31,6 +42,25 @@ pub struct KeptGrant {
     /// The calls it let run, oldest first.
     #[serde(default)]
     pub uses: Vec<GrantUse>,
+    /// When an owner device revoked it, as the relay reported at a use: no call runs by it any more.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked_at: Option<Timestamp>,
+}
+
+impl KeptGrant {
+    /// Whether it may let a call run at `now`: live by its signed expiry and not known to be revoked.
+    pub fn live_at(&self, now: Timestamp) -> bool {
+        self.revoked_at.is_none() && self.given.grant.live_at(now)
+    }
+
+    /// Whether it covers `call` under the policy of digest `policy`.
+    pub fn covers(&self, call: GrantedCall<'_>, policy: &str) -> bool {
+        let grant = &self.given.grant;
+        grant.policy == policy
+            && grant
+                .scope
+                .covers(call.tool, call.command, call.paths, call.folder)
+    }
 }
 
 /// One call a grant let run.
@@ -44,6 +74,12 @@ pub struct GrantUse {
     /// Its shell command, for a shell tool.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<String>,
+    /// The paths it touched.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<String>,
+    /// Its working directory.
+    #[serde(default)]
+    pub folder: String,
 }
 
 /// A call, as a grant's scope reads it.
@@ -99,40 +135,62 @@ impl GrantBook {
         self.write(&file)
     }
 
-    /// The first grant, of those `usable` accepts, that is live at `now`, was given under the policy of
-    /// digest `policy` and covers `call`; its use is recorded before it is returned. Grants that ended are
-    /// dropped on the way.
-    pub fn use_for(
+    /// The grants, of those `usable` accepts, that may let `call` run at `now` under the policy of digest
+    /// `policy`, oldest first. Grants ended more than [`KEEP_ENDED_MS`] ago are dropped on the way.
+    pub fn candidates(
         &self,
         call: GrantedCall<'_>,
         policy: &str,
         now: Timestamp,
         usable: impl Fn(&KeptGrant) -> bool,
-    ) -> Result<Option<KeptGrant>> {
+    ) -> Result<Vec<KeptGrant>> {
         let _lock = self.lock()?;
         let mut file = self.read()?;
         let before = file.grants.len();
-        file.grants.retain(|g| g.given.grant.live_at(now));
-        let found = file.grants.iter_mut().find(|g| {
-            let grant = &g.given.grant;
-            grant.policy == policy
-                && grant
-                    .scope
-                    .covers(call.tool, call.command, call.paths, call.folder)
-                && usable(g)
+        let forgotten = Timestamp(now.millis().saturating_sub(KEEP_ENDED_MS));
+        file.grants.retain(|g| {
+            let ended = g.revoked_at.unwrap_or(g.given.grant.expires_at);
+            ended.min(g.given.grant.expires_at) > forgotten
         });
-        let used = found.map(|g| {
-            g.uses.push(GrantUse {
-                at: now,
-                tool: call.tool.to_string(),
-                command: call.command.map(str::to_string),
-            });
-            g.clone()
-        });
-        if used.is_some() || file.grants.len() != before {
+        if file.grants.len() != before {
             self.write(&file)?;
         }
-        Ok(used)
+        Ok(file
+            .grants
+            .into_iter()
+            .filter(|g| g.live_at(now) && g.covers(call, policy) && usable(g))
+            .collect())
+    }
+
+    /// Records that grant `id` let `call` run at `now`; returns the grant with that use, or `None` when the
+    /// book no longer holds it.
+    pub fn record_use(&self, id: &str, call: GrantedCall<'_>, now: Timestamp) -> Result<Option<KeptGrant>> {
+        let _lock = self.lock()?;
+        let mut file = self.read()?;
+        let Some(grant) = file.grants.iter_mut().find(|g| g.given.id == id) else {
+            return Ok(None);
+        };
+        grant.uses.push(GrantUse {
+            at: now,
+            tool: call.tool.to_string(),
+            command: call.command.map(str::to_string),
+            paths: call.paths.to_vec(),
+            folder: call.folder.to_string(),
+        });
+        let used = grant.clone();
+        self.write(&file)?;
+        Ok(Some(used))
+    }
+
+    /// Records that grant `id` was revoked at `at` (the first time learned is kept).
+    pub fn revoked(&self, id: &str, at: Timestamp) -> Result<()> {
+        let _lock = self.lock()?;
+        let mut file = self.read()?;
+        match file.grants.iter_mut().find(|g| g.given.id == id) {
+            Some(g) if g.revoked_at.is_none() => g.revoked_at = Some(at),
+            _ => return Ok(()),
+        }
+        self.write(&file)
     }
 
     fn read(&self) -> Result<GrantFile> {
@@ -174,6 +232,41 @@ impl GrantBook {
     }
 }
 
+impl AgentClient {
+    /// Registers a grant this agent kept at the relay (`PUT /v1/agent/grants/{id}`), so that owner devices
+    /// list it and may revoke it. Idempotent.
+    pub async fn register_grant(&self, given: &GivenGrant) -> crate::Result<GrantRecord> {
+        let body = PutGrant {
+            device_id: given.device_id.clone(),
+            granted_at: given.granted_at,
+            expires_at: given.grant.expires_at,
+        };
+        let path = format!("/v1/agent/grants/{}", given.id);
+        self.inner
+            .http
+            .send(Req {
+                body: Some(&body),
+                ..self.req(Method::PUT, &path)
+            })
+            .await
+    }
+
+    /// Reports a use of a grant to the relay before the call runs (`POST /v1/agent/grants/{id}/uses`) and
+    /// returns the grant as the relay keeps it: `revokedAt` set means an owner device revoked it, and the
+    /// call must be asked instead. A grant the relay does not know (its registration failed when it was
+    /// kept) is registered first.
+    pub async fn use_grant(&self, given: &GivenGrant) -> crate::Result<GrantRecord> {
+        let path = format!("/v1/agent/grants/{}/uses", given.id);
+        match self.inner.http.send(self.req::<()>(Method::POST, &path)).await {
+            Err(e) if e.kind() == crate::ErrorKind::NotFound => {
+                self.register_grant(given).await?;
+                self.inner.http.send(self.req::<()>(Method::POST, &path)).await
+            }
+            other => other,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -200,6 +293,7 @@ mod tests {
             },
             device_name: Some("phone".into()),
             uses: Vec::new(),
+            revoked_at: None,
         }
     }
 
@@ -224,40 +318,64 @@ mod tests {
         book.keep(kept("qst_b", "cargo build", CommandMatch::Prefix, 20_000))
             .expect("kept");
         let all = |_: &KeptGrant| true;
-        let used = book
-            .use_for(call("cargo test"), "P", Timestamp(2_000), all)
-            .expect("ok");
-        assert_eq!(used.map(|g| g.given.id).as_deref(), Some("qst_a"));
-        assert!(
-            book.use_for(call("cargo test"), "OTHER", Timestamp(2_000), all)
-                .expect("ok")
-                .is_none()
-        );
-        assert!(
-            book.use_for(call("cargo publish"), "P", Timestamp(2_000), all)
-                .expect("ok")
-                .is_none()
-        );
-        assert!(
-            book.use_for(call("cargo test"), "P", Timestamp(2_000), |_| false)
-                .expect("ok")
-                .is_none()
-        );
-        let used = book
-            .use_for(call("cargo build --release"), "P", Timestamp(3_000), all)
-            .expect("ok");
-        assert_eq!(used.map(|g| g.uses.len()), Some(1));
-        // qst_a ends at 10 000: dropped at the next use, whichever grant that use finds.
-        assert!(
-            book.use_for(call("cargo test"), "P", Timestamp(10_000), all)
-                .expect("ok")
-                .is_none()
-        );
-        let left = book.list().expect("read");
+        let ids = |found: Vec<KeptGrant>| found.into_iter().map(|g| g.given.id).collect::<Vec<_>>();
+        let at = |ms| Timestamp(ms);
         assert_eq!(
-            left.iter().map(|g| g.given.id.as_str()).collect::<Vec<_>>(),
-            ["qst_b"]
+            ids(book
+                .candidates(call("cargo test"), "P", at(2_000), all)
+                .expect("ok")),
+            ["qst_a"]
         );
-        assert_eq!(left[0].uses[0].command.as_deref(), Some("cargo build --release"));
+        assert!(
+            book.candidates(call("cargo test"), "OTHER", at(2_000), all)
+                .expect("ok")
+                .is_empty()
+        );
+        assert!(
+            book.candidates(call("cargo publish"), "P", at(2_000), all)
+                .expect("ok")
+                .is_empty()
+        );
+        assert!(
+            book.candidates(call("cargo test"), "P", at(2_000), |_| false)
+                .expect("ok")
+                .is_empty()
+        );
+        let used = book
+            .record_use("qst_b", call("cargo build --release"), at(3_000))
+            .expect("ok")
+            .expect("held");
+        assert_eq!((used.uses.len(), used.uses[0].folder.as_str()), (1, "/app"));
+        assert!(
+            book.record_use("qst_z", call("ls"), at(3_000))
+                .expect("ok")
+                .is_none()
+        );
+        // Ended at 10 000: no more a candidate, but kept with its uses for the export…
+        assert!(
+            book.candidates(call("cargo test"), "P", at(10_000), all)
+                .expect("ok")
+                .is_empty()
+        );
+        // … and a revoked one likewise, from the revocation on.
+        book.revoked("qst_b", at(4_000)).expect("ok");
+        book.revoked("qst_b", at(5_000))
+            .expect("the first revocation is kept");
+        assert!(
+            book.candidates(call("cargo build"), "P", at(4_500), all)
+                .expect("ok")
+                .is_empty()
+        );
+        let held = book.list().expect("read");
+        assert_eq!(held.len(), 2);
+        assert_eq!(held[1].revoked_at, Some(at(4_000)));
+        assert_eq!(held[1].uses[0].command.as_deref(), Some("cargo build --release"));
+        // Dropped once ended for longer than the book keeps them.
+        book.candidates(call("ls"), "P", at(4_000 + KEEP_ENDED_MS), all)
+            .expect("ok");
+        assert_eq!(ids(book.list().expect("read")), ["qst_a"]);
+        book.candidates(call("ls"), "P", at(10_000 + KEEP_ENDED_MS), all)
+            .expect("ok");
+        assert!(book.list().expect("read").is_empty());
     }
 }

@@ -27,7 +27,7 @@ pub use asked::{AskedQuestion, AskedStore, NOT_ASKED_HERE};
 pub use audit::{AuditEntry, AuditFilter, CSV_COLUMNS, verify_answer_log, write_csv, write_jsonl};
 pub use device::{
     ClosedQuestion, ConversationItem, ConversationPage, DeviceClient, DeviceCredentials, GrantChoice,
-    ItemUpdate, OpenedQuestion, QuestionList,
+    ItemUpdate, ListedGrant, OpenedQuestion, QuestionList,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use files::write_private;

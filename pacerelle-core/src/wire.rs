@@ -830,6 +830,76 @@ pub struct DeviceQuestions {
     pub questions: Vec<DeviceQuestion>,
 }
 
+/// A grant as the relay keeps it (docs/relay-api.md, "Grants"): metadata only — what the grant covers and its
+/// signature travel sealed in the answer. The relay counts its uses and records its revocation, so that a
+/// gate learns of a revocation on its next check and every owner device sees the grants given.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GrantRecord {
+    /// The grant's id: the gate question it answered.
+    pub grant_id: String,
+    /// The device that granted it (the question's answering device).
+    pub device_id: String,
+    /// When it started, as the agent registered it (the signed answer's `answeredAt`).
+    pub granted_at: Timestamp,
+    /// When it ends, as signed.
+    pub expires_at: Timestamp,
+    /// The calls it let run, as the gates reported them.
+    pub uses: u64,
+    /// The last of them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_used_at: Option<Timestamp>,
+    /// When an owner device revoked it: from then on no gate uses it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked_at: Option<Timestamp>,
+    /// The device that revoked it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revoked_by: Option<String>,
+}
+
+impl GrantRecord {
+    /// Whether a gate may use it at `now`: not revoked, not expired (by the relay's record; the gate checks
+    /// the signed expiry itself).
+    pub fn live_at(&self, now: Timestamp) -> bool {
+        self.revoked_at.is_none() && now < self.expires_at
+    }
+}
+
+/// `PUT /v1/agent/grants/{grantId}`: the agent registers a grant it kept (checked against the signed answer
+/// first), so that owner devices list it and may revoke it. Idempotent: a grant registered again is returned
+/// as first registered.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PutGrant {
+    /// The device that granted it: the question's answering device, or the relay refuses it.
+    pub device_id: String,
+    /// When it started.
+    pub granted_at: Timestamp,
+    /// When it ends: after `grantedAt`, at most a day later.
+    pub expires_at: Timestamp,
+}
+
+/// One entry of `GET /v1/device/grants`: the record, and its question as sealed for this device (absent when
+/// this device was not one of its recipients), whose answer copy carries the grant itself.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceGrant {
+    /// The grant as the relay keeps it.
+    #[serde(flatten)]
+    pub record: GrantRecord,
+    /// Its question, sealed for this device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub question: Option<DeviceQuestion>,
+}
+
+/// `GET /v1/device/grants`: the agent's grants not ended more than a day ago, newest first.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceGrants {
+    /// Newest first.
+    pub grants: Vec<DeviceGrant>,
+}
+
 /// `POST /v1/device/questions/{questionId}/answer`: the [`crate::question::AnswerPayload`] sealed by the
 /// device. A retry by the device that answered returns its answer; any other later answer is refused.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -11,7 +11,7 @@ use tower_http::trace::TraceLayer;
 use crate::config::Config;
 use crate::presence::Activity;
 use crate::ratelimit::RateLimiter;
-use crate::routes::{agent, device, health, messages, pairing, push, questions, session, webhook};
+use crate::routes::{agent, device, grants, health, messages, pairing, push, questions, session, webhook};
 use crate::store::Store;
 use crate::wake::{Shutdown, Wakes};
 use crate::webhook::WebhookSettings;
@@ -122,6 +122,8 @@ pub(crate) fn app(state: AppState) -> Router {
             post(questions::answer_at_host),
         )
         .route("/v1/agent/notifications", post(questions::notify))
+        .route("/v1/agent/grants/{grant_id}", put(grants::put))
+        .route("/v1/agent/grants/{grant_id}/uses", post(grants::use_one))
         .route(
             "/v1/agent/webhook",
             put(webhook::set).get(webhook::get).delete(webhook::delete),
@@ -137,6 +139,8 @@ pub(crate) fn app(state: AppState) -> Router {
         .route("/v1/device/push", post(push::subscribe).delete(push::unsubscribe))
         .route("/v1/push/key", get(push::key))
         .route("/v1/device/questions", get(questions::for_device))
+        .route("/v1/device/grants", get(grants::list))
+        .route("/v1/device/grants/{grant_id}", delete(grants::revoke))
         .route(
             "/v1/device/questions/{question_id}/answer",
             post(questions::answer),

@@ -2,6 +2,7 @@
 
 pub(crate) mod agent;
 pub(crate) mod device;
+pub(crate) mod grants;
 pub(crate) mod health;
 pub(crate) mod messages;
 pub(crate) mod pairing;

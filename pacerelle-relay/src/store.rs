@@ -17,6 +17,7 @@ mod reads;
 
 mod commands;
 pub mod copy;
+pub(crate) mod grants;
 pub(crate) mod marks;
 pub(crate) mod postgres;
 pub(crate) mod principals;
@@ -176,6 +177,9 @@ forward! {
     async fn push_subscription_gone(&self, subscription_id: i64) -> Result<()>;
     async fn put_roster(&self, agent_id: &str, previous: u64, version: u64, envelope: &str, now: Timestamp) -> Result<RosterPut> as NewRoster;
     async fn lease(&self, agent_id: &str, now: Timestamp) -> Result<Option<Lease>>;
+    async fn put_grant(&self, agent_id: &str, grant_id: &str, device_id: &str, granted_at: Timestamp, expires_at: Timestamp) -> Result<grants::GrantPut> as NewGrant;
+    async fn use_grant(&self, agent_id: &str, grant_id: &str, now: Timestamp) -> Result<Option<pacerelle_core::wire::GrantRecord>> as GrantUse;
+    async fn revoke_grant(&self, agent_id: &str, grant_id: &str, by: &str, now: Timestamp) -> Result<Option<pacerelle_core::wire::GrantRecord>> as GrantRevocation;
     async fn session_known(&self, agent_id: &str, session_id: &str) -> Result<bool>;
     async fn open_session(&self, agent_id: &str, session_id: &str, host: &str, takeover: bool, now: Timestamp) -> Result<SessionOpened> as NewSession;
     async fn release(&self, agent_id: &str, session_id: &str, now: Timestamp) -> Result<Option<SessionInfo>> as SessionAt;

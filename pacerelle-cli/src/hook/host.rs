@@ -207,6 +207,16 @@ pub fn describe(host: Host, tool: &str, input: &Value, cwd: Option<&Path>, why: 
     if let Some(cwd) = cwd {
         details.push_str(&format!("Directory: {}\n", cwd.display()));
     }
+    // The whole command, on its own lines (the question shows it on one, cut), then what an edit changes:
+    // before the input, so that a cut at the size limit takes the input first.
+    if let Some(command) = policy::command_of(input) {
+        details.push_str(&format!("Command:\n{command}\n"));
+    }
+    if let Some(diff) = super::diff::of(tool, input) {
+        details.push('\n');
+        details.push_str(&diff);
+        details.push('\n');
+    }
     details.push_str("\nInput:\n");
     details.push_str(&pretty);
     (question, truncate_bytes(&details, MAX_DETAILS_BYTES))
@@ -261,6 +271,23 @@ mod tests {
         assert_eq!(q, "Allow Claude Code to run `git push origin main`?");
         assert!(
             d.contains("Directory: /repo") && d.contains("\"description\": \"push\""),
+            "{d}"
+        );
+        assert!(
+            d.contains(
+                "Why asked: policy rule 2 for Bash\nDirectory: /repo\nCommand:\ngit push origin main\n"
+            ),
+            "{d}"
+        );
+        let (_, d) = describe(
+            Host::ClaudeCode,
+            "Edit",
+            &json!({"file_path": "/repo/a.rs", "old_string": "let x = 1;", "new_string": "let x = 2;"}),
+            Some(Path::new("/repo")),
+            "default",
+        );
+        assert!(
+            d.contains("\nDiff: /repo/a.rs (+1 -1)\n-let x = 1;\n+let x = 2;\n\nInput:\n"),
             "{d}"
         );
 

@@ -283,3 +283,115 @@ async fn a_prefix_grant_covers_arguments_until_the_device_is_revoked() {
     let (allowed, reason) = decision(&gate(&setup, &cwd, "cargo test", "2"));
     assert!(!allowed, "{reason}");
 }
+
+/// `pacerelle grants …` as the paired terminal (an owner device), as JSON.
+fn grants_cli(setup: &Setup, args: &[&str]) -> Value {
+    let out = run({
+        let mut c = setup.as_device();
+        c.arg("--json").arg("grants").args(args);
+        c
+    });
+    assert!(out.status.success(), "{}", stderr(&out));
+    serde_json::from_str(&stdout(&out)).expect("json")
+}
+
+#[tokio::test]
+async fn a_grant_is_listed_on_the_device_with_its_uses_and_revoked_there() {
+    let setup = Setup::start().await;
+    let dir = project(POLICY);
+    let cwd = dir.path().to_path_buf();
+    let running = {
+        let mut c = setup.agent();
+        c.args(["hook", "claude-code", "--budget", "60"]);
+        let input = bash(&cwd, "cargo test");
+        tokio::task::spawn_blocking(move || run_with_stdin(c, &input))
+    };
+    let q = next_question(&setup.device, &[]).await;
+    let granted = run({
+        let mut c = setup.as_device();
+        c.args(["answer", &q.question_id, "yes", "--for", "1h"]);
+        c
+    });
+    assert!(granted.status.success(), "{}", stderr(&granted));
+    assert!(decision(&running.await.expect("join")).0);
+
+    // Listed on the device as soon as the gate kept it: what it covers, read from the signed grant.
+    let listed = grants_cli(&setup, &["list"]);
+    let grant = &listed[0];
+    assert_eq!(grant["grantId"], q.question_id.as_str());
+    assert_eq!(grant["uses"], 0);
+    assert_eq!(grant["grant"]["scope"]["command"], "cargo test");
+    assert_eq!(
+        grant["grant"]["scope"]["folder"],
+        cwd.display().to_string().as_str()
+    );
+    assert!(grant.get("revokedAt").is_none());
+
+    for _ in 0..2 {
+        assert!(decision(&gate(&setup, &cwd, "cargo test", "5")).0);
+    }
+    assert_eq!(grants_cli(&setup, &["list"])[0]["uses"], 2, "each use is counted");
+    let text = run({
+        let mut c = setup.as_device();
+        c.args(["grants", "list"]);
+        c
+    });
+    let text = stdout(&text);
+    assert!(
+        text.contains("2 uses") && text.contains("Bash `cargo test` exactly") && text.contains("live until"),
+        "{text}"
+    );
+
+    // The relay unreachable: the gate cannot learn whether the grant was revoked, so it does not use it.
+    let offline = run_with_stdin(
+        {
+            let mut c = setup.agent();
+            c.args([
+                "--relay",
+                "http://127.0.0.1:9",
+                "hook",
+                "claude-code",
+                "--budget",
+                "2",
+            ]);
+            c
+        },
+        &bash(&cwd, "cargo test"),
+    );
+    let (allowed, reason) = decision(&offline);
+    assert!(!allowed && !reason.contains("allowed by grant"), "{reason}");
+
+    // Revoked on the device: the next `cargo test` is asked again.
+    let revoked = grants_cli(&setup, &["revoke", &q.question_id]);
+    assert!(revoked["revokedAt"].is_string(), "{revoked}");
+    let again = grants_cli(&setup, &["revoke", &q.question_id]);
+    assert_eq!(
+        again["revokedAt"], revoked["revokedAt"],
+        "the first revocation is kept"
+    );
+    let before = asked(&setup).await;
+    let (allowed, reason) = decision(&gate(&setup, &cwd, "cargo test", "2"));
+    assert!(!allowed, "{reason}");
+    assert_eq!(asked(&setup).await, before + 1, "asked again");
+    let kept: Value =
+        serde_json::from_slice(&std::fs::read(grants_file(&setup)).expect("grants")).expect("json");
+    assert!(
+        kept["grants"][0]["revokedAt"].is_string(),
+        "the gate remembers it: {kept}"
+    );
+    assert_eq!(kept["grants"][0]["uses"].as_array().map(Vec::len), Some(2));
+    let listed = grants_cli(&setup, &["list"]);
+    assert_eq!(
+        (listed[0]["uses"].as_u64(), listed[0]["revokedBy"].is_string()),
+        (Some(2), true)
+    );
+
+    // Unknown grants: a clear refusal.
+    let unknown = run({
+        let mut c = setup.as_device();
+        c.args(["grants", "revoke", "qst_unknown"]);
+        c
+    });
+    assert!(!unknown.status.success());
+    assert!(stderr(&unknown).contains("no such grant"), "{}", stderr(&unknown));
+}

@@ -165,3 +165,31 @@ pub(crate) struct NewWebhook<'a> {
     pub secret: &'a str,
     pub now: Timestamp,
 }
+
+/// A grant the agent kept, to register: stored once per question (a registration again finds the first),
+/// only for a question of this agent answered on a phone by `device_id`.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct NewGrant<'a> {
+    pub agent_id: &'a str,
+    pub grant_id: &'a str,
+    pub device_id: &'a str,
+    pub granted_at: Timestamp,
+    pub expires_at: Timestamp,
+}
+
+/// A grant of this agent at `now`, to use: counted only while it is neither revoked nor expired.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GrantUse<'a> {
+    pub agent_id: &'a str,
+    pub grant_id: &'a str,
+    pub now: Timestamp,
+}
+
+/// A grant of this agent, revoked at `now` by `by`, an owner device. Idempotent: the first revocation is kept.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct GrantRevocation<'a> {
+    pub agent_id: &'a str,
+    pub grant_id: &'a str,
+    pub by: &'a str,
+    pub now: Timestamp,
+}

@@ -18,6 +18,7 @@ use crate::store::WriterCounts;
 mod agent;
 mod checkpoints;
 mod device;
+mod grants;
 mod messages;
 mod pairing;
 mod push;

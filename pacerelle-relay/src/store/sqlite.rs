@@ -22,6 +22,7 @@ use crate::error::{Error, StoreError};
 mod agent;
 mod checkpoints;
 mod device;
+mod grants;
 mod lease;
 mod messages;
 mod pairing;

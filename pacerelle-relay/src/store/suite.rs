@@ -4,6 +4,7 @@
 //! its migrations, its locks, two instances at once — stays in that backend's own tests.
 
 pub(super) mod agent;
+mod grants;
 pub(super) mod messages;
 pub(super) mod push;
 pub(super) mod questions;

@@ -124,6 +124,7 @@ impl PgStore {
         let mut rows = 0;
         for sql in [
             "DELETE FROM webhook_events WHERE question_seq = ANY($1)",
+            "DELETE FROM grants WHERE item_seq = ANY($1)",
             "DELETE FROM questions WHERE item_seq = ANY($1)",
             "DELETE FROM items WHERE subject_seq = ANY($1) AND kind = 'update'",
             "DELETE FROM item_envelopes WHERE item_seq = ANY($1)",

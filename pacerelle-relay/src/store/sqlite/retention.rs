@@ -95,13 +95,14 @@ fn batch(conn: &Connection, step: Step, cut: i64) -> Result<(usize, bool)> {
     Ok((rows, found == BATCH_ROWS))
 }
 
-/// Deletes the item `seq` with what depends on it: a question's webhook events and state, the `update` items
+/// Deletes the item `seq` with what depends on it: a question's webhook events, grant and state, the `update` items
 /// about it, its per-device envelopes. Returns the rows deleted. The foreign keys are checked through indexes
 /// (migration 0011 adds the one on `subject_seq`).
 fn delete_item(conn: &Connection, seq: i64) -> Result<usize> {
     let mut rows = 0;
     for sql in [
         "DELETE FROM webhook_events WHERE question_seq = ?1",
+        "DELETE FROM grants WHERE item_seq = ?1",
         "DELETE FROM questions WHERE item_seq = ?1",
         "DELETE FROM items WHERE subject_seq = ?1 AND kind = 'update'",
         "DELETE FROM item_envelopes WHERE item_seq = ?1",
