@@ -661,12 +661,20 @@ test("details.js: the sections of a gate question's details, and a diff's added 
     "text Tool: Bash", "text Why asked: the default", "text Directory: /w", "text ", "heading Input:",
     "text {", 'text   "command": "rm -rf x"', "text }", "text -not a diff",
   ]);
-  // A diff section: its header line, files, hunks, added, removed and context lines, until the next section.
-  assert.deepEqual(kinds("Tool: Edit\nDiff:\nsrc/main.rs: 1 added, 2 removed\n--- a/src/main.rs\n+++ b/src/main.rs\n@@ -1,3 +1,2 @@\n fn main() {\n-    old();\n-    older();\n+    new();\n \nInput:\n-1\n+1"), [
-    "text Tool: Edit", "heading Diff:", "file src/main.rs: 1 added, 2 removed", "file --- a/src/main.rs", "file +++ b/src/main.rs",
-    "hunk @@ -1,3 +1,2 @@", "context  fn main() {", "del -    old();", "del -    older();", "add +    new();", "context  ",
-    "heading Input:", "text -1", "text +1",
+  // The gate's diff of an Edit (docs/hooks.md): the heading with the file and the counts, context, removed and
+  // added lines, until the next section. A removed `-- comment` is removed, not a file line.
+  assert.deepEqual(kinds("Tool: Edit\nCommand:\nrm -rf x\n\nDiff: /r/lib.rs (+1 -2)\n fn main() {\n-    old();\n--- comment\n+    new();\n \n\nInput:\n-1\n+1"), [
+    "text Tool: Edit", "heading Command:", "text rm -rf x", "text ", "heading Diff: /r/lib.rs (+1 -2)", "context  fn main() {",
+    "del -    old();", "del --- comment", "add +    new();", "context  ", "text ", "heading Input:", "text -1", "text +1",
   ]);
+  // A MultiEdit's edits, a patch's files, a cut; and a bare `Diff:` followed by its own header line.
+  assert.deepEqual(kinds("Diff: /r/m.rs (+1 -2)\n@@ edit 1\n-a\n+b\n@@ edit 2\n-c\n… (600 more lines not shown)"), [
+    "heading Diff: /r/m.rs (+1 -2)", "hunk @@ edit 1", "del -a", "add +b", "hunk @@ edit 2", "del -c", "context … (600 more lines not shown)",
+  ]);
+  assert.deepEqual(kinds("Diff: (+1 -1)\n*** Update File: src/main.rs\n@@\n-a\n+b"), [
+    "heading Diff: (+1 -1)", "file *** Update File: src/main.rs", "hunk @@", "del -a", "add +b",
+  ]);
+  assert.deepEqual(kinds("Diff:\nsrc/lib.rs: 1 added\n+x"), ["heading Diff:", "file src/lib.rs: 1 added", "add +x"]);
   // A diff right after its heading, with the counts on the heading's line, and at the end of the details.
   assert.deepEqual(kinds("Diff: 1 added, 1 removed\n-a\n+b"), ["heading Diff: 1 added, 1 removed", "del -a", "add +b"]);
 });

@@ -1,7 +1,8 @@
 // A question's details, as the person must read them before approving: in monospace, line for line as the agent
-// wrote them, never cut without a "Show all" toggle, and in a `Diff:` section (the gate writes one for a file edit)
-// the added and removed lines coloured. The details are plain text: sections are lines such as `Tool: Edit`,
-// `Why asked: …`, `Directory: …`, `Command:`, `Diff:` and `Input:`; nothing here depends on which of them are there.
+// wrote them, never cut without a "Show all" toggle, and in a `Diff:` section (the gate writes one for a file edit,
+// docs/hooks.md "What the phone shows") the added and removed lines coloured. The details are plain text: sections
+// are lines such as `Tool: Edit`, `Why asked: …`, `Directory: …`, `Command:`, `Diff: <file> (+added -removed)` and
+// `Input:`; nothing here depends on which of them are there.
 
 /** Details longer than this (characters or lines) are shown folded, with "Show all". */
 const FOLD_CHARS = 1200;
@@ -21,8 +22,9 @@ function el(tag, className, text) {
 
 /**
  * How each line reads: `[{text, kind}]`, `kind` one of "text", "heading" (a section's first line), and in a diff
- * section "add" (`+…`), "del" (`-…`), "hunk" (`@@ …`), "file" (`+++ …`, `--- …`, and the section's header line,
- * the one with the counts) or "context".
+ * section "add" (`+…`), "del" (`-…`), "hunk" (`@@ …`), "file" (a patch's `*** Update File: …`, or a header line
+ * under a bare `Diff:`) or "context" (` …`, and what else it holds but an empty line). Every `+` line is added and
+ * every `-` line removed: the gate writes no `+++`/`---` file lines, and a removed `-- comment` is `--- comment`.
  */
 export function classify(details) {
   const out = [];
@@ -45,7 +47,8 @@ export function classify(details) {
       continue;
     }
     let kind;
-    if (text.startsWith("+++ ") || text.startsWith("--- ")) kind = "file";
+    if (text === "") kind = "text"; // between sections: an empty context line is " "
+    else if (text.startsWith("*** ")) kind = "file";
     else if (text.startsWith("@@")) kind = "hunk";
     else if (text.startsWith("+")) kind = "add";
     else if (text.startsWith("-")) kind = "del";
