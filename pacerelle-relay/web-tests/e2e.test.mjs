@@ -1320,6 +1320,77 @@ test("a gate question that offers grants: “Allow for” 15 min at 390×844 let
   await shot("grants");
 });
 
+test("the grants screen lists the grant with what it covers, who gave it, until when and its uses; Revoke makes the next call ask again", async () => {
+  assert.ok(grantId, "the grant of the test before");
+  // One more use, so that the screen counts two (the run after the grant, and this one).
+  const used = await decisionOf(gate(grantFolder, "Bash", { command: "cargo test" }, 10));
+  assert.equal(used.conclusion, "granted", used.reason);
+
+  await page.locator("#open-settings").click();
+  await page.locator("#screen-settings").waitFor();
+  await page.locator("#open-grants").click();
+  await page.locator("#screen-grants").waitFor();
+  assert.equal(new URL(page.url()).hash, "#grants");
+  const card = page.locator(`#grants-list li.grant[data-grant-id="${grantId}"]`);
+  await card.waitFor();
+  assert.equal(await card.getAttribute("data-state"), "live");
+  assert.equal(await card.locator(".grant-uses").textContent(), "2 uses");
+  // What it covers, read from the signed grant in the answer's copy: the exact command, in monospace, in its folder.
+  assert.equal(await card.locator(".grant-scope code.scope-code").textContent(), "cargo test");
+  assert.equal(await card.locator(".grant-scope .scope-how").textContent(), "exactly this command");
+  assert.equal(await card.locator(".grant-scope .scope-folder code").textContent(), grantFolder);
+  assert.ok(await isMonospace(card.locator("code.scope-code")));
+  const facts = Object.fromEntries(
+    await card.locator("dl.facts dt").evaluateAll((dts) => dts.map((dt) => [dt.textContent, dt.nextElementSibling.textContent])),
+  );
+  const record = (await page.evaluate(async () => {
+    const device = await (await import("/app/store.js")).loadDevice();
+    const res = await fetch("/v1/device/grants", { headers: { Authorization: `Bearer ${device.deviceToken}` } });
+    return res.json();
+  })).grants.find((g) => g.grantId === grantId);
+  const hhmm = (iso) => new Date(iso).toLocaleTimeString("en-GB", { hour: "2-digit", minute: "2-digit", timeZone: "Europe/Paris" });
+  assert.equal(record.uses, 2);
+  assert.equal(facts["Granted by"], "this device");
+  assert.equal(facts.Granted, hhmm(record.grantedAt));
+  assert.match(facts.Until, new RegExp(`^${hhmm(record.expiresAt)} \\(1[45] min left\\)$`));
+  assert.equal(facts.Uses, `2, last at ${hhmm(record.lastUsedAt)}`);
+  assert.equal(facts.Question, "Allow Claude Code to run `cargo test`?");
+  await assertFitsWidth("the grants screen", card, card.locator("button.revoke"));
+  await page.screenshot({ path: path.join(path.dirname(SCREENSHOT), "grants-viewport.png") });
+
+  // Revoke: the relay records it (this device, now), the card says so and offers nothing more.
+  await card.locator("button.revoke").click();
+  const revoked = page.locator(`#grants-list li.grant[data-grant-id="${grantId}"][data-state="revoked"]`);
+  await revoked.waitFor();
+  assert.equal(await revoked.locator(".grant-state").textContent(), "Revoked");
+  assert.equal(await revoked.locator("button.revoke").count(), 0);
+  await revoked.locator("dd", { hasText: /by this device$/ }).waitFor();
+  await shot("grants-screen");
+
+  // The next `cargo test` is asked again.
+  await page.locator("#grants-back").click();
+  await page.locator("#screen-settings").waitFor();
+  await page.locator("#settings-back").click();
+  await page.locator("#screen-conversation").waitFor();
+  const known = await shownQuestions();
+  const asking = gate(grantFolder, "Bash", { command: "cargo test" });
+  const { card: asked } = await newQuestion(known, "`cargo test` after the revocation");
+  await asked.locator("button.deny").click();
+  const denied = await decisionOf(asking);
+  assert.equal(denied.allow, false);
+  assert.equal(denied.conclusion, "denied");
+
+  // Reloaded on the grants screen, it lists the grant revoked.
+  await page.goto(`${relayUrl}/#grants`);
+  await page.locator(`#grants-list li.grant[data-grant-id="${grantId}"][data-state="revoked"]`).waitFor();
+  assert.equal(await page.locator(`#grants-list li.grant[data-grant-id="${grantId}"] .grant-uses`).textContent(), "2 uses");
+  await page.locator("#grants-back").click();
+  await page.locator("#screen-settings").waitFor();
+  await page.locator("#settings-back").click();
+  await page.locator("#screen-conversation").waitFor();
+  assert.equal(new URL(page.url()).hash, "");
+});
+
 // ── Partner mode: a product's user pairs under the product's look and answers their own questions ──────
 
 /** Whether this CLI has Partner mode's `pacerelle user` (the test that needs it is skipped otherwise). */

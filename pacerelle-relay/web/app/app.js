@@ -92,7 +92,7 @@ function toast(text) {
   toastTimer = setTimeout(() => (t.hidden = true), 6000);
 }
 
-const SCREENS = ["loading", "insecure", "unpaired", "revoked", "pair", "conversation", "settings", "pending", "overview"];
+const SCREENS = ["loading", "insecure", "unpaired", "revoked", "pair", "conversation", "settings", "grants", "pending", "overview"];
 function showScreen(name) {
   for (const s of SCREENS) $(`screen-${s}`).hidden = s !== name;
   document.body.dataset.screen = name;
@@ -266,7 +266,7 @@ async function boot() {
   if (app.pairings.length > 1) {
     presenceLoop();
     // On open, the questions waiting across all agents come first (not when a notification or the switcher chose).
-    const opening = !chosen && !params.get("question") && location.hash !== "#settings";
+    const opening = !chosen && !params.get("question") && !onSettings();
     const waiting = await loadPending();
     if (opening && waiting.length > 0 && document.body.dataset.screen === "conversation") showPending(waiting);
   }
@@ -453,7 +453,8 @@ async function startConversation(device) {
   document.title = `${device.agentName} — Pacerelle`;
   app.focus = new URLSearchParams(location.search).get("question");
   if (app.focus) history.replaceState(null, "", "/" + location.hash);
-  showScreen(location.hash === "#settings" ? "settings" : "conversation");
+  if (location.hash === "#grants") showGrantsScreen();
+  else showScreen(location.hash === "#settings" ? "settings" : "conversation");
   if (location.hash === "#settings") renderSettings();
   for (const entry of await store.listOutbox(device.agentId)) {
     if (entry.type === "message") await showPendingTask(entry);
@@ -1345,7 +1346,10 @@ function wire() {
       // An answer the worker could not send is in the outbox: sent (or its refusal explained) from here.
       flushOutbox();
       if (document.body.dataset.screen === "settings") $("settings-back").click();
-      else if (document.body.dataset.screen !== "conversation") showScreen("conversation");
+      else if (document.body.dataset.screen !== "conversation") {
+        if (onSettings()) history.replaceState(null, "", "/");
+        showScreen("conversation");
+      }
       if (data.questionId) {
         app.focus = data.questionId;
         focusQuestion(data.questionId);
@@ -1409,7 +1413,7 @@ function renderSwitcher() {
 /** Shows `agentId`'s conversation: the current one at once, another after a fresh start on it. */
 function openAgent(agentId) {
   if (app.device && agentId === app.device.agentId && !app.stopped) {
-    if (location.hash === "#settings") history.replaceState(null, "", "/");
+    if (onSettings()) history.replaceState(null, "", "/");
     showScreen("conversation");
     return;
   }
@@ -1504,7 +1508,7 @@ async function loadPending() {
 
 /** The view of the questions waiting across all agents, each labelled with its agent and answerable in place. */
 function showPending(waiting) {
-  if (location.hash === "#settings") history.replaceState(null, "", "/");
+  if (onSettings()) history.replaceState(null, "", "/");
   showScreen("pending");
   const list = $("pending-list");
   const status = $("pending-status");
@@ -1604,7 +1608,7 @@ async function answerPending(p, answer, choice = null) {
 
 /** The overview: every agent paired here, with its presence, its session's host and since when, its last activity. */
 async function showOverview() {
-  if (location.hash === "#settings") history.replaceState(null, "", "/");
+  if (onSettings()) history.replaceState(null, "", "/");
   showScreen("overview");
   const list = $("overview-list");
   list.replaceChildren();
@@ -1654,6 +1658,21 @@ async function showOverview() {
 
 // ── settings ──────────────────────────────────────────────────────────────────────────────────────
 
+/** Whether the address names the settings or the grants screen under them. */
+const onSettings = () => location.hash === "#settings" || location.hash === "#grants";
+
+/** The grants screen (grant-ui.js): this agent's grants, with what each allows, its uses, and Revoke for an owner. */
+function showGrantsScreen() {
+  showScreen("grants");
+  window.scrollTo(0, 0);
+  if (!app.device) return;
+  grantUi.showGrants({ list: $("grants-list"), status: $("grants-status") }, app.device, app.api, (e) => {
+    if (!isRevocation(e)) return false;
+    revoked();
+    return true;
+  });
+}
+
 const dateTime = (iso) => {
   const d = new Date(iso);
   return Number.isNaN(d.getTime()) ? "" : d.toLocaleString([], { dateStyle: "long", timeStyle: "short" });
@@ -1671,6 +1690,8 @@ async function renderSettings() {
   $("s-device-id").textContent = d.deviceId;
   $("s-role").textContent = d.role === "owner" ? "Owner: sends tasks and answers questions" : "Answers questions";
   $("s-paired").textContent = d.pairedAt ? dateTime(d.pairedAt) : "";
+  // Grants are listed and revoked by owner devices only.
+  $("s-grants-panel").hidden = d.role !== "owner";
   renderSigning(d);
   $("unpair-confirm").hidden = true;
   $("unpair").hidden = false;
@@ -1755,7 +1776,21 @@ function wireSettings() {
   window.addEventListener("popstate", () => {
     if (!app.device || app.stopped) return;
     if (location.hash === "#settings") open();
+    else if (location.hash === "#grants") showGrantsScreen();
     else showScreen("conversation");
+  });
+  $("open-grants").addEventListener("click", () => {
+    if (location.hash !== "#grants") history.pushState({ grants: true }, "", "#grants");
+    showGrantsScreen();
+  });
+  $("grants-back").addEventListener("click", () => {
+    if (history.state && history.state.grants) {
+      history.back();
+    } else {
+      // Opened at #grants (a reload): the settings are under it.
+      history.replaceState(null, "", "#settings");
+      open();
+    }
   });
   // Turning notifications on asks for the permission: only from this tap, as browsers require.
   $("push-switch").addEventListener("change", async (event) => {
