@@ -733,6 +733,8 @@ test("a yes/no question: Approve makes `pacerelle ask` exit 0", async () => {
   const card = question("qst_e2e_approve");
   await card.locator("button.approve").waitFor();
   assert.match(await card.locator(".time-left").textContent(), /min .* left/);
+  // A question that offers no grant keeps Approve and Deny, without Allow for ….
+  assert.deepEqual(await card.locator(".q-controls button").allTextContents(), ["Approve", "Deny"]);
   await card.locator("button.approve").click();
   assert.equal(await exitOf(child), 0, child.err);
   await card.locator(".q-status", { hasText: "Approved — by this device" }).waitFor();
