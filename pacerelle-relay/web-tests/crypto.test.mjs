@@ -502,3 +502,179 @@ test("the app's reconnection backoff doubles to its cap, with jitter, and starts
   b.reset();
   assert.ok(b.delay() <= 1000);
 });
+
+// ── grants (crypto.md §4.8b): the signed bytes, and the app's reading of an offer (grant.js) ──────────────
+
+/** `u32 BE length ‖ UTF-8`, written here from crypto.md §4.8 rather than taken from crypto.js. */
+const lengthPrefixed = (text) => {
+  const bytes = Buffer.from(text, "utf8");
+  const n = Buffer.alloc(4);
+  n.writeUInt32BE(bytes.length);
+  return Buffer.concat([n, bytes]);
+};
+
+const grantFields = (scope) => ({
+  agentId: "ag_vector",
+  deviceId: "dv_vector",
+  questionId: "qst_gate",
+  questionDigest: "EKYzIyT6XughEDO8XaUht0Ws306w9nLh_jVjEwFdRKE",
+  grantedAt: "2026-11-30T00:41:02.003Z",
+  grant: { scope, expiresAt: "2026-11-30T01:41:02.003Z", policy: "UE9MSUNZ", signature: "ignored: not signed" },
+});
+
+test("signed grants: the bytes of crypto.md §4.8b field by field, signed and verified; every field is covered; malformed fields are refused", async () => {
+  const exact = { tool: "Bash", command: "cargo test", match: "exact", folder: "/work/app" };
+  const edit = { tool: "Edit", folder: "/work/Été app" };
+  for (const scope of [exact, edit]) {
+    const fields = grantFields(scope);
+    const context = Buffer.from("pacerelle/v1/grant-signature", "ascii");
+    assert.equal(context.length, 28);
+    const expected = Buffer.concat([
+      context,
+      Buffer.from([1]),
+      ...[fields.agentId, fields.deviceId, fields.questionId, fields.questionDigest, fields.grantedAt].map(lengthPrefixed),
+      ...[fields.grant.expiresAt, fields.grant.policy, scope.tool, scope.command || "", scope.match || "", scope.folder].map(lengthPrefixed),
+    ]);
+    assert.equal(hex(c.signedGrantBytes(fields)), expected.toString("hex"));
+  }
+  // A scope without a command: `command` and `match` are two empty fields (00 00 00 00 twice) before the folder.
+  assert.ok(hex(c.signedGrantBytes(grantFields(edit))).endsWith(`0000000000000000${lengthPrefixed(edit.folder).toString("hex")}`));
+
+  const key = await ed25519FromSeed(new Uint8Array(32).fill(0x77));
+  const publicRaw = await publicOf(key);
+  const fields = grantFields(exact);
+  const signature = await c.signGrant(key, fields);
+  assert.ok(await c.verify(publicRaw, c.signedGrantBytes(fields), signature));
+  const g = fields.grant;
+  for (const changed of [
+    { ...fields, agentId: "ag_other" },
+    { ...fields, deviceId: "dv_other" },
+    { ...fields, questionId: "qst_other" },
+    { ...fields, questionDigest: "A" + fields.questionDigest.slice(1) },
+    { ...fields, grantedAt: "2026-11-30T00:41:02.004Z" },
+    { ...fields, grant: { ...g, expiresAt: "2026-11-30T01:41:02.004Z" } },
+    { ...fields, grant: { ...g, policy: "T1RIRVI" } },
+    { ...fields, grant: { ...g, scope: { ...exact, tool: "shell" } } },
+    { ...fields, grant: { ...g, scope: { ...exact, command: "cargo" } } },
+    { ...fields, grant: { ...g, scope: { ...exact, match: "prefix" } } },
+    { ...fields, grant: { ...g, scope: { ...exact, folder: "/work" } } },
+  ]) {
+    assert.equal(await c.verify(publicRaw, c.signedGrantBytes(changed), signature), false, JSON.stringify(changed));
+  }
+  for (const bad of [
+    { ...fields, grantedAt: "2026-11-30T00:41:02Z" },
+    { ...fields, grant: { ...g, expiresAt: "2026-11-30T02:41:02.003+01:00" } },
+    { ...fields, grant: { ...g, scope: { ...exact, match: undefined } } },
+    { ...fields, grant: { ...g, scope: { ...exact, command: undefined } } },
+    { ...fields, grant: { ...g, scope: { ...exact, match: "glob" } } },
+    { ...fields, grant: { ...g, scope: { tool: "Bash" } } },
+    { ...fields, grant: { ...g, policy: undefined } },
+    { ...fields, grant: undefined },
+  ]) {
+    assert.throws(() => c.signedGrantBytes(bad), c.CryptoError, JSON.stringify(bad));
+  }
+});
+
+test("grant.js: an offer is read as the core validates it, durations read as people say them, a choice outside the offer is refused", async () => {
+  const g = await import("../web/app/grant.js");
+  const scopes = [
+    { tool: "Bash", command: "cargo test", match: "exact", folder: "/w", extra: 1 },
+    { folder: "/w", match: "prefix", command: "cargo test", tool: "Bash" },
+  ];
+  const offer = { durations: [900, 3600], scopes, policy: "P" };
+  const read = g.readOffer({ kind: "yes_no", grants: offer });
+  // Scopes keep the core's members, in its order; nothing unknown is carried into a signed grant.
+  assert.deepEqual(read, {
+    offer: {
+      durations: [900, 3600],
+      scopes: [
+        { tool: "Bash", command: "cargo test", match: "exact", folder: "/w" },
+        { tool: "Bash", command: "cargo test", match: "prefix", folder: "/w" },
+      ],
+      policy: "P",
+    },
+  });
+  assert.deepEqual(Object.keys(read.offer.scopes[1]), ["tool", "command", "match", "folder"]);
+  assert.deepEqual(g.readOffer({ kind: "yes_no" }), { offer: null });
+  assert.deepEqual(g.readOffer({ kind: "yes_no", grants: null }), { offer: null });
+  const scope = scopes[0];
+  for (const [payload, why] of [
+    [{ kind: "choice", grants: offer }, /only a yes\/no question/],
+    [{ kind: "yes_no", grants: [] }, /an offer is an object/],
+    [{ kind: "yes_no", grants: { ...offer, durations: [] } }, /1 to 8 durations/],
+    [{ kind: "yes_no", grants: { ...offer, durations: [1, 2, 3, 4, 5, 6, 7, 8, 9] } }, /1 to 8 durations/],
+    [{ kind: "yes_no", grants: { ...offer, durations: [0] } }, /from 1 s to a day/],
+    [{ kind: "yes_no", grants: { ...offer, durations: [86401] } }, /from 1 s to a day/],
+    [{ kind: "yes_no", grants: { ...offer, durations: [90.5] } }, /from 1 s to a day/],
+    [{ kind: "yes_no", grants: { ...offer, durations: ["900"] } }, /from 1 s to a day/],
+    [{ kind: "yes_no", grants: { ...offer, scopes: [] } }, /1 to 8 scopes/],
+    [{ kind: "yes_no", grants: { ...offer, scopes: [{ ...scope, folder: "" }] } }, /names a tool and a folder/],
+    [{ kind: "yes_no", grants: { ...offer, scopes: [{ ...scope, match: undefined }] } }, /command and its match go together/],
+    [{ kind: "yes_no", grants: { ...offer, scopes: [{ ...scope, match: "glob" }] } }, /command and its match go together/],
+    [{ kind: "yes_no", grants: { ...offer, scopes: [{ ...scope, command: "cargo test; sh", match: "prefix" }] } }, /plain command/],
+    [{ kind: "yes_no", grants: { ...offer, scopes: [{ ...scope, command: " ", match: "prefix" }] } }, /plain command/],
+    [{ kind: "yes_no", grants: { ...offer, policy: "" } }, /policy's digest/],
+  ]) {
+    const { offer: none, problem } = g.readOffer(payload);
+    assert.equal(none, null, JSON.stringify(payload));
+    assert.match(problem, why);
+    assert.match(problem, /^This question's grant offer is malformed \(.*\): it can be answered, not granted\.$/);
+  }
+  // An exact command may hold anything: it is compared whole.
+  assert.ok(g.readOffer({ kind: "yes_no", grants: { ...offer, scopes: [{ ...scope, command: "a && b" }] } }).offer);
+
+  assert.deepEqual([900, 3600, 5400, 45, 90, 86400, 3661].map(g.durationLabel),
+    ["15 min", "1 h", "1 h 30 min", "45 s", "1 min 30 s", "24 h", "1 h 1 min 1 s"]);
+  assert.deepEqual(g.scopeWords(read.offer.scopes[1]), { code: "cargo test …", how: "with any arguments", folder: "/w" });
+  assert.deepEqual(g.scopeWords({ tool: "Edit", folder: "/w" }), { code: "Edit", how: "on files inside the folder", folder: "/w" });
+
+  // The grant of a choice: the chosen scope as offered, until the chosen duration after the answer.
+  const at = "2026-11-30T23:59:30.250Z";
+  assert.deepEqual(g.grantFor(read.offer, { scope: 1, seconds: 900 }, at), {
+    scope: read.offer.scopes[1],
+    expiresAt: "2026-12-01T00:14:30.250Z",
+    policy: "P",
+  });
+  for (const [choice, why] of [
+    [{ scope: 2, seconds: 900 }, /offers 2 scope\(s\)/],
+    [{ scope: -1, seconds: 900 }, /offers 2 scope\(s\)/],
+    [{ seconds: 900 }, /offers 2 scope\(s\)/],
+    [{ scope: 0, seconds: 3601 }, /last 1 h at most/],
+    [{ scope: 0, seconds: 0 }, /last 1 h at most/],
+    [{ scope: 0, seconds: 1.5 }, /last 1 h at most/],
+  ]) {
+    assert.throws(() => g.grantFor(read.offer, choice, at), (e) => e instanceof g.GrantError && why.test(e.message), JSON.stringify(choice));
+  }
+  assert.throws(() => g.grantFor(null, { scope: 0, seconds: 900 }, at), /offers no grant/);
+  // What an answer shows of its grant: only a well-formed one.
+  assert.equal(g.readGrant({ scope: { tool: "Bash", command: "x" }, expiresAt: at }), null);
+  assert.equal(g.readGrant({ scope: read.offer.scopes[0], expiresAt: "soon" }), null);
+  assert.deepEqual(g.readGrant({ scope: scopes[0], expiresAt: at, policy: "P", signature: "s" }),
+    { scope: read.offer.scopes[0], expiresAt: at, policy: "P" });
+});
+
+test("details.js: the sections of a gate question's details, and a diff's added and removed lines", async () => {
+  const { classify } = await import("../web/app/details.js");
+  const kinds = (text) => classify(text).map((l) => `${l.kind} ${l.text}`);
+  // Without a diff (the gate's details before it wrote one): nothing is coloured, `+` or `-` or not.
+  assert.deepEqual(kinds('Tool: Bash\nWhy asked: the default\nDirectory: /w\n\nInput:\n{\n  "command": "rm -rf x"\n}\n-not a diff'), [
+    "text Tool: Bash", "text Why asked: the default", "text Directory: /w", "text ", "heading Input:",
+    "text {", 'text   "command": "rm -rf x"', "text }", "text -not a diff",
+  ]);
+  // The gate's diff of an Edit (docs/hooks.md): the heading with the file and the counts, context, removed and
+  // added lines, until the next section. A removed `-- comment` is removed, not a file line.
+  assert.deepEqual(kinds("Tool: Edit\nCommand:\nrm -rf x\n\nDiff: /r/lib.rs (+1 -2)\n fn main() {\n-    old();\n--- comment\n+    new();\n \n\nInput:\n-1\n+1"), [
+    "text Tool: Edit", "heading Command:", "text rm -rf x", "text ", "heading Diff: /r/lib.rs (+1 -2)", "context  fn main() {",
+    "del -    old();", "del --- comment", "add +    new();", "context  ", "text ", "heading Input:", "text -1", "text +1",
+  ]);
+  // A MultiEdit's edits, a patch's files, a cut; and a bare `Diff:` followed by its own header line.
+  assert.deepEqual(kinds("Diff: /r/m.rs (+1 -2)\n@@ edit 1\n-a\n+b\n@@ edit 2\n-c\n… (600 more lines not shown)"), [
+    "heading Diff: /r/m.rs (+1 -2)", "hunk @@ edit 1", "del -a", "add +b", "hunk @@ edit 2", "del -c", "context … (600 more lines not shown)",
+  ]);
+  assert.deepEqual(kinds("Diff: (+1 -1)\n*** Update File: src/main.rs\n@@\n-a\n+b"), [
+    "heading Diff: (+1 -1)", "file *** Update File: src/main.rs", "hunk @@", "del -a", "add +b",
+  ]);
+  assert.deepEqual(kinds("Diff:\nsrc/lib.rs: 1 added\n+x"), ["heading Diff:", "file src/lib.rs: 1 added", "add +x"]);
+  // A diff right after its heading, with the counts on the heading's line, and at the end of the details.
+  assert.deepEqual(kinds("Diff: 1 added, 1 removed\n-a\n+b"), ["heading Diff: 1 added, 1 removed", "del -a", "add +b"]);
+});

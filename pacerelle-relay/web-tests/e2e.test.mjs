@@ -1,6 +1,7 @@
 // End-to-end tests of the web app in Debian's Chromium (driven by playwright-core, no downloaded browser),
 // against a real relay (`pacerelle serve`, its own SQLite file in a temporary folder), the real echo agent,
-// and the real CLI for the agent side (`agent create`, `pair`, `ask`, `notify`, `cancel`).
+// and the real CLI for the agent side (`agent create`, `pair`, `ask`, `notify`, `cancel`, and the PreToolUse gate
+// `hook claude-code` with a policy that offers grants).
 //
 // Run from this folder after `cargo build -p pacerelle-cli -p echo-agent`:  node --test e2e.test.mjs
 // Environment: PACERELLE_BIN, ECHO_AGENT_BIN (default: target/debug/…), CHROMIUM (default /usr/bin/chromium),
@@ -22,7 +23,7 @@ import { execFileSync } from "node:child_process";
 import { chromium } from "playwright-core";
 
 import { decryptPush } from "./webpush.mjs";
-import { signedAnswerBytes } from "../web/app/crypto.js";
+import { signedAnswerBytes, signedGrantBytes } from "../web/app/crypto.js";
 
 const ROOT = path.resolve(fileURLToPath(new URL("../..", import.meta.url)));
 const PACERELLE = process.env.PACERELLE_BIN || path.join(ROOT, "target/debug/pacerelle");
@@ -732,6 +733,8 @@ test("a yes/no question: Approve makes `pacerelle ask` exit 0", async () => {
   const card = question("qst_e2e_approve");
   await card.locator("button.approve").waitFor();
   assert.match(await card.locator(".time-left").textContent(), /min .* left/);
+  // A question that offers no grant keeps Approve and Deny, without Allow for ….
+  assert.deepEqual(await card.locator(".q-controls button").allTextContents(), ["Approve", "Deny"]);
   await card.locator("button.approve").click();
   assert.equal(await exitOf(child), 0, child.err);
   await card.locator(".q-status", { hasText: "Approved — by this device" }).waitFor();
@@ -1073,6 +1076,321 @@ test("notifications and cancelled questions are shown as such", async () => {
   assert.equal(await exitOf(child), 2, child.err);
   await card.locator(".q-status", { hasText: "Cancelled" }).waitFor({ timeout: 15000 });
   assert.equal(await card.locator("button").count(), 0);
+});
+
+// ── the gate (`pacerelle hook claude-code`): what is approved, exactly ──────────────────────────────────────
+
+/** A project folder under the test's work folder, with `.pacerelle/policy.toml`. */
+function project(name, policy) {
+  const dir = path.join(work, name);
+  mkdirSync(path.join(dir, ".pacerelle"), { recursive: true });
+  writeFileSync(path.join(dir, ".pacerelle/policy.toml"), policy);
+  return dir;
+}
+
+/**
+ * Starts the real gate, `pacerelle hook claude-code --budget …`, on one PreToolUse call of Claude Code (`tool` with
+ * `input`, in the project folder `cwd`), as the agent's host runs it: the call on its standard input, the decision
+ * on its standard output, the conclusion in its log.
+ */
+function gate(cwd, tool, input, budget = 60) {
+  const child = start(PACERELLE, ["hook", "claude-code", "--budget", String(budget)], {
+    PACERELLE_RELAY_URL: relayUrl,
+    PACERELLE_LOG: "warn,pacerelle::gate=info",
+  }, "pipe");
+  child.stdin.end(JSON.stringify({
+    session_id: "8f2d7c1e-1b2a-4c3d-9e8f-0a1b2c3d4e5f",
+    cwd,
+    hook_event_name: "PreToolUse",
+    tool_name: tool,
+    tool_input: input,
+  }));
+  return child;
+}
+
+/** The gate's decision once it exits: `{allow, reason, conclusion}` (the conclusion from its log line "decided"). */
+async function decisionOf(child) {
+  const code = await exitOf(child, 90000);
+  assert.equal(code, 0, child.err);
+  const h = JSON.parse(child.out).hookSpecificOutput;
+  const log = child.err.replace(/\x1b\[[0-9;]*m/g, "");
+  const conclusion = (log.match(/conclusion=(\w+)/) || [])[1];
+  return { allow: h.permissionDecision === "allow", reason: h.permissionDecisionReason, conclusion };
+}
+
+/** The ids of the question cards the app shows. */
+const shownQuestions = () => page.locator("li.question").evaluateAll((nodes) => nodes.map((n) => n.dataset.id));
+
+/** The card of the first question the app shows that is not among `known`, once it is there: `{id, card}`. */
+async function newQuestion(known, what) {
+  for (let i = 0; i < 150; i++) {
+    const fresh = (await shownQuestions()).find((id) => !known.includes(id));
+    if (fresh) return { id: fresh, card: question(fresh) };
+    await page.waitForTimeout(200);
+  }
+  throw new Error(`the app shows no new question for ${what}`);
+}
+
+/** The questions the relay holds for the device. */
+async function questionsAsked() {
+  return (await deviceItems()).filter((i) => i.kind === "question").map((i) => i.id);
+}
+
+/** Each of `locators` lies within the 390 px of the screen's width, and the page does not scroll sideways. */
+async function assertFitsWidth(what, ...locators) {
+  const { width } = page.viewportSize();
+  assert.equal(width, 390);
+  for (const l of locators) {
+    const box = await l.boundingBox();
+    assert.ok(box && box.x >= 0 && box.x + box.width <= width + 0.5, `${what}: ${JSON.stringify(box)} is outside 0–${width}px`);
+  }
+  const scrollWidth = await page.evaluate(() => document.scrollingElement.scrollWidth);
+  assert.ok(scrollWidth <= width, `${what}: the page is ${scrollWidth}px wide`);
+}
+
+const isMonospace = (locator) => locator.evaluate((n) => /mono|consolas|menlo/i.test(getComputedStyle(n).fontFamily));
+
+test("what is approved, exactly: a gated Edit's details are shown whole, in monospace, folded behind “Show all”, its diff's added and removed lines coloured", async () => {
+  const folder = project("edit-project", 'default = "ask"\n');
+  await page.evaluate(() => window.scrollTo(0, document.documentElement.scrollHeight));
+  const known = await shownQuestions();
+  const lines = Array.from({ length: 40 }, (_, i) => `    let step_${i} = check(${i}); // the migration of table ${i}`);
+  const input = { file_path: path.join(folder, "src/lib.rs"), old_string: lines.join("\n"), new_string: lines.join("\n").replace("check(3)", "check(30)") };
+  const editing = gate(folder, "Edit", input);
+  const { card } = await newQuestion(known, "the Edit");
+  const details = card.locator("pre.q-details");
+  await details.waitFor();
+  assert.ok(await isMonospace(details), "the details are in monospace");
+  // The whole text is in the page, line for line as the gate wrote it, folded or not.
+  const text = await details.textContent();
+  assert.match(text, /^Tool: Edit\nWhy asked: .+\nDirectory: /);
+  assert.ok(text.includes(`Directory: ${folder}\n`), text);
+  assert.ok(text.includes(`"new_string": ${JSON.stringify(input.new_string)}`), "the input is there, whole");
+  assert.equal(await details.locator(".line.heading", { hasText: "Input:" }).count(), 1);
+  // The gate's diff (docs/hooks.md): its heading with the file and the counts, the line removed and the line added,
+  // each in its own colour, marked across the width; the context as written.
+  assert.deepEqual(await details.locator(".line.heading").allTextContents(), [`Diff: ${input.file_path} (+1 -1)`, "Input:"]);
+  assert.deepEqual(await details.locator(".line.del").allTextContents(), [`-${lines[3]}`]);
+  assert.deepEqual(await details.locator(".line.add").allTextContents(), [`+${lines[3].replace("check(3)", "check(30)")}`]);
+  assert.deepEqual(await details.locator(".line.context").allTextContents(), [1, 2, 4, 5].map((i) => ` ${lines[i]}`));
+  const look = (l) => l.evaluate((n) => [getComputedStyle(n).color, getComputedStyle(n).backgroundColor]);
+  const [added, removed, plain] = [await look(details.locator(".line.add")), await look(details.locator(".line.del")),
+    await look(details.locator(".line.context").first())];
+  assert.notEqual(added[0], plain[0], "an added line has its own colour");
+  assert.notEqual(removed[0], plain[0], "a removed line has its own colour");
+  assert.notEqual(added[0], removed[0]);
+  for (const [what, bg] of [["added", added[1]], ["removed", removed[1]]]) {
+    assert.notEqual(bg, "rgba(0, 0, 0, 0)", `a ${what} line is marked`);
+  }
+  assert.ok((await details.locator(".line.add").boundingBox()).width > 250, "marked across the width");
+  // Long: folded, with "Show all", which unfolds it; "Show less" folds it again.
+  const toggle = card.locator("button.show-all");
+  assert.equal(await toggle.textContent(), "Show all");
+  assert.equal(await toggle.getAttribute("aria-expanded"), "false");
+  const folded = (await details.boundingBox()).height;
+  const full = await details.evaluate((n) => n.scrollHeight);
+  assert.ok(full > 1.5 * folded, `folded to ${folded}px of ${full}px`);
+  await toggle.click();
+  assert.equal(await toggle.textContent(), "Show less");
+  assert.ok((await details.boundingBox()).height >= full - 1, "unfolded, all of it shows");
+  // Never cut sideways: long lines wrap within the screen.
+  await assertFitsWidth("the details", card, details);
+  await shot("edit-details");
+  await toggle.click();
+  assert.equal(await toggle.textContent(), "Show all");
+  assert.equal((await details.boundingBox()).height, folded);
+  await card.locator("button.deny").click();
+  const denied = await decisionOf(editing);
+  assert.equal(denied.allow, false);
+  assert.equal(denied.conclusion, "denied");
+});
+
+// ── grants: "Allow for …" (docs/hooks.md "Grants", crypto.md §4.8b) ────────────────────────────────────────
+
+/** A policy that asks every call and offers grants of 15 min or 1 h; `cargo test …` may also be granted as a prefix. */
+const GRANT_POLICY = `default = "ask"
+grant = ["15m", "1h"]
+
+[[rule]]
+tool = "Bash"
+command = "cargo *"
+decision = "ask"
+grant_prefix = ["cargo test"]
+`;
+
+/** Whether a grant in an answer payload carries `publicKey`'s signature of its bytes (crypto.md §4.8b), checked by node. */
+function grantSignedBy(publicKey, agent, device, payload) {
+  const bytes = signedGrantBytes({
+    agentId: agent,
+    deviceId: device,
+    questionId: payload.questionId,
+    questionDigest: payload.questionDigest,
+    grantedAt: payload.answeredAt,
+    grant: payload.grant,
+  });
+  const key = createPublicKey({ key: { kty: "OKP", crv: "Ed25519", x: publicKey }, format: "jwk" });
+  return nodeVerify(null, bytes, key, Buffer.from(payload.grant.signature, "base64url"));
+}
+
+/** The project of the grant tests, and the grant given there (the question's id). */
+let grantFolder;
+let grantId;
+
+test("a gate question that offers grants: “Allow for” 15 min at 390×844 lets the same command run granted, and another is still asked", async () => {
+  grantFolder = project("grants-project", GRANT_POLICY);
+  await page.evaluate(() => window.scrollTo(0, document.documentElement.scrollHeight));
+  const known = await shownQuestions();
+  const first = gate(grantFolder, "Bash", { command: "cargo test" });
+  const { id, card } = await newQuestion(known, "`cargo test`");
+  grantId = id;
+  await card.locator("button.allow-for").waitFor();
+  assert.match(await card.locator(".q-text").textContent(), /cargo test/);
+  assert.match(await card.locator("pre.q-details").textContent(), /\nCommand:\ncargo test\n/);
+  // Allow and Deny as for any approval, and Allow for …, which opens the menu.
+  assert.deepEqual(await card.locator(".q-controls > button").allTextContents(), ["Allow", "Deny", "Allow for …"]);
+  const menu = card.locator(".grant-menu");
+  assert.equal(await menu.isVisible(), false);
+  assert.equal(await card.locator("button.allow-for").getAttribute("aria-expanded"), "false");
+  await card.locator("button.allow-for").click();
+  await menu.waitFor();
+  assert.equal(await card.locator("button.allow-for").getAttribute("aria-expanded"), "true");
+  assert.deepEqual(await menu.locator("button.grant-duration").allTextContents(), ["15 min", "1 h"]);
+  // The offer's two scopes: the exact command (chosen unless changed) and the policy's prefix, each with the folder.
+  const scopes = menu.locator("label.grant-scope");
+  assert.equal(await scopes.count(), 2);
+  assert.deepEqual(await menu.locator("label.grant-scope code.scope-code").allTextContents(), ["cargo test", "cargo test …"]);
+  assert.deepEqual(await menu.locator("label.grant-scope .scope-how").allTextContents(), ["exactly this command", "with any arguments"]);
+  assert.deepEqual(await menu.locator("label.grant-scope .scope-folder code").allTextContents(), [grantFolder, grantFolder]);
+  assert.ok(await isMonospace(scopes.nth(1).locator("code.scope-code")), "a command is shown in monospace");
+  assert.equal(await scopes.nth(0).locator("input").isChecked(), true);
+  assert.equal(await scopes.nth(1).locator("input").isChecked(), false);
+  // Usable on a phone: every control within the screen's width, none under the composer once scrolled to.
+  await menu.locator("button.grant-duration").last().scrollIntoViewIfNeeded();
+  await assertFitsWidth("the grant menu", card, menu, ...(await menu.locator("button, label").all()));
+  const composer = await page.locator("#composer").boundingBox();
+  const last = await menu.locator("button.grant-cancel").boundingBox();
+  assert.ok(last.y + last.height <= composer.y + 0.5, "the menu's last button is above the composer");
+  await page.screenshot({ path: path.join(path.dirname(SCREENSHOT), "grant-menu-viewport.png") });
+  // Cancel closes it, the menu opens again as it was.
+  await menu.locator("button.grant-cancel").click();
+  assert.equal(await menu.isVisible(), false);
+  await card.locator("button.allow-for").click();
+  await menu.locator("button.grant-duration", { hasText: "15 min" }).click();
+
+  const granted = await decisionOf(first);
+  assert.ok(granted.allow, granted.reason);
+  assert.equal(granted.conclusion, "approved");
+  assert.match(granted.reason, /granted for the same calls until/);
+  await card.locator(".q-status", { hasText: "Approved — by this device" }).waitFor();
+  const line = card.locator(".q-granted");
+  await line.waitFor();
+  assert.match(await line.textContent(), /^Also allowed until \d\d:\d\d: cargo test exactly this command/);
+
+  // What the browser sealed: the yes, signed as ever, and the grant of the exact command for 15 min from the
+  // answer, signed with the browser's key over the grant's bytes (checked here with node's Ed25519; the gate,
+  // which allowed the call, checked it with Rust's).
+  const payload = await sealedAnswer(id);
+  const { signingKey } = await storedSigning();
+  assert.deepEqual(Object.keys(payload), ["questionId", "answer", "answeredAt", "questionDigest", "signature", "grant"]);
+  assert.deepEqual(payload.answer, { type: "yes" });
+  assert.ok(signedBy(signingKey, agentId, deviceId, payload), "the yes is signed");
+  assert.deepEqual(Object.keys(payload.grant), ["scope", "expiresAt", "policy", "signature"]);
+  assert.deepEqual(payload.grant.scope, { tool: "Bash", command: "cargo test", match: "exact", folder: grantFolder });
+  assert.equal(Date.parse(payload.grant.expiresAt) - Date.parse(payload.answeredAt), 15 * 60 * 1000);
+  const policyDigest = createHash("sha256").update(GRANT_POLICY).digest("base64url");
+  assert.equal(payload.grant.policy, policyDigest);
+  assert.ok(grantSignedBy(signingKey, agentId, deviceId, payload), "the grant carries the browser key's signature");
+  const wider = { ...payload, grant: { ...payload.grant, scope: { ...payload.grant.scope, match: "prefix" } } };
+  assert.ok(!grantSignedBy(signingKey, agentId, deviceId, wider), "a wider scope is not what was signed");
+
+  // The same command again: it runs, granted, and nothing is asked.
+  const before = await questionsAsked();
+  const again = await decisionOf(gate(grantFolder, "Bash", { command: "cargo test" }, 10));
+  assert.ok(again.allow, again.reason);
+  assert.equal(again.conclusion, "granted");
+  assert.match(again.reason, new RegExp(`^allowed by grant ${id}, given on Ana’s phone`));
+  assert.deepEqual(await questionsAsked(), before, "no question was asked");
+
+  // Another command (the exact scope was chosen, not the prefix): asked, with its own offer.
+  const other = gate(grantFolder, "Bash", { command: "cargo test -p core" });
+  const next = await newQuestion([...known, id], "`cargo test -p core`");
+  await next.card.locator("button.allow-for").waitFor();
+  await next.card.locator("button.deny").click();
+  const denied = await decisionOf(other);
+  assert.equal(denied.allow, false);
+  assert.equal(denied.conclusion, "denied");
+  await shot("grants");
+});
+
+test("the grants screen lists the grant with what it covers, who gave it, until when and its uses; Revoke makes the next call ask again", async () => {
+  assert.ok(grantId, "the grant of the test before");
+  // One more use, so that the screen counts two (the run after the grant, and this one).
+  const used = await decisionOf(gate(grantFolder, "Bash", { command: "cargo test" }, 10));
+  assert.equal(used.conclusion, "granted", used.reason);
+
+  await page.locator("#open-settings").click();
+  await page.locator("#screen-settings").waitFor();
+  await page.locator("#open-grants").click();
+  await page.locator("#screen-grants").waitFor();
+  assert.equal(new URL(page.url()).hash, "#grants");
+  const card = page.locator(`#grants-list li.grant[data-grant-id="${grantId}"]`);
+  await card.waitFor();
+  assert.equal(await card.getAttribute("data-state"), "live");
+  assert.equal(await card.locator(".grant-uses").textContent(), "2 uses");
+  // What it covers, read from the signed grant in the answer's copy: the exact command, in monospace, in its folder.
+  assert.equal(await card.locator(".grant-scope code.scope-code").textContent(), "cargo test");
+  assert.equal(await card.locator(".grant-scope .scope-how").textContent(), "exactly this command");
+  assert.equal(await card.locator(".grant-scope .scope-folder code").textContent(), grantFolder);
+  assert.ok(await isMonospace(card.locator("code.scope-code")));
+  const facts = Object.fromEntries(
+    await card.locator("dl.facts dt").evaluateAll((dts) => dts.map((dt) => [dt.textContent, dt.nextElementSibling.textContent])),
+  );
+  const record = (await page.evaluate(async () => {
+    const device = await (await import("/app/store.js")).loadDevice();
+    const res = await fetch("/v1/device/grants", { headers: { Authorization: `Bearer ${device.deviceToken}` } });
+    return res.json();
+  })).grants.find((g) => g.grantId === grantId);
+  const hhmm = (iso) => new Date(iso).toLocaleTimeString("en-GB", { hour: "2-digit", minute: "2-digit", timeZone: "Europe/Paris" });
+  assert.equal(record.uses, 2);
+  assert.equal(facts["Granted by"], "this device");
+  assert.equal(facts.Granted, hhmm(record.grantedAt));
+  assert.match(facts.Until, new RegExp(`^${hhmm(record.expiresAt)} \\(1[45] min left\\)$`));
+  assert.equal(facts.Uses, `2, last at ${hhmm(record.lastUsedAt)}`);
+  assert.equal(facts.Question, "Allow Claude Code to run `cargo test`?");
+  await assertFitsWidth("the grants screen", card, card.locator("button.revoke"));
+  await page.screenshot({ path: path.join(path.dirname(SCREENSHOT), "grants-viewport.png") });
+
+  // Revoke: the relay records it (this device, now), the card says so and offers nothing more.
+  await card.locator("button.revoke").click();
+  const revoked = page.locator(`#grants-list li.grant[data-grant-id="${grantId}"][data-state="revoked"]`);
+  await revoked.waitFor();
+  assert.equal(await revoked.locator(".grant-state").textContent(), "Revoked");
+  assert.equal(await revoked.locator("button.revoke").count(), 0);
+  await revoked.locator("dd", { hasText: /by this device$/ }).waitFor();
+  await shot("grants-screen");
+
+  // The next `cargo test` is asked again.
+  await page.locator("#grants-back").click();
+  await page.locator("#screen-settings").waitFor();
+  await page.locator("#settings-back").click();
+  await page.locator("#screen-conversation").waitFor();
+  const known = await shownQuestions();
+  const asking = gate(grantFolder, "Bash", { command: "cargo test" });
+  const { card: asked } = await newQuestion(known, "`cargo test` after the revocation");
+  await asked.locator("button.deny").click();
+  const denied = await decisionOf(asking);
+  assert.equal(denied.allow, false);
+  assert.equal(denied.conclusion, "denied");
+
+  // Reloaded on the grants screen, it lists the grant revoked.
+  await page.goto(`${relayUrl}/#grants`);
+  await page.locator(`#grants-list li.grant[data-grant-id="${grantId}"][data-state="revoked"]`).waitFor();
+  assert.equal(await page.locator(`#grants-list li.grant[data-grant-id="${grantId}"] .grant-uses`).textContent(), "2 uses");
+  await page.locator("#grants-back").click();
+  await page.locator("#screen-settings").waitFor();
+  await page.locator("#settings-back").click();
+  await page.locator("#screen-conversation").waitFor();
+  assert.equal(new URL(page.url()).hash, "");
 });
 
 // ── Partner mode: a product's user pairs under the product's look and answers their own questions ──────

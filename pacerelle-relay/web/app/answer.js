@@ -2,10 +2,12 @@
 // envelope, signing and sealing an answer, queueing it in the outbox and sending it. One code path, so an answer
 // given from a notification is the same answer, under the same outbox id, as one given with the app's buttons.
 // Also the device's signing key (docs/crypto.md §4.8): drawn at pairing, or at a start for a browser paired before
-// keys existed (registered once with the relay), kept in IndexedDB beside the pairing.
+// keys existed (registered once with the relay), kept in IndexedDB beside the pairing; and the grant a yes may carry
+// (§4.8b), signed with that key.
 
 import * as c from "./crypto.js";
 import * as store from "./store.js";
+import { GrantError, grantFor, readOffer } from "./grant.js";
 
 /** The device key (a CryptoKey) of a stored pairing, or null when none can be had. */
 export async function deviceKey(device) {
@@ -52,14 +54,21 @@ export const outboxId = (questionId) => `answer:${questionId}`;
  * Seals `answer` to question `q` (`{id, payload, digest}`) and queues it in the outbox, where it stays until the
  * relay acknowledges or refuses it for good. Returns the outbox entry. The relay stores one answer per question
  * and device: a retry, or the page and a notification answering at once, cannot record two.
+ *
+ * `choice` (`{scope, seconds}`, with a yes to a question that offers grants): the yes also grants the same calls of
+ * the offered scope at that position (0: the exact call) for that long, signed with this device's key as the Rust
+ * device signs it (§4.8b). A choice outside the offer, or a device that cannot sign, throws a GrantError and
+ * queues nothing.
  */
-export async function queueAnswer(device, q, answer) {
+export async function queueAnswer(device, q, answer, choice = null) {
   const { agentId, deviceId, key } = device;
   // The answer names the exact question it answers; the agent approves it only when the digests agree.
   const payload = { questionId: q.id, answer, answeredAt: new Date().toISOString(), questionDigest: q.digest };
+  const grant = choice ? await signedGrant(device, q, answer, choice, payload.answeredAt) : null;
   // Signed with this device's own key when the relay holds it (the agent then refuses an unsigned answer).
   const signature = await signatureOf(device, payload);
   if (signature) payload.signature = signature;
+  if (grant) payload.grant = grant;
   const envelope = await c.sealJson(key, c.context.answer(agentId, deviceId, q.id), payload);
   // The same answer sealed with the question's answer key, so that every recipient can show which one counts.
   const copyKey = q.answerKey !== undefined ? q.answerKey : await answerKey(q.payload);
@@ -82,9 +91,15 @@ export async function sendAnswer(api, entry) {
 
 /** The answer sealed in an outbox entry or a stored envelope, or null when it does not open. */
 export async function openAnswer(device, questionId, envelope) {
+  const payload = await openAnswerPayload(device, questionId, envelope);
+  return payload ? payload.answer || null : null;
+}
+
+/** The whole answer payload sealed in an outbox entry or a stored envelope (its grant too), or null. */
+export async function openAnswerPayload(device, questionId, envelope) {
   try {
     const { agentId, deviceId, key } = device;
-    return (await c.openJson(key, c.context.answer(agentId, deviceId, questionId), envelope)).answer || null;
+    return await c.openJson(key, c.context.answer(agentId, deviceId, questionId), envelope);
   } catch {
     return null;
   }
@@ -112,6 +127,15 @@ export const answeredAtComputer = (meta) => !!meta && meta.channel === "host";
  * answers another question than the one opened here.
  */
 export async function openAnswerCopy(device, q, meta) {
+  const copy = await openCopy(device, q, meta);
+  return copy ? copy.answer : null;
+}
+
+/**
+ * The whole answer payload of that copy (`{questionId, answer, answeredAt, …, grant?}`), checked as
+ * `openAnswerCopy` checks it, or null: where the grant given with a yes is read for display.
+ */
+export async function openCopy(device, q, meta) {
   const { answeredBy, answerCopy } = meta || {};
   if (typeof answerCopy !== "string") return null;
   let sealedBy;
@@ -132,7 +156,7 @@ export async function openAnswerCopy(device, q, meta) {
     // A copy names the exact question it answers (docs/crypto.md §4.5): one without the digest, or for
     // another question stored under this id, is not shown.
     if (typeof copy.questionDigest !== "string" || copy.questionDigest !== q.digest) return null;
-    return copy.answer;
+    return copy;
   } catch {
     return null;
   }
@@ -204,10 +228,16 @@ export async function signingStatus(device) {
   return { state: s.conflict ? "conflict" : s.registered ? "signed" : "pending", fingerprint };
 }
 
+/** Whether this device signs its answers now: it keeps a key the relay lists (and so the agent pins). */
+export const canSign = (device) => {
+  const s = device && device.signing;
+  return Boolean(s && s.registered && !s.conflict && s.privateKey);
+};
+
 /** The signature of an answer payload by this device, or null when it does not sign (no key, not registered yet). */
 async function signatureOf(device, payload) {
+  if (!canSign(device)) return null;
   const s = device.signing;
-  if (!s || !s.registered || s.conflict || !s.privateKey) return null;
   return c.signAnswer(s.privateKey, {
     agentId: device.agentId,
     deviceId: device.deviceId,
@@ -216,6 +246,31 @@ async function signatureOf(device, payload) {
     answeredAt: payload.answeredAt,
     answer: payload.answer,
   });
+}
+
+/**
+ * The grant of `choice` on question `q`, answered `yes` at `answeredAt`: `{scope, expiresAt, policy, signature}`,
+ * the signature over the grant's bytes (`c.signedGrantBytes`: this agent and device, the question's id and digest
+ * as opened here, the answer's time). Throws a GrantError when it cannot be made.
+ */
+async function signedGrant(device, q, answer, choice, answeredAt) {
+  if (!answer || answer.type !== "yes") throw new GrantError("A grant goes with a yes.");
+  const { offer, problem } = readOffer(q.payload);
+  if (!offer) throw new GrantError(problem || "This question offers no grant: answer Allow or Deny.");
+  // An unsigned grant never counts: the agent checks it with the key it pinned for this device.
+  if (!canSign(device)) {
+    throw new GrantError("This browser has no signing key the relay lists, so it cannot grant: answer Allow or Deny (the settings say why).");
+  }
+  const grant = grantFor(offer, choice, answeredAt);
+  grant.signature = await c.signGrant(device.signing.privateKey, {
+    agentId: device.agentId,
+    deviceId: device.deviceId,
+    questionId: q.id,
+    questionDigest: q.digest,
+    grantedAt: answeredAt,
+    grant,
+  });
+  return grant;
 }
 
 /**

@@ -88,6 +88,10 @@ export function deviceApi(token) {
      */
     registerSigningKey: (signingKey, signingKeySeal) =>
       request("PUT", "/v1/device/signing-key", { token, body: { signingKey, signingKeySeal } }),
+    /** This agent's grants (docs/crypto.md §4.8b) as the relay keeps them: `{grants: [GrantRecord]}`, newest first. */
+    grants: () => request("GET", "/v1/device/grants", { token }),
+    /** Revokes a grant (owners only; again is the same): the `GrantRecord`, with `revokedAt` and `revokedBy`. */
+    revokeGrant: (grantId) => request("DELETE", `/v1/device/grants/${enc(grantId)}`, { token }),
     /** Removes a push subscription; 204 also when the relay does not know it. */
     unregisterPush: (endpoint) => request("DELETE", "/v1/device/push", { token, body: { endpoint }, empty: true }),
   };

@@ -8,8 +8,11 @@ import * as c from "./crypto.js";
 import * as store from "./store.js";
 import * as answers from "./answer.js";
 import * as push from "./push.js";
+import * as grantUi from "./grant-ui.js";
 import { ApiError, deviceApi, pairingApi, relayApi } from "./api.js";
 import { Backoff } from "./backoff.js";
+import { detailsNodes } from "./details.js";
+import { GrantError, durationLabel } from "./grant.js";
 
 /** Longest long-poll (the relay caps at 55 s, below the usual 60 s of proxies). */
 const LONG_POLL_WAIT = 55;
@@ -89,7 +92,7 @@ function toast(text) {
   toastTimer = setTimeout(() => (t.hidden = true), 6000);
 }
 
-const SCREENS = ["loading", "insecure", "unpaired", "revoked", "pair", "conversation", "settings", "pending", "overview"];
+const SCREENS = ["loading", "insecure", "unpaired", "revoked", "pair", "conversation", "settings", "grants", "pending", "overview"];
 function showScreen(name) {
   for (const s of SCREENS) $(`screen-${s}`).hidden = s !== name;
   document.body.dataset.screen = name;
@@ -263,7 +266,7 @@ async function boot() {
   if (app.pairings.length > 1) {
     presenceLoop();
     // On open, the questions waiting across all agents come first (not when a notification or the switcher chose).
-    const opening = !chosen && !params.get("question") && location.hash !== "#settings";
+    const opening = !chosen && !params.get("question") && !onSettings();
     const waiting = await loadPending();
     if (opening && waiting.length > 0 && document.body.dataset.screen === "conversation") showPending(waiting);
   }
@@ -450,7 +453,8 @@ async function startConversation(device) {
   document.title = `${device.agentName} — Pacerelle`;
   app.focus = new URLSearchParams(location.search).get("question");
   if (app.focus) history.replaceState(null, "", "/" + location.hash);
-  showScreen(location.hash === "#settings" ? "settings" : "conversation");
+  if (location.hash === "#grants") showGrantsScreen();
+  else showScreen(location.hash === "#settings" ? "settings" : "conversation");
   if (location.hash === "#settings") renderSettings();
   for (const entry of await store.listOutbox(device.agentId)) {
     if (entry.type === "message") await showPendingTask(entry);
@@ -819,10 +823,12 @@ function addQuestion(id, payload, digest, meta, createdAt) {
   const given = queued ? Promise.resolve(queued) : store.loadAnswer(id);
   given.then(async (sealed) => {
     if (!sealed || q.answer) return;
-    const mine = await answers.openAnswer(app.device, id, sealed);
+    const opened = await answers.openAnswerPayload(app.device, id, sealed);
+    const mine = opened && opened.answer;
     if (!mine) return;
     if (queued && q.meta.state === "pending") q.sending = mine;
     else q.answer = mine;
+    q.myGrant = opened.grant || null;
     renderQuestion(q);
   });
   if (app.focus === id) focusQuestion(id);
@@ -873,10 +879,12 @@ async function answerKeyOf(q) {
 
 const sameAnswer = (a, b) => JSON.stringify(a) === JSON.stringify(b);
 
-/** The answer that counts, from its copy (answer.js), or null. */
+/** The answer that counts, from its copy (answer.js), or null; the grant given with it is kept as `q.countedGrant`. */
 async function openAnswerCopy(q) {
   await answerKeyOf(q);
-  return answers.openAnswerCopy(app.device, q, q.meta);
+  const copy = await answers.openCopy(app.device, q, q.meta);
+  q.countedGrant = copy ? copy.grant : null;
+  return copy ? copy.answer : null;
 }
 
 /** Reads one question again from the relay (its state, who answered, the copy of the answer that counts). */
@@ -904,17 +912,19 @@ function renderQuestion(q) {
   const left = el("span", "time-left");
   head.append(left);
   node.append(head, el("p", "q-text", payload.question));
-  if (payload.details) node.append(...foldable(el("p", "q-details", payload.details), payload.details));
+  if (typeof payload.details === "string" && payload.details) node.append(...detailsNodes(payload.details));
   q.leftNode = left;
 
   const answerable = state === "pending" && !q.sending;
   const status = el("p", "q-status");
+  let grantedNode = null; // what a yes granted, under its status
   if (state === "answered") {
     // At the computer: the person answered through the agent, never on this device.
     const host = answers.answeredAtComputer(q.meta);
     const mine = !host && q.meta.answeredBy === app.device.deviceId;
     // The answer that counts: from its copy; else, when this device gave it, as kept here.
     const shown = q.counted || (mine ? q.answer : null);
+    const granted = q.counted ? q.countedGrant : mine ? q.myGrant : null;
     const who = mine ? "this device" : q.meta.answeredByName || "another device";
     const at = q.meta.answeredAt ? ` at ${clock(q.meta.answeredAt)}` : "";
     if (host) {
@@ -931,6 +941,7 @@ function renderQuestion(q) {
     status.className = shown && shown.type === "no" ? "q-status denied" : "q-status answered";
     status.dataset.answer = shown ? shown.type : "";
     status.dataset.channel = host ? "host" : "phone";
+    grantedNode = shown && shown.type === "yes" && granted ? grantUi.grantedLine(granted) : null;
   } else if (state === "expired") {
     status.textContent = "Expired — no answer was given in time";
     status.className = "q-status expired";
@@ -938,7 +949,7 @@ function renderQuestion(q) {
     status.textContent = "Cancelled by the agent";
     status.className = "q-status cancelled";
   } else if (q.sending) {
-    status.textContent = `${describeAnswer(q.sending, payload)} — sending…`;
+    status.textContent = `${describeSending(q.sending, q.sendingChoice, payload)} — sending…`;
   } else if (q.error) {
     status.textContent = q.error;
     status.className = "q-status error";
@@ -948,6 +959,7 @@ function renderQuestion(q) {
     node.append(questionControls(q));
   }
   if (status.textContent) node.append(status);
+  if (grantedNode) node.append(grantedNode);
   if (q.notRecorded && state !== "pending") {
     node.append(el("p", "q-status not-recorded", `Your answer (${describeAnswer(q.notRecorded, payload)}) was not recorded.`));
   }
@@ -967,10 +979,26 @@ function updateLeft(q) {
   }
 }
 
-function questionControls(q, onAnswer = answerQuestion) {
+/** What is being sent: "Approved", or for a yes that grants, "Allowed for 15 min". */
+function describeSending(answer, choice, payload) {
+  return choice ? `Allowed for ${durationLabel(choice.seconds)}` : describeAnswer(answer, payload);
+}
+
+/**
+ * A question's controls; `onAnswer(q, answer, choice?)` answers it, for the pairing `device` (whether it can grant).
+ * A yes/no question that offers grants gets Allow / Deny / Allow for … (grant-ui.js).
+ */
+function questionControls(q, onAnswer = answerQuestion, device = app.device) {
   const answerQuestion = onAnswer;
   const { payload } = q;
   const box = el("div", "q-controls");
+  const { offer, problem } = payload.kind === "yes_no" ? grantUi.offerOf(q) : { offer: null };
+  if (offer) {
+    // A key kept here that the relay lists (or will list at the next start): a grant can be signed.
+    const canGrant = Boolean(device && device.signing && !device.signing.conflict);
+    return grantUi.grantControls(q, offer, { onAnswer, canGrant });
+  }
+  if (problem) box.append(el("p", "grant-note", problem));
   if (payload.kind === "yes_no") {
     const approve = el("button", "big approve", "Approve");
     const deny = el("button", "big deny", "Deny");
@@ -1031,18 +1059,29 @@ function questionControls(q, onAnswer = answerQuestion) {
   return box;
 }
 
-async function answerQuestion(q, answer) {
+async function answerQuestion(q, answer, choice = null) {
   if (questionState(q) !== "pending" || q.sending) {
     renderQuestion(q);
     return;
   }
   q.sending = answer;
+  q.sendingChoice = choice;
   q.error = null;
   renderQuestion(q);
   // Sealed, signed and queued as a notification's Approve / Deny does (answer.js), then sent by the outbox.
   await app.signingReady;
   await answerKeyOf(q);
-  await answers.queueAnswer(app.device, q, answer);
+  try {
+    await answers.queueAnswer(app.device, q, answer, choice);
+  } catch (e) {
+    if (!(e instanceof GrantError)) throw e;
+    // Nothing was queued: the question is still open, and says why.
+    q.sending = null;
+    q.sendingChoice = null;
+    q.error = e.message;
+    renderQuestion(q);
+    return;
+  }
   flushOutbox();
 }
 
@@ -1110,8 +1149,11 @@ async function sendEntry(entry) {
       await store.saveAnswer(entry.questionId, entry.envelope);
       return;
     }
-    const sent = (await answers.openAnswer(app.device, q.id, entry.envelope)) || q.sending;
+    const opened = await answers.openAnswerPayload(app.device, q.id, entry.envelope);
+    const sent = (opened && opened.answer) || q.sending;
+    if (opened && opened.grant) q.myGrant = opened.grant;
     q.sending = null;
+    q.sendingChoice = null;
     await updateQuestionMeta(q, dq);
     // A retry from this device gets the answer stored first: when it is another one, this one did not count.
     if (q.counted && sent && !sameAnswer(q.counted, sent)) {
@@ -1174,6 +1216,7 @@ async function refused(entry, e) {
     if (!q) return;
     const sent = (await answers.openAnswer(app.device, q.id, entry.envelope)) || q.sending;
     q.sending = null;
+    q.sendingChoice = null;
     const state = ANSWER_REFUSALS[e.code];
     if (state) {
       // Closed before this answer: say so, with the answer that counts (read again), never this one.
@@ -1303,7 +1346,10 @@ function wire() {
       // An answer the worker could not send is in the outbox: sent (or its refusal explained) from here.
       flushOutbox();
       if (document.body.dataset.screen === "settings") $("settings-back").click();
-      else if (document.body.dataset.screen !== "conversation") showScreen("conversation");
+      else if (document.body.dataset.screen !== "conversation") {
+        if (onSettings()) history.replaceState(null, "", "/");
+        showScreen("conversation");
+      }
       if (data.questionId) {
         app.focus = data.questionId;
         focusQuestion(data.questionId);
@@ -1367,7 +1413,7 @@ function renderSwitcher() {
 /** Shows `agentId`'s conversation: the current one at once, another after a fresh start on it. */
 function openAgent(agentId) {
   if (app.device && agentId === app.device.agentId && !app.stopped) {
-    if (location.hash === "#settings") history.replaceState(null, "", "/");
+    if (onSettings()) history.replaceState(null, "", "/");
     showScreen("conversation");
     return;
   }
@@ -1462,7 +1508,7 @@ async function loadPending() {
 
 /** The view of the questions waiting across all agents, each labelled with its agent and answerable in place. */
 function showPending(waiting) {
-  if (location.hash === "#settings") history.replaceState(null, "", "/");
+  if (onSettings()) history.replaceState(null, "", "/");
   showScreen("pending");
   const list = $("pending-list");
   const status = $("pending-status");
@@ -1492,8 +1538,8 @@ function renderPendingQuestion(p) {
   const left = el("span", "time-left", timeLeft(Date.parse(payload.expiresAt) - Date.now()));
   head.append(left);
   node.append(head, el("p", "q-text", payload.question));
-  if (payload.details) node.append(...foldable(el("p", "q-details", payload.details), payload.details));
-  if (!p.done && !p.closed && !p.sending) node.append(questionControls(p, answerPending));
+  if (typeof payload.details === "string" && payload.details) node.append(...detailsNodes(payload.details));
+  if (!p.done && !p.closed && !p.sending) node.append(questionControls(p, answerPending, p.agent));
   const status = el("p", "q-status");
   if (p.done) {
     status.textContent = `${describeAnswer(p.done, payload)} — by this device`;
@@ -1503,12 +1549,14 @@ function renderPendingQuestion(p) {
     status.textContent = p.closed;
     status.className = "q-status cancelled";
   } else if (p.sending) {
-    status.textContent = `${describeAnswer(p.sending, payload)} — sending…`;
+    status.textContent = `${describeSending(p.sending, p.sendingChoice, payload)} — sending…`;
   } else if (p.error) {
     status.textContent = p.error;
     status.className = "q-status error";
   }
   if (status.textContent) node.append(status);
+  const granted = p.done && p.done.type === "yes" && p.doneGrant ? grantUi.grantedLine(p.doneGrant) : null;
+  if (granted) node.append(granted);
   const open = el("button", "link open-agent", `Open ${p.agent.agentName}`);
   open.type = "button";
   open.addEventListener("click", () => openAgent(p.agent.agentId));
@@ -1516,25 +1564,32 @@ function renderPendingQuestion(p) {
 }
 
 /** Answers a question of the pending view through its own agent's device: sealed, signed, queued and sent. */
-async function answerPending(p, answer) {
+async function answerPending(p, answer, choice = null) {
   if (p.sending || p.done) return;
   p.sending = answer;
+  p.sendingChoice = choice;
   p.error = null;
   renderPendingQuestion(p);
   // The pairing as stored now (its signing key may have been registered since the view was read).
   const device = (await withKey((await store.loadDevice(p.agent.agentId)) || p.agent)) || p.agent;
   const api = deviceApi(device.deviceToken);
   try {
-    const entry = await answers.queueAnswer(device, p, answer);
+    const entry = await answers.queueAnswer(device, p, answer, choice);
     const dq = await answers.sendAnswer(api, entry);
     await store.saveAnswer(p.id, entry.envelope);
-    p.done = (await answers.openAnswerCopy(device, p, dq)) || answer;
+    const copy = await answers.openCopy(device, p, dq);
+    const mine = copy ? null : await answers.openAnswerPayload(device, p.id, entry.envelope);
+    p.done = (copy && copy.answer) || answer;
+    p.doneGrant = (copy || mine || {}).grant || null;
     const count = $("pending-count");
     const left = Math.max(0, Number(count.textContent || 0) - 1);
     count.textContent = String(left);
     count.hidden = left === 0;
   } catch (e) {
-    if (e instanceof ApiError && ANSWER_REFUSALS[e.code]) {
+    if (e instanceof GrantError) {
+      // Nothing was queued: still open, and says why.
+      p.error = e.message;
+    } else if (e instanceof ApiError && ANSWER_REFUSALS[e.code]) {
       await store.deleteOutbox(answers.outboxId(p.id)).catch(() => {});
       p.closed = { expired: "Too late: the question expired", cancelled: "Cancelled by the agent", answered: "Already answered elsewhere" }[ANSWER_REFUSALS[e.code]];
     } else if (e instanceof ApiError && !e.transient) {
@@ -1546,13 +1601,14 @@ async function answerPending(p, answer) {
     }
   }
   p.sending = null;
+  p.sendingChoice = null;
   renderPendingQuestion(p);
   if (app.device && p.agent.agentId === app.device.agentId) flushOutbox();
 }
 
 /** The overview: every agent paired here, with its presence, its session's host and since when, its last activity. */
 async function showOverview() {
-  if (location.hash === "#settings") history.replaceState(null, "", "/");
+  if (onSettings()) history.replaceState(null, "", "/");
   showScreen("overview");
   const list = $("overview-list");
   list.replaceChildren();
@@ -1602,6 +1658,21 @@ async function showOverview() {
 
 // ── settings ──────────────────────────────────────────────────────────────────────────────────────
 
+/** Whether the address names the settings or the grants screen under them. */
+const onSettings = () => location.hash === "#settings" || location.hash === "#grants";
+
+/** The grants screen (grant-ui.js): this agent's grants, with what each allows, its uses, and Revoke for an owner. */
+function showGrantsScreen() {
+  showScreen("grants");
+  window.scrollTo(0, 0);
+  if (!app.device) return;
+  grantUi.showGrants({ list: $("grants-list"), status: $("grants-status") }, app.device, app.api, (e) => {
+    if (!isRevocation(e)) return false;
+    revoked();
+    return true;
+  });
+}
+
 const dateTime = (iso) => {
   const d = new Date(iso);
   return Number.isNaN(d.getTime()) ? "" : d.toLocaleString([], { dateStyle: "long", timeStyle: "short" });
@@ -1619,6 +1690,8 @@ async function renderSettings() {
   $("s-device-id").textContent = d.deviceId;
   $("s-role").textContent = d.role === "owner" ? "Owner: sends tasks and answers questions" : "Answers questions";
   $("s-paired").textContent = d.pairedAt ? dateTime(d.pairedAt) : "";
+  // Grants are listed and revoked by owner devices only.
+  $("s-grants-panel").hidden = d.role !== "owner";
   renderSigning(d);
   $("unpair-confirm").hidden = true;
   $("unpair").hidden = false;
@@ -1703,7 +1776,21 @@ function wireSettings() {
   window.addEventListener("popstate", () => {
     if (!app.device || app.stopped) return;
     if (location.hash === "#settings") open();
+    else if (location.hash === "#grants") showGrantsScreen();
     else showScreen("conversation");
+  });
+  $("open-grants").addEventListener("click", () => {
+    if (location.hash !== "#grants") history.pushState({ grants: true }, "", "#grants");
+    showGrantsScreen();
+  });
+  $("grants-back").addEventListener("click", () => {
+    if (history.state && history.state.grants) {
+      history.back();
+    } else {
+      // Opened at #grants (a reload): the settings are under it.
+      history.replaceState(null, "", "#settings");
+      open();
+    }
   });
   // Turning notifications on asks for the permission: only from this tap, as browsers require.
   $("push-switch").addEventListener("change", async (event) => {

@@ -1,6 +1,6 @@
 // Pacerelle cryptography v1 in WebCrypto (docs/crypto.md): strict base64url, HKDF-SHA256, AES-256-GCM
 // envelopes with their additional data, pairing derivations and the link, bearer credentials, cursors, and the
-// device's Ed25519 signing key with the signed answer (§4.8).
+// device's Ed25519 signing key with the signed answer (§4.8) and the signed grant (§4.8b).
 //
 // Runs unchanged in a browser (secure context) and in Node.js ≥ 20, where `node --test` checks it against
 // pacerelle-core/tests/vectors/. Errors never carry plaintext or key material.
@@ -579,6 +579,54 @@ export async function verify(publicRaw, bytes, signature) {
 /** Signs an answer (the fields of `signedAnswerBytes`) with the device's private key: base64url of 64 bytes. */
 export function signAnswer(privateKey, fields) {
   return sign(privateKey, signedAnswerBytes(fields));
+}
+
+// ── signed grants (§4.8b) ─────────────────────────────────────────────────────────────────────────
+
+const GRANT_CONTEXT = encodeUtf8("pacerelle/v1/grant-signature");
+/** How a grant's command is compared with a call's (`CommandMatch` in the core). */
+export const COMMAND_MATCHES = Object.freeze(["exact", "prefix"]);
+
+/**
+ * The bytes a device signs when it grants (`SignedGrant::bytes` in the core):
+ * `"pacerelle/v1/grant-signature" ‖ 0x01 ‖ field(agentId) ‖ field(deviceId) ‖ field(questionId) ‖
+ * field(questionDigest) ‖ field(grantedAt) ‖ field(expiresAt) ‖ field(policy) ‖ field(tool) ‖ field(command) ‖
+ * field(match) ‖ field(folder)`. `grantedAt` is the answer's `answeredAt` and `grant` is `{scope, expiresAt,
+ * policy}` (its signature is not signed); both times in the wire form, `command` and `match` empty when the scope
+ * has none. Anything else is refused (CryptoError "malformed").
+ */
+export function signedGrantBytes({ agentId, deviceId, questionId, questionDigest, grantedAt, grant }) {
+  if (typeof grantedAt !== "string" || !WIRE_TIME.test(grantedAt)) throw malformed("grantedAt is not wire time");
+  if (!grant || typeof grant.expiresAt !== "string" || !WIRE_TIME.test(grant.expiresAt)) {
+    throw malformed("a grant's expiresAt is not wire time");
+  }
+  const scope = grant.scope;
+  if (!scope || typeof scope.tool !== "string" || typeof scope.folder !== "string") throw malformed("malformed scope");
+  const command = scope.command === undefined || scope.command === null ? null : scope.command;
+  const match = scope.match === undefined || scope.match === null ? null : scope.match;
+  if ((command === null) !== (match === null) || (match !== null && !COMMAND_MATCHES.includes(match))) {
+    throw malformed("a scope's command and its match go together");
+  }
+  return concat(
+    GRANT_CONTEXT,
+    new Uint8Array([VERSION]),
+    field(agentId),
+    field(deviceId),
+    field(questionId),
+    field(questionDigest),
+    field(grantedAt),
+    field(grant.expiresAt),
+    field(grant.policy),
+    field(scope.tool),
+    field(command === null ? "" : command),
+    field(match === null ? "" : match),
+    field(scope.folder),
+  );
+}
+
+/** Signs a grant (the fields of `signedGrantBytes`) with the device's private key: base64url of 64 bytes. */
+export function signGrant(privateKey, fields) {
+  return sign(privateKey, signedGrantBytes(fields));
 }
 
 /**
