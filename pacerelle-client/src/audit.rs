@@ -411,6 +411,7 @@ impl AgentClient {
             exported_at: Timestamp::now(),
             devices,
             records,
+            grants: Vec::new(),
         })
     }
 

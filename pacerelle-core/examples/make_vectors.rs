@@ -2554,6 +2554,7 @@ fn good_export() -> AnswerLogExport {
             ),
         ],
         records,
+        grants: Vec::new(),
     }
 }
 
