@@ -8,7 +8,8 @@
 //! the question (by the digest of its exact sealed bytes), the answer and the device's time of answering. An
 //! [`AnswerLogExport`] gathers, per answer, what a verifier needs ([`verify_export`]): no credential and no key
 //! that lets anyone forge an answer (each question's bytes do hold its answer key, which opens that question's
-//! display-only answer copies).
+//! display-only answer copies); and, per grant the agent keeps (§4.8b), the signed grant and the calls it let
+//! run ([`verify_grant`]).
 
 use ring::signature::{ED25519, UnparsedPublicKey};
 use serde::{Deserialize, Serialize};
@@ -413,11 +414,13 @@ pub struct ExportGrantUse {
 /// Why an export does not verify: the first check of docs/crypto.md §4.9 that fails.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerifyFailure {
-    /// The record's position, from 1; 0 for the document as a whole (its shape, its header, its devices).
+    /// The record's position, from 1; 0 for the document as a whole (its shape, its header, its devices) and
+    /// for a grant (then `grant` names it).
     pub index: usize,
-    /// Its question id (empty for the document as a whole).
+    /// Its question id, or the grant's (empty for the document as a whole).
     pub question_id: String,
-    /// The check of §4.9 that failed: `shape`, `0`, `0a`, or `1` to `14`.
+    /// The check of §4.9 that failed: `shape`, `0`, `0a`, `1` to `14` (a record), `g1` to `g11` (a grant) or
+    /// `u1` to `u4` (a grant's use).
     pub step: &'static str,
     /// What failed.
     pub reason: &'static str,
@@ -717,7 +720,8 @@ pub fn verify_record(
 
 /// Verifies an export (docs/crypto.md §4.9): its header (step 0), its devices (step `0a`: no `deviceId`
 /// twice, so that no entry can stand in front of the one whose fingerprint the person checks), then every
-/// record, in order; the first failure is returned. `Ok(n)`: all `n` records verify.
+/// record, in order, then every grant and its uses ([`verify_grant`]); the first failure is returned. `Ok(n)`:
+/// all `n` records and every grant verify.
 pub fn verify_export(export: &AnswerLogExport) -> Result<usize, VerifyFailure> {
     if export.v != 1 || export.format != EXPORT_FORMAT {
         return Err(VerifyFailure::document("0", "not a version 1 answer-log export"));
