@@ -1,5 +1,7 @@
 """The independent verifier (verify_answer_log.py) against pacerelle-core/tests/vectors/signature.json: the
-export verifies (exit 0) and every tampered copy fails (exit 1) naming the record and step the vectors name.
+export verifies (exit 0) and every tampered copy fails (exit 1) naming the record (or the grant and its use) and
+the step the vectors name; the signed bytes of answers and grants are the vectors', and every refused grant is
+refused at the step of its refusal.
 Run by `cargo xtask test` (step `py`) with `cryptography` installed in the step's venv."""
 import base64
 import copy
@@ -50,7 +52,11 @@ def test_a_tampered_export_fails_at_its_record_and_step(case, tmp_path):
     unchecked = str(case["step"]) in ("shape", "0")
     assert done.returncode == (2 if unchecked else 1), (done.stdout, done.stderr)
     line = done.stderr.strip()
-    assert line.startswith(f"record {case['index']}"), line
+    if case.get("grant"):
+        use = f", use {case['use']}" if case.get("use") else ""
+        assert line.startswith(f"grant {case['grant']} (question {case['questionId']}){use}: "), line
+    else:
+        assert line.startswith(f"record {case['index']}"), line
     assert f"step {case['step']}:" in line, line
     if case["index"] > 0:
         assert f"(question {case['questionId']})" in line, line
@@ -66,6 +72,7 @@ def test_there_are_tampered_copies_of_every_kind():
     steps = {c["step"] for c in CASES if c["type"] == "rejectExport"}
     assert {"shape", "0", "0a"} <= steps, steps
     assert {str(n) for n in range(1, 15)} <= steps, steps
+    assert {f"g{n}" for n in range(1, 12)} | {f"u{n}" for n in range(1, 5)} <= steps, steps
 
 
 def test_times_written_otherwise_verify_as_the_instant_they_name():
@@ -81,6 +88,36 @@ def test_the_signed_bytes_are_the_vectors(case):
     record = {k: case[k] for k in ("deviceId", "questionId", "questionDigest", "answer")}
     message = module.signed_bytes(case["agentId"], record, module.when(case["answeredAt"]))
     assert message.hex() == case["signedBytesHex"]
+
+
+def grant_of(case):
+    return {"id": case["questionId"], "deviceId": case["deviceId"], "grantedAt": case["grantedAt"], "grant": case["grant"]}
+
+
+@pytest.mark.parametrize("case", of_type("signedGrant"))
+def test_the_grant_bytes_are_the_vectors_and_the_grant_checks(case):
+    module = verifier()
+    g = grant_of(case)
+    message = module.grant_bytes(case["agentId"], g, case["questionDigest"], module.when(case["grantedAt"]),
+                                 module.when(case["grant"]["expiresAt"]))
+    assert message.hex() == case["signedBytesHex"]
+    module.check_grant(case["agentId"], g, case["questionDigest"], case["offer"], module.b64url(case["publicKey"]))
+
+
+REFUSAL_STEPS = {"not_offered": "g7", "scope_not_offered": "g8", "other_policy": "g9", "too_long": "g10",
+                 "no_key": "g11", "bad_signature": "g11"}
+
+
+@pytest.mark.parametrize("case", of_type("rejectGrant"))
+def test_a_refused_grant_fails_at_the_step_of_its_refusal(case):
+    module = verifier()
+    key = module.b64url(case["publicKey"]) if case["publicKey"] else None
+    with pytest.raises(module.Fail, match=f"^step {REFUSAL_STEPS[case['refusal']]}:"):
+        module.check_grant(case["agentId"], grant_of(case), case["questionDigest"], case["offer"], key)
+
+
+def test_every_refusal_of_a_grant_has_a_case():
+    assert {c["refusal"] for c in CASES if c["type"] == "rejectGrant"} == set(REFUSAL_STEPS)
 
 
 @pytest.mark.parametrize("case", of_type("signingKey"))
@@ -115,6 +152,11 @@ def test_a_key_of_ones_own_listed_before_the_genuine_entry_is_refused(tmp_path):
         at = module.when(record["answeredAt"])
         record["signature"] = b64(own.sign(module.signed_bytes(export["agentId"], record, at)))
         record["signingKey"] = public
+    for g in export.get("grants", []):  # the grants too, signed with the same key
+        digest = next(r["questionDigest"] for r in export["records"] if r["questionId"] == g["id"])
+        message = module.grant_bytes(export["agentId"], g, digest, module.when(g["grantedAt"]),
+                                     module.when(g["grant"]["expiresAt"]))
+        g["grant"]["signature"] = b64(own.sign(message))
     answering = []
     for record in export["records"]:
         if record["deviceId"] not in answering:

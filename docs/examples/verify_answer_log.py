@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Verify a Pacerelle answer-log export, independently of Pacerelle (docs/crypto.md §4.8 and §4.9).
+"""Verify a Pacerelle answer-log export, independently of Pacerelle (docs/crypto.md §4.8, §4.8b and §4.9).
 
     python3 verify_answer_log.py EXPORT.json     (Python 3.11 or newer; pip install cryptography)
 
-Exit 0 when every record verifies; 1 naming the first failure found by checking ("record N (question ID): step
-S: why", or "record 0: step 0a: …" for a device listed twice); 2 when the file cannot be read or is not a
-version 1 export of the shape of §4.9 (step shape or 0: nothing was checked).
+Exit 0 when every record and every grant verifies; 1 naming the first failure found by checking ("record N
+(question ID): step S: why", "grant N (question ID)[, use M]: step S: why", or "record 0: step 0a: …" for a
+device listed twice); 2 when the file cannot be read or is not a version 1 export of the shape of §4.9 (step
+shape or 0: nothing was checked).
 """
 import base64, binascii, hashlib, json, math, re, struct, sys
 from cryptography.exceptions import InvalidSignature
@@ -125,11 +126,28 @@ def answer_shaped(a):
     value = a.get("value")
     return {"yes": value is None, "no": value is None, "options": strings(value), "text": is_str(value)}[a["type"]]
 
+def members(obj, required, optional):
+    return (isinstance(obj, dict) and all(k in obj and check(obj[k]) for k, check in required.items())
+            and all(obj.get(k) is None or check(obj[k]) for k, check in optional.items()))
+
+def is_time(v):
+    return when(v) is not None
+
+def scope_shaped(s):  # a grant's scope (§4.8b)
+    return members(s, {"tool": is_str, "folder": is_str}, {"command": is_str, "match": lambda m: m in ("exact", "prefix")})
+
+def offer_shaped(o):  # a question's grant offer (§4.8b): durations are integers from 0 to 2^64 - 1 (limits unchecked)
+    return members(o, {"durations": lambda ds: isinstance(ds, list) and all(is_int(d) and 0 <= d < 2**64 for d in ds),
+                       "scopes": lambda ss: isinstance(ss, list) and all(map(scope_shaped, ss)), "policy": is_str}, {})
+
+def grant_shaped(g):  # a grant of the export, with its uses
+    use = lambda u: members(u, {"at": is_time, "tool": is_str, "folder": is_str}, {"command": is_str})
+    signed = lambda s: members(s, {"scope": scope_shaped, "expiresAt": is_time, "policy": is_str, "signature": is_str}, {})
+    return members(g, {"id": is_str, "deviceId": is_str, "grantedAt": is_time, "question": is_str, "grant": signed,
+                       "uses": lambda us: isinstance(us, list) and all(map(use, us))}, {})
+
 def shaped(export):
-    def members(obj, required, optional):
-        return (isinstance(obj, dict) and all(k in obj and check(obj[k]) for k, check in required.items())
-                and all(obj.get(k) is None or check(obj[k]) for k, check in optional.items()))
-    time = lambda v: when(v) is not None
+    time = is_time
     device = lambda d: members(d, {"deviceId": is_str, "role": lambda r: r in ("owner", "user"), "addedAt": time},
                                {"name": is_str, "pairedAt": time, "revokedAt": time, "signingKey": is_str,
                                 "fingerprint": is_str})
@@ -138,7 +156,8 @@ def shaped(export):
                                    "approved": lambda b: type(b) is bool}, {"signature": is_str, "signingKey": is_str})
     return members(export, {"v": lambda v: is_int(v) and 0 <= v <= 255, "format": is_str, "agentId": is_str,
                             "exportedAt": time, "devices": lambda ds: isinstance(ds, list) and all(map(device, ds)),
-                            "records": lambda rs: isinstance(rs, list) and all(map(record, rs))}, {})
+                            "records": lambda rs: isinstance(rs, list) and all(map(record, rs))},
+                   {"grants": lambda gs: isinstance(gs, list) and all(map(grant_shaped, gs))})
 
 def read_question(raw):  # §4.9 step 3, member by member; None when the bytes are not a question
     try:
@@ -154,7 +173,8 @@ def read_question(raw):  # §4.9 step 3, member by member; None when the bytes a
           and (absent("options") or strings(q["options"])) and (absent("multiple") or type(q["multiple"]) is bool)
           and (absent("recipients") or strings(q["recipients"]))
           and (absent("channels") or (isinstance(q["channels"], list) and all(c in ("phone", "host") for c in q["channels"])))
-          and nullable("details", is_str) and nullable("answerKey", is_str) and nullable("user", is_str))
+          and nullable("details", is_str) and nullable("answerKey", is_str) and nullable("user", is_str)
+          and nullable("grants", offer_shaped))
     return q if ok else None
 
 # ---- The checks of §4.9.
@@ -213,6 +233,75 @@ def verify_record(export, r):
     except (InvalidSignature, ValueError):
         raise Fail("step 14: the signature does not verify")
 
+# ---- Grants (§4.8b), checked after every record: steps g1 to g11, then each use, u1 to u4.
+
+CONTROL = set(";&|`$()<>\\\n\r")
+
+def inside(path, folder):
+    return path == folder or path.startswith(folder.rstrip("/") + "/")
+
+def covers(scope, tool, command, paths, folder):
+    if tool != scope["tool"] or folder != scope["folder"]:
+        return False
+    granted = scope.get("command")
+    if granted is None or command is None:
+        return granted is None and command is None and all(inside(p, folder) for p in paths)
+    if scope.get("match") == "exact":
+        return command == granted
+    if scope.get("match") == "prefix":
+        rest = command[len(granted):]
+        return command == granted or (granted != "" and command.startswith(granted) and rest.startswith(" ")
+                                      and not CONTROL & set(rest))
+    return False
+
+def grant_bytes(agent_id, g, digest, granted_at, expires_at):
+    s, scope = g["grant"], g["grant"]["scope"]
+    texts = [agent_id, g["deviceId"], g["id"], digest, wire(granted_at), wire(expires_at), s["policy"], scope["tool"],
+             scope.get("command") or "", scope.get("match") or "", scope["folder"]]
+    return b"pacerelle/v1/grant-signature\x01" + b"".join(field(t) for t in texts)
+
+def same_scope(a, b):
+    return all(a.get(k) == b.get(k) for k in ("tool", "command", "match", "folder"))  # null is absent
+
+def check_grant(agent_id, g, digest, offer, key):  # the agent's check of §4.8b, steps g7 to g11; key: 32 bytes or None
+    s, granted_at, expires_at = g["grant"], when(g["grantedAt"]), when(g["grant"]["expiresAt"])
+    check("g7", offer is not None, "the grant's question offered no grant")
+    check("g8", any(same_scope(o, s["scope"]) for o in offer["scopes"]), "the grant's scope is not one its question offered")
+    check("g9", s["policy"] == offer["policy"], "the grant names another policy than its question's offer")
+    check("g10", 0 < expires_at - granted_at <= max(offer["durations"], default=0) * 1000,
+          "the grant lasts longer than its question offered, or ends before it starts")
+    check("g11", key is not None, "the granting device has no signing key")
+    try:
+        Ed25519PublicKey.from_public_bytes(key).verify(
+            b64url(s["signature"]) or b"", grant_bytes(agent_id, g, digest, granted_at, expires_at))
+    except (InvalidSignature, ValueError):
+        raise Fail("step g11: the grant's signature does not verify")
+
+def verify_grant(export, g):
+    r = next((r for r in export["records"] if r["questionId"] == g["id"]), None)
+    check("g1", r is not None, "the grant's question is not a record of the export")
+    check("g2", r["deviceId"] == g["deviceId"], "the grant's device is not the device that answered its question")
+    check("g3", r["answer"]["type"] == "yes", "the grant's question was not answered yes")
+    granted_at, expires_at = when(g["grantedAt"]), when(g["grant"]["expiresAt"])
+    check("g4", granted_at == when(r["answeredAt"]), "grantedAt is not the record's answeredAt")
+    raw = b64url(g["question"])
+    check("g5", raw is not None and base64.urlsafe_b64encode(hashlib.sha256(raw).digest()).rstrip(b"=").decode()
+          == r["questionDigest"], "the grant's question is not its record's question bytes")
+    device = next(d for d in export["devices"] if d["deviceId"] == g["deviceId"])  # the record's: it verified
+    live = lambda t: device.get("revokedAt") is None or t < when(device["revokedAt"])
+    check("g6", device["role"] == "owner" and live(granted_at), "the granting device is not an owner, or was revoked by then")
+    check_grant(export["agentId"], g, r["questionDigest"], read_question(raw).get("grants"), b64url(device["signingKey"]))
+    for m, u in enumerate(g["uses"], start=1):
+        at = when(u["at"])
+        try:
+            check("u1", at >= granted_at, "the use is dated before the grant was given")
+            check("u2", at < expires_at, "the use is dated at or after the grant's expiry")
+            check("u3", covers(g["grant"]["scope"], u["tool"], u.get("command"), u.get("paths", []), u["folder"]),
+                  "the use is not covered by the grant's scope (its tool, command or folder)")
+            check("u4", live(at), "the use is dated after the granting device was revoked")
+        except Fail as failure:
+            raise Fail(f"use {m}: {failure}")
+
 def verify(raw):  # → the number of records; raises NotAnExport (exit 2) or Fail (exit 1)
     try:
         export = strict_json(raw)
@@ -232,6 +321,12 @@ def verify(raw):  # → the number of records; raises NotAnExport (exit 2) or Fa
             verify_record(export, r)
         except Fail as failure:
             raise Fail(f"record {n} (question {r['questionId']}): {failure}")
+    for n, g in enumerate(export.get("grants") or [], start=1):
+        try:
+            verify_grant(export, g)
+        except Fail as failure:
+            text = str(failure)
+            raise Fail(f"grant {n} (question {g['id']}){',' if text.startswith('use ') else ':'} {text}")
     return len(export["records"])
 
 def main(path):
@@ -246,7 +341,7 @@ def main(path):
         return 2
     except Fail as failure:
         text = str(failure)
-        print(text if text.startswith("record ") else f"record 0: {text}", file=sys.stderr)
+        print(text if text.startswith(("record ", "grant ")) else f"record 0: {text}", file=sys.stderr)
         return 1
     print(f"{count} record{'' if count == 1 else 's'} verif{'ies' if count == 1 else 'y'}")
     return 0

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use pacerelle_client::{AuditEntry, AuditFilter, QuestionState, Timestamp};
+use pacerelle_client::{AuditEntry, AuditFilter, GrantBook, QuestionState, Timestamp};
 
 use crate::Global;
 use crate::home;
@@ -19,11 +19,12 @@ pub enum Format {
     /// Comma-separated values with a header row.
     Csv,
     /// The answer log anyone can verify (`pacerelle audit verify`): one pretty JSON document with, per
-    /// accepted answer, the question's exact bytes, the answer, the device's signature and key, oldest first.
+    /// accepted answer, the question's exact bytes, the answer, the device's signature and key, oldest first;
+    /// and the grants this host's gate keeps for those answers, each with the calls it let run.
     Signed,
 }
 
-/// `pacerelle audit verify`: every record verifies.
+/// `pacerelle audit verify`: every record (and every grant) verifies.
 pub const EXIT_VERIFIED: u8 = 0;
 /// `pacerelle audit verify`: a record does not verify (the first is named).
 pub const EXIT_NOT_VERIFIED: u8 = 1;
@@ -86,8 +87,8 @@ pub enum AuditCommand {
     },
     /// Verify a signed export (`audit export --format signed`): needs no credentials and no relay.
     ///
-    /// Exit status: 0 when every record verifies; 1 when one does not (the first is named); 2 when the file
-    /// cannot be read or is not an answer-log export.
+    /// Exit status: 0 when every record and every grant verifies; 1 when one does not (the first is named);
+    /// 2 when the file cannot be read or is not an answer-log export.
     Verify {
         /// The export to check.
         file: PathBuf,
@@ -129,21 +130,39 @@ fn print_entry(e: &AuditEntry) {
     );
 }
 
-/// `pacerelle audit verify FILE`: reads the file, verifies every record, prints `✓ N answers verify` or the
-/// first failure.
+/// `n` and the noun, singular or plural: `1 answer`, `3 grants`.
+fn count(n: usize, noun: &str) -> String {
+    format!("{n} {noun}{}", if n == 1 { "" } else { "s" })
+}
+
+/// `pacerelle audit verify FILE`: reads the file, verifies every record and grant, prints `✓ N answers
+/// verify` (`✓ N answers and M grants (K uses) verify` when it holds grants) or the first failure.
 fn verify(global: &Global, file: &std::path::Path) -> Result<ExitCode> {
     let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
     match pacerelle_client::verify_answer_log(&bytes) {
-        Ok(count) => {
+        Ok(answers) => {
+            // Verified, so it reads.
+            let grants = pacerelle_client::core::signing::read_export(&bytes)
+                .map(|e| e.grants)
+                .unwrap_or_default();
+            let uses = grants.iter().map(|g| g.uses.len()).sum::<usize>();
             if global.json {
-                output::json(&serde_json::json!({ "verified": true, "answers": count }))?;
+                output::json(&serde_json::json!({
+                    "verified": true,
+                    "answers": answers,
+                    "grants": grants.len(),
+                    "uses": uses,
+                }))?;
+            } else if grants.is_empty() {
+                let verb = if answers == 1 { "verifies" } else { "verify" };
+                println!("✓ {} {verb}", count(answers, "answer"));
             } else {
-                let noun = if count == 1 {
-                    "answer verifies"
-                } else {
-                    "answers verify"
-                };
-                println!("✓ {count} {noun}");
+                println!(
+                    "✓ {} and {} ({}) verify",
+                    count(answers, "answer"),
+                    count(grants.len(), "grant"),
+                    count(uses, "use")
+                );
             }
             Ok(ExitCode::from(EXIT_VERIFIED))
         }
@@ -151,12 +170,16 @@ fn verify(global: &Global, file: &std::path::Path) -> Result<ExitCode> {
             let message = failure.to_string();
             if global.json {
                 let record = (failure.index > 0).then_some(failure.index);
-                let question = (failure.index > 0).then_some(failure.question_id.as_str());
+                let named = failure.index > 0 || failure.grant.is_some();
+                let question = named.then_some(failure.question_id.as_str());
                 output::json(&serde_json::json!({
                     "verified": false,
                     "code": VERIFICATION_FAILED,
                     "record": record,
+                    "grant": failure.grant,
+                    "use": failure.grant_use,
                     "questionId": question,
+                    "step": failure.step,
                     "error": message,
                 }))?;
             } else {
@@ -174,16 +197,19 @@ fn verify(global: &Global, file: &std::path::Path) -> Result<ExitCode> {
     }
 }
 
-/// Writes the signed export (pretty JSON) to `output` or standard output; returns how many records.
+/// Writes the signed export (pretty JSON), with the grants this host keeps for the agent
+/// (`<home>/grants/<agentId>.json`), to `output` or standard output; returns how many records and grants.
 async fn export_signed(
+    global: &Global,
     agent: &pacerelle_client::AgentClient,
     filter: &AuditFilter,
     sink: &mut dyn Write,
-) -> Result<usize> {
-    let export = agent.export_answer_log(filter).await?;
+) -> Result<(usize, usize)> {
+    let book = GrantBook::at(home::grants_path(global, agent.agent_id()));
+    let export = agent.export_answer_log_with_grants(filter, &book).await?;
     serde_json::to_writer_pretty(&mut *sink, &export)?;
     sink.write_all(b"\n")?;
-    Ok(export.records.len())
+    Ok((export.records.len(), export.grants.len()))
 }
 
 pub async fn run(global: &Global, cmd: AuditCommand) -> Result<ExitCode> {
@@ -204,29 +230,25 @@ pub async fn run(global: &Global, cmd: AuditCommand) -> Result<ExitCode> {
                 )),
                 None => Box::new(std::io::stdout().lock()),
             };
-            let (count, what) = match format {
-                Format::Jsonl => (
+            let written = match format {
+                Format::Jsonl => count(
                     pacerelle_client::write_jsonl(&agent.answer_log(&filter.filter()).await?, &mut sink)?,
-                    "questions",
+                    "question",
                 ),
-                Format::Csv => (
+                Format::Csv => count(
                     pacerelle_client::write_csv(&agent.answer_log(&filter.filter()).await?, &mut sink)?,
-                    "questions",
+                    "question",
                 ),
-                Format::Signed => (
-                    export_signed(&agent, &filter.filter(), &mut sink).await?,
-                    "answers",
-                ),
+                Format::Signed => match export_signed(global, &agent, &filter.filter(), &mut sink).await? {
+                    (answers, 0) => count(answers, "answer"),
+                    (answers, grants) => {
+                        format!("{} and {}", count(answers, "answer"), count(grants, "grant"))
+                    }
+                },
             };
             sink.flush()?;
             if let Some(path) = output {
-                // "1 answer", "2 answers": the nouns above are plural.
-                let what = if count == 1 {
-                    what.trim_end_matches('s')
-                } else {
-                    what
-                };
-                eprintln!("{count} {what} written to {}", path.display());
+                eprintln!("{written} written to {}", path.display());
             }
             Ok(ExitCode::SUCCESS)
         }

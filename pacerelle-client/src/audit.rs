@@ -1,5 +1,6 @@
 //! The answer log, opened on the agent side: list, search, export as JSON Lines or CSV, and export in a
-//! signed form anyone can verify ([`AgentClient::export_answer_log`], [`verify_answer_log`]).
+//! signed form anyone can verify ([`AgentClient::export_answer_log`], [`verify_answer_log`]), with the grants
+//! this host keeps and their uses ([`AgentClient::export_answer_log_with_grants`]).
 //!
 //! The relay keeps the metadata in clear (ids, kind, state, author, times) and the content sealed; each
 //! entry is opened here with the agent's keys and judged by [`pacerelle_core::question::verdict_signed`]
@@ -11,7 +12,8 @@ use std::io::Write;
 use pacerelle_core::question::{Channel, OwnQuestion, QuestionKind, QuestionState, Verdict};
 use pacerelle_core::roster::Roster;
 use pacerelle_core::signing::{
-    AnswerLogExport, EXPORT_FORMAT, ExportDevice, ExportRecord, PublicKey, VerifyFailure, verify_export_json,
+    AnswerLogExport, EXPORT_FORMAT, ExportDevice, ExportGrant, ExportGrantUse, ExportRecord, PublicKey,
+    VerifyFailure, verify_export_json,
 };
 use pacerelle_core::wire::{AnswerLog, QuestionView};
 use pacerelle_core::{Cursor, Timestamp};
@@ -20,6 +22,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::agent::AgentClient;
 use crate::error::{Error, Result};
+use crate::grants::{GrantBook, KeptGrant};
 use crate::http::Req;
 use crate::question::answer_text;
 
@@ -187,12 +190,46 @@ struct Judged {
     judged: Option<(OwnQuestion, Verdict)>,
 }
 
-/// Reads an answer-log export from its bytes and verifies every record ([`verify_export_json`]): `Ok(n)`
-/// when all `n` verify, else the first failure, which names the record (from 1) and its question. A document
-/// that is not an export, or whose devices list one twice, fails as record 0. Needs no key and no relay:
-/// what an auditor runs.
+/// Reads an answer-log export from its bytes and verifies every record, then every grant and its uses
+/// ([`verify_export_json`]): `Ok(n)` when all `n` records and every grant verify, else the first failure,
+/// which names the record (from 1) and its question, or the grant (from 1, `VerifyFailure::grant`), its
+/// question and the use. A document that is not an export, or whose devices list one twice, fails as record
+/// 0. Needs no key and no relay: what an auditor runs.
 pub fn verify_answer_log(bytes: &[u8]) -> std::result::Result<usize, VerifyFailure> {
     verify_export_json(bytes)
+}
+
+/// Puts in `export` the grants of `kept` whose question is one of its records, oldest first, each with its
+/// uses (docs/crypto.md §4.9, "Grants"): each with its tool, command, paths and folder as the gate recorded
+/// them (a use recorded before the book kept its folder has its grant's: the gate records a use only for a
+/// call in the scope's folder). A grant whose question the export leaves out (filtered, or not accepted) is
+/// left out with it.
+fn add_grants(export: &mut AnswerLogExport, kept: Vec<KeptGrant>) {
+    let mut grants: Vec<ExportGrant> = kept
+        .into_iter()
+        .filter(|k| export.records.iter().any(|r| r.question_id == k.given.id))
+        .map(|k| {
+            let folder = &k.given.grant.scope.folder;
+            let uses = k
+                .uses
+                .into_iter()
+                .map(|u| ExportGrantUse {
+                    at: u.at,
+                    tool: u.tool,
+                    command: u.command,
+                    paths: u.paths,
+                    folder: if u.folder.is_empty() {
+                        folder.clone()
+                    } else {
+                        u.folder
+                    },
+                })
+                .collect();
+            ExportGrant { given: k.given, uses }
+        })
+        .collect();
+    grants.sort_by(|a, b| (a.given.granted_at, &a.given.id).cmp(&(b.given.granted_at, &b.given.id)));
+    export.grants = grants;
 }
 
 impl AgentClient {
@@ -411,7 +448,23 @@ impl AgentClient {
             exported_at: Timestamp::now(),
             devices,
             records,
+            grants: Vec::new(),
         })
+    }
+
+    /// [`AgentClient::export_answer_log`] with the grants `book` keeps (this host's gate, docs/crypto.md
+    /// §4.8b) whose question is a record of the export, each with the calls it let run: `pacerelle audit export
+    /// --format signed`. [`verify_answer_log`] checks each against its record and its device. The book drops
+    /// a grant that has ended the next time the gate uses one: the export holds the grants still in it.
+    pub async fn export_answer_log_with_grants(
+        &self,
+        filter: &AuditFilter,
+        book: &GrantBook,
+    ) -> Result<AnswerLogExport> {
+        let mut export = self.export_answer_log(filter).await?;
+        let kept = book.list().map_err(|e| Error::InvalidInput(e.to_string()))?;
+        add_grants(&mut export, kept);
+        Ok(export)
     }
 
     /// The entries of the answer log whose question, details or answer contain `text` (ignoring case).
@@ -466,6 +519,176 @@ mod tests {
             channel: None,
             user: None,
         }
+    }
+
+    /// A signed export of one gate question, offering `cargo test` exactly or as a prefix in `/work/app`,
+    /// answered yes by `dv_a`, and the prefix grant `dv_a` gave with it for 15 min (not yet in the export).
+    fn gate_export(key: &pacerelle_core::signing::SigningKey) -> (AnswerLogExport, KeptGrant) {
+        use pacerelle_core::grant::{CommandMatch, GivenGrant, Grant, GrantOffer, GrantScope, SignedGrantOf};
+        use pacerelle_core::pairing::Role;
+        use pacerelle_core::question::{Answer, QuestionPayload, question_digest};
+        use pacerelle_core::signing::SignedAnswer;
+        let scope = |matching| GrantScope {
+            tool: "Bash".into(),
+            command: Some("cargo test".into()),
+            matching: Some(matching),
+            folder: "/work/app".into(),
+        };
+        let question = QuestionPayload {
+            grants: Some(GrantOffer {
+                durations: vec![900, 3600],
+                scopes: vec![scope(CommandMatch::Exact), scope(CommandMatch::Prefix)],
+                policy: "POLICY".into(),
+            }),
+            question: "Bash: cargo test".into(),
+            kind: QuestionKind::YesNo,
+            options: Vec::new(),
+            multiple: false,
+            details: None,
+            expires_at: Timestamp(9_000_000),
+            recipients: vec!["dv_a".into()],
+            answer_key: None,
+            channels: Vec::new(),
+            user: None,
+            approvals: 1,
+        };
+        let bytes = serde_json::to_vec(&question).expect("json");
+        let digest = question_digest(&bytes);
+        let granted_at = Timestamp(1_000_000);
+        let signature = SignedAnswer {
+            agent_id: "ag_1",
+            device_id: "dv_a",
+            question_id: "q_gate",
+            question_digest: &digest,
+            answered_at: granted_at,
+            answer: &Answer::Yes,
+        }
+        .sign(key);
+        let public = key.public_key();
+        let export = AnswerLogExport {
+            v: 1,
+            format: EXPORT_FORMAT.into(),
+            agent_id: "ag_1".into(),
+            exported_at: Timestamp(5_000_000),
+            devices: vec![ExportDevice {
+                device_id: "dv_a".into(),
+                name: Some("Ana's phone".into()),
+                role: Role::Owner,
+                added_at: Timestamp(1),
+                paired_at: None,
+                revoked_at: None,
+                signing_key: Some(public.to_b64()),
+                fingerprint: Some(public.fingerprint()),
+            }],
+            records: vec![ExportRecord {
+                question_id: "q_gate".into(),
+                question: pacerelle_core::b64::encode(&bytes),
+                question_digest: digest.clone(),
+                device_id: "dv_a".into(),
+                answer: Answer::Yes,
+                answered_at: granted_at,
+                approved: true,
+                signature: Some(signature),
+                signing_key: Some(public.to_b64()),
+            }],
+            grants: Vec::new(),
+        };
+        let mut grant = Grant {
+            scope: scope(CommandMatch::Prefix),
+            expires_at: granted_at.plus_millis(900_000),
+            policy: "POLICY".into(),
+            signature: String::new(),
+        };
+        grant.signature = grant
+            .signed(SignedGrantOf {
+                agent_id: "ag_1",
+                device_id: "dv_a",
+                question_id: "q_gate",
+                question_digest: &digest,
+                granted_at,
+            })
+            .sign(key);
+        let kept = KeptGrant {
+            given: GivenGrant {
+                id: "q_gate".into(),
+                device_id: "dv_a".into(),
+                granted_at,
+                question: pacerelle_core::b64::encode(&bytes),
+                grant,
+            },
+            device_name: Some("Ana's phone".into()),
+            uses: Vec::new(),
+            revoked_at: None,
+        };
+        (export, kept)
+    }
+
+    #[test]
+    fn the_grants_the_book_keeps_go_into_the_export_with_their_uses_and_verify() {
+        use crate::grants::GrantedCall;
+        use pacerelle_core::signing::{SigningKey, verify_export};
+        let key = SigningKey::from_seed([7; 32]).expect("a key");
+        let (mut export, kept) = gate_export(&key);
+        let dir = tempfile::tempdir().expect("a folder");
+        let book = GrantBook::at(dir.path().join("ag_1.json"));
+        // A grant whose question the export leaves out (say, filtered by time) is left out with it.
+        let mut elsewhere = kept.clone();
+        elsewhere.given.id = "q_earlier".into();
+        book.keep(elsewhere).expect("kept");
+        book.keep(kept).expect("kept");
+        for (after, command) in [(60_000, "cargo test"), (120_000, "cargo test -p core")] {
+            let call = GrantedCall {
+                tool: "Bash",
+                command: Some(command),
+                paths: &[],
+                folder: "/work/app",
+            };
+            let used = book
+                .record_use("q_gate", call, Timestamp(1_000_000 + after))
+                .expect("the book");
+            assert!(used.is_some(), "{command}");
+        }
+        add_grants(&mut export, book.list().expect("the book"));
+        assert_eq!(export.grants.len(), 1);
+        let grant = &export.grants[0];
+        assert_eq!(grant.given.id, "q_gate");
+        let uses: Vec<(i64, Option<&str>, &str)> = grant
+            .uses
+            .iter()
+            .map(|u| (u.at.0, u.command.as_deref(), u.folder.as_str()))
+            .collect();
+        assert_eq!(
+            uses,
+            [
+                (1_060_000, Some("cargo test"), "/work/app"),
+                (1_120_000, Some("cargo test -p core"), "/work/app")
+            ]
+        );
+        assert_eq!(verify_export(&export), Ok(1));
+        let bytes = serde_json::to_vec(&export).expect("json");
+        assert_eq!(verify_answer_log(&bytes), Ok(1));
+        // The file edited: a use's command, the grant's expiry.
+        let mut edited = export.clone();
+        edited.grants[0].uses[1].command = Some("cargo publish".into());
+        let failure = verify_answer_log(&serde_json::to_vec(&edited).expect("json")).expect_err("edited");
+        assert_eq!(
+            failure.to_string(),
+            "grant 1 (question q_gate), use 2: the use is not covered by the grant's scope (its tool, command or \
+             folder)"
+        );
+        let mut edited = export.clone();
+        edited.grants[0].given.grant.expires_at = Timestamp(1_000_000 + 3_600_000);
+        let failure = verify_answer_log(&serde_json::to_vec(&edited).expect("json")).expect_err("edited");
+        assert_eq!(
+            failure.to_string(),
+            "grant 1 (question q_gate): the grant's signature does not verify"
+        );
+        // Without a record of its question, the book's grant stays out, and the export is what it was.
+        let (mut plain, _) = gate_export(&key);
+        plain.records.clear();
+        let before = serde_json::to_vec(&plain).expect("json");
+        add_grants(&mut plain, book.list().expect("the book"));
+        assert_eq!(serde_json::to_vec(&plain).expect("json"), before);
     }
 
     #[test]

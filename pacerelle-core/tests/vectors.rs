@@ -1269,6 +1269,34 @@ enum SignatureCase {
         signature: String,
     },
     #[serde(rename_all = "camelCase")]
+    SignedGrant {
+        name: String,
+        seed: String,
+        public_key: String,
+        agent_id: String,
+        device_id: String,
+        question_id: String,
+        question_digest: String,
+        granted_at: String,
+        offer: serde_json::Value,
+        grant: serde_json::Value,
+        signed_bytes_hex: String,
+    },
+    #[serde(rename_all = "camelCase")]
+    RejectGrant {
+        name: String,
+        public_key: Option<String>,
+        agent_id: String,
+        device_id: String,
+        question_id: String,
+        question_digest: String,
+        granted_at: String,
+        offer: Option<serde_json::Value>,
+        grant: serde_json::Value,
+        refusal: String,
+        reason: String,
+    },
+    #[serde(rename_all = "camelCase")]
     SealedSigningKey {
         name: String,
         device_key: String,
@@ -1337,6 +1365,10 @@ enum SignatureCase {
         reason: String,
         #[serde(default)]
         device_id: Option<String>,
+        #[serde(default)]
+        grant: Option<usize>,
+        #[serde(default, rename = "use")]
+        grant_use: Option<usize>,
     },
 }
 
@@ -1360,6 +1392,23 @@ fn export_step(reason: &str) -> &'static str {
         "the device's fingerprint is not its key's" => "12",
         "the answer is not signed" => "13",
         "the signature does not verify" => "14",
+        "the grant's question is not a record of the export" => "g1",
+        "the grant's device is not the device that answered its question" => "g2",
+        "the grant's question was not answered yes" => "g3",
+        "the grant does not start when its question was answered (grantedAt is not the record's answeredAt)" => {
+            "g4"
+        }
+        "the grant's question is not its record's question bytes" => "g5",
+        "the granting device could not approve then: it is not an owner, or was revoked by then" => "g6",
+        "the grant's question offered no grant" => "g7",
+        "the grant's scope is not one its question offered" => "g8",
+        "the grant names another policy than its question's offer" => "g9",
+        "the grant lasts longer than its question offered, or ends before it starts" => "g10",
+        "the grant's signature does not verify" => "g11",
+        "the use is dated before the grant was given" => "u1",
+        "the use is dated at or after the grant's expiry" => "u2",
+        "the use is not covered by the grant's scope (its tool, command or folder)" => "u3",
+        "the use is dated after the granting device was revoked" => "u4",
         other => panic!("unknown export failure {other:?}"),
     }
 }
@@ -1410,6 +1459,68 @@ fn reference_signed_bytes(
         field(&mut out, value);
     }
     out
+}
+
+/// A grant's signed bytes written from `docs/crypto.md` §4.8b, independent of `SignedGrant::bytes`: `grant` is
+/// its JSON (`scope`, `expiresAt`, `policy`); `granted_at` and `expiresAt` are rewritten in the wire form.
+fn reference_grant_bytes(
+    agent_id: &str,
+    device_id: &str,
+    question_id: &str,
+    question_digest: &str,
+    granted_at: Timestamp,
+    grant: &serde_json::Value,
+) -> Vec<u8> {
+    fn field(out: &mut Vec<u8>, text: &str) {
+        out.extend_from_slice(&u32::try_from(text.len()).expect("short").to_be_bytes());
+        out.extend_from_slice(text.as_bytes());
+    }
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or("").to_string();
+    let expires_at = Timestamp::parse(grant["expiresAt"].as_str().expect("expiresAt")).expect("a time");
+    let scope = &grant["scope"];
+    let mut out = b"pacerelle/v1/grant-signature".to_vec();
+    assert_eq!(out.len(), 28);
+    out.push(0x01);
+    for text in [
+        agent_id.to_string(),
+        device_id.to_string(),
+        question_id.to_string(),
+        question_digest.to_string(),
+        granted_at.to_rfc3339(),
+        expires_at.to_rfc3339(),
+        text(&grant["policy"]),
+        text(&scope["tool"]),
+        text(&scope["command"]),
+        text(&scope["match"]),
+        text(&scope["folder"]),
+    ] {
+        field(&mut out, &text);
+    }
+    out
+}
+
+/// Whether a grant's scope (its JSON) covers a call of `tool` with `command` in `folder`, touching no path,
+/// written from `docs/crypto.md` §4.8b.
+fn reference_covers(scope: &serde_json::Value, tool: &str, command: Option<&str>, folder: &str) -> bool {
+    const CONTROL: &str = ";&|`$()<>\\\n\r";
+    if scope["tool"] != tool || scope["folder"] != folder {
+        return false;
+    }
+    match (scope["command"].as_str(), command) {
+        (None, None) => true,
+        (Some(granted), Some(call)) => match scope["match"].as_str() {
+            Some("exact") => call == granted,
+            Some("prefix") => {
+                call == granted
+                    || (!granted.is_empty()
+                        && call.starts_with(granted)
+                        && call[granted.len()..].starts_with(' ')
+                        && !call[granted.len()..].chars().any(|c| CONTROL.contains(c)))
+            }
+            _ => false,
+        },
+        _ => false,
+    }
 }
 
 /// Ed25519 verification called directly on ring.
@@ -1476,10 +1587,14 @@ fn reference_json(bytes: &[u8]) -> Option<serde_json::Value> {
 /// A member of a JSON object and the check of its value.
 type Member<'a> = (&'a str, &'a dyn Fn(&serde_json::Value) -> bool);
 
+/// Where an export fails: the record (from 1; 0 for the document as a whole or a grant), the step, and for a
+/// grant its position and that of its use (from 1).
+type Failed = (usize, String, Option<usize>, Option<usize>);
+
 /// An answer-log export verified as `docs/crypto.md` §4.9 says, on its bytes, independent of
-/// `signing::verify_export_json`: `Ok(n)` when all `n` records verify, else the first failing record (from 1;
-/// 0 for the document as a whole) and the step that failed.
-fn reference_verify(bytes: &[u8]) -> Result<usize, (usize, String)> {
+/// `signing::verify_export_json`: `Ok(n)` when all `n` records (and every grant) verify, else where it fails
+/// first.
+fn reference_verify(bytes: &[u8]) -> Result<usize, Failed> {
     use serde_json::Value;
     let text = |v: &Value| v.as_str().map(str::to_string);
     let time = |v: &Value| v.as_str().and_then(Timestamp::parse);
@@ -1536,7 +1651,68 @@ fn reference_verify(bytes: &[u8]) -> Result<usize, (usize, String)> {
             &[("signature", &is_str), ("signingKey", &is_str)],
         )
     };
-    let export = reference_json(bytes).ok_or((0, "shape".to_string()))?;
+    let scope = |s: &Value| {
+        members(
+            s,
+            &[("tool", &is_str), ("folder", &is_str)],
+            &[
+                ("command", &is_str),
+                ("match", &|m: &Value| m == "exact" || m == "prefix"),
+            ],
+        )
+    };
+    let signed_grant = |g: &Value| {
+        members(
+            g,
+            &[
+                ("scope", &scope),
+                ("expiresAt", &is_time),
+                ("policy", &is_str),
+                ("signature", &is_str),
+            ],
+            &[],
+        )
+    };
+    let grant_use = |u: &Value| {
+        members(
+            u,
+            &[("at", &is_time), ("tool", &is_str), ("folder", &is_str)],
+            &[("command", &is_str)],
+        )
+    };
+    let grant = |g: &Value| {
+        members(
+            g,
+            &[
+                ("id", &is_str),
+                ("deviceId", &is_str),
+                ("grantedAt", &is_time),
+                ("question", &is_str),
+                ("grant", &signed_grant),
+                ("uses", &|v: &Value| {
+                    v.as_array().is_some_and(|a| a.iter().all(grant_use))
+                }),
+            ],
+            &[],
+        )
+    };
+    let offer = |o: &Value| {
+        members(
+            o,
+            &[
+                ("durations", &|v: &Value| {
+                    v.as_array()
+                        .is_some_and(|a| a.iter().all(|d| d.as_u64().is_some()))
+                }),
+                ("scopes", &|v: &Value| {
+                    v.as_array().is_some_and(|a| a.iter().all(scope))
+                }),
+                ("policy", &is_str),
+            ],
+            &[],
+        )
+    };
+    let export = reference_json(bytes).ok_or((0, "shape".to_string(), None, None))?;
     let shaped = members(
         &export,
         &[
@@ -1551,23 +1727,25 @@ fn reference_verify(bytes: &[u8]) -> Result<usize, (usize, String)> {
                 v.as_array().is_some_and(|a| a.iter().all(record))
             }),
         ],
-        &[],
+        &[("grants", &|v: &Value| {
+            v.as_array().is_some_and(|a| a.iter().all(grant))
+        })],
     );
     if !shaped {
-        return Err((0, "shape".into()));
+        return Err((0, "shape".into(), None, None));
     }
     if export["v"] != 1 || export["format"] != "pacerelle-answer-log" {
-        return Err((0, "0".into()));
+        return Err((0, "0".into(), None, None));
     }
     let agent_id = text(&export["agentId"]).expect("agentId");
     let devices = export["devices"].as_array().expect("devices");
     let records = export["records"].as_array().expect("records");
     let mut listed = std::collections::HashSet::new();
     if !devices.iter().all(|d| listed.insert(d["deviceId"].as_str())) {
-        return Err((0, "0a".into()));
+        return Err((0, "0a".into(), None, None));
     }
     for (i, record) in records.iter().enumerate() {
-        let fail = |step: &str| Err((i + 1, step.to_string()));
+        let fail = |step: &str| Err((i + 1, step.to_string(), None, None));
         let device_id = text(&record["deviceId"]).expect("deviceId");
         let answered_at = time(&record["answeredAt"]).expect("answeredAt");
         let answer = &record["answer"];
@@ -1587,7 +1765,12 @@ fn reference_verify(bytes: &[u8]) -> Result<usize, (usize, String)> {
                 ("kind", &|k: &Value| k == "yes_no" || k == "choice" || k == "text"),
                 ("expiresAt", &is_time),
             ],
-            &[("details", &is_str), ("answerKey", &is_str), ("user", &is_str)],
+            &[
+                ("details", &is_str),
+                ("answerKey", &is_str),
+                ("user", &is_str),
+                ("grants", &offer),
+            ],
         ) && defaulted("options", &strings)
             && defaulted("multiple", &Value::is_boolean)
             && defaulted("recipients", &strings)
@@ -1670,7 +1853,108 @@ fn reference_verify(bytes: &[u8]) -> Result<usize, (usize, String)> {
             return fail("14");
         }
     }
+    // Grants, after every record verified.
+    let no_grants = Vec::new();
+    let grants = export["grants"].as_array().unwrap_or(&no_grants);
+    for (i, g) in grants.iter().enumerate() {
+        let fail = |step: &str, used: Option<usize>| Err((0, step.to_string(), Some(i + 1), used));
+        let id = g["id"].as_str().expect("id");
+        let device_id = g["deviceId"].as_str().expect("deviceId");
+        let granted_at = time(&g["grantedAt"]).expect("grantedAt");
+        let signed = &g["grant"];
+        let expires_at = time(&signed["expiresAt"]).expect("expiresAt");
+        let Some(record) = records.iter().find(|r| r["questionId"] == id) else {
+            return fail("g1", None);
+        };
+        if record["deviceId"] != device_id {
+            return fail("g2", None);
+        }
+        if record["answer"]["type"] != "yes" {
+            return fail("g3", None);
+        }
+        if time(&record["answeredAt"]) != Some(granted_at) {
+            return fail("g4", None);
+        }
+        let digest = record["questionDigest"].as_str().expect("questionDigest");
+        let same = pacerelle_core::b64::decode(g["question"].as_str().expect("question"))
+            .is_some_and(|bytes| pacerelle_core::b64::encode(&sha256(&bytes)) == digest);
+        if !same {
+            return fail("g5", None);
+        }
+        let question: Value =
+            reference_json(&b64(record["question"].as_str().expect("question"))).expect("a question");
+        let device = devices
+            .iter()
+            .find(|d| d["deviceId"] == device_id)
+            .expect("the record's device");
+        let revoked = time(&device["revokedAt"]);
+        let live = |at: Timestamp| revoked.is_none_or(|r| at < r);
+        if device["role"] != "owner" || !live(granted_at) {
+            return fail("g6", None);
+        }
+        let offered = &question["grants"];
+        if !offered.is_object() {
+            return fail("g7", None);
+        }
+        if !offered["scopes"]
+            .as_array()
+            .expect("scopes")
+            .iter()
+            .any(|s| same_scope(s, &signed["scope"]))
+        {
+            return fail("g8", None);
+        }
+        if offered["policy"] != signed["policy"] {
+            return fail("g9", None);
+        }
+        let longest = offered["durations"]
+            .as_array()
+            .expect("durations")
+            .iter()
+            .filter_map(Value::as_u64)
+            .max()
+            .unwrap_or(0);
+        let lasts = expires_at.millis() - granted_at.millis();
+        if lasts <= 0 || u64::try_from(lasts).expect("positive") > longest.saturating_mul(1000) {
+            return fail("g10", None);
+        }
+        let key = b64(device["signingKey"].as_str().expect("a key"));
+        let message = reference_grant_bytes(&agent_id, device_id, id, digest, granted_at, signed);
+        let signature = pacerelle_core::b64::decode(signed["signature"].as_str().expect("signature"));
+        if !ed25519_verifies(&key, &message, &signature.unwrap_or_default()) {
+            return fail("g11", None);
+        }
+        for (n, u) in g["uses"].as_array().expect("uses").iter().enumerate() {
+            let at = time(&u["at"]).expect("at");
+            if at < granted_at {
+                return fail("u1", Some(n + 1));
+            }
+            if at >= expires_at {
+                return fail("u2", Some(n + 1));
+            }
+            let covered = reference_covers(
+                &signed["scope"],
+                u["tool"].as_str().expect("tool"),
+                u["command"].as_str(),
+                u["folder"].as_str().expect("folder"),
+            );
+            if !covered {
+                return fail("u3", Some(n + 1));
+            }
+            if !live(at) {
+                return fail("u4", Some(n + 1));
+            }
+        }
+    }
     Ok(records.len())
+}
+
+/// Whether two scopes are the same, member for member (an absent or `null` `command` or `match` the same).
+fn same_scope(a: &serde_json::Value, b: &serde_json::Value) -> bool {
+    let member = |s: &serde_json::Value, m: &str| s.get(m).filter(|v| !v.is_null()).cloned();
+    ["tool", "command", "match", "folder"]
+        .iter()
+        .all(|m| member(a, m) == member(b, m))
 }
 
 #[test]
@@ -1701,12 +1985,16 @@ fn ed25519_matches_rfc8032_test_1() {
 
 #[test]
 fn signature_vectors() {
+    use pacerelle_core::grant::{Grant, GrantOffer, GrantRefusal, SignedGrantOf};
     use pacerelle_core::question::Answer;
     use pacerelle_core::signing::{
         self, AnswerLogExport, PublicKey, SignedAnswer, SigningKey, SigningKeyError, SigningKeyPayload,
     };
     let mut seen = std::collections::HashSet::new();
     let mut answer_types = std::collections::HashSet::new();
+    let mut grant_matches = std::collections::HashSet::new();
+    let mut refusals = std::collections::HashSet::new();
+    let mut grant_steps = std::collections::HashSet::new();
     let mut first_export: Option<serde_json::Value> = None;
     for case in load::<SignatureCase>("signature").cases {
         match case {
@@ -1782,6 +2070,119 @@ fn signature_vectors() {
                     !ed25519_verifies(&b64(&public_key), &altered, &b64(&signature)),
                     "{name}"
                 );
+            }
+            SignatureCase::SignedGrant {
+                name,
+                seed,
+                public_key,
+                agent_id,
+                device_id,
+                question_id,
+                question_digest,
+                granted_at,
+                offer,
+                grant,
+                signed_bytes_hex,
+            } => {
+                seen.insert("signedGrant");
+                let key = SigningKey::from_seed(b64_32(&seed)).expect("a seed");
+                assert_eq!(key.public_key().to_b64(), public_key, "{name}");
+                let offer: GrantOffer = serde_json::from_value(offer).expect("an offer");
+                offer.validate().expect("a valid offer");
+                let parsed: Grant = serde_json::from_value(grant.clone()).expect("a grant");
+                assert_eq!(
+                    serde_json::to_value(&parsed).expect("json"),
+                    grant,
+                    "{name}: round trip"
+                );
+                let granted_at = Timestamp::parse(&granted_at).expect("a time");
+                let of = SignedGrantOf {
+                    agent_id: &agent_id,
+                    device_id: &device_id,
+                    question_id: &question_id,
+                    question_digest: &question_digest,
+                    granted_at,
+                };
+                let bytes = hex(&signed_bytes_hex);
+                assert_eq!(parsed.signed(of).bytes(), bytes, "{name}: signed bytes");
+                assert_eq!(
+                    reference_grant_bytes(
+                        &agent_id,
+                        &device_id,
+                        &question_id,
+                        &question_digest,
+                        granted_at,
+                        &grant
+                    ),
+                    bytes,
+                    "{name}: signed bytes (reference)"
+                );
+                // Deterministic: the library signs to the recorded signature, which ring verifies directly.
+                assert_eq!(
+                    parsed.signed(of).sign(&key),
+                    parsed.signature,
+                    "{name}: signature"
+                );
+                assert!(
+                    ed25519_verifies(&b64(&public_key), &bytes, &b64(&parsed.signature)),
+                    "{name}"
+                );
+                assert_eq!(
+                    parsed.check(Some(&offer), of, Some(&key.public_key())),
+                    Ok(()),
+                    "{name}"
+                );
+                assert!(offer.scopes.contains(&parsed.scope), "{name}");
+                grant_matches.insert(parsed.scope.matching.map(|m| m.as_str()));
+            }
+            SignatureCase::RejectGrant {
+                name,
+                public_key,
+                agent_id,
+                device_id,
+                question_id,
+                question_digest,
+                granted_at,
+                offer,
+                grant,
+                refusal,
+                reason,
+            } => {
+                seen.insert("rejectGrant");
+                let offer: Option<GrantOffer> = offer.map(|o| serde_json::from_value(o).expect("an offer"));
+                let parsed: Grant = serde_json::from_value(grant.clone()).expect("a grant");
+                let key = public_key.as_deref().map(|k| PublicKey::parse(k).expect("a key"));
+                let granted_at = Timestamp::parse(&granted_at).expect("a time");
+                let of = SignedGrantOf {
+                    agent_id: &agent_id,
+                    device_id: &device_id,
+                    question_id: &question_id,
+                    question_digest: &question_digest,
+                    granted_at,
+                };
+                let expected = GrantRefusal::from_code(&refusal)
+                    .unwrap_or_else(|| panic!("{name}: unknown refusal {refusal:?}"));
+                let refused = parsed.check(offer.as_ref(), of, key.as_ref());
+                assert_eq!(refused, Err(expected), "{name}");
+                assert_eq!(expected.to_string(), reason, "{name}");
+                refusals.insert(refusal.clone());
+                // Written from the spec: where the checks before the signature pass, the signature is what
+                // fails, and it fails on ring directly too.
+                if expected == GrantRefusal::BadSignature {
+                    let message = reference_grant_bytes(
+                        &agent_id,
+                        &device_id,
+                        &question_id,
+                        &question_digest,
+                        granted_at,
+                        &grant,
+                    );
+                    let signature = pacerelle_core::b64::decode(&parsed.signature).unwrap_or_default();
+                    assert!(
+                        !ed25519_verifies(&b64(&public_key.expect("a key")), &message, &signature),
+                        "{name}"
+                    );
+                }
             }
             SignatureCase::SealedSigningKey {
                 name,
@@ -1921,6 +2322,8 @@ fn signature_vectors() {
                 step,
                 reason,
                 device_id,
+                grant,
+                grant_use,
             } => {
                 seen.insert("rejectExport");
                 let bytes = match (&export, &export_text) {
@@ -1935,17 +2338,35 @@ fn signature_vectors() {
                         failure.question_id.as_str(),
                         failure.step,
                         failure.reason,
-                        failure.device_id.as_deref()
+                        failure.device_id.as_deref(),
+                        failure.grant,
+                        failure.grant_use,
                     ),
                     (
                         index,
                         question_id.as_str(),
                         step.as_str(),
                         reason.as_str(),
-                        device_id.as_deref()
+                        device_id.as_deref(),
+                        grant,
+                        grant_use,
                     ),
                     "{name}"
                 );
+                assert_eq!(
+                    grant.is_some(),
+                    step.starts_with('g') || step.starts_with('u'),
+                    "{name}: only grant steps name a grant"
+                );
+                assert_eq!(
+                    grant_use.is_some(),
+                    step.starts_with('u'),
+                    "{name}: only use steps name a use"
+                );
+                if grant.is_some() {
+                    assert_eq!(index, 0, "{name}");
+                    grant_steps.insert(step.clone());
+                }
                 assert_eq!(export_step(&reason), step, "{name}: step");
                 assert_eq!(
                     device_id.is_some(),
@@ -1959,12 +2380,30 @@ fn signature_vectors() {
                 {
                     assert_eq!(signing::verify_export(&parsed), Err(failure), "{name}");
                 }
-                assert_eq!(reference_verify(&bytes), Err((index, step)), "{name}: reference");
+                assert_eq!(
+                    reference_verify(&bytes),
+                    Err((index, step, grant, grant_use)),
+                    "{name}: reference"
+                );
             }
         }
     }
-    assert_eq!(seen.len(), 6, "every case type is present: {seen:?}");
+    assert_eq!(seen.len(), 8, "every case type is present: {seen:?}");
     assert_eq!(answer_types.len(), 4, "yes, no, options and text are all signed");
+    assert_eq!(
+        grant_matches.len(),
+        2,
+        "an exact grant and a prefix grant are signed"
+    );
+    for refusal in GrantRefusal::ALL {
+        assert!(refusals.contains(refusal.code()), "a grant refused {refusal:?}");
+    }
+    // Every grant step but g6's "not among the devices" (a record of the same device verified first).
+    for step in [
+        "g1", "g2", "g3", "g4", "g5", "g6", "g7", "g8", "g9", "g10", "g11", "u1", "u2", "u3", "u4",
+    ] {
+        assert!(grant_steps.contains(step), "a grant refused at {step}");
+    }
 }
 
 /// One case of `verdict.json`: the library's `verdict_signed`, and step 6a from the spec on ring directly.
@@ -2133,6 +2572,51 @@ fn signature_vectors_agree_with_the_other_files() {
         }
     }
     assert_eq!(signed, export["records"].as_array().expect("records").len());
+    // The export's grant is the first signed grant: the same grant, given by its record's device at its
+    // record's time, to the question (bytes, digest and offer) of its record.
+    let grant = &export["grants"][0];
+    let record = export["records"]
+        .as_array()
+        .expect("records")
+        .iter()
+        .find(|r| r["questionId"] == grant["id"])
+        .expect("the grant's record");
+    let question: serde_json::Value =
+        serde_json::from_slice(&b64(grant["question"].as_str().expect("question"))).expect("a question");
+    assert_eq!(grant["question"], record["question"]);
+    let vector = cases
+        .iter()
+        .find_map(|c| match c {
+            SignatureCase::SignedGrant {
+                question_id,
+                device_id,
+                question_digest,
+                granted_at,
+                offer,
+                grant: signed,
+                ..
+            } if signed == &grant["grant"] => {
+                Some((question_id, device_id, question_digest, granted_at, offer))
+            }
+            _ => None,
+        })
+        .expect("the export's grant is a signedGrant case");
+    assert_eq!(
+        (
+            vector.0.as_str(),
+            vector.1.as_str(),
+            vector.2.as_str(),
+            vector.3.as_str(),
+            vector.4
+        ),
+        (
+            grant["id"].as_str().expect("id"),
+            record["deviceId"].as_str().expect("deviceId"),
+            record["questionDigest"].as_str().expect("questionDigest"),
+            record["answeredAt"].as_str().expect("answeredAt"),
+            &question["grants"],
+        )
+    );
 
     // envelope.json holds qst_deploy as its device receives and answers it: the question's bytes are the
     // export's, the signed answer carries the export's digest and signature (the plaintext and envelope of

@@ -289,8 +289,15 @@ const signedFields = (v) => ({
 test("signature.json: what a device does (its key, the signed answer, its key sealed for the agent)", async (t) => {
   // What only the agent or a verifier does (refusing a sealed key, verifying an export) is not the app's part:
   // pacerelle-core's tests and the independent verifier check those cases.
-  const deviceSide = vectors("signature").filter((v) => !["rejectSigningKey", "export", "rejectExport"].includes(v.type));
-  assert.deepEqual([...new Set(deviceSide.map((v) => v.type))].sort(), ["sealedSigningKey", "signedAnswer", "signingKey"]);
+  // A grant's check against the offer (rejectGrant) is the agent's: the app builds and signs a grant.
+  const agentSide = ["rejectSigningKey", "export", "rejectExport", "rejectGrant"];
+  const deviceSide = vectors("signature").filter((v) => !agentSide.includes(v.type));
+  assert.deepEqual([...new Set(deviceSide.map((v) => v.type))].sort(), [
+    "sealedSigningKey",
+    "signedAnswer",
+    "signedGrant",
+    "signingKey",
+  ]);
   for (const v of deviceSide) {
     await t.test(`${v.type}: ${v.name}`, async () => {
       switch (v.type) {
@@ -321,6 +328,29 @@ test("signature.json: what a device does (its key, the signed answer, its key se
           ];
           for (const fields of changed) {
             assert.equal(await c.verify(d(v.publicKey), c.signedAnswerBytes(fields), v.signature), false, JSON.stringify(fields));
+          }
+          break;
+        }
+        case "signedGrant": {
+          const fields = {
+            agentId: v.agentId, deviceId: v.deviceId, questionId: v.questionId, questionDigest: v.questionDigest,
+            grantedAt: v.grantedAt, grant: v.grant,
+          };
+          const bytes = c.signedGrantBytes(fields);
+          assert.equal(hex(bytes), v.signedBytesHex);
+          const key = await ed25519FromSeed(d(v.seed));
+          assert.equal(await c.signGrant(key, fields), v.grant.signature);
+          assert.ok(await c.verify(d(v.publicKey), bytes, v.grant.signature));
+          // Widened, extended or moved: the signature no longer covers it.
+          const changed = [
+            { ...fields, agentId: "ag_other" },
+            { ...fields, questionId: "qst_other" },
+            { ...fields, grant: { ...v.grant, expiresAt: "2026-12-31T00:00:00.000Z" } },
+            { ...fields, grant: { ...v.grant, scope: { ...v.grant.scope, folder: "/" } } },
+            { ...fields, grant: { ...v.grant, scope: { ...v.grant.scope, command: "cargo" } } },
+          ];
+          for (const other of changed) {
+            assert.equal(await c.verify(d(v.publicKey), c.signedGrantBytes(other), v.grant.signature), false);
           }
           break;
         }

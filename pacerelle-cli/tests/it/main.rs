@@ -8,6 +8,7 @@ mod answer;
 mod ask;
 mod ask_here;
 mod at_rest;
+mod audit_grants;
 mod audit_verify;
 mod cli;
 mod device_signing;
