@@ -176,7 +176,17 @@ pub async fn answer(global: &Global, args: AnswerArgs) -> Result<()> {
             "answeredAt": answered.answered_at,
         }))
     } else {
-        println!("answered {}: {}", answered.question_id, answer_text(&counted));
+        if answered.state == QuestionState::Pending && answered.approvals > 1 {
+            // This device's yes is kept; the question needs more devices' approvals.
+            let (have, need) = (answered.answers.len(), answered.approvals as usize);
+            println!(
+                "approved {}: {have} of {need} approvals, waiting for {} more",
+                answered.question_id,
+                need.saturating_sub(have)
+            );
+        } else {
+            println!("answered {}: {}", answered.question_id, answer_text(&counted));
+        }
         Ok(())
     }
 }

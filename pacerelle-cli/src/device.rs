@@ -413,6 +413,12 @@ fn item_out(i: &ConversationItem) -> ItemOut<'_> {
 /// How a question stands, in words: time left while it can be answered.
 fn question_state(q: &OpenedQuestion) -> String {
     match q.state {
+        QuestionState::Pending if q.is_open() && q.approvals > 1 => format!(
+            "pending, {} of {} approvals, {} left",
+            q.answers.len(),
+            q.approvals,
+            output::until(q.expires_at)
+        ),
         QuestionState::Pending if q.is_open() => format!("pending, {} left", output::until(q.expires_at)),
         QuestionState::Pending => "expired".into(),
         QuestionState::Answered if q.channel == Some(Channel::Host) => match &q.answer {

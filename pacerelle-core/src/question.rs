@@ -216,9 +216,6 @@ impl QuestionPayload {
             if self.grants.is_some() {
                 return Err("a question that needs several approvals offers no grants");
             }
-            if (self.approvals as usize) > self.recipients.len() {
-                return Err("a question needs no more approvals than the devices it is asked of");
-            }
         }
         match self.kind {
             QuestionKind::Choice => {

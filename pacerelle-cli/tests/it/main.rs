@@ -5,6 +5,7 @@
 mod common;
 
 mod answer;
+mod approvals;
 mod ask;
 mod ask_here;
 mod at_rest;

@@ -1,0 +1,197 @@
+//! Several approvals with real processes (docs/crypto.md §4.7b): `pacerelle ask --approvals 2` and a gate rule
+//! `approvals = 2`, answered by two owner devices — the CLI as one terminal device, a second device through the
+//! client. One yes leaves it waiting, two approve, a yes and a no deny, and the same device twice counts once.
+#![allow(clippy::expect_used, clippy::unwrap_used)]
+
+use crate::common;
+
+use std::process::{Child, Command, Output, Stdio};
+use std::time::Duration;
+
+use common::{Setup, next_question, run, run_with_stdin, stderr, stdout};
+use pacerelle_client::{Answer, DeviceClient};
+
+fn spawn(mut c: Command) -> Child {
+    c.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn")
+}
+
+async fn finish(child: Child) -> Output {
+    tokio::task::spawn_blocking(move || child.wait_with_output().expect("wait"))
+        .await
+        .expect("join")
+}
+
+/// A second owner device, paired by `pacerelle pair` and joined with the client.
+async fn tablet(setup: &Setup) -> DeviceClient {
+    let out = run({
+        let mut c = setup.agent();
+        c.args(["pair", "--json"]);
+        c
+    });
+    assert!(out.status.success(), "pair: {}", stderr(&out));
+    let link: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+    DeviceClient::join(link["link"].as_str().expect("link"), "Bob's tablet")
+        .await
+        .expect("join")
+}
+
+/// `pacerelle answer …` from the terminal device.
+fn answer(setup: &Setup, id: &str, word: &str) -> Output {
+    run({
+        let mut c = setup.as_device();
+        c.args(["answer", id, word]);
+        c
+    })
+}
+
+/// Whether `child` is still running a moment later.
+async fn still_waiting(child: &mut Child) -> bool {
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    child.try_wait().expect("try_wait").is_none()
+}
+
+#[tokio::test]
+async fn two_approvals_need_two_devices_and_one_no_denies() {
+    let setup = Setup::start().await;
+    let tablet = tablet(&setup).await;
+
+    // With one more approval than devices: refused before anything is asked.
+    let three = run({
+        let mut c = setup.agent();
+        c.args(["ask", "Deploy?", "--approvals", "3", "--expires", "1m"]);
+        c
+    });
+    assert_eq!(three.status.code(), Some(3), "{}", stderr(&three));
+    assert!(
+        stderr(&three).contains("needs 3 approvals, but only 2 device(s)"),
+        "{}",
+        stderr(&three)
+    );
+
+    let mut child = spawn({
+        let mut c = setup.agent();
+        c.args([
+            "ask",
+            "Deploy v2 to production?",
+            "--approvals",
+            "2",
+            "--id",
+            "deploy-2",
+            "--expires",
+            "2m",
+        ]);
+        c
+    });
+    let q = next_question(&setup.device, &[]).await;
+    assert_eq!((q.question_id.as_str(), q.approvals), ("deploy-2", 2));
+    let first = answer(&setup, "deploy-2", "yes");
+    assert!(first.status.success(), "{}", stderr(&first));
+    assert!(
+        stdout(&first).contains("approved deploy-2: 1 of 2 approvals, waiting for 1 more"),
+        "{}",
+        stdout(&first)
+    );
+    assert!(still_waiting(&mut child).await, "one yes leaves it waiting");
+    // The same device again counts once.
+    let again = answer(&setup, "deploy-2", "yes");
+    assert!(again.status.success(), "{}", stderr(&again));
+    assert!(
+        still_waiting(&mut child).await,
+        "the same device twice counts once"
+    );
+    // Everyone asked sees where it stands.
+    let seen = next_question(&tablet, &[]).await;
+    assert_eq!((seen.approvals, seen.answers.len()), (2, 1));
+    let inbox = run({
+        let mut c = setup.as_device();
+        c.arg("inbox");
+        c
+    });
+    assert!(stdout(&inbox).contains("1 of 2 approvals"), "{}", stdout(&inbox));
+
+    tablet
+        .answer("deploy-2", Answer::Yes)
+        .await
+        .expect("the second yes");
+    let out = finish(child).await;
+    assert_eq!(out.status.code(), Some(0), "two approvals: {}", stderr(&out));
+
+    // A yes and a no: denied at once, without waiting for the expiry.
+    let mut child = spawn({
+        let mut c = setup.agent();
+        c.args([
+            "ask",
+            "Drop the old tables?",
+            "--approvals",
+            "2",
+            "--id",
+            "drop-2",
+            "--expires",
+            "2m",
+        ]);
+        c
+    });
+    let q = next_question(&setup.device, &["deploy-2".to_string()]).await;
+    assert_eq!(q.question_id, "drop-2");
+    assert!(answer(&setup, "drop-2", "yes").status.success());
+    assert!(still_waiting(&mut child).await);
+    let started = std::time::Instant::now();
+    tablet.answer("drop-2", Answer::No).await.expect("the no");
+    let out = finish(child).await;
+    assert_eq!(out.status.code(), Some(1), "a no denies: {}", stderr(&out));
+    assert!(started.elapsed() < Duration::from_secs(30), "denied at once");
+    // The question is closed: the other device's late answer is refused.
+    let late = answer(&setup, "drop-2", "yes");
+    assert!(!late.status.success());
+}
+
+#[tokio::test]
+async fn a_gate_rule_with_two_approvals_runs_the_call_only_after_both() {
+    let setup = Setup::start().await;
+    let tablet = tablet(&setup).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join(".pacerelle")).expect("mkdir");
+    std::fs::write(
+        dir.path().join(".pacerelle/policy.toml"),
+        "default = \"allow\"\n\n[[rule]]\ntool = \"Bash\"\ncommand = \"kubectl apply*\"\ndecision = \"ask\"\napprovals = 2\n",
+    )
+    .expect("policy");
+    let input = |command: &str| {
+        serde_json::to_vec(&serde_json::json!({
+            "session_id": "s", "cwd": dir.path().display().to_string(), "hook_event_name": "PreToolUse",
+            "tool_name": "Bash", "tool_input": {"command": command},
+        }))
+        .expect("json")
+    };
+    let decision = |out: &Output| {
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("decision JSON");
+        v["hookSpecificOutput"]["permissionDecision"] == "allow"
+    };
+    // One approval within the budget: the call stays blocked (denied when the budget ends).
+    let gate = |budget: &str, command: &str| {
+        let mut c = setup.agent();
+        c.args(["hook", "claude-code", "--budget", budget]);
+        let input = input(command);
+        tokio::task::spawn_blocking(move || run_with_stdin(c, &input))
+    };
+    let running = gate("6", "kubectl apply -f prod.yaml");
+    let q = next_question(&setup.device, &[]).await;
+    assert!(q.grants.is_none(), "a rule with several approvals grants nothing");
+    assert_eq!(q.approvals, 2);
+    assert!(answer(&setup, &q.question_id, "yes").status.success());
+    let out = running.await.expect("join");
+    assert!(!decision(&out), "one approval of two runs nothing");
+
+    // Both: the call runs.
+    let running = gate("60", "kubectl apply -f prod.yaml");
+    let q2 = next_question(&setup.device, std::slice::from_ref(&q.question_id)).await;
+    assert!(answer(&setup, &q2.question_id, "yes").status.success());
+    next_question(&tablet, std::slice::from_ref(&q.question_id)).await;
+    tablet.answer(&q2.question_id, Answer::Yes).await.expect("yes");
+    let out = running.await.expect("join");
+    assert!(decision(&out), "{}", String::from_utf8_lossy(&out.stdout));
+}
