@@ -7,6 +7,7 @@ use pacerelle_client::{Cursor, DeviceCredentials};
 
 use crate::conversation::{ConversationPage, SentMessage};
 use crate::error::{PacerelleError, Result};
+use crate::grants::GrantInfo;
 use crate::listener::{ConversationListener, ListenerHandle};
 use crate::question::{Answer, Question, QuestionState};
 use crate::status::AgentStatus;
@@ -175,6 +176,35 @@ impl DeviceClient {
     /// with `InvalidInput` when the answer does not fit the question.
     pub async fn answer(&self, question_id: String, answer: Answer) -> Result<Question> {
         Ok(self.inner.answer(&question_id, answer.into()).await?.into())
+    }
+
+    /// Answers `yes` to a gate question and allows the same calls for `seconds` (at most the longest the
+    /// question's `grants` offers), within the offered scope at position `scope` (0: the exact call), signed
+    /// with this device's signing key. Fails with `InvalidInput` when the question offers no such grant.
+    pub async fn answer_granting(&self, question_id: String, scope: u32, seconds: u64) -> Result<Question> {
+        let choice = pacerelle_client::GrantChoice {
+            scope: scope as usize,
+            seconds,
+        };
+        Ok(self.inner.answer_granting(&question_id, choice).await?.into())
+    }
+
+    /// The agent's grants, live or ended less than a day ago, newest first, with what each covers and how
+    /// many calls it let run. Owner devices only.
+    pub async fn grants(&self) -> Result<Vec<GrantInfo>> {
+        Ok(self
+            .inner
+            .grants()
+            .await?
+            .into_iter()
+            .map(GrantInfo::from)
+            .collect())
+    }
+
+    /// Revokes a grant: the agent's gate asks again for the calls it covered, from its next check.
+    /// Idempotent. Owner devices only.
+    pub async fn revoke_grant(&self, grant_id: String) -> Result<GrantInfo> {
+        Ok(self.inner.revoke_grant(&grant_id).await?.into())
     }
 
     /// The agent's presence.

@@ -5,6 +5,7 @@ uniffi::setup_scaffolding!();
 mod conversation;
 mod device;
 mod error;
+mod grants;
 mod listener;
 mod pairings;
 mod push;
@@ -18,6 +19,7 @@ pub use conversation::{
 };
 pub use device::{Branding, DeviceClient, DeviceIdentity, PartnerUser};
 pub use error::{PacerelleError, Result};
+pub use grants::{CommandMatch, GrantInfo, GrantOffer, GrantScope};
 pub use listener::{ConversationListener, ListenerHandle};
 pub use pairings::{AgentPresence, AgentQuestion, PairingFailure, Pairings, PendingQuestions};
 pub use push::{PushEvent, PushKeys};

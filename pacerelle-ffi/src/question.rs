@@ -93,6 +93,13 @@ pub struct Question {
     pub answer: Option<Answer>,
     /// When it was asked.
     pub created_at: SystemTime,
+    /// A gate question's grant offer: answer `answerGranting` to allow the same calls for a while.
+    pub grants: Option<crate::grants::GrantOffer>,
+    /// How many distinct owner devices must approve (1: the first answer decides).
+    pub approvals: u32,
+    /// For a question that needs several approvals: the devices that answered so far (while it is pending,
+    /// each approved): show "1 of 2 approvals".
+    pub answers: Vec<String>,
 }
 
 impl From<pacerelle_client::OpenedQuestion> for Question {
@@ -113,6 +120,9 @@ impl From<pacerelle_client::OpenedQuestion> for Question {
             answered_by_name: q.answered_by_name,
             answer: q.answer.map(Answer::from),
             created_at: system_time(q.created_at),
+            grants: q.grants,
+            approvals: q.approvals,
+            answers: q.answers,
         }
     }
 }

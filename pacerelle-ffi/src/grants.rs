@@ -1,0 +1,94 @@
+//! Grants (docs/hooks.md, "Grants"): a gate question's offer, the grant this device gives with its yes, and the
+//! agent's grants listed and revoked from an owner device. The scope and the offer are the core's own types.
+
+use std::time::SystemTime;
+
+pub use pacerelle_client::core::grant::{CommandMatch, GrantOffer, GrantScope};
+
+use crate::time::system_time;
+
+/// How a grant's command matches a call's.
+#[uniffi::remote(Enum)]
+pub enum CommandMatch {
+    /// The same command, exactly.
+    Exact,
+    /// The command, or the command followed by a space and arguments without shell control characters.
+    Prefix,
+}
+
+/// What a grant covers: calls of one tool, in one project folder, and for a shell tool one command.
+#[uniffi::remote(Record)]
+pub struct GrantScope {
+    /// The tool's name (`Bash`, `Edit`, …).
+    pub tool: String,
+    /// For a shell tool: the command, matched as `matching` says.
+    pub command: Option<String>,
+    /// How `command` matches.
+    pub matching: Option<CommandMatch>,
+    /// The project folder.
+    pub folder: String,
+}
+
+/// What a gate question lets a yes extend to: one of `durations` (seconds, shortest first) for one of
+/// `scopes` (the first is the exact call), under the policy of digest `policy`.
+#[uniffi::remote(Record)]
+pub struct GrantOffer {
+    /// The durations a person may choose, in seconds.
+    pub durations: Vec<u64>,
+    /// The scopes a person may choose.
+    pub scopes: Vec<GrantScope>,
+    /// The digest of the policy that offers them.
+    pub policy: String,
+}
+
+/// One of the agent's grants, as an owner device lists it.
+#[derive(Debug, Clone, PartialEq, uniffi::Record)]
+pub struct GrantInfo {
+    /// Its id: the gate question it answered.
+    pub grant_id: String,
+    /// The device that gave it.
+    pub device_id: String,
+    /// When it started.
+    pub granted_at: SystemTime,
+    /// When it ends, as signed.
+    pub expires_at: SystemTime,
+    /// The calls it let run.
+    pub uses: u64,
+    /// The last of them.
+    pub last_used_at: Option<SystemTime>,
+    /// When an owner device revoked it.
+    pub revoked_at: Option<SystemTime>,
+    /// The device that revoked it.
+    pub revoked_by: Option<String>,
+    /// What it covers, read from the signed grant (absent when its answer's copy does not open here).
+    pub scope: Option<GrantScope>,
+    /// The question it answered, as this device opened it (absent when not sealed for this device).
+    pub question: Option<String>,
+}
+
+impl From<pacerelle_client::core::wire::GrantRecord> for GrantInfo {
+    fn from(r: pacerelle_client::core::wire::GrantRecord) -> Self {
+        GrantInfo {
+            grant_id: r.grant_id,
+            device_id: r.device_id,
+            granted_at: system_time(r.granted_at),
+            expires_at: system_time(r.expires_at),
+            uses: r.uses,
+            last_used_at: r.last_used_at.map(system_time),
+            revoked_at: r.revoked_at.map(system_time),
+            revoked_by: r.revoked_by,
+            scope: None,
+            question: None,
+        }
+    }
+}
+
+impl From<pacerelle_client::ListedGrant> for GrantInfo {
+    fn from(g: pacerelle_client::ListedGrant) -> Self {
+        GrantInfo {
+            scope: g.grant.map(|grant| grant.scope),
+            question: g.question.map(|q| q.question),
+            ..GrantInfo::from(g.record)
+        }
+    }
+}
