@@ -57,6 +57,7 @@ const ASSETS: &[Asset] = &[
     asset!("grant-ui.js", JS),
     asset!("details.js", JS),
     asset!("approvals.js", JS),
+    asset!("approvals-ui.js", JS),
     asset!("push.js", JS),
     asset!("backoff.js", JS),
     asset!("sw.js", JS),
