@@ -56,6 +56,8 @@ const ASSETS: &[Asset] = &[
     asset!("grant.js", JS),
     asset!("grant-ui.js", JS),
     asset!("details.js", JS),
+    asset!("approvals.js", JS),
+    asset!("approvals-ui.js", JS),
     asset!("push.js", JS),
     asset!("backoff.js", JS),
     asset!("sw.js", JS),

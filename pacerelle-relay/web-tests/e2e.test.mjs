@@ -149,6 +149,51 @@ function askHere(args) {
   return start(PACERELLE, ["ask", "--here", ...args], { PACERELLE_RELAY_URL: relayUrl }, "pipe");
 }
 
+/**
+ * A second owner device: the CLI as a terminal device, paired in a home of its own (`folder` under the work folder)
+ * with the name `name`. `run(args)` runs the CLI as that device: `{code, out, err}`. Leave with `run(["device",
+ * "leave"])`, so that the other tests find the one phone they expect.
+ */
+async function terminalDevice(folder, name) {
+  const deviceHome = path.join(work, folder);
+  mkdirSync(deviceHome, { recursive: true });
+  const run = async (args) => {
+    const child = start(PACERELLE, args, { PACERELLE_HOME: deviceHome, PACERELLE_RELAY_URL: relayUrl });
+    const code = await exitOf(child);
+    return { code, out: child.out, err: child.err };
+  };
+  const pairing = await cliJson(["pair", "--name", "tablet"]);
+  const joined = await run(["device", "join", pairing.link, "--name", name]);
+  assert.equal(joined.code, 0, joined.err);
+  return { run, deviceId: pairing.deviceId };
+}
+
+/** The question `id` as terminal device `device` reads it from the relay (its inbox): `{state, approvals, answers, …}`. */
+async function questionSeenBy(device, id) {
+  const inbox = await device.run(["--json", "inbox"]);
+  assert.equal(inbox.code, 0, inbox.err);
+  const item = JSON.parse(inbox.out).find((i) => i.id === id);
+  assert.ok(item && item.question, `${id} is not in the device's inbox: ${inbox.out}`);
+  return item.question;
+}
+
+/** Whether a process is still running `ms` milliseconds from now (an `ask` still waiting for its answer). */
+async function stillRunningAfter(child, ms) {
+  await new Promise((resolve) => setTimeout(resolve, ms));
+  return child.exitCode === null && child.signalCode === null;
+}
+
+/** The bodies of the answer requests the page sends from now on, by question id, until `stop()`. */
+function watchAnswers(target = page) {
+  const bodies = {};
+  const watch = (r) => {
+    const m = new URL(r.url()).pathname.match(/^\/v1\/device\/questions\/([^/]+)\/answer$/);
+    if (m && r.method() === "POST") (bodies[decodeURIComponent(m[1])] ||= []).push(JSON.parse(r.postData()));
+  };
+  target.on("request", watch);
+  return { bodies, stop: () => target.off("request", watch) };
+}
+
 async function exitOf(child, timeoutMs = 30000) {
   const timer = setTimeout(() => child.kill("SIGKILL"), timeoutMs);
   const { code } = await child.done;
@@ -1064,6 +1109,80 @@ test("a question answered at the computer before the app's answer is sent: the r
   await page.unroute(conversation);
 });
 
+test("a yes/no question that needs 2 approvals: the browser's yes is recorded and waits for 1 more, the tablet's yes makes `pacerelle ask` exit 0; a no from the browser denies at once (exit 1)", async () => {
+  const tablet = await terminalDevice("tablet-approvals", "Bob’s tablet");
+  const sent = watchAnswers();
+  await page.evaluate(() => window.scrollTo(0, document.documentElement.scrollHeight));
+  const child = ask(["Deploy?", "--approvals", "2", "--id", "qst_e2e_two"]);
+  const card = question("qst_e2e_two");
+  await card.locator("button.approve").waitFor();
+  // Everyone asked sees what it needs, before any answer.
+  assert.equal(await card.locator(".q-approvals").textContent(), "Needs 2 approvals — 0 of 2 so far");
+  assert.equal(await card.locator(".approval-mark").count(), 2);
+  assert.equal(await card.locator(".approval-mark.given").count(), 0);
+  assert.deepEqual(await card.locator(".q-controls button").allTextContents(), ["Approve", "Deny"]);
+
+  // The browser approves: recorded, not an error; the question stays open, and this browser has nothing left to answer.
+  await card.locator("button.approve").click();
+  await card.locator(".q-status.waiting", { hasText: "You approved — waiting for 1 more" }).waitFor();
+  assert.equal(await card.locator(".q-approvals").textContent(), "Needs 2 approvals — 1 of 2 so far");
+  assert.equal(await card.locator(".approval-mark.given").count(), 1);
+  assert.equal(await card.getAttribute("data-state"), "pending");
+  assert.equal(await card.locator("button").count(), 0, "no buttons left for a device that approved");
+  assert.equal(await card.locator(".q-status.error, .q-status.not-recorded").count(), 0);
+  assert.equal(sent.bodies.qst_e2e_two.length, 1);
+  assert.equal("closes" in sent.bodies.qst_e2e_two[0], false, "a yes does not close the question");
+  // The relay kept the browser's yes: the tablet reads it among the answers, and `ask` is still waiting.
+  const seen = await questionSeenBy(tablet, "qst_e2e_two");
+  assert.deepEqual([seen.state, seen.approvals, seen.answers], ["pending", 2, [deviceId]]);
+  assert.ok(await stillRunningAfter(child, 1500), `ask ended after one approval: ${child.out}${child.err}`);
+
+  // Read again (a reload): the same, and the card fits a 390 × 844 screen.
+  await page.reload();
+  await card.locator(".q-status.waiting", { hasText: "You approved — waiting for 1 more" }).waitFor();
+  assert.equal(await card.locator(".q-approvals").textContent(), "Needs 2 approvals — 1 of 2 so far");
+  assert.equal(await card.locator("button").count(), 0);
+  await page.evaluate(() => window.scrollTo(0, document.documentElement.scrollHeight));
+  await page.waitForTimeout(300);
+  await assertFitsWidth("a card waiting for approvals", card, card.locator(".q-approvals"), card.locator(".q-status"));
+  await assertLastCardVisible("waiting for approvals");
+  await shot("approvals-waiting");
+
+  // The tablet's yes is the second approval: `ask` exits 0, and the card reads answered, as usual.
+  const yes = await tablet.run(["--json", "answer", "qst_e2e_two", "yes"]);
+  assert.equal(yes.code, 0, yes.err);
+  assert.equal(await exitOf(child), 0, `${child.out}${child.err}`);
+  await card.locator(".q-status.answered", { hasText: "Approved — by Bob’s tablet" }).waitFor({ timeout: 15000 });
+  assert.equal(await card.getAttribute("data-state"), "answered");
+  assert.equal(await card.locator(".q-approvals, .q-status.waiting").count(), 0);
+
+  // The tablet approves first: the browser reads the count again on its own (the relay writes no update for a yes
+  // that others must join), and still has its buttons; its yes is then the second.
+  const second = ask(["Deploy the hotfix?", "--approvals", "2", "--id", "qst_e2e_two_second"]);
+  const secondCard = question("qst_e2e_two_second");
+  await secondCard.locator("button.approve").waitFor();
+  assert.equal((await tablet.run(["answer", "qst_e2e_two_second", "yes"])).code, 0);
+  await secondCard.locator(".q-approvals", { hasText: "Needs 2 approvals — 1 of 2 so far" }).waitFor({ timeout: 15000 });
+  assert.deepEqual(await secondCard.locator(".q-controls button").allTextContents(), ["Approve", "Deny"]);
+  assert.equal(await secondCard.locator(".q-status.waiting").count(), 0, "this browser has not approved");
+  await secondCard.locator("button.approve").click();
+  assert.equal(await exitOf(second), 0, `${second.out}${second.err}`);
+  await secondCard.locator(".q-status.answered", { hasText: "Approved — by this device" }).waitFor();
+
+  // A no from the browser closes the question at once: `ask` exits 1 without waiting for the tablet.
+  const denied = ask(["Deploy to every region?", "--approvals", "2", "--id", "qst_e2e_two_no"]);
+  const deniedCard = question("qst_e2e_two_no");
+  await deniedCard.locator("button.deny").click();
+  assert.equal(await exitOf(denied, 15000), 1, `${denied.out}${denied.err}`);
+  await deniedCard.locator(".q-status.denied", { hasText: "Denied — by this device" }).waitFor();
+  assert.equal(await deniedCard.locator(".q-approvals, button").count(), 0);
+  assert.deepEqual(sent.bodies.qst_e2e_two_no.map((b) => b.closes), [true], "a no closes the question");
+  sent.stop();
+
+  const left = await tablet.run(["device", "leave"]);
+  assert.equal(left.code, 0, left.err);
+});
+
 test("notifications and cancelled questions are shown as such", async () => {
   const note = await cliJson(["notify", "3 files renamed in drafts/", "--title", "Drafts tidied", "--level", "success"]);
   await page.locator(`li.notification[data-id="${note.notificationId}"]`, { hasText: "3 files renamed" }).waitFor();
@@ -1800,6 +1919,46 @@ test("Deny from a pushed notification makes `pacerelle ask` exit 1", async () =>
   await question("qst_push_deny").locator(".q-status.denied", { hasText: "Denied" }).waitFor();
 });
 
+test("a question pushed to the worker that needs 2 approvals: Approve from the notification is recorded and waits for 1 more; Deny closes at once (`pacerelle ask` exits 1)", async () => {
+  const tablet = await terminalDevice("tablet-push-approvals", "Bob’s tablet");
+  const child = ask(["Roll out to every region?", "--approvals", "2", "--id", "qst_push_two"]);
+  const item = await deviceItem((i) => i.kind === "question" && i.id === "qst_push_two", "question");
+  const [shown] = await pushShown(pushPayload(item), "qst_push_two", (n) => n.length === 1, "the question's notification");
+  assert.equal(shown.body, "Roll out to every region?\nNeeds 2 approvals — 0 of 2 so far");
+  assert.deepEqual(shown.actions, [["yes", "Approve"], ["no", "Deny"]]);
+
+  // Approve: recorded (not an error), the question stays open for the tablet.
+  assert.deepEqual(await clickNotification("qst_push_two", "yes"), { answered: "yes", ok: true });
+  const [after] = await notifications("qst_push_two");
+  assert.equal(after.body, "You approved — waiting for 1 more — Roll out to every region?");
+  assert.deepEqual(after.actions, []);
+  assert.deepEqual((await questionSeenBy(tablet, "qst_push_two")).answers, [deviceId]);
+  assert.ok(await stillRunningAfter(child, 1500), `ask ended after one approval: ${child.out}${child.err}`);
+  // Pushed again as it stands now (this browser among its answers): no actions left, and what it waits for.
+  const again = await deviceItem((i) => i.kind === "question" && i.id === "qst_push_two" && (i.question.answers || []).length === 1, "question approved once");
+  const [approved] = await pushShown(pushPayload(again), "qst_push_two", (n) => n.length === 1 && n[0].data.kind === "question", "the question approved here");
+  assert.equal(approved.body, "Roll out to every region?\nYou approved — waiting for 1 more");
+  assert.deepEqual(approved.actions, []);
+  // The app, reading the question again, says the same, without buttons.
+  const card = question("qst_push_two");
+  await card.locator(".q-status.waiting", { hasText: "You approved — waiting for 1 more" }).waitFor({ timeout: 15000 });
+  assert.equal(await card.locator("button").count(), 0);
+  assert.equal((await tablet.run(["answer", "qst_push_two", "yes"])).code, 0);
+  assert.equal(await exitOf(child), 0, `${child.out}${child.err}`);
+  await card.locator(".q-status.answered", { hasText: "Approved — by Bob’s tablet" }).waitFor({ timeout: 15000 });
+
+  // Deny from the notification closes the question at once.
+  const denied = ask(["Drop the old regions?", "--approvals", "2", "--id", "qst_push_two_no"]);
+  const deniedItem = await deviceItem((i) => i.kind === "question" && i.id === "qst_push_two_no", "question");
+  await pushShown(pushPayload(deniedItem), "qst_push_two_no", (n) => n.length === 1 && n[0].actions.length === 2, "the question");
+  assert.deepEqual(await clickNotification("qst_push_two_no", "no"), { answered: "no", ok: true });
+  assert.equal(await exitOf(denied, 15000), 1, `${denied.out}${denied.err}`);
+  assert.match((await notifications("qst_push_two_no"))[0].body, /^Denied — Drop the old regions\?/);
+  await question("qst_push_two_no").locator(".q-status.denied", { hasText: "Denied — by this device" }).waitFor();
+
+  assert.equal((await tablet.run(["device", "leave"])).code, 0);
+});
+
 test("a push without the item (too big for a push) is read from the conversation; a choice question has no actions", async () => {
   const child = ask(["Which branch?", "--choice", "main", "--choice", "develop", "--id", "qst_push_fetch"]);
   const item = await deviceItem((i) => i.kind === "question" && i.id === "qst_push_fetch", "question");
@@ -2173,6 +2332,48 @@ test("one browser paired with two agents: a switcher, the questions of both answ
   assert.equal(await pending("qst_multi_later").locator(".pending-agent").textContent(), serverName);
   await pending("qst_multi_later").locator("button.approve").click();
   assert.equal(await exitOf(later), 0, later.err);
+
+  // A question that needs two approvals, in the pending view: its count for everyone asked. Approved here, it waits
+  // for the other device without buttons (and no longer counts as waiting for this browser); once the tablet
+  // approved, the view, reading it again, says so.
+  const tablet = await terminalDevice("tablet-pending", "Bob’s tablet");
+  const count = page.locator("#pending-count");
+  const countNow = async () => ((await count.isHidden()) ? 0 : Number(await count.textContent()));
+  const two = ask(["Migrate the laptop's database?", "--approvals", "2", "--id", "qst_multi_two"]);
+  await deviceItem((i) => i.kind === "question" && i.id === "qst_multi_two", "question", agentId);
+  await page.locator("#open-pending").click();
+  const twoCard = pending("qst_multi_two");
+  await twoCard.locator("button.approve").waitFor();
+  assert.equal(await twoCard.locator(".q-approvals").textContent(), "Needs 2 approvals — 0 of 2 so far");
+  const waitingBefore = await countNow();
+  await twoCard.locator("button.approve").click();
+  await twoCard.locator(".q-status.waiting", { hasText: "You approved — waiting for 1 more" }).waitFor();
+  assert.equal(await twoCard.locator(".q-approvals").textContent(), "Needs 2 approvals — 1 of 2 so far");
+  assert.equal(await twoCard.locator("button.approve, button.deny").count(), 0);
+  assert.equal(await countNow(), waitingBefore - 1, "a question approved here no longer waits for this browser");
+  await assertFitsWidth("a pending card waiting for approvals", twoCard, twoCard.locator(".q-approvals"), twoCard.locator(".q-status"));
+  await shot("pending-approvals-waiting");
+  assert.ok(await stillRunningAfter(two, 1000), `ask ended after one approval: ${two.out}${two.err}`);
+  // Read again (the view opened anew): the same.
+  await page.locator("#open-pending").click();
+  await twoCard.locator(".q-status.waiting", { hasText: "You approved — waiting for 1 more" }).waitFor();
+  assert.equal(await countNow(), waitingBefore - 1);
+  assert.equal((await tablet.run(["answer", "qst_multi_two", "yes"])).code, 0);
+  assert.equal(await exitOf(two), 0, `${two.out}${two.err}`);
+  await twoCard.locator(".q-status.answered", { hasText: "Approved — by Bob’s tablet" }).waitFor({ timeout: 45000 });
+  assert.equal(await twoCard.locator(".q-approvals").count(), 0);
+
+  // The tablet approves first: the view, read again, counts its yes and keeps this browser's buttons.
+  const first = ask(["Rebuild the laptop's search index?", "--approvals", "2", "--id", "qst_multi_two_first"]);
+  await deviceItem((i) => i.kind === "question" && i.id === "qst_multi_two_first", "question", agentId);
+  assert.equal((await tablet.run(["answer", "qst_multi_two_first", "yes"])).code, 0);
+  await page.locator("#open-pending").click();
+  const firstCard = pending("qst_multi_two_first");
+  await firstCard.locator(".q-approvals", { hasText: "Needs 2 approvals — 1 of 2 so far" }).waitFor();
+  await firstCard.locator("button.approve").click();
+  assert.equal(await exitOf(first), 0, `${first.out}${first.err}`);
+  await firstCard.locator(".q-status.answered", { hasText: "Approved — by this device" }).waitFor();
+  assert.equal((await tablet.run(["device", "leave"])).code, 0);
 
   // The overview: each agent with its presence, read from its device's status.
   await page.locator("#open-overview").click();

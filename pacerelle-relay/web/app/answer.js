@@ -8,6 +8,7 @@
 import * as c from "./crypto.js";
 import * as store from "./store.js";
 import { GrantError, grantFor, readOffer } from "./grant.js";
+import { closes } from "./approvals.js";
 
 /** The device key (a CryptoKey) of a stored pairing, or null when none can be had. */
 export async function deviceKey(device) {
@@ -52,8 +53,9 @@ export const outboxId = (questionId) => `answer:${questionId}`;
 
 /**
  * Seals `answer` to question `q` (`{id, payload, digest}`) and queues it in the outbox, where it stays until the
- * relay acknowledges or refuses it for good. Returns the outbox entry. The relay stores one answer per question
- * and device: a retry, or the page and a notification answering at once, cannot record two.
+ * relay acknowledges or refuses it for good. Returns the outbox entry, with `closes` for a no to a question that
+ * needs several approvals (it denies at once). The relay stores one answer per question and device: a retry, or the
+ * page and a notification answering at once, cannot record two.
  *
  * `choice` (`{scope, seconds}`, with a yes to a question that offers grants): the yes also grants the same calls of
  * the offered scope at that position (0: the exact call) for that long, signed with this device's key as the Rust
@@ -74,17 +76,20 @@ export async function queueAnswer(device, q, answer, choice = null) {
   const copyKey = q.answerKey !== undefined ? q.answerKey : await answerKey(q.payload);
   const copy = copyKey ? await c.sealJson(copyKey, c.context.answerCopy(agentId, deviceId, q.id), payload) : undefined;
   const entry = { id: outboxId(q.id), type: "answer", agentId, questionId: q.id, envelope, copy, queuedAt: Date.now() };
+  // A no to a question that needs several approvals denies at once: it closes the question (approvals.js).
+  if (closes(q.payload, answer)) entry.closes = true;
   await store.putOutbox(entry);
   return entry;
 }
 
 /**
  * Sends a queued answer; once the relay acknowledged it, it leaves the outbox. Returns the question as the relay
- * states it (`DeviceQuestion`). A failure throws the ApiError and leaves the entry queued: the caller decides
+ * states it (`DeviceQuestion`): still pending after a yes to a question that needs several approvals, with this
+ * device among its `answers`. A failure throws the ApiError and leaves the entry queued: the caller decides
  * (the page retries or tells the person; the service worker leaves it to the page).
  */
 export async function sendAnswer(api, entry) {
-  const dq = await api.answer(entry.questionId, entry.envelope, entry.copy);
+  const dq = await api.answer(entry.questionId, entry.envelope, entry.copy, entry.closes === true);
   await store.deleteOutbox(entry.id);
   return dq;
 }

@@ -78,8 +78,15 @@ export function deviceApi(token) {
     },
     questions: (state) =>
       request("GET", "/v1/device/questions" + (state ? `?state=${enc(state)}` : ""), { token }),
-    answer: (questionId, envelope, copy) =>
-      request("POST", `/v1/device/questions/${enc(questionId)}/answer`, { token, body: { envelope, copy } }),
+    /**
+     * Answers a question; `closes` (a no to a question that needs several approvals) closes it whatever the count.
+     * Returns the question as it stands: still pending after a yes that others must join.
+     */
+    answer: (questionId, envelope, copy, closes = false) =>
+      request("POST", `/v1/device/questions/${enc(questionId)}/answer`, {
+        token,
+        body: closes ? { envelope, copy, closes: true } : { envelope, copy },
+      }),
     /** Registers a push subscription (`PushSubscription.toJSON()`); the same endpoint again replaces its keys. */
     registerPush: (subscription) => request("POST", "/v1/device/push", { token, body: subscription }),
     /**

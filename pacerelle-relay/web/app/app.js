@@ -9,6 +9,8 @@ import * as store from "./store.js";
 import * as answers from "./answer.js";
 import * as push from "./push.js";
 import * as grantUi from "./grant-ui.js";
+import * as approvals from "./approvals.js";
+import { closedOutcome, tallyLine, waitingStatus } from "./approvals-ui.js";
 import { ApiError, deviceApi, pairingApi, relayApi } from "./api.js";
 import { Backoff } from "./backoff.js";
 import { detailsNodes } from "./details.js";
@@ -126,6 +128,7 @@ const app = {
   pairings: [], // every pairing this browser holds (the conversation shown is app.device's)
   presences: new Map(), // agentId → presence, for the switcher's dots
   revokedAgentId: null, // the agent whose device was revoked, shown on the revoked screen
+  pendingShown: new Map(), // question id → what the pending view shows of it ({agent, id, payload, meta, node, …})
 };
 
 function setBanner() {
@@ -560,8 +563,10 @@ async function statusLoop() {
         // An older relay: no `update` items, so the states of open tasks and questions are read again.
         await refreshTaskStates();
         await refreshQuestions();
-      } else if ([...app.questions.values()].some((q) => q.stale)) {
-        // A refusal whose reading again failed: the answer that counts is read here, not left unknown.
+      } else if ([...app.questions.values()].some((q) => q.stale || awaitsApprovals(q))) {
+        // A refusal whose reading again failed: the answer that counts is read here, not left unknown. And a
+        // question that needs several approvals: the relay writes no update when another device approves (it
+        // stays open), so its count is read again while it is open.
         await refreshQuestions();
       }
     } catch (e) {
@@ -785,6 +790,9 @@ function addNotification(id, n, createdAt) {
 
 // ── questions ─────────────────────────────────────────────────────────────────────────────────────
 
+/** Whether a question is open and needs several approvals: its count is read again until it closes. */
+const awaitsApprovals = (q) => questionState(q) === "pending" && approvals.approvalsOf(q.payload) > 1;
+
 /** Where a question stands here: a pending question past the expiry the agent sealed is expired. */
 function questionState(q) {
   if (q.meta.state === "pending" && Date.now() >= Date.parse(q.payload.expiresAt)) return "expired";
@@ -845,6 +853,9 @@ function questionMeta(meta) {
     answeredByName: meta.answeredByName,
     answerCopy: meta.answerCopy,
     channel: meta.channel,
+    // Several approvals: how many the relay keeps the question open for, and the devices that answered so far.
+    approvals: meta.approvals,
+    answers: approvals.answersOf(meta),
   };
 }
 
@@ -859,7 +870,8 @@ async function updateQuestionMeta(q, meta) {
     next.answeredBy !== q.meta.answeredBy ||
     next.answeredByName !== q.meta.answeredByName ||
     next.answerCopy !== q.meta.answerCopy ||
-    next.channel !== q.meta.channel;
+    next.channel !== q.meta.channel ||
+    next.answers.join(",") !== q.meta.answers.join(",");
   q.meta = next;
   if (!changed) return;
   q.counted = await openAnswerCopy(q);
@@ -915,7 +927,11 @@ function renderQuestion(q) {
   if (typeof payload.details === "string" && payload.details) node.append(...detailsNodes(payload.details));
   q.leftNode = left;
 
-  const answerable = state === "pending" && !q.sending;
+  // Several approvals: how many so far, for everyone asked; a device that approved has nothing left to answer.
+  const tally = state === "pending" ? approvals.tally(payload, q.meta, app.device.deviceId) : null;
+  if (tally) node.append(tallyLine(tally));
+  const waiting = Boolean(tally && tally.mine && !q.sending);
+  const answerable = state === "pending" && !q.sending && !waiting;
   const status = el("p", "q-status");
   let grantedNode = null; // what a yes granted, under its status
   if (state === "answered") {
@@ -958,7 +974,8 @@ function renderQuestion(q) {
   if (answerable) {
     node.append(questionControls(q));
   }
-  if (status.textContent) node.append(status);
+  if (waiting) node.append(waitingStatus(tally));
+  else if (status.textContent) node.append(status);
   if (grantedNode) node.append(grantedNode);
   if (q.notRecorded && state !== "pending") {
     node.append(el("p", "q-status not-recorded", `Your answer (${describeAnswer(q.notRecorded, payload)}) was not recorded.`));
@@ -1454,6 +1471,7 @@ async function refreshPending() {
   if (!waiting || document.body.dataset.screen !== "pending") return;
   const list = $("pending-list");
   const shown = new Set([...list.children].map((n) => n.dataset.id));
+  await rereadShownPending(waiting);
   const added = waiting.filter((p) => !shown.has(p.id));
   for (const p of added) {
     p.node = el("li", "entry question pending-question");
@@ -1461,8 +1479,43 @@ async function refreshPending() {
     p.node.dataset.agentId = p.agent.agentId;
     renderPendingQuestion(p);
     list.append(p.node);
+    app.pendingShown.set(p.id, p);
   }
   if (added.length > 0) $("pending-status").textContent = "";
+}
+
+/**
+ * The questions the pending view shows, read again: a question that needs several approvals gets its count as it
+ * stands, and once it is no longer pending (enough devices approved, one denied, it expired) it reads as closed, with
+ * the usual words, from the question as its agent's device reads it now.
+ */
+async function rereadShownPending(waiting) {
+  const now = new Map(waiting.map((p) => [p.id, p]));
+  for (const p of app.pendingShown.values()) {
+    if (p.sending || p.done || p.closed || approvals.approvalsOf(p.payload) < 2) continue;
+    const fresh = now.get(p.id);
+    if (fresh && fresh.agent.agentId === p.agent.agentId) {
+      if (fresh.meta.answers.join(",") === p.meta.answers.join(",")) continue;
+      p.meta = fresh.meta;
+    } else {
+      const dq = await readQuestion(p).catch(() => null);
+      if (!dq || dq.state === "pending") continue;
+      await settlePending(p, dq);
+    }
+    renderPendingQuestion(p);
+  }
+}
+
+/** A question of the pending view as its agent's device reads it now (`DeviceQuestion`), or null. */
+async function readQuestion(p) {
+  const list = await deviceApi(p.agent.deviceToken).questions("all");
+  return (list.questions || []).find((dq) => dq.questionId === p.id) || null;
+}
+
+/** A question of the pending view closed: the answer that counts and who gave it, or how it ended (approvals-ui.js). */
+async function settlePending(p, dq) {
+  p.meta = questionMeta(dq);
+  Object.assign(p, await closedOutcome(p.agent, p, dq));
 }
 
 /** A pairing with its device key, or null when it has none. */
@@ -1500,10 +1553,21 @@ async function loadPending() {
     }
   }
   all.sort((a, b) => String(a.createdAt).localeCompare(String(b.createdAt)));
+  // The count is of the questions waiting for this browser: not those it approved, which wait for other devices.
+  const forMe = all.filter((p) => !waitsForOthers(p)).length;
   const count = $("pending-count");
-  count.textContent = String(all.length);
-  count.hidden = all.length === 0;
+  count.textContent = String(forMe);
+  count.hidden = forMe === 0;
   return all;
+}
+
+/** Where the approvals of a question of the pending view stand for its agent's device (approvals.js), or null. */
+const pendingTally = (p) => approvals.tally(p.payload, p.meta, p.agent.deviceId);
+
+/** Whether this browser approved a question of the pending view that waits for other devices' approvals. */
+function waitsForOthers(p) {
+  const t = !p.done && !p.closed ? pendingTally(p) : null;
+  return Boolean(t && t.mine);
 }
 
 /** The view of the questions waiting across all agents, each labelled with its agent and answerable in place. */
@@ -1517,6 +1581,7 @@ function showPending(waiting) {
     return;
   }
   list.replaceChildren();
+  app.pendingShown = new Map();
   const errors = app.pendingErrors || [];
   status.textContent =
     (waiting.length === 0 ? "No question is waiting, from any agent." : "") + (errors.length ? ` ${errors.join(". ")}.` : "");
@@ -1526,20 +1591,25 @@ function showPending(waiting) {
     p.node.dataset.agentId = p.agent.agentId;
     renderPendingQuestion(p);
     list.append(p.node);
+    app.pendingShown.set(p.id, p);
   }
 }
 
 function renderPendingQuestion(p) {
   const { node, payload } = p;
   node.replaceChildren();
-  node.dataset.state = p.done ? "answered" : p.closed || "pending";
+  node.dataset.state = p.done || p.closedAnswer ? "answered" : p.closed ? "closed" : "pending";
   const head = el("div", "q-head");
   head.append(el("span", "tag pending-agent", p.agent.agentName), el("span", "tag", payload.kind === "yes_no" ? "Approval" : "Question"));
   const left = el("span", "time-left", timeLeft(Date.parse(payload.expiresAt) - Date.now()));
   head.append(left);
   node.append(head, el("p", "q-text", payload.question));
   if (typeof payload.details === "string" && payload.details) node.append(...detailsNodes(payload.details));
-  if (!p.done && !p.closed && !p.sending) node.append(questionControls(p, answerPending, p.agent));
+  // Several approvals: the count so far; once this browser approved, no buttons, and what it waits for.
+  const tally = !p.done && !p.closed ? pendingTally(p) : null;
+  if (tally) node.append(tallyLine(tally));
+  const waiting = Boolean(tally && tally.mine && !p.sending);
+  if (!p.done && !p.closed && !p.sending && !waiting) node.append(questionControls(p, answerPending, p.agent));
   const status = el("p", "q-status");
   if (p.done) {
     status.textContent = `${describeAnswer(p.done, payload)} — by this device`;
@@ -1547,7 +1617,10 @@ function renderPendingQuestion(p) {
     status.dataset.answer = p.done.type;
   } else if (p.closed) {
     status.textContent = p.closed;
-    status.className = "q-status cancelled";
+    status.className = p.closedAnswer === "no" ? "q-status denied" : p.closedAnswer ? "q-status answered" : "q-status cancelled";
+    if (p.closedAnswer) status.dataset.answer = p.closedAnswer;
+  } else if (waiting) {
+    node.append(waitingStatus(tally));
   } else if (p.sending) {
     status.textContent = `${describeSending(p.sending, p.sendingChoice, payload)} — sending…`;
   } else if (p.error) {
@@ -1577,10 +1650,15 @@ async function answerPending(p, answer, choice = null) {
     const entry = await answers.queueAnswer(device, p, answer, choice);
     const dq = await answers.sendAnswer(api, entry);
     await store.saveAnswer(p.id, entry.envelope);
-    const copy = await answers.openCopy(device, p, dq);
-    const mine = copy ? null : await answers.openAnswerPayload(device, p.id, entry.envelope);
-    p.done = (copy && copy.answer) || answer;
-    p.doneGrant = (copy || mine || {}).grant || null;
+    if (approvals.keptOpen(p.payload, dq, device.deviceId)) {
+      // Recorded: the question stays open until enough other devices approve (its card says how many).
+      p.meta = questionMeta(dq);
+    } else {
+      const copy = await answers.openCopy(device, p, dq);
+      const mine = copy ? null : await answers.openAnswerPayload(device, p.id, entry.envelope);
+      p.done = (copy && copy.answer) || answer;
+      p.doneGrant = (copy || mine || {}).grant || null;
+    }
     const count = $("pending-count");
     const left = Math.max(0, Number(count.textContent || 0) - 1);
     count.textContent = String(left);

@@ -9,6 +9,7 @@
 import * as c from "./crypto.js";
 import * as store from "./store.js";
 import * as answers from "./answer.js";
+import * as approvals from "./approvals.js";
 import { ApiError, deviceApi } from "./api.js";
 
 const ICON = "/app/icon.svg";
@@ -146,8 +147,13 @@ async function showItem(device, item) {
       const { payload } = opened;
       const closed = item.question.state !== "pending" || Date.parse(payload.expiresAt) <= Date.now();
       if (closed) return closeQuestion(item.id, item.question.state, item.question, d);
-      const yesNo = payload.kind === "yes_no";
-      const body = payload.details ? `${brief(payload.question)}\n${brief(payload.details, 200)}` : brief(payload.question);
+      // Several approvals: the count so far; a question this device approved already has no actions left here.
+      const tally = approvals.tally(payload, item.question, d.deviceId);
+      const yesNo = payload.kind === "yes_no" && !(tally && tally.mine);
+      const lines = [brief(payload.question)];
+      if (payload.details) lines.push(brief(payload.details, 200));
+      if (tally) lines.push(tally.mine ? approvals.waitingText(tally) : approvals.tallyText(tally));
+      const body = lines.join("\n");
       await show(d.agentName, {
         body,
         tag: item.id,
@@ -247,7 +253,8 @@ async function closeTag(tag, kind) {
 
 /**
  * A tap on a notification or one of its actions. "yes" / "no" on a question: the answer is sealed, queued and sent
- * from here (answer.js, as the app's buttons do), then the notification says "Approved" / "Denied"; if it cannot
+ * from here (answer.js, as the app's buttons do), then the notification says "Approved" / "Denied" (or, for a yes
+ * to a question that needs several approvals, "You approved — waiting for 1 more": it stays open); if it cannot
  * be sent, the app opens on the question (the answer stays queued: the app sends it, or says why it cannot). A tap
  * on the body opens or focuses the app, on the question when there is one. Returns `{answered, result}` for tests.
  */
@@ -282,9 +289,12 @@ async function answerFromNotification(data, action) {
     const q = { id: data.questionId, payload, digest };
     const entry = await answers.queueAnswer(device, q, { type: action });
     const dq = await answers.sendAnswer(deviceApi(device.deviceToken), entry);
+    await store.saveAnswer(q.id, entry.envelope);
+    // A yes to a question that needs several approvals is recorded, and the question waits for the other devices.
+    const tally = approvals.keptOpen(payload, dq, device.deviceId) ? approvals.tally(payload, dq, device.deviceId) : null;
+    if (tally) return { ok: true, label: approvals.waitingText(tally), question: payload.question, device };
     // A retry from this device gets the answer it stored first: the one that counts is read from its copy.
     const counted = (await answers.openAnswerCopy(device, q, dq)) || (await answers.openAnswer(device, q.id, entry.envelope));
-    await store.saveAnswer(q.id, entry.envelope);
     return { ok: true, label: answers.describeAnswer(counted, payload), question: payload.question, device };
   } catch (e) {
     return { ok: false, error: e instanceof ApiError ? e.code : String(e && e.message ? e.message : e) };
