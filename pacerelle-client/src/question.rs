@@ -526,14 +526,10 @@ impl AgentClient {
             user: request.user,
             approvals: request.approvals,
         };
-        // Its shape, before the relay is asked for the devices: the approvals are counted against them below
-        // (`request.check` took their range and kind already).
-        QuestionPayload {
-            approvals: 1,
-            ..payload.clone()
-        }
-        .validate()
-        .map_err(|e| Error::InvalidInput(e.to_string()))?;
+        // Its shape, before the relay is asked for the devices; the approvals are counted against them below.
+        payload
+            .validate()
+            .map_err(|e| Error::InvalidInput(e.to_string()))?;
         payload.recipients = self
             .devices_to_reach(payload.user.as_deref(), "a question")
             .await?;
@@ -544,9 +540,6 @@ impl AgentClient {
                 payload.recipients.len()
             )));
         }
-        payload
-            .validate()
-            .map_err(|e| Error::InvalidInput(e.to_string()))?;
         payload.answer_key = Some(b64::encode(&keys::random_array::<32>()));
 
         // The same bytes for every copy: each recipient's digest of what it opened is the agent's.

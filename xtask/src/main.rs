@@ -486,7 +486,7 @@ fn web(root: &Path) -> Result<()> {
     let e2e = [
         "--test",
         "--test-concurrency=1",
-        // Under node 20 this bounds the whole file, not each test: the file takes 70-85 s here.
+        // Under node 20 this bounds the whole file, not each test: the file takes about 135 s here.
         "--test-timeout=300000",
     ];
     run(&dir, "node", &[&e2e[..], &["e2e.test.mjs"]].concat())?;
