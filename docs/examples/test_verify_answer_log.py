@@ -152,6 +152,10 @@ def test_a_key_of_ones_own_listed_before_the_genuine_entry_is_refused(tmp_path):
         at = module.when(record["answeredAt"])
         record["signature"] = b64(own.sign(module.signed_bytes(export["agentId"], record, at)))
         record["signingKey"] = public
+        for approval in record.get("approvals", []):  # a question's several approvals too
+            yes = dict(record, deviceId=approval["deviceId"], answer={"type": "yes"})
+            approval["signature"] = b64(own.sign(module.signed_bytes(export["agentId"], yes,
+                                                                     module.when(approval["answeredAt"]))))
     for g in export.get("grants", []):  # the grants too, signed with the same key
         digest = next(r["questionDigest"] for r in export["records"] if r["questionId"] == g["id"])
         message = module.grant_bytes(export["agentId"], g, digest, module.when(g["grantedAt"]),
@@ -159,8 +163,9 @@ def test_a_key_of_ones_own_listed_before_the_genuine_entry_is_refused(tmp_path):
         g["grant"]["signature"] = b64(own.sign(message))
     answering = []
     for record in export["records"]:
-        if record["deviceId"] not in answering:
-            answering.append(record["deviceId"])
+        for device in [record["deviceId"]] + [a["deviceId"] for a in record.get("approvals", [])]:
+            if device not in answering:
+                answering.append(device)
     genuine = [d for d in export["devices"] if d["deviceId"] in answering]
     forged = [dict(d, signingKey=public, fingerprint=module.fingerprint(base64.urlsafe_b64decode(public + "=")))
               for d in genuine]

@@ -146,6 +146,9 @@ def grant_shaped(g):  # a grant of the export, with its uses
     return members(g, {"id": is_str, "deviceId": is_str, "grantedAt": is_time, "question": is_str, "grant": signed,
                        "uses": lambda us: isinstance(us, list) and all(map(use, us))}, {})
 
+def approval_shaped(a):  # one signed yes of a question that needs several approvals (§4.7b)
+    return members(a, {"deviceId": is_str, "answeredAt": is_time, "signature": is_str}, {})
+
 def shaped(export):
     time = is_time
     device = lambda d: members(d, {"deviceId": is_str, "role": lambda r: r in ("owner", "user"), "addedAt": time},
@@ -153,7 +156,9 @@ def shaped(export):
                                 "fingerprint": is_str})
     record = lambda r: members(r, {"questionId": is_str, "question": is_str, "questionDigest": is_str,
                                    "deviceId": is_str, "answer": answer_shaped, "answeredAt": time,
-                                   "approved": lambda b: type(b) is bool}, {"signature": is_str, "signingKey": is_str})
+                                   "approved": lambda b: type(b) is bool},
+                               {"signature": is_str, "signingKey": is_str,
+                                "approvals": lambda a: isinstance(a, list) and all(map(approval_shaped, a))})
     return members(export, {"v": lambda v: is_int(v) and 0 <= v <= 255, "format": is_str, "agentId": is_str,
                             "exportedAt": time, "devices": lambda ds: isinstance(ds, list) and all(map(device, ds)),
                             "records": lambda rs: isinstance(rs, list) and all(map(record, rs))},
@@ -174,7 +179,8 @@ def read_question(raw):  # §4.9 step 3, member by member; None when the bytes a
           and (absent("recipients") or strings(q["recipients"]))
           and (absent("channels") or (isinstance(q["channels"], list) and all(c in ("phone", "host") for c in q["channels"])))
           and nullable("details", is_str) and nullable("answerKey", is_str) and nullable("user", is_str)
-          and nullable("grants", offer_shaped))
+          and nullable("grants", offer_shaped)
+          and (absent("approvals") or (is_int(q["approvals"]) and 1 <= q["approvals"] <= 10)))
     return q if ok else None
 
 # ---- The checks of §4.9.
@@ -232,6 +238,33 @@ def verify_record(export, r):
         Ed25519PublicKey.from_public_bytes(key).verify(signature or b"", signed_bytes(export["agentId"], r, answered_at))
     except (InvalidSignature, ValueError):
         raise Fail("step 14: the signature does not verify")
+    verify_approvals(export, r, q, answered_at)
+
+def verify_approvals(export, r, q, answered_at):  # steps q1 to q5 (§4.7b)
+    needed, approvals = q.get("approvals", 1), r.get("approvals") or []
+    if needed == 1 or not r["approved"]:
+        check("q5", not approvals, "approvals are listed for a record that needs none")
+        return
+    devices = [a["deviceId"] for a in approvals]
+    check("q2", len(set(devices)) == len(devices), "a device's approval is listed twice")
+    check("q1", len(approvals) >= needed, "fewer approvals from distinct devices than the question needs")
+    check("q5", any(a["deviceId"] == r["deviceId"] and when(a["answeredAt"]) == answered_at for a in approvals),
+          "the record's own answer is not among its approvals")
+    for a in approvals:
+        at = when(a["answeredAt"])
+        d = next((d for d in export["devices"] if d["deviceId"] == a["deviceId"]), None)
+        check("q3", d is not None and a["deviceId"] in q.get("recipients", []) and d["role"] == "owner"
+              and (d.get("revokedAt") is None or at < when(d["revokedAt"])) and at < when(q["expiresAt"]),
+              "an approving device is not a recipient owner, not revoked then, answering in time")
+        key = b64url(d.get("signingKey") or "")
+        check("q4", key is not None and len(key) == 32, "an approving device has no signing key")
+        yes = {"deviceId": a["deviceId"], "questionId": r["questionId"], "questionDigest": r["questionDigest"],
+               "answer": {"type": "yes"}}
+        try:
+            Ed25519PublicKey.from_public_bytes(key).verify(b64url(a["signature"]) or b"",
+                                                           signed_bytes(export["agentId"], yes, at))
+        except (InvalidSignature, ValueError):
+            raise Fail("step q4: an approval's signature does not verify")
 
 # ---- Grants (§4.8b), checked after every record: steps g1 to g11, then each use, u1 to u4.
 

@@ -12,8 +12,8 @@ use std::io::Write;
 use pacerelle_core::question::{Channel, OwnQuestion, QuestionKind, QuestionState, Verdict};
 use pacerelle_core::roster::Roster;
 use pacerelle_core::signing::{
-    AnswerLogExport, EXPORT_FORMAT, ExportDevice, ExportGrant, ExportGrantUse, ExportRecord, PublicKey,
-    VerifyFailure, verify_export_json,
+    AnswerLogExport, EXPORT_FORMAT, ExportApproval, ExportDevice, ExportGrant, ExportGrantUse, ExportRecord,
+    PublicKey, VerifyFailure, verify_export_json,
 };
 use pacerelle_core::wire::{AnswerLog, QuestionView};
 use pacerelle_core::{Cursor, Timestamp};
@@ -438,6 +438,15 @@ impl AgentClient {
                     approved: verdict.approved,
                     signature: verdict.signature,
                     signing_key,
+                    approvals: verdict
+                        .approvals
+                        .into_iter()
+                        .map(|a| ExportApproval {
+                            device_id: a.device_id,
+                            answered_at: a.answered_at,
+                            signature: a.signature,
+                        })
+                        .collect(),
                 })
             })
             .collect();
@@ -590,6 +599,7 @@ mod tests {
                 approved: true,
                 signature: Some(signature),
                 signing_key: Some(public.to_b64()),
+                approvals: Vec::new(),
             }],
             grants: Vec::new(),
         };

@@ -1983,6 +1983,14 @@ fn roster_file() -> File<RosterCase> {
 const SIGNING_SEED: [u8; 32] = [0x77; 32];
 /// The second device of the export, `dv_tablet` (role user), draws its seed from [`counting`]`(0x80)`.
 const TABLET_ID: &str = "dv_tablet";
+/// The third owner device of the export, `dv_second`, one of the two approvals of record 7 (docs/crypto.md
+/// §4.7b); its seed is [`counting`]`(0x90)`.
+const SECOND_ID: &str = "dv_second";
+/// The fourth owner device of the export, `dv_third`, the other approval of record 7; its seed is
+/// [`counting`]`(0xa0)`.
+const THIRD_ID: &str = "dv_third";
+/// The question of record 7, which needs two approvals.
+const QUORUM_ID: &str = "qst_quorum";
 /// The gate question of the export (record 6), which offers grants; `dv_vector` answers it yes with a grant
 /// (docs/crypto.md §4.8b).
 const GATE_ID: &str = "qst_gate";
@@ -2716,8 +2724,59 @@ fn export_device(
 
 /// The answer log of `ag_vector`: two devices with keys, one paired before keys (revoked, no answers), one
 /// answer of each type, and an empty text.
+/// Record 7: "Deploy v3 to production?" needs two approvals (docs/crypto.md §4.7b); `dv_second` then
+/// `dv_third` answer it yes, each signing, and the record is the second yes with both listed.
+fn quorum_record() -> ExportRecord {
+    let question = QuestionPayload {
+        grants: None,
+        question: "Deploy v3 to production?".into(),
+        kind: QuestionKind::YesNo,
+        options: Vec::new(),
+        multiple: false,
+        details: Some("two people approve".into()),
+        expires_at: time("2026-11-30T07:00:00.000Z"),
+        recipients: vec![SECOND_ID.into(), THIRD_ID.into()],
+        answer_key: None,
+        channels: Vec::new(),
+        user: None,
+        approvals: 2,
+    };
+    let bytes = json(&question);
+    let digest = question_digest(bytes.as_bytes());
+    let approval = |device: &str, seed: [u8; 32], at: &str| {
+        let signature = SignedAnswer {
+            agent_id: AGENT_ID,
+            device_id: device,
+            question_id: QUORUM_ID,
+            question_digest: &digest,
+            answered_at: time(at),
+            answer: &Answer::Yes,
+        }
+        .sign(&signing_key(seed));
+        signing::ExportApproval {
+            device_id: device.into(),
+            answered_at: time(at),
+            signature,
+        }
+    };
+    let first = approval(SECOND_ID, counting(0x90), "2026-11-30T06:10:00.000Z");
+    let second = approval(THIRD_ID, counting(0xa0), "2026-11-30T06:12:30.250Z");
+    ExportRecord {
+        question_id: QUORUM_ID.into(),
+        question: b64::encode(bytes.as_bytes()),
+        question_digest: digest.clone(),
+        device_id: THIRD_ID.into(),
+        answer: Answer::Yes,
+        answered_at: second.answered_at,
+        approved: true,
+        signature: Some(second.signature.clone()),
+        signing_key: Some(signing_key(counting(0xa0)).public_key().to_b64()),
+        approvals: vec![first, second],
+    }
+}
+
 fn good_export() -> AnswerLogExport {
-    let records = answered()
+    let mut records: Vec<ExportRecord> = answered()
         .iter()
         .map(|a| {
             let key = signing_key(a.seed);
@@ -2741,9 +2800,11 @@ fn good_export() -> AnswerLogExport {
                 approved: matches!(a.answer, Answer::Yes | Answer::Options(_)),
                 signature: Some(signed.sign(&key)),
                 signing_key: Some(key.public_key().to_b64()),
+                approvals: Vec::new(),
             }
         })
         .collect();
+    records.push(quorum_record());
     AnswerLogExport {
         v: 1,
         format: signing::EXPORT_FORMAT.into(),
@@ -2773,6 +2834,22 @@ fn good_export() -> AnswerLogExport {
                 "2026-11-29T08:00:00.000Z",
                 None,
                 Some("2026-11-30T00:05:00.000Z"),
+            ),
+            export_device(
+                SECOND_ID,
+                "Bob’s phone",
+                Role::Owner,
+                "2026-11-30T00:30:00.000Z",
+                Some(counting(0x90)),
+                None,
+            ),
+            export_device(
+                THIRD_ID,
+                "Chloé’s phone",
+                Role::Owner,
+                "2026-11-30T00:40:00.000Z",
+                Some(counting(0xa0)),
+                None,
             ),
         ],
         records,
@@ -3344,6 +3421,29 @@ fn signature_file() -> File<SignatureCase> {
                 signed_question_bytes(e, 5, json(&q).as_bytes());
             },
         ),
+        reject_export("approvals: one of two dropped", 7, |e| {
+            e.records[6].approvals.remove(0);
+        }),
+        reject_export("approvals: the same device listed twice", 7, |e| {
+            let again = e.records[6].approvals[1].clone();
+            e.records[6].approvals[0] = again;
+        }),
+        reject_export("approvals: the first device's signature moved to the second", 7, |e| {
+            let moved = e.records[6].approvals[0].signature.clone();
+            e.records[6].approvals[1].signature = moved;
+        }),
+        reject_export("approvals: a signature with one byte changed", 7, |e| {
+            let a = &mut e.records[6].approvals[0];
+            let mut raw = b64::decode(&a.signature).expect("b64");
+            raw[0] ^= 1;
+            a.signature = b64::encode(&raw);
+        }),
+        reject_export("approvals: an approving device revoked before it answered", 7, |e| {
+            e.devices[3].revoked_at = Some(time("2026-11-30T06:00:00.000Z"));
+        }),
+        reject_export("approvals: listed on a record whose question needs one", 1, |e| {
+            e.records[0].approvals = e.records[6].approvals.clone();
+        }),
         reject_export("answer: yes changed to no (approved false to match)", 1, |e| {
             e.records[0].answer = Answer::No;
             e.records[0].approved = false;
@@ -3704,7 +3804,7 @@ fn signature_file() -> File<SignatureCase> {
                       written with times in other RFC 3339 forms). rejectExport: verification fails first at \
                       record index (from 1; 0 for the document as a whole or a grant) at step of §4.9 (shape: not \
                       JSON of the export's shape, read from exportText when the vector gives it; 0: the header; \
-                      0a: a device listed twice, deviceId; 1 to 14: the record's checks; g1 to g11: the checks of \
+                      0a: a device listed twice, deviceId; 1 to 14 and q1 to q5: the record's checks; g1 to g11: the checks of \
                       grant, from 1; u1 to u4: the checks of that grant's use, from 1); reason is the Rust \
                       implementation's wording. All binary values are base64url without padding.",
         cases,

@@ -349,6 +349,26 @@ pub struct ExportRecord {
     /// The key the agent verified it with (the device's pinned key).
     #[serde(default)]
     pub signing_key: Option<String>,
+    /// For an approved question that needs several approvals (§4.7b): every signed `yes` that counted, one per
+    /// device, the record's own among them. Written only then (absent or `null`: none).
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        deserialize_with = "null_as_empty"
+    )]
+    pub approvals: Vec<ExportApproval>,
+}
+
+/// One device's signed `yes` that counted toward a record's approvals.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ExportApproval {
+    /// The device.
+    pub device_id: String,
+    /// Its time of answering, as signed.
+    pub answered_at: Timestamp,
+    /// base64url of its Ed25519 signature of [`SignedAnswer::bytes`] for a `yes`.
+    pub signature: String,
 }
 
 /// `pacerelle audit export`: the answer log in a form anyone can verify without the relay or the agent's
@@ -718,6 +738,82 @@ pub fn verify_record(
     if !signed.verifies(&key, signature) {
         return Err(fail("14", "the signature does not verify"));
     }
+    verify_approvals(export, record, &question).map_err(|(step, reason)| fail(step, reason))
+}
+
+/// Steps `q1` to `q5` of §4.9: a record of a question that needs several approvals (§4.7b) is approved only
+/// with that many signed `yes` answers of distinct owner devices, each a recipient of the question, in time,
+/// signed with the device's key, the record's own among them; a record of a question that needs one carries
+/// none. A `no` (a denial) needs none: its own signature, checked above, is the record.
+fn verify_approvals(
+    export: &AnswerLogExport,
+    record: &ExportRecord,
+    question: &QuestionPayload,
+) -> Result<(), (&'static str, &'static str)> {
+    let needed = question.approvals.max(1) as usize;
+    if needed == 1 || !record.approved {
+        return match record.approvals.is_empty() {
+            true => Ok(()),
+            false => Err(("q5", "approvals are listed for a record that needs none")),
+        };
+    }
+    let mut seen = std::collections::HashSet::new();
+    if record
+        .approvals
+        .iter()
+        .any(|a| !seen.insert(a.device_id.as_str()))
+    {
+        return Err(("q2", "a device's approval is listed twice"));
+    }
+    if record.approvals.len() < needed {
+        return Err((
+            "q1",
+            "the record carries fewer approvals from distinct devices than its question needs",
+        ));
+    }
+    if !record
+        .approvals
+        .iter()
+        .any(|a| a.device_id == record.device_id && a.answered_at == record.answered_at)
+    {
+        return Err(("q5", "the record's own answer is not among its approvals"));
+    }
+    for approval in &record.approvals {
+        if !question.recipients.iter().any(|r| r == &approval.device_id) {
+            return Err(("q3", "an approving device is not one the question was sent to"));
+        }
+        let device = export
+            .devices
+            .iter()
+            .find(|d| d.device_id == approval.device_id)
+            .ok_or(("q3", "an approving device is not among the export's devices"))?;
+        let live = device.revoked_at.is_none_or(|at| approval.answered_at < at);
+        if device.role != Role::Owner || !live {
+            return Err((
+                "q3",
+                "an approving device is not an owner, or was revoked by then",
+            ));
+        }
+        if approval.answered_at >= question.expires_at {
+            return Err(("q3", "an approval is dated after the question's expiry"));
+        }
+        let key = device
+            .signing_key
+            .as_deref()
+            .and_then(PublicKey::parse)
+            .ok_or(("q4", "an approving device has no signing key"))?;
+        let signed = SignedAnswer {
+            agent_id: &export.agent_id,
+            device_id: &approval.device_id,
+            question_id: &record.question_id,
+            question_digest: &record.question_digest,
+            answered_at: approval.answered_at,
+            answer: &Answer::Yes,
+        };
+        if !signed.verifies(&key, &approval.signature) {
+            return Err(("q4", "an approval's signature does not verify"));
+        }
+    }
     Ok(())
 }
 
@@ -923,6 +1019,7 @@ mod tests {
                 approved: true,
                 signature: Some(signed.sign(key)),
                 signing_key: Some(key.public_key().to_b64()),
+                approvals: Vec::new(),
             }],
             grants: Vec::new(),
         }
@@ -954,6 +1051,7 @@ mod tests {
             approved: true,
             signature: None,
             signing_key: None,
+            approvals: Vec::new(),
         };
         sign(&mut record, key);
         e.records.push(record);

@@ -1409,6 +1409,15 @@ fn export_step(reason: &str) -> &'static str {
         "the use is dated at or after the grant's expiry" => "u2",
         "the use is not covered by the grant's scope (its tool, command or folder)" => "u3",
         "the use is dated after the granting device was revoked" => "u4",
+        "the record carries fewer approvals from distinct devices than its question needs" => "q1",
+        "a device's approval is listed twice" => "q2",
+        "an approving device is not one the question was sent to"
+        | "an approving device is not among the export's devices"
+        | "an approving device is not an owner, or was revoked by then"
+        | "an approval is dated after the question's expiry" => "q3",
+        "an approving device has no signing key" | "an approval's signature does not verify" => "q4",
+        "approvals are listed for a record that needs none"
+        | "the record's own answer is not among its approvals" => "q5",
         other => panic!("unknown export failure {other:?}"),
     }
 }
@@ -1648,7 +1657,25 @@ fn reference_verify(bytes: &[u8]) -> Result<usize, Failed> {
                 ("answeredAt", &is_time),
                 ("approved", &Value::is_boolean),
             ],
-            &[("signature", &is_str), ("signingKey", &is_str)],
+            &[
+                ("signature", &is_str),
+                ("signingKey", &is_str),
+                ("approvals", &|v: &Value| {
+                    v.as_array().is_some_and(|a| {
+                        a.iter().all(|x| {
+                            members(
+                                x,
+                                &[
+                                    ("deviceId", &is_str),
+                                    ("answeredAt", &is_time),
+                                    ("signature", &is_str),
+                                ],
+                                &[],
+                            )
+                        })
+                    })
+                }),
+            ],
         )
     };
     let scope = |s: &Value| {
@@ -1772,6 +1799,9 @@ fn reference_verify(bytes: &[u8]) -> Result<usize, Failed> {
                 ("grants", &offer),
             ],
         ) && defaulted("options", &strings)
+            && defaulted("approvals", &|n: &Value| {
+                n.as_u64().is_some_and(|n| (1..=10).contains(&n))
+            })
             && defaulted("multiple", &Value::is_boolean)
             && defaulted("recipients", &strings)
             && defaulted("channels", &|c: &Value| {
@@ -1851,6 +1881,60 @@ fn reference_verify(bytes: &[u8]) -> Result<usize, Failed> {
         let signature = pacerelle_core::b64::decode(&signature).unwrap_or_default();
         if !ed25519_verifies(&key, &message, &signature) {
             return fail("14");
+        }
+        // q1-q5: a question that needs several approvals, approved, lists that many signed yeses of distinct
+        // owner devices, its own among them; any other record lists none.
+        let needed = question["approvals"].as_u64().unwrap_or(1) as usize;
+        let no_approvals = Vec::new();
+        let approvals = record["approvals"].as_array().unwrap_or(&no_approvals);
+        if needed == 1 || !approves {
+            if !approvals.is_empty() {
+                return fail("q5");
+            }
+            continue;
+        }
+        let mut by = std::collections::HashSet::new();
+        if !approvals.iter().all(|a| by.insert(a["deviceId"].as_str())) {
+            return fail("q2");
+        }
+        if approvals.len() < needed {
+            return fail("q1");
+        }
+        if !approvals
+            .iter()
+            .any(|a| a["deviceId"] == device_id.as_str() && time(&a["answeredAt"]) == Some(answered_at))
+        {
+            return fail("q5");
+        }
+        for a in approvals {
+            let who = text(&a["deviceId"]).expect("deviceId");
+            let at = time(&a["answeredAt"]).expect("answeredAt");
+            let Some(d) = devices.iter().find(|d| d["deviceId"] == who.as_str()) else {
+                return fail("q3");
+            };
+            let live = time(&d["revokedAt"]).is_none_or(|r| at < r);
+            if !recipients.contains(&who) || d["role"] != "owner" || !live || at >= expires_at {
+                return fail("q3");
+            }
+            let Some(key) = text(&d["signingKey"])
+                .and_then(|k| pacerelle_core::b64::decode(&k))
+                .filter(|k| k.len() == 32)
+            else {
+                return fail("q4");
+            };
+            let message = reference_signed_bytes(
+                &agent_id,
+                &who,
+                record["questionId"].as_str().expect("questionId"),
+                record["questionDigest"].as_str().expect("questionDigest"),
+                &at.to_rfc3339(),
+                &serde_json::json!({"type": "yes"}),
+            );
+            let signature =
+                pacerelle_core::b64::decode(a["signature"].as_str().expect("signature")).unwrap_or_default();
+            if !ed25519_verifies(&key, &message, &signature) {
+                return fail("q4");
+            }
         }
     }
     // Grants, after every record verified.
@@ -2571,7 +2655,15 @@ fn signature_vectors_agree_with_the_other_files() {
             assert_eq!(&record["answer"], answer);
         }
     }
-    assert_eq!(signed, export["records"].as_array().expect("records").len());
+    // Every record but the one that needs several approvals (its signatures are checked by the export's own
+    // verification, and by its rejectExport cases).
+    let single = export["records"]
+        .as_array()
+        .expect("records")
+        .iter()
+        .filter(|r| r["approvals"].is_null())
+        .count();
+    assert_eq!(signed, single);
     // The export's grant is the first signed grant: the same grant, given by its record's device at its
     // record's time, to the question (bytes, digest and offer) of its record.
     let grant = &export["grants"][0];

@@ -147,6 +147,63 @@ async fn two_approvals_need_two_devices_and_one_no_denies() {
     // The question is closed: the other device's late answer is refused.
     let late = answer(&setup, "drop-2", "yes");
     assert!(!late.status.success());
+
+    // The signed export carries both approvals of deploy-2, and verifies; an approval dropped or listed twice
+    // is refused, naming the record (docs/crypto.md §4.9, steps q1 and q2).
+    let dir = tempfile::tempdir().expect("tempdir");
+    let file = dir.path().join("log.json");
+    let out = run({
+        let mut c = setup.agent();
+        c.args(["audit", "export", "--format", "signed", "-o"]).arg(&file);
+        c
+    });
+    assert!(out.status.success(), "export: {}", stderr(&out));
+    let verify = |path: &std::path::Path| {
+        run({
+            let mut c = setup.agent();
+            c.args(["audit", "verify"]).arg(path);
+            c
+        })
+    };
+    let ok = verify(&file);
+    assert!(ok.status.success(), "{}{}", stdout(&ok), stderr(&ok));
+    let export: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&file).expect("read")).expect("json");
+    let records = export["records"].as_array().expect("records");
+    let n = records
+        .iter()
+        .position(|r| r["questionId"] == "deploy-2")
+        .expect("deploy-2 exported");
+    assert_eq!(records[n]["approvals"].as_array().map(Vec::len), Some(2));
+    let denied = records
+        .iter()
+        .find(|r| r["questionId"] == "drop-2")
+        .expect("drop-2 exported");
+    assert_eq!(
+        (denied["answer"]["type"].as_str(), denied["approved"].as_bool()),
+        (Some("no"), Some(false))
+    );
+    for (what, reason) in [("dropped", "fewer approvals"), ("twice", "listed twice")] {
+        let mut edited = export.clone();
+        let approvals = edited["records"][n]["approvals"]
+            .as_array_mut()
+            .expect("approvals");
+        match what {
+            "dropped" => {
+                approvals.remove(0);
+            }
+            _ => approvals[0] = approvals[1].clone(),
+        }
+        let path = dir.path().join(format!("{what}.json"));
+        std::fs::write(&path, serde_json::to_vec(&edited).expect("json")).expect("write");
+        let refused = verify(&path);
+        assert_eq!(refused.status.code(), Some(1), "{what}");
+        let text = stderr(&refused);
+        assert!(
+            text.contains(&format!("record {} (question deploy-2)", n + 1)) && text.contains(reason),
+            "{what}: {text}"
+        );
+    }
 }
 
 #[tokio::test]
