@@ -526,9 +526,6 @@ impl AgentClient {
             user: request.user,
             approvals: request.approvals,
         };
-        payload
-            .validate()
-            .map_err(|e| Error::InvalidInput(e.to_string()))?;
         payload.recipients = self
             .devices_to_reach(payload.user.as_deref(), "a question")
             .await?;
@@ -539,6 +536,10 @@ impl AgentClient {
                 payload.recipients.len()
             )));
         }
+        // After the recipients are known: the payload's check counts them against the approvals it needs.
+        payload
+            .validate()
+            .map_err(|e| Error::InvalidInput(e.to_string()))?;
         payload.answer_key = Some(b64::encode(&keys::random_array::<32>()));
 
         // The same bytes for every copy: each recipient's digest of what it opened is the agent's.
