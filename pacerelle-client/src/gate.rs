@@ -496,8 +496,9 @@ impl Drop for Withdraw {
 
 /// Lets a call run under a live grant of `book` (docs/crypto.md §4.8b): one given under this gate's policy,
 /// whose scope covers the call made in `folder`, by a device the roster — read from the relay now — still lets
-/// approve. Its use is recorded in the book. `None` when no grant covers the call, or when the roster cannot
-/// be read or the book cannot be used: the gate then asks, which is the safe default.
+/// approve, for a call whose own rule offers grants (not `grant = false`, one approval). Its use is recorded in
+/// the book. `None` when no grant covers the call, or when the roster cannot be read or the book cannot be
+/// used: the gate then asks, which is the safe default.
 pub async fn by_grant(
     client: &AgentClient,
     book: &GrantBook,
@@ -508,6 +509,12 @@ pub async fn by_grant(
 ) -> Option<Ruling> {
     let folder = folder?.to_str()?;
     if gate.touches_the_gate(tool, input) {
+        return None;
+    }
+    // Only a call whose own rule offers grants runs by one: a grant given under a broad rule never covers a
+    // call that a narrower rule asks every time (`grant = false`) or lets several people approve.
+    let evaluation = gate.evaluate(tool, input);
+    if evaluation.decision != Decision::Ask || evaluation.grant.is_empty() || evaluation.approvals > 1 {
         return None;
     }
     let command = policy::command_of(input);
@@ -859,6 +866,93 @@ mod tests {
         let until = Asking::until(QuestionRequest::yes_no("x"), None);
         assert_eq!(until.budget, Duration::from_secs(660));
         assert!(!until.fit_expiry);
+    }
+
+    /// A rule's `approvals` against a real relay: with one owner device the question is refused before it is
+    /// asked, naming the count; with two, one yes keeps it open until the budget withdraws it, and two yeses
+    /// approve.
+    #[tokio::test]
+    async fn a_rule_that_needs_two_approvals_asks_two_devices() {
+        use crate::DeviceClient;
+        use crate::agent::PairingOptions;
+
+        let dir = tempfile::tempdir().expect("tempdir");
+        let relay = pacerelle_relay::Relay::open(pacerelle_relay::Config {
+            database_path: dir.path().join("pacerelle.db"),
+            open_registration: true,
+            registration_secret: None,
+            public_url: None,
+            ..Default::default()
+        })
+        .await
+        .expect("relay");
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let url = format!("http://{}", listener.local_addr().expect("addr"));
+        tokio::spawn(relay.serve(listener, std::future::pending::<()>()));
+        let agent = AgentClient::register(&url, "gate", None)
+            .await
+            .expect("register")
+            .with_home(None);
+        let pair = |name: &'static str| {
+            let agent = agent.clone();
+            async move {
+                let link = agent
+                    .create_pairing(PairingOptions::default())
+                    .await
+                    .expect("pairing");
+                DeviceClient::join(&link.link, name).await.expect("join")
+            }
+        };
+        let policy = "default = \"allow\"\n[[rule]]\ntool = \"deploy\"\ndecision = \"ask\"\napprovals = 2";
+        let gate = Gate::new(Policy::parse(policy).expect("policy"), None);
+        let evaluation = gate.evaluate("deploy", &json!({}));
+        assert_eq!((evaluation.decision, evaluation.approvals), (Decision::Ask, 2));
+        let question = |text: &str| gate.question_for(text.to_string(), &evaluation);
+
+        let ana = pair("Ana's phone").await;
+        let ruling = ask(&agent, Asking::within(question("One?"), Duration::from_secs(5))).await;
+        assert_eq!(ruling.conclusion, Conclusion::Error, "{ruling:?}");
+        assert!(
+            ruling.reason.contains("needs 2 approvals, but only 1 device"),
+            "{}",
+            ruling.reason
+        );
+
+        let ben = pair("Ben's phone").await;
+        let open = |device: DeviceClient| async move {
+            for _ in 0..200 {
+                let list = device
+                    .questions(Some(QuestionState::Pending))
+                    .await
+                    .expect("questions");
+                if let Some(q) = list.questions.into_iter().next() {
+                    return q.question_id;
+                }
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            panic!("no question reached the device");
+        };
+        // One yes: still open when the budget ends, so withdrawn.
+        let waiting = tokio::spawn({
+            let agent = agent.clone();
+            let request = question("Only one?");
+            async move { ask(&agent, Asking::until(request, Some(Duration::from_secs(2)))).await }
+        });
+        let id = open(ana.clone()).await;
+        ana.answer(&id, Answer::Yes).await.expect("ana's yes");
+        let ruling = waiting.await.expect("join");
+        assert_eq!(ruling.conclusion, Conclusion::Cancelled, "{ruling:?}");
+        // Two yeses: approved.
+        let waiting = tokio::spawn({
+            let agent = agent.clone();
+            let request = question("Both?");
+            async move { ask(&agent, Asking::until(request, Some(Duration::from_secs(20)))).await }
+        });
+        let id = open(ana.clone()).await;
+        ana.answer(&id, Answer::Yes).await.expect("ana's yes");
+        ben.answer(&id, Answer::Yes).await.expect("ben's yes");
+        let ruling = waiting.await.expect("join");
+        assert_eq!(ruling.conclusion, Conclusion::Approved, "{ruling:?}");
     }
 
     /// The gate against a real relay: the budget's end and an interruption withdraw the question; a fitted

@@ -1,18 +1,23 @@
 //! `pacerelle._native.AgentClient`: the agent side, each relay call returned as a [`Call`].
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
 use pacerelle_client::core::pairing::Role;
+use pacerelle_client::core::policy::Decision;
+use pacerelle_client::gate::Gate;
 use pacerelle_client::{
-    AgentToken, AnswerOutcome, AuditFilter, Cursor, Level, QuestionKind, QuestionRequest, QuestionState,
+    AgentToken, AnswerOutcome, AuditFilter, Cursor, GrantBook, Level, QuestionKind, QuestionRequest,
+    QuestionState,
 };
 use pyo3::prelude::*;
 use tokio::sync::{Mutex as AsyncMutex, mpsc, oneshot};
 
 use crate::Call;
-use crate::convert::{answer_arg, count, parse_name, seconds, timestamp_arg};
+use crate::convert::{answer_arg, count, parse_name, py_to_json, seconds, timestamp_arg};
 use crate::errors::{invalid, to_py_err};
+use crate::policy::{PyEvaluation, PyPolicy};
 use crate::types::{PyAsked, ToPy};
 
 impl ToPy for AgentClient {
@@ -26,6 +31,46 @@ impl ToPy for AgentClient {
 #[derive(Debug)]
 pub(crate) struct AgentClient {
     inner: pacerelle_client::AgentClient,
+    /// The agent's home, where the client keeps its roster mark and the gate its grants: `PACERELLE_HOME`
+    /// when the client was made, else the user's config folder + `pacerelle` (the client's and the CLI's
+    /// rule); `None` when there is neither, and then no grant is kept or used.
+    home: Option<PathBuf>,
+}
+
+impl AgentClient {
+    fn of(inner: pacerelle_client::AgentClient) -> Self {
+        let home = match std::env::var_os("PACERELLE_HOME") {
+            Some(home) if !home.is_empty() => Some(PathBuf::from(home)),
+            _ => dirs::config_dir().map(|d| d.join("pacerelle")),
+        };
+        AgentClient { inner, home }
+    }
+
+    /// The grants book the CLI's hook keeps for this agent: `<home>/grants/<agentId>.json`.
+    fn grant_book(&self) -> Option<GrantBook> {
+        let home = self.home.as_ref()?;
+        let file = format!("{}.json", self.inner.agent_id());
+        Some(GrantBook::at(home.join("grants").join(file)))
+    }
+}
+
+/// How many distinct owner devices must approve: 1 to `MAX_APPROVALS`, checked before anything is sent.
+fn approvals_arg(approvals: i64) -> PyResult<u32> {
+    let max = pacerelle_client::core::wire::MAX_APPROVALS;
+    u32::try_from(approvals)
+        .ok()
+        .filter(|n| (1..=max).contains(n))
+        .ok_or_else(|| invalid(format!("approvals is 1 to {max} (got {approvals})")))
+}
+
+/// What the gate needs to check and offer grants for one call: the policy, the call, its project folder and
+/// the agent's grants book.
+struct Granting {
+    gate: Gate,
+    tool: String,
+    input: serde_json::Value,
+    folder: Option<PathBuf>,
+    book: GrantBook,
 }
 
 fn cursor_arg(cursor: Option<&str>) -> PyResult<Option<Cursor>> {
@@ -74,7 +119,8 @@ fn question_arg(question: &Bound<'_, PyAny>) -> PyResult<(String, Option<pacerel
 
 /// A question request from the Python arguments; the kind is 'choice' when options are given, else 'yes_no'.
 /// `answered_at_host` seals that an answer given at the computer (`answer_at_host`) counts too; `user`
-/// (Partner mode) addresses it to that user's devices instead of the owner's.
+/// (Partner mode) addresses it to that user's devices instead of the owner's; `approvals` (a yes/no question)
+/// is how many distinct devices must approve, each with a signed yes.
 #[allow(clippy::too_many_arguments)]
 fn request(
     question: String,
@@ -86,7 +132,9 @@ fn request(
     question_id: Option<String>,
     answered_at_host: bool,
     user: Option<String>,
+    approvals: i64,
 ) -> PyResult<QuestionRequest> {
+    let approvals = approvals_arg(approvals)?;
     let options = options.unwrap_or_default();
     let kind: QuestionKind = match kind {
         Some(k) => parse_name("kind", k, "'yes_no', 'choice' or 'text'")?,
@@ -106,7 +154,7 @@ fn request(
     req.expires_in = seconds("expires_in", expires_in)?;
     req.question_id = question_id;
     req.user = user;
-    Ok(req.answered_at_host(answered_at_host))
+    Ok(req.answered_at_host(answered_at_host).approvals(approvals))
 }
 
 #[pymethods]
@@ -116,7 +164,7 @@ impl AgentClient {
     fn new(relay_url: &str, agent_id: &str, token: &str) -> PyResult<Self> {
         let token = AgentToken::parse(token).map_err(|e| to_py_err(e.into()))?;
         pacerelle_client::AgentClient::new(relay_url, agent_id, token)
-            .map(|inner| AgentClient { inner })
+            .map(AgentClient::of)
             .map_err(to_py_err)
     }
 
@@ -142,7 +190,7 @@ impl AgentClient {
         Call::new(async move {
             pacerelle_client::AgentClient::register(&relay_url, &name, registration_secret.as_deref())
                 .await
-                .map(|inner| AgentClient { inner })
+                .map(AgentClient::of)
         })
     }
 
@@ -191,6 +239,14 @@ impl AgentClient {
     #[getter]
     fn relay_url(&self) -> String {
         self.inner.relay_url().to_string()
+    }
+
+    /// The agent's home (`PACERELLE_HOME` when the client was made, else the config folder + `pacerelle`),
+    /// where `approve` keeps the grants (`grants/<agentId>.json`, as the CLI's hook); `None` when there is
+    /// none (no grants then).
+    #[getter]
+    fn home(&self) -> Option<String> {
+        self.home.as_ref().map(|h| h.display().to_string())
     }
 
     fn info(&self) -> Call {
@@ -347,7 +403,7 @@ impl AgentClient {
     }
 
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (question, *, kind = None, options = None, multiple = false, details = None, expires_in = 600.0, question_id = None, answered_at_host = false, user = None))]
+    #[pyo3(signature = (question, *, kind = None, options = None, multiple = false, details = None, expires_in = 600.0, question_id = None, answered_at_host = false, user = None, approvals = 1))]
     fn ask_user(
         &self,
         question: String,
@@ -359,6 +415,7 @@ impl AgentClient {
         question_id: Option<String>,
         answered_at_host: bool,
         user: Option<String>,
+        approvals: i64,
     ) -> PyResult<Call> {
         let req = request(
             question,
@@ -370,6 +427,7 @@ impl AgentClient {
             question_id,
             answered_at_host,
             user,
+            approvals,
         )?;
         Ok(Call::with(
             &self.inner,
@@ -394,7 +452,7 @@ impl AgentClient {
 
     /// Asks, then waits as `wait_for_answer` does.
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (question, *, kind = None, options = None, multiple = false, details = None, expires_in = 600.0, question_id = None, timeout = None, answered_at_host = false, user = None))]
+    #[pyo3(signature = (question, *, kind = None, options = None, multiple = false, details = None, expires_in = 600.0, question_id = None, timeout = None, answered_at_host = false, user = None, approvals = 1))]
     fn ask(
         &self,
         question: String,
@@ -407,6 +465,7 @@ impl AgentClient {
         timeout: Option<f64>,
         answered_at_host: bool,
         user: Option<String>,
+        approvals: i64,
     ) -> PyResult<Call> {
         let req = request(
             question,
@@ -418,6 +477,7 @@ impl AgentClient {
             question_id,
             answered_at_host,
             user,
+            approvals,
         )?;
         let overall = match timeout {
             Some(t) => seconds("timeout", t)?,
@@ -428,32 +488,116 @@ impl AgentClient {
         }))
     }
 
-    /// The approval gate (`pacerelle_client::gate`): with `evaluation` (a `Policy`'s word on the call),
-    /// 'allow' and 'deny' conclude at once; otherwise a yes/no question is asked and waited for until it
-    /// is final or `timeout` passes (default: its expiry and a minute), and a question still open then —
-    /// or when the call is interrupted — is withdrawn. Never raises for a relay error: returns a Call of
-    /// Ruling, whose `lets_run` is true only for an allow rule or an authenticated yes.
-    #[pyo3(signature = (question, *, details = None, expires_in = 600.0, timeout = None, evaluation = None, user = None))]
+    /// The approval gate (`pacerelle_client::gate`). With `policy` (a `Policy`), it decides the call of
+    /// `tool` with `input` (a JSON-like value); with `evaluation` (a `Policy`'s word already given), that word
+    /// decides: 'allow' and 'deny' conclude at once. Otherwise a yes/no question is asked and waited for until
+    /// it is final or `timeout` passes (default: its expiry and a minute), and a question still open then — or
+    /// when the call is interrupted — is withdrawn. `approvals` (1 to 10) is how many distinct owner devices
+    /// must approve, each with a signed yes; a policy rule's `approvals` raises it.
+    ///
+    /// With `policy`, for a call it asks about, the gate of the CLI's hook also runs its grants: a live grant
+    /// in the agent's grants book (`<home>/grants/<agentId>.json`) that covers the call made in the current
+    /// directory lets it run without a question (conclusion 'granted'; each use checked against the roster
+    /// and reported to the relay); otherwise the question offers the grants the policy allows, and a grant
+    /// given with the yes is kept. No grant is used or offered without a home, for a question to a `user`
+    /// (Partner mode), or when more than one approval is needed.
+    ///
+    /// Never raises for a relay error: returns a Call of Ruling, whose `lets_run` is true only for an allow
+    /// rule, an authenticated yes or a live grant.
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (question, *, details = None, expires_in = 600.0, timeout = None, evaluation = None, user = None, policy = None, tool = None, input = None, approvals = 1))]
     fn approve(
         &self,
+        py: Python<'_>,
         question: String,
         details: Option<String>,
         expires_in: f64,
         timeout: Option<f64>,
-        evaluation: Option<&Bound<'_, crate::policy::PyEvaluation>>,
+        evaluation: Option<&Bound<'_, PyEvaluation>>,
         user: Option<String>,
+        policy: Option<&Bound<'_, PyPolicy>>,
+        tool: Option<String>,
+        input: Option<&Bound<'_, PyAny>>,
+        approvals: i64,
     ) -> PyResult<Call> {
         use pacerelle_client::gate::{self, Asking, Ruling};
-        let settled = evaluation.and_then(|e| Ruling::by_policy(e.get().evaluation()));
-        let req = request(
-            question, None, None, false, details, expires_in, None, false, user,
-        )?;
+        let mut needed = approvals_arg(approvals)?;
+        let mut details = details;
+        let mut call = None;
+        let evaluation = match (policy, evaluation) {
+            (Some(_), Some(_)) => return Err(invalid("give a policy or an evaluation, not both")),
+            (Some(policy), None) => {
+                let tool = tool.ok_or_else(|| invalid("a policy decides by the call's tool: give tool"))?;
+                let input = match input {
+                    Some(v) => py_to_json(v)?,
+                    None => serde_json::Value::Object(Default::default()),
+                };
+                let gate = policy.get().gate().clone();
+                let evaluation = py.detach(|| gate.evaluate(&tool, &input));
+                if evaluation.decision == Decision::Ask {
+                    // The rule's reason under the question, as the hook shows it.
+                    details = Some(match details {
+                        Some(d) if !d.trim().is_empty() => format!("{d}\n\n{}", evaluation.reason),
+                        _ => evaluation.reason.clone(),
+                    });
+                }
+                call = Some((gate, tool, input));
+                Some(evaluation)
+            }
+            (None, evaluation) => {
+                if tool.is_some() || input.is_some() {
+                    return Err(invalid("tool and input go with a policy"));
+                }
+                evaluation.map(|e| e.get().evaluation().clone())
+            }
+        };
+        let settled = evaluation.as_ref().and_then(Ruling::by_policy);
+        if let Some(e) = &evaluation {
+            needed = needed.max(e.approvals);
+        }
+        // Grants only for a call its policy asks about and offers grants for, asked of the owner, approved by
+        // one device: a grant stands for one yes.
+        let granting = match (call, evaluation.as_ref(), self.grant_book()) {
+            (Some((gate, tool, input)), Some(e), Some(book))
+                if settled.is_none() && user.is_none() && needed == 1 && !e.grant.is_empty() =>
+            {
+                Some(Granting {
+                    gate,
+                    tool,
+                    input,
+                    folder: std::env::current_dir().ok(),
+                    book,
+                })
+            }
+            _ => None,
+        };
+        let mut req = request(
+            question, None, None, false, details, expires_in, None, false, user, 1,
+        )?
+        .approvals(needed);
+        if let (Some(g), Some(e)) = (&granting, &evaluation) {
+            req = req.offering(g.gate.offer(e, &g.tool, &g.input, g.folder.as_deref()));
+        }
         let timeout = timeout.map(|t| seconds("timeout", t)).transpose()?;
         Ok(Call::with(&self.inner, move |c| async move {
-            Ok(match settled {
-                Some(ruling) => ruling,
-                None => gate::ask(&c, Asking::until(req, timeout)).await,
-            })
+            if let Some(ruling) = settled {
+                return Ok(ruling);
+            }
+            if let Some(g) = &granting
+                && let Some(ruling) =
+                    gate::by_grant(&c, &g.book, &g.gate, &g.tool, &g.input, g.folder.as_deref()).await
+            {
+                return Ok(ruling);
+            }
+            let mut ruling = gate::ask(&c, Asking::until(req, timeout)).await;
+            if let Some(g) = &granting
+                && let Err(e) = gate::keep_grant(&c, &g.book, &ruling).await
+            {
+                ruling.reason.push_str(&format!(
+                    " (the grant given with it could not be kept, so the next calls are asked: {e})"
+                ));
+            }
+            Ok(ruling)
         }))
     }
 

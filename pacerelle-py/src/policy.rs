@@ -46,12 +46,25 @@ impl PyEvaluation {
         self.inner.reason.clone()
     }
 
+    /// For 'ask': how many distinct owner devices must approve (the rule's `approvals`; 1 by default).
+    #[getter]
+    fn approvals(&self) -> u32 {
+        self.inner.approvals
+    }
+
     fn __repr__(&self) -> String {
         format!(
             "Evaluation(decision={}, reason={})",
             r(&self.decision()),
             r(&self.inner.reason)
         )
+    }
+}
+
+impl PyPolicy {
+    /// The gate: the policy and the gate's own files.
+    pub(crate) fn gate(&self) -> &Gate {
+        &self.inner
     }
 }
 
@@ -110,7 +123,7 @@ impl PyPolicy {
 #[pyclass(frozen, name = "Ruling", module = "pacerelle")]
 #[derive(Debug)]
 pub(crate) struct PyRuling {
-    /// 'allowed', 'approved', 'answered', 'denied', 'expired', 'cancelled', 'rejected', 'pending',
+    /// 'allowed', 'approved', 'granted', 'answered', 'denied', 'expired', 'cancelled', 'rejected', 'pending',
     /// 'relay_unavailable' or 'error'.
     #[pyo3(get)]
     conclusion: String,
@@ -123,7 +136,8 @@ pub(crate) struct PyRuling {
     /// The exception that stopped the gate (relay_unavailable, error).
     #[pyo3(get)]
     error: Option<Py<PyAny>>,
-    /// True only when the call may run: allowed by the policy or approved by an authenticated yes.
+    /// True only when the call may run: allowed by the policy, approved by an authenticated yes, or inside a
+    /// live grant.
     #[pyo3(get)]
     lets_run: bool,
 }

@@ -134,8 +134,16 @@ def sync_usage(agent: pacerelle.Agent, device: pacerelle.Device) -> None:
         return len(name)
 
     n: int = remove("x")
-    with agent.approval("go?") as got:
+    with agent.approval("go?", approvals=2) as got:
         print(n, got)
+
+    @agent.require_approval(policy=pacerelle.Policy.ask_everything(), tool="shell", approvals=1)
+    def shell(command: str) -> None:
+        print(command)
+
+    ruling = agent.native.approve("run?", policy=pacerelle.Policy.ask_everything(), tool="shell", input={}).wait()
+    if ruling.conclusion == "granted" and ruling.lets_run:
+        print(agent.native.home, pacerelle.Policy.ask_everything().evaluate("shell").approvals + 1)
     try:
         agent.open_session()
     except pacerelle.AgentInUse as e:

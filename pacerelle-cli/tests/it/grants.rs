@@ -395,3 +395,54 @@ async fn a_grant_is_listed_on_the_device_with_its_uses_and_revoked_there() {
     assert!(!unknown.status.success());
     assert!(stderr(&unknown).contains("no such grant"), "{}", stderr(&unknown));
 }
+
+#[tokio::test]
+async fn a_broad_grant_never_covers_a_call_its_own_rule_asks_every_time() {
+    let setup = Setup::start().await;
+    let dir = project(
+        r#"
+default = "allow"
+
+[[rule]]
+tool = "Bash"
+command = "cargo publish*"
+decision = "ask"
+grant = false
+
+[[rule]]
+tool = "Bash"
+command = "cargo *"
+decision = "ask"
+grant_prefix = ["cargo"]
+"#,
+    );
+    let cwd = dir.path().to_path_buf();
+    let running = {
+        let mut c = setup.agent();
+        c.args(["hook", "claude-code", "--budget", "60"]);
+        let input = bash(&cwd, "cargo build");
+        tokio::task::spawn_blocking(move || run_with_stdin(c, &input))
+    };
+    let q = next_question(&setup.device, &[]).await;
+    let scopes = &q.grants.as_ref().expect("an offer").scopes;
+    assert_eq!(
+        scopes[1].command.as_deref(),
+        Some("cargo"),
+        "the broad prefix is offered"
+    );
+    let granted = run({
+        let mut c = setup.as_device();
+        c.args(["answer", &q.question_id, "yes", "--for", "15m", "--scope", "2"]);
+        c
+    });
+    assert!(granted.status.success(), "{}", stderr(&granted));
+    assert!(decision(&running.await.expect("join")).0);
+    // `cargo test` is in the grant's scope and its rule offers grants: it runs.
+    let (allowed, reason) = decision(&gate(&setup, &cwd, "cargo test", "5"));
+    assert!(allowed && reason.contains("allowed by grant"), "{reason}");
+    // `cargo publish` is in the scope too, but its own rule says `grant = false`: asked.
+    let before = asked(&setup).await;
+    let (allowed, reason) = decision(&gate(&setup, &cwd, "cargo publish", "2"));
+    assert!(!allowed, "{reason}");
+    assert_eq!(asked(&setup).await, before + 1, "cargo publish was asked");
+}

@@ -145,6 +145,7 @@ class _Base:
         policy: _approval.PolicyLike = None,
         tool: str | None = None,
         user: _approval.UserOf = None,
+        approvals: int = 1,
     ) -> Callable[[F], F]: ...
 
     def require_approval(
@@ -158,6 +159,7 @@ class _Base:
         policy: _approval.PolicyLike = None,
         tool: str | None = None,
         user: _approval.UserOf = None,
+        approvals: int = 1,
     ) -> Any:
         """Decorator: asks the owner before each call and runs the function only on an authenticated yes;
         otherwise raises `NotApproved` (`conclusion` 'denied', 'expired', 'cancelled', 'relay_unavailable',
@@ -168,12 +170,30 @@ class _Base:
         of the call's arguments that returns the text; by default the question names the function and its
         arguments. With a `policy` (a `Policy` or the path of a TOML policy file), the policy decides
         first by `tool` (default: the function's name) with the call's arguments as input: 'allow' runs
-        without asking, 'deny' raises `NotApproved` (conclusion 'denied'), 'ask' asks. Works on plain and `async def`
-        functions, and bare: `@agent.require_approval`. With `user` (Partner mode: a user's external id, or a
-        function of the call's arguments that returns it, or None for the owner), that user is asked on their
-        own devices instead of the owner.
+        without asking, 'deny' raises `NotApproved` (conclusion 'denied'), 'ask' asks — unless a live grant
+        covers the call: grants work as in the CLI's hook (docs/hooks.md, "Grants"), kept in the agent's home
+        (`<PACERELLE_HOME>/grants/<agentId>.json`) with the current directory as the project folder; the
+        question offers the grants the policy allows ("Allow for 15 min / 1 h"), a grant given with the yes is
+        kept, and the calls it covers then run without a question (the gate's conclusion 'granted'). A grant
+        covers the tool in that folder: the exact `command` argument (or a rule's `grant_prefix`), and for a
+        function without one, any arguments whose `path`/`file_path` stay inside the folder.
+
+        `approvals` (1 to 10) is how many distinct owner devices must approve each call, each with a signed
+        yes (one no denies); a policy rule's `approvals` raises it. Fewer paired devices than that raises
+        `InvalidInput` before anything is asked; a call that needs more than one approval uses no grant.
+        Works on plain and `async def` functions, and bare: `@agent.require_approval`. With `user` (Partner
+        mode: a user's external id, or a function of the call's arguments that returns it, or None for the
+        owner), that user is asked on their own devices instead of the owner (and no grant is used).
         """
-        options = dict(details=details, expires_in=expires_in, timeout=timeout, policy=policy, tool=tool, user=user)
+        options = dict(
+            details=details,
+            expires_in=expires_in,
+            timeout=timeout,
+            policy=policy,
+            tool=tool,
+            user=user,
+            approvals=approvals,
+        )
         if callable(question):
             # Used bare: @agent.require_approval
             return _approval.decorator(self._client, describe, **options)(question)  # type: ignore[arg-type]
@@ -187,11 +207,16 @@ class _Base:
         expires_in: float = 600.0,
         timeout: float | None = None,
         user: str | None = None,
+        approvals: int = 1,
     ) -> _approval.Approval:
         """Context manager: `with agent.approval("Deploy to prod?"):` (or `async with`) asks and waits;
         the block runs only on an authenticated yes, else `NotApproved` is raised before it. With `user`
-        (Partner mode), that user of the agent is asked, on their own devices, instead of the owner."""
-        request = _approval.Request(question, details=details, expires_in=expires_in, timeout=timeout, user=user)
+        (Partner mode), that user of the agent is asked, on their own devices, instead of the owner.
+        `approvals=2` (up to 10) needs that many distinct owner devices to answer a signed yes (one no denies;
+        fewer paired devices raises `InvalidInput` before anything is asked)."""
+        request = _approval.Request(
+            question, details=details, expires_in=expires_in, timeout=timeout, user=user, approvals=approvals
+        )
         return _approval.Approval(self._client, request)
 
     def __repr__(self) -> str:
@@ -207,6 +232,7 @@ def _kwargs_question(
     question_id: str | None,
     answered_at_host: bool,
     user: str | None,
+    approvals: int,
 ) -> dict[str, Any]:
     return {
         "kind": kind,
@@ -217,6 +243,7 @@ def _kwargs_question(
         "question_id": question_id,
         "answered_at_host": answered_at_host,
         "user": user,
+        "approvals": approvals,
     }
 
 
@@ -289,6 +316,7 @@ class _AgentApi(AnswerLogApi, _Base):
         question_id: str | None = None,
         answered_at_host: bool = False,
         user: str | None = None,
+        approvals: int = 1,
     ) -> _native.Call[Asked]:
         """Asks the owner a question and returns at once. `kind` defaults to 'choice' when `options` are
         given, else 'yes_no'. Raises `NoDevice` when no phone is paired. `question_id` names one question for
@@ -299,8 +327,14 @@ class _AgentApi(AnswerLogApi, _Base):
 
         With `user` (Partner mode: an `external_id` given to `connect_user`), the question goes to that user's
         devices only, and only their answer counts; raises `NotFound` (code 'user_not_found') for a user never
-        connected or disconnected, `NoDevice` when the user has not opened their link yet."""
-        kw = _kwargs_question(kind, options, multiple, details, expires_in, question_id, answered_at_host, user)
+        connected or disconnected, `NoDevice` when the user has not opened their link yet.
+
+        `approvals` (a yes/no question; 1 to 10, default 1): how many distinct devices must answer a signed
+        yes for `approved`; one no denies, and the question stays pending until then (or until it expires).
+        Raises `InvalidInput` when fewer devices can answer it (nothing is asked), or with `answered_at_host`."""
+        kw = _kwargs_question(
+            kind, options, multiple, details, expires_in, question_id, answered_at_host, user, approvals
+        )
         return self._client.ask_user(question, **kw)
 
     @call
@@ -323,11 +357,15 @@ class _AgentApi(AnswerLogApi, _Base):
         timeout: float | None = None,
         answered_at_host: bool = False,
         user: str | None = None,
+        approvals: int = 1,
     ) -> _native.Call[AnswerOutcome]:
         """Asks and waits for the answer (until the question expires, or `timeout`). With
         `answered_at_host=True`, an answer recorded by `answer_at_host` (from another thread or task) ends
-        the wait as well as a phone's. `user` asks that user of the agent, as in `ask_user`."""
-        kw = _kwargs_question(kind, options, multiple, details, expires_in, question_id, answered_at_host, user)
+        the wait as well as a phone's. `user` asks that user of the agent, and `approvals` needs that many
+        devices' yes, as in `ask_user`."""
+        kw = _kwargs_question(
+            kind, options, multiple, details, expires_in, question_id, answered_at_host, user, approvals
+        )
         return self._client.ask(question, timeout=timeout, **kw)
 
     @call

@@ -1,8 +1,9 @@
 """Approvals: ask the owner before a function runs, run it only on an authenticated yes.
 
 The gate itself is the Rust one (`pacerelle_client::gate`, through `AgentClient.approve`): the policy and the
-gate's own files, asking within the time limit, withdrawing a question still open when it ends (or when the
-wait is interrupted), and one conclusion. This module maps that conclusion to Python: no answer is a no — a
+gate's own files, the grants of the CLI's hook (checked before asking, offered with the question, kept from a
+yes), several approvals, asking within the time limit, withdrawing a question still open when it ends (or when
+the wait is interrupted), and one conclusion. This module maps that conclusion to Python: no answer is a no — a
 question that is denied, expires, is cancelled, cannot be trusted, or cannot be asked because the relay is
 unreachable raises `NotApproved` with that conclusion (the word) and the gate's reason (the sentence), and the
 function never runs.
@@ -53,8 +54,9 @@ def load_policy(policy: PolicyLike) -> _native.Policy | None:
 
 
 def conclude(ruling: _native.Ruling) -> _native.AnswerOutcome | None:
-    """The outcome when the gate lets the call run (None when the policy allowed it without asking); raises
-    `NotApproved` otherwise, or the error that stopped the gate (NoDevice, AuthError…)."""
+    """The outcome when the gate lets the call run (None when the policy allowed it, or a grant covered it,
+    without asking); raises `NotApproved` otherwise, or the error that stopped the gate (NoDevice, AuthError,
+    InvalidInput when fewer devices can answer than the approvals needed…)."""
     if ruling.lets_run:
         return ruling.outcome
     if ruling.conclusion == "error" and ruling.error is not None:
@@ -66,7 +68,8 @@ def conclude(ruling: _native.Ruling) -> _native.AnswerOutcome | None:
 
 
 class Request:
-    """One approval to obtain: the question and how long to wait, with the policy's word (if any)."""
+    """One approval to obtain: the question and how long to wait, with the policy that decides the call of
+    `tool` with `input` first (if any), and how many devices must approve."""
 
     def __init__(
         self,
@@ -75,15 +78,21 @@ class Request:
         details: str | None,
         expires_in: float,
         timeout: float | None,
-        evaluation: _native.Evaluation | None = None,
+        policy: _native.Policy | None = None,
+        tool: str | None = None,
+        input: dict[str, Any] | None = None,
         user: str | None = None,
+        approvals: int = 1,
     ) -> None:
         self.question = question
         self.user = user
         self.details = details
         self.expires_in = expires_in
         self.timeout = timeout
-        self.evaluation = evaluation
+        self.policy = policy
+        self.tool = tool if policy is not None else None
+        self.input = input if policy is not None else None
+        self.approvals = approvals
 
     def _call(self, client: _native.AgentClient) -> _native.Call[_native.Ruling]:
         return client.approve(
@@ -91,8 +100,11 @@ class Request:
             details=self.details,
             expires_in=self.expires_in,
             timeout=self.timeout,
-            evaluation=self.evaluation,
             user=self.user,
+            policy=self.policy,
+            tool=self.tool,
+            input=self.input,
+            approvals=self.approvals,
         )
 
     def approve(self, client: _native.AgentClient) -> _native.AnswerOutcome | None:
@@ -151,6 +163,7 @@ def decorator(
     policy: PolicyLike,
     tool: str | None,
     user: UserOf = None,
+    approvals: int = 1,
 ) -> Callable[[F], F]:
     """Builds the `require_approval` decorator for a native client."""
     loaded = load_policy(policy)
@@ -168,13 +181,19 @@ def decorator(
                 text = question(*args, **kwargs)
             else:
                 text = question.format(**bound.arguments)
-            evaluation = loaded.evaluate(name, dict(bound.arguments)) if loaded is not None else None
-            more = details
-            if evaluation is not None and evaluation.decision == "ask":
-                more = f"{details}\n\n{evaluation.reason}" if details else evaluation.reason
             asked = user(*args, **kwargs) if callable(user) else user
+            # With a policy, the native gate decides the call of `name` with the arguments as input (and adds
+            # the rule's reason under the question), in the current directory for grants.
             return Request(
-                text, details=more, expires_in=expires_in, timeout=timeout, evaluation=evaluation, user=asked
+                text,
+                details=details,
+                expires_in=expires_in,
+                timeout=timeout,
+                policy=loaded,
+                tool=name,
+                input=dict(bound.arguments),
+                user=asked,
+                approvals=approvals,
             )
 
         if inspect.iscoroutinefunction(func):

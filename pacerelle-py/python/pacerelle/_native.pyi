@@ -606,6 +606,9 @@ class Evaluation:
     def decision(self) -> Literal["allow", "ask", "deny"]: ...
     @property
     def reason(self) -> str: ...
+    @property
+    def approvals(self) -> int:
+        """For 'ask': how many distinct owner devices must approve (the rule's `approvals`; 1 by default)."""
 
 @final
 class Policy:
@@ -627,7 +630,7 @@ class Ruling:
     def conclusion(
         self,
     ) -> Literal[
-        "allowed", "approved", "answered", "denied", "expired", "cancelled", "rejected", "pending",
+        "allowed", "approved", "granted", "answered", "denied", "expired", "cancelled", "rejected", "pending",
         "relay_unavailable", "error",
     ]: ...
     @property
@@ -668,6 +671,10 @@ class AgentClient:
     def token(self) -> str: ...
     @property
     def relay_url(self) -> str: ...
+    @property
+    def home(self) -> str | None:
+        """The agent's home (`PACERELLE_HOME` when the client was made, else the config folder + `pacerelle`),
+        where `approve` keeps grants (`grants/<agentId>.json`); None when there is none (no grants)."""
     def info(self) -> Call[AgentInfo]: ...
     def create_pairing(
         self, label: str | None = None, ttl: float = 600.0, role: str = "owner", public_url: str | None = None
@@ -709,6 +716,7 @@ class AgentClient:
         question_id: str | None = None,
         answered_at_host: bool = False,
         user: str | None = None,
+        approvals: int = 1,
     ) -> Call[Asked]: ...
     def wait_for_answer(self, question: str | Asked, timeout: float | None = 30.0) -> Call[AnswerOutcome]: ...
     def ask(
@@ -724,6 +732,7 @@ class AgentClient:
         timeout: float | None = None,
         answered_at_host: bool = False,
         user: str | None = None,
+        approvals: int = 1,
     ) -> Call[AnswerOutcome]: ...
     def approve(
         self,
@@ -734,7 +743,15 @@ class AgentClient:
         timeout: float | None = None,
         evaluation: Evaluation | None = None,
         user: str | None = None,
-    ) -> Call[Ruling]: ...
+        policy: Policy | None = None,
+        tool: str | None = None,
+        input: Any = None,
+        approvals: int = 1,
+    ) -> Call[Ruling]:
+        """The approval gate: `policy` decides the call of `tool` with `input` (or `evaluation`, a word already
+        given); for 'ask', a live grant in the agent's home covering the call in the current directory lets it
+        run ('granted'), else the question (offering the policy's grants, keeping one given with the yes) is
+        asked of `approvals` distinct devices (raised by the rule's). Never raises for a relay error."""
     def notify(
         self, text: str, title: str | None = None, level: str = "info", user: str | None = None
     ) -> Call[Stored]: ...
