@@ -165,9 +165,10 @@ pub enum ErrorKind {
     /// No such item for this credential (`not_found`, `no_route`).
     NotFound,
     /// A malformed or out-of-range argument, given here or refused by the relay (`invalid_input`,
-    /// `invalid_json`, `body_too_large`, `bad_cursor`, `method_not_allowed`).
+    /// `invalid_json`, `body_too_large`, `bad_cursor`, `method_not_allowed`, `push_endpoint_forbidden`).
     InvalidInput,
-    /// The id is taken by a different item (`id_conflict`, `agent_exists`).
+    /// The id is taken by a different item (`id_conflict`, `agent_exists`), or the device already registered
+    /// another signing key (`signing_key_exists`).
     IdConflict,
     /// The question id already names a different question (`question_id_conflict`).
     QuestionIdConflict,
@@ -214,8 +215,9 @@ impl ErrorKind {
             | c::INVALID_JSON
             | c::BODY_TOO_LARGE
             | c::BAD_CURSOR
-            | c::METHOD_NOT_ALLOWED => ErrorKind::InvalidInput,
-            c::ID_CONFLICT | c::AGENT_EXISTS => ErrorKind::IdConflict,
+            | c::METHOD_NOT_ALLOWED
+            | c::PUSH_ENDPOINT_FORBIDDEN => ErrorKind::InvalidInput,
+            c::ID_CONFLICT | c::AGENT_EXISTS | c::SIGNING_KEY_EXISTS => ErrorKind::IdConflict,
             c::QUESTION_ID_CONFLICT => ErrorKind::QuestionIdConflict,
             c::AGENT_IN_USE => ErrorKind::AgentInUse,
             c::LEASE_LOST => ErrorKind::LeaseLost,
@@ -340,6 +342,20 @@ mod tests {
         assert_eq!(api(409, code::ROSTER_ROLLBACK).kind(), ErrorKind::Roster);
         assert_eq!(api(403, code::DEVICE_REVOKED).kind(), ErrorKind::DeviceRevoked);
         assert_eq!(api(400, code::BAD_CURSOR).kind(), ErrorKind::InvalidInput);
+        // Codes that once fell through to `internal`, which counts as worth retrying: none of them is.
+        assert_eq!(
+            api(400, code::PUSH_ENDPOINT_FORBIDDEN).kind(),
+            ErrorKind::InvalidInput
+        );
+        assert_eq!(api(409, code::SIGNING_KEY_EXISTS).kind(), ErrorKind::IdConflict);
+        assert_eq!(api(404, code::USER_NOT_FOUND).kind(), ErrorKind::NotFound);
+        for c in [
+            code::PUSH_ENDPOINT_FORBIDDEN,
+            code::SIGNING_KEY_EXISTS,
+            code::USER_NOT_FOUND,
+        ] {
+            assert!(!ErrorKind::of_code(c).worth_retrying(), "{c}");
+        }
         assert_eq!(api(503, "something_new").kind(), ErrorKind::Unavailable);
         assert_eq!(api(500, "something_new").kind(), ErrorKind::Internal);
         assert_eq!(
