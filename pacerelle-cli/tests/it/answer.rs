@@ -5,24 +5,10 @@
 
 use crate::common;
 
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Output};
 
-use common::{Setup, next_question, run, stderr, stdout};
-use pacerelle_client::{Answer, DeviceClient};
-
-fn spawn(mut c: Command) -> Child {
-    c.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn")
-}
-
-async fn finish(child: Child) -> Output {
-    tokio::task::spawn_blocking(move || child.wait_with_output().expect("wait"))
-        .await
-        .expect("join")
-}
+use common::{Setup, finish, next_question, run, spawn, stderr, stdout};
+use pacerelle_client::Answer;
 
 fn ask(setup: &Setup, args: &[&str]) -> Child {
     let mut c = setup.agent();
@@ -39,24 +25,10 @@ fn answer(setup: &Setup, args: &[&str]) -> Output {
     })
 }
 
-/// A second device, paired by `pacerelle pair` and joined with the client.
-async fn tablet(setup: &Setup) -> DeviceClient {
-    let out = run({
-        let mut c = setup.agent();
-        c.args(["pair", "--json"]);
-        c
-    });
-    assert!(out.status.success(), "pair: {}", stderr(&out));
-    let link: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    DeviceClient::join(link["link"].as_str().expect("link"), "Bob's tablet")
-        .await
-        .expect("join")
-}
-
 #[tokio::test]
 async fn an_answer_to_a_question_answered_on_another_device_fails_and_names_the_answer_that_counts() {
     let setup = Setup::start().await;
-    let tablet = tablet(&setup).await;
+    let tablet = setup.second_device("Bob's tablet").await;
 
     let child = ask(&setup, &["Deploy to production?", "--id", "deploy-1"]);
     let q = next_question(&setup.device, &[]).await;

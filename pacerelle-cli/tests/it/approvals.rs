@@ -5,39 +5,13 @@
 
 use crate::common;
 
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Child, Output};
 use std::time::Duration;
 
-use common::{Setup, next_question, run, run_with_stdin, stderr, stdout};
-use pacerelle_client::{Answer, DeviceClient};
-
-fn spawn(mut c: Command) -> Child {
-    c.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn")
-}
-
-async fn finish(child: Child) -> Output {
-    tokio::task::spawn_blocking(move || child.wait_with_output().expect("wait"))
-        .await
-        .expect("join")
-}
-
-/// A second owner device, paired by `pacerelle pair` and joined with the client.
-async fn tablet(setup: &Setup) -> DeviceClient {
-    let out = run({
-        let mut c = setup.agent();
-        c.args(["pair", "--json"]);
-        c
-    });
-    assert!(out.status.success(), "pair: {}", stderr(&out));
-    let link: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
-    DeviceClient::join(link["link"].as_str().expect("link"), "Bob's tablet")
-        .await
-        .expect("join")
-}
+use common::{
+    Setup, bash_call, decision, finish, next_question, project, run, run_with_stdin, spawn, stderr, stdout,
+};
+use pacerelle_client::Answer;
 
 /// `pacerelle answer …` from the terminal device.
 fn answer(setup: &Setup, id: &str, word: &str) -> Output {
@@ -57,7 +31,7 @@ async fn still_waiting(child: &mut Child) -> bool {
 #[tokio::test]
 async fn two_approvals_need_two_devices_and_one_no_denies() {
     let setup = Setup::start().await;
-    let tablet = tablet(&setup).await;
+    let tablet = setup.second_device("Bob's tablet").await;
 
     // With one more approval than devices: refused before anything is asked.
     let three = run({
@@ -209,30 +183,15 @@ async fn two_approvals_need_two_devices_and_one_no_denies() {
 #[tokio::test]
 async fn a_gate_rule_with_two_approvals_runs_the_call_only_after_both() {
     let setup = Setup::start().await;
-    let tablet = tablet(&setup).await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::create_dir_all(dir.path().join(".pacerelle")).expect("mkdir");
-    std::fs::write(
-        dir.path().join(".pacerelle/policy.toml"),
+    let tablet = setup.second_device("Bob's tablet").await;
+    let dir = project(
         "default = \"allow\"\n\n[[rule]]\ntool = \"Bash\"\ncommand = \"kubectl apply*\"\ndecision = \"ask\"\napprovals = 2\n",
-    )
-    .expect("policy");
-    let input = |command: &str| {
-        serde_json::to_vec(&serde_json::json!({
-            "session_id": "s", "cwd": dir.path().display().to_string(), "hook_event_name": "PreToolUse",
-            "tool_name": "Bash", "tool_input": {"command": command},
-        }))
-        .expect("json")
-    };
-    let decision = |out: &Output| {
-        let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("decision JSON");
-        v["hookSpecificOutput"]["permissionDecision"] == "allow"
-    };
+    );
     // One approval within the budget: the call stays blocked (denied when the budget ends).
     let gate = |budget: &str, command: &str| {
         let mut c = setup.agent();
         c.args(["hook", "claude-code", "--budget", budget]);
-        let input = input(command);
+        let input = bash_call(dir.path(), command);
         tokio::task::spawn_blocking(move || run_with_stdin(c, &input))
     };
     let running = gate("6", "kubectl apply -f prod.yaml");
@@ -241,7 +200,7 @@ async fn a_gate_rule_with_two_approvals_runs_the_call_only_after_both() {
     assert_eq!(q.approvals, 2);
     assert!(answer(&setup, &q.question_id, "yes").status.success());
     let out = running.await.expect("join");
-    assert!(!decision(&out), "one approval of two runs nothing");
+    assert!(!decision(&out).0, "one approval of two runs nothing");
 
     // Both: the call runs.
     let running = gate("60", "kubectl apply -f prod.yaml");
@@ -250,5 +209,6 @@ async fn a_gate_rule_with_two_approvals_runs_the_call_only_after_both() {
     next_question(&tablet, std::slice::from_ref(&q.question_id)).await;
     tablet.answer(&q2.question_id, Answer::Yes).await.expect("yes");
     let out = running.await.expect("join");
-    assert!(decision(&out), "{}", String::from_utf8_lossy(&out.stdout));
+    let (allowed, reason) = decision(&out);
+    assert!(allowed, "{reason}");
 }

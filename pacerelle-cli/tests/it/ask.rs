@@ -4,24 +4,10 @@
 
 use crate::common;
 
-use std::process::{Child, Command, Output, Stdio};
+use std::process::Child;
 
-use common::{Setup, next_question, run, stderr, stdout};
+use common::{Setup, finish, next_question, run, spawn, stderr, stdout};
 use pacerelle_client::{Answer, QuestionKind};
-
-fn spawn(mut c: Command) -> Child {
-    c.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn")
-}
-
-async fn finish(child: Child) -> Output {
-    tokio::task::spawn_blocking(move || child.wait_with_output().expect("wait"))
-        .await
-        .expect("join")
-}
 
 fn ask(setup: &Setup, args: &[&str]) -> Child {
     let mut c = setup.agent();

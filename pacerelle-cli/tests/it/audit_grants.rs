@@ -7,10 +7,7 @@
 
 use crate::common;
 
-use std::path::Path;
-use std::process::Output;
-
-use common::{Setup, next_question, run, run_with_stdin, stderr, stdout};
+use common::{Setup, audit_verify, bash_call, decision, next_question, run, run_with_stdin, stderr, stdout};
 use serde_json::{Value, json};
 
 const POLICY: &str = r#"
@@ -24,42 +21,6 @@ decision = "ask"
 grant_prefix = ["cargo test"]
 "#;
 
-/// Claude Code's PreToolUse input for a shell command in `cwd`.
-fn bash(cwd: &Path, command: &str) -> Vec<u8> {
-    serde_json::to_vec(&json!({
-        "session_id": "8f2d7c1e-1b2a-4c3d-9e8f-0a1b2c3d4e5f",
-        "cwd": cwd.display().to_string(),
-        "hook_event_name": "PreToolUse",
-        "tool_name": "Bash",
-        "tool_input": {"command": command},
-    }))
-    .expect("json")
-}
-
-/// The gate's decision: (allowed, reason).
-fn decision(out: &Output) -> (bool, String) {
-    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(out));
-    let v: Value = serde_json::from_slice(&out.stdout).expect("decision JSON");
-    let h = &v["hookSpecificOutput"];
-    let reason = h["permissionDecisionReason"]
-        .as_str()
-        .expect("reason")
-        .to_string();
-    (h["permissionDecision"] == "allow", reason)
-}
-
-/// `pacerelle audit verify FILE` as an auditor runs it: an empty home, a relay address where nothing
-/// listens, no agent credentials.
-fn verify(file: &Path, json: bool) -> Output {
-    let home = tempfile::tempdir().expect("tempdir");
-    let mut c = common::pacerelle(home.path(), "http://127.0.0.1:9");
-    c.args(["audit", "verify"]).arg(file);
-    if json {
-        c.arg("--json");
-    }
-    run(c)
-}
-
 #[tokio::test]
 async fn audit_export_carries_the_grants_and_their_uses_and_verify_checks_each() {
     let setup = Setup::start().await;
@@ -72,7 +33,7 @@ async fn audit_export_carries_the_grants_and_their_uses_and_verify_checks_each()
     let running = {
         let mut c = setup.agent();
         c.args(["hook", "claude-code", "--budget", "60"]);
-        let input = bash(&cwd, "cargo test");
+        let input = bash_call(&cwd, "cargo test");
         tokio::task::spawn_blocking(move || run_with_stdin(c, &input))
     };
     let q = next_question(&setup.device, &[]).await;
@@ -94,7 +55,7 @@ async fn audit_export_carries_the_grants_and_their_uses_and_verify_checks_each()
     for command in commands {
         let mut c = setup.agent();
         c.args(["hook", "claude-code", "--budget", "5"]);
-        let (allowed, reason) = decision(&run_with_stdin(c, &bash(&cwd, command)));
+        let (allowed, reason) = decision(&run_with_stdin(c, &bash_call(&cwd, command)));
         assert!(allowed, "{command}: {reason}");
         assert!(reason.contains("allowed by grant"), "{command}: {reason}");
     }
@@ -132,10 +93,10 @@ async fn audit_export_carries_the_grants_and_their_uses_and_verify_checks_each()
         "each use, in the order it ran"
     );
 
-    let out = verify(&file, false);
+    let out = audit_verify(&file, false);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(stdout(&out).trim(), "✓ 1 answer and 1 grant (3 uses) verify");
-    let out = verify(&file, true);
+    let out = audit_verify(&file, true);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let v: Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(
@@ -199,14 +160,14 @@ async fn audit_export_carries_the_grants_and_their_uses_and_verify_checks_each()
         edit(&mut changed);
         let path = dir.path().join("changed.json");
         std::fs::write(&path, serde_json::to_vec_pretty(&changed).unwrap()).unwrap();
-        let out = verify(&path, false);
+        let out = audit_verify(&path, false);
         assert_eq!(out.status.code(), Some(1), "{what}: {}", stdout(&out));
         let named = match grant_use {
             Some(n) => format!("grant 1 (question {}), use {n}: {reason}", q.question_id),
             None => format!("grant 1 (question {}): {reason}", q.question_id),
         };
         assert_eq!(stderr(&out).trim(), format!("✗ {named}"), "{what}");
-        let out = verify(&path, true);
+        let out = audit_verify(&path, true);
         assert_eq!(out.status.code(), Some(1), "{what}");
         let v: Value = serde_json::from_slice(&out.stdout).expect("json");
         assert_eq!(

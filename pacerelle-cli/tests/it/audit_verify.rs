@@ -5,43 +5,14 @@
 
 use crate::common;
 
-use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
-
-use common::{Setup, next_question, run, stderr, stdout};
+use common::{Setup, audit_verify, finish, next_question, run, spawn, stderr, stdout};
 use pacerelle_client::Answer;
 use pacerelle_client::core::b64;
 use pacerelle_client::core::question::question_digest;
 use pacerelle_client::core::signing::SigningKey;
 
-fn spawn(mut c: Command) -> Child {
-    c.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn")
-}
-
-async fn finish(child: Child) -> Output {
-    tokio::task::spawn_blocking(move || child.wait_with_output().expect("wait"))
-        .await
-        .expect("join")
-}
-
 /// A change made to an export, as a person with a text editor would.
 type Edit = Box<dyn Fn(&mut serde_json::Value)>;
-
-/// `pacerelle audit verify FILE` as an auditor runs it: an empty home, a relay address where nothing
-/// listens, no agent credentials.
-fn verify(file: &Path, json: bool) -> Output {
-    let home = tempfile::tempdir().expect("tempdir");
-    let mut c = common::pacerelle(home.path(), "http://127.0.0.1:9");
-    c.args(["audit", "verify"]).arg(file);
-    if json {
-        c.arg("--json");
-    }
-    run(c)
-}
 
 #[tokio::test]
 async fn a_signed_export_verifies_and_any_changed_field_fails_naming_the_record() {
@@ -116,10 +87,10 @@ async fn a_signed_export_verifies_and_any_changed_field_fails_naming_the_record(
     assert_eq!(ids, ["q_deploy", "q_drop", "q_region"]);
     assert_eq!(good["devices"][0]["name"], "Ana's phone");
 
-    let out = verify(&file, false);
+    let out = audit_verify(&file, false);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(stdout(&out).trim(), "✓ 3 answers verify");
-    let out = verify(&file, true);
+    let out = audit_verify(&file, true);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
     assert_eq!(v["verified"], true);
@@ -171,7 +142,7 @@ async fn a_signed_export_verifies_and_any_changed_field_fails_naming_the_record(
         edit(&mut changed);
         let path = dir.path().join("changed.json");
         std::fs::write(&path, serde_json::to_vec_pretty(&changed).unwrap()).unwrap();
-        let out = verify(&path, false);
+        let out = audit_verify(&path, false);
         assert_eq!(out.status.code(), Some(1), "{what}: {}", stdout(&out));
         assert!(
             stderr(&out).contains("record 2 (question q_drop): "),
@@ -179,7 +150,7 @@ async fn a_signed_export_verifies_and_any_changed_field_fails_naming_the_record(
             stderr(&out)
         );
         assert!(!stdout(&out).contains('✓'), "{what}");
-        let out = verify(&path, true);
+        let out = audit_verify(&path, true);
         assert_eq!(out.status.code(), Some(1), "{what}");
         let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
         assert_eq!(v["verified"], false);
@@ -196,7 +167,7 @@ async fn a_signed_export_verifies_and_any_changed_field_fails_naming_the_record(
     }
     let path = dir.path().join("device.json");
     std::fs::write(&path, serde_json::to_vec(&changed).unwrap()).unwrap();
-    let out = verify(&path, false);
+    let out = audit_verify(&path, false);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr(&out).contains("record 1 (question q_deploy): the signature does not verify"),
@@ -209,7 +180,7 @@ async fn a_signed_export_verifies_and_any_changed_field_fails_naming_the_record(
     changed["records"][0]["signature"] = serde_json::Value::Null;
     let path = dir.path().join("two.json");
     std::fs::write(&path, serde_json::to_vec(&changed).unwrap()).unwrap();
-    let out = verify(&path, false);
+    let out = audit_verify(&path, false);
     assert_eq!(out.status.code(), Some(1));
     assert!(
         stderr(&out).contains("record 1 (question q_deploy): the answer is not signed"),
@@ -220,7 +191,7 @@ async fn a_signed_export_verifies_and_any_changed_field_fails_naming_the_record(
     // Not an export, or not readable: 2 (nothing was checked).
     let path = dir.path().join("not.json");
     std::fs::write(&path, "hello").unwrap();
-    let out = verify(&path, false);
+    let out = audit_verify(&path, false);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(
         stderr(&out).contains("not an answer-log export"),
@@ -230,10 +201,10 @@ async fn a_signed_export_verifies_and_any_changed_field_fails_naming_the_record(
     let mut changed = good.clone();
     changed["v"] = 2.into();
     std::fs::write(&path, serde_json::to_vec(&changed).unwrap()).unwrap();
-    let out = verify(&path, false);
+    let out = audit_verify(&path, false);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("not a version 1"), "{}", stderr(&out));
-    let out = verify(&dir.path().join("missing.json"), false);
+    let out = audit_verify(&dir.path().join("missing.json"), false);
     assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     assert!(stderr(&out).contains("cannot read"), "{}", stderr(&out));
 }

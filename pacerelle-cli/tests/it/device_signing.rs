@@ -7,27 +7,13 @@
 use crate::common;
 
 use std::path::Path;
-use std::process::{Child, Command, Output, Stdio};
+use std::process::Command;
 
-use common::{Setup, next_question, pacerelle, run, serve, stderr, stdout};
+use common::{Setup, finish, next_question, pacerelle, run, serve, spawn, stderr, stdout};
 use pacerelle_client::core::b64;
 use pacerelle_client::core::pairing::{self, PairingSecret};
 use pacerelle_client::core::wire::{ClaimPairing, PairingClaimed, PairingOffer};
 use pacerelle_client::{DeviceClient, DeviceCredentials};
-
-fn spawn(mut c: Command) -> Child {
-    c.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn")
-}
-
-async fn finish(child: Child) -> Output {
-    tokio::task::spawn_blocking(move || child.wait_with_output().expect("wait"))
-        .await
-        .expect("join")
-}
 
 fn with(mut c: Command, args: &[&str]) -> Command {
     c.args(args);

@@ -6,10 +6,7 @@
 
 use crate::common;
 
-use std::path::Path;
-use std::process::Output;
-
-use common::{Setup, next_question, run, run_with_stdin, stderr, stdout};
+use common::{Setup, bash_call, decision, next_question, project, run, run_with_stdin, stderr, stdout};
 use pacerelle_client::core::grant::CommandMatch;
 use serde_json::{Value, json};
 
@@ -29,45 +26,6 @@ command = "cargo *"
 decision = "ask"
 grant_prefix = ["cargo test"]
 "#;
-
-/// A project folder with `.pacerelle/policy.toml`.
-fn project(policy: &str) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("tempdir");
-    std::fs::create_dir_all(dir.path().join(".pacerelle")).expect("mkdir");
-    std::fs::write(dir.path().join(".pacerelle/policy.toml"), policy).expect("policy");
-    dir
-}
-
-/// Claude Code's PreToolUse input for a shell command in `cwd`.
-fn bash(cwd: &Path, command: &str) -> Vec<u8> {
-    serde_json::to_vec(&json!({
-        "session_id": "8f2d7c1e-1b2a-4c3d-9e8f-0a1b2c3d4e5f",
-        "cwd": cwd.display().to_string(),
-        "hook_event_name": "PreToolUse",
-        "tool_name": "Bash",
-        "tool_input": {"command": command},
-    }))
-    .expect("json")
-}
-
-/// The gate's decision: (allowed, reason).
-fn decision(out: &Output) -> (bool, String) {
-    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(out));
-    let v: Value = serde_json::from_slice(&out.stdout).expect("decision JSON");
-    let h = &v["hookSpecificOutput"];
-    let reason = h["permissionDecisionReason"]
-        .as_str()
-        .expect("reason")
-        .to_string();
-    (h["permissionDecision"] == "allow", reason)
-}
-
-/// Runs the gate on `command` in `cwd` within `budget` seconds.
-fn gate(setup: &Setup, cwd: &Path, command: &str, budget: &str) -> Output {
-    let mut c = setup.agent();
-    c.args(["hook", "claude-code", "--budget", budget]);
-    run_with_stdin(c, &bash(cwd, command))
-}
 
 /// How many questions the device has been asked so far.
 async fn asked(setup: &Setup) -> usize {
@@ -105,7 +63,7 @@ async fn allow_for_an_hour_lets_the_same_calls_run_and_nothing_else() {
         let (c, input) = {
             let mut c = setup.agent();
             c.args(["hook", "claude-code", "--budget", "60"]);
-            (c, bash(&cwd, "cargo test"))
+            (c, bash_call(&cwd, "cargo test"))
         };
         tokio::task::spawn_blocking(move || run_with_stdin(c, &input))
     };
@@ -157,7 +115,7 @@ async fn allow_for_an_hour_lets_the_same_calls_run_and_nothing_else() {
     // The next five `cargo test` run without a question.
     let before = asked(&setup).await;
     for _ in 0..5 {
-        let (allowed, reason) = decision(&gate(&setup, &cwd, "cargo test", "5"));
+        let (allowed, reason) = decision(&setup.gate(&cwd, "cargo test", "5"));
         assert!(allowed, "{reason}");
         assert!(
             reason.contains(&format!("allowed by grant {}", q.question_id)),
@@ -178,7 +136,7 @@ async fn allow_for_an_hour_lets_the_same_calls_run_and_nothing_else() {
         (cwd.as_path(), "cargo publish"),
     ] {
         let before = asked(&setup).await;
-        let (allowed, reason) = decision(&gate(&setup, folder, command, "2"));
+        let (allowed, reason) = decision(&setup.gate(folder, command, "2"));
         assert!(!allowed, "{command}: {reason}");
         assert_eq!(asked(&setup).await, before + 1, "{command} was asked");
     }
@@ -197,12 +155,12 @@ async fn allow_for_an_hour_lets_the_same_calls_run_and_nothing_else() {
     edited["grants"][0]["grant"]["scope"]["match"] = json!("prefix");
     std::fs::write(&path, serde_json::to_vec(&edited).expect("json")).expect("write");
     let before = asked(&setup).await;
-    let (allowed, _) = decision(&gate(&setup, &cwd, "cargo build", "2"));
+    let (allowed, _) = decision(&setup.gate(&cwd, "cargo build", "2"));
     assert!(!allowed, "a widened grant lets nothing run");
     assert_eq!(asked(&setup).await, before + 1);
     std::fs::write(&path, &original).expect("restore");
     assert!(
-        decision(&gate(&setup, &cwd, "cargo test", "5")).0,
+        decision(&setup.gate(&cwd, "cargo test", "5")).0,
         "the grant as signed still counts"
     );
 
@@ -213,7 +171,7 @@ async fn allow_for_an_hour_lets_the_same_calls_run_and_nothing_else() {
     )
     .expect("policy");
     let before = asked(&setup).await;
-    assert!(!decision(&gate(&setup, &cwd, "cargo test", "2")).0);
+    assert!(!decision(&setup.gate(&cwd, "cargo test", "2")).0);
     assert_eq!(
         asked(&setup).await,
         before + 1,
@@ -229,7 +187,7 @@ async fn a_prefix_grant_covers_arguments_until_the_device_is_revoked() {
     let running = {
         let mut c = setup.agent();
         c.args(["hook", "claude-code", "--budget", "60"]);
-        let input = bash(&cwd, "cargo test --workspace");
+        let input = bash_call(&cwd, "cargo test --workspace");
         tokio::task::spawn_blocking(move || run_with_stdin(c, &input))
     };
     let q = next_question(&setup.device, &[]).await;
@@ -246,7 +204,7 @@ async fn a_prefix_grant_covers_arguments_until_the_device_is_revoked() {
         "cargo test -p pacerelle-core",
         "cargo test --release -- --nocapture",
     ] {
-        let (allowed, reason) = decision(&gate(&setup, &cwd, command, "5"));
+        let (allowed, reason) = decision(&setup.gate(&cwd, command, "5"));
         assert!(allowed, "{command}: {reason}");
     }
     for command in [
@@ -254,7 +212,7 @@ async fn a_prefix_grant_covers_arguments_until_the_device_is_revoked() {
         "cargo testify",
         "cargo test && rm -rf ~",
     ] {
-        let (allowed, _) = decision(&gate(&setup, &cwd, command, "2"));
+        let (allowed, _) = decision(&setup.gate(&cwd, command, "2"));
         assert!(!allowed, "{command}");
     }
     assert_eq!(
@@ -280,7 +238,7 @@ async fn a_prefix_grant_covers_arguments_until_the_device_is_revoked() {
         c
     });
     assert!(revoked.status.success(), "{}", stderr(&revoked));
-    let (allowed, reason) = decision(&gate(&setup, &cwd, "cargo test", "2"));
+    let (allowed, reason) = decision(&setup.gate(&cwd, "cargo test", "2"));
     assert!(!allowed, "{reason}");
 }
 
@@ -303,7 +261,7 @@ async fn a_grant_is_listed_on_the_device_with_its_uses_and_revoked_there() {
     let running = {
         let mut c = setup.agent();
         c.args(["hook", "claude-code", "--budget", "60"]);
-        let input = bash(&cwd, "cargo test");
+        let input = bash_call(&cwd, "cargo test");
         tokio::task::spawn_blocking(move || run_with_stdin(c, &input))
     };
     let q = next_question(&setup.device, &[]).await;
@@ -328,7 +286,7 @@ async fn a_grant_is_listed_on_the_device_with_its_uses_and_revoked_there() {
     assert!(grant.get("revokedAt").is_none());
 
     for _ in 0..2 {
-        assert!(decision(&gate(&setup, &cwd, "cargo test", "5")).0);
+        assert!(decision(&setup.gate(&cwd, "cargo test", "5")).0);
     }
     assert_eq!(grants_cli(&setup, &["list"])[0]["uses"], 2, "each use is counted");
     let text = run({
@@ -356,7 +314,7 @@ async fn a_grant_is_listed_on_the_device_with_its_uses_and_revoked_there() {
             ]);
             c
         },
-        &bash(&cwd, "cargo test"),
+        &bash_call(&cwd, "cargo test"),
     );
     let (allowed, reason) = decision(&offline);
     assert!(!allowed && !reason.contains("allowed by grant"), "{reason}");
@@ -370,7 +328,7 @@ async fn a_grant_is_listed_on_the_device_with_its_uses_and_revoked_there() {
         "the first revocation is kept"
     );
     let before = asked(&setup).await;
-    let (allowed, reason) = decision(&gate(&setup, &cwd, "cargo test", "2"));
+    let (allowed, reason) = decision(&setup.gate(&cwd, "cargo test", "2"));
     assert!(!allowed, "{reason}");
     assert_eq!(asked(&setup).await, before + 1, "asked again");
     let kept: Value =
@@ -420,7 +378,7 @@ grant_prefix = ["cargo"]
     let running = {
         let mut c = setup.agent();
         c.args(["hook", "claude-code", "--budget", "60"]);
-        let input = bash(&cwd, "cargo build");
+        let input = bash_call(&cwd, "cargo build");
         tokio::task::spawn_blocking(move || run_with_stdin(c, &input))
     };
     let q = next_question(&setup.device, &[]).await;
@@ -438,11 +396,11 @@ grant_prefix = ["cargo"]
     assert!(granted.status.success(), "{}", stderr(&granted));
     assert!(decision(&running.await.expect("join")).0);
     // `cargo test` is in the grant's scope and its rule offers grants: it runs.
-    let (allowed, reason) = decision(&gate(&setup, &cwd, "cargo test", "5"));
+    let (allowed, reason) = decision(&setup.gate(&cwd, "cargo test", "5"));
     assert!(allowed && reason.contains("allowed by grant"), "{reason}");
     // `cargo publish` is in the scope too, but its own rule says `grant = false`: asked.
     let before = asked(&setup).await;
-    let (allowed, reason) = decision(&gate(&setup, &cwd, "cargo publish", "2"));
+    let (allowed, reason) = decision(&setup.gate(&cwd, "cargo publish", "2"));
     assert!(!allowed, "{reason}");
     assert_eq!(asked(&setup).await, before + 1, "cargo publish was asked");
 }

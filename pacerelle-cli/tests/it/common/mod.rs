@@ -157,6 +157,87 @@ impl Setup {
     pub fn as_device(&self) -> Command {
         pacerelle(self.device_home.path(), &self.url)
     }
+
+    /// Another owner device of the agent, paired by `pacerelle pair` and joined with the client as `name`.
+    pub async fn second_device(&self, name: &str) -> DeviceClient {
+        let out = run({
+            let mut c = self.agent();
+            c.args(["pair", "--json"]);
+            c
+        });
+        assert!(out.status.success(), "pair: {}", stderr(&out));
+        let link: serde_json::Value = serde_json::from_slice(&out.stdout).expect("json");
+        DeviceClient::join(link["link"].as_str().expect("link"), name)
+            .await
+            .expect("join")
+    }
+
+    /// The PreToolUse gate (`pacerelle hook claude-code`) on shell `command` in `cwd`, within `budget` seconds.
+    pub fn gate(&self, cwd: &Path, command: &str, budget: &str) -> Output {
+        let mut c = self.agent();
+        c.args(["hook", "claude-code", "--budget", budget]);
+        run_with_stdin(c, &bash_call(cwd, command))
+    }
+}
+
+/// `c` started with no standard input and its output captured.
+pub fn spawn(mut c: Command) -> Child {
+    c.stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn")
+}
+
+/// `child`'s exit and output, waited for off the async runtime.
+pub async fn finish(child: Child) -> Output {
+    tokio::task::spawn_blocking(move || child.wait_with_output().expect("wait"))
+        .await
+        .expect("join")
+}
+
+/// A project folder with `.pacerelle/policy.toml` holding `policy`.
+pub fn project(policy: &str) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::create_dir_all(dir.path().join(".pacerelle")).expect("mkdir");
+    std::fs::write(dir.path().join(".pacerelle/policy.toml"), policy).expect("policy");
+    dir
+}
+
+/// Claude Code's PreToolUse input for a shell command in `cwd`.
+pub fn bash_call(cwd: &Path, command: &str) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "session_id": "8f2d7c1e-1b2a-4c3d-9e8f-0a1b2c3d4e5f",
+        "cwd": cwd.display().to_string(),
+        "hook_event_name": "PreToolUse",
+        "tool_name": "Bash",
+        "tool_input": {"command": command},
+    }))
+    .expect("json")
+}
+
+/// The gate's decision: (allowed, reason).
+pub fn decision(out: &Output) -> (bool, String) {
+    assert_eq!(out.status.code(), Some(0), "stderr: {}", stderr(out));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).expect("decision JSON");
+    let h = &v["hookSpecificOutput"];
+    let reason = h["permissionDecisionReason"]
+        .as_str()
+        .expect("reason")
+        .to_string();
+    (h["permissionDecision"] == "allow", reason)
+}
+
+/// `pacerelle audit verify FILE` as an auditor runs it: an empty home, a relay address where nothing
+/// listens, no agent credentials.
+pub fn audit_verify(file: &Path, json: bool) -> Output {
+    let home = tempfile::tempdir().expect("tempdir");
+    let mut c = pacerelle(home.path(), "http://127.0.0.1:9");
+    c.args(["audit", "verify"]).arg(file);
+    if json {
+        c.arg("--json");
+    }
+    run(c)
 }
 
 /// The newest pending question the device sees, once there is one other than those in `seen`.
