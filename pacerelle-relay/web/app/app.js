@@ -13,7 +13,7 @@ import * as approvals from "./approvals.js";
 import { closedOutcome, tallyLine, waitingStatus } from "./approvals-ui.js";
 import { ApiError, deviceApi, pairingApi, relayApi } from "./api.js";
 import { Backoff } from "./backoff.js";
-import { detailsNodes } from "./details.js";
+import { detailsNodes, foldable } from "./details.js";
 import { GrantError, durationLabel } from "./grant.js";
 
 /** Longest long-poll (the relay caps at 55 s, below the usual 60 s of proxies). */
@@ -53,30 +53,6 @@ function timeLeft(ms) {
   const h = Math.floor(m / 60);
   if (h < 48) return `${h} h ${String(m % 60).padStart(2, "0")} min left`;
   return `${Math.floor(h / 24)} days left`;
-}
-
-/** A text longer than this (characters or lines) is shown folded, with "Show more". */
-const FOLD_CHARS = 1200;
-const FOLD_LINES = 16;
-
-/**
- * `node` (holding a text) and, when the text is long, a "Show more" button that unfolds it (and "Show less"
- * folds it again). Folding is only a view: the whole text is in the page, for search and copy.
- */
-function foldable(node, text) {
-  const long = text.length > FOLD_CHARS || text.split("\n").length > FOLD_LINES;
-  if (!long) return [node];
-  node.classList.add("foldable", "folded");
-  const toggle = el("button", "show-more", "Show more");
-  toggle.type = "button";
-  toggle.setAttribute("aria-expanded", "false");
-  toggle.addEventListener("click", () => {
-    const folded = node.classList.toggle("folded");
-    toggle.textContent = folded ? "Show more" : "Show less";
-    toggle.setAttribute("aria-expanded", String(!folded));
-    if (folded && node.getBoundingClientRect().top < 0) node.scrollIntoView({ block: "start" });
-  });
-  return [node, toggle];
 }
 
 /** A size in bytes, in KiB as people read it: "64 KiB", "195.3 KiB". */

@@ -4,7 +4,7 @@
 // are lines such as `Tool: Edit`, `Why asked: …`, `Directory: …`, `Command:`, `Diff: <file> (+added -removed)` and
 // `Input:`; nothing here depends on which of them are there.
 
-/** Details longer than this (characters or lines) are shown folded, with "Show all". */
+/** A text longer than this (characters or lines) is shown folded (details, bubbles, notes). */
 const FOLD_CHARS = 1200;
 const FOLD_LINES = 16;
 
@@ -73,17 +73,25 @@ export function detailsNodes(details) {
   }
   // The last "\n" adds no line.
   if (pre.lastChild) pre.lastChild.remove();
-  const long = details.length > FOLD_CHARS || details.split("\n").length > FOLD_LINES;
-  if (!long) return [pre];
-  pre.classList.add("foldable", "folded");
-  const toggle = el("button", "show-more show-all", "Show all");
+  return foldable(pre, details, { label: "Show all", className: "show-more show-all" });
+}
+
+/**
+ * `node` (holding `text`) and, when the text is long, a button (`label`, "Show more" by default) that unfolds it
+ * (and "Show less" folds it again). Folding is only a view: the whole text is in the page, for search and copy.
+ */
+export function foldable(node, text, { label = "Show more", className = "show-more" } = {}) {
+  const long = text.length > FOLD_CHARS || text.split("\n").length > FOLD_LINES;
+  if (!long) return [node];
+  node.classList.add("foldable", "folded");
+  const toggle = el("button", className, label);
   toggle.type = "button";
   toggle.setAttribute("aria-expanded", "false");
   toggle.addEventListener("click", () => {
-    const folded = pre.classList.toggle("folded");
-    toggle.textContent = folded ? "Show all" : "Show less";
+    const folded = node.classList.toggle("folded");
+    toggle.textContent = folded ? label : "Show less";
     toggle.setAttribute("aria-expanded", String(!folded));
-    if (folded && pre.getBoundingClientRect().top < 0) pre.scrollIntoView({ block: "start" });
+    if (folded && node.getBoundingClientRect().top < 0) node.scrollIntoView({ block: "start" });
   });
-  return [pre, toggle];
+  return [node, toggle];
 }
