@@ -868,14 +868,8 @@ mod tests {
         assert!(!until.fit_expiry);
     }
 
-    /// A rule's `approvals` against a real relay: with one owner device the question is refused before it is
-    /// asked, naming the count; with two, one yes keeps it open until the budget withdraws it, and two yeses
-    /// approve.
-    #[tokio::test]
-    async fn a_rule_that_needs_two_approvals_asks_two_devices() {
-        use crate::DeviceClient;
-        use crate::agent::PairingOptions;
-
+    /// A real relay on 127.0.0.1:0 with a fresh SQLite file (kept while the folder lives), and an agent on it.
+    async fn agent_on_a_relay() -> (tempfile::TempDir, AgentClient) {
         let dir = tempfile::tempdir().expect("tempdir");
         let relay = pacerelle_relay::Relay::open(pacerelle_relay::Config {
             database_path: dir.path().join("pacerelle.db"),
@@ -893,6 +887,18 @@ mod tests {
             .await
             .expect("register")
             .with_home(None);
+        (dir, agent)
+    }
+
+    /// A rule's `approvals` against a real relay: with one owner device the question is refused before it is
+    /// asked, naming the count; with two, one yes keeps it open until the budget withdraws it, and two yeses
+    /// approve.
+    #[tokio::test]
+    async fn a_rule_that_needs_two_approvals_asks_two_devices() {
+        use crate::DeviceClient;
+        use crate::agent::PairingOptions;
+
+        let (_dir, agent) = agent_on_a_relay().await;
         let pair = |name: &'static str| {
             let agent = agent.clone();
             async move {
@@ -962,23 +968,7 @@ mod tests {
         use crate::DeviceClient;
         use crate::agent::PairingOptions;
 
-        let dir = tempfile::tempdir().expect("tempdir");
-        let relay = pacerelle_relay::Relay::open(pacerelle_relay::Config {
-            database_path: dir.path().join("pacerelle.db"),
-            open_registration: true,
-            registration_secret: None,
-            public_url: None,
-            ..Default::default()
-        })
-        .await
-        .expect("relay");
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-        let url = format!("http://{}", listener.local_addr().expect("addr"));
-        tokio::spawn(relay.serve(listener, std::future::pending::<()>()));
-        let agent = AgentClient::register(&url, "gate", None)
-            .await
-            .expect("register")
-            .with_home(None);
+        let (_dir, agent) = agent_on_a_relay().await;
         let link = agent
             .create_pairing(PairingOptions::default())
             .await
