@@ -708,3 +708,67 @@ test("details.js: the sections of a gate question's details, and a diff's added 
   // A diff right after its heading, with the counts on the heading's line, and at the end of the details.
   assert.deepEqual(kinds("Diff: 1 added, 1 removed\n-a\n+b"), ["heading Diff: 1 added, 1 removed", "del -a", "add +b"]);
 });
+
+test("api.js: every relay error code has the kind the Rust client gives it, or a finer one the app needs", async () => {
+  const { ApiError, isRevocation, kindOf } = await import("../web/app/api.js");
+  const source = (path) => readFileSync(fileURLToPath(new URL(`../../${path}`, import.meta.url)), "utf8");
+  // The codes (pacerelle_core::wire::code): NAME → "string".
+  const wire = source("pacerelle-core/src/wire.rs");
+  const codeModule = wire.slice(wire.indexOf("pub mod code {"));
+  const codes = new Map([...codeModule.slice(0, codeModule.indexOf("\n}")).matchAll(/pub const (\w+): &str = "(\w+)";/g)]
+    .map(([, name, value]) => [name, value]));
+  assert.ok(codes.size >= 30, `${codes.size} codes`);
+  // The client's classification (ErrorKind::of_code): each arm's codes and its kind, in snake case.
+  const rust = source("pacerelle-client/src/error.rs");
+  const ofCode = rust.slice(rust.indexOf("pub fn of_code"));
+  const arms = [...ofCode.slice(0, ofCode.indexOf("_ => ErrorKind::Internal")).matchAll(/((?:\|?\s*c::\w+\s*)+)=> ErrorKind::(\w+)/g)];
+  assert.ok(arms.length >= 15, `${arms.length} arms`);
+  // Where the app keeps a code apart from the rest of its Rust kind, because it answers it in its own way.
+  const finer = {
+    no_route: "not_found",
+    bad_cursor: "invalid_input",
+    signing_key_exists: "id_conflict",
+    forbidden: "unauthorized",
+    pairing_expired: "pairing",
+    pairing_claimed: "pairing",
+    pairing_proof: "pairing",
+  };
+  const classified = new Set();
+  for (const [, names, kind] of arms) {
+    const rustKind = kind.replace(/[A-Z]/g, (ch, at) => (at ? "_" : "") + ch.toLowerCase());
+    for (const name of names.match(/c::(\w+)/g).map((n) => n.slice(3))) {
+      const code = codes.get(name);
+      assert.ok(code, `${name} is a code`);
+      const jsKind = kindOf(code);
+      assert.ok(jsKind === rustKind || finer[jsKind] === rustKind, `${code}: ${jsKind}, the client says ${rustKind}`);
+      classified.add(code);
+    }
+  }
+  // Every code but "internal" is classified on both sides; an unknown code is internal.
+  for (const code of codes.values()) {
+    if (code === "internal") assert.equal(kindOf(code), "internal");
+    else assert.ok(classified.has(code), `${code} has no kind in the client`);
+  }
+  assert.equal(kindOf("http_418"), "internal");
+  assert.equal(kindOf("constructor"), "internal");
+  // The app's own: the relay not reached. A gateway's 502–504 without a code is unavailable, as in the client.
+  const err = (status, code) => new ApiError(status, code, "m");
+  assert.equal(err(0, "network").kind, "network");
+  assert.equal(err(502, "http_502").kind, "unavailable");
+  assert.equal(err(500, "http_500").kind, "internal");
+  // Retried: unreachable, 408, 429 and 5xx, but not a full quota.
+  assert.deepEqual(
+    [err(0, "network"), err(408, "request_timeout"), err(429, "rate_limited"), err(429, "quota_exceeded"), err(500, "internal"), err(404, "not_found")]
+      .map((e) => e.transient),
+    [true, true, true, false, true, false],
+  );
+  // A closed question says how; a revocation is a revoked device or a refused credential, not a forbidden route.
+  assert.deepEqual(
+    ["question_answered", "question_expired", "question_cancelled", "not_found"].map((code) => err(409, code).closedState),
+    ["answered", "expired", "cancelled", null],
+  );
+  assert.deepEqual(
+    [err(410, "device_revoked"), err(401, "unauthorized"), err(403, "forbidden"), new Error("x")].map(isRevocation),
+    [true, true, false, false],
+  );
+});

@@ -306,7 +306,7 @@ export async function ensureSigningKey(api, agentId) {
         listed = (await api.registerSigningKey(sealed.signingKey, sealed.signingKeySeal)).signingKey;
       } catch (e) {
         // Registered by an earlier start whose answer was lost: the relay lists it.
-        if (e.code !== "signing_key_exists") throw e;
+        if (e.kind !== "signing_key_exists") throw e;
         listed = (await api.me()).device.signingKey;
       }
     }

@@ -1,6 +1,54 @@
-// The relay's HTTP API (docs/relay-api.md), same origin only. Errors carry the relay's stable `code`.
+// The relay's HTTP API (docs/relay-api.md), same origin only. Errors carry the relay's stable `code`, and the `kind`
+// the app branches on: this file is the one place that names the codes.
 
-/** A failed request: `code` is the relay's error code, or "network" when the relay could not be reached. */
+/**
+ * The kind of each relay error code, as the Rust client's `ErrorKind::of_code` classifies them
+ * (pacerelle-client/src/error.rs), with the codes the app answers each in its own way kept apart as kinds of their
+ * own: `no_route` (an older relay, not a missing item), `bad_cursor` (read from the start again),
+ * `signing_key_exists` (registered already), each `pairing_*` (each has its own words), and `forbidden` (a valid
+ * credential of the wrong kind, which is no revocation). "network" is the app's own: the relay was not reached.
+ */
+const KINDS = {
+  unauthorized: ["unauthorized"],
+  forbidden: ["forbidden", "registration_closed"],
+  device_revoked: ["device_revoked"],
+  not_found: ["not_found", "user_not_found"],
+  no_route: ["no_route"],
+  invalid_input: ["invalid_input", "invalid_json", "body_too_large", "method_not_allowed", "push_endpoint_forbidden"],
+  bad_cursor: ["bad_cursor"],
+  id_conflict: ["id_conflict", "agent_exists"],
+  signing_key_exists: ["signing_key_exists"],
+  question_id_conflict: ["question_id_conflict"],
+  agent_in_use: ["agent_in_use"],
+  lease_lost: ["lease_lost"],
+  question_closed: ["question_answered", "question_expired", "question_cancelled"],
+  no_device: ["no_device"],
+  pairing_expired: ["pairing_expired"],
+  pairing_claimed: ["pairing_claimed"],
+  pairing_proof: ["pairing_proof"],
+  roster: ["roster_rollback", "roster_invalid"],
+  roster_conflict: ["roster_conflict"],
+  rate_limited: ["rate_limited"],
+  quota_exceeded: ["quota_exceeded"],
+  unavailable: ["unavailable", "request_timeout"],
+  network: ["network"],
+};
+const KIND_OF = new Map(Object.entries(KINDS).flatMap(([kind, codes]) => codes.map((code) => [code, kind])));
+
+/** What a `question_closed` error says of its question: how it was closed before this answer. */
+const CLOSED_STATES = new Map([
+  ["question_answered", "answered"],
+  ["question_expired", "expired"],
+  ["question_cancelled", "cancelled"],
+]);
+
+/** The kind of a relay error code (see `KINDS`); "internal" for a failure inside the relay, or a code not known here. */
+export const kindOf = (code) => KIND_OF.get(code) || "internal";
+
+/**
+ * A failed request: `code` is the relay's error code, or "network" when the relay could not be reached; `kind` is
+ * what the app branches on (`kindOf`), never the code itself.
+ */
 export class ApiError extends Error {
   constructor(status, code, message) {
     super(message);
@@ -9,16 +57,30 @@ export class ApiError extends Error {
     this.code = code;
   }
 
+  /** The error's kind (`kindOf`); a failure inside the relay behind a gateway that answered 502–504 is "unavailable". */
+  get kind() {
+    const kind = kindOf(this.code);
+    return kind === "internal" && this.status >= 502 && this.status <= 504 ? "unavailable" : kind;
+  }
+
+  /** For a `question_closed` error, how the question was closed: "answered", "expired" or "cancelled"; else null. */
+  get closedState() {
+    return CLOSED_STATES.get(this.code) || null;
+  }
+
   /**
    * True when the same request may succeed later: the relay was unreachable, overloaded or failing. Not
    * `quota_exceeded` (also 429): the agent has as many tasks waiting as its relay allows, which lasts until it
    * catches up, so the task is refused for good and the person told why (the relay's message says).
    */
   get transient() {
-    if (this.code === "quota_exceeded") return false;
-    return this.code === "network" || this.status === 408 || this.status === 429 || this.status >= 500;
+    if (this.kind === "quota_exceeded") return false;
+    return this.kind === "network" || this.status === 408 || this.status === 429 || this.status >= 500;
   }
 }
+
+/** Whether an error says this device is no longer paired: revoked, or its credential refused. */
+export const isRevocation = (e) => e instanceof ApiError && (e.kind === "device_revoked" || e.kind === "unauthorized");
 
 /**
  * One request. `token` is the device's bearer credential; `timeoutMs` ends a request that hangs (a

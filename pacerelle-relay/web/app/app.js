@@ -11,7 +11,7 @@ import * as push from "./push.js";
 import * as grantUi from "./grant-ui.js";
 import * as approvals from "./approvals.js";
 import { closedOutcome, tallyLine, waitingStatus } from "./approvals-ui.js";
-import { ApiError, deviceApi, pairingApi, relayApi } from "./api.js";
+import { ApiError, deviceApi, isRevocation, pairingApi, relayApi } from "./api.js";
 import { Backoff } from "./backoff.js";
 import { detailsNodes, foldable } from "./details.js";
 import { GrantError, durationLabel } from "./grant.js";
@@ -261,6 +261,7 @@ function guessDeviceName() {
 
 // ── pairing ───────────────────────────────────────────────────────────────────────────────────────
 
+/** What a refused pairing says, by the error's kind. */
 const PAIRING_ERRORS = {
   not_found: "This pairing link is unknown to the relay. Ask for a new one: pacerelle pair.",
   pairing_claimed:
@@ -302,7 +303,7 @@ async function startPairing() {
   try {
     offer = await pairingApi.offer(p.pairingId);
   } catch (e) {
-    pairError(PAIRING_ERRORS[e.code] || `The relay refused the link (${e.message}).`);
+    pairError(PAIRING_ERRORS[e.kind] || `The relay refused the link (${e.message}).`);
     return;
   }
   let payload;
@@ -367,10 +368,10 @@ async function startPairing() {
       // Never retried: a claim is single use, and an answer lost in transit cannot claim twice.
       claimed = await pairingApi.claim(p.pairingId, c.b64encode(p.claimSecret), deviceName, sealedKey);
     } catch (e) {
-      if (e.code === "network") {
+      if (e.kind === "network") {
         pairError("The relay's answer was lost: the link may have been used. Open the app; if it is not paired, ask for a new link.");
       } else {
-        pairError(PAIRING_ERRORS[e.code] || `The relay refused the pairing (${e.message}).`);
+        pairError(PAIRING_ERRORS[e.kind] || `The relay refused the pairing (${e.message}).`);
       }
       return;
     }
@@ -471,7 +472,7 @@ async function relaySendsUpdates() {
     await relayApi.pushKey();
     return true;
   } catch (e) {
-    return !(e instanceof ApiError && e.code === "no_route") && !(e instanceof ApiError && e.code === "network");
+    return !(e instanceof ApiError && (e.kind === "no_route" || e.kind === "network"));
   }
 }
 
@@ -494,10 +495,6 @@ function revoked() {
   showScreen("revoked");
 }
 
-function isRevocation(e) {
-  return e instanceof ApiError && (e.code === "device_revoked" || e.code === "unauthorized");
-}
-
 async function conversationLoop() {
   let wait = 0; // catch up at once, then park
   while (!app.stopped) {
@@ -515,7 +512,7 @@ async function conversationLoop() {
       updateEmpty();
     } catch (e) {
       if (isRevocation(e)) return revoked();
-      if (e instanceof ApiError && e.code === "bad_cursor") {
+      if (e instanceof ApiError && e.kind === "bad_cursor") {
         app.cursor = null;
         continue;
       }
@@ -1111,7 +1108,7 @@ async function flushOutbox() {
       } catch (e) {
         if (isRevocation(e)) return revoked();
         if (!(e instanceof ApiError) || e.transient) {
-          if (e instanceof ApiError && e.code === "network") setConnected(false);
+          if (e instanceof ApiError && e.kind === "network") setConnected(false);
           markRetrying(entry);
           app.retryTimer = setTimeout(flushOutbox, app.retry.delay());
           return;
@@ -1169,12 +1166,6 @@ function markRetrying(entry) {
   }
 }
 
-const ANSWER_REFUSALS = {
-  question_expired: "expired",
-  question_cancelled: "cancelled",
-  question_answered: "answered",
-};
-
 /** What the person is told when an answer from here came too late: the state, and the answer that counts. */
 function closedMessage(q, refused) {
   const yours = refused ? ` Your answer (${describeAnswer(refused, q.payload)}) was not recorded.` : "";
@@ -1210,7 +1201,7 @@ async function refused(entry, e) {
     const sent = (await answers.openAnswer(app.device, q.id, entry.envelope)) || q.sending;
     q.sending = null;
     q.sendingChoice = null;
-    const state = ANSWER_REFUSALS[e.code];
+    const state = e.closedState;
     if (state) {
       // Closed before this answer: say so, with the answer that counts (read again), never this one.
       q.notRecorded = sent;
@@ -1643,9 +1634,9 @@ async function answerPending(p, answer, choice = null) {
     if (e instanceof GrantError) {
       // Nothing was queued: still open, and says why.
       p.error = e.message;
-    } else if (e instanceof ApiError && ANSWER_REFUSALS[e.code]) {
+    } else if (e instanceof ApiError && e.closedState) {
       await store.deleteOutbox(answers.outboxId(p.id)).catch(() => {});
-      p.closed = { expired: "Too late: the question expired", cancelled: "Cancelled by the agent", answered: "Already answered elsewhere" }[ANSWER_REFUSALS[e.code]];
+      p.closed = { expired: "Too late: the question expired", cancelled: "Cancelled by the agent", answered: "Already answered elsewhere" }[e.closedState];
     } else if (e instanceof ApiError && !e.transient) {
       await store.deleteOutbox(answers.outboxId(p.id)).catch(() => {});
       p.error = isRevocation(e) ? `${p.agent.agentName} no longer has this device: the answer was not sent.` : `The answer was refused: ${e.message}`;

@@ -188,8 +188,8 @@ function deviceWords(device, id, name) {
 /** Why a revocation failed, in words. */
 function revokeError(e) {
   if (e.status === 403) return "Only an owner device can revoke a grant.";
-  if (e.status === 404 && e.code !== "no_route") return "The relay no longer knows this grant.";
-  if (e.code === "network") return "The relay cannot be reached: the grant was not revoked. Try again.";
+  if (e.status === 404 && e.kind !== "no_route") return "The relay no longer knows this grant.";
+  if (e.kind === "network") return "The relay cannot be reached: the grant was not revoked. Try again.";
   return `The grant was not revoked: ${e.message}`;
 }
 
@@ -282,7 +282,7 @@ export async function showGrants({ list, status }, device, api, onRevocation) {
   } catch (e) {
     if (onRevocation(e)) return;
     status.textContent =
-      e.code === "no_route" || e.status === 405
+      e.kind === "no_route" || e.status === 405
         ? "This relay does not keep grants (it is older than them): a grant is ended on the computer by changing its policy file."
         : e.status === 403
           ? "Only an owner device lists this agent's grants."

@@ -67,7 +67,7 @@ async function relayKey() {
     const { publicKey } = await relayApi.pushKey();
     return c.b64decode(publicKey);
   } catch (e) {
-    if (e instanceof ApiError && (e.code === "no_route" || e.status === 404)) {
+    if (e instanceof ApiError && (e.kind === "no_route" || e.status === 404)) {
       throw new Error("This relay does not send notifications: it runs an older version of Pacerelle.");
     }
     throw e;
