@@ -1,5 +1,5 @@
 // Reconnection delays of the web app (its long-poll and its outbox): exponential from 1 s, capped at 30 s, with
-// jitter. Runs in the browser and in node (web-tests/crypto.test.mjs checks it).
+// jitter; and the plain pause of its polling loops. Runs in the browser and in node (web-tests/crypto.test.mjs checks it).
 
 /** The first delay, and the cap, in milliseconds. */
 export const RETRY_FIRST_MS = 1000;
@@ -48,3 +48,6 @@ export class Backoff {
     if (this.wakeUp) this.wakeUp();
   }
 }
+
+/** A plain pause of `ms` milliseconds (the status and presence loops' pace). */
+export const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
