@@ -338,6 +338,56 @@ mod tests {
         }
     }
 
+    /// A module the app loads is served: every `import … from "./x.js"` (and `import("./x.js")`) of a served
+    /// script, and every `/app/…` address a script names (the worker, the icon), is in the table, so that a new
+    /// module cannot be left out of it.
+    #[test]
+    fn every_module_the_scripts_load_is_served() {
+        let served = |name: &str| ASSETS.iter().any(|a| a.name == name);
+        let mut imports = 0;
+        for asset in ASSETS.iter().filter(|a| a.content_type == JS) {
+            let text = std::str::from_utf8(asset.body).expect("utf-8");
+            for quote in ['"', '\''] {
+                for before in ["from ", "import ", "import("] {
+                    let opening = format!("{before}{quote}./");
+                    for part in text.split(opening.as_str()).skip(1) {
+                        let name = part.split(quote).next().unwrap_or_default();
+                        assert!(
+                            served(name),
+                            "{} imports ./{name}, which is not served",
+                            asset.name
+                        );
+                        imports += 1;
+                    }
+                }
+                let opening = format!("{quote}/app/");
+                for part in text.split(opening.as_str()).skip(1) {
+                    let name = part.split(quote).next().unwrap_or_default();
+                    assert!(
+                        served(name),
+                        "{} names /app/{name}, which is not served",
+                        asset.name
+                    );
+                }
+            }
+            assert!(
+                !text.contains("from \"../"),
+                "{} imports from outside /app/",
+                asset.name
+            );
+        }
+        assert!(imports >= 40, "{imports} imports");
+        // And every script is loaded by something: the page (its entry), a script (the worker), or an import.
+        for asset in ASSETS.iter().filter(|a| a.content_type == JS) {
+            let name = asset.name;
+            let loaded = ASSETS.iter().chain(std::iter::once(&INDEX)).any(|a| {
+                let text = String::from_utf8_lossy(a.body);
+                text.contains(&format!("\"./{name}\"")) || text.contains(&format!("\"/app/{name}\""))
+            });
+            assert!(loaded, "{name} is served but nothing loads it");
+        }
+    }
+
     #[test]
     fn the_manifest_makes_the_app_installable() {
         let manifest = ASSETS
