@@ -4,6 +4,8 @@
 // are lines such as `Tool: Edit`, `Why asked: …`, `Directory: …`, `Command:`, `Diff: <file> (+added -removed)` and
 // `Input:`; nothing here depends on which of them are there.
 
+import { el } from "./dom.js";
+
 /** A text longer than this (characters or lines) is shown folded (details, bubbles, notes). */
 const FOLD_CHARS = 1200;
 const FOLD_LINES = 16;
@@ -12,13 +14,6 @@ const FOLD_LINES = 16;
 const HEADING = /^[A-Z][A-Za-z ]*:$/;
 /** The line that opens a diff section: `Diff:`, possibly followed by what it is about. */
 const DIFF = /^Diff:/;
-
-function el(tag, className, text) {
-  const node = document.createElement(tag);
-  if (className) node.className = className;
-  if (text !== undefined) node.textContent = text;
-  return node;
-}
 
 /**
  * How each line reads: `[{text, kind}]`, `kind` one of "text", "heading" (a section's first line), and in a diff

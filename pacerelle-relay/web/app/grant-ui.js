@@ -5,28 +5,14 @@
 
 import * as answers from "./answer.js";
 import { durationLabel, readGrant, readOffer, scopeWords } from "./grant.js";
-
-function el(tag, className, text) {
-  const node = document.createElement(tag);
-  if (className) node.className = className;
-  if (text !== undefined && text !== null) node.textContent = text;
-  return node;
-}
+import { el } from "./dom.js";
+import { clock } from "./format.js";
 
 const button = (className, text) => {
   const b = el("button", className, text);
   b.type = "button";
   return b;
 };
-
-/** A time as a person reads it: the hour today, the day and hour otherwise. */
-export function when(iso) {
-  const d = new Date(iso);
-  if (Number.isNaN(d.getTime())) return "";
-  const time = d.toLocaleTimeString([], { hour: "2-digit", minute: "2-digit" });
-  if (d.toDateString() === new Date().toDateString()) return time;
-  return `${d.toLocaleDateString([], { day: "numeric", month: "short" })} ${time}`;
-}
 
 /** A scope's nodes: the command (or tool) in monospace, how it is matched, and the folder in monospace. */
 function scopeNodes(scope) {
@@ -136,7 +122,7 @@ export function grantedLine(grant) {
   if (!g) return null;
   const p = el("p", "q-granted");
   const live = Date.parse(g.expiresAt) > Date.now();
-  p.append(`${live ? "Also allowed" : "Was also allowed"} until ${when(g.expiresAt)}: `, ...scopeNodes(g.scope));
+  p.append(`${live ? "Also allowed" : "Was also allowed"} until ${clock(g.expiresAt)}: `, ...scopeNodes(g.scope));
   return p;
 }
 
@@ -231,16 +217,16 @@ function grantCard(entry, ctx) {
   const add = (term, value) => facts.append(el("dt", null, term), el("dd", null, value));
   const meta = entry.question ? entry.question.meta : record.question || {};
   add("Granted by", deviceWords(device, record.deviceId, meta.answeredByName));
-  add("Granted", when(record.grantedAt));
+  add("Granted", clock(record.grantedAt));
   if (state === "revoked") {
     const by = record.revokedBy ? ` by ${deviceWords(device, record.revokedBy, null)}` : "";
-    add("Revoked", `${when(record.revokedAt)}${by}`);
+    add("Revoked", `${clock(record.revokedAt)}${by}`);
   } else if (state === "expired") {
-    add("Expired", when(record.expiresAt));
+    add("Expired", clock(record.expiresAt));
   } else {
-    add("Until", `${when(record.expiresAt)} (${left(record.expiresAt)})`);
+    add("Until", `${clock(record.expiresAt)} (${left(record.expiresAt)})`);
   }
-  add("Uses", record.lastUsedAt ? `${record.uses}, last at ${when(record.lastUsedAt)}` : String(record.uses));
+  add("Uses", record.lastUsedAt ? `${record.uses}, last at ${clock(record.lastUsedAt)}` : String(record.uses));
   if (entry.question) add("Question", entry.question.payload.question);
   node.append(facts);
 
