@@ -5,8 +5,9 @@ use pacerelle_client::core::roster::{DeviceSigning, Roster};
 use pacerelle_client::{AgentClient, PairingOptions};
 
 use crate::Global;
-use crate::home::{self, AgentFile};
+use crate::home;
 use crate::output;
+use pacerelle_client::AgentFile;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum AgentCommand {

@@ -4,10 +4,8 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow};
-use pacerelle_client::{AgentClient, AgentCredentials, DeviceClient, DeviceCredentials};
-use serde::{Deserialize, Serialize};
+use pacerelle_client::{AgentClient, AgentCredentials, AgentFile, DeviceClient, DeviceCredentials};
 
-const AGENT_FILE: &str = AgentCredentials::FILE;
 const DEVICE_FILE: &str = "device.json";
 /// The folder of the pairings beyond the first, one `<agentId>.json` per agent.
 const DEVICES_DIR: &str = "devices";
@@ -16,28 +14,17 @@ const DEVICES_DIR: &str = "devices";
 #[derive(Debug, Clone)]
 pub struct Home(pub PathBuf);
 
-/// What `agent.json` holds.
-#[derive(Debug, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AgentFile {
-    pub relay_url: String,
-    pub agent_id: String,
-    pub name: String,
-    pub token: String,
-}
-
 impl Home {
+    /// `--home`/`PACERELLE_HOME`, else the user's config folder + `pacerelle` (the client's one rule,
+    /// [`pacerelle_client::home_dir`]).
     pub fn resolve(explicit: Option<PathBuf>) -> Result<Home> {
-        match explicit {
-            Some(p) => Ok(Home(p)),
-            None => dirs::config_dir()
-                .map(|d| Home(d.join("pacerelle")))
-                .ok_or_else(|| anyhow!("no config directory on this system: set PACERELLE_HOME")),
-        }
+        pacerelle_client::home_dir(explicit.as_deref())
+            .map(Home)
+            .ok_or_else(|| anyhow!("no config directory on this system: set PACERELLE_HOME"))
     }
 
     pub fn agent_path(&self) -> PathBuf {
-        self.0.join(AGENT_FILE)
+        AgentFile::path(&self.0)
     }
 
     pub fn device_path(&self) -> PathBuf {
@@ -45,11 +32,12 @@ impl Home {
     }
 
     pub fn read_agent(&self) -> Result<Option<AgentFile>> {
-        read_json(&self.agent_path())
+        Ok(AgentFile::read(&self.0)?)
     }
 
     pub fn write_agent(&self, file: &AgentFile) -> Result<()> {
-        write_private(&self.agent_path(), &serde_json::to_vec_pretty(file)?)
+        file.write(&self.0)
+            .with_context(|| format!("cannot write {}", self.agent_path().display()))
     }
 
     pub fn devices_dir(&self) -> PathBuf {
@@ -157,13 +145,10 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>> {
     }
 }
 
-/// The relay URL: `--relay`/`PACERELLE_RELAY_URL`, else the one stored with the credentials, else the default.
+/// The relay URL: `--relay`/`PACERELLE_RELAY_URL`, else the one stored with the credentials, else the default
+/// (the client's one rule, [`pacerelle_client::relay_url`]).
 pub fn relay_url(global: &crate::Global, stored: Option<&str>) -> String {
-    global
-        .relay
-        .clone()
-        .or_else(|| stored.map(str::to_string))
-        .unwrap_or_else(|| pacerelle_client::DEFAULT_RELAY_URL.to_string())
+    pacerelle_client::relay_url(global.relay.as_deref(), stored)
 }
 
 /// The grants the gate keeps for an agent: `<home>/grants/<agentId>.json` (mode 0600, docs/hooks.md).
@@ -175,7 +160,7 @@ pub fn grants_path(global: &crate::Global, agent_id: &str) -> PathBuf {
 /// rule, [`AgentCredentials::find`]); `--relay`/`PACERELLE_RELAY_URL` overrides the stored relay.
 pub fn agent_client(global: &crate::Global) -> Result<AgentClient> {
     let var = |name: &str| match name {
-        "PACERELLE_RELAY_URL" => global.relay.clone(),
+        pacerelle_client::RELAY_URL_VAR => global.relay.clone(),
         _ => std::env::var(name).ok(),
     };
     // The client's message as it is, with the code Python's `InvalidInput` carries for the same refusal.
@@ -183,9 +168,8 @@ pub fn agent_client(global: &crate::Global) -> Result<AgentClient> {
         pacerelle_client::Error::InvalidInput(message) => crate::output::invalid_input(message),
         other => other.into(),
     })?;
-    let relay = relay_url(global, found.relay_url.as_deref());
     // The device roster's high-water mark lives beside the credentials, shared by every host of this home.
-    Ok(AgentClient::new(&relay, &found.agent_id, found.token)?.with_home(Some(&global.home.0)))
+    Ok(AgentClient::new(&found.relay_url, &found.agent_id, found.token)?.with_home(Some(&global.home.0)))
 }
 
 /// The paired agents, named in an error: `Laptop (ag_1), Server (ag_2)`.

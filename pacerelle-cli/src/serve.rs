@@ -9,8 +9,8 @@ use pacerelle_client::{AgentClient, AgentToken, PairingOptions, shutdown_signal}
 use pacerelle_relay::{Acme, AcmeSettings, AcmeStatus, Config, Relay, Retention, TlsConfig};
 
 use crate::Global;
-use crate::home::AgentFile;
 use crate::output;
+use pacerelle_client::AgentFile;
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
@@ -708,7 +708,9 @@ async fn local_agent(global: &Global, url: &str, name: &str, secret: Option<&str
         let agent = AgentClient::new(url, &file.agent_id, token)?.with_home(Some(&global.home.0));
         match agent.info().await {
             Ok(_) => return Ok(agent),
-            Err(e) if e.code().is_some() => {
+            // The relay's answer for an agent it does not know (or a token that is not the agent's): any other
+            // error (the relay down, a bug) must not replace the saved agent.
+            Err(e) if e.kind() == pacerelle_client::ErrorKind::Unauthorized => {
                 tracing::info!(error = %e, "the saved agent is not registered on this relay; creating a new one");
             }
             Err(e) => return Err(e.into()),

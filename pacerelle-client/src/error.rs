@@ -78,7 +78,7 @@ impl Error {
         use pacerelle_core::wire::code as c;
         match (self, self.kind()) {
             (Error::Api { code, .. }, _) => Some(code),
-            (Error::Core(pacerelle_core::Error::MalformedCursor), _) => Some(c::BAD_CURSOR),
+            (_, ErrorKind::BadCursor) => Some(c::BAD_CURSOR),
             (_, ErrorKind::InvalidInput) => Some(c::INVALID_INPUT),
             (_, ErrorKind::Unavailable) => Some(c::UNAVAILABLE),
             _ => None,
@@ -124,6 +124,7 @@ impl Error {
             Error::Core(pacerelle_core::Error::Payload { .. } | pacerelle_core::Error::Crypto(_)) => {
                 ErrorKind::Crypto
             }
+            Error::Core(pacerelle_core::Error::MalformedCursor) => ErrorKind::BadCursor,
             Error::Core(_) | Error::InvalidInput(_) => ErrorKind::InvalidInput,
         }
     }
@@ -164,9 +165,18 @@ pub enum ErrorKind {
     DeviceRevoked,
     /// No such item for this credential (`not_found`, `no_route`).
     NotFound,
+    /// Partner mode: no connected user has this `externalId` (`user_not_found`): never connected, or
+    /// disconnected.
+    UserNotFound,
     /// A malformed or out-of-range argument, given here or refused by the relay (`invalid_input`,
-    /// `invalid_json`, `body_too_large`, `bad_cursor`, `method_not_allowed`, `push_endpoint_forbidden`).
+    /// `invalid_json`, `method_not_allowed`, `push_endpoint_forbidden`).
     InvalidInput,
+    /// The request is larger than the relay accepts (`body_too_large`; the limit is in the message). An
+    /// argument error like [`ErrorKind::InvalidInput`]: the same request is refused again.
+    BodyTooLarge,
+    /// A cursor this protocol did not issue, or one the relay no longer serves (`bad_cursor`): read again
+    /// without it. An argument error like [`ErrorKind::InvalidInput`], with its own remedy.
+    BadCursor,
     /// The id is taken by a different item (`id_conflict`, `agent_exists`), or the device already registered
     /// another signing key (`signing_key_exists`).
     IdConflict,
@@ -210,13 +220,13 @@ impl ErrorKind {
         match code {
             c::UNAUTHORIZED | c::FORBIDDEN | c::REGISTRATION_CLOSED => ErrorKind::Unauthorized,
             c::DEVICE_REVOKED => ErrorKind::DeviceRevoked,
-            c::NOT_FOUND | c::NO_ROUTE | c::USER_NOT_FOUND => ErrorKind::NotFound,
-            c::INVALID_INPUT
-            | c::INVALID_JSON
-            | c::BODY_TOO_LARGE
-            | c::BAD_CURSOR
-            | c::METHOD_NOT_ALLOWED
-            | c::PUSH_ENDPOINT_FORBIDDEN => ErrorKind::InvalidInput,
+            c::NOT_FOUND | c::NO_ROUTE => ErrorKind::NotFound,
+            c::USER_NOT_FOUND => ErrorKind::UserNotFound,
+            c::INVALID_INPUT | c::INVALID_JSON | c::METHOD_NOT_ALLOWED | c::PUSH_ENDPOINT_FORBIDDEN => {
+                ErrorKind::InvalidInput
+            }
+            c::BAD_CURSOR => ErrorKind::BadCursor,
+            c::BODY_TOO_LARGE => ErrorKind::BodyTooLarge,
             c::ID_CONFLICT | c::AGENT_EXISTS | c::SIGNING_KEY_EXISTS => ErrorKind::IdConflict,
             c::QUESTION_ID_CONFLICT => ErrorKind::QuestionIdConflict,
             c::AGENT_IN_USE => ErrorKind::AgentInUse,
@@ -341,14 +351,19 @@ mod tests {
         );
         assert_eq!(api(409, code::ROSTER_ROLLBACK).kind(), ErrorKind::Roster);
         assert_eq!(api(403, code::DEVICE_REVOKED).kind(), ErrorKind::DeviceRevoked);
-        assert_eq!(api(400, code::BAD_CURSOR).kind(), ErrorKind::InvalidInput);
+        assert_eq!(api(400, code::BAD_CURSOR).kind(), ErrorKind::BadCursor);
+        assert_eq!(api(413, code::BODY_TOO_LARGE).kind(), ErrorKind::BodyTooLarge);
+        assert_eq!(
+            Error::Core(pacerelle_core::Error::MalformedCursor).stable_code(),
+            Some(code::BAD_CURSOR)
+        );
         // Codes that once fell through to `internal`, which counts as worth retrying: none of them is.
         assert_eq!(
             api(400, code::PUSH_ENDPOINT_FORBIDDEN).kind(),
             ErrorKind::InvalidInput
         );
         assert_eq!(api(409, code::SIGNING_KEY_EXISTS).kind(), ErrorKind::IdConflict);
-        assert_eq!(api(404, code::USER_NOT_FOUND).kind(), ErrorKind::NotFound);
+        assert_eq!(api(404, code::USER_NOT_FOUND).kind(), ErrorKind::UserNotFound);
         for c in [
             code::PUSH_ENDPOINT_FORBIDDEN,
             code::SIGNING_KEY_EXISTS,

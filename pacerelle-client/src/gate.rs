@@ -41,9 +41,9 @@ use tokio::time::Instant;
 use pacerelle_core::grant::{CommandMatch, GrantOffer, GrantScope};
 
 use crate::agent::AgentClient;
+use crate::agent::grants::{GrantBook, GrantedCall, KeptGrant};
+use crate::agent::questions::{AnswerOutcome, QuestionRequest};
 use crate::error::{Error, ErrorKind};
-use crate::grants::{GrantBook, GrantedCall, KeptGrant};
-use crate::question::{AnswerOutcome, QuestionRequest};
 
 /// The policy file looked for in a project folder.
 pub const PROJECT_POLICY: &str = ".pacerelle/policy.toml";

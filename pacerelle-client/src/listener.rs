@@ -13,8 +13,9 @@ use tokio::time::Instant;
 
 use crate::SessionInfo;
 use crate::agent::{AgentClient, Inbox};
+use crate::backoff::Backoff;
 use crate::error::{ErrorKind, Result};
-use crate::runner::{Backoff, Lease};
+use crate::lease::Lease;
 
 /// How long releasing the lease on exit may take before giving up (the lease then lapses in ~30 s).
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);

@@ -16,139 +16,17 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use backon::{BackoffBuilder, ExponentialBuilder};
-use pacerelle_core::wire::code;
 use pacerelle_core::{CryptoError, Cursor};
 use tokio_util::sync::CancellationToken;
 
+use crate::Stored;
 use crate::agent::{AgentClient, Checkpoint, Inbox, Message, reply_id_for};
+use crate::backoff::Backoff;
 use crate::error::{Error, ErrorKind, Result};
-use crate::{SessionInfo, Stored};
+use crate::lease::Lease;
 
 /// How many times a task's handler may fail before the task is set aside.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
-
-/// Pauses between attempts: exponential from `first`, doubling up to `max`, each one lengthened by a
-/// random jitter of up to as much again (so restarted agents do not all come back at the same instant).
-///
-/// The one backoff of the client's loops; built on `backon`'s exponential builder.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Backoff {
-    /// The first pause.
-    pub first: Duration,
-    /// The longest pause before jitter.
-    pub max: Duration,
-}
-
-impl Default for Backoff {
-    /// 250 ms, doubling up to 10 s.
-    fn default() -> Self {
-        Backoff {
-            first: Duration::from_millis(250),
-            max: Duration::from_secs(10),
-        }
-    }
-}
-
-impl Backoff {
-    /// Runs `call` until it succeeds, fails in a way no retry fixes, or the next pause would end after
-    /// `deadline`, pausing by these delays while `again` says the error is worth another try (the runner's
-    /// rule: [`ErrorKind::worth_retrying`]). Returns the last result. For waits bounded by a caller's time,
-    /// such as the MCP server's `wait_for_messages` across a relay restart.
-    pub async fn retry_until<T, E, F, Fut>(
-        &self,
-        deadline: tokio::time::Instant,
-        mut call: F,
-        again: impl Fn(&E) -> bool,
-    ) -> std::result::Result<T, E>
-    where
-        F: FnMut() -> Fut,
-        Fut: Future<Output = std::result::Result<T, E>>,
-    {
-        let mut delays = self.delays();
-        loop {
-            match call().await {
-                Err(e) if again(&e) => {
-                    let pause = delays.next().unwrap_or(self.max);
-                    if tokio::time::Instant::now() + pause >= deadline {
-                        return Err(e);
-                    }
-                    tokio::time::sleep(pause).await;
-                }
-                other => return other,
-            }
-        }
-    }
-
-    /// An endless sequence of pauses; start a new one after a success.
-    pub fn delays(&self) -> impl Iterator<Item = Duration> + Send + use<> {
-        let first = self.first.min(self.max);
-        ExponentialBuilder::new()
-            .with_min_delay(first)
-            .with_max_delay(self.max)
-            .with_factor(2.0)
-            .with_jitter()
-            .without_max_times()
-            .build()
-    }
-}
-
-/// The lease as a long-lived listener holds it, with the one takeover policy of the [`Runner`] and the MCP
-/// server: only the first successful take may take the lease over from a live holder (when asked); a take
-/// after the lease was lost never does, so two listeners cannot take it back and forth.
-#[derive(Debug)]
-pub struct Lease {
-    agent: AgentClient,
-    host: String,
-    takeover: bool,
-    session: Option<SessionInfo>,
-}
-
-impl Lease {
-    /// A lease not yet taken, for `agent`, named `host` to other sessions.
-    pub fn new(agent: AgentClient, host: impl Into<String>, takeover: bool) -> Self {
-        Lease {
-            agent,
-            host: host.into(),
-            takeover,
-            session: None,
-        }
-    }
-
-    /// The name this listener shows to other sessions.
-    pub fn host(&self) -> &str {
-        &self.host
-    }
-
-    /// The session holding the lease, when this listener holds it.
-    pub fn session(&self) -> Option<&SessionInfo> {
-        self.session.as_ref()
-    }
-
-    /// Takes the lease unless held; `Some` with the session when it was taken now. Fails with the relay's
-    /// error (`agent_in_use` names the holder in its details).
-    pub async fn ensure(&mut self) -> Result<Option<&SessionInfo>> {
-        if self.session.is_some() {
-            return Ok(None);
-        }
-        let info = self.agent.open_session(&self.host, self.takeover).await?;
-        self.takeover = false;
-        Ok(Some(&*self.session.insert(info)))
-    }
-
-    /// Notes that the relay said the lease is no longer held; true when it was.
-    pub fn lost(&mut self) -> bool {
-        self.session.take().is_some()
-    }
-
-    /// Releases the lease if held.
-    pub async fn release(&mut self) -> Result<()> {
-        if self.session.take().is_some() {
-            self.agent.close_session().await?;
-        }
-        Ok(())
-    }
-}
 
 /// What a [`Handler`] gets beside the task: the agent, checkpoints and intermediate replies about this
 /// task, and a way to stop the loop. Cheap to clone.
@@ -813,16 +691,17 @@ fn fatal(e: &Error) -> bool {
 /// The same request would be refused again whatever happens: too large or invalid (given here, or refused by
 /// the relay as `invalid_input`, `body_too_large`…).
 fn refused_for_good(e: &Error) -> bool {
-    e.kind() == ErrorKind::InvalidInput
+    matches!(
+        e.kind(),
+        ErrorKind::InvalidInput | ErrorKind::BadCursor | ErrorKind::BodyTooLarge
+    )
 }
 
 /// A short reason for the person, without any text of the task.
 fn why_refused(e: &Error) -> String {
     match e {
         Error::InvalidInput(reason) => reason.clone(),
-        Error::Api { code: c, .. } if c == code::BODY_TOO_LARGE => {
-            "it is larger than the relay accepts".into()
-        }
+        _ if e.kind() == ErrorKind::BodyTooLarge => "it is larger than the relay accepts".into(),
         _ => "the relay refused it as invalid".into(),
     }
 }
@@ -830,20 +709,7 @@ fn why_refused(e: &Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_backoff_doubles_up_to_its_cap_with_jitter_of_up_to_as_much_again() {
-        let backoff = Backoff {
-            first: Duration::from_millis(100),
-            max: Duration::from_millis(400),
-        };
-        let delays: Vec<Duration> = backoff.delays().take(6).collect();
-        let bases = [100, 200, 400, 400, 400, 400];
-        for (d, base) in delays.iter().zip(bases) {
-            let base = Duration::from_millis(base);
-            assert!(*d >= base && *d <= base * 2, "{d:?} for {base:?}");
-        }
-    }
+    use pacerelle_core::wire::code;
 
     #[test]
     fn a_reply_too_large_or_invalid_is_refused_for_good_and_a_network_error_is_not() {

@@ -2,7 +2,7 @@
 //! [`AgentCredentials::find`]: the variables, else the `agent.json` that `pacerelle agent create` writes), the
 //! relay's address, and what the text of a tool result carries.
 
-use pacerelle_client::{AgentCredentials, AgentToken, DEFAULT_RELAY_URL};
+use pacerelle_client::{AgentCredentials, AgentToken};
 
 /// Variable holding the agent's id (`ag_…`).
 pub const AGENT_ID_VAR: &str = "PACERELLE_AGENT_ID";
@@ -64,7 +64,7 @@ impl ResultText {
 /// What the server needs to act as an agent.
 #[derive(Debug, Clone)]
 pub struct Config {
-    /// The relay's base URL (default [`DEFAULT_RELAY_URL`]).
+    /// The relay's base URL (default [`pacerelle_client::DEFAULT_RELAY_URL`]).
     pub relay_url: String,
     /// The agent's id.
     pub agent_id: String,
@@ -110,10 +110,7 @@ impl Config {
                 other => other.to_string(),
             })
         })?;
-        let relay_url = found
-            .relay_url
-            .map(|url| url.trim().to_string())
-            .unwrap_or_else(|| DEFAULT_RELAY_URL.to_string());
+        let relay_url = found.relay_url;
         if !(relay_url.starts_with("http://") || relay_url.starts_with("https://")) {
             return Err(ConfigError::RelayUrl(relay_url));
         }
@@ -142,6 +139,7 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pacerelle_client::DEFAULT_RELAY_URL;
     use std::collections::HashMap;
 
     fn vars(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {

@@ -20,7 +20,6 @@ pub mod users;
 
 use std::sync::{Arc, OnceLock};
 
-use pacerelle_client::core::wire::code;
 use pacerelle_client::{Cursor, Error, ErrorKind};
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::common::{FromContextPart, schema_for_input};
@@ -171,14 +170,16 @@ pub fn relay_failure(relay_url: &str, e: Error) -> Result<CallToolResult, McpErr
              an instruction from the person."
         )),
         Error::Api { code: c, message, .. } => match e.kind() {
-            ErrorKind::InvalidInput if c == code::BAD_CURSOR => Err(McpError::invalid_params(
+            ErrorKind::BadCursor => Err(McpError::invalid_params(
                 format!(
                     "{message}. Use a cursor returned by wait_for_messages, or call it without a cursor to \
                      start over."
                 ),
                 None,
             )),
-            ErrorKind::InvalidInput => Err(McpError::invalid_params(message.clone(), None)),
+            ErrorKind::InvalidInput | ErrorKind::BodyTooLarge => {
+                Err(McpError::invalid_params(message.clone(), None))
+            }
             ErrorKind::Unauthorized => failure(format!(
                 "The relay at {relay_url} refused this agent's credentials ({c}): PACERELLE_AGENT_ID or \
                  PACERELLE_AGENT_TOKEN is wrong, or the agent does not exist on this relay. Fix this MCP \
@@ -224,6 +225,7 @@ pub fn parse_cursor(text: &str) -> Result<Cursor, McpError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use pacerelle_client::core::wire::code;
     use rmcp::model::ErrorCode;
 
     #[test]

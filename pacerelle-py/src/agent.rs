@@ -168,19 +168,24 @@ impl AgentClient {
             .map_err(to_py_err)
     }
 
-    /// `(relay URL, agent id, token)` as the client's one rule finds them (`AgentCredentials::find`):
+    /// The client of the agent the client's one rule finds (`AgentCredentials::find`):
     /// `PACERELLE_AGENT_ID`/`PACERELLE_AGENT_TOKEN` in `environ`, else `agent.json` in `PACERELLE_HOME` (or
-    /// the user's config folder); the relay is `PACERELLE_RELAY_URL`, else the file's, else the default.
+    /// the user's config folder); the relay is `relay_url` when given, else `PACERELLE_RELAY_URL`, else the
+    /// file's, else the default. The token stays on this side.
     #[staticmethod]
-    fn find_credentials(
+    #[pyo3(signature = (environ, relay_url = None))]
+    fn from_environ(
         environ: std::collections::HashMap<String, String>,
-    ) -> PyResult<(String, String, String)> {
-        let found = pacerelle_client::AgentCredentials::find(|name| environ.get(name).cloned(), None)
-            .map_err(to_py_err)?;
-        let relay = found
-            .relay_url
-            .unwrap_or_else(|| pacerelle_client::DEFAULT_RELAY_URL.to_string());
-        Ok((relay, found.agent_id, found.token.expose()))
+        relay_url: Option<String>,
+    ) -> PyResult<Self> {
+        let var = |name: &str| match (name, &relay_url) {
+            (pacerelle_client::RELAY_URL_VAR, Some(url)) => Some(url.clone()),
+            _ => environ.get(name).cloned(),
+        };
+        let found = pacerelle_client::AgentCredentials::find(var, None).map_err(to_py_err)?;
+        pacerelle_client::AgentClient::new(&found.relay_url, &found.agent_id, found.token)
+            .map(AgentClient::of)
+            .map_err(to_py_err)
     }
 
     /// Creates a new agent on the relay (its id and token are drawn here). Returns a Call of AgentClient.

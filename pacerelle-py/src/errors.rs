@@ -108,13 +108,15 @@ fn build(py: Python<'_>, e: &Error) -> PyResult<PyErr> {
         ErrorKind::Unauthorized | ErrorKind::DeviceRevoked => py.get_type::<AuthError>(),
         ErrorKind::AgentInUse => py.get_type::<AgentInUse>(),
         ErrorKind::LeaseLost => py.get_type::<LeaseLost>(),
-        ErrorKind::NotFound => py.get_type::<NotFound>(),
+        ErrorKind::NotFound | ErrorKind::UserNotFound => py.get_type::<NotFound>(),
         ErrorKind::QuestionClosed => py.get_type::<QuestionClosed>(),
         ErrorKind::NoDevice => py.get_type::<NoDevice>(),
         ErrorKind::QuotaExceeded => py.get_type::<QuotaExceeded>(),
         ErrorKind::QuestionIdConflict => py.get_type::<QuestionIdConflict>(),
         ErrorKind::Pairing => py.get_type::<PairingError>(),
-        ErrorKind::InvalidInput | ErrorKind::IdConflict => py.get_type::<InvalidInput>(),
+        ErrorKind::InvalidInput | ErrorKind::BadCursor | ErrorKind::BodyTooLarge | ErrorKind::IdConflict => {
+            py.get_type::<InvalidInput>()
+        }
         ErrorKind::RateLimited | ErrorKind::Unavailable => py.get_type::<RelayUnavailable>(),
         ErrorKind::Crypto => py.get_type::<CryptoError>(),
         _ => py.get_type::<PacerelleError>(),

@@ -21,7 +21,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context as _, Result, bail};
 use clap::{Parser, Subcommand};
-use pacerelle_client::core::{ids, wire};
+use pacerelle_client::core::ids;
 use pacerelle_client::{AgentClient, ConversationItem, DeviceClient, PairingOptions};
 use pacerelle_test_support::postgres::Cluster;
 use tokio::time::Instant;
@@ -715,7 +715,7 @@ async fn send_tasks(
             let client = &clients[attempt % clients.len()];
             match client.send(&text, Some(&message_id)).await {
                 Ok(stored) => break stored.id == message_id,
-                Err(pacerelle_client::Error::Api { code, .. }) if code == wire::code::QUOTA_EXCEEDED => {
+                Err(e) if e.kind() == pacerelle_client::ErrorKind::QuotaExceeded => {
                     eprintln!("soak: sender {index}: the backlog quota is reached");
                     break false;
                 }

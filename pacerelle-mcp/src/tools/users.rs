@@ -6,7 +6,6 @@
 //! says which devices answer for whom stays sealed with the agent's keys. None of them needs the lease.
 
 use pacerelle_client::core::pairing;
-use pacerelle_client::core::wire::code;
 use pacerelle_client::{
     AuditEntry, Branding, ConnectOptions, Error, ErrorKind, PairingLink, UserDevice, UserInfo,
 };
@@ -213,7 +212,7 @@ pub fn qr_data_url(text: &str) -> Option<String> {
 /// True for the failures that concern the addressed user: `user_not_found` (never connected, or
 /// disconnected) and `no_device` (none of their devices is paired).
 pub fn is_user_failure(e: &Error) -> bool {
-    e.code() == Some(code::USER_NOT_FOUND) || e.kind() == ErrorKind::NoDevice
+    matches!(e.kind(), ErrorKind::UserNotFound | ErrorKind::NoDevice)
 }
 
 /// Maps a failure about user `user` (`what`: what was not done, e.g. "a question"; `then`: what it means
@@ -230,7 +229,7 @@ pub fn user_failure(
         Error::Api { message, .. } => message.clone(),
         other => other.to_string(),
     };
-    if e.code() == Some(code::USER_NOT_FOUND) {
+    if e.kind() == ErrorKind::UserNotFound {
         return failure(format!(
             "user_not_found: {message}. {then} Connect them with connect_user, or check the externalId with \
              list_users."

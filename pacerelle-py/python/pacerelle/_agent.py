@@ -81,11 +81,11 @@ class _Base:
         """An agent client. Without `agent_id` and `token`, they come from the environment as in
         `from_env()`. `host` names this process to a second session that finds the lease taken."""
         if agent_id is None and token is None:
-            env_relay, agent_id, token = _config.agent_credentials(os.environ)
-            relay_url = relay_url or env_relay
-        if agent_id is None or token is None:
+            self._client = _config.agent_client(os.environ, relay_url)
+        elif agent_id is None or token is None:
             raise _native.InvalidInput("give both agent_id and token, or neither (to read them from the environment)")
-        self._client = _native.AgentClient(relay_url or _native.DEFAULT_RELAY_URL, agent_id, token)
+        else:
+            self._client = _native.AgentClient(relay_url or _native.DEFAULT_RELAY_URL, agent_id, token)
         self.host = host or _config.default_host()
         self._runner: Any = None
 
@@ -93,8 +93,7 @@ class _Base:
     def from_env(cls: type[A], environ: Mapping[str, str] | None = None, *, host: str | None = None) -> A:
         """From `PACERELLE_AGENT_ID`, `PACERELLE_AGENT_TOKEN` and `PACERELLE_RELAY_URL`, else from the
         `agent.json` that `pacerelle agent create` writes (in `PACERELLE_HOME`)."""
-        relay, agent_id, token = _config.agent_credentials(os.environ if environ is None else environ)
-        return cls(relay, agent_id, token, host=host)
+        return cls._wrap(_config.agent_client(os.environ if environ is None else environ), host)
 
     @classmethod
     def _wrap(cls: type[A], native: _native.AgentClient, host: str | None = None) -> A:

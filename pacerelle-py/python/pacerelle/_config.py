@@ -12,10 +12,11 @@ from pathlib import Path
 from . import _native
 
 
-def agent_credentials(environ: Mapping[str, str]) -> tuple[str, str, str]:
-    """(relay URL, agent id, token) from `PACERELLE_AGENT_ID`/`PACERELLE_AGENT_TOKEN`/`PACERELLE_RELAY_URL`,
-    else from `agent.json` in the credentials folder: the client's one rule, shared with the CLI."""
-    return _native.AgentClient.find_credentials(dict(environ))
+def agent_client(environ: Mapping[str, str], relay_url: str | None = None) -> _native.AgentClient:
+    """The client of the agent found in `PACERELLE_AGENT_ID`/`PACERELLE_AGENT_TOKEN`, else in `agent.json` in the
+    credentials folder (the client's one rule, shared with the CLI); the relay is `relay_url` when given, else
+    `PACERELLE_RELAY_URL`, else the file's, else the default."""
+    return _native.AgentClient.from_environ(dict(environ), relay_url)
 
 
 def default_host() -> str:

@@ -652,8 +652,8 @@ class AgentClient:
     @staticmethod
     def reply_id_for(message_id: str, text: str | None = None) -> str: ...
     @staticmethod
-    def find_credentials(environ: Mapping[str, str]) -> tuple[str, str, str]:
-        """(relay URL, agent id, token) from the variables, else agent.json (the client's one rule)."""
+    def from_environ(environ: Mapping[str, str], relay_url: str | None = None) -> AgentClient:
+        """The agent found in the variables, else agent.json (the client's one rule); the token stays native."""
     def run_loop(
         self,
         host: str,

@@ -21,10 +21,10 @@ use reqwest::Method;
 use serde::{Deserialize, Serialize};
 
 use crate::agent::AgentClient;
+use crate::agent::grants::{GrantBook, KeptGrant};
+use crate::agent::questions::answer_text;
 use crate::error::{Error, Result};
-use crate::grants::{GrantBook, KeptGrant};
 use crate::http::Req;
-use crate::question::answer_text;
 
 /// Questions asked per page of the relay's answer log.
 const PAGE: u32 = 100;
@@ -295,7 +295,7 @@ impl AgentClient {
         entry.state = verdict.state;
         entry.approved = verdict.approved;
         entry.answer = verdict.answer.as_ref().map(answer_text);
-        let opened = crate::question::opened_as_reported(&verdict, view);
+        let opened = crate::agent::questions::opened_as_reported(&verdict, view);
         entry.answered_by_name = view.answered_by_name.clone().filter(|_| opened);
         entry.answered_at = view.answered_at.filter(|_| opened);
         entry.answered_by = verdict.answered_by.clone();
@@ -635,7 +635,7 @@ mod tests {
 
     #[test]
     fn the_grants_the_book_keeps_go_into_the_export_with_their_uses_and_verify() {
-        use crate::grants::GrantedCall;
+        use crate::agent::grants::GrantedCall;
         use pacerelle_core::signing::{SigningKey, verify_export};
         let key = SigningKey::from_seed([7; 32]).expect("a key");
         let (mut export, kept) = gate_export(&key);

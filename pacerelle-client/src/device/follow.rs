@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use pacerelle_core::Cursor;
 
+use crate::backoff::Backoff;
 use crate::device::{ConversationPage, DeviceClient};
 use crate::error::Error;
-use crate::runner::Backoff;
 
 /// Longest park of one long-poll while following.
 pub const FOLLOW_WAIT: Duration = Duration::from_secs(30);

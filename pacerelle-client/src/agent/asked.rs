@@ -25,7 +25,7 @@ use pacerelle_core::Timestamp;
 use pacerelle_core::question::QuestionKind;
 use serde::{Deserialize, Serialize};
 
-use crate::question::Asked;
+use crate::agent::questions::Asked;
 
 /// Most questions kept per agent.
 pub const MAX_ENTRIES: usize = 1000;
@@ -96,7 +96,7 @@ impl AskedStore {
     /// The store of `agent_id` under the default home: `PACERELLE_HOME`, else the user's config folder +
     /// `pacerelle` (in memory only when there is neither).
     pub fn for_agent(agent_id: &str) -> Self {
-        Self::new(crate::roster::RosterMark::default_home().as_deref(), agent_id)
+        Self::new(crate::home::default_home().as_deref(), agent_id)
     }
 
     /// The file it is kept in (`None`: memory only).

@@ -24,9 +24,9 @@ use reqwest::Method;
 use serde::{Deserialize, Serialize};
 
 use crate::agent::{AgentClient, check_text};
+use crate::backoff::Backoff;
 use crate::error::{Error, Result};
 use crate::http::Req;
-use crate::runner::Backoff;
 
 /// Most bytes of a question's text plus its details (the sealed copies must fit in one request).
 pub const MAX_QUESTION_BYTES: usize = pacerelle_core::message::MAX_TEXT_BYTES;
@@ -83,7 +83,7 @@ impl QuestionRequest {
         }
         let invalid = |text: String| Err(Error::InvalidInput(text));
         if let Some(user) = &self.user {
-            crate::users::check_user(user)?;
+            super::check_user(user)?;
         }
         match self.kind {
             QuestionKind::Choice => {
@@ -848,7 +848,7 @@ impl AgentClient {
         level: Level,
     ) -> Result<Stored> {
         if let Some(user) = user {
-            crate::users::check_user(user)?;
+            super::check_user(user)?;
         }
         check_text("a notification", text)?;
         let title = title.map(str::trim).filter(|t| !t.is_empty());

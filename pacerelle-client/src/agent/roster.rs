@@ -52,14 +52,6 @@ impl RosterMark {
         }
     }
 
-    /// `PACERELLE_HOME`, else the user's config folder + `pacerelle`: where the CLI keeps its files too.
-    pub(crate) fn default_home() -> Option<PathBuf> {
-        match std::env::var_os("PACERELLE_HOME") {
-            Some(home) if !home.is_empty() => Some(PathBuf::from(home)),
-            _ => dirs::config_dir().map(|d| d.join("pacerelle")),
-        }
-    }
-
     fn read_file(&self) -> MarkFile {
         let Some(path) = &self.file else {
             return MarkFile::default();
@@ -223,7 +215,7 @@ impl AgentClient {
                     self.inner.roster_mark.stored(&next);
                     return Ok(next);
                 }
-                Err(e) if e.code() == Some(wire::code::ROSTER_CONFLICT) => last = Some(e),
+                Err(e) if e.kind() == crate::ErrorKind::RosterConflict => last = Some(e),
                 Err(e) => return Err(e),
             }
         }

@@ -11,14 +11,15 @@ use std::time::Duration;
 use pacerelle_core::Timestamp;
 use pacerelle_core::pairing::{Branding, OfferUser};
 use pacerelle_core::question::QuestionState;
-use pacerelle_core::roster::{self, Roster, RosterUser};
+use pacerelle_core::roster::{Roster, RosterUser};
 use pacerelle_core::wire::DeviceInfo;
 use serde::{Deserialize, Serialize};
 
+use super::check_user;
+use crate::agent::audit::{AuditEntry, AuditFilter};
+use crate::agent::roster::user_not_found;
 use crate::agent::{AgentClient, PairingLink, PairingOptions};
-use crate::audit::{AuditEntry, AuditFilter};
-use crate::error::{Error, Result};
-use crate::roster::user_not_found;
+use crate::error::Result;
 
 /// How many recent answer-log entries [`AgentClient::list_users`] reads to find each user's last answer.
 const LAST_ANSWERS_SCANNED: usize = 200;
@@ -218,9 +219,4 @@ fn user_info(
         devices,
         last_answer,
     }
-}
-
-/// Checks a user's `externalId` as every call taking one does.
-pub(crate) fn check_user(external_id: &str) -> Result<()> {
-    roster::check_external_id(external_id).map_err(|e| Error::InvalidInput(e.into()))
 }

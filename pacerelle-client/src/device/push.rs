@@ -194,6 +194,50 @@ fn check_endpoint(endpoint: &str) -> Result<()> {
 }
 
 impl DeviceClient {
+    /// The push subscriptions as they are now.
+    pub(crate) fn push_subscriptions(&self) -> Vec<PushSubscriptionKeys> {
+        self.inner.push.lock().map(|s| s.clone()).unwrap_or_default()
+    }
+
+    /// The subscription for `endpoint`, made by `new` (given how many there are) and kept when there is none,
+    /// in one step, so that two registrations at once keep the same keys; true when it was made now.
+    pub(crate) fn push_subscription_for(
+        &self,
+        endpoint: &str,
+        new: impl FnOnce(usize) -> Result<PushSubscriptionKeys>,
+    ) -> Result<(PushSubscriptionKeys, bool)> {
+        let mut subscriptions = self
+            .inner
+            .push
+            .lock()
+            .map_err(|_| Error::InvalidInput("push subscriptions unavailable".into()))?;
+        if let Some(known) = subscriptions.iter().find(|s| s.endpoint == endpoint) {
+            return Ok((known.clone(), false));
+        }
+        let made = new(subscriptions.len())?;
+        subscriptions.push(made.clone());
+        Ok((made, true))
+    }
+
+    /// Forgets the subscription for `endpoint`.
+    pub(crate) fn forget_push_subscription(&self, endpoint: &str) {
+        if let Ok(mut subscriptions) = self.inner.push.lock() {
+            subscriptions.retain(|s| s.endpoint != endpoint);
+        }
+    }
+
+    /// Opens an item a push carried, as the conversation opens it, and remembers a question in it.
+    pub(crate) fn open_pushed_item(
+        &self,
+        item: wire::ConversationItem,
+    ) -> std::result::Result<ConversationItem, (String, CryptoError)> {
+        let opened = self.open_item(item)?;
+        if let Some(q) = &opened.question {
+            self.remember(q);
+        }
+        Ok(opened)
+    }
+
     /// Registers a push subscription for `endpoint` (given by the push service or the UnifiedPush
     /// distributor): draws its P-256 key pair and 16-byte auth secret, keeps them in this device's
     /// credentials, and registers them with the relay, which then pushes this device's questions, replies,
@@ -223,10 +267,11 @@ impl DeviceClient {
             },
         };
         let sent: Result<PushRegistered> = self
-            .http()
+            .inner
+            .http
             .send(Req {
                 body: Some(&body),
-                ..self.device_req(Method::POST, "/v1/device/push")
+                ..self.req(Method::POST, "/v1/device/push")
             })
             .await;
         match sent {
@@ -251,10 +296,11 @@ impl DeviceClient {
         check_endpoint(endpoint)?;
         let body = UnregisterPush { endpoint };
         let () = self
-            .http()
+            .inner
+            .http
             .send(Req {
                 body: Some(&body),
-                ..self.device_req(Method::DELETE, "/v1/device/push")
+                ..self.req(Method::DELETE, "/v1/device/push")
             })
             .await?;
         self.forget_push_subscription(endpoint);
@@ -318,7 +364,8 @@ impl DeviceClient {
     /// `applicationServerKey` of a Web Push subscription, or the VAPID key a UnifiedPush distributor asks for.
     pub async fn relay_push_key(&self) -> Result<String> {
         let key: RelayPushKey = self
-            .http()
+            .inner
+            .http
             .send(Req::<()>::new(Method::GET, "/v1/push/key"))
             .await?;
         Ok(key.public_key)
