@@ -21,6 +21,7 @@ use std::time::{Duration, Instant};
 use anyhow::{Context, Result, bail};
 
 mod dist;
+mod house;
 #[path = "../../pacerelle-test-support/src/package_env.rs"]
 mod package_env;
 
@@ -133,6 +134,8 @@ fn layers(root: &Path) -> Result<()> {
     println!(
         "adapters depend on the client only; the relay's core has no `content` feature; pacerelle-serve names no crate of ours"
     );
+    house::client_is_a_tree(root)?;
+    house::no_code_comparisons(root)?;
     // Built alone, the relay's core is compiled without `content`: any use of a content key fails here.
     let check = [
         "check",
