@@ -32,7 +32,6 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use pacerelle_core::ids;
 use pacerelle_core::policy::{self, Call, Decision, Evaluation, Policy};
 use pacerelle_core::question::{Answer, QuestionState};
 use serde::{Deserialize, Serialize};
@@ -623,10 +622,7 @@ pub async fn ask(client: &AgentClient, asking: Asking) -> Ruling {
     let end = started + asking.budget;
     let mut request = asking.request;
     // The id is drawn here so that the question can be withdrawn even if asking is interrupted half-way.
-    let question_id = request
-        .question_id
-        .get_or_insert_with(|| ids::generate(ids::QUESTION))
-        .clone();
+    let question_id = request.ensure_id().to_string();
     let (stop_waiting, withdraw_within) = if asking.fit_expiry {
         request.expires_in = Asking::fitted_expiry(asking.budget);
         let reserve = (asking.budget / 4).min(Duration::from_millis(250));

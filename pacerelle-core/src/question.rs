@@ -195,48 +195,74 @@ impl QuestionPayload {
         crate::b64::decode_array::<32>(key).map(ContentKey)
     }
 
-    /// Checks the shape: non-empty text, options only for choice (2 to 20, distinct, non-empty).
-    pub fn validate(&self) -> Result<(), &'static str> {
+    /// Checks the shape: non-empty text, options only for choice ([`check_options`]), grants and approvals
+    /// only for a yes/no question.
+    pub fn validate(&self) -> Result<(), String> {
         if self.question.trim().is_empty() {
-            return Err("a question needs some text");
+            return Err("a question needs some text".into());
         }
         if let Some(offer) = &self.grants {
             if self.kind != QuestionKind::YesNo {
-                return Err("only a yes/no question offers grants");
+                return Err("only a yes/no question offers grants".into());
             }
             offer.validate()?;
         }
         if self.approvals != 1 {
             if self.kind != QuestionKind::YesNo {
-                return Err("only a yes/no question needs several approvals");
+                return Err("only a yes/no question needs several approvals".into());
             }
             if !(2..=crate::wire::MAX_APPROVALS).contains(&self.approvals) {
-                return Err("a question needs 1 to 10 approvals");
+                return Err("a question needs 1 to 10 approvals".into());
             }
             if self.grants.is_some() {
-                return Err("a question that needs several approvals offers no grants");
+                return Err("a question that needs several approvals offers no grants".into());
             }
         }
-        match self.kind {
-            QuestionKind::Choice => {
-                if self.options.len() < 2 || self.options.len() > MAX_OPTIONS {
-                    return Err("a choice question has 2 to 20 options");
-                }
-                if self.options.iter().any(|o| o.trim().is_empty()) {
-                    return Err("an option cannot be empty");
-                }
-                let mut seen = std::collections::HashSet::new();
-                if !self.options.iter().all(|o| seen.insert(o.as_str())) {
-                    return Err("options must be distinct");
-                }
+        check_options(self.kind, &self.options, self.multiple)
+    }
+}
+
+/// The one check of a question's options for its kind, wherever a question enters (the client's request,
+/// the sealed payload, the adapters' arguments): a choice has 2 to 20 options, none blank, all distinct; a
+/// yes/no or text question has none and is not `multiple`.
+pub fn check_options(kind: QuestionKind, options: &[String], multiple: bool) -> Result<(), String> {
+    match kind {
+        QuestionKind::Choice => {
+            let n = options.len();
+            if !(2..=MAX_OPTIONS).contains(&n) {
+                return Err(format!(
+                    "a choice question needs 2 to {MAX_OPTIONS} options (got {n})"
+                ));
             }
-            QuestionKind::YesNo | QuestionKind::Text => {
-                if !self.options.is_empty() || self.multiple {
-                    return Err("only a choice question has options");
-                }
+            if options.iter().any(|o| o.trim().is_empty()) {
+                return Err("options must not be blank".into());
+            }
+            let mut seen = std::collections::HashSet::new();
+            if let Some(twice) = options.iter().find(|o| !seen.insert(o.as_str())) {
+                return Err(format!("options must be distinct ({twice:?} is given twice)"));
             }
         }
+        QuestionKind::YesNo | QuestionKind::Text => {
+            let kind = kind.as_str();
+            if !options.is_empty() {
+                return Err(format!("options are only for kind \"choice\", not \"{kind}\""));
+            }
+            if multiple {
+                return Err(format!("multiple is only for kind \"choice\", not \"{kind}\""));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The one range of a question's expiry, in seconds from now: 1 s to 7 days ([`MAX_EXPIRES_SECONDS`]).
+pub fn check_expiry(seconds: i64) -> Result<(), String> {
+    if (1..=MAX_EXPIRES_SECONDS as i64).contains(&seconds) {
         Ok(())
+    } else {
+        Err(format!(
+            "a question expires between 1 second and 7 days ({MAX_EXPIRES_SECONDS} s) from now (got {seconds} s)"
+        ))
     }
 }
 

@@ -141,9 +141,6 @@ fn request(
         None if !options.is_empty() => QuestionKind::Choice,
         None => QuestionKind::YesNo,
     };
-    if kind != QuestionKind::Choice && (!options.is_empty() || multiple) {
-        return Err(invalid("only a choice question has options"));
-    }
     let mut req = match kind {
         QuestionKind::Choice => QuestionRequest::choice(question, options),
         QuestionKind::Text => QuestionRequest::text(question),

@@ -85,38 +85,13 @@ impl QuestionRequest {
         if let Some(user) = &self.user {
             super::check_user(user)?;
         }
-        match self.kind {
-            QuestionKind::Choice => {
-                let n = self.options.len();
-                if !(2..=question::MAX_OPTIONS).contains(&n) {
-                    return invalid(format!(
-                        "a choice question needs 2 to {} options (got {n})",
-                        question::MAX_OPTIONS
-                    ));
-                }
-                if self.options.iter().any(|o| o.trim().is_empty()) {
-                    return invalid("options must not be blank".into());
-                }
-                let mut seen = std::collections::HashSet::new();
-                if let Some(twice) = self.options.iter().find(|o| !seen.insert(o.as_str())) {
-                    return invalid(format!("options must be distinct ({twice:?} is given twice)"));
-                }
-            }
-            QuestionKind::YesNo | QuestionKind::Text => {
-                let kind = self.kind.as_str();
-                if !self.options.is_empty() {
-                    return invalid(format!("options are only for kind \"choice\", not \"{kind}\""));
-                }
-                if self.multiple {
-                    return invalid(format!("multiple is only for kind \"choice\", not \"{kind}\""));
-                }
-            }
-        }
-        if self.expires_in < Duration::from_secs(1)
-            || self.expires_in > Duration::from_secs(question::MAX_EXPIRES_SECONDS)
-        {
-            return invalid("a question expires between 1 second and 7 days from now".into());
-        }
+        question::check_options(self.kind, &self.options, self.multiple).map_err(Error::InvalidInput)?;
+        // In whole seconds, a part of one rounded up (7 days and 0.5 s is too long); under 1 s is too short.
+        let seconds = match self.expires_in {
+            short if short < Duration::from_secs(1) => 0,
+            long => i64::try_from(long.as_millis().div_ceil(1000)).unwrap_or(i64::MAX),
+        };
+        question::check_expiry(seconds).map_err(Error::InvalidInput)?;
         if let Some(id) = &self.question_id {
             ids::validate("question id", id)?;
         }
@@ -141,6 +116,13 @@ impl QuestionRequest {
             return invalid("a question with its details and options is at most 64 KiB of text".into());
         }
         Ok(())
+    }
+
+    /// The request's id, drawn now when it has none: the one place a question's id is drawn, so that a
+    /// caller can name it (to retry) or withdraw the question before [`AgentClient::ask_user`] returns.
+    pub fn ensure_id(&mut self) -> &str {
+        self.question_id
+            .get_or_insert_with(|| ids::generate(ids::QUESTION))
     }
 
     /// A yes/no question expiring in 10 minutes.
@@ -499,12 +481,9 @@ impl AgentClient {
     ///
     /// Fails with code `no_device` when no owner device is paired, and with [`Error::InvalidInput`] for a
     /// malformed question.
-    pub async fn ask_user(&self, request: QuestionRequest) -> Result<Asked> {
+    pub async fn ask_user(&self, mut request: QuestionRequest) -> Result<Asked> {
         request.check()?;
-        let question_id = request
-            .question_id
-            .clone()
-            .unwrap_or_else(|| ids::generate(ids::QUESTION));
+        let question_id = request.ensure_id().to_string();
         let expires_at = Timestamp::now().plus_millis(request.expires_in.as_millis() as i64);
         let mut payload = QuestionPayload {
             grants: request.grants,
@@ -527,9 +506,7 @@ impl AgentClient {
             approvals: request.approvals,
         };
         // Its shape, before the relay is asked for the devices; the approvals are counted against them below.
-        payload
-            .validate()
-            .map_err(|e| Error::InvalidInput(e.to_string()))?;
+        payload.validate().map_err(Error::InvalidInput)?;
         payload.recipients = self
             .devices_to_reach(payload.user.as_deref(), "a question")
             .await?;

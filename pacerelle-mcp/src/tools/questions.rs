@@ -16,8 +16,7 @@
 
 use std::time::Duration;
 
-use pacerelle_client::core::ids;
-use pacerelle_client::core::question::{DEFAULT_EXPIRES_SECONDS, MAX_EXPIRES_SECONDS};
+use pacerelle_client::core::question::{self, DEFAULT_EXPIRES_SECONDS};
 use pacerelle_client::{
     Answer, AnswerOutcome, AskedQuestion, Channel, Conclusion, Error, ErrorKind, Level, NOT_ASKED_HERE,
     QuestionKind, QuestionRequest, QuestionState,
@@ -322,15 +321,11 @@ pub struct NotifyResult {
     pub created_at: String,
 }
 
+/// `expiresInSeconds`, checked by the one rule ([`question::check_expiry`]) before it becomes a duration.
 fn expires_in(seconds: Option<i64>) -> Result<Duration, McpError> {
-    match seconds {
-        None => Ok(Duration::from_secs(DEFAULT_EXPIRES_SECONDS)),
-        Some(s) if (1..=MAX_EXPIRES_SECONDS as i64).contains(&s) => Ok(Duration::from_secs(s as u64)),
-        Some(s) => Err(McpError::invalid_params(
-            format!("expiresInSeconds must be between 1 and {MAX_EXPIRES_SECONDS} (7 days) (got {s})"),
-            None,
-        )),
-    }
+    let seconds = seconds.unwrap_or(DEFAULT_EXPIRES_SECONDS as i64);
+    question::check_expiry(seconds).map_err(|e| invalid(format!("expiresInSeconds: {e}")))?;
+    Ok(Duration::from_secs(seconds.unsigned_abs()))
 }
 
 fn invalid(text: impl Into<String>) -> McpError {
@@ -341,14 +336,7 @@ fn invalid(text: impl Into<String>) -> McpError {
 /// a failure can name the id to retry with).
 pub fn question_request(args: AskArgs) -> Result<QuestionRequest, McpError> {
     let expires = expires_in(args.expires_in_seconds)?;
-    let question_id = match args.question_id {
-        Some(id) => {
-            check_id("question id", &id)?;
-            id
-        }
-        None => ids::generate(ids::QUESTION),
-    };
-    let request = QuestionRequest {
+    let mut request = QuestionRequest {
         grants: None,
         question: args.question,
         kind: args.kind.into(),
@@ -356,7 +344,7 @@ pub fn question_request(args: AskArgs) -> Result<QuestionRequest, McpError> {
         multiple: args.multiple.unwrap_or(false),
         details: args.details,
         expires_in: expires,
-        question_id: Some(question_id),
+        question_id: args.question_id,
         channels: Vec::new(),
         user: args.user_id,
         approvals: args.approvals.unwrap_or(1),
@@ -366,6 +354,7 @@ pub fn question_request(args: AskArgs) -> Result<QuestionRequest, McpError> {
         Error::InvalidInput(message) => invalid(message),
         other => invalid(other.to_string()),
     })?;
+    request.ensure_id();
     Ok(request)
 }
 
