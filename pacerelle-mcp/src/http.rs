@@ -27,8 +27,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use pacerelle_client::AgentToken;
 use pacerelle_client::core::keys::{constant_time_eq, sha256};
+use pacerelle_serve::TlsConfig;
 use tokio::net::TcpListener;
-use tokio_rustls::TlsAcceptor;
 
 mod conn;
 pub use conn::BODY_TIMEOUT;
@@ -228,40 +228,6 @@ impl Origin {
     }
 }
 
-/// A certificate chain and its private key, checked and ready to serve. The relay's rustls setup for
-/// `--tls-cert/--tls-key`, from `pacerelle_serve` (ring provider, TLS 1.2 and 1.3, HTTP/1.1).
-#[derive(Clone)]
-pub struct Tls {
-    server: Arc<rustls::ServerConfig>,
-}
-
-impl std::fmt::Debug for Tls {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Tls").finish_non_exhaustive()
-    }
-}
-
-impl Tls {
-    /// From PEM text: the certificate chain (the server's first, then intermediates) and its private key
-    /// (PKCS#8, PKCS#1 or SEC1). Refuses a chain without a certificate and a key that does not fit.
-    pub fn from_pem(cert_chain: &[u8], private_key: &[u8]) -> Result<Tls, HttpError> {
-        let server = pacerelle_serve::server_config_from_pem(cert_chain, private_key)
-            .map_err(|e| HttpError::Tls(e.to_string()))?;
-        Ok(Tls {
-            server: Arc::new(server),
-        })
-    }
-
-    /// From PEM files (`--tls-cert`, `--tls-key`).
-    pub fn from_pem_files(cert_chain: &Path, private_key: &Path) -> Result<Tls, HttpError> {
-        let server = pacerelle_serve::server_config_from_pem_files(cert_chain, private_key)
-            .map_err(|e| HttpError::Tls(e.to_string()))?;
-        Ok(Tls {
-            server: Arc::new(server),
-        })
-    }
-}
-
 /// How the HTTP endpoint is served.
 #[derive(Debug, Clone)]
 pub struct HttpOptions {
@@ -270,7 +236,7 @@ pub struct HttpOptions {
     /// The bearer clients must send; required beyond loopback.
     pub bearer: Option<Bearer>,
     /// TLS (`--tls-cert`, `--tls-key`); required beyond loopback unless `insecure_http`.
-    pub tls: Option<Tls>,
+    pub tls: Option<TlsConfig>,
     /// Plain HTTP beyond loopback, for a TLS-terminating proxy in front (`--insecure-http`).
     pub insecure_http: bool,
     /// Browser origins allowed to call (`--allowed-origin`); a request without `Origin` is always allowed.
@@ -424,7 +390,7 @@ pub(crate) async fn serve(
     signal: impl std::future::Future<Output = ()> + Send,
 ) -> std::io::Result<()> {
     let tls = options.tls.as_ref().map(|tls| pacerelle_serve::Tls {
-        acceptor: TlsAcceptor::from(tls.server.clone()),
+        acceptor: tls.acceptor(),
         max_handshakes: MAX_HANDSHAKES,
         handshake_timeout: HANDSHAKE_TIMEOUT,
         handshake_only_alpn: None,

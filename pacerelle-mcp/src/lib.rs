@@ -18,7 +18,8 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use tokio_util::sync::CancellationToken;
 
 pub use config::{Config, ConfigError};
-pub use http::{Bearer, HttpError, HttpOptions, Origin, Tls};
+pub use http::{Bearer, HttpError, HttpOptions, Origin};
+pub use pacerelle_serve::TlsConfig;
 pub use server::{PacerelleServer, State};
 
 /// Where the MCP endpoint is mounted in HTTP mode.

@@ -8,7 +8,9 @@ use std::time::Duration;
 
 use clap::Parser;
 use pacerelle_mcp::http::Limits;
-use pacerelle_mcp::{Bearer, Config, HttpError, HttpOptions, Origin, State, Tls, serve_http, serve_stdio};
+use pacerelle_mcp::{
+    Bearer, Config, HttpError, HttpOptions, Origin, State, TlsConfig, serve_http, serve_stdio,
+};
 
 /// Pacerelle's MCP server: gives an MCP host (Claude Code, Codex, Claude Desktop, Cursor) an end-to-end
 /// encrypted inbox of tasks sent from the person's phone.
@@ -134,7 +136,9 @@ fn http_options(cli: &Cli, addr: SocketAddr, config: &Config) -> Result<HttpOpti
         &config.token,
     )?;
     let tls = match (&cli.tls_cert, &cli.tls_key) {
-        (Some(cert), Some(key)) => Some(Tls::from_pem_files(cert, key)?),
+        (Some(cert), Some(key)) => {
+            Some(TlsConfig::from_pem_files(cert, key).map_err(|e| HttpError::Tls(e.to_string()))?)
+        }
         _ => None,
     };
     let allowed_origins = cli

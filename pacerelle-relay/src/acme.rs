@@ -341,7 +341,7 @@ impl Acme {
 
     /// The TLS settings that serve this domain's certificate (and answer the CA's challenges).
     pub fn tls_config(&self) -> Result<TlsConfig, Error> {
-        TlsConfig::from_resolver(Arc::new(CertResolver(self.shared.clone())))
+        crate::tls::from_resolver(Arc::new(CertResolver(self.shared.clone())))
     }
 
     /// The domain, as checked.

@@ -17,60 +17,22 @@ const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Most handshakes in progress at once; more connections wait to be accepted.
 const MAX_HANDSHAKES: usize = 256;
 
-/// A certificate chain and its private key, checked and ready to serve.
-#[derive(Clone)]
-pub struct TlsConfig {
-    server: Arc<rustls::ServerConfig>,
-}
+pub use pacerelle_serve::TlsConfig;
 
-impl std::fmt::Debug for TlsConfig {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("TlsConfig").finish_non_exhaustive()
-    }
-}
-
-impl TlsConfig {
-    /// From PEM text: the certificate chain (the server's certificate first, then any intermediates) and
-    /// the private key (PKCS#8, PKCS#1 or SEC1). Refuses a chain without a certificate, a missing or
-    /// unreadable key, and a key that does not match the certificate.
-    pub fn from_pem(cert_chain: &[u8], private_key: &[u8]) -> Result<TlsConfig, Error> {
-        // The relay speaks HTTP/1.1 only.
-        let server = pacerelle_serve::server_config_from_pem(cert_chain, private_key)
-            .map_err(|e| Error::Config(e.to_string()))?;
-        Ok(TlsConfig {
-            server: Arc::new(server),
-        })
-    }
-
-    /// Served by `resolver`, which picks a certificate for each handshake ([`crate::Acme`]). Also offers the
-    /// `acme-tls/1` protocol: a connection that negotiates it (the CA validating TLS-ALPN-01) is closed after
-    /// its handshake, never handed to HTTP.
-    pub(crate) fn from_resolver(
-        resolver: Arc<dyn rustls::server::ResolvesServerCert>,
-    ) -> Result<TlsConfig, Error> {
-        let mut server = pacerelle_serve::server_config_builder()
-            .map_err(|e| Error::Config(e.to_string()))?
-            .with_cert_resolver(resolver);
-        server.alpn_protocols = vec![
-            pacerelle_serve::HTTP1_ALPN.to_vec(),
-            crate::acme::ACME_TLS_ALPN.to_vec(),
-        ];
-        Ok(TlsConfig {
-            server: Arc::new(server),
-        })
-    }
-
-    /// From PEM files.
-    pub fn from_pem_files(
-        cert_chain: &std::path::Path,
-        private_key: &std::path::Path,
-    ) -> Result<TlsConfig, Error> {
-        let server = pacerelle_serve::server_config_from_pem_files(cert_chain, private_key)
-            .map_err(|e| Error::Config(e.to_string()))?;
-        Ok(TlsConfig {
-            server: Arc::new(server),
-        })
-    }
+/// The relay's configuration for certificates from `resolver` ([`crate::Acme`]): it also offers the
+/// `acme-tls/1` protocol, and a connection that negotiates it (the CA validating TLS-ALPN-01) is closed after
+/// its handshake, never handed to HTTP.
+pub(crate) fn from_resolver(
+    resolver: Arc<dyn rustls::server::ResolvesServerCert>,
+) -> Result<TlsConfig, Error> {
+    let mut server = pacerelle_serve::server_config_builder()
+        .map_err(|e| Error::Config(e.to_string()))?
+        .with_cert_resolver(resolver);
+    server.alpn_protocols = vec![
+        pacerelle_serve::HTTP1_ALPN.to_vec(),
+        crate::acme::ACME_TLS_ALPN.to_vec(),
+    ];
+    Ok(TlsConfig::from_server_config(server))
 }
 
 impl Relay {
@@ -86,8 +48,7 @@ impl Relay {
         let addr = listener.local_addr()?;
         let public_url = self.inner.config.public_url.as_deref().unwrap_or("-");
         tracing::info!(%addr, public_url, "relay listening (HTTPS)");
-        self.serve_with(listener, Some(TlsAcceptor::from(tls.server)), shutdown)
-            .await
+        self.serve_with(listener, Some(tls.acceptor()), shutdown).await
     }
 }
 

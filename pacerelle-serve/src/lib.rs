@@ -12,5 +12,6 @@ mod tls;
 
 pub use conn::{Answers, Limits, serve};
 pub use tls::{
-    HTTP1_ALPN, Tls, TlsError, server_config_builder, server_config_from_pem, server_config_from_pem_files,
+    HTTP1_ALPN, Tls, TlsConfig, TlsError, server_config_builder, server_config_from_pem,
+    server_config_from_pem_files,
 };

@@ -87,6 +87,44 @@ pub fn server_config_from_pem_files(cert_chain: &Path, private_key: &Path) -> Re
     )
 }
 
+/// A certificate chain and its private key (or a resolver that picks one for each handshake), checked and
+/// ready to serve: the one TLS configuration of the relay (`--tls-cert`/`--tls-key`, ACME) and of the MCP
+/// server's HTTP endpoint.
+#[derive(Clone)]
+pub struct TlsConfig {
+    server: Arc<ServerConfig>,
+}
+
+impl std::fmt::Debug for TlsConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsConfig").finish_non_exhaustive()
+    }
+}
+
+impl TlsConfig {
+    /// From PEM text ([`server_config_from_pem`]).
+    pub fn from_pem(cert_chain: &[u8], private_key: &[u8]) -> Result<TlsConfig, TlsError> {
+        server_config_from_pem(cert_chain, private_key).map(TlsConfig::from_server_config)
+    }
+
+    /// From PEM files ([`server_config_from_pem_files`]).
+    pub fn from_pem_files(cert_chain: &Path, private_key: &Path) -> Result<TlsConfig, TlsError> {
+        server_config_from_pem_files(cert_chain, private_key).map(TlsConfig::from_server_config)
+    }
+
+    /// From a server configuration made with [`server_config_builder`] (a certificate resolver, say).
+    pub fn from_server_config(server: ServerConfig) -> TlsConfig {
+        TlsConfig {
+            server: Arc::new(server),
+        }
+    }
+
+    /// The acceptor of connections with this configuration.
+    pub fn acceptor(&self) -> TlsAcceptor {
+        TlsAcceptor::from(self.server.clone())
+    }
+}
+
 /// The TLS handshake of a new connection, within the handshake timeout. `None` when it fails or times out,
 /// and for a handshake-only protocol, whose handshake was the whole answer.
 pub(crate) async fn handshake(

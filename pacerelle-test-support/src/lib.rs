@@ -2,6 +2,9 @@
 
 mod package_env;
 pub mod postgres;
+mod rng;
+
+pub use rng::Rng;
 
 use std::path::{Path, PathBuf};
 
