@@ -131,7 +131,7 @@ fn layers(root: &Path) -> Result<()> {
         );
     }
     println!(
-        "adapters depend on the client only; the relay's core has no `content` feature; pacerelle-serve names no crate of ours"
+        "adapters do not depend on the relay; the relay's core has no `content` feature; pacerelle-serve names no crate of ours"
     );
     // Built alone, the relay's core is compiled without `content`: any use of a content key fails here.
     let check = [
