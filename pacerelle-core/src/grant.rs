@@ -22,6 +22,7 @@ pub const MAX_GRANT_SECONDS: u64 = 24 * 3600;
 
 /// How a grant's command is compared with a call's command.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 #[serde(rename_all = "snake_case")]
 pub enum CommandMatch {
     /// The call's command is exactly the grant's.
@@ -48,6 +49,7 @@ pub const SHELL_CONTROL: &[char] = &[';', '&', '|', '`', '$', '(', ')', '<', '>'
 
 /// What a grant lets run without a question: a tool, for a shell tool its command, in one project folder.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 #[serde(rename_all = "camelCase")]
 pub struct GrantScope {
     /// The tool's name, exactly (`Bash`, `Edit`, `shell`…).
@@ -135,6 +137,7 @@ fn inside(path: &str, folder: &str) -> bool {
 /// The grants a gate question offers, sealed in the question (so that the device's answer signature, over the
 /// question's digest, covers what it was offered).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 #[serde(rename_all = "camelCase")]
 pub struct GrantOffer {
     /// The durations the person may choose, in seconds, shortest first; each at most [`MAX_GRANT_SECONDS`].

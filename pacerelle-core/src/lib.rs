@@ -1,5 +1,11 @@
 #![doc = include_str!("../README.md")]
 
+// With the `uniffi` feature (the phone SDK's, pacerelle-ffi): the enums and records that derive
+// `uniffi::Enum` / `uniffi::Record` under it cross the binding as they are, as the types of this crate's own
+// UniFFI component (`pacerelle_core`; its bindings' names are in `uniffi.toml`).
+#[cfg(feature = "uniffi")]
+uniffi::setup_scaffolding!();
+
 pub mod b64;
 pub mod checkpoint;
 pub mod cursor;

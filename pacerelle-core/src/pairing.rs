@@ -144,6 +144,7 @@ pub struct OfferPayload {
 
 /// The user a Partner-mode offer is for, as the integrator named them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct OfferUser {
     /// The integrator's id for the user.
@@ -154,6 +155,7 @@ pub struct OfferUser {
 
 /// How an app shows the agent to a Partner-mode user, sealed in the offer (the relay never sees it).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Record))]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Branding {
     /// An accent colour, `#rrggbb`.

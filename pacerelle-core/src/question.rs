@@ -33,6 +33,7 @@ pub const MAX_OPTIONS: usize = 20;
 
 /// What kind of answer a question expects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 #[serde(rename_all = "snake_case")]
 pub enum QuestionKind {
     /// Yes or no.
@@ -56,6 +57,7 @@ impl QuestionKind {
 
 /// Where a question stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 #[serde(rename_all = "snake_case")]
 pub enum QuestionState {
     /// Waiting for an answer.
@@ -98,6 +100,7 @@ impl QuestionState {
 
 /// The way an answer reached the agent (docs/mcp.md, "Asking at the computer too").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 #[serde(rename_all = "snake_case")]
 pub enum Channel {
     /// On a paired device: sealed by that device, signed with its key when it has one.
@@ -268,6 +271,7 @@ pub fn check_expiry(seconds: i64) -> Result<(), String> {
 
 /// An answer's content.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 #[serde(tag = "type", content = "value", rename_all = "snake_case")]
 pub enum Answer {
     /// An explicit yes.
@@ -275,9 +279,9 @@ pub enum Answer {
     /// An explicit no.
     No,
     /// The chosen options.
-    Options(Vec<String>),
+    Options(#[cfg_attr(feature = "uniffi", uniffi(name = "options"))] Vec<String>),
     /// A written answer.
-    Text(String),
+    Text(#[cfg_attr(feature = "uniffi", uniffi(name = "text"))] String),
 }
 
 /// What an answer carries, sealed by the answering device for the agent.
@@ -346,6 +350,7 @@ impl OwnQuestion {
 
 /// How much a notification matters.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 #[serde(rename_all = "snake_case")]
 pub enum Level {
     /// For information.

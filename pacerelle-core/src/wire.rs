@@ -476,6 +476,7 @@ pub struct LeaseHolder {
 
 /// What the agent is doing, as the phone sees it (DESIGN §7).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 #[serde(rename_all = "snake_case")]
 pub enum Presence {
     /// No session heartbeat and no recent wait.
@@ -532,6 +533,7 @@ pub struct Status {
 
 /// The state of a task.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 #[serde(rename_all = "snake_case")]
 pub enum MessageState {
     /// Stored, not yet delivered to the agent.
@@ -544,6 +546,7 @@ pub enum MessageState {
 
 /// The kind of a conversation item.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ItemKind {
@@ -565,6 +568,7 @@ pub enum ItemKind {
 
 /// What an [`ItemKind::Update`] is about.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum SubjectKind {
@@ -591,6 +595,7 @@ impl SubjectKind {
 /// The `state` of a conversation item: a task's state (on a `message` item), or the state an `update` item
 /// reports (`processed` for a task; `answered`, `expired` or `cancelled` for a question).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
 #[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum ItemState {

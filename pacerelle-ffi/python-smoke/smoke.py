@@ -13,7 +13,8 @@ Usage (what `cargo xtask test` runs, from the workspace root):
 
     python3 pacerelle-ffi/python-smoke/smoke.py --bindings target/bindings/python --target target/debug
 
-`--bindings` holds the generated `pacerelle_ffi.py` with `libpacerelle_ffi.so` copied beside it.
+`--bindings` holds the generated `pacerelle_ffi.py` and `pacerelle_core.py` (the core's enums and records, which
+the SDK passes as they are) with `libpacerelle_ffi.so` copied beside them.
 """
 
 import argparse
@@ -139,7 +140,8 @@ async def wait_for(device, after, matches, timeout=30):
 
 
 async def main(args):
-    from pacerelle_ffi import Answer, DeviceClient, ItemKind, PacerelleError, QuestionKind
+    from pacerelle_core import Answer, ItemKind, QuestionKind
+    from pacerelle_ffi import DeviceClient, PacerelleError
 
     with Relay(args.target) as relay:
         # 1. Join in another process; only the credentials string comes back.
@@ -192,7 +194,7 @@ async def main(args):
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
-    parser.add_argument("--bindings", required=True, help="folder of pacerelle_ffi.py and its library")
+    parser.add_argument("--bindings", required=True, help="folder of the generated modules and their library")
     parser.add_argument("--target", required=True, help="folder of the pacerelle and echo-agent binaries")
     parser.add_argument("mode", nargs="*", help=argparse.SUPPRESS)
     args = parser.parse_args()

@@ -3,83 +3,25 @@
 
 use std::time::SystemTime;
 
-pub use pacerelle_client::{Level, MessageState};
+pub use pacerelle_core::question::Level;
+pub use pacerelle_core::wire::{ItemKind, ItemState, MessageState, SubjectKind};
 
-use crate::question::{AnswerChannel, Question};
+use crate::question::{Channel, Question, channel_of};
 use crate::time::system_time;
-
-/// The state of a task this device sent.
-#[uniffi::remote(Enum)]
-pub enum MessageState {
-    /// Stored at the relay, not yet delivered to the agent.
-    Sent,
-    /// Delivered to the agent, not yet processed.
-    Delivered,
-    /// Marked processed by the agent.
-    Processed,
-}
-
-/// How much a notification matters.
-#[uniffi::remote(Enum)]
-pub enum Level {
-    /// For information.
-    Info,
-    /// Something needs attention.
-    Warning,
-    /// Something failed.
-    Error,
-    /// A task is done.
-    Success,
-}
-
-/// What a conversation item is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, uniffi::Enum)]
-pub enum ItemKind {
-    /// A task this device sent.
-    Message,
-    /// A reply from the agent.
-    Reply,
-    /// A question from the agent: see `question`.
-    Question,
-    /// A notification from the agent (no answer expected): see `title` and `level`.
-    Notification,
-    /// A state change of a task this device sent or of a question sealed for it: see `update`.
-    Update,
-}
-
-/// What an update is about.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, uniffi::Enum)]
-pub enum SubjectKind {
-    /// A task this device sent.
-    Message,
-    /// A question sealed for this device.
-    Question,
-}
-
-/// The state an update reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, uniffi::Enum)]
-pub enum UpdateState {
-    /// The agent marked the task processed.
-    Processed,
-    /// The question was answered (here, on another device, or at the computer): see `answeredBy` and
-    /// `channel`.
-    Answered,
-    /// The question expired unanswered.
-    Expired,
-    /// The agent cancelled the question.
-    Cancelled,
-}
 
 /// A state change the relay reports in the conversation, at once: a task processed, a question answered
 /// (here or elsewhere), expired or cancelled. For a question, dismiss its notification.
+///
+/// Not the client's `ItemUpdate` itself: that one holds the question's metadata as the relay sent it (its
+/// times the core's `Timestamp` newtype, which crosses as `SystemTime`); this one holds the answer's facts.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
 pub struct ItemUpdate {
     /// The task or question whose state changed.
     pub subject_id: String,
     /// Which of the two.
     pub subject_kind: SubjectKind,
-    /// The state it reached.
-    pub state: UpdateState,
+    /// The state it reached: `Processed` for a task; `Answered`, `Expired` or `Cancelled` for a question.
+    pub state: ItemState,
     /// For a question this client read earlier (in this process): the question brought up to date, with the
     /// answer that counts. `null`/`nil` otherwise: `questions()` reads it.
     pub question: Option<Question>,
@@ -90,23 +32,18 @@ pub struct ItemUpdate {
     /// When the relay accepted the answer.
     pub answered_at: Option<SystemTime>,
     /// For an answered question, how: on a device (`Phone`) or at the computer (`Host`).
-    pub channel: Option<AnswerChannel>,
+    pub channel: Option<Channel>,
 }
 
 impl ItemUpdate {
     /// The update, or `None` for a subject or a state this version does not know.
     fn from_client(u: pacerelle_client::ItemUpdate) -> Option<Self> {
-        use pacerelle_client::{ItemState as S, SubjectKind as K};
         let subject_kind = match u.subject_kind {
-            K::Message => SubjectKind::Message,
-            K::Question => SubjectKind::Question,
+            SubjectKind::Message | SubjectKind::Question => u.subject_kind,
             _ => return None,
         };
         let state = match u.state {
-            S::Processed => UpdateState::Processed,
-            S::Answered => UpdateState::Answered,
-            S::Expired => UpdateState::Expired,
-            S::Cancelled => UpdateState::Cancelled,
+            ItemState::Processed | ItemState::Answered | ItemState::Expired | ItemState::Cancelled => u.state,
             _ => return None,
         };
         let meta = u.meta.as_ref();
@@ -117,28 +54,28 @@ impl ItemUpdate {
             answered_by: meta.and_then(|m| m.answered_by.clone()),
             answered_by_name: meta.and_then(|m| m.answered_by_name.clone()),
             answered_at: meta.and_then(|m| m.answered_at).map(system_time),
-            channel: meta.and_then(|m| AnswerChannel::of(m.channel, m.answered_by.as_deref())),
+            channel: meta.and_then(|m| channel_of(m.channel, m.answered_by.as_deref())),
             question: u.question.map(Question::from),
         })
     }
 }
 
-impl ItemKind {
-    /// The kind, or `None` for one this version does not know.
-    pub(crate) fn from_client(kind: pacerelle_client::ItemKind) -> Option<Self> {
-        use pacerelle_client::ItemKind as K;
-        match kind {
-            K::Message => Some(ItemKind::Message),
-            K::Reply => Some(ItemKind::Reply),
-            K::Question => Some(ItemKind::Question),
-            K::Notification => Some(ItemKind::Notification),
-            K::Update => Some(ItemKind::Update),
-            _ => None,
-        }
+/// The kind, or `None` for one this version does not know (`Unknown`, from a newer relay).
+pub(crate) fn known_kind(kind: ItemKind) -> Option<ItemKind> {
+    match kind {
+        ItemKind::Message
+        | ItemKind::Reply
+        | ItemKind::Question
+        | ItemKind::Notification
+        | ItemKind::Update => Some(kind),
+        _ => None,
     }
 }
 
 /// One item of the conversation, opened on this device.
+///
+/// Not the client's `ConversationItem` itself: its time and position are the core's `Timestamp` and `Cursor`
+/// newtypes, which cross as a `SystemTime` and an opaque string, and its question holds the answer key.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
 pub struct ConversationItem {
     /// What it is.
@@ -168,7 +105,7 @@ pub struct ConversationItem {
 impl ConversationItem {
     /// The item, or `None` for a kind this version does not know (the client already skips those).
     pub(crate) fn from_client(item: pacerelle_client::ConversationItem) -> Option<Self> {
-        let kind = ItemKind::from_client(item.kind)?;
+        let kind = known_kind(item.kind)?;
         let update = match item.update {
             Some(u) => Some(ItemUpdate::from_client(*u)?),
             None => None,
@@ -232,6 +169,8 @@ impl From<pacerelle_client::ConversationPage> for ConversationPage {
 }
 
 /// A task as the relay stored it.
+///
+/// Not the core's wire `Stored`: its `Cursor` and `Timestamp` newtypes cross as a string and a `SystemTime`.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
 pub struct SentMessage {
     /// Its id (the one given, or the one drawn).

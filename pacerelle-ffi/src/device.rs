@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use pacerelle_client::{Cursor, DeviceCredentials};
+pub use pacerelle_core::pairing::{Branding, OfferUser};
 
 use crate::conversation::{ConversationPage, SentMessage};
 use crate::error::{PacerelleError, Result};
@@ -27,27 +28,11 @@ pub struct DeviceIdentity {
     /// addressed to it).
     pub role: String,
     /// Partner mode: the user this device answers for; null for the owner's devices.
-    pub user: Option<PartnerUser>,
-    /// Partner mode: how to show the agent to that user (accent colour, icon); null for the default look.
+    pub user: Option<OfferUser>,
+    /// Partner mode: how to show the agent to that user (accent colour, icon: an inline data URL, to show as
+    /// it is, it fetches nothing); null for the default look, and for a branding that failed the check at
+    /// pairing (it is dropped).
     pub branding: Option<Branding>,
-}
-
-/// Partner mode: the user a device answers for, as the agent named them in the pairing offer.
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
-pub struct PartnerUser {
-    /// The integrator's id for the user.
-    pub external_id: String,
-    /// The user's name.
-    pub name: String,
-}
-
-/// Partner mode: how the app shows the agent, sealed in the pairing offer (checked: an invalid one is dropped).
-#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
-pub struct Branding {
-    /// An accent colour, `#rrggbb`.
-    pub accent_color: Option<String>,
-    /// An icon, an inline `data:image/png|svg+xml|jpeg;base64,…` URL: show it as it is, it fetches nothing.
-    pub icon: Option<String>,
 }
 
 /// A paired device: one per set of credentials. Thread-safe; share one instance across the app.
@@ -116,14 +101,8 @@ impl DeviceClient {
             agent_name: c.agent_name.clone(),
             device_id: c.device_id.clone(),
             role: c.role.as_str().to_string(),
-            user: c.user.as_ref().map(|u| PartnerUser {
-                external_id: u.external_id.clone(),
-                name: u.name.clone(),
-            }),
-            branding: c.branding.as_ref().map(|b| Branding {
-                accent_color: b.accent_color.clone(),
-                icon: b.icon.clone(),
-            }),
+            user: c.user.clone(),
+            branding: c.branding.clone(),
         }
     }
 
@@ -175,7 +154,7 @@ impl DeviceClient {
     /// Fails with `QuestionClosed` when it was answered by another device, expired or was cancelled, and
     /// with `InvalidInput` when the answer does not fit the question.
     pub async fn answer(&self, question_id: String, answer: Answer) -> Result<Question> {
-        Ok(self.inner.answer(&question_id, answer.into()).await?.into())
+        Ok(self.inner.answer(&question_id, answer).await?.into())
     }
 
     /// Answers `yes` to a gate question and allows the same calls for `seconds` (at most the longest the

@@ -4,7 +4,7 @@ use std::time::SystemTime;
 
 use pacerelle_client::{ClosedQuestion, ErrorKind};
 
-use crate::question::{Answer, AnswerChannel, QuestionState};
+use crate::question::{Answer, Channel, QuestionState};
 use crate::time::system_time;
 
 /// What went wrong, in the cases an app handles differently. None of them carries plaintext or key material.
@@ -58,7 +58,7 @@ pub enum PacerelleError {
         by_this_device: bool,
         /// How the answer that counts was given: on a device (`Phone`) or at the computer (`Host`); `null`/`nil`
         /// when not answered, or when the question could not be read again.
-        channel: Option<AnswerChannel>,
+        channel: Option<Channel>,
     },
     /// The agent already holds as much as its relay allows (`quota_exceeded`): for a send, as many tasks not
     /// yet processed as the relay keeps for it. Nothing was stored. Sending again at once is refused the same
@@ -144,7 +144,7 @@ fn question_closed(state: QuestionState, reason: String, closed: Option<ClosedQu
             channel: channel_of(&c),
             state: c.state,
             reason,
-            answer: c.answer.map(Answer::from),
+            answer: c.answer,
             answered_by: c.answered_by,
             answered_by_name: c.answered_by_name,
             answered_at: c.answered_at.map(system_time),
@@ -166,13 +166,13 @@ fn question_closed(state: QuestionState, reason: String, closed: Option<ClosedQu
 /// The channel of the answer that counts. The refusal states the question as read again without naming its
 /// channel, so it is read from the wire's rule: an answered question was answered by a device, named in
 /// `answered_by`, unless it was answered at the computer, which names no device.
-fn channel_of(c: &ClosedQuestion) -> Option<AnswerChannel> {
+fn channel_of(c: &ClosedQuestion) -> Option<Channel> {
     if c.state != QuestionState::Answered || c.answered_at.is_none() {
         return None;
     }
     Some(match c.answered_by {
-        Some(_) => AnswerChannel::Phone,
-        None => AnswerChannel::Host,
+        Some(_) => Channel::Phone,
+        None => Channel::Host,
     })
 }
 
@@ -277,11 +277,11 @@ mod tests {
         };
         assert_eq!(
             channel(closed(QuestionState::Answered, Some("dev_1"), true)),
-            Some(AnswerChannel::Phone)
+            Some(Channel::Phone)
         );
         assert_eq!(
             channel(closed(QuestionState::Answered, None, true)),
-            Some(AnswerChannel::Host)
+            Some(Channel::Host)
         );
         assert_eq!(channel(closed(QuestionState::Answered, None, false)), None);
         assert_eq!(channel(closed(QuestionState::Expired, None, false)), None);

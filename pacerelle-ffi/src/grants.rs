@@ -3,45 +3,14 @@
 
 use std::time::SystemTime;
 
-pub use pacerelle_client::core::grant::{CommandMatch, GrantOffer, GrantScope};
+pub use pacerelle_core::grant::{CommandMatch, GrantOffer, GrantScope};
 
 use crate::time::system_time;
 
-/// How a grant's command matches a call's.
-#[uniffi::remote(Enum)]
-pub enum CommandMatch {
-    /// The same command, exactly.
-    Exact,
-    /// The command, or the command followed by a space and arguments without shell control characters.
-    Prefix,
-}
-
-/// What a grant covers: calls of one tool, in one project folder, and for a shell tool one command.
-#[uniffi::remote(Record)]
-pub struct GrantScope {
-    /// The tool's name (`Bash`, `Edit`, …).
-    pub tool: String,
-    /// For a shell tool: the command, matched as `matching` says.
-    pub command: Option<String>,
-    /// How `command` matches.
-    pub matching: Option<CommandMatch>,
-    /// The project folder.
-    pub folder: String,
-}
-
-/// What a gate question lets a yes extend to: one of `durations` (seconds, shortest first) for one of
-/// `scopes` (the first is the exact call), under the policy of digest `policy`.
-#[uniffi::remote(Record)]
-pub struct GrantOffer {
-    /// The durations a person may choose, in seconds.
-    pub durations: Vec<u64>,
-    /// The scopes a person may choose.
-    pub scopes: Vec<GrantScope>,
-    /// The digest of the policy that offers them.
-    pub policy: String,
-}
-
 /// One of the agent's grants, as an owner device lists it.
+///
+/// Not the core's wire `GrantRecord`: its times are the core's `Timestamp` newtype, which crosses as
+/// `SystemTime`, and this one adds what the grant covers and its question, as this device opened them.
 #[derive(Debug, Clone, PartialEq, uniffi::Record)]
 pub struct GrantInfo {
     /// Its id: the gate question it answered.

@@ -1,7 +1,7 @@
 //! Push (Web Push, as UnifiedPush distributors speak it): register a subscription, and open what the relay
 //! pushed into the same items `waitForEvents` returns.
 
-use crate::conversation::{ConversationItem, ItemKind};
+use crate::conversation::{ConversationItem, ItemKind, known_kind};
 use crate::device::DeviceClient;
 use crate::error::{PacerelleError, Result};
 
@@ -79,7 +79,7 @@ impl PushEvent {
                 cursor,
                 fetch_from,
             } => PushEvent::Fetch {
-                kind: ItemKind::from_client(kind),
+                kind: known_kind(kind),
                 id,
                 cursor: cursor.to_string(),
                 fetch_from: fetch_from.to_string(),

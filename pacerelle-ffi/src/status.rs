@@ -2,27 +2,14 @@
 
 use std::time::SystemTime;
 
-pub use pacerelle_client::Presence;
+pub use pacerelle_core::wire::Presence;
 
 use crate::time::system_time;
 
-/// What the agent is doing.
-#[uniffi::remote(Enum)]
-pub enum Presence {
-    /// No session and no recent wait.
-    Offline,
-    /// A session is connected but neither waiting nor working.
-    Connected,
-    /// The agent is waiting for tasks now (or was moments ago).
-    Listening,
-    /// Tasks are delivered and not processed, and the agent was recently active.
-    Busy,
-    /// A task was delivered long ago and no wait came since: the agent probably waits for a confirmation on
-    /// the computer.
-    WaitingConfirmation,
-}
-
 /// The agent's presence and the counts a phone shows.
+///
+/// Not the core's wire `Status`: its times are the core's `Timestamp` newtype, which crosses as `SystemTime`,
+/// and this one flattens the agent, the session and the counts into one record.
 #[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
 pub struct AgentStatus {
     /// The agent's id.

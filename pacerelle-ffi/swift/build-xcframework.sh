@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the Swift package of the phone SDK on macOS (Xcode and rustup required):
 #   PacerelleFFI.xcframework  static libraries for iOS devices, the iOS simulator and macOS, with the C
-#                             header and module map uniffi-bindgen generates
-#   Sources/Pacerelle/Pacerelle.swift   the generated Swift API
+#                             headers and module maps uniffi-bindgen generates (the SDK's and the core's)
+#   Sources/Pacerelle/Pacerelle.swift, PacerelleCore.swift   the generated Swift API: the SDK, and the
+#                             core's enums and records it passes as they are (one Swift module)
 # Run from anywhere: bash pacerelle-ffi/swift/build-xcframework.sh [--debug]
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -27,11 +28,12 @@ rm -rf "$gen"
 "target/$profile/uniffi-bindgen" generate "target/$profile/libpacerelle_ffi.dylib" \
     --language swift --out-dir "$gen"
 
-# A framework's headers folder holds the header and a module map named module.modulemap.
+# A framework's headers folder holds the headers and one module map named module.modulemap, which declares
+# both C modules: PacerelleFFI (the SDK) and PacerelleCoreFFI (the core's types).
 headers="$root/target/xcframework/headers"
 rm -rf "$headers" && mkdir -p "$headers"
-cp "$gen/PacerelleFFI.h" "$headers/"
-cp "$gen/PacerelleFFI.modulemap" "$headers/module.modulemap"
+cp "$gen/PacerelleFFI.h" "$gen/PacerelleCoreFFI.h" "$headers/"
+{ cat "$gen/PacerelleFFI.modulemap"; echo; cat "$gen/PacerelleCoreFFI.modulemap"; echo; } > "$headers/module.modulemap"
 
 # One library per platform: the simulator and macOS slices are merged with lipo.
 out="$root/target/xcframework"
@@ -48,5 +50,5 @@ xcodebuild -create-xcframework \
     -library "$out/ios-sim/$lib" -headers "$headers" \
     -library "$out/macos/$lib" -headers "$headers" \
     -output "$here/PacerelleFFI.xcframework"
-cp "$gen/Pacerelle.swift" "$here/Sources/Pacerelle/Pacerelle.swift"
-echo "built $here/PacerelleFFI.xcframework and Sources/Pacerelle/Pacerelle.swift; try: (cd $here && swift build)"
+cp "$gen/Pacerelle.swift" "$gen/PacerelleCore.swift" "$here/Sources/Pacerelle/"
+echo "built $here/PacerelleFFI.xcframework and Sources/Pacerelle/{Pacerelle,PacerelleCore}.swift; try: (cd $here && swift build)"

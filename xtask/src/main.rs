@@ -132,7 +132,7 @@ fn layers(root: &Path) -> Result<()> {
         );
     }
     println!(
-        "adapters depend on the client only; the relay's core has no `content` feature; pacerelle-serve names no crate of ours"
+        "adapters do not depend on the relay; the relay's core has no `content` feature; pacerelle-serve names no crate of ours"
     );
     house::client_is_a_tree(root)?;
     house::no_code_comparisons(root)?;

@@ -1,5 +1,7 @@
-# Hand-written stubs of the native module `pacerelle._native` (pacerelle-py/src/*.rs). Keep them in step
-# with the Rust code: tests/test_typing.py runs mypy --strict over the package, the examples and a usage file.
+# Hand-written stubs of the native module `pacerelle._native` (pacerelle-py/src/*.rs). tests/test_stubs.py
+# compares them with the module as built: every class, method, property, function and constant, each
+# signature's parameters and the defaults pyo3 states, bases, @final and constructors. mypy --strict checks the
+# package, the examples and a usage file against them (tests/test_docs_and_examples.py).
 
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime

@@ -14,6 +14,10 @@ import org.junit.jupiter.api.Assertions.assertNull
 import org.junit.jupiter.api.Assertions.assertTrue
 import org.junit.jupiter.api.Test
 import org.junit.jupiter.api.assertThrows
+import org.pacerelle.core.ItemKind
+import org.pacerelle.core.ItemState
+import org.pacerelle.core.Presence
+import org.pacerelle.core.SubjectKind
 
 /**
  * The Kotlin binding against a real relay and the echo agent. These tests check the binding — suspend
@@ -63,7 +67,7 @@ class DeviceClientTest {
         device.awaitItem { it.kind == ItemKind.REPLY && it.sourceMessageId == sent.messageId }
         // The agent marks the task processed after replying: the last item is that update.
         val processed = device.awaitItem { it.kind == ItemKind.UPDATE && it.update?.subjectId == sent.messageId }
-        assertEquals(UpdateState.PROCESSED, processed.update?.state)
+        assertEquals(ItemState.PROCESSED, processed.update?.state)
         assertEquals(SubjectKind.MESSAGE, processed.update?.subjectKind)
 
         val all = device.conversation(cursor = null)

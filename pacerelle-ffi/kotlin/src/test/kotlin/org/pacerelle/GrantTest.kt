@@ -11,6 +11,9 @@ import org.junit.jupiter.api.Assertions.assertFalse
 import org.junit.jupiter.api.Assertions.assertNotNull
 import org.junit.jupiter.api.Assertions.assertTrue
 import org.junit.jupiter.api.Test
+import org.pacerelle.core.Answer
+import org.pacerelle.core.CommandMatch
+import org.pacerelle.core.QuestionState
 
 /**
  * Grants and several approvals through the Kotlin binding: a gate question from the real PreToolUse hook

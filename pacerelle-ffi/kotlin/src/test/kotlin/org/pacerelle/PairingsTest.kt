@@ -7,6 +7,7 @@ import kotlinx.coroutines.withTimeout
 import org.junit.jupiter.api.Assertions.assertEquals
 import org.junit.jupiter.api.Assertions.assertTrue
 import org.junit.jupiter.api.Test
+import org.pacerelle.core.Answer
 
 /**
  * One phone paired with several agents (`Pairings`), and a Partner-mode pairing made by `pacerelle user

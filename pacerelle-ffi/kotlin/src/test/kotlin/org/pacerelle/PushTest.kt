@@ -14,6 +14,13 @@ import org.junit.jupiter.api.Assertions.assertNull
 import org.junit.jupiter.api.Assertions.assertTrue
 import org.junit.jupiter.api.Test
 import org.junit.jupiter.api.assertThrows
+import org.pacerelle.core.Answer
+import org.pacerelle.core.ItemKind
+import org.pacerelle.core.ItemState
+import org.pacerelle.core.Level
+import org.pacerelle.core.QuestionKind
+import org.pacerelle.core.QuestionState
+import org.pacerelle.core.SubjectKind
 
 /**
  * A push service on 127.0.0.1 (standing in for a UnifiedPush distributor's server): it records what the
@@ -133,7 +140,7 @@ class PushTest {
             val change = checkNotNull(update.update)
             assertEquals(question.questionId, change.subjectId)
             assertEquals(SubjectKind.QUESTION, change.subjectKind)
-            assertEquals(UpdateState.ANSWERED, change.state)
+            assertEquals(ItemState.ANSWERED, change.state)
             assertEquals(phone.identity().deviceId, change.answeredBy)
             assertEquals("pushed phone", change.answeredByName)
             // This process opened the question from its push: the update brings it up to date.

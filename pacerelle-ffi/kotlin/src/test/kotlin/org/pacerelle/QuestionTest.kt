@@ -8,6 +8,13 @@ import org.junit.jupiter.api.Assertions.assertNull
 import org.junit.jupiter.api.Assertions.assertTrue
 import org.junit.jupiter.api.Test
 import org.junit.jupiter.api.assertThrows
+import org.pacerelle.core.Answer
+import org.pacerelle.core.Channel
+import org.pacerelle.core.ItemKind
+import org.pacerelle.core.ItemState
+import org.pacerelle.core.Level
+import org.pacerelle.core.QuestionKind
+import org.pacerelle.core.QuestionState
 
 /**
  * Questions asked by the agent (`pacerelle ask`, which exits 0 when the answer approves) and answered
@@ -44,7 +51,7 @@ class QuestionTest {
         val answered = device.answer(question.questionId, Answer.Yes)
         assertEquals(QuestionState.ANSWERED, answered.state)
         assertEquals(device.identity().deviceId, answered.answeredBy)
-        assertEquals(AnswerChannel.PHONE, answered.channel)
+        assertEquals(Channel.PHONE, answered.channel)
         assertFalse(answered.isOpen)
 
         val (status, out) = finished(ask)
@@ -56,7 +63,7 @@ class QuestionTest {
             other.answer(question.questionId, Answer.No)
         }
         assertEquals(QuestionState.ANSWERED, closed.state)
-        assertEquals(AnswerChannel.PHONE, closed.channel)
+        assertEquals(Channel.PHONE, closed.channel)
         assertTrue(other.pendingQuestions().none { it.questionId == question.questionId })
         assertEquals(
             QuestionState.ANSWERED,
@@ -176,12 +183,12 @@ class QuestionTest {
         val update = device.awaitItem(start) {
             it.kind == ItemKind.UPDATE && it.update?.subjectId == question.questionId
         }.update!!
-        assertEquals(UpdateState.ANSWERED, update.state)
-        assertEquals(AnswerChannel.HOST, update.channel)
+        assertEquals(ItemState.ANSWERED, update.state)
+        assertEquals(Channel.HOST, update.channel)
         assertNull(update.answeredBy)
         // So does the question read again, with the answer that counts.
         val seen = device.questions(QuestionState.ANSWERED).single { it.questionId == question.questionId }
-        assertEquals(AnswerChannel.HOST, seen.channel)
+        assertEquals(Channel.HOST, seen.channel)
         assertNull(seen.answeredBy)
         assertEquals(Answer.Yes, seen.answer)
         // The phone's own answer comes too late.
@@ -189,7 +196,7 @@ class QuestionTest {
             device.answer(question.questionId, Answer.No)
         }
         assertEquals(QuestionState.ANSWERED, closed.state)
-        assertEquals(AnswerChannel.HOST, closed.channel)
+        assertEquals(Channel.HOST, closed.channel)
         assertEquals(Answer.Yes, closed.answer)
         assertNull(closed.answeredBy)
         assertFalse(closed.byThisDevice)

@@ -8,6 +8,7 @@ import org.junit.jupiter.api.Assertions.assertNotEquals
 import org.junit.jupiter.api.Assertions.assertNotNull
 import org.junit.jupiter.api.Assertions.assertTrue
 import org.junit.jupiter.api.Test
+import org.pacerelle.core.Answer
 
 /**
  * Answers signed on a Kotlin device: the Rust agent (`pacerelle ask`) approves them as signed, and its signed

@@ -7,7 +7,7 @@ import org.junit.jupiter.api.Assertions.assertEquals
 import org.junit.jupiter.api.Test
 import org.pacerelle.ConversationItem
 import org.pacerelle.DeviceClient
-import org.pacerelle.ItemKind
+import org.pacerelle.core.ItemKind
 
 /** Pairs with the agent of `PACERELLE_PAIRING_LINK` (an echo agent), sends a task and reads the reply. */
 class ConsumerTest {
