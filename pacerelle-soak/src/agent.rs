@@ -18,7 +18,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context as _, Result, anyhow};
-use pacerelle_client::{AgentClient, AgentToken, Backoff, Context, Event, Message, Runner, shutdown_signal};
+use pacerelle_client::{
+    AgentClient, AgentToken, agent::Message, backoff::Backoff, runner::Context, runner::Event,
+    runner::Runner, runner::shutdown_signal,
+};
 
 use crate::Rng;
 use crate::records::{self, Entry};

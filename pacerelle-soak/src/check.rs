@@ -3,7 +3,10 @@
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt::Write as _;
 
-use pacerelle_client::{ConversationItem, Cursor, ItemKind, ItemState, MessageState, SubjectKind};
+use pacerelle_client::{
+    Cursor, core::wire::ItemKind, core::wire::ItemState, core::wire::MessageState, core::wire::SubjectKind,
+    device::ConversationItem,
+};
 
 use crate::agent::reply_text;
 use crate::records::Entry;

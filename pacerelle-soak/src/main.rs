@@ -22,7 +22,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use anyhow::{Context as _, Result, bail};
 use clap::{Parser, Subcommand};
 use pacerelle_client::core::ids;
-use pacerelle_client::{AgentClient, ConversationItem, DeviceClient, PairingOptions};
+use pacerelle_client::{AgentClient, DeviceClient, agent::PairingOptions, device::ConversationItem};
 use pacerelle_test_support::postgres::Cluster;
 use tokio::time::Instant;
 
@@ -362,7 +362,23 @@ async fn soak(args: SoakArgs) -> Result<ExitCode> {
     };
     let database_kill_at = |n: u64| started + duration.mul_f64((n as f64 + 0.5) / database_kills_due as f64);
     let mut next_report = started + Duration::from_secs(30);
-    while Instant::now() < end {
+    // On a slow machine the restarts take longer and fewer kills fit in the run: the chaos then goes on past
+    // its end (up to as long again) until the relays were killed as often as the run requires, rather than
+    // ending with a run too calm to mean anything.
+    let relay_min = if postgres {
+        scaled(MIN_RELAY_KILLS_PER_MINUTE, duration)
+    } else {
+        0
+    };
+    let end_at_last = end + duration;
+    let mut end = end;
+    loop {
+        if Instant::now() >= end {
+            if u64::from(chaos.relay_total()) >= relay_min || Instant::now() >= end_at_last {
+                break;
+            }
+            end = (Instant::now() + Duration::from_millis(kill_max_ms)).min(end_at_last);
+        }
         let pause = Duration::from_millis(rng.between(kill_min_ms, kill_max_ms));
         tokio::time::sleep_until((Instant::now() + pause).min(end)).await;
         if runner.ended()? {
@@ -370,7 +386,7 @@ async fn soak(args: SoakArgs) -> Result<ExitCode> {
         }
         revive(&mut relays).await?;
         if Instant::now() >= end {
-            break;
+            continue;
         }
         if let Some(cluster) = &cluster
             && u64::from(chaos.database_kills) < database_kills_due
@@ -617,7 +633,7 @@ fn start_agent(runner: &mut Proc, rng: &mut Rng, urls: &[String], starts: &mut [
 }
 
 /// The agent's status from the first relay that answers.
-async fn status_anywhere(agents: &[AgentClient]) -> Option<pacerelle_client::Status> {
+async fn status_anywhere(agents: &[AgentClient]) -> Option<pacerelle_client::core::wire::Status> {
     for agent in agents {
         if let Ok(status) = agent.status().await {
             return Some(status);
