@@ -2,12 +2,12 @@
 
 use anyhow::Result;
 use pacerelle_client::core::roster::{DeviceSigning, Roster};
-use pacerelle_client::{AgentClient, PairingOptions};
+use pacerelle_client::{AgentClient, agent::PairingOptions};
 
 use crate::Global;
 use crate::home;
 use crate::output;
-use pacerelle_client::AgentFile;
+use pacerelle_client::agent::AgentFile;
 
 #[derive(Debug, clap::Subcommand)]
 pub enum AgentCommand {
@@ -229,7 +229,7 @@ pub async fn pair(global: &Global, args: PairArgs) -> Result<()> {
 }
 
 /// Prints a pairing link for a terminal: the link, its QR code, and how to open it from another terminal.
-pub fn print_link(link: &pacerelle_client::PairingLink) {
+pub fn print_link(link: &pacerelle_client::agent::PairingLink) {
     println!(
         "Pairing link (single use, valid {}):\n\n  {}\n",
         output::until(link.expires_at),

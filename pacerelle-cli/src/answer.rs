@@ -3,8 +3,8 @@
 use anyhow::{Result, anyhow};
 use pacerelle_client::core::wire::code;
 use pacerelle_client::{
-    Answer, ClosedQuestion, DeviceClient, GrantChoice, OpenedQuestion, QuestionKind, QuestionList,
-    QuestionState, answer_text,
+    Answer, DeviceClient, QuestionKind, QuestionState, agent::answer_text, device::ClosedQuestion,
+    device::GrantChoice, device::OpenedQuestion, device::QuestionList,
 };
 
 use crate::Global;

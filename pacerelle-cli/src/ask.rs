@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use anyhow::{Result, anyhow};
 use pacerelle_client::{
-    AgentClient, Answer, AnswerOutcome, Asked, Channel, Conclusion, ErrorKind, Level, QuestionKind,
-    QuestionRequest, QuestionState, answer_text,
+    AgentClient, Answer, Channel, ErrorKind, Level, QuestionKind, QuestionState, agent::AnswerOutcome,
+    agent::Asked, agent::QuestionRequest, agent::answer_text, gate::Conclusion,
 };
 use tokio::io::AsyncBufReadExt;
 

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::{Context, Result};
-use pacerelle_client::{AuditEntry, AuditFilter, GrantBook, QuestionState, Timestamp};
+use pacerelle_client::{QuestionState, Timestamp, agent::AuditEntry, agent::AuditFilter, agent::GrantBook};
 
 use crate::Global;
 use crate::home;
@@ -139,7 +139,7 @@ fn count(n: usize, noun: &str) -> String {
 /// verify` (`✓ N answers and M grants (K uses) verify` when it holds grants) or the first failure.
 fn verify(global: &Global, file: &std::path::Path) -> Result<ExitCode> {
     let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
-    match pacerelle_client::verify_answer_log(&bytes) {
+    match pacerelle_client::agent::verify_answer_log(&bytes) {
         Ok(answers) => {
             // Verified, so it reads.
             let grants = pacerelle_client::core::signing::read_export(&bytes)
@@ -232,11 +232,17 @@ pub async fn run(global: &Global, cmd: AuditCommand) -> Result<ExitCode> {
             };
             let written = match format {
                 Format::Jsonl => count(
-                    pacerelle_client::write_jsonl(&agent.answer_log(&filter.filter()).await?, &mut sink)?,
+                    pacerelle_client::agent::write_jsonl(
+                        &agent.answer_log(&filter.filter()).await?,
+                        &mut sink,
+                    )?,
                     "question",
                 ),
                 Format::Csv => count(
-                    pacerelle_client::write_csv(&agent.answer_log(&filter.filter()).await?, &mut sink)?,
+                    pacerelle_client::agent::write_csv(
+                        &agent.answer_log(&filter.filter()).await?,
+                        &mut sink,
+                    )?,
                     "question",
                 ),
                 Format::Signed => match export_signed(global, &agent, &filter.filter(), &mut sink).await? {

@@ -5,8 +5,9 @@ use std::time::Duration;
 
 use anyhow::Result;
 use pacerelle_client::{
-    Channel, ConversationItem, Cursor, DeviceClient, Followed, ItemKind, Level, MessageState, OpenedQuestion,
-    QuestionKind, QuestionState, Status, answer_text,
+    Channel, Cursor, DeviceClient, Level, QuestionKind, QuestionState, agent::answer_text,
+    core::wire::ItemKind, core::wire::MessageState, core::wire::Status, device::ConversationItem,
+    device::Followed, device::OpenedQuestion,
 };
 use serde::Serialize;
 
@@ -365,9 +366,9 @@ struct ItemOut<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     subject_id: Option<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    subject_kind: Option<pacerelle_client::SubjectKind>,
+    subject_kind: Option<pacerelle_client::core::wire::SubjectKind>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    subject_state: Option<pacerelle_client::ItemState>,
+    subject_state: Option<pacerelle_client::core::wire::ItemState>,
     time: pacerelle_client::Timestamp,
     /// With several paired agents (and no `--agent`): the agent the item belongs to.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -536,7 +537,7 @@ fn print_item(i: &ConversationItem, label: Option<&Label>) {
                     .meta
                     .as_ref()
                     .and_then(|m| m.answered_by_name.as_ref().or(m.answered_by.as_ref()))
-                    .filter(|_| u.state == pacerelle_client::ItemState::Answered)
+                    .filter(|_| u.state == pacerelle_client::core::wire::ItemState::Answered)
                     .map(|by| format!(" by {by}"))
                     .unwrap_or_default();
                 println!(
@@ -589,7 +590,7 @@ fn emit(json: bool, i: &ConversationItem, label: Option<&Label>) -> Result<()> {
     Ok(())
 }
 
-/// Prints a device's new items as they come (the client's [`pacerelle_client::Follow`]), until a lasting
+/// Prints a device's new items as they come (the client's [`pacerelle_client::device::Follow`]), until a lasting
 /// error.
 async fn follow(
     json: bool,
@@ -760,7 +761,7 @@ pub async fn status(global: &Global, args: StatusArgs) -> Result<()> {
 }
 
 fn print_status(s: &Status) {
-    use pacerelle_client::Presence;
+    use pacerelle_client::core::wire::Presence;
     let presence = match s.presence {
         Presence::Offline => "offline — no agent session is connected",
         Presence::Connected => "connected — an agent session is up but not listening",

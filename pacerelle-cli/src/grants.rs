@@ -2,9 +2,9 @@
 //! owner device (docs/hooks.md, "Grants").
 
 use anyhow::Result;
-use pacerelle_client::ListedGrant;
 use pacerelle_client::core::Timestamp;
 use pacerelle_client::core::wire::GrantRecord;
+use pacerelle_client::device::ListedGrant;
 
 use crate::Global;
 use crate::device::{AgentArg, scope_words};

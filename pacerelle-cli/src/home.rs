@@ -4,7 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result, anyhow};
-use pacerelle_client::{AgentClient, AgentCredentials, AgentFile, DeviceClient, DeviceCredentials};
+use pacerelle_client::{
+    AgentClient, DeviceClient, agent::AgentCredentials, agent::AgentFile, device::DeviceCredentials,
+};
 
 const DEVICE_FILE: &str = "device.json";
 /// The folder of the pairings beyond the first, one `<agentId>.json` per agent.
@@ -16,9 +18,9 @@ pub struct Home(pub PathBuf);
 
 impl Home {
     /// `--home`/`PACERELLE_HOME`, else the user's config folder + `pacerelle` (the client's one rule,
-    /// [`pacerelle_client::home_dir`]).
+    /// [`pacerelle_client::home::home_dir`]).
     pub fn resolve(explicit: Option<PathBuf>) -> Result<Home> {
-        pacerelle_client::home_dir(explicit.as_deref())
+        pacerelle_client::home::home_dir(explicit.as_deref())
             .map(Home)
             .ok_or_else(|| anyhow!("no config directory on this system: set PACERELLE_HOME"))
     }
@@ -146,9 +148,9 @@ fn read_json<T: serde::de::DeserializeOwned>(path: &Path) -> Result<Option<T>> {
 }
 
 /// The relay URL: `--relay`/`PACERELLE_RELAY_URL`, else the one stored with the credentials, else the default
-/// (the client's one rule, [`pacerelle_client::relay_url`]).
+/// (the client's one rule, [`pacerelle_client::home::relay_url`]).
 pub fn relay_url(global: &crate::Global, stored: Option<&str>) -> String {
-    pacerelle_client::relay_url(global.relay.as_deref(), stored)
+    pacerelle_client::home::relay_url(global.relay.as_deref(), stored)
 }
 
 /// The grants the gate keeps for an agent: `<home>/grants/<agentId>.json` (mode 0600, docs/hooks.md).
@@ -160,7 +162,7 @@ pub fn grants_path(global: &crate::Global, agent_id: &str) -> PathBuf {
 /// rule, [`AgentCredentials::find`]); `--relay`/`PACERELLE_RELAY_URL` overrides the stored relay.
 pub fn agent_client(global: &crate::Global) -> Result<AgentClient> {
     let var = |name: &str| match name {
-        pacerelle_client::RELAY_URL_VAR => global.relay.clone(),
+        pacerelle_client::home::RELAY_URL_VAR => global.relay.clone(),
         _ => std::env::var(name).ok(),
     };
     // The client's message as it is, with the code Python's `InvalidInput` carries for the same refusal.
@@ -256,7 +258,8 @@ pub fn device_client(
 
 /// Writes a credentials file readable by its owner only (0600 in a 0700 folder), replacing it atomically.
 fn write_private(path: &Path, bytes: &[u8]) -> Result<()> {
-    pacerelle_client::write_private(path, bytes).with_context(|| format!("cannot write {}", path.display()))
+    pacerelle_client::files::write_private(path, bytes)
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 #[cfg(test)]

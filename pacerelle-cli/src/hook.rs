@@ -27,7 +27,7 @@ use std::time::Duration;
 
 use anyhow::Result;
 use pacerelle_client::gate::{self, Asking, Gate, Ruling};
-use pacerelle_client::{Conclusion, GrantBook};
+use pacerelle_client::{agent::GrantBook, gate::Conclusion};
 
 pub use host::{Decision, guard_against_panics, print_decision};
 use install::{InstallArgs, UninstallArgs};

@@ -8,7 +8,7 @@ const MAX_NAME_CHARS: usize = 100;
 
 /// What an agent is called when the user gives no name: this computer's name, else "local agent".
 pub fn default_agent_name() -> String {
-    pacerelle_client::machine_name()
+    pacerelle_client::machine::machine_name()
         .and_then(|raw| name_from(&raw))
         .unwrap_or_else(|| "local agent".to_string())
 }

@@ -5,12 +5,12 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
-use pacerelle_client::{AgentClient, AgentToken, PairingOptions, shutdown_signal};
+use pacerelle_client::{AgentClient, AgentToken, agent::PairingOptions, runner::shutdown_signal};
 use pacerelle_relay::{Acme, AcmeSettings, AcmeStatus, Config, Relay, Retention, TlsConfig};
 
 use crate::Global;
 use crate::output;
-use pacerelle_client::AgentFile;
+use pacerelle_client::agent::AgentFile;
 
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use pacerelle_client::core::pairing::MAX_ICON_LEN;
-use pacerelle_client::{Branding, ConnectOptions, UserInfo};
+use pacerelle_client::{agent::ConnectOptions, agent::UserInfo, core::pairing::Branding};
 
 use crate::Global;
 use crate::agent;

@@ -46,7 +46,7 @@ pub enum WebhookCommand {
     },
 }
 
-fn print_info(info: &pacerelle_client::WebhookInfo) {
+fn print_info(info: &pacerelle_client::core::wire::WebhookInfo) {
     match (&info.url, info.updated_at) {
         (Some(url), Some(at)) => println!("{url} (set {at})"),
         (Some(url), None) => println!("{url}"),

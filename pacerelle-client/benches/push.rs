@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use pacerelle_client::core::webpush::SubscriptionKeys;
-use pacerelle_client::{AgentClient, DeviceClient, Level, PairingOptions};
+use pacerelle_client::{AgentClient, DeviceClient, Level, agent::PairingOptions};
 use pacerelle_relay::{Config, Relay};
 
 const DEVICES: usize = 5;

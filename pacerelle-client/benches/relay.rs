@@ -9,7 +9,7 @@
 
 use std::time::{Duration, Instant};
 
-use pacerelle_client::{AgentClient, DeviceClient, PairingOptions};
+use pacerelle_client::{AgentClient, DeviceClient, agent::PairingOptions};
 use pacerelle_relay::{Config, Relay};
 
 struct Bench {

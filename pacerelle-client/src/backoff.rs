@@ -30,7 +30,7 @@ impl Default for Backoff {
 impl Backoff {
     /// Runs `call` until it succeeds, fails in a way no retry fixes, or the next pause would end after
     /// `deadline`, pausing by these delays while `again` says the error is worth another try (the runner's
-    /// rule: [`ErrorKind::worth_retrying`]). Returns the last result. For waits bounded by a caller's time,
+    /// rule: [`ErrorKind::worth_retrying`](crate::ErrorKind::worth_retrying)). Returns the last result. For waits bounded by a caller's time,
     /// such as the MCP server's `wait_for_messages` across a relay restart.
     pub async fn retry_until<T, E, F, Fut>(
         &self,

@@ -206,7 +206,7 @@ pub enum ErrorKind {
 
 impl ErrorKind {
     /// Worth trying again after a pause: the relay is unreachable, restarting, busy or failing inside. The
-    /// one rule of the loops that wait out an outage (the [`Runner`](crate::Runner), the MCP server's waits).
+    /// one rule of the loops that wait out an outage (the [`Runner`](crate::runner::Runner), the MCP server's waits).
     pub fn worth_retrying(self) -> bool {
         matches!(
             self,

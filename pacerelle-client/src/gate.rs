@@ -8,7 +8,7 @@
 //! # async fn demo(client: pacerelle_client::AgentClient) {
 //! use std::time::Duration;
 //! use pacerelle_client::gate::{Asking, Gate, Ruling};
-//! use pacerelle_client::QuestionRequest;
+//! use pacerelle_client::agent::QuestionRequest;
 //!
 //! let gate = Gate::load(None, Some(std::path::Path::new("/repo"))).expect("a usable policy");
 //! let input = serde_json::json!({"command": "git push"});

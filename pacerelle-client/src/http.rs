@@ -11,7 +11,7 @@ use crate::error::{Error, Result};
 
 /// Attempts of an idempotent request before its error is returned.
 ///
-/// Not the loops' [`Backoff`](crate::Backoff): these are a few quick retries of one request, bounded (5
+/// Not the loops' [`Backoff`](crate::backoff::Backoff): these are a few quick retries of one request, bounded (5
 /// attempts, 3 s of pauses in all) so that a caller's own budget — the gate's, a tool call's — knows what one
 /// call may cost; the loops that keep going across a relay restart (the runner, the phone listener, `inbox
 /// --follow`) back off with jitter around these calls.

@@ -1,10 +1,10 @@
 //! The agent's lease, taken and kept for a loop that consumes its inbox.
 
-use crate::SessionInfo;
 use crate::agent::AgentClient;
 use crate::error::Result;
+use pacerelle_core::wire::SessionInfo;
 
-/// The lease as a long-lived listener holds it, with the one takeover policy of the [`Runner`] and the MCP
+/// The lease as a long-lived listener holds it, with the one takeover policy of the [`Runner`](crate::runner::Runner) and the MCP
 /// server: only the first successful take may take the lease over from a live holder (when asked); a take
 /// after the lease was lost never does, so two listeners cannot take it back and forth.
 #[derive(Debug)]

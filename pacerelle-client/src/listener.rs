@@ -1,6 +1,6 @@
 //! The agent's lease shared by the calls of a listener that consumes the inbox one call at a time rather than
 //! in a loop: the MCP server, whose model calls `wait_for_messages` and `mark_processed` as tools. It follows
-//! the [`Runner`](crate::Runner)'s rules: one [`Lease`] with its takeover policy, the one [`Backoff`] while
+//! the [`Runner`](crate::runner::Runner)'s rules: one [`Lease`] with its takeover policy, the one [`Backoff`] while
 //! the relay is unreachable ([`ErrorKind::worth_retrying`]), and a lease that was lost (it lapsed while the
 //! relay was down, or was taken over) taken again once, without takeover.
 
@@ -11,11 +11,11 @@ use pacerelle_core::Cursor;
 use pacerelle_core::wire::LeaseHolder;
 use tokio::time::Instant;
 
-use crate::SessionInfo;
 use crate::agent::{AgentClient, Inbox};
 use crate::backoff::Backoff;
 use crate::error::{ErrorKind, Result};
 use crate::lease::Lease;
+use pacerelle_core::wire::SessionInfo;
 
 /// How long releasing the lease on exit may take before giving up (the lease then lapses in ~30 s).
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(5);

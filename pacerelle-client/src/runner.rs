@@ -19,11 +19,11 @@ use std::time::Duration;
 use pacerelle_core::{CryptoError, Cursor};
 use tokio_util::sync::CancellationToken;
 
-use crate::Stored;
 use crate::agent::{AgentClient, Checkpoint, Inbox, Message, reply_id_for};
 use crate::backoff::Backoff;
 use crate::error::{Error, ErrorKind, Result};
 use crate::lease::Lease;
+use pacerelle_core::wire::Stored;
 
 /// How many times a task's handler may fail before the task is set aside.
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 3;
@@ -245,7 +245,7 @@ type Observer = Arc<dyn Fn(&Event) + Send + Sync>;
 /// The supervised agent loop. Build it, then [`run`](Runner::run) it with a handler and a shutdown signal.
 ///
 /// ```no_run
-/// use pacerelle_client::{AgentClient, AgentToken, Context, Message, Runner};
+/// use pacerelle_client::{AgentClient, AgentToken, runner::Context, agent::Message, runner::Runner};
 ///
 /// # async fn example() -> pacerelle_client::Result<()> {
 /// let token = AgentToken::parse(&std::env::var("PACERELLE_AGENT_TOKEN").unwrap_or_default())?;

@@ -37,7 +37,7 @@ pub struct ItemUpdate {
 
 impl ItemUpdate {
     /// The update, or `None` for a subject or a state this version does not know.
-    fn from_client(u: pacerelle_client::ItemUpdate) -> Option<Self> {
+    fn from_client(u: pacerelle_client::device::ItemUpdate) -> Option<Self> {
         let subject_kind = match u.subject_kind {
             SubjectKind::Message | SubjectKind::Question => u.subject_kind,
             _ => return None,
@@ -104,7 +104,7 @@ pub struct ConversationItem {
 
 impl ConversationItem {
     /// The item, or `None` for a kind this version does not know (the client already skips those).
-    pub(crate) fn from_client(item: pacerelle_client::ConversationItem) -> Option<Self> {
+    pub(crate) fn from_client(item: pacerelle_client::device::ConversationItem) -> Option<Self> {
         let kind = known_kind(item.kind)?;
         let update = match item.update {
             Some(u) => Some(ItemUpdate::from_client(*u)?),
@@ -147,8 +147,8 @@ pub struct ConversationPage {
     pub cursor: String,
 }
 
-impl From<pacerelle_client::ConversationPage> for ConversationPage {
-    fn from(page: pacerelle_client::ConversationPage) -> Self {
+impl From<pacerelle_client::device::ConversationPage> for ConversationPage {
+    fn from(page: pacerelle_client::device::ConversationPage) -> Self {
         ConversationPage {
             items: page
                 .items
@@ -183,8 +183,8 @@ pub struct SentMessage {
     pub created: bool,
 }
 
-impl From<pacerelle_client::Stored> for SentMessage {
-    fn from(s: pacerelle_client::Stored) -> Self {
+impl From<pacerelle_client::core::wire::Stored> for SentMessage {
+    fn from(s: pacerelle_client::core::wire::Stored) -> Self {
         SentMessage {
             message_id: s.id,
             cursor: s.cursor.to_string(),

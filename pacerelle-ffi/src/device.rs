@@ -3,7 +3,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use pacerelle_client::{Cursor, DeviceCredentials};
+use pacerelle_client::{Cursor, device::DeviceCredentials};
 pub use pacerelle_core::pairing::{Branding, OfferUser};
 
 use crate::conversation::{ConversationPage, SentMessage};
@@ -161,7 +161,7 @@ impl DeviceClient {
     /// question's `grants` offers), within the offered scope at position `scope` (0: the exact call), signed
     /// with this device's signing key. Fails with `InvalidInput` when the question offers no such grant.
     pub async fn answer_granting(&self, question_id: String, scope: u32, seconds: u64) -> Result<Question> {
-        let choice = pacerelle_client::GrantChoice {
+        let choice = pacerelle_client::device::GrantChoice {
             scope: scope as usize,
             seconds,
         };

@@ -2,7 +2,7 @@
 
 use std::time::SystemTime;
 
-use pacerelle_client::{ClosedQuestion, ErrorKind};
+use pacerelle_client::{ErrorKind, device::ClosedQuestion};
 
 use crate::question::{Answer, Channel, QuestionState};
 use crate::time::system_time;

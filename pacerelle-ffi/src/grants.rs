@@ -52,8 +52,8 @@ impl From<pacerelle_client::core::wire::GrantRecord> for GrantInfo {
     }
 }
 
-impl From<pacerelle_client::ListedGrant> for GrantInfo {
-    fn from(g: pacerelle_client::ListedGrant) -> Self {
+impl From<pacerelle_client::device::ListedGrant> for GrantInfo {
+    fn from(g: pacerelle_client::device::ListedGrant) -> Self {
         GrantInfo {
             scope: g.grant.map(|grant| grant.scope),
             question: g.question.map(|q| q.question),

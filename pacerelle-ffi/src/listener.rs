@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, LazyLock};
 
-use pacerelle_client::{Cursor, Followed};
+use pacerelle_client::{Cursor, device::Followed};
 use tokio::runtime::Runtime;
 use tokio::task::AbortHandle;
 
@@ -79,7 +79,7 @@ impl Drop for ListenerHandle {
     }
 }
 
-/// Hands the client's [`pacerelle_client::Follow`] to the app's listener until stopped or a lasting error.
+/// Hands the client's [`pacerelle_client::device::Follow`] to the app's listener until stopped or a lasting error.
 async fn run(
     device: pacerelle_client::DeviceClient,
     cursor: Option<Cursor>,

@@ -23,8 +23,8 @@ impl std::fmt::Debug for PushKeys {
     }
 }
 
-impl From<pacerelle_client::PushKeys> for PushKeys {
-    fn from(k: pacerelle_client::PushKeys) -> Self {
+impl From<pacerelle_client::device::PushKeys> for PushKeys {
+    fn from(k: pacerelle_client::device::PushKeys) -> Self {
         PushKeys {
             p256dh: k.p256dh,
             auth: k.auth,
@@ -57,8 +57,8 @@ pub enum PushEvent {
 }
 
 impl PushEvent {
-    fn from_client(event: pacerelle_client::PushEvent) -> Self {
-        use pacerelle_client::PushEvent as E;
+    fn from_client(event: pacerelle_client::device::PushEvent) -> Self {
+        use pacerelle_client::device::PushEvent as E;
         match event {
             E::Item(item) => {
                 let (id, cursor) = (item.id.clone(), item.cursor);
@@ -123,8 +123,8 @@ impl DeviceClient {
     }
 }
 
-impl From<pacerelle_client::PushError> for PacerelleError {
-    fn from(e: pacerelle_client::PushError) -> Self {
+impl From<pacerelle_client::device::PushError> for PacerelleError {
+    fn from(e: pacerelle_client::device::PushError) -> Self {
         PacerelleError::PushRefused {
             code: e.code().to_string(),
             reason: e.to_string(),

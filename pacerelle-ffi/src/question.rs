@@ -58,8 +58,8 @@ pub struct Question {
     pub answers: Vec<String>,
 }
 
-impl From<pacerelle_client::OpenedQuestion> for Question {
-    fn from(q: pacerelle_client::OpenedQuestion) -> Self {
+impl From<pacerelle_client::device::OpenedQuestion> for Question {
+    fn from(q: pacerelle_client::device::OpenedQuestion) -> Self {
         Question {
             is_open: q.is_open(),
             channel: channel_of(q.channel, q.answered_by.as_deref()),

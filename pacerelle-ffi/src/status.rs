@@ -36,8 +36,8 @@ pub struct AgentStatus {
     pub last_checkpoint_at: Option<SystemTime>,
 }
 
-impl From<pacerelle_client::Status> for AgentStatus {
-    fn from(s: pacerelle_client::Status) -> Self {
+impl From<pacerelle_client::core::wire::Status> for AgentStatus {
+    fn from(s: pacerelle_client::core::wire::Status) -> Self {
         AgentStatus {
             agent_id: s.agent.agent_id,
             agent_name: s.agent.name,

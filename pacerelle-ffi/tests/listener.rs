@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pacerelle_client::{AgentClient, PairingOptions};
+use pacerelle_client::{AgentClient, agent::PairingOptions};
 use pacerelle_ffi::{ConversationItem, ConversationListener, DeviceClient, ItemKind, PacerelleError};
 use pacerelle_relay::{Config, Relay};
 use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender, unbounded_channel};

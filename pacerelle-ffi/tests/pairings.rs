@@ -5,7 +5,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use pacerelle_client::{AgentClient, Branding, ConnectOptions, PairingOptions, QuestionRequest};
+use pacerelle_client::{
+    AgentClient, agent::ConnectOptions, agent::PairingOptions, agent::QuestionRequest,
+    core::pairing::Branding,
+};
 use pacerelle_ffi::{Answer, DeviceClient, PacerelleError, Pairings};
 use pacerelle_relay::{Config, Relay};
 

@@ -4,7 +4,7 @@
 
 use std::path::PathBuf;
 
-use pacerelle_client::Gate;
+use pacerelle_client::gate::Gate;
 use pacerelle_core::envelope::{self, Aad, Direction, kind};
 use pacerelle_core::pairing::{OfferPayload, PairingSecret, Role};
 use pacerelle_core::policy::{self, Decision, Policy};

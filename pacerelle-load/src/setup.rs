@@ -7,7 +7,7 @@ use anyhow::{Context as _, Result};
 use pacerelle_client::core::keys::ContentKey;
 use pacerelle_client::core::message::{TaskPayload, task_aad};
 use pacerelle_client::core::{b64, envelope};
-use pacerelle_client::{AgentClient, DeviceClient, PairingOptions};
+use pacerelle_client::{AgentClient, DeviceClient, agent::PairingOptions};
 
 use crate::http;
 

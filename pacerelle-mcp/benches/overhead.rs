@@ -15,7 +15,7 @@
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use pacerelle_client::{AgentClient, DeviceClient, PairingOptions};
+use pacerelle_client::{AgentClient, DeviceClient, agent::PairingOptions};
 use pacerelle_relay::{Config, Relay};
 use rmcp::model::{CallToolRequestParams, JsonObject};
 use rmcp::service::RunningService;

@@ -2,7 +2,7 @@
 //! [`AgentCredentials::find`]: the variables, else the `agent.json` that `pacerelle agent create` writes), the
 //! relay's address, and what the text of a tool result carries.
 
-use pacerelle_client::{AgentCredentials, AgentToken};
+use pacerelle_client::{AgentToken, agent::AgentCredentials};
 
 /// Variable holding the agent's id (`ag_…`).
 pub const AGENT_ID_VAR: &str = "PACERELLE_AGENT_ID";

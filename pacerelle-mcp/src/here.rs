@@ -3,7 +3,7 @@
 //!
 //! When the host declared form elicitation, on a protocol that still lets a server send it requests (up to
 //! 2025-11-25), `ask_user` with `alsoAskHere` seals the question so that an answer given at the computer
-//! counts ([`QuestionRequest::answered_at_host`](pacerelle_client::QuestionRequest::answered_at_host)) and
+//! counts ([`QuestionRequest::answered_at_host`](pacerelle_client::agent::QuestionRequest::answered_at_host)) and
 //! asks it here as well. The first answer wins, on either channel:
 //! - answered here: the answer is recorded on the relay ([`AgentClient::answer_at_host`]), so that the phone
 //!   shows it answered at the computer and `wait_for_answer` returns it with channel `host`;
@@ -15,7 +15,7 @@
 
 use std::time::Duration;
 
-use pacerelle_client::{AgentClient, Answer, Asked, QuestionKind, Timestamp};
+use pacerelle_client::{AgentClient, Answer, QuestionKind, Timestamp, agent::Asked};
 use rmcp::model::{
     ClientResult, ElicitRequest, ElicitRequestParams, ElicitationAction, ElicitationSchema, ProtocolVersion,
     ServerRequest,

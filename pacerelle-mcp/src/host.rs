@@ -7,7 +7,7 @@ const MAX_LABEL_CHARS: usize = 120;
 /// `"laptop / claude (pacerelle-mcp pid 1234)"`: this machine's name, the parent process (the MCP host
 /// that started this server) when it can be read cheaply, and this process's id.
 pub fn host_label() -> String {
-    let machine = pacerelle_client::machine_name().unwrap_or_else(|| "unknown machine".to_string());
+    let machine = pacerelle_client::machine::machine_name().unwrap_or_else(|| "unknown machine".to_string());
     let pid = std::process::id();
     let label = match parent_name() {
         Some(parent) => format!("{machine} / {parent} (pacerelle-mcp pid {pid})"),

@@ -1,9 +1,9 @@
 //! One listener per agent: this server takes the agent's lease through the client's
-//! [`Listener`](pacerelle_client::Listener) (its takeover policy, retakes and waits), the client renews it by
+//! [`Listener`](pacerelle_client::listener::Listener) (its takeover policy, retakes and waits), the client renews it by
 //! heartbeat, and it is released on exit. This module only shows it.
 
 use pacerelle_client::core::wire::LeaseHolder;
-use pacerelle_client::{Error, LeaseState};
+use pacerelle_client::{Error, listener::LeaseState};
 use schemars::JsonSchema;
 use serde::Serialize;
 

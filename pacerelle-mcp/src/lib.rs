@@ -47,7 +47,7 @@ fn take_lease_early(state: &Arc<State>) {
 }
 
 /// Resolves on SIGINT or SIGTERM (the client's one watch of them).
-pub use pacerelle_client::shutdown_signal;
+pub use pacerelle_client::runner::shutdown_signal;
 
 /// Serves MCP over stdin/stdout until stdin closes or a signal arrives, then releases the lease.
 pub async fn serve_stdio(state: Arc<State>) -> anyhow::Result<()> {

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use pacerelle_client::{AgentClient, AskedStore, Listener};
+use pacerelle_client::{AgentClient, agent::AskedStore, listener::Listener};
 use rmcp::handler::server::router::tool::ToolRouter;
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{

@@ -23,7 +23,9 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pacerelle_client::{AnswerOutcome, AskedQuestion, Conclusion, Error, ErrorKind, Timestamp};
+use pacerelle_client::{
+    Error, ErrorKind, Timestamp, agent::AnswerOutcome, agent::AskedQuestion, gate::Conclusion,
+};
 use rmcp::ErrorData as McpError;
 use rmcp::RoleServer;
 use rmcp::model::{CallToolRequestParams, CallToolResponse, CreateTaskResult, GetTaskResult};

@@ -8,8 +8,8 @@ use pacerelle_client::core::pairing::Role;
 use pacerelle_client::core::policy::Decision;
 use pacerelle_client::gate::Gate;
 use pacerelle_client::{
-    AgentToken, AnswerOutcome, AuditFilter, Cursor, GrantBook, Level, QuestionKind, QuestionRequest,
-    QuestionState,
+    AgentToken, Cursor, Level, QuestionKind, QuestionState, agent::AnswerOutcome, agent::AuditFilter,
+    agent::GrantBook, agent::QuestionRequest,
 };
 use pyo3::prelude::*;
 use tokio::sync::{Mutex as AsyncMutex, mpsc, oneshot};
@@ -102,7 +102,7 @@ fn audit_filter(
 }
 
 /// A question named by its id or by an `Asked` (which also names the exact question asked).
-fn question_arg(question: &Bound<'_, PyAny>) -> PyResult<(String, Option<pacerelle_client::Asked>)> {
+fn question_arg(question: &Bound<'_, PyAny>) -> PyResult<(String, Option<pacerelle_client::agent::Asked>)> {
     match question.cast::<PyAsked>() {
         Ok(a) => {
             let a = a.get().to_client();
@@ -176,10 +176,10 @@ impl AgentClient {
         relay_url: Option<String>,
     ) -> PyResult<Self> {
         let var = |name: &str| match (name, &relay_url) {
-            (pacerelle_client::RELAY_URL_VAR, Some(url)) => Some(url.clone()),
+            (pacerelle_client::home::RELAY_URL_VAR, Some(url)) => Some(url.clone()),
             _ => environ.get(name).cloned(),
         };
-        let found = pacerelle_client::AgentCredentials::find(var, None).map_err(to_py_err)?;
+        let found = pacerelle_client::agent::AgentCredentials::find(var, None).map_err(to_py_err)?;
         pacerelle_client::AgentClient::new(&found.relay_url, &found.agent_id, found.token)
             .map(AgentClient::of)
             .map_err(to_py_err)
@@ -196,7 +196,7 @@ impl AgentClient {
         })
     }
 
-    /// Starts the client's supervised loop (`pacerelle_client::Runner`) in the background; `Agent.run` and
+    /// Starts the client's supervised loop (`pacerelle_client::runner::Runner`) in the background; `Agent.run` and
     /// `AsyncAgent.run` pull its steps with `RunLoop.next()` and call the handler in Python. Cancelling
     /// `cancel` stops it (the task at hand is settled first), then it releases the lease.
     #[pyo3(signature = (host, cancel, *, takeover = false, timeout = 30.0, max_backoff = 10.0, max_attempts = 3))]
@@ -209,11 +209,11 @@ impl AgentClient {
         max_backoff: f64,
         max_attempts: i64,
     ) -> PyResult<RunLoop> {
-        let runner = pacerelle_client::Runner::new(self.inner.clone())
+        let runner = pacerelle_client::runner::Runner::new(self.inner.clone())
             .host(host)
             .takeover(takeover)
             .wait(seconds("timeout", timeout)?)
-            .backoff(pacerelle_client::Backoff {
+            .backoff(pacerelle_client::backoff::Backoff {
                 max: seconds("max_backoff", max_backoff)?,
                 ..Default::default()
             })
@@ -225,7 +225,7 @@ impl AgentClient {
     #[staticmethod]
     #[pyo3(signature = (message_id, text = None))]
     fn reply_id_for(message_id: &str, text: Option<&str>) -> String {
-        pacerelle_client::reply_id_for(message_id, text)
+        pacerelle_client::agent::reply_id_for(message_id, text)
     }
 
     #[getter]
@@ -263,7 +263,7 @@ impl AgentClient {
         role: &str,
         public_url: Option<String>,
     ) -> PyResult<Call> {
-        let options = pacerelle_client::PairingOptions {
+        let options = pacerelle_client::agent::PairingOptions {
             label,
             ttl: seconds("ttl", ttl)?,
             role: parse_name::<Role>("role", role, "'owner' or 'user'")?,
@@ -311,8 +311,8 @@ impl AgentClient {
         public_url: Option<String>,
     ) -> PyResult<Call> {
         let branding = (accent_color.is_some() || icon.is_some())
-            .then_some(pacerelle_client::Branding { accent_color, icon });
-        let options = pacerelle_client::ConnectOptions {
+            .then_some(pacerelle_client::core::pairing::Branding { accent_color, icon });
+        let options = pacerelle_client::agent::ConnectOptions {
             branding,
             ttl: ttl.map(|t| seconds("ttl_seconds", t)).transpose()?,
             public_url,
@@ -714,11 +714,11 @@ type Outcome = Result<Option<String>, String>;
 /// What the Rust loop hands to the Python thread that runs it: a task for the handler, or a log line.
 enum Step {
     Task {
-        message: pacerelle_client::Message,
+        message: pacerelle_client::agent::Message,
         attempt: u32,
         done: oneshot::Sender<Outcome>,
     },
-    Log(pacerelle_client::Event),
+    Log(pacerelle_client::runner::Event),
 }
 
 /// The next step, or `None` once the loop has ended.
@@ -776,11 +776,15 @@ impl std::fmt::Debug for RunLoop {
 }
 
 impl RunLoop {
-    fn start(runner: pacerelle_client::Runner, cancel: tokio_util::sync::CancellationToken) -> RunLoop {
+    fn start(
+        runner: pacerelle_client::runner::Runner,
+        cancel: tokio_util::sync::CancellationToken,
+    ) -> RunLoop {
         let (tx, rx) = mpsc::unbounded_channel();
         let tasks = tx.clone();
         // Each task goes to the Python thread, which answers through `RunTask.done` or `RunTask.fail`.
-        let handler = move |message: pacerelle_client::Message, ctx: pacerelle_client::Context| {
+        let handler = move |message: pacerelle_client::agent::Message,
+                            ctx: pacerelle_client::runner::Context| {
             let tasks = tasks.clone();
             async move {
                 let (done, answer) = oneshot::channel();

@@ -1,6 +1,6 @@
 //! `pacerelle._native.DeviceClient`: the device side (a phone, or a test or bot playing one).
 
-use pacerelle_client::{Cursor, DeviceCredentials, QuestionState};
+use pacerelle_client::{Cursor, QuestionState, device::DeviceCredentials};
 use pyo3::prelude::*;
 
 use crate::Call;

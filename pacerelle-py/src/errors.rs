@@ -140,7 +140,7 @@ fn build(py: Python<'_>, e: &Error) -> PyResult<PyErr> {
     if let Some(state) = e.closed_state() {
         value.setattr("state", state.as_str())?;
         // A device's refused answer: the answer that counts (True, False, options or text), never the refused one.
-        if let Some(closed) = pacerelle_client::ClosedQuestion::from_error(e) {
+        if let Some(closed) = pacerelle_client::device::ClosedQuestion::from_error(e) {
             value.setattr("state", closed.state.as_str())?;
             let answer = match &closed.answer {
                 Some(a) => crate::types::answer_to_py(py, a)?,

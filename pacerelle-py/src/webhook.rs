@@ -1,6 +1,6 @@
 //! Webhook signatures: `verify_webhook` and `sign_webhook`, wrapping the client's.
 
-use pacerelle_client::{SIGNATURE_HEADER, Timestamp, WebhookError};
+use pacerelle_client::{Timestamp, agent::SIGNATURE_HEADER, agent::WebhookError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 
@@ -72,7 +72,7 @@ pub(crate) fn verify_webhook(
             "no pacerelle-signature header",
         )));
     };
-    match pacerelle_client::verify_webhook(&secret, &signature, &body, now, tolerance) {
+    match pacerelle_client::agent::verify_webhook(&secret, &signature, &body, now, tolerance) {
         Ok(event) => event.to_py(py),
         Err(e) => Err(webhook_err(&e)),
     }
@@ -93,7 +93,7 @@ pub(crate) fn sign_webhook(
         .map(timestamp_arg)
         .transpose()?
         .unwrap_or_else(Timestamp::now);
-    Ok(pacerelle_client::sign_webhook(
+    Ok(pacerelle_client::agent::sign_webhook(
         &secret,
         t.millis().div_euclid(1000),
         &body,

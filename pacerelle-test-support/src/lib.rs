@@ -8,7 +8,7 @@ pub use rng::Rng;
 
 use std::path::{Path, PathBuf};
 
-use pacerelle_client::{AgentClient, DeviceClient, PairingOptions};
+use pacerelle_client::{AgentClient, DeviceClient, agent::PairingOptions};
 use pacerelle_relay::{Config, Relay};
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;

@@ -1,5 +1,5 @@
 //! The echo agent: answers `echo: <text>` to each task and saves a checkpoint, on the client's supervised
-//! loop ([`pacerelle_client::Runner`]): it keeps running across relay restarts, and a task it cannot answer
+//! loop ([`pacerelle_client::runner::Runner`]): it keeps running across relay restarts, and a task it cannot answer
 //! (a reply over the size limit) is set aside with an error reply instead of stopping it.
 //!
 //! ```sh
@@ -8,7 +8,10 @@
 //! ```
 
 use anyhow::{Context as _, Result};
-use pacerelle_client::{AgentClient, AgentToken, Context, ErrorKind, Message, Runner, shutdown_signal};
+use pacerelle_client::{
+    AgentClient, AgentToken, ErrorKind, agent::Message, runner::Context, runner::Runner,
+    runner::shutdown_signal,
+};
 
 #[tokio::main]
 async fn main() -> Result<()> {

@@ -5,7 +5,7 @@ use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use pacerelle_client::Ruling;
+use pacerelle_client::gate::Ruling;
 use pacerelle_core::policy;
 use serde_json::{Value, json};
 

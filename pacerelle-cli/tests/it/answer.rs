@@ -112,7 +112,7 @@ async fn the_same_device_answering_again_gets_its_first_answer_and_the_same_answ
         .await
         .expect_err("another answer");
     assert_eq!(e.code(), Some("question_answered"), "{e}");
-    let closed = pacerelle_client::ClosedQuestion::from_error(&e).expect("closed");
+    let closed = pacerelle_client::device::ClosedQuestion::from_error(&e).expect("closed");
     assert_eq!((closed.answer, closed.by_this_device), (Some(Answer::Yes), true));
 
     // The same answer again is a retry: it succeeds.

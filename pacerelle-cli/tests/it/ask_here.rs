@@ -10,7 +10,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use common::{Setup, next_question, stderr, stdout};
-use pacerelle_client::{Answer, Channel, OpenedQuestion, QuestionState};
+use pacerelle_client::{Answer, Channel, QuestionState, device::OpenedQuestion};
 
 /// `pacerelle ask ARGS` as the agent, its standard input a pipe left open.
 fn ask(setup: &Setup, args: &[&str]) -> Child {

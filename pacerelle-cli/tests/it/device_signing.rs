@@ -13,7 +13,7 @@ use common::{Setup, finish, next_question, pacerelle, run, serve, spawn, stderr,
 use pacerelle_client::core::b64;
 use pacerelle_client::core::pairing::{self, PairingSecret};
 use pacerelle_client::core::wire::{ClaimPairing, PairingClaimed, PairingOffer};
-use pacerelle_client::{DeviceClient, DeviceCredentials};
+use pacerelle_client::{DeviceClient, device::DeviceCredentials};
 
 fn with(mut c: Command, args: &[&str]) -> Command {
     c.args(args);
@@ -181,7 +181,7 @@ async fn a_device_home_from_before_signing_keys_gets_a_key_at_its_first_answer_a
         branding: None,
         user: None,
     };
-    pacerelle_client::write_private(
+    pacerelle_client::files::write_private(
         &device_home.path().join("device.json"),
         &serde_json::to_vec_pretty(&old).unwrap(),
     )
@@ -237,7 +237,7 @@ async fn a_device_home_from_before_signing_keys_gets_a_key_at_its_first_answer_a
 }
 
 /// An unsigned yes to `question`, sealed with the device key as a device that does not sign sends it.
-async fn send_unsigned_yes(creds: &DeviceCredentials, question: &pacerelle_client::OpenedQuestion) {
+async fn send_unsigned_yes(creds: &DeviceCredentials, question: &pacerelle_client::device::OpenedQuestion) {
     use pacerelle_client::core::question::{Answer, AnswerPayload, answer_aad};
     use pacerelle_client::core::{ContentKey, envelope};
     let key = ContentKey::from_bytes(b64::decode_array::<32>(&creds.device_key).expect("device key"));

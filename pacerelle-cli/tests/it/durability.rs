@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use pacerelle_client::{AgentClient, DeviceClient, DeviceCredentials, PairingOptions};
+use pacerelle_client::{AgentClient, DeviceClient, agent::PairingOptions, device::DeviceCredentials};
 
 struct Proc(Child);
 

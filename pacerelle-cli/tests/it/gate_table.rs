@@ -15,7 +15,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
 use std::time::Duration;
 
 use common::{Setup, next_question, run_with_stdin, stderr};
-use pacerelle_client::{AgentClient, AgentToken, Answer, Conclusion};
+use pacerelle_client::{AgentClient, AgentToken, Answer, gate::Conclusion};
 use serde::Deserialize;
 use serde_json::{Value, json};
 

@@ -10,7 +10,7 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 use common::{Homes, Proc, agent_and_device, agent_on, device_on, next_question, serve_with};
-use pacerelle_client::{AgentClient, Answer, ItemKind, QuestionRequest};
+use pacerelle_client::{AgentClient, Answer, agent::QuestionRequest, core::wire::ItemKind};
 use pacerelle_test_support::postgres::Cluster;
 
 /// A wait parked on one instance ends well before its own end (20 s) when the other stores a task: a generous
@@ -523,6 +523,6 @@ async fn a_crash_loop_of_one_serve_under_concurrent_sends_loses_and_repeats_noth
     drop(a_proc);
 }
 
-fn inbox_ids(inbox: &pacerelle_client::Inbox) -> Vec<String> {
+fn inbox_ids(inbox: &pacerelle_client::agent::Inbox) -> Vec<String> {
     inbox.messages.iter().map(|m| m.message_id.clone()).collect()
 }

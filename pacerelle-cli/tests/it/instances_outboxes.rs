@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{Homes, Proc, agent_and_device, agent_on, device_on, next_question, serve_with};
-use pacerelle_client::{Answer, ItemKind, PushEvent, QuestionRequest};
+use pacerelle_client::{Answer, agent::QuestionRequest, core::wire::ItemKind, device::PushEvent};
 use pacerelle_test_support::postgres::Cluster;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 

@@ -6,8 +6,8 @@ use crate::common;
 use std::time::Duration;
 
 use common::{Setup, run, run_with_stdin, stderr};
-use pacerelle_client::ItemKind;
 use pacerelle_client::core::message::MAX_TEXT_BYTES;
+use pacerelle_client::core::wire::ItemKind;
 
 async fn tasks(s: &Setup) -> Vec<String> {
     let page = s

@@ -13,7 +13,7 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use common::{Setup, next_question, pacerelle, run, run_with_stdin, serve, stderr, stdout};
-use pacerelle_client::{Answer, DEFAULT_TOLERANCE, Timestamp, verify_webhook};
+use pacerelle_client::{Answer, Timestamp, agent::DEFAULT_TOLERANCE, agent::verify_webhook};
 
 /// A new agent on the relay at `url`, in a new home, and a fresh pairing link for it.
 fn agent_and_link(url: &str) -> (tempfile::TempDir, String) {

@@ -11,7 +11,7 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use common::{Proc, Setup, pacerelle, run, serve_with, stderr, stdout};
-use pacerelle_client::{AgentClient, AgentCredentials, Answer, QuestionRequest, QuestionState};
+use pacerelle_client::{AgentClient, Answer, QuestionState, agent::AgentCredentials, agent::QuestionRequest};
 use pacerelle_test_support::postgres::Cluster;
 use serde_json::Value;
 
@@ -319,7 +319,7 @@ async fn a_sqlite_relay_moves_to_postgresql_and_goes_on_with_the_same_cursors() 
     let (relay, url) = serve_with(setup.data.path(), &["--database", &database]);
     let _relay = relay;
     let agent = agent_client(setup.agent_home.path(), &url);
-    let mut creds: pacerelle_client::DeviceCredentials = serde_json::from_slice(
+    let mut creds: pacerelle_client::device::DeviceCredentials = serde_json::from_slice(
         &std::fs::read(setup.device_home.path().join("device.json")).expect("device.json"),
     )
     .expect("credentials");
@@ -330,7 +330,7 @@ async fn a_sqlite_relay_moves_to_postgresql_and_goes_on_with_the_same_cursors() 
         .wait_for_messages(None, Duration::ZERO)
         .await
         .expect("inbox");
-    let ids = |inbox: &pacerelle_client::Inbox| -> Vec<String> {
+    let ids = |inbox: &pacerelle_client::agent::Inbox| -> Vec<String> {
         inbox.messages.iter().map(|m| m.message_id.clone()).collect()
     };
     assert_eq!(ids(&inbox_after), ids(&inbox_before));
@@ -339,7 +339,7 @@ async fn a_sqlite_relay_moves_to_postgresql_and_goes_on_with_the_same_cursors() 
         .conversation(None, Duration::ZERO)
         .await
         .expect("conversation");
-    let items_of = |page: &pacerelle_client::ConversationPage| -> Vec<(String, String)> {
+    let items_of = |page: &pacerelle_client::device::ConversationPage| -> Vec<(String, String)> {
         page.items
             .iter()
             .map(|i| (format!("{:?}", i.kind), i.id.clone()))
@@ -507,7 +507,7 @@ async fn a_relay_moves_while_it_serves_and_the_last_copy_takes_only_the_changes(
         .wait_for_messages(None, Duration::ZERO)
         .await
         .expect("inbox");
-    let ids = |inbox: &pacerelle_client::Inbox| -> Vec<String> {
+    let ids = |inbox: &pacerelle_client::agent::Inbox| -> Vec<String> {
         inbox.messages.iter().map(|m| m.message_id.clone()).collect()
     };
     assert_eq!(ids(&inbox_after), ids(&inbox_before));
@@ -516,7 +516,7 @@ async fn a_relay_moves_while_it_serves_and_the_last_copy_takes_only_the_changes(
     // 5. Once a relay has opened the database, the mark is gone: a copy no longer deletes, and refuses what
     // the SQLite file lacks (here, a task stored on PostgreSQL).
     let phone = {
-        let mut creds: pacerelle_client::DeviceCredentials = serde_json::from_slice(
+        let mut creds: pacerelle_client::device::DeviceCredentials = serde_json::from_slice(
             &std::fs::read(setup.device_home.path().join("device.json")).expect("device.json"),
         )
         .expect("credentials");

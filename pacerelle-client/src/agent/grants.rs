@@ -1,6 +1,6 @@
 //! The grants the gate keeps (docs/crypto.md §4.8b): each one a device signed with its `yes`, checked when its
 //! answer was judged, kept in a file of the agent's home with every use (for the signed export, until
-//! [`KEEP_ENDED_MS`] after it ended), and registered at the relay ([`AgentClient::register_grant`]), where owner
+//! `KEEP_ENDED_MS` (30 days) after it ended), and registered at the relay ([`AgentClient::register_grant`]), where owner
 //! devices list and revoke it and where each use is reported before the call runs
 //! ([`AgentClient::use_grant`]).
 //!
@@ -136,7 +136,7 @@ impl GrantBook {
     }
 
     /// The grants, of those `usable` accepts, that may let `call` run at `now` under the policy of digest
-    /// `policy`, oldest first. Grants ended more than [`KEEP_ENDED_MS`] ago are dropped on the way.
+    /// `policy`, oldest first. Grants ended more than `KEEP_ENDED_MS` (30 days) ago are dropped on the way.
     pub fn candidates(
         &self,
         call: GrantedCall<'_>,

@@ -220,7 +220,7 @@ impl AgentClient {
 /// - `Some(text)`: one reply among several to the task (the MCP server's `reply`), derived from the task's id
 ///   and the text, so the same text sent twice is stored once and a different one is a new reply.
 ///
-/// [`Runner`]: crate::Runner
+/// [`Runner`]: crate::runner::Runner
 pub fn reply_id_for(message_id: &str, text: Option<&str>) -> String {
     match text {
         None => format!(

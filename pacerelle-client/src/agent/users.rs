@@ -75,7 +75,7 @@ impl AgentClient {
     /// a known `external_id` again gives another link for the same user (a second phone, or a new one) and
     /// updates its name; a disconnected user is connected again.
     ///
-    /// Fails with [`Error::InvalidInput`] for an empty or over-long `external_id` or name (128 and 200
+    /// Fails with [`Error::InvalidInput`](crate::Error::InvalidInput) for an empty or over-long `external_id` or name (128 and 200
     /// characters), control characters, or malformed branding.
     pub async fn connect_user(
         &self,

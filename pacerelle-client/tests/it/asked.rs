@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::TestRelay;
 use pacerelle_client::core::wire::code;
-use pacerelle_client::{Answer, AskedStore, QuestionKind, QuestionRequest, QuestionState};
+use pacerelle_client::{Answer, QuestionKind, QuestionState, agent::AskedStore, agent::QuestionRequest};
 
 const NO_WAIT: Duration = Duration::ZERO;
 
@@ -44,7 +44,7 @@ async fn asking_again_under_an_id_with_another_expiry_resumes_with_the_first_exp
 
     // Old JSON of an Asked, without the field, still reads (as not resumed).
     let json = serde_json::json!({"questionId": "q", "expiresAt": first.expires_at});
-    let old: pacerelle_client::Asked = serde_json::from_value(json).expect("old JSON");
+    let old: pacerelle_client::agent::Asked = serde_json::from_value(json).expect("old JSON");
     assert!(!old.resumed && old.digest.is_none());
 }
 

@@ -15,11 +15,12 @@ use pacerelle_client::core::signing::{PublicKey, SignedAnswer, open_signing_key}
 use pacerelle_client::core::wire::{ClaimPairing, PairingClaimed, PairingOffer, QuestionView, code};
 use pacerelle_client::core::{b64, envelope};
 use pacerelle_client::{
-    AgentClient, Answer, DeviceClient, DeviceCredentials, PairingOptions, QuestionRequest, QuestionState,
+    AgentClient, Answer, DeviceClient, QuestionState, agent::PairingOptions, agent::QuestionRequest,
+    device::DeviceCredentials,
 };
 
 /// The one pending question with this text, once the device sees it.
-async fn pending(device: &DeviceClient, text: &str) -> pacerelle_client::OpenedQuestion {
+async fn pending(device: &DeviceClient, text: &str) -> pacerelle_client::device::OpenedQuestion {
     for _ in 0..400 {
         let list = device
             .questions(Some(QuestionState::Pending))
@@ -268,7 +269,7 @@ async fn credentials_from_before_signing_keys_register_a_key_at_the_first_answer
     let device = DeviceClient::from_credentials(DeviceCredentials::from_secret_string(&blob).expect("loads"))
         .expect("device");
     assert_eq!(device.signing_fingerprint(), None);
-    let listed = |devices: Vec<pacerelle_client::DeviceInfo>| {
+    let listed = |devices: Vec<pacerelle_client::core::wire::DeviceInfo>| {
         devices
             .into_iter()
             .find(|d| d.device_id == device_id)

@@ -6,7 +6,7 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use pacerelle_client::{Backoff, ErrorKind, Follow, Followed, Level};
+use pacerelle_client::{ErrorKind, Level, backoff::Backoff, device::Follow, device::Followed};
 use pacerelle_test_support::TestRelay;
 
 /// Generous: a page or an error comes at once here (the item is already stored, or the relay is down).

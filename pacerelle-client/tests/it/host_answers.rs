@@ -15,8 +15,8 @@ use pacerelle_client::core::question::{AnswerPayload, HOST_NOT_ACCEPTED, host_an
 use pacerelle_client::core::wire::AnswerQuestion;
 use pacerelle_client::gate::{self, Asking, Gate};
 use pacerelle_client::{
-    AgentClient, Answer, AuditFilter, Channel, Conclusion, DeviceClient, ErrorKind, QuestionRequest,
-    QuestionState, Timestamp, verify_answer_log,
+    AgentClient, Answer, Channel, DeviceClient, ErrorKind, QuestionState, Timestamp, agent::AuditFilter,
+    agent::QuestionRequest, agent::verify_answer_log, gate::Conclusion,
 };
 
 const NO_WAIT: Duration = Duration::ZERO;
@@ -26,7 +26,7 @@ async fn device_sees(
     device: &DeviceClient,
     question_id: &str,
     state: QuestionState,
-) -> pacerelle_client::OpenedQuestion {
+) -> pacerelle_client::device::OpenedQuestion {
     for _ in 0..200 {
         let list = device.questions(None).await.expect("questions");
         assert!(list.rejected.is_empty(), "{:?}", list.rejected);
@@ -119,7 +119,7 @@ async fn a_yes_at_the_computer_approves_a_question_that_accepts_it_and_every_dev
         .await
         .expect_err("answered already");
     assert_eq!(late.kind(), ErrorKind::QuestionClosed);
-    let closed = pacerelle_client::ClosedQuestion::from_error(&late).expect("details");
+    let closed = pacerelle_client::device::ClosedQuestion::from_error(&late).expect("details");
     assert_eq!(closed.channel, Some(Channel::Host));
     assert_eq!(closed.answer, Some(Answer::Yes));
     assert!(late.to_string().contains("at the computer"), "{late}");

@@ -7,7 +7,7 @@ use crate::common;
 use std::time::Duration;
 
 use common::{TestRelay, file_contains};
-use pacerelle_client::{AgentClient, ItemKind, MessageState};
+use pacerelle_client::{AgentClient, core::wire::ItemKind, core::wire::MessageState};
 
 const NO_WAIT: Duration = Duration::ZERO;
 
@@ -43,7 +43,7 @@ async fn a_task_is_answered_and_the_reply_names_its_source() {
     assert_eq!(page.items[2].kind, ItemKind::Update);
     let update = page.items[2].update.as_deref().expect("an update");
     assert_eq!(update.subject_id, sent.id);
-    assert_eq!(update.state, pacerelle_client::ItemState::Processed);
+    assert_eq!(update.state, pacerelle_client::core::wire::ItemState::Processed);
 }
 
 #[tokio::test]

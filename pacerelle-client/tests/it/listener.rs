@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use pacerelle_client::{AgentClient, ErrorKind, Listener};
+use pacerelle_client::{AgentClient, ErrorKind, listener::Listener};
 use pacerelle_test_support::TestRelay;
 
 /// A second client of the same agent, with its own session (as a second process has).

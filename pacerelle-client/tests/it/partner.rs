@@ -14,8 +14,9 @@ use common::rows::{db, forge_answer};
 use pacerelle_client::core::pairing::Role;
 use pacerelle_client::core::wire::code;
 use pacerelle_client::{
-    AgentClient, Answer, AuditFilter, Branding, ConnectOptions, DeviceClient, ErrorKind, ItemKind, Level,
-    PairingOptions, QuestionRequest, QuestionState,
+    AgentClient, Answer, DeviceClient, ErrorKind, Level, QuestionState, agent::AuditFilter,
+    agent::ConnectOptions, agent::PairingOptions, agent::QuestionRequest, core::pairing::Branding,
+    core::wire::ItemKind,
 };
 
 const NO_WAIT: Duration = Duration::ZERO;
@@ -94,7 +95,7 @@ fn id(device: &DeviceClient) -> &str {
     device.credentials().device_id.as_str()
 }
 
-fn lists(device_questions: &pacerelle_client::QuestionList, question_id: &str) -> bool {
+fn lists(device_questions: &pacerelle_client::device::QuestionList, question_id: &str) -> bool {
     device_questions
         .questions
         .iter()
@@ -248,7 +249,7 @@ async fn tasks_replies_and_notifications_stay_within_one_user() {
         .await
         .expect("notify the owner");
 
-    let texts = |page: pacerelle_client::ConversationPage| -> Vec<String> {
+    let texts = |page: pacerelle_client::device::ConversationPage| -> Vec<String> {
         page.items
             .into_iter()
             .filter(|i| matches!(i.kind, ItemKind::Reply | ItemKind::Notification))

@@ -9,8 +9,8 @@ use std::time::Duration;
 use common::TestRelay;
 use pacerelle_client::core::wire::code;
 use pacerelle_client::{
-    AgentClient, Answer, AuditFilter, DeviceClient, ItemKind, Level, QuestionKind, QuestionRequest,
-    QuestionState, Timestamp,
+    AgentClient, Answer, DeviceClient, Level, QuestionKind, QuestionState, Timestamp, agent::AuditFilter,
+    agent::QuestionRequest, core::wire::ItemKind,
 };
 
 const NO_WAIT: Duration = Duration::ZERO;
@@ -37,7 +37,7 @@ async fn ask_and_answer(
     device: &DeviceClient,
     request: QuestionRequest,
     answer: Answer,
-) -> pacerelle_client::AnswerOutcome {
+) -> pacerelle_client::agent::AnswerOutcome {
     let asking = tokio::spawn({
         let agent = agent.clone();
         async move { agent.ask(request, Duration::from_secs(60)).await }
@@ -582,7 +582,7 @@ async fn questions_and_notifications_appear_in_the_conversation_and_asking_is_id
     );
     assert_eq!(
         again,
-        pacerelle_client::Asked {
+        pacerelle_client::agent::Asked {
             resumed: true,
             ..first.clone()
         },
@@ -708,16 +708,16 @@ async fn a_webhook_delivery_verifies_with_the_helper() {
         .lines()
         .find_map(|l| {
             let (k, v) = l.split_once(':')?;
-            k.eq_ignore_ascii_case(pacerelle_client::SIGNATURE_HEADER)
+            k.eq_ignore_ascii_case(pacerelle_client::agent::SIGNATURE_HEADER)
                 .then(|| v.trim().to_string())
         })
         .expect("signature header");
-    let event = pacerelle_client::verify_webhook(
+    let event = pacerelle_client::agent::verify_webhook(
         secret,
         &signature,
         &body,
         Timestamp::now(),
-        pacerelle_client::DEFAULT_TOLERANCE,
+        pacerelle_client::agent::DEFAULT_TOLERANCE,
     )
     .expect("a valid signature");
     assert_eq!(event.event_type, "question.answered");
@@ -725,12 +725,12 @@ async fn a_webhook_delivery_verifies_with_the_helper() {
     assert_eq!(event.agent_id, agent.agent_id());
     // The same body with another secret, or altered, does not verify.
     assert!(
-        pacerelle_client::verify_webhook(
+        pacerelle_client::agent::verify_webhook(
             "another-secret-000000",
             &signature,
             &body,
             Timestamp::now(),
-            pacerelle_client::DEFAULT_TOLERANCE
+            pacerelle_client::agent::DEFAULT_TOLERANCE
         )
         .is_err()
     );
@@ -743,7 +743,7 @@ async fn a_webhook_delivery_verifies_with_the_helper() {
 
 #[tokio::test]
 async fn an_answer_that_does_not_count_reports_the_state_and_the_answer_that_counts_never_itself() {
-    use pacerelle_client::{ClosedQuestion, PairingOptions};
+    use pacerelle_client::{agent::PairingOptions, device::ClosedQuestion};
 
     let relay = TestRelay::start().await;
     let (agent, phone) = relay.agent_and_device().await;

@@ -2,7 +2,7 @@
 //! worth retrying at once, with the quota and its limit in the details.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
-use pacerelle_client::{Error, ErrorKind, QuestionRequest};
+use pacerelle_client::{Error, ErrorKind, agent::QuestionRequest};
 use pacerelle_relay::Quotas;
 use pacerelle_test_support::TestRelay;
 

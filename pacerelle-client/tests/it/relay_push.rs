@@ -13,7 +13,9 @@ use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode};
 use pacerelle_client::core::question::{QuestionPayload, question_aad};
 use pacerelle_client::core::{envelope, keys::ContentKey};
-use pacerelle_client::{AgentClient, Answer, DeviceClient, PairingOptions, QuestionRequest, QuestionState};
+use pacerelle_client::{
+    AgentClient, Answer, DeviceClient, QuestionState, agent::PairingOptions, agent::QuestionRequest,
+};
 use pacerelle_relay::{Config, PushSettings, Relay};
 use ring::rand::SecureRandom;
 use tokio::sync::oneshot;

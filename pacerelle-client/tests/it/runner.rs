@@ -8,7 +8,8 @@ use std::time::{Duration, Instant};
 
 use pacerelle_client::core::message::MAX_TEXT_BYTES;
 use pacerelle_client::{
-    AgentClient, Backoff, Context, DeviceClient, Event, ItemKind, Message, PairingOptions, Runner,
+    AgentClient, DeviceClient, agent::Message, agent::PairingOptions, backoff::Backoff, core::wire::ItemKind,
+    runner::Context, runner::Event, runner::Runner,
 };
 use pacerelle_test_support::TestRelay;
 use tokio::sync::{Notify, oneshot};

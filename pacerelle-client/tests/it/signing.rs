@@ -15,14 +15,17 @@ use pacerelle_client::core::roster::{SIGNATURE_REQUIRED, SIGNING_KEY_REFUSED};
 use pacerelle_client::core::signing::{PublicKey, SignedAnswer, SigningKey, seal_signing_key};
 use pacerelle_client::core::{b64, envelope};
 use pacerelle_client::{
-    AgentClient, Answer, AuditFilter, DeviceClient, QuestionRequest, QuestionState, Timestamp,
-    verify_answer_log,
+    AgentClient, Answer, DeviceClient, QuestionState, Timestamp, agent::AuditFilter, agent::QuestionRequest,
+    agent::verify_answer_log,
 };
 
 const NO_WAIT: Duration = Duration::ZERO;
 
 /// The id of the newest pending question the device sees other than those in `seen`, once it is there.
-async fn pending_question(device: &DeviceClient, seen: &[String]) -> pacerelle_client::OpenedQuestion {
+async fn pending_question(
+    device: &DeviceClient,
+    seen: &[String],
+) -> pacerelle_client::device::OpenedQuestion {
     for _ in 0..400 {
         let list = device
             .questions(Some(QuestionState::Pending))
@@ -48,7 +51,7 @@ async fn ask_and_answer(
     device: &DeviceClient,
     request: QuestionRequest,
     answer: Answer,
-) -> pacerelle_client::AnswerOutcome {
+) -> pacerelle_client::agent::AnswerOutcome {
     let id = request.question_id.clone().expect("tests name their questions");
     let asking = tokio::spawn({
         let agent = agent.clone();
@@ -90,7 +93,7 @@ enum Signature<'a> {
 async fn send_answer(
     agent: &AgentClient,
     device: &DeviceClient,
-    question: &pacerelle_client::OpenedQuestion,
+    question: &pacerelle_client::device::OpenedQuestion,
     answer: Answer,
     signature: Signature<'_>,
 ) {

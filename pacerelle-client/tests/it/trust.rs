@@ -17,7 +17,8 @@ use pacerelle_client::core::pairing::Role;
 use pacerelle_client::core::question::{QuestionPayload, question_aad};
 use pacerelle_client::core::wire::code;
 use pacerelle_client::{
-    AgentClient, Answer, DeviceClient, PairingOptions, QuestionRequest, QuestionState, Timestamp,
+    AgentClient, Answer, DeviceClient, QuestionState, Timestamp, agent::PairingOptions,
+    agent::QuestionRequest,
 };
 
 const NO_WAIT: Duration = Duration::ZERO;
@@ -94,7 +95,7 @@ async fn a_question_id_never_carries_two_questions() {
     assert!(!asked.resumed && resumed.resumed);
     assert_eq!(
         resumed,
-        pacerelle_client::Asked {
+        pacerelle_client::agent::Asked {
             resumed: true,
             ..asked.clone()
         }

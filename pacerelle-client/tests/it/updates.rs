@@ -10,8 +10,9 @@ use std::time::Duration;
 use common::TestRelay;
 use pacerelle_client::core::wire::code;
 use pacerelle_client::{
-    Answer, ClosedQuestion, ConversationItem, ConversationPage, Cursor, DeviceClient, ItemKind, ItemState,
-    ItemUpdate, PairingOptions, QuestionRequest, QuestionState, SubjectKind,
+    Answer, Cursor, DeviceClient, QuestionState, agent::PairingOptions, agent::QuestionRequest,
+    core::wire::ItemKind, core::wire::ItemState, core::wire::SubjectKind, device::ClosedQuestion,
+    device::ConversationItem, device::ConversationPage, device::ItemUpdate,
 };
 
 /// Far longer than a wake-up takes, far shorter than the 55 s the conversations below park for: a call that

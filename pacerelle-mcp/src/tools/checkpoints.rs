@@ -1,7 +1,7 @@
 //! `get_checkpoints` and `save_checkpoint`: a summary and the next action, sealed with the agent's own key,
 //! so that a session can resume after an interruption.
 
-use pacerelle_client::Checkpoint;
+use pacerelle_client::agent::Checkpoint;
 use pacerelle_client::core::wire::MAX_CHECKPOINT_LIMIT;
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::tool::schema_for_output;

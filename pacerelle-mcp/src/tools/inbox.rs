@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use pacerelle_client::{Cursor, ErrorKind, Inbox, reply_id_for};
+use pacerelle_client::{Cursor, ErrorKind, agent::Inbox, agent::reply_id_for};
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::model::{CallToolResult, RequestMetaObject};

@@ -4,12 +4,12 @@
 //! waiting follows the same rules as `wait_for_messages` (bounded, with progress, cancellable).
 //!
 //! **No answer is a no.** This adapter never decides whether the agent may act: `approved` is the client's
-//! verdict ([`pacerelle_client::AnswerOutcome::approved`], decided by `pacerelle_core::question::verdict`
+//! verdict ([`pacerelle_client::agent::AnswerOutcome::approved`], decided by `pacerelle_core::question::verdict`
 //! with this agent's keys and clock), copied as is. Every other path — pending, expired, cancelled, a no, an
 //! answer that did not open, a failure to read the answer — is reported as not approved, and its text tells
 //! the model not to act. None of these tools needs the agent's lease.
 //!
-//! **One id, one question.** Each question `ask_user` asked is remembered ([`pacerelle_client::AskedStore`],
+//! **One id, one question.** Each question `ask_user` asked is remembered ([`pacerelle_client::agent::AskedStore`],
 //! kept in a file so that a restart keeps it), and `wait_for_answer` judges only that exact question under its
 //! id, naming its text: an answer to another question served under the id is a `question_id_conflict`, and an
 //! id this server did not ask is refused (`question_not_asked_here`) instead of read.
@@ -18,8 +18,8 @@ use std::time::Duration;
 
 use pacerelle_client::core::question::{self, DEFAULT_EXPIRES_SECONDS};
 use pacerelle_client::{
-    Answer, AnswerOutcome, AskedQuestion, Channel, Conclusion, Error, ErrorKind, Level, NOT_ASKED_HERE,
-    QuestionKind, QuestionRequest, QuestionState,
+    Answer, Channel, Error, ErrorKind, Level, QuestionKind, QuestionState, agent::AnswerOutcome,
+    agent::AskedQuestion, agent::NOT_ASKED_HERE, agent::QuestionRequest, gate::Conclusion,
 };
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::tool::schema_for_output;

@@ -1,6 +1,8 @@
 //! `get_status`: what the phone sees, plus this server's own state.
 
-use pacerelle_client::{AuditFilter, DeviceInfo, Error, QuestionState, Status};
+use pacerelle_client::{
+    Error, QuestionState, agent::AuditFilter, core::wire::DeviceInfo, core::wire::Status,
+};
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::tool::schema_for_output;
 use rmcp::model::CallToolResult;

@@ -7,7 +7,8 @@
 
 use pacerelle_client::core::pairing;
 use pacerelle_client::{
-    AuditEntry, Branding, ConnectOptions, Error, ErrorKind, PairingLink, UserDevice, UserInfo,
+    Error, ErrorKind, agent::AuditEntry, agent::ConnectOptions, agent::PairingLink, agent::UserDevice,
+    agent::UserInfo, core::pairing::Branding,
 };
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::tool::schema_for_output;

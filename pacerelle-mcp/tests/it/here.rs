@@ -142,7 +142,7 @@ async fn on_phone(
     device: &DeviceClient,
     question_id: &str,
     state: QuestionState,
-) -> pacerelle_client::OpenedQuestion {
+) -> pacerelle_client::device::OpenedQuestion {
     for _ in 0..400 {
         let list = device.questions(None).await.expect("questions");
         if let Some(q) = list

@@ -10,7 +10,10 @@ use common::{
     Era, Server, TestRelay, assert_no_plaintext, eventually, file_contains, files_in, occurrences, spawn,
     spawn_with, text,
 };
-use pacerelle_client::{Answer, DeviceClient, ItemKind, MessageState, Presence, QuestionRequest};
+use pacerelle_client::{
+    Answer, DeviceClient, agent::QuestionRequest, core::wire::ItemKind, core::wire::MessageState,
+    core::wire::Presence,
+};
 use rmcp::model::{CallToolResult, GetPromptRequestParams, ProtocolVersion};
 use serde_json::json;
 

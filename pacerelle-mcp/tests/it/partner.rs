@@ -14,7 +14,7 @@ use common::{Era, Server, TestRelay, occurrences, spawn, text};
 use pacerelle_client::core::envelope;
 use pacerelle_client::core::question::{AnswerPayload, answer_aad};
 use pacerelle_client::core::wire::code;
-use pacerelle_client::{AgentClient, Answer, DeviceClient, ItemKind, QuestionState, Timestamp};
+use pacerelle_client::{AgentClient, Answer, DeviceClient, QuestionState, Timestamp, core::wire::ItemKind};
 use serde_json::{Value, json};
 
 /// A 1×1 SVG as the inline icon the app shows for the agent.

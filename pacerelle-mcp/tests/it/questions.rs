@@ -12,8 +12,8 @@ use common::{
     text,
 };
 use pacerelle_client::{
-    AgentClient, Answer, DeviceClient, ItemKind, Level, OpenedQuestion, QuestionKind, QuestionRequest,
-    QuestionState,
+    AgentClient, Answer, DeviceClient, Level, QuestionKind, QuestionState, agent::QuestionRequest,
+    core::wire::ItemKind, device::OpenedQuestion,
 };
 use rmcp::model::{CallToolRequestParams, CallToolResult};
 use serde_json::{Value, json};

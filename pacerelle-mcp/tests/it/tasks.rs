@@ -9,7 +9,7 @@ use crate::common;
 use std::time::{Duration, Instant};
 
 use common::{Era, TestRelay, command, spawn, swap_self_copy, text};
-use pacerelle_client::{AgentClient, Answer, DeviceClient, QuestionRequest, QuestionState};
+use pacerelle_client::{AgentClient, Answer, DeviceClient, QuestionState, agent::QuestionRequest};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams,
     ClientCapabilities, ClientConfig, ClientRequest, CreateTaskResult, GetTaskParams, GetTaskRequest,

@@ -9,12 +9,12 @@ use super::Time;
 use crate::convert::name;
 
 to_py_via! {
-    client::Status => PyStatus,
+    client::core::wire::Status => PyStatus,
 }
 
 wrapper! {
     /// A session holding the agent's lease.
-    PySessionInfo("SessionInfo", client::SessionInfo) {
+    PySessionInfo("SessionInfo", client::core::wire::SessionInfo) {
         /// Its id.
         session_id: |v| &v.session_id,
         /// Where it runs.
@@ -40,7 +40,7 @@ wrapper! {
 
 wrapper! {
     /// What the agent is doing, as the phone sees it, with counts of tasks.
-    PyStatus("Status", client::Status, kept {
+    PyStatus("Status", client::core::wire::Status, kept {
         /// `inner.session` as Python sees it, built once: every read gives the same object.
         session: Option<Py<PyLeaseHolder>>,
     }) {
@@ -72,7 +72,7 @@ wrapper! {
 }
 
 impl PyStatus {
-    fn from_client(py: Python<'_>, inner: client::Status) -> PyResult<Self> {
+    fn from_client(py: Python<'_>, inner: client::core::wire::Status) -> PyResult<Self> {
         let session = inner
             .session
             .clone()
@@ -84,7 +84,7 @@ impl PyStatus {
 
 wrapper! {
     /// An agent as the relay knows it.
-    PyAgentInfo("AgentInfo", client::AgentInfo) {
+    PyAgentInfo("AgentInfo", client::core::wire::AgentInfo) {
         /// Its id.
         agent_id: |v| &v.agent_id,
         /// Its name.
@@ -96,7 +96,7 @@ wrapper! {
 
 wrapper! {
     /// A pairing offer: show `link` as a link or QR code; whoever opens it first becomes a device.
-    PyPairingLink("PairingLink", client::PairingLink) {
+    PyPairingLink("PairingLink", client::agent::PairingLink) {
         /// `https://relay/pair#v1.…`: the secret is in the fragment, which never reaches the relay.
         [secret] link: |v| &v.link,
         /// The offer's public id.

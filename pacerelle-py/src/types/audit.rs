@@ -8,7 +8,7 @@ use super::Time;
 
 wrapper! {
     /// One question of the answer log, opened and judged on the agent side.
-    PyAuditEntry("AuditEntry", client::AuditEntry) {
+    PyAuditEntry("AuditEntry", client::agent::AuditEntry) {
         /// The question's id.
         question_id: |v| &v.question_id,
         /// 'yes_no', 'choice' or 'text'.
@@ -60,7 +60,7 @@ wrapper! {
 
 /// The signed export travels to Python as its JSON text (pretty, as `pacerelle audit export --format signed`
 /// writes it): the Python layer gives it as a dict or as that text.
-impl crate::types::ToPy for client::AnswerLogExport {
+impl crate::types::ToPy for client::core::signing::AnswerLogExport {
     fn to_py(self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let text = serde_json::to_string_pretty(&self)
             .map_err(|e| crate::errors::invalid(format!("cannot write the export: {e}")))?;
@@ -92,7 +92,7 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// verify; raises `VerificationFailed` naming the first record that does not.
 #[pyfunction]
 pub(crate) fn verify_answer_log(py: Python<'_>, data: &[u8]) -> PyResult<usize> {
-    client::verify_answer_log(data).map_err(|failure| {
+    client::agent::verify_answer_log(data).map_err(|failure| {
         let err = VerificationFailed::new_err(failure.to_string());
         let value = err.value(py);
         let set = || -> PyResult<()> {

@@ -11,8 +11,8 @@ use super::{Time, repr_of};
 use crate::convert::name;
 
 to_py_via! {
-    client::DeviceSelf => PyDeviceSelf,
-    client::ConversationPage => PyConversationPage,
+    client::core::wire::DeviceSelf => PyDeviceSelf,
+    client::device::ConversationPage => PyConversationPage,
 }
 
 /// What a device keeps after joining. A secret: `repr` hides the token and key; store
@@ -20,7 +20,7 @@ to_py_via! {
 #[pyclass(frozen, name = "DeviceCredentials", module = "pacerelle")]
 #[derive(Debug)]
 pub(crate) struct PyDeviceCredentials {
-    pub(crate) inner: client::DeviceCredentials,
+    pub(crate) inner: client::device::DeviceCredentials,
 }
 
 #[pymethods]
@@ -28,7 +28,7 @@ impl PyDeviceCredentials {
     /// Parses `to_secret_string()`'s `pcrdev1_…` string.
     #[staticmethod]
     fn from_secret_string(text: &str) -> PyResult<Self> {
-        client::DeviceCredentials::from_secret_string(text)
+        client::device::DeviceCredentials::from_secret_string(text)
             .map(|inner| PyDeviceCredentials { inner })
             .map_err(crate::errors::to_py_err)
     }
@@ -105,7 +105,7 @@ impl PyDeviceCredentials {
 
 wrapper! {
     /// A paired device.
-    PyDeviceInfo("DeviceInfo", client::DeviceInfo) {
+    PyDeviceInfo("DeviceInfo", client::core::wire::DeviceInfo) {
         /// Its id.
         device_id: |v| &v.device_id,
         /// The name it gave when it joined.
@@ -130,7 +130,7 @@ pub(crate) struct PyDeviceSelf {
 }
 
 impl PyDeviceSelf {
-    fn from_client(py: Python<'_>, s: client::DeviceSelf) -> PyResult<Self> {
+    fn from_client(py: Python<'_>, s: client::core::wire::DeviceSelf) -> PyResult<Self> {
         Ok(PyDeviceSelf {
             device: Py::new(py, PyDeviceInfo { inner: s.device })?,
             agent: Py::new(py, PyAgentInfo { inner: s.agent })?,
@@ -159,7 +159,7 @@ impl PyDeviceSelf {
 
 wrapper! {
     /// One item of a device's conversation, opened.
-    PyConversationItem("ConversationItem", client::ConversationItem, kept {
+    PyConversationItem("ConversationItem", client::device::ConversationItem, kept {
         /// `inner.question` as Python sees it, built once: every read gives the same object.
         question: Option<Py<PyQuestion>>,
     }) {
@@ -187,7 +187,7 @@ wrapper! {
 }
 
 impl PyConversationItem {
-    fn from_client(py: Python<'_>, inner: client::ConversationItem) -> PyResult<Self> {
+    fn from_client(py: Python<'_>, inner: client::device::ConversationItem) -> PyResult<Self> {
         let question = inner
             .question
             .clone()
@@ -209,7 +209,7 @@ pub(crate) struct PyConversationPage {
 }
 
 impl PyConversationPage {
-    fn from_client(py: Python<'_>, page: client::ConversationPage) -> PyResult<Self> {
+    fn from_client(py: Python<'_>, page: client::device::ConversationPage) -> PyResult<Self> {
         let items = page
             .items
             .into_iter()

@@ -7,12 +7,12 @@ use pyo3::types::PyList;
 use super::{Time, repr_of};
 
 to_py_via! {
-    client::Inbox => PyInbox,
+    client::agent::Inbox => PyInbox,
 }
 
 wrapper! {
     /// A task received by the agent, opened.
-    PyMessage("Message", client::Message) {
+    PyMessage("Message", client::agent::Message) {
         /// The id the device chose; reply with it.
         message_id: |v| &v.message_id,
         /// What the person asks.
@@ -35,7 +35,7 @@ wrapper! {
 
 wrapper! {
     /// A task whose envelope did not open: not the person's instruction. Mark it processed to drop it.
-    PyRejected("Rejected", client::Rejected) {
+    PyRejected("Rejected", client::agent::Rejected) {
         /// Its id.
         message_id: |v| &v.message_id,
         /// The device (or, on the device side, the agent) it claims to come from.
@@ -46,7 +46,7 @@ wrapper! {
 }
 
 /// Rejected items as a Python list (of an inbox, a question list or a conversation page).
-pub(super) fn rejected_list(py: Python<'_>, rejected: Vec<client::Rejected>) -> PyResult<Py<PyList>> {
+pub(super) fn rejected_list(py: Python<'_>, rejected: Vec<client::agent::Rejected>) -> PyResult<Py<PyList>> {
     let items = rejected
         .into_iter()
         .map(|inner| Py::new(py, PyRejected { inner }))
@@ -66,7 +66,7 @@ pub(crate) struct PyInbox {
 }
 
 impl PyInbox {
-    fn from_client(py: Python<'_>, inbox: client::Inbox) -> PyResult<Self> {
+    fn from_client(py: Python<'_>, inbox: client::agent::Inbox) -> PyResult<Self> {
         let messages = inbox
             .messages
             .into_iter()
@@ -105,7 +105,7 @@ impl PyInbox {
 
 wrapper! {
     /// A checkpoint, opened.
-    PyCheckpoint("Checkpoint", client::Checkpoint) {
+    PyCheckpoint("Checkpoint", client::agent::Checkpoint) {
         /// Its id.
         checkpoint_id: |v| &v.checkpoint_id,
         /// What has been done.
@@ -121,7 +121,7 @@ wrapper! {
 
 wrapper! {
     /// An item as the relay stored it (idempotent sends return the first copy).
-    PyStored("Stored", client::Stored) {
+    PyStored("Stored", client::core::wire::Stored) {
         /// The item's id.
         id: |v| &v.id,
         /// Its position in the agent's stream.
@@ -135,7 +135,7 @@ wrapper! {
 
 wrapper! {
     /// A task marked processed.
-    PyProcessed("Processed", client::Processed) {
+    PyProcessed("Processed", client::core::wire::Processed) {
         /// The task.
         message_id: |v| &v.message_id,
         /// When it was first marked processed.

@@ -8,14 +8,14 @@ use super::inbox::rejected_list;
 use super::{Time, answer_to_py, repr_of};
 
 to_py_via! {
-    client::OpenedQuestion => PyQuestion,
-    client::QuestionList => PyQuestionList,
+    client::device::OpenedQuestion => PyQuestion,
+    client::device::QuestionList => PyQuestionList,
 }
 
 wrapper! {
     /// A question the relay has stored.
     /// It keeps its digest (the question as asked): waiting with this `Asked` accepts only that question.
-    PyAsked("Asked", client::Asked) {
+    PyAsked("Asked", client::agent::Asked) {
         /// Its id: wait for it, cancel it.
         question_id: |v| &v.question_id,
         /// When it expires (as sealed in the agent's own copy). For a resumed question, its first expiry.
@@ -27,7 +27,7 @@ wrapper! {
 }
 
 impl PyAsked {
-    pub(crate) fn to_client(&self) -> client::Asked {
+    pub(crate) fn to_client(&self) -> client::agent::Asked {
         self.inner.clone()
     }
 }
@@ -35,7 +35,7 @@ impl PyAsked {
 wrapper! {
     /// What the agent concludes about a question. Only an authenticated, timely yes (or chosen options) is
     /// `approved`.
-    PyAnswerOutcome("AnswerOutcome", client::AnswerOutcome) {
+    PyAnswerOutcome("AnswerOutcome", client::agent::AnswerOutcome) {
         /// The question.
         question_id: |v| &v.question_id,
         /// 'pending', 'answered', 'expired' or 'cancelled'.
@@ -71,7 +71,7 @@ wrapper! {
 
 wrapper! {
     /// A question as a device sees it, opened.
-    PyQuestion("Question", client::OpenedQuestion, kept {
+    PyQuestion("Question", client::device::OpenedQuestion, kept {
         /// Judged by this machine's clock when it was read.
         is_open: bool,
     }) {
@@ -112,7 +112,7 @@ wrapper! {
 
 impl PyQuestion {
     /// `is_open` is judged now, by this machine's clock, and kept.
-    pub(super) fn from_client(_py: Python<'_>, inner: client::OpenedQuestion) -> PyResult<Self> {
+    pub(super) fn from_client(_py: Python<'_>, inner: client::device::OpenedQuestion) -> PyResult<Self> {
         Ok(PyQuestion {
             is_open: inner.is_open(),
             inner,
@@ -129,7 +129,7 @@ pub(crate) struct PyQuestionList {
 }
 
 impl PyQuestionList {
-    fn from_client(py: Python<'_>, l: client::QuestionList) -> PyResult<Self> {
+    fn from_client(py: Python<'_>, l: client::device::QuestionList) -> PyResult<Self> {
         let questions = l
             .questions
             .into_iter()

@@ -7,12 +7,12 @@ use pyo3::types::PyList;
 use super::{Time, ToPy};
 
 to_py_via! {
-    client::UserInfo => PyUser,
+    client::agent::UserInfo => PyUser,
 }
 
 wrapper! {
     /// One device of a user: a phone that opened the user's link, or a link not yet used.
-    PyUserDevice("UserDevice", client::UserDevice) {
+    PyUserDevice("UserDevice", client::agent::UserDevice) {
         /// Its id.
         device_id: |v| &v.device_id,
         /// The name the device gave when it opened the link; None while the link is unused.
@@ -28,7 +28,7 @@ wrapper! {
 
 wrapper! {
     /// A user of the agent (Partner mode): the integrator's `external_id`, a name, and the user's devices.
-    PyUser("User", client::UserInfo, kept {
+    PyUser("User", client::agent::UserInfo, kept {
         /// `inner.devices` as Python sees them, built once: every read gives the same list.
         devices: Py<PyList>,
         /// `inner.last_answer` as an `AuditEntry`, built once.
@@ -59,7 +59,7 @@ wrapper! {
 }
 
 impl PyUser {
-    fn from_client(py: Python<'_>, inner: client::UserInfo) -> PyResult<Self> {
+    fn from_client(py: Python<'_>, inner: client::agent::UserInfo) -> PyResult<Self> {
         let devices = inner
             .devices
             .iter()

@@ -7,7 +7,7 @@ use super::Time;
 
 wrapper! {
     /// The agent's webhook (`url` is None when none is set).
-    PyWebhookInfo("WebhookInfo", client::WebhookInfo) {
+    PyWebhookInfo("WebhookInfo", client::core::wire::WebhookInfo) {
         /// The URL the relay POSTs question events to.
         url: |v| v.url.as_deref(),
         /// When it was set.
@@ -17,7 +17,7 @@ wrapper! {
 
 wrapper! {
     /// One webhook event's delivery state.
-    PyDelivery("Delivery", client::Delivery) {
+    PyDelivery("Delivery", client::agent::Delivery) {
         /// The event id, also in the `Pacerelle-Event-Id` header.
         event_id: |v| &v.event_id,
         /// 'question.answered', 'question.expired' or 'question.cancelled'.
@@ -42,7 +42,7 @@ wrapper! {
 wrapper! {
     /// A verified webhook event: metadata in clear. The content stays sealed: to learn whether the owner
     /// approved, ask the agent (`agent.wait_for_answer(event.question_id, timeout=0)`).
-    PyWebhookEvent("WebhookEvent", client::WebhookEvent) {
+    PyWebhookEvent("WebhookEvent", client::core::wire::WebhookEvent) {
         /// Unique per event; deduplicate by it.
         id: |v| &v.id,
         /// 'question.answered', 'question.expired' or 'question.cancelled'.

@@ -8,7 +8,8 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::Duration;
 
 use pacerelle_client::{
-    AgentClient, AgentCredentials, DeviceClient, DeviceCredentials, OpenedQuestion, QuestionState,
+    AgentClient, DeviceClient, QuestionState, agent::AgentCredentials, device::DeviceCredentials,
+    device::OpenedQuestion,
 };
 
 /// A child process killed when dropped.
