@@ -721,7 +721,7 @@ test("api.js: every relay error code has the kind the Rust client gives it, or a
   // The client's classification (ErrorKind::of_code): each arm's codes and its kind, in snake case.
   const rust = source("pacerelle-client/src/error.rs");
   const ofCode = rust.slice(rust.indexOf("pub fn of_code"));
-  const arms = [...ofCode.slice(0, ofCode.indexOf("_ => ErrorKind::Internal")).matchAll(/((?:\|?\s*c::\w+\s*)+)=> ErrorKind::(\w+)/g)];
+  const arms = [...ofCode.slice(0, ofCode.indexOf("_ => ErrorKind::Internal")).matchAll(/((?:\|?\s*c::\w+\s*)+)=>\s*\{?\s*ErrorKind::(\w+)/g)];
   assert.ok(arms.length >= 15, `${arms.length} arms`);
   // Where the app keeps a code apart from the rest of its Rust kind, because it answers it in its own way.
   const finer = {
