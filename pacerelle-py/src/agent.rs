@@ -142,10 +142,12 @@ fn request(
         None => QuestionKind::YesNo,
     };
     let mut req = match kind {
-        QuestionKind::Choice => QuestionRequest::choice(question, options),
+        QuestionKind::Choice => QuestionRequest::choice(question, Vec::<String>::new()),
         QuestionKind::Text => QuestionRequest::text(question),
         QuestionKind::YesNo => QuestionRequest::yes_no(question),
     };
+    // As given, whatever the kind: the client's one check refuses options on a question that is not a choice.
+    req.options = options;
     req.multiple = multiple;
     req.details = details;
     req.expires_in = seconds("expires_in", expires_in)?;
