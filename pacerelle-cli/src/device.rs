@@ -254,9 +254,17 @@ async fn list(global: &Global) -> Result<()> {
             Err(e) => Err(e),
         };
         let c = &pairing.creds;
-        let (presence, error) = match &status {
-            Ok(s) => (serde_json::to_value(s.presence)?, None),
-            Err(e) => (serde_json::Value::Null, Some(format!("{e:#}"))),
+        let (presence, activity, error) = match &status {
+            Ok(s) => (
+                serde_json::to_value(s.presence)?,
+                serde_json::Value::from(s.activity().as_str()),
+                None,
+            ),
+            Err(e) => (
+                serde_json::Value::Null,
+                serde_json::Value::Null,
+                Some(format!("{e:#}")),
+            ),
         };
         rows.push(serde_json::json!({
             "agentId": c.agent_id,
@@ -266,6 +274,7 @@ async fn list(global: &Global) -> Result<()> {
             "user": c.user,
             "relayUrl": c.relay_url,
             "presence": presence,
+            "activity": activity,
             "error": error,
             "file": pairing.path,
         }));
@@ -279,7 +288,7 @@ async fn list(global: &Global) -> Result<()> {
     }
     for (pairing, row) in pairings.iter().zip(&rows) {
         let c = &pairing.creds;
-        let presence = match (row["presence"].as_str(), row["error"].as_str()) {
+        let presence = match (row["activity"].as_str(), row["error"].as_str()) {
             (Some(p), _) => p.to_string(),
             (None, Some(e)) => format!("unknown ({e})"),
             (None, None) => "unknown".to_string(),
@@ -748,7 +757,10 @@ pub async fn status(global: &Global, args: StatusArgs) -> Result<()> {
         (device.status().await?, device.signing_fingerprint())
     };
     if global.json {
-        return output::json(&status);
+        // The status as the relay gives it, with the one word every surface shows.
+        let mut value = serde_json::to_value(&status)?;
+        value["activity"] = serde_json::Value::from(status.activity().as_str());
+        return output::json(&value);
     }
     print_status(&status);
     if !use_agent {
@@ -761,7 +773,14 @@ pub async fn status(global: &Global, args: StatusArgs) -> Result<()> {
 }
 
 fn print_status(s: &Status) {
-    use pacerelle_client::core::wire::Presence;
+    use pacerelle_client::core::wire::{Activity, Presence};
+    let activity = match s.activity() {
+        Activity::Asking if s.open_questions == 1 => "asking — a question waits for an answer".to_string(),
+        Activity::Asking => format!("asking — {} questions wait for an answer", s.open_questions),
+        Activity::Working => "working — a task is in progress".into(),
+        Activity::Listening => "listening — ready for a task".into(),
+        Activity::Offline => "offline — tasks wait on the relay".into(),
+    };
     let presence = match s.presence {
         Presence::Offline => "offline — no agent session is connected",
         Presence::Connected => "connected — an agent session is up but not listening",
@@ -770,6 +789,7 @@ fn print_status(s: &Status) {
         Presence::WaitingConfirmation => "probably waiting for a confirmation on the computer",
     };
     println!("agent:       {} ({})", s.agent.name, s.agent.agent_id);
+    println!("activity:    {activity}");
     println!("presence:    {presence}");
     if let Some(h) = &s.session {
         println!("session:     {} since {}", h.host, h.since);

@@ -529,6 +529,58 @@ pub struct Status {
     pub devices: u64,
     /// The relay's clock.
     pub relay_time: Timestamp,
+    /// Open questions this credential sees: for the agent, all of its questions still pending; for a device,
+    /// those sent to it that it has not answered yet. 0 from a relay older than this field.
+    #[serde(default)]
+    pub open_questions: u64,
+}
+
+impl Status {
+    /// What the agent is doing, in the one word every surface shows ([`Activity`]).
+    pub fn activity(&self) -> Activity {
+        Activity::of(self.presence, self.messages.in_progress, self.open_questions)
+    }
+}
+
+/// What the agent is doing, in the words a person reads on every surface — the CLI's `status`, the phone SDK,
+/// the web app (`activity.js`, held to [`Activity::of`] by its tests) — decided once, here, from the relay's
+/// [`Presence`] and counts. In order: a question waits → `asking`; a task is in progress → `working`; a session
+/// is there → `listening`; else `offline`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "uniffi", derive(uniffi::Enum))]
+#[serde(rename_all = "snake_case")]
+pub enum Activity {
+    /// A question of the agent waits for an answer (for a device: one sent to it, not answered by it yet).
+    Asking,
+    /// A task was handed to the agent and is not processed yet.
+    Working,
+    /// The agent waits for tasks, or its session is connected with nothing in progress.
+    Listening,
+    /// No session and no recent wait: tasks wait on the relay.
+    Offline,
+}
+
+impl Activity {
+    /// The word from the relay's presence, the tasks in progress and the open questions.
+    pub fn of(presence: Presence, in_progress: u64, open_questions: u64) -> Activity {
+        match presence {
+            _ if open_questions > 0 => Activity::Asking,
+            Presence::Busy | Presence::WaitingConfirmation => Activity::Working,
+            _ if in_progress > 0 => Activity::Working,
+            Presence::Listening | Presence::Connected => Activity::Listening,
+            Presence::Offline => Activity::Offline,
+        }
+    }
+
+    /// The word: `asking`, `working`, `listening`, `offline`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Activity::Asking => "asking",
+            Activity::Working => "working",
+            Activity::Listening => "listening",
+            Activity::Offline => "offline",
+        }
+    }
 }
 
 /// The state of a task.

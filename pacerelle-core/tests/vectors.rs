@@ -2775,3 +2775,30 @@ fn signature_vectors_agree_with_the_other_files() {
         "verdict.json's signed yes is envelope.json's"
     );
 }
+
+// ------------------------------------------------------------------------------------------- activity
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ActivityCase {
+    name: String,
+    presence: pacerelle_core::wire::Presence,
+    in_progress: u64,
+    open_questions: u64,
+    activity: pacerelle_core::wire::Activity,
+}
+
+#[test]
+fn activity_words_follow_the_one_rule() {
+    use pacerelle_core::wire::Activity;
+    for case in load::<ActivityCase>("activity").cases {
+        let word = Activity::of(case.presence, case.in_progress, case.open_questions);
+        assert_eq!(word, case.activity, "{}", case.name);
+        assert_eq!(
+            serde_json::to_value(word).expect("json"),
+            serde_json::Value::from(word.as_str()),
+            "{}",
+            case.name
+        );
+    }
+}

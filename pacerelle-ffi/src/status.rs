@@ -2,7 +2,7 @@
 
 use std::time::SystemTime;
 
-pub use pacerelle_core::wire::Presence;
+pub use pacerelle_core::wire::{Activity, Presence};
 
 use crate::time::system_time;
 
@@ -16,8 +16,12 @@ pub struct AgentStatus {
     pub agent_id: String,
     /// Its display name.
     pub agent_name: String,
-    /// What it is doing.
+    /// What it is doing, in the one word every surface shows (`asking`, `working`, `listening`, `offline`).
+    pub activity: Activity,
+    /// The relay's finer reading of its presence.
     pub presence: Presence,
+    /// Open questions sent to this device that it has not answered yet.
+    pub open_questions: u64,
     /// A wait is parked at the relay now.
     pub listening: bool,
     /// Where the session holding the agent's lease runs ("laptop / claude-code"), if one does.
@@ -38,10 +42,13 @@ pub struct AgentStatus {
 
 impl From<pacerelle_client::core::wire::Status> for AgentStatus {
     fn from(s: pacerelle_client::core::wire::Status) -> Self {
+        let activity = s.activity();
         AgentStatus {
             agent_id: s.agent.agent_id,
             agent_name: s.agent.name,
+            activity,
             presence: s.presence,
+            open_questions: s.open_questions,
             listening: s.listening,
             session_host: s.session.map(|h| h.host),
             last_wait_at: s.last_wait_at.map(system_time),

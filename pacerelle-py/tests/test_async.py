@@ -103,6 +103,8 @@ def test_the_async_run_loop(paired: Paired) -> None:
         await asyncio.wait_for(loop, 20)
         status = await agent.status()
         assert status.processed == 2 and status.session is None
+        # The one word every surface shows: nothing asked, nothing in progress.
+        assert status.open_questions == 0 and status.activity in ("listening", "offline")
 
     asyncio.run(main())
 

@@ -133,6 +133,7 @@ async fn one_terminal_answers_the_questions_of_two_agents() {
         assert_eq!(p["role"], "owner", "{p}");
         assert!(p["user"].is_null(), "{p}");
         assert_eq!(p["presence"], "offline", "{p}");
+        assert_eq!(p["activity"], "offline", "{p}");
     }
     let text = stdout(&relay.ok(phone.path(), &["device", "list"]));
     assert!(text.contains(&format!("Laptop ({laptop_id})")), "{text}");

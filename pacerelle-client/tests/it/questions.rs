@@ -847,3 +847,49 @@ async fn an_answer_that_does_not_count_reports_the_state_and_the_answer_that_cou
     let closed = ClosedQuestion::from_error(&e).expect("a closed question");
     assert_eq!((closed.state, closed.answer), (QuestionState::Expired, None));
 }
+
+#[tokio::test]
+async fn the_status_counts_the_open_questions_each_side_sees_and_says_asking() {
+    use pacerelle_client::agent::PairingOptions;
+    use pacerelle_client::core::wire::Activity;
+    let relay = TestRelay::start().await;
+    let (agent, phone) = relay.agent_and_device().await;
+    let link = agent
+        .create_pairing(PairingOptions::default())
+        .await
+        .expect("link");
+    let tablet = DeviceClient::join(&link.link, "tablet").await.expect("join");
+    let before = agent.status().await.expect("status");
+    assert_eq!((before.open_questions, before.activity()), (0, Activity::Offline));
+
+    let asked = agent
+        .ask_user(QuestionRequest::yes_no("Deploy to production?").approvals(2))
+        .await
+        .expect("ask");
+    let id = pending_question(&phone).await;
+    assert_eq!(id, asked.question_id);
+    for status in [
+        agent.status().await.expect("agent"),
+        phone.status().await.expect("phone"),
+        tablet.status().await.expect("tablet"),
+    ] {
+        assert_eq!((status.open_questions, status.activity()), (1, Activity::Asking));
+    }
+
+    // One of two approvals: the question stays open, but no longer waits for the phone.
+    phone.answer(&id, Answer::Yes).await.expect("first yes");
+    assert_eq!(phone.status().await.expect("phone").open_questions, 0);
+    assert_eq!(tablet.status().await.expect("tablet").open_questions, 1);
+    assert_eq!(agent.status().await.expect("agent").activity(), Activity::Asking);
+
+    pending_question(&tablet).await;
+    tablet.answer(&id, Answer::Yes).await.expect("second yes");
+    for status in [
+        agent.status().await.expect("agent"),
+        phone.status().await.expect("phone"),
+        tablet.status().await.expect("tablet"),
+    ] {
+        assert_eq!(status.open_questions, 0);
+        assert_ne!(status.activity(), Activity::Asking);
+    }
+}

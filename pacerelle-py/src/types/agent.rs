@@ -48,8 +48,13 @@ wrapper! {
         agent_id: |v| &v.agent.agent_id,
         /// The agent's name.
         agent_name: |v| &v.agent.name,
-        /// 'offline', 'connected', 'listening', 'busy' or 'waiting_confirmation'.
+        /// What the agent is doing, the word every surface shows: 'asking', 'working', 'listening' or
+        /// 'offline'.
+        activity: |v| v.activity().as_str(),
+        /// The relay's finer reading: 'offline', 'connected', 'listening', 'busy' or 'waiting_confirmation'.
         presence: |v| name(&v.presence),
+        /// Open questions: for the agent, all still pending; for a device, those sent to it not yet answered.
+        open_questions: |v| v.open_questions,
         /// The session holding the lease, if any.
         session: |_v, py, this| this.session.as_ref().map(|s| s.clone_ref(py)),
         /// A wait is parked now.

@@ -176,11 +176,16 @@ pub(crate) async fn checkpoints(
 
 /// `GET /v1/agent/status`.
 pub(crate) async fn status(State(state): State<AppState>, auth: AgentAuth) -> Result<Json<Status>, AppError> {
-    status_of(&state, &auth.agent_id).await.map(Json)
+    status_of(&state, &auth.agent_id, None).await.map(Json)
 }
 
-/// The status of an agent, for its own credential or one of its devices'.
-pub(crate) async fn status_of(state: &AppState, agent_id: &str) -> Result<Status, AppError> {
+/// The status of an agent, for its own credential (`device_id` `None`) or one of its devices', whose open
+/// questions are those sent to it.
+pub(crate) async fn status_of(
+    state: &AppState,
+    agent_id: &str,
+    device_id: Option<&str>,
+) -> Result<Status, AppError> {
     let now = Timestamp::now();
     let agent = state
         .store
@@ -188,6 +193,7 @@ pub(crate) async fn status_of(state: &AppState, agent_id: &str) -> Result<Status
         .await?
         .ok_or_else(|| AppError::not_found("agent"))?;
     let facts = state.store.status_facts(agent_id).await?;
+    let open_questions = state.store.open_question_count(agent_id, device_id, now).await?;
     let lease = state.store.lease(agent_id, now).await?;
     let waits = state.activity.snapshot(agent_id);
     Ok(Status {
@@ -200,5 +206,6 @@ pub(crate) async fn status_of(state: &AppState, agent_id: &str) -> Result<Status
         last_checkpoint_at: facts.last_checkpoint_at,
         devices: facts.devices,
         relay_time: now,
+        open_questions,
     })
 }

@@ -107,7 +107,7 @@ pub(crate) async fn status(
     State(state): State<AppState>,
     auth: DeviceAuth,
 ) -> Result<Json<Status>, AppError> {
-    let status = status_of(&state, &auth.agent_id).await?;
+    let status = status_of(&state, &auth.agent_id, Some(&auth.device_id)).await?;
     if auth.role != Role::User {
         return Ok(Json(status));
     }

@@ -392,6 +392,37 @@ impl Store {
         })
     }
 
+    /// How many questions of this agent are still open at `now`; with `device_id`, only those sent to that
+    /// device that it has not answered yet (a question that needs several approvals stays open after one).
+    /// The partial index of open questions (`questions_open_by_agent`) bounds the rows read.
+    pub(crate) async fn open_question_count(
+        &self,
+        agent_id: &str,
+        device_id: Option<&str>,
+        now: Timestamp,
+    ) -> Result<u64> {
+        let sql = concat!(
+            "SELECT COUNT(*) FROM questions q
+             WHERE q.agent_id = $1 AND q.state = 'pending' AND q.expires_at > $2
+               AND (",
+            typed!("$3", "TEXT"),
+            " IS NULL
+                    OR (EXISTS (SELECT 1 FROM item_envelopes e WHERE e.item_seq = q.item_seq AND e.device_id = $3)
+                        AND NOT EXISTS (SELECT 1 FROM approvals a
+                                        WHERE a.item_seq = q.item_seq AND a.device_id = $3)))"
+        );
+        let db = self.db();
+        let count: i64 = on_db!(
+            db,
+            fetch_one,
+            sqlx::query_scalar(sql)
+                .bind(agent_id)
+                .bind(now.millis())
+                .bind(device_id)
+        )?;
+        Ok(u64::try_from(count).unwrap_or(0))
+    }
+
     /// A question of this agent, as of `now`.
     pub(crate) async fn question(
         &self,

@@ -16,6 +16,7 @@ import org.junit.jupiter.api.Test
 import org.junit.jupiter.api.assertThrows
 import org.pacerelle.core.ItemKind
 import org.pacerelle.core.ItemState
+import org.pacerelle.core.Activity
 import org.pacerelle.core.Presence
 import org.pacerelle.core.SubjectKind
 
@@ -115,6 +116,9 @@ class DeviceClientTest {
         assertEquals("kotlin tests", status.agentName)
         assertEquals("echo-agent", status.sessionHost)
         assertTrue(status.devices >= 1uL)
+        // The word every surface shows: the echo agent waits for tasks and asks nothing.
+        assertTrue(status.activity == Activity.LISTENING || status.activity == Activity.WORKING, "${status.activity}")
+        assertEquals(0uL, status.openQuestions)
     }
 
     @Test
