@@ -54,14 +54,7 @@ async function refreshPending() {
   const shown = new Set([...list.children].map((n) => n.dataset.id));
   await rereadShownPending(waiting);
   const added = waiting.filter((p) => !shown.has(p.id));
-  for (const p of added) {
-    p.node = el("li", "entry question pending-question");
-    p.node.dataset.id = p.id;
-    p.node.dataset.agentId = p.agent.agentId;
-    renderPendingQuestion(p);
-    list.append(p.node);
-    app.pendingShown.set(p.id, p);
-  }
+  for (const p of added) showPendingQuestion(list, p);
   if (added.length > 0) $("pending-status").textContent = "";
 }
 
@@ -166,14 +159,17 @@ export function showPending(waiting) {
   const errors = app.pendingErrors || [];
   status.textContent =
     (waiting.length === 0 ? "No question is waiting, from any agent." : "") + (errors.length ? ` ${errors.join(". ")}.` : "");
-  for (const p of waiting) {
-    p.node = el("li", "entry question pending-question");
-    p.node.dataset.id = p.id;
-    p.node.dataset.agentId = p.agent.agentId;
-    renderPendingQuestion(p);
-    list.append(p.node);
-    app.pendingShown.set(p.id, p);
-  }
+  for (const p of waiting) showPendingQuestion(list, p);
+}
+
+/** Adds a waiting question's card to the pending list and remembers it as shown. */
+function showPendingQuestion(list, p) {
+  p.node = el("li", "entry question pending-question");
+  p.node.dataset.id = p.id;
+  p.node.dataset.agentId = p.agent.agentId;
+  renderPendingQuestion(p);
+  list.append(p.node);
+  app.pendingShown.set(p.id, p);
 }
 
 function renderPendingQuestion(p) {
