@@ -773,3 +773,27 @@ test("api.js: every relay error code has the kind the Rust client gives it, or a
     [true, true, false, false],
   );
 });
+
+test("the activity word follows the rule the Rust side states: asking, working, listening, offline, in that order", async () => {
+  const { activityOf, ACTIVITIES } = await import("../web/app/activity.js");
+  assert.deepEqual(ACTIVITIES, ["asking", "working", "listening", "offline"]);
+  const cases = [
+    // [status, the app's own count of questions waiting, word]
+    [{ presence: "listening", messages: { inProgress: 0 }, openQuestions: 1 }, 0, "asking"],
+    [{ presence: "busy", messages: { inProgress: 1 }, openQuestions: 2 }, 0, "asking"],
+    [{ presence: "offline", openQuestions: 1 }, 0, "asking"],
+    [{ presence: "busy", messages: { inProgress: 0 } }, 0, "working"],
+    [{ presence: "waiting_confirmation" }, 0, "working"],
+    [{ presence: "listening", messages: { inProgress: 2 } }, 0, "working"],
+    [{ presence: "offline", messages: { inProgress: 1 } }, 0, "working"],
+    [{ presence: "listening", messages: { inProgress: 0 } }, 0, "listening"],
+    [{ presence: "connected" }, 0, "listening"],
+    [{ presence: "offline" }, 0, "offline"],
+    [{}, 0, "offline"],
+    [null, 0, "offline"],
+    // An older relay states no openQuestions: the app's own count decides; a newer one's count wins over the app's.
+    [{ presence: "listening" }, 2, "asking"],
+    [{ presence: "listening", openQuestions: 0 }, 2, "listening"],
+  ];
+  for (const [status, waiting, word] of cases) assert.equal(activityOf(status, waiting), word, JSON.stringify([status, waiting]));
+});
