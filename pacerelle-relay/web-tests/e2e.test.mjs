@@ -5,7 +5,7 @@
 //
 // Run from this folder after `cargo build -p pacerelle-cli -p echo-agent`:  node --test e2e.test.mjs
 // Environment: PACERELLE_BIN, ECHO_AGENT_BIN (default: target/debug/…), CHROMIUM (default /usr/bin/chromium),
-// UPDATE_SCREENSHOT=1 to also write docs/images/conversation.png, PACERELLE_TEST_POSTGRES_BIN (the
+// UPDATE_SCREENSHOT=1 to also write docs/images/conversation.png and agents-*.png, PACERELLE_TEST_POSTGRES_BIN (the
 // `pacerelle-test-postgres` program) to run the relay on a throw-away PostgreSQL cluster that it starts instead
 // of its SQLite file (`cargo xtask test --only web` runs the pairing, task, question and push tests so too).
 
