@@ -235,6 +235,10 @@ pub struct PairingOffer {
     pub offer: String,
     /// When it expires.
     pub expires_at: Timestamp,
+    /// The label the agent gave the future device (`pacerelle pair --name`), in clear as the relay stores it: a
+    /// name the device may offer, editable, when it asks for its own. Absent without one (and from older relays).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub label: Option<String>,
 }
 
 /// `POST /v1/pairings/{pairingId}/claim`.

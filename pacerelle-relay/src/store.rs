@@ -253,6 +253,8 @@ pub(crate) struct PairingRow {
     pub offer: Option<String>,
     pub expires_at: Timestamp,
     pub claimed_at: Option<Timestamp>,
+    /// The label the agent gave the future device, if any.
+    pub label: Option<String>,
 }
 
 /// Outcome of a claim.

@@ -718,7 +718,8 @@ test("api.js: every relay error code has the kind the Rust client gives it, or a
   const codes = new Map([...codeModule.slice(0, codeModule.indexOf("\n}")).matchAll(/pub const (\w+): &str = "(\w+)";/g)]
     .map(([, name, value]) => [name, value]));
   assert.ok(codes.size >= 30, `${codes.size} codes`);
-  // The client's classification (ErrorKind::of_code): each arm's codes and its kind, in snake case.
+  // The client's classification (ErrorKind::of_code): each arm's codes and its kind, in snake case (an arm too long
+  // for one line has its kind in a block).
   const rust = source("pacerelle-client/src/error.rs");
   const ofCode = rust.slice(rust.indexOf("pub fn of_code"));
   const arms = [...ofCode.slice(0, ofCode.indexOf("_ => ErrorKind::Internal")).matchAll(/((?:\|?\s*c::\w+\s*)+)=>\s*\{?\s*ErrorKind::(\w+)/g)];
@@ -771,4 +772,29 @@ test("api.js: every relay error code has the kind the Rust client gives it, or a
     [err(410, "device_revoked"), err(401, "unauthorized"), err(403, "forbidden"), new Error("x")].map(isRevocation),
     [true, true, false, false],
   );
+});
+
+test("the activity word follows the core's vectors (activity.json), and the app's own count is the fresher", async () => {
+  const { activityOf, ACTIVITIES } = await import("../web/app/activity.js");
+  assert.deepEqual(ACTIVITIES, ["asking", "working", "listening", "offline"]);
+  const cases = vectors("activity");
+  assert.ok(cases.length >= 10);
+  for (const v of cases) {
+    const status = { presence: v.presence, messages: { inProgress: v.inProgress }, openQuestions: v.openQuestions };
+    assert.equal(activityOf(status), v.activity, v.name);
+  }
+  // [status, the app's own count of questions waiting (undefined: not read), word]
+  const app = [
+    [{}, undefined, "offline"],
+    [null, undefined, "offline"],
+    // An older relay states no openQuestions: the app's count decides, and without one there is none.
+    [{ presence: "listening" }, 2, "asking"],
+    [{ presence: "listening" }, undefined, "listening"],
+    // The app's count is read as questions arrive and close; the status every few seconds: the count wins.
+    [{ presence: "listening", openQuestions: 0 }, 1, "asking"],
+    [{ presence: "listening", openQuestions: 1 }, 0, "listening"],
+    [{ presence: "busy", openQuestions: 1 }, 0, "working"],
+    [{ presence: "offline", openQuestions: 1 }, undefined, "asking"],
+  ];
+  for (const [status, waiting, word] of app) assert.equal(activityOf(status, waiting), word, JSON.stringify([status, waiting]));
 });

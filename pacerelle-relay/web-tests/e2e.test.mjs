@@ -5,7 +5,7 @@
 //
 // Run from this folder after `cargo build -p pacerelle-cli -p echo-agent`:  node --test e2e.test.mjs
 // Environment: PACERELLE_BIN, ECHO_AGENT_BIN (default: target/debug/…), CHROMIUM (default /usr/bin/chromium),
-// UPDATE_SCREENSHOT=1 to also write docs/images/conversation.png, PACERELLE_TEST_POSTGRES_BIN (the
+// UPDATE_SCREENSHOT=1 to also write docs/images/conversation.png and agents-*.png, PACERELLE_TEST_POSTGRES_BIN (the
 // `pacerelle-test-postgres` program) to run the relay on a throw-away PostgreSQL cluster that it starts instead
 // of its SQLite file (`cargo xtask test --only web` runs the pairing, task, question and push tests so too).
 
@@ -207,7 +207,7 @@ async function shot(name, target = page) {
   await target.screenshot({ path: path.join(path.dirname(SCREENSHOT), `${name}.png`), fullPage: true });
 }
 
-const question = (id) => page.locator(`li.question[data-id="${id}"]`);
+const question = (id) => page.locator(`#thread li.question[data-id="${id}"]`);
 
 // ── push: what the browser's push service would hand to the service worker ─────────────────────
 
@@ -609,6 +609,8 @@ test("opening a pairing link pairs the browser", async () => {
   await page.locator("#pair-form").waitFor();
   assert.equal(new URL(page.url()).hash, "");
   assert.equal(await page.locator("#pair-agent").textContent(), "Ana’s laptop — Claude Code");
+  // The first pairing in this browser offers the label given with `pair --name`.
+  assert.equal(await page.locator("#pair-name").inputValue(), "phone");
   await shot("pair");
   await page.locator("#pair-name").fill("Ana’s phone");
   await page.locator("#pair-submit").click();
@@ -674,8 +676,9 @@ test("opening a pairing link pairs the browser", async () => {
   // The same link again: single use, refused, and the pairing here is kept.
   const again = await context.newPage();
   await again.goto(pairing.link);
-  await again.locator("#pair-error").waitFor();
-  assert.match(await again.locator("#pair-error").textContent(), /already used/);
+  await again.locator("#notice", { hasText: "already used" }).waitFor();
+  assert.match(await again.locator("#notice-text").textContent(), /you are paired with: Ana’s laptop — Claude Code/);
+  await again.locator("#screen-conversation").waitFor();
   await shot("pair-used", again);
   await again.close();
 });
@@ -2081,10 +2084,11 @@ test("a push not for this pairing shows a plain notice (a push must show somethi
 
 test("the app shows a task processed and a question answered elsewhere as they happen, without re-reading", async (t) => {
   if (!(await relayHasUpdates())) return t.skip(OLD_RELAY);
-  // Any read of the question list, or of the conversation without waiting, would be a re-read on a timer.
+  // Any read of the question list, or of the conversation without waiting, would be a re-read on a timer. (The list
+  // of pending questions, read when a question arrives or closes, is the count of what waits, not a state re-read.)
   const rereads = [];
   const watched = (url) =>
-    url.pathname === "/v1/device/questions" ||
+    (url.pathname === "/v1/device/questions" && url.searchParams.get("state") !== "pending") ||
     (url.pathname === "/v1/device/conversation" && url.searchParams.get("wait") === "0");
   await page.route(watched, (route) => {
     rereads.push(route.request().url());
@@ -2280,7 +2284,7 @@ test("one browser paired with two agents: a switcher, the questions of both answ
   // A question from each agent: opening the app shows them first, together, each labelled with its agent.
   const fromLaptop = ask(["Ship the laptop build?", "--id", "qst_multi_laptop"]);
   const fromServer = onServer(["ask", "Restart the server's database?", "--id", "qst_multi_server"]);
-  const pending = (id) => page.locator(`#pending-list li.pending-question[data-id="${id}"]`);
+  const pending = (id) => page.locator(`#screen-pending li.pending-question[data-id="${id}"]`);
   for (let i = 0; ; i++) {
     await page.goto(`${relayUrl}/`);
     await page.waitForFunction(() => ["conversation", "pending"].includes(document.body.dataset.screen));
@@ -2412,6 +2416,177 @@ test("one browser paired with two agents: a switcher, the questions of both answ
   await question("qst_multi_after").locator("button.approve").click();
   assert.equal(await exitOf(again), 0, again.err);
   await question("qst_multi_after").locator(".q-status", { hasText: "Approved — by this device" }).waitFor();
+});
+
+/** Where the two-agent pictures go: under target/web-tests/, and docs/images/ with UPDATE_SCREENSHOT=1. */
+async function agentsShot(name) {
+  mkdirSync(path.dirname(SCREENSHOT), { recursive: true });
+  const file = path.join(path.dirname(SCREENSHOT), `${name}.png`);
+  await page.screenshot({ path: file });
+  assert.ok(statSync(file).size > 5000);
+  if (process.env.UPDATE_SCREENSHOT === "1") copyFileSync(file, path.join(path.dirname(README_SCREENSHOT), `${name}.png`));
+}
+
+test("two agents live at 390×844: another agent's question shows within a second (badge, banner, title) at the end of a long conversation and is answered from the banner; switching keeps drafts without a reload; Enter sends; the banner says “asking”; a used link lands in the app", async (t) => {
+  const buildHome = path.join(work, "home-build");
+  mkdirSync(buildHome, { recursive: true });
+  const onBuild = (args) => start(PACERELLE, args, { PACERELLE_HOME: buildHome, PACERELLE_RELAY_URL: relayUrl });
+  const buildJson = async (args) => {
+    const child = onBuild(["--json", ...args]);
+    assert.equal(await exitOf(child), 0, `pacerelle ${args.join(" ")} failed: ${child.err}`);
+    return JSON.parse(child.out);
+  };
+  const laptopName = "Ana’s laptop — Claude Code";
+  const buildName = "Ana’s build server";
+  const build = await buildJson(["agent", "create", "--name", buildName]);
+  const link = await buildJson(["pair", "--name", "phone"]);
+
+  // The device name is asked once per browser: the one given before is offered again.
+  await page.goto(link.link);
+  await page.locator("#pair-form").waitFor();
+  assert.equal(await page.locator("#pair-name").inputValue(), "Ana’s phone");
+  await page.locator("#pair-submit").click();
+  await page.locator("#agent-name", { hasText: buildName }).waitFor();
+  const tab = (id) => page.locator(`#agents .agent-tab[data-agent-id="${id}"]`);
+  // An agent's conversation shown (switched to in place): its tab is the current one.
+  const showing = async (id, name) => {
+    await page.locator(`#agents .agent-tab[data-agent-id="${id}"][aria-current="page"]`).waitFor();
+    await page.locator("#screen-conversation").waitFor();
+    await page.locator("#agent-name", { hasText: name }).waitFor();
+  };
+
+  // Switching agents does not reload the page.
+  await page.evaluate(() => (window.notReloaded = true));
+  await tab(agentId).click();
+  await showing(agentId, laptopName);
+  assert.equal(await page.evaluate(() => window.notReloaded), true, "switching agents reloaded the page");
+
+  // A long conversation: 50 more messages in the laptop's thread.
+  for (let i = 1; i <= 50; i++) await cliJson(["notify", `Step ${i} of 50 done`]);
+  await page.locator("li.notification", { hasText: "Step 50 of 50 done" }).waitFor();
+  await page.evaluate(() => window.scrollTo(0, document.documentElement.scrollHeight));
+  await page.waitForTimeout(300);
+  assert.ok(await page.evaluate(() => document.documentElement.scrollHeight > 3 * innerHeight), "a long conversation");
+
+  // A draft left in the laptop's composer.
+  const draft = "Draft for the laptop: tidy the release notes";
+  await page.locator("#task-text").fill(draft);
+
+  // The build server asks: within a second its tab has a badge, the banner names it, the title counts it, and the
+  // strip is in view at the bottom of the long conversation.
+  const waitingCount = async () => ((await page.locator("#pending-count").isHidden()) ? 0 : Number(await page.locator("#pending-count").textContent()));
+  const before = await waitingCount();
+  const asked = Date.now();
+  const fromBuild = onBuild(["ask", "Deploy the build server's release?", "--id", "qst_live_build"]);
+  await tab(build.agentId).locator(".agent-count", { hasText: "1" }).waitFor({ timeout: 10000 });
+  await page.locator("#ask-banner", { hasText: "Deploy the build server's release?" }).waitFor({ timeout: 10000 });
+  const latency = Date.now() - asked;
+  t.diagnostic(`badge and banner ${latency} ms after \`pacerelle ask\` started`);
+  console.log(`# badge latency: ${latency} ms`);
+  assert.ok(latency < 3000, `the badge took ${latency} ms`);
+  assert.ok((await page.title()).startsWith(`(${before + 1}) `), await page.title());
+  assert.equal(await waitingCount(), before + 1);
+  assert.match(await page.locator("#ask-text").textContent(), new RegExp(buildName));
+  for (const pinned of ["#agents", "#ask-banner"]) {
+    const box = await page.locator(pinned).boundingBox();
+    assert.ok(box && box.y >= 0 && box.y + box.height <= 844, `${pinned} is off-screen: ${JSON.stringify(box)}`);
+  }
+  assert.ok(await page.evaluate(() => document.documentElement.scrollTop > 1000), "still at the end of the conversation");
+
+  // The pictures: the two-agent view at 390×844 (light and dark) and 1280×800.
+  await page.locator("#toast").waitFor({ state: "hidden", timeout: 10000 });
+  await agentsShot("agents-390");
+  await page.emulateMedia({ colorScheme: "dark" });
+  await agentsShot("agents-390-dark");
+  await page.emulateMedia({ colorScheme: "light" });
+  await page.setViewportSize({ width: 1280, height: 800 });
+  await page.waitForTimeout(200);
+  const wide = await page.evaluate(() => {
+    const top = document.querySelector(".top").getBoundingClientRect();
+    const agents = document.getElementById("agents").getBoundingClientRect();
+    return { top: top.top, agents: agents.top, agentsHeight: agents.height };
+  });
+  assert.ok(Math.abs(wide.top - wide.agents) < wide.agentsHeight, `one row on a wide screen: ${JSON.stringify(wide)}`);
+  await agentsShot("agents-1280");
+  await page.setViewportSize({ width: 390, height: 844 });
+
+  // Answered from the banner: `pacerelle ask` exits 0, the card leaves “Waiting for you”, its countdown stops.
+  await page.locator("#ask-open").click();
+  const card = page.locator(`#screen-pending li.pending-question[data-id="qst_live_build"]`);
+  await card.locator("button.approve").click();
+  assert.equal(await exitOf(fromBuild), 0, fromBuild.err);
+  await page.locator(`#pending-answered li[data-id="qst_live_build"] .q-status`, { hasText: "Approved — by this device" }).waitFor();
+  assert.equal(await page.locator(`#pending-list li[data-id="qst_live_build"]`).count(), 0);
+  assert.equal(await card.locator(".time-left").textContent(), "");
+  await tab(build.agentId).locator(".agent-count").waitFor({ state: "detached" });
+  await page.waitForFunction((n) => !document.title.startsWith(`(${n + 1}) `), before);
+
+  // Switching to the build server and back keeps the laptop's draft; a draft of its own is kept for it too, across
+  // a reload.
+  await tab(build.agentId).click();
+  await showing(build.agentId, buildName);
+  assert.equal(await page.locator("#task-text").inputValue(), "");
+  await page.locator("#task-text").fill("Draft for the build server");
+  await tab(agentId).click();
+  await showing(agentId, laptopName);
+  assert.equal(await page.locator("#task-text").inputValue(), draft);
+  assert.equal(await page.evaluate(() => window.notReloaded), true);
+  await page.reload();
+  await page.locator("#agent-name", { hasText: laptopName }).waitFor();
+  // (Questions still waiting from earlier cases open the pending view first: the laptop's tab shows its conversation.)
+  await tab(agentId).click();
+  await page.locator("#screen-conversation").waitFor();
+  assert.equal(await page.locator("#task-text").inputValue(), draft);
+  await tab(build.agentId).click();
+  await showing(build.agentId, buildName);
+  assert.equal(await page.locator("#task-text").inputValue(), "Draft for the build server");
+  await page.locator("#task-text").fill("");
+  await tab(agentId).click();
+  await showing(agentId, laptopName);
+
+  // Enter sends (Shift+Enter is a new line); the composer says so.
+  assert.match(await page.locator("#task-text").getAttribute("placeholder"), /Enter sends/);
+  const text = unique("Sent with Enter");
+  await page.locator("#task-text").fill(text);
+  await page.locator("#task-text").press("Shift+Enter");
+  assert.equal(await page.locator("#task-text").inputValue(), `${text}\n`);
+  await page.locator("#task-text").press("Backspace");
+  await page.locator("#task-text").press("Enter");
+  await page.locator("li.task", { hasText: text }).locator(".reply", { hasText: `echo: ${text}` }).waitFor();
+  assert.equal(await page.locator("#task-text").inputValue(), "");
+
+  // While a question of the laptop's agent waits, the banner says “asking”, never “ready for a task”.
+  const fromLaptop = ask(["Publish the release notes?", "--id", "qst_live_asking"]);
+  await question("qst_live_asking").locator("button.approve").waitFor();
+  await page.locator('#banner[data-activity="asking"]').waitFor({ timeout: 10000 });
+  assert.match(await page.locator("#banner-text").textContent(), /^Asking/);
+  assert.equal(await tab(agentId).locator(".dot").getAttribute("data-activity"), "asking");
+  await question("qst_live_asking").locator("button.approve").click();
+  assert.equal(await exitOf(fromLaptop), 0, fromLaptop.err);
+  if ((await tab(agentId).locator(".agent-count").count()) === 0) {
+    await page.locator('#banner[data-activity="listening"], #banner[data-activity="working"]').waitFor({ timeout: 20000 });
+  }
+
+  // The build server's link again: used, and no dead end — the app opens, saying so, with both agents.
+  const again = await context.newPage();
+  await again.goto(link.link);
+  await again.locator("#notice", { hasText: "This link was already used" }).waitFor();
+  const said = await again.locator("#notice-text").textContent();
+  assert.ok(said.includes(laptopName) && said.includes(buildName), said);
+  await again.locator("#screen-conversation").waitFor();
+  assert.equal(await again.locator("#agents .agent-tab").count(), 2);
+  await again.close();
+
+  // The build server unpaired again (its own settings): the other tests find the one agent they expect.
+  await tab(build.agentId).click();
+  await showing(build.agentId, buildName);
+  await page.locator("#open-settings").click();
+  await page.locator("#s-device-id", { hasText: link.deviceId }).waitFor();
+  await page.locator("#unpair").click();
+  await page.locator("#unpair-yes").click();
+  await page.locator("#agent-name", { hasText: laptopName }).waitFor();
+  await page.locator("#screen-conversation").waitFor();
+  assert.equal(await page.locator("#agents").isHidden(), true);
 });
 
 test("a browser paired before several pairings keeps its pairing: the one stored pairing becomes the list's", async () => {
@@ -2555,7 +2730,10 @@ test("the relay's files never contain the texts typed in the browser", async () 
     }
     bytes += content.length;
     for (const text of typed) {
-      for (const needle of [text, text.split(" ").pop()]) {
+      // The whole text, and its last word when that is long enough not to occur by chance in base64 ciphertext (a
+      // four-letter word such as "pass" does, once in about 17 million positions).
+      const last = text.split(" ").pop();
+      for (const needle of last.length >= 8 ? [text, last] : [text]) {
         assert.equal(content.indexOf(Buffer.from(needle, "utf8")), -1, `${path.basename(file)} contains “${needle}”`);
       }
     }

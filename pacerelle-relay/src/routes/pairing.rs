@@ -101,6 +101,7 @@ pub(crate) async fn offer(
             device_id: row.device_id,
             offer,
             expires_at: row.expires_at,
+            label: row.label,
         })),
         _ => Err(expired()),
     }

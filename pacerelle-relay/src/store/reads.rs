@@ -233,24 +233,33 @@ impl Store {
 
     /// The offer (or its tombstone) stored under `pairing_id`.
     pub(crate) async fn pairing(&self, pairing_id: &str) -> Result<Option<PairingRow>> {
-        type Row = (String, String, String, Option<String>, i64, Option<i64>);
+        type Row = (
+            String,
+            String,
+            String,
+            Option<String>,
+            i64,
+            Option<i64>,
+            Option<String>,
+        );
         let row: Option<Row> = on_db!(
             self.db(),
             fetch_optional,
             sqlx::query_as(
-                "SELECT pairing_id, agent_id, device_id, offer, expires_at, claimed_at
+                "SELECT pairing_id, agent_id, device_id, offer, expires_at, claimed_at, label
                  FROM pairings WHERE pairing_id = $1",
             )
             .bind(pairing_id)
         )?;
         Ok(row.map(
-            |(pairing_id, agent_id, device_id, offer, expires_at, claimed_at)| PairingRow {
+            |(pairing_id, agent_id, device_id, offer, expires_at, claimed_at, label)| PairingRow {
                 pairing_id,
                 agent_id,
                 device_id,
                 offer,
                 expires_at: ts(expires_at),
                 claimed_at: claimed_at.map(ts),
+                label,
             },
         ))
     }

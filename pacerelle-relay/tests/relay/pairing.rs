@@ -40,6 +40,8 @@ async fn an_offer_is_fetched_opened_and_claimed_once() {
     let fetched: PairingOffer = fetch(&relay, &offer.pairing_id).await.ok();
     let opened = open_offer(&secret, &fetched.agent_id, &fetched.device_id, &fetched.offer).expect("opens");
     assert_eq!(opened.agent_id, agent.id);
+    // The label the agent gave, for the device to offer as its name.
+    assert_eq!(fetched.label.as_deref(), Some("phone"));
 
     let claimed: PairingClaimed = claim(&relay, &offer.pairing_id, &claim_body(&secret)).await.ok();
     assert_eq!(claimed.agent_id, agent.id);

@@ -13,7 +13,7 @@ import { GrantError } from "./grant.js";
 import { app, STATUS_EVERY_MS } from "./state.js";
 import { $, el } from "./dom.js";
 import { clock, dateTime, timeLeft } from "./format.js";
-import { onSettings, openAgent, PRESENCE_WORDS, presenceDot, renderSwitcher, showScreen } from "./screens.js";
+import { activityOfAgent, onSettings, openAgent, PRESENCE_WORDS, presenceDot, renderSwitcher, setBanner, showScreen } from "./screens.js";
 import { describeSending, questionControls, questionMeta } from "./questions-ui.js";
 import { flushOutbox } from "./sending.js";
 
@@ -24,21 +24,33 @@ export function wireAgents() {
     showPending(await loadPending());
   });
   $("open-overview").addEventListener("click", showOverview);
+  $("ask-open").addEventListener("click", answerAnnounced);
+  setInterval(tickPending, 1000);
+  window.addEventListener("scroll", nameCardInView, { passive: true });
+  $("ask-close").addEventListener("click", hideAsk);
 }
 
 /**
  * The presence of every other agent, for the switcher's dots (the current one's comes from its status loop), and
  * the questions waiting across all of them: the count, and the pending view when it is open (new ones are added).
  */
+let presenceRunning = false;
+
 export async function presenceLoop() {
+  if (presenceRunning) return;
+  presenceRunning = true;
   for (let round = 0; ; round++) {
-    if (round > 0) await refreshPending();
+    // The agents not watched live (watch.js: beyond the first few) get their questions read here, at this pace.
+    if (round > 0) await refreshWaiting();
     for (const d of app.pairings) {
       if (app.device && d.agentId === app.device.agentId) continue;
       try {
-        app.presences.set(d.agentId, (await deviceApi(d.deviceToken).status()).presence);
+        const st = await deviceApi(d.deviceToken).status();
+        app.presences.set(d.agentId, st.presence);
+        app.statuses.set(d.agentId, st);
       } catch {
         app.presences.set(d.agentId, null);
+        app.statuses.delete(d.agentId);
       }
     }
     renderSwitcher();
@@ -49,26 +61,32 @@ export async function presenceLoop() {
 /** Reads the questions waiting again; the pending view, when shown, gets those it does not show yet. */
 async function refreshPending() {
   const waiting = await loadPending().catch(() => null);
-  if (!waiting || document.body.dataset.screen !== "pending") return;
-  const list = $("pending-list");
-  const shown = new Set([...list.children].map((n) => n.dataset.id));
+  if (!waiting || document.body.dataset.screen !== "pending") return waiting;
   await rereadShownPending(waiting);
+  if (document.body.dataset.screen !== "pending") return waiting;
+  const list = $("pending-list");
+  // Every card shown now, waiting or moved to "Answered": none is added twice (read after the awaits above, as the
+  // view may have been drawn again meanwhile).
+  const shown = new Set([...list.children, ...$("pending-answered").children].map((n) => n.dataset.id));
   const added = waiting.filter((p) => !shown.has(p.id));
   for (const p of added) showPendingQuestion(list, p);
   if (added.length > 0) $("pending-status").textContent = "";
+  nameCardInView();
+  return waiting;
 }
 
 /**
  * The questions the pending view shows, read again: a question that needs several approvals gets its count as it
- * stands, and once it is no longer pending (enough devices approved, one denied, it expired) it reads as closed, with
+ * stands, and once a question is no longer pending (enough devices approved, one denied, it expired) it reads as closed, with
  * the usual words, from the question as its agent's device reads it now.
  */
 async function rereadShownPending(waiting) {
   const now = new Map(waiting.map((p) => [p.id, p]));
   for (const p of app.pendingShown.values()) {
-    if (p.sending || p.done || p.closed || approvals.approvalsOf(p.payload) < 2) continue;
+    if (p.sending || p.done || p.closed) continue;
     const fresh = now.get(p.id);
     if (fresh && fresh.agent.agentId === p.agent.agentId) {
+      if (approvals.approvalsOf(p.payload) < 2) continue;
       if (fresh.meta.answers.join(",") === p.meta.answers.join(",")) continue;
       p.meta = fresh.meta;
     } else {
@@ -104,6 +122,7 @@ async function withKey(d) {
  */
 export async function loadPending() {
   const all = [];
+  const read = new Set();
   app.pendingErrors = [];
   for (const stored of app.pairings) {
     const d = await withKey(stored);
@@ -115,6 +134,7 @@ export async function loadPending() {
       app.pendingErrors.push(`${d.agentName}: ${isRevocation(e) ? "this device is no longer paired" : "cannot be reached"}`);
       continue;
     }
+    read.add(d.agentId);
     for (const dq of list) {
       const item = { id: dq.questionId, envelope: dq.envelope, question: dq };
       try {
@@ -128,11 +148,98 @@ export async function loadPending() {
   }
   all.sort((a, b) => String(a.createdAt).localeCompare(String(b.createdAt)));
   // The count is of the questions waiting for this browser: not those it approved, which wait for other devices.
-  const forMe = all.filter((p) => !waitsForOthers(p)).length;
-  const count = $("pending-count");
-  count.textContent = String(forMe);
-  count.hidden = forMe === 0;
+  const mine = all.filter((p) => !waitsForOthers(p));
+  app.waitingBy = new Map();
+  app.waitingRead = read;
+  for (const p of mine) app.waitingBy.set(p.agent.agentId, (app.waitingBy.get(p.agent.agentId) || 0) + 1);
+  showWaitingCount();
   return all;
+}
+
+/**
+ * The count of questions waiting for this browser, where it shows: Pending's badge (all agents), each agent's tab
+ * (its own), and the page's title, "(2) Pacerelle".
+ */
+export function showWaitingCount() {
+  const total = [...app.waitingBy.values()].reduce((a, b) => a + b, 0);
+  const count = $("pending-count");
+  count.textContent = String(total);
+  count.hidden = total === 0;
+  const base = app.device ? `${app.device.agentName} — Pacerelle` : "Pacerelle";
+  document.title = total > 0 ? `(${total}) ${base}` : base;
+  renderSwitcher();
+  setBanner();
+}
+
+let refreshing = null;
+let refreshAgain = false;
+
+/**
+ * Reads the questions waiting across all agents again (one reading at a time; one more if asked meanwhile): the
+ * counts, and the pending view when it is shown. Returns the questions waiting.
+ */
+export async function refreshWaiting() {
+  if (refreshing) {
+    refreshAgain = true;
+    return refreshing;
+  }
+  refreshing = (async () => {
+    let waiting = null;
+    do {
+      refreshAgain = false;
+      waiting = await refreshPending();
+    } while (refreshAgain);
+    return waiting;
+  })();
+  try {
+    return await refreshing;
+  } finally {
+    refreshing = null;
+  }
+}
+
+/**
+ * Questions arrived for agent `d` (watch.js, or the shown conversation): the counts are read again, and a question
+ * of another agent than the one shown is announced at the top, with a button that opens it to answer.
+ */
+export async function questionsArrived(d, items) {
+  const waiting = (await refreshWaiting()) || [];
+  const fresh = items.filter((i) => i.kind === "question").map((i) => i.id);
+  if (fresh.length === 0) {
+    // States moved on: an announced question no longer waiting leaves the top.
+    const shownId = $("ask-banner").dataset.id;
+    if (shownId && !waiting.some((p) => p.id === shownId && !p.done && !p.closed)) hideAsk();
+    return;
+  }
+  if (app.device && d.agentId === app.device.agentId && document.body.dataset.screen === "conversation") return;
+  const p = waiting.find((x) => fresh.includes(x.id) && x.agent.agentId === d.agentId);
+  if (p) announce(p);
+}
+
+/** Another agent asks: the banner at the top says who and what, with a button to answer it. */
+function announce(p) {
+  const banner = $("ask-banner");
+  banner.dataset.id = p.id;
+  banner.dataset.agentId = p.agent.agentId;
+  $("ask-text").textContent = `${p.agent.agentName} asks: ${p.payload.question}`;
+  banner.hidden = false;
+}
+
+export function hideAsk() {
+  const banner = $("ask-banner");
+  banner.hidden = true;
+  delete banner.dataset.id;
+  delete banner.dataset.agentId;
+}
+
+/** The banner's button: the pending view, on the question announced. */
+async function answerAnnounced() {
+  const id = $("ask-banner").dataset.id;
+  hideAsk();
+  showPending(null);
+  showPending(await loadPending());
+  const card = id && app.pendingShown.get(id);
+  if (card) card.node.scrollIntoView({ block: "center" });
 }
 
 /** Where the approvals of a question of the pending view stand for its agent's device (approvals.js), or null. */
@@ -155,11 +262,14 @@ export function showPending(waiting) {
     return;
   }
   list.replaceChildren();
+  $("pending-answered").replaceChildren();
+  $("pending-answered-title").hidden = true;
   app.pendingShown = new Map();
   const errors = app.pendingErrors || [];
   status.textContent =
     (waiting.length === 0 ? "No question is waiting, from any agent." : "") + (errors.length ? ` ${errors.join(". ")}.` : "");
   for (const p of waiting) showPendingQuestion(list, p);
+  nameCardInView();
 }
 
 /** Adds a waiting question's card to the pending list and remembers it as shown. */
@@ -178,7 +288,9 @@ function renderPendingQuestion(p) {
   node.dataset.state = p.done || p.closedAnswer ? "answered" : p.closed ? "closed" : "pending";
   const head = el("div", "q-head");
   head.append(el("span", "tag pending-agent", p.agent.agentName), el("span", "tag", payload.kind === "yes_no" ? "Approval" : "Question"));
-  const left = el("span", "time-left", timeLeft(Date.parse(payload.expiresAt) - Date.now()));
+  // The countdown runs while the question waits (ticked by tickPending), and stops once it is answered or closed.
+  const open = !p.done && !p.closed;
+  const left = el("span", "time-left", open ? timeLeft(Date.parse(payload.expiresAt) - Date.now()) : "");
   head.append(left);
   node.append(head, el("p", "q-text", payload.question));
   if (typeof payload.details === "string" && payload.details) node.append(...detailsNodes(payload.details));
@@ -207,10 +319,45 @@ function renderPendingQuestion(p) {
   if (status.textContent) node.append(status);
   const granted = p.done && p.done.type === "yes" && p.doneGrant ? grantUi.grantedLine(p.doneGrant) : null;
   if (granted) node.append(granted);
-  const open = el("button", "link open-agent", `Open ${p.agent.agentName}`);
-  open.type = "button";
-  open.addEventListener("click", () => openAgent(p.agent.agentId));
-  node.append(el("div", "meta", `Asked ${clock(p.createdAt)}`), open);
+  const opener = el("button", "link open-agent", `Open ${p.agent.agentName}`);
+  opener.type = "button";
+  opener.addEventListener("click", () => openAgent(p.agent.agentId));
+  node.append(el("div", "meta", `Asked ${clock(p.createdAt)}`), opener);
+  // "Waiting for you" shows only what waits: an answered, expired or cancelled card moves to "Answered".
+  if (!open && node.parentNode === $("pending-list")) {
+    $("pending-answered").prepend(node);
+    $("pending-answered-title").hidden = false;
+    if ($("pending-list").children.length === 0) $("pending-status").textContent = "Nothing else is waiting, from any agent.";
+  }
+}
+
+/**
+ * In the pending view, the header names the agent of the card in view (the first card below the pinned top); the
+ * shown agent's name comes back with its conversation (screens.js).
+ */
+export function nameCardInView() {
+  if (document.body.dataset.screen !== "pending") return;
+  const top = $("chrome").getBoundingClientRect().bottom;
+  const cards = [...document.querySelectorAll("#screen-pending li.pending-question")];
+  const card = cards.find((n) => n.getBoundingClientRect().bottom > top + 8);
+  const name = card && card.querySelector(".pending-agent");
+  $("agent-name").textContent = name ? name.textContent : app.device ? app.device.agentName : "Pacerelle";
+}
+
+/** The pending view's countdowns, once a second; a question past its expiry leaves "Waiting for you". */
+function tickPending() {
+  if (document.body.dataset.screen !== "pending") return;
+  for (const p of app.pendingShown.values()) {
+    if (p.done || p.closed || !p.node) continue;
+    const ms = Date.parse(p.payload.expiresAt) - Date.now();
+    if (ms <= 0 && !p.sending) {
+      p.closed = "Expired — no answer was given in time";
+      renderPendingQuestion(p);
+      continue;
+    }
+    const left = p.node.querySelector(".time-left");
+    if (left) left.textContent = timeLeft(ms);
+  }
 }
 
 /** Answers a question of the pending view through its own agent's device: sealed, signed, queued and sent. */
@@ -236,10 +383,10 @@ async function answerPending(p, answer, choice = null) {
       p.done = (copy && copy.answer) || answer;
       p.doneGrant = (copy || mine || {}).grant || null;
     }
-    const count = $("pending-count");
-    const left = Math.max(0, Number(count.textContent || 0) - 1);
-    count.textContent = String(left);
-    count.hidden = left === 0;
+    const id = p.agent.agentId;
+    app.waitingBy.set(id, Math.max(0, (app.waitingBy.get(id) || 0) - 1));
+    showWaitingCount();
+    if ($("ask-banner").dataset.id === p.id) hideAsk();
   } catch (e) {
     if (e instanceof GrantError) {
       // Nothing was queued: still open, and says why.
@@ -289,8 +436,11 @@ async function showOverview() {
       try {
         const st = await deviceApi(d.deviceToken).status();
         app.presences.set(d.agentId, st.presence);
+        app.statuses.set(d.agentId, st);
         row.dataset.presence = st.presence;
-        dot.className = `dot ${presenceDot(st.presence)}`;
+        const activity = activityOfAgent(d.agentId);
+        row.dataset.activity = activity || "";
+        dot.className = `dot ${presenceDot(activity)}`;
         presence.textContent = PRESENCE_WORDS[st.presence] || st.presence;
         const add = (term, value) => {
           if (!value) return;

@@ -88,12 +88,17 @@ export const isRevocation = (e) => e instanceof ApiError && (e.kind === "device_
  * One request. `token` is the device's bearer credential; `timeoutMs` ends a request that hangs (a
  * long-poll gets the wait plus a margin); `empty` accepts an answer without a body (`204`).
  */
-export async function request(method, path, { body, token, timeoutMs = 20000, empty = false } = {}) {
+export async function request(method, path, { body, token, timeoutMs = 20000, empty = false, signal = null } = {}) {
   const headers = { Accept: "application/json" };
   if (body !== undefined) headers["Content-Type"] = "application/json";
   if (token) headers.Authorization = `Bearer ${token}`;
   const abort = new AbortController();
   const timer = setTimeout(() => abort.abort(), timeoutMs);
+  // `signal`: the caller ends the request (a long-poll of a conversation no longer shown frees its connection).
+  if (signal) {
+    if (signal.aborted) abort.abort();
+    else signal.addEventListener("abort", () => abort.abort(), { once: true });
+  }
   let res;
   try {
     res = await fetch(path, {
@@ -135,10 +140,10 @@ export function deviceApi(token) {
     leave: () => request("DELETE", "/v1/device", { token }),
     status: () => request("GET", "/v1/device/status", { token, timeoutMs: 10000 }),
     send: (messageId, envelope) => request("POST", "/v1/device/messages", { token, body: { messageId, envelope } }),
-    conversation: (cursor, wait) => {
+    conversation: (cursor, wait, signal = null) => {
       const q = new URLSearchParams({ wait: String(wait), updates: "true" });
       if (cursor) q.set("cursor", cursor);
-      return request("GET", `/v1/device/conversation?${q}`, { token, timeoutMs: (wait + 15) * 1000 });
+      return request("GET", `/v1/device/conversation?${q}`, { token, timeoutMs: (wait + 15) * 1000, signal });
     },
     questions: (state) =>
       request("GET", "/v1/device/questions" + (state ? `?state=${enc(state)}` : ""), { token }),

@@ -14,13 +14,15 @@ import * as push from "./push.js";
 import { app, MAX_TEXT_BYTES } from "./state.js";
 import { $, toast } from "./dom.js";
 import { kib } from "./format.js";
-import { onSettings, showScreen } from "./screens.js";
+import { onSettings, onSwitchAgent, showScreen } from "./screens.js";
 import { nearBottom } from "./thread.js";
 import { focusQuestion, onAnswerQueued } from "./questions-ui.js";
 import { flushOutbox, reconnectNow, sendTask } from "./sending.js";
 import { wireSettings } from "./settings.js";
-import { startConversation } from "./conversation.js";
-import { loadPending, presenceLoop, showPending, wireAgents } from "./agents.js";
+import { startConversation, switchTo } from "./conversation.js";
+import { loadPending, presenceLoop, questionsArrived, refreshWaiting, showPending, wireAgents } from "./agents.js";
+import { onAgentQuestions } from "./watch.js";
+import { saveDraft } from "./drafts.js";
 import { startPairing } from "./pairing.js";
 
 /** Starts the page: pairing at /pair, else the conversation of the pairing chosen, or the unpaired screen. */
@@ -49,6 +51,7 @@ async function boot() {
     return;
   }
   await startConversation(device);
+  if (app.pairings.length === 1) refreshWaiting();
   if (app.pairings.length > 1) {
     presenceLoop();
     // On open, the questions waiting across all agents come first (not when a notification or the switcher chose).
@@ -78,9 +81,25 @@ function keepRoomForComposer() {
   update();
 }
 
+/**
+ * The header, the switcher and the banners are pinned at the top together (.chrome): the page keeps room for them
+ * (--chrome-h: the scroll padding that `scrollIntoView` keeps clear), whatever their height.
+ */
+function keepRoomForChrome() {
+  const chrome = $("chrome");
+  const update = () => document.documentElement.style.setProperty("--chrome-h", `${chrome.offsetHeight}px`);
+  new ResizeObserver(update).observe(chrome);
+  update();
+}
+
 /** Wires the page's controls once: the composer, the settings, the revoked screen, the switcher, the worker's taps. */
 function wire() {
   keepRoomForComposer();
+  keepRoomForChrome();
+  // Another agent's conversation is shown in place, without a reload (its draft kept).
+  onSwitchAgent(switchTo);
+  // A question (or its new state) from an agent watched in the background: counted, and announced at the top.
+  onAgentQuestions(questionsArrived);
   // An answer given with a question's buttons is queued, then sent by the outbox.
   onAnswerQueued(flushOutbox);
   const input = $("task-text");
@@ -103,12 +122,15 @@ function wire() {
   input.addEventListener("input", () => {
     grow();
     tooLong();
+    if (app.device) saveDraft(app.device.agentId, input.value);
   });
+  // Enter sends, on every platform (a phone has no Ctrl; its keyboard's key says "send": enterkeyhint);
+  // Shift+Enter is a new line. Ctrl/Cmd+Enter sends too. Not while an input method composes a word.
   input.addEventListener("keydown", (event) => {
-    if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
-      event.preventDefault();
-      $("composer").requestSubmit();
-    }
+    if (event.key !== "Enter" || event.isComposing || event.keyCode === 229) return;
+    if (event.shiftKey && !(event.ctrlKey || event.metaKey)) return;
+    event.preventDefault();
+    $("composer").requestSubmit();
   });
   $("composer").addEventListener("submit", async (event) => {
     event.preventDefault();
@@ -121,10 +143,13 @@ function wire() {
     input.value = "";
     grow();
     tooLong();
+    const agentId = app.device.agentId;
+    saveDraft(agentId, "");
     try {
       await sendTask(text);
     } catch (e) {
       input.value = text;
+      saveDraft(agentId, text);
       toast(`Could not send: ${e.message}`);
     }
     input.focus();
@@ -138,6 +163,7 @@ function wire() {
     location.replace("/");
   });
   wireAgents();
+  $("notice-close").addEventListener("click", () => ($("notice").hidden = true));
   window.addEventListener("online", reconnectNow);
   document.addEventListener("visibilitychange", () => {
     if (document.visibilityState === "visible" && app.connected === false) reconnectNow();
@@ -148,10 +174,19 @@ function wire() {
       const data = event.data || {};
       if (data.type !== "open") return;
       if (data.agentId && (!app.device || data.agentId !== app.device.agentId) && app.pairings.some((d) => d.agentId === data.agentId)) {
-        // Another agent's question: its conversation opens on it.
-        const q = new URLSearchParams({ agent: data.agentId });
-        if (data.questionId) q.set("question", data.questionId);
-        location.assign(`/?${q}`);
+        // Another agent's question: its conversation opens on it (in place, the draft kept).
+        if (app.stopped) {
+          const q = new URLSearchParams({ agent: data.agentId });
+          if (data.questionId) q.set("question", data.questionId);
+          location.assign(`/?${q}`);
+          return;
+        }
+        switchTo(data.agentId).then(() => {
+          if (data.questionId) {
+            app.focus = data.questionId;
+            focusQuestion(data.questionId);
+          }
+        });
         return;
       }
       if (!app.device) return;

@@ -16,6 +16,16 @@ import { addNotification, addReply, addTask, append, setTaskState, showPendingTa
 import { addQuestion, awaitsApprovals, tick, updateQuestionMeta } from "./questions-ui.js";
 import { flushOutbox, setConnected } from "./sending.js";
 import { renderSettings, showGrantsScreen } from "./settings.js";
+import { hideAsk, questionsArrived, showWaitingCount } from "./agents.js";
+import { handOver, watchAgents } from "./watch.js";
+import { Backoff } from "./backoff.js";
+import { loadDraft } from "./drafts.js";
+import { onSettings } from "./screens.js";
+
+/** The empty thread's words for an owner (a Partner-mode user's are set per pairing). */
+const EMPTY_TEXT = document.getElementById("empty").textContent;
+
+let ticking = null;
 
 /** Shows `device`'s conversation and starts reading it: the outbox, the long-poll, the status loop, the push refresh. */
 export async function startConversation(device) {
@@ -24,6 +34,10 @@ export async function startConversation(device) {
     showScreen("revoked");
     return;
   }
+  // A new generation: the loops of the conversation shown before (another agent's) end, their long-poll at once.
+  const gen = ++app.generation;
+  if (app.abort) app.abort.abort();
+  app.abort = new AbortController();
   app.device = { ...device, key };
   app.api = deviceApi(device.deviceToken);
   applyLook(device);
@@ -31,8 +45,13 @@ export async function startConversation(device) {
   $("device-name").textContent = device.user
     ? `You answer as ${device.user.name} · end to end encrypted`
     : `${device.deviceName} · end to end encrypted`;
-  if (device.user) $("empty").textContent = `No question yet. What ${device.agentName} asks you will appear here.`;
+  $("empty").textContent = device.user ? `No question yet. What ${device.agentName} asks you will appear here.` : EMPTY_TEXT;
   document.title = `${device.agentName} — Pacerelle`;
+  showWaitingCount();
+  // The task not sent yet to this agent, as it was left (a switch, a reload).
+  const input = $("task-text");
+  input.value = loadDraft(device.agentId);
+  input.dispatchEvent(new Event("input"));
   app.focus = new URLSearchParams(location.search).get("question");
   if (app.focus) history.replaceState(null, "", "/" + location.hash);
   if (location.hash === "#grants") showGrantsScreen();
@@ -52,9 +71,12 @@ export async function startConversation(device) {
     .catch(() => {});
   flushOutbox();
   app.updates = await relaySendsUpdates();
-  statusLoop();
-  conversationLoop();
-  setInterval(tick, 1000);
+  if (gen !== app.generation) return;
+  statusLoop(gen);
+  conversationLoop(gen);
+  if (!ticking) ticking = setInterval(tick, 1000);
+  // The other agents paired here, live in the background (watch.js).
+  watchAgents();
   // Notifications on: the relay learns the subscription again (it may have lost it, or its key changed).
   push.refresh(app.api).then((e) => {
     if (e && isRevocation(e)) revoked();
@@ -78,22 +100,67 @@ async function relaySendsUpdates() {
   }
 }
 
-async function conversationLoop() {
+/**
+ * Shows another agent's conversation in place, without a reload: the shown one's loops end, its thread is emptied,
+ * its draft stays kept (drafts.js), and `agentId`'s conversation starts as at boot.
+ */
+export async function switchTo(agentId) {
+  const device = await store.loadDevice(agentId);
+  if (!device) {
+    location.assign(`/?agent=${encodeURIComponent(agentId)}`);
+    return;
+  }
+  app.generation++;
+  if (app.abort) app.abort.abort();
+  clearTimeout(app.retryTimer);
+  // Its watcher (watch.js) goes on from where this conversation was read.
+  if (app.device) handOver(app.device.agentId, app.cursor);
+  Object.assign(app, {
+    cursor: null,
+    entries: new Map(),
+    order: [],
+    questions: new Map(),
+    pendingAnswers: new Map(),
+    connected: null,
+    presence: null,
+    status: null,
+    updates: null,
+    focus: null,
+    retry: new Backoff(),
+    reconnect: new Backoff(),
+  });
+  $("thread").replaceChildren();
+  if ($("ask-banner").dataset.agentId === agentId) hideAsk();
+  await store.selectDevice(agentId);
+  if (onSettings()) history.replaceState(null, "", "/");
+  await startConversation(device);
+  window.scrollTo(0, document.documentElement.scrollHeight);
+}
+
+async function conversationLoop(gen) {
   let wait = 0; // catch up at once, then park
-  while (!app.stopped) {
+  const live = () => !app.stopped && app.generation === gen;
+  while (live()) {
     try {
-      const page = await app.api.conversation(app.cursor, wait);
+      const page = await app.api.conversation(app.cursor, wait, app.abort.signal);
+      if (!live()) return;
       setConnected(true);
       app.reconnect.reset();
       let before = app.cursor;
       for (const item of page.items) {
+        if (!live()) return;
         await ingest(item, before);
         before = item.cursor;
       }
+      if (!live()) return;
       app.cursor = page.cursor;
+      // Once caught up, a question (or a question's new state) changes the counts of what waits.
+      const asked = page.items.filter((i) => i.kind === "question" || (i.kind === "update" && i.subjectKind === "question"));
+      if (wait > 0 && asked.length > 0) questionsArrived(app.device, asked);
       wait = page.items.length >= PAGE ? 0 : LONG_POLL_WAIT;
       updateEmpty();
     } catch (e) {
+      if (!live()) return;
       if (isRevocation(e)) return revoked();
       if (e instanceof ApiError && e.kind === "bad_cursor") {
         app.cursor = null;
@@ -106,12 +173,17 @@ async function conversationLoop() {
   }
 }
 
-async function statusLoop() {
-  while (!app.stopped) {
+async function statusLoop(gen) {
+  const live = () => !app.stopped && app.generation === gen;
+  while (live()) {
     try {
-      const status = await app.api.status();
+      const api = app.api;
+      const status = await api.status();
+      if (!live()) return;
       const changed = app.presence !== status.presence;
       app.presence = status.presence;
+      app.status = status;
+      app.statuses.set(app.device.agentId, status);
       setConnected(true);
       setBanner();
       if (changed && app.pairings.length > 1) renderSwitcher();
@@ -126,6 +198,7 @@ async function statusLoop() {
         await refreshQuestions();
       }
     } catch (e) {
+      if (!live()) return;
       if (isRevocation(e)) return revoked();
       if (!(e instanceof ApiError) || e.transient) setConnected(false);
     }
@@ -184,11 +257,13 @@ async function ingest(item, before) {
     return;
   }
   const d = app.device;
+  const gen = app.generation;
   try {
     switch (item.kind) {
       case "message": {
         const task = await c.openJson(d.key, c.context.task(d.agentId, d.deviceId, item.id), item.envelope);
         if (typeof task.text !== "string") throw new c.CryptoError("malformed");
+        if (gen !== app.generation) return;
         if (app.entries.has(item.id)) return ingest(item, before);
         addTask(item.id, task.text, item.state, item.createdAt, before);
         break;
@@ -199,21 +274,21 @@ async function ingest(item, before) {
         if (typeof reply.text !== "string" || reply.sourceMessageId !== item.sourceMessageId) {
           throw new c.CryptoError("open");
         }
-        if (app.entries.has(item.id)) return;
+        if (gen !== app.generation || app.entries.has(item.id)) return;
         addReply(item.id, reply, item.createdAt);
         break;
       }
       case "question": {
         // The kind is in clear at the relay; the sealed one must agree, and this device must be a recipient.
         const { payload, digest } = await answers.openQuestion(d, item);
-        if (app.entries.has(item.id)) return;
+        if (gen !== app.generation || app.entries.has(item.id)) return;
         addQuestion(item.id, payload, digest, item.question, item.createdAt);
         break;
       }
       case "notification": {
         const n = await c.openJson(d.key, c.context.notification(d.agentId, d.deviceId, item.id), item.envelope);
         if (typeof n.text !== "string") throw new c.CryptoError("malformed");
-        if (app.entries.has(item.id)) return;
+        if (gen !== app.generation || app.entries.has(item.id)) return;
         addNotification(item.id, n, item.createdAt);
         break;
       }
@@ -223,7 +298,7 @@ async function ingest(item, before) {
     }
   } catch (e) {
     if (!(e instanceof c.CryptoError)) throw e;
-    if (app.entries.has(item.id)) return;
+    if (gen !== app.generation || app.entries.has(item.id)) return;
     const node = el("li", "entry rejected", "An item could not be authenticated and is not shown.");
     node.dataset.id = item.id;
     app.entries.set(item.id, { kind: "rejected", node });

@@ -20,3 +20,9 @@ export function toast(text) {
   clearTimeout(toastTimer);
   toastTimer = setTimeout(() => (t.hidden = true), 6000);
 }
+
+/** A message that stays at the top until dismissed (a pairing link that could not pair, say). */
+export function notice(text) {
+  $("notice-text").textContent = text;
+  $("notice").hidden = false;
+}

@@ -6,22 +6,46 @@ import * as store from "./store.js";
 import * as answers from "./answer.js";
 import { pairingApi } from "./api.js";
 import { app } from "./state.js";
-import { $, toast } from "./dom.js";
+import { $, notice, toast } from "./dom.js";
 import { showScreen } from "./screens.js";
 import { applyLook } from "./partner.js";
 import { startConversation } from "./conversation.js";
-import { presenceLoop } from "./agents.js";
+import { presenceLoop, refreshWaiting } from "./agents.js";
 
-/** What a refused pairing says, by the error's kind. */
+/** What a refused pairing says, by the error's kind: what happened, and what to do, in the app's words. */
 const PAIRING_ERRORS = {
-  not_found: "This pairing link is unknown to the relay. Ask for a new one: pacerelle pair.",
+  not_found: "This pairing link is unknown to the relay. Ask for a new pairing link on your agent's computer and open it here.",
   pairing_claimed:
-    "This pairing link was already used. Ask for a new one (pacerelle pair). If you did not use it, revoke the unknown device: pacerelle agent devices, then pacerelle agent revoke.",
-  pairing_expired: "This pairing link has expired. Ask for a new one: pacerelle pair.",
-  pairing_proof: "The relay refused this link's proof. Ask for a new link.",
+    "This pairing link was already used. Ask for a new one on your agent's computer. If you did not use it, remove the unknown device from the agent's list of devices there.",
+  pairing_expired: "This pairing link has expired (a link lasts an hour). Ask for a new one on your agent's computer.",
+  pairing_proof: "The relay refused this link's proof: the link is damaged. Ask for a new one.",
   rate_limited: "Too many pairing attempts from this network. Wait a minute and open the link again.",
   network: "The relay cannot be reached. Check the connection and open the link again.",
 };
+
+/** The same, short, for a browser already paired that lands in the app instead: its kind's first sentence. */
+const LANDING = {
+  not_found: "This pairing link is unknown to the relay",
+  pairing_claimed: "This link was already used",
+  pairing_expired: "This link has expired",
+};
+
+/**
+ * A link that cannot pair (used, expired, unknown) opened in a browser already paired: no dead end, the app opens
+ * with what happened and the agents paired here. Returns false when nothing is paired here (the error is shown).
+ */
+async function landInApp(kind) {
+  const pairings = await store.listDevices();
+  if (pairings.length === 0 || !LANDING[kind]) return false;
+  history.replaceState(null, "", "/");
+  app.pairings = pairings;
+  await startConversation(await store.loadDevice());
+  refreshWaiting();
+  if (app.pairings.length > 1) presenceLoop();
+  const names = pairings.map((d) => d.agentName).join(", ");
+  notice(`${LANDING[kind]} — you are paired with: ${names}. To add an agent, open a new pairing link from its computer.`);
+  return true;
+}
 
 function pairError(text) {
   $("pair-status").hidden = true;
@@ -62,6 +86,7 @@ export async function startPairing() {
   try {
     offer = await pairingApi.offer(p.pairingId);
   } catch (e) {
+    if (await landInApp(e.kind)) return;
     pairError(PAIRING_ERRORS[e.kind] || `The relay refused the link (${e.message}).`);
     return;
   }
@@ -102,8 +127,15 @@ export async function startPairing() {
     add.textContent = `This browser is also paired with ${names}. This agent is added beside ${others.length > 1 ? "them" : "it"}: switch between them at the top.`;
     add.hidden = false;
   }
+  // One name per browser: the one given at the last pairing here is offered again (editable); else the label the
+  // agent gave this pairing (`pacerelle pair --name`, in clear at the relay: only a suggestion); else a guess.
+  const named = [...others, ...(existing ? [existing] : [])]
+    .filter((d) => d.deviceName)
+    .sort((a, b) => String(a.pairedAt || "").localeCompare(String(b.pairedAt || "")))
+    .pop();
+  const label = typeof offer.label === "string" ? offer.label.trim().slice(0, 100) : "";
   const name = $("pair-name");
-  name.value = guessDeviceName();
+  name.value = named ? named.deviceName : label || guessDeviceName();
   $("pair-form").hidden = false;
 
   $("pair-form").addEventListener("submit", async (event) => {
@@ -168,6 +200,7 @@ export async function startPairing() {
     history.replaceState(null, "", "/");
     app.pairings = await store.listDevices();
     await startConversation(await store.loadDevice(payload.agentId));
+    refreshWaiting();
     if (app.pairings.length > 1) presenceLoop();
   });
   name.focus();

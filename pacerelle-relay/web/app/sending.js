@@ -43,11 +43,15 @@ export async function flushOutbox() {
   try {
     await app.signingReady;
     if (!app.device) return;
+    // Another agent shown meanwhile (no reload): its own flush sends its entries; these wait for theirs.
+    const gen = app.generation;
     for (const entry of await store.listOutbox(app.device.agentId)) {
+      if (gen !== app.generation) return;
       try {
         await sendEntry(entry);
         app.retry.reset();
       } catch (e) {
+        if (gen !== app.generation) return;
         if (isRevocation(e)) return revoked();
         if (!(e instanceof ApiError) || e.transient) {
           if (e instanceof ApiError && e.kind === "network") setConnected(false);

@@ -1,6 +1,7 @@
 // The settings screen (this pairing's facts, its signing key, notifications, unpairing) and the grants screen under
 // it (grant-ui.js). Both have an address (#settings, #grants), so that the back button and a reload keep them.
 
+import { saveDraft } from "./drafts.js";
 import * as store from "./store.js";
 import * as answers from "./answer.js";
 import * as push from "./push.js";
@@ -190,5 +191,6 @@ async function unpair() {
   }
   app.stopped = true;
   await store.forgetDevice(agentId);
+  saveDraft(agentId, "");
   location.replace("/");
 }

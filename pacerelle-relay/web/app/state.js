@@ -37,5 +37,10 @@ export const app = {
   pairings: [], // every pairing this browser holds (the conversation shown is app.device's)
   presences: new Map(), // agentId → presence, for the switcher's dots
   revokedAgentId: null, // the agent whose device was revoked, shown on the revoked screen
+  statuses: new Map(), // agentId → its device status (GET /v1/device/status), for the activity word (activity.js)
+  status: null, // the shown agent's device status
+  waitingBy: new Map(), // agentId → how many of its questions wait for this browser
+  waitingRead: new Set(), // the agents whose questions waiting were read (their waitingBy count is known)
+  generation: 0, // the shown conversation's: its loops end when another agent is shown (no reload)
   pendingShown: new Map(), // question id → what the pending view shows of it ({agent, id, payload, meta, node, …})
 };
