@@ -940,6 +940,9 @@ test("a send whose answer is lost is retried with the same id and stored once", 
   await page.locator("#send").click();
   const task = page.locator("li.task", { hasText: text });
   await task.locator(".reply", { hasText: `echo: ${text}` }).waitFor();
+  // The reply can come through the conversation before the app's retry (the task was stored by the first send):
+  // the send is retried all the same, until the relay's answer reaches the app.
+  for (let i = 0; i < 100 && posts < 2; i++) await page.waitForTimeout(100);
   await page.unroute("**/v1/device/messages");
   assert.ok(posts >= 2, `${posts} requests`);
   assert.equal(ids.size, 1, "every retry carries the id chosen first");
@@ -2491,6 +2494,20 @@ test("two agents live at 390×844: another agent's question shows within a secon
     const box = await page.locator(pinned).boundingBox();
     assert.ok(box && box.y >= 0 && box.y + box.height <= 844, `${pinned} is off-screen: ${JSON.stringify(box)}`);
   }
+  // One row at 390 px: the strip is no taller than a tab and its padding, and every tab's count is wholly inside
+  // its tab and on screen (a long name gives way first).
+  const strip = await page.evaluate(() => {
+    const agents = document.getElementById("agents").getBoundingClientRect();
+    const tab = document.querySelector("#agents .agent-tab").getBoundingClientRect();
+    const counts = [...document.querySelectorAll("#agents .agent-count")].map((c) => {
+      const r = c.getBoundingClientRect();
+      const t = c.closest(".agent-tab").getBoundingClientRect();
+      return { inside: r.left >= t.left - 0.5 && r.right <= t.right + 0.5, onScreen: r.left >= 0 && r.right <= innerWidth };
+    });
+    return { height: agents.height, tab: tab.height, counts };
+  });
+  assert.ok(strip.height < strip.tab * 1.6, `the strip takes more than one row: ${JSON.stringify(strip)}`);
+  assert.ok(strip.counts.length > 0 && strip.counts.every((c) => c.inside && c.onScreen), JSON.stringify(strip));
   assert.ok(await page.evaluate(() => document.documentElement.scrollTop > 1000), "still at the end of the conversation");
 
   // The pictures: the two-agent view at 390×844 (light and dark) and 1280×800.

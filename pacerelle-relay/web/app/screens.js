@@ -175,6 +175,7 @@ export function renderSwitcher() {
     dot.dataset.activity = activity || "";
     dot.setAttribute("aria-hidden", "true");
     b.append(dot, el("span", "agent-tab-name", d.agentName));
+    b.title = d.agentName;
     const waiting = app.waitingBy.get(d.agentId) || 0;
     if (waiting > 0) {
       const badge = el("span", "count agent-count", String(waiting));
