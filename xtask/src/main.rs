@@ -80,6 +80,7 @@ const STEPS: &[Step] = &[
     Step { name: "layers", needs: None, run: layers, built: false, group: Some("target/check") },
     Step { name: "soak", needs: Some("pacerelle-soak"), run: soak, built: true, group: None },
     Step { name: "py", needs: Some("pacerelle-py"), run: py, built: true, group: None },
+    Step { name: "mcp-ts", needs: Some("pacerelle-mcp/ts-tests"), run: mcp_ts, built: true, group: None },
     Step { name: "web", needs: Some("pacerelle-relay/web-tests"), run: web, built: true, group: None },
     Step { name: "kotlin", needs: Some("pacerelle-ffi/kotlin"), run: kotlin, built: true, group: Some("maven") },
     Step { name: "dist", needs: Some("packaging"), run: dist::step, built: true, group: Some("maven") },
@@ -474,6 +475,16 @@ fn kotlin(root: &Path) -> Result<()> {
             &format!("-Dpacerelle.library={lib}"),
         ],
     )
+}
+
+/// `pacerelle-mcp` driven by the official TypeScript MCP SDK (`@modelcontextprotocol/sdk`, pinned in
+/// `pacerelle-mcp/ts-tests/package-lock.json`), the client most hosts embed, over stdio and streamable HTTP with a
+/// bearer, against a real relay and a device paired through the CLI; both built first.
+fn mcp_ts(root: &Path) -> Result<()> {
+    let dir = root.join("pacerelle-mcp/ts-tests");
+    run(&dir, "npm", &["ci", "--no-audit", "--no-fund"])?;
+    build_binaries(root)?;
+    run(&dir, "node", &["--test", "--test-concurrency=1", "sdk.test.mjs"])
 }
 
 /// The web app: its crypto module against the core's vectors (node's test runner), then end to end in
