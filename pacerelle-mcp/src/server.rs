@@ -117,8 +117,8 @@ impl PacerelleServer {
 #[tool_handler(router = Self::tools())]
 #[prompt_handler]
 impl ServerHandler for PacerelleServer {
-    /// Every tool through its router, except `wait_for_answer` for a client that declared tasks
-    /// ([`crate::tasks`]).
+    /// Every tool through its router, except `wait_for_answer`, and `ask_user` with `wait`, for a client that
+    /// declared tasks ([`crate::tasks`]).
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
@@ -129,6 +129,13 @@ impl ServerHandler for PacerelleServer {
             && let Some(response) = tasks::wait_for_answer(&self.state, &request, &context.ct).await?
         {
             return Ok(response);
+        }
+        if request.name == tasks::ASK_TOOL && tasks::declared(&context) && tasks::asks_to_wait(&request) {
+            let ct = context.ct.clone();
+            let asked = Self::tools()
+                .call(ToolCallContext::new(self, request, context))
+                .await?;
+            return tasks::ask_then_wait(&self.state, asked, &ct).await;
         }
         Self::tools()
             .call(ToolCallContext::new(self, request, context))

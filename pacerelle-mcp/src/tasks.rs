@@ -10,10 +10,12 @@
 //! judges only the question this server asked under the id (its remembered digest), and a task that ends
 //! says how in its status message ("Approved by … at …", "Expired at … with no answer: that is a no").
 //!
-//! Only `wait_for_answer` becomes a task: `ask_user` returns as soon as the relay stored the question, well
-//! within any host's timeout, so a task would only add a round trip. A question that has already settled
-//! when the call arrives (or that cannot be read) is answered at once, as a plain result: the host has
-//! nothing to wait for.
+//! `ask_user` becomes a task only when it asks to wait (`wait: true`): it asks as the plain call does, then
+//! waits as `wait_for_answer`'s task does, and the task's result is the ask's result with the answer's fields
+//! beside it — one call that asks and returns the final answer, however long the person takes. Without
+//! `wait`, `ask_user` returns as soon as the relay stored the question, well within any host's timeout. A
+//! question that has already settled when the wait starts (or that cannot be read) is answered at once, as a
+//! plain result: the host has nothing to wait for.
 //!
 //! `tasks/cancel` stops this server's wait (the task ends `cancelled`); it does not withdraw the question on
 //! the phone: that is `cancel_question`. Hosts without tasks see none of this: their calls take the plain
@@ -28,18 +30,25 @@ use pacerelle_client::{
 };
 use rmcp::ErrorData as McpError;
 use rmcp::RoleServer;
-use rmcp::model::{CallToolRequestParams, CallToolResponse, CreateTaskResult, GetTaskResult};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, CreateTaskResult, GetTaskResult,
+};
 use rmcp::service::RequestContext;
 use rmcp::task_manager::{TaskExit, TaskManager, TaskOptions};
+use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 
+use crate::config::ResultText;
 use crate::server::State;
-use crate::tools::check_id;
 use crate::tools::questions::{WaitAnswerArgs, answer_call_result, not_asked_here};
+use crate::tools::{check_id, result_text};
 use crate::wait::{ANSWER_GRACE, Parked, park, timeout_of};
 
 /// The tool that becomes a task for hosts that declared tasks.
 pub const TASK_TOOL: &str = "wait_for_answer";
+
+/// The tool that becomes a task for hosts that declared tasks when it asks to wait (`wait: true`).
+pub const ASK_TOOL: &str = "ask_user";
 
 /// How long a task is kept beyond its question's expiry: its wait ends at the expiry (plus the relay's
 /// reply), and the host still has this long to read the result.
@@ -107,25 +116,106 @@ pub async fn wait_for_answer(
     let Some(asked) = state.asked.get(&args.question_id) else {
         return not_asked_here(&args.question_id).map(|result| Some(CallToolResponse::Complete(result)));
     };
+    wait_as_task(state, asked, ct, |waited| waited).await
+}
 
+/// Whether an `ask_user` call asks to wait for the answer (`"wait": true`).
+pub fn asks_to_wait(request: &CallToolRequestParams) -> bool {
+    request
+        .arguments
+        .as_ref()
+        .and_then(|arguments| arguments.get("wait"))
+        .and_then(Value::as_bool)
+        == Some(true)
+}
+
+/// `ask_user` with `wait` for a client that declared tasks, once the plain call asked (`asked`, its
+/// response): a task that waits for the answer, whose result is the ask's result with the answer's fields
+/// beside it ([`with_answer`]); the plain result at once when the question already settled. A call that did
+/// not ask (a tool error), or whose first read did not come back in time, returns the plain ask's response:
+/// the model then waits with wait_for_answer, as it always could.
+pub async fn ask_then_wait(
+    state: &Arc<State>,
+    asked: CallToolResponse,
+    ct: &CancellationToken,
+) -> Result<CallToolResponse, McpError> {
+    let CallToolResponse::Complete(result) = asked else {
+        return Ok(asked);
+    };
+    let question = match &result.structured_content {
+        Some(json) if result.is_error != Some(true) => json
+            .get("questionId")
+            .and_then(Value::as_str)
+            .and_then(|id| state.asked.get(id))
+            .map(|question| (json.clone(), question)),
+        _ => None,
+    };
+    let Some((ask_json, question)) = question else {
+        return Ok(CallToolResponse::Complete(result));
+    };
+    let finish =
+        move |waited: Result<CallToolResult, McpError>| waited.map(|waited| with_answer(&ask_json, waited));
+    Ok(wait_as_task(state, question, ct, finish)
+        .await?
+        .unwrap_or(CallToolResponse::Complete(result)))
+}
+
+/// The result of `ask_user` with `wait`: the ask's structured content with the answer's fields beside it (the
+/// two share `questionId` and `expiresAt`), and the answer's text, what to do next; in the `json` text mode
+/// the JSON block carries the whole. A tool error (no answer could be read) stays as it is: not approved.
+fn with_answer(asked: &Value, mut waited: CallToolResult) -> CallToolResult {
+    if waited.is_error == Some(true) {
+        return waited;
+    }
+    let (Value::Object(asked), Some(Value::Object(answer))) = (asked, &waited.structured_content) else {
+        return waited;
+    };
+    let mut merged = asked.clone();
+    merged.extend(answer.clone());
+    let merged = Value::Object(merged);
+    if result_text() == ResultText::Json
+        && let Some(last) = waited.content.last_mut()
+    {
+        *last = ContentBlock::text(merged.to_string());
+    }
+    waited.structured_content = Some(merged);
+    waited
+}
+
+/// Waits for the answer to `asked` as a task: its first state (`working`), the wait going on in the
+/// background, or the plain result when the question already settled (or could not be read). `finish` turns
+/// the plain `wait_for_answer` result into the call's. `None` when the first read did not come back in time
+/// (or the call was cancelled meanwhile).
+async fn wait_as_task<F>(
+    state: &Arc<State>,
+    asked: AskedQuestion,
+    ct: &CancellationToken,
+    finish: F,
+) -> Result<Option<CallToolResponse>, McpError>
+where
+    F: FnOnce(Result<CallToolResult, McpError>) -> Result<CallToolResult, McpError> + Send + 'static,
+{
     let bound = asked.asked();
     let first = state.client.wait_for_answer_to(&bound, Duration::ZERO);
     let outcome = match park(first, ANSWER_GRACE, ct, None).await {
         Parked::Done(Ok(outcome)) if !outcome.is_final() => outcome,
         Parked::Done(read) => {
-            return answer_call_result(&state.relay_url, &asked, read)
+            return finish(answer_call_result(&state.relay_url, &asked, read))
                 .map(|result| Some(CallToolResponse::Complete(result)));
         }
         Parked::Deadline | Parked::Cancelled => return Ok(None),
     };
     Ok(Some(CallToolResponse::Task(CreateTaskResult::new(spawn(
-        state, asked, outcome,
+        state, asked, outcome, finish,
     )))))
 }
 
 /// Starts the wait for the pending question `asked` as a task and returns its first state. When the task
-/// ends, its status message says how ([`settled_status`]).
-fn spawn(state: &Arc<State>, asked: AskedQuestion, pending: AnswerOutcome) -> rmcp::model::Task {
+/// ends, its status message says how ([`settled_status`]), and its result is `finish` of the plain result.
+fn spawn<F>(state: &Arc<State>, asked: AskedQuestion, pending: AnswerOutcome, finish: F) -> rmcp::model::Task
+where
+    F: FnOnce(Result<CallToolResult, McpError>) -> Result<CallToolResult, McpError> + Send + 'static,
+{
     let left = until(pending.expires_at);
     let options = TaskOptions::new()
         .with_ttl_ms(duration_ms(left + TTL_MARGIN))
@@ -152,7 +242,7 @@ fn spawn(state: &Arc<State>, asked: AskedQuestion, pending: AnswerOutcome) -> rm
                 }
                 read = state.client.wait_until_final(&bound, deadline) => {
                     context.set_status_message(settled_status(&asked.question_id, &read));
-                    answer_call_result(&state.relay_url, &asked, read).map_err(TaskExit::Error)
+                    finish(answer_call_result(&state.relay_url, &asked, read)).map_err(TaskExit::Error)
                 }
             }
         })

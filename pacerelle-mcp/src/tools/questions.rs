@@ -120,6 +120,11 @@ pub struct AskArgs {
     /// approve, each with a signed yes (one no denies at once). Default 1. Answered on devices only.
     #[schemars(range(min = 1, max = 10))]
     pub approvals: Option<u32>,
+    /// Ask and wait for the answer in this one call, for a host that runs tool calls as MCP tasks (it
+    /// declared the tasks extension): the call returns a task at once, and its result, once the question
+    /// settles, is this result with the answer's fields (those of wait_for_answer: state, approved, answer, …).
+    /// A host without tasks ignores it: call wait_for_answer.
+    pub wait: Option<bool>,
 }
 
 /// Arguments of `wait_for_answer`.
@@ -176,6 +181,20 @@ pub struct AskResult {
     /// Why it was not asked here too, when `alsoAskHere` asked for it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub not_asked_here: Option<String>,
+}
+
+/// The output schema of `ask_user`: the question asked, and, when it was asked with `wait` by a host that runs
+/// it as a task ([`crate::tasks`]), the answer once the question settled, with the fields of `wait_for_answer`
+/// at the same level (the two share `questionId` and `expiresAt`).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AskOutput {
+    /// The question asked.
+    #[serde(flatten)]
+    pub asked: AskResult,
+    /// With `wait` in a task: the answer as wait_for_answer gives it. Absent otherwise.
+    #[serde(flatten)]
+    pub settled: Option<AnswerResult>,
 }
 
 /// Where a question stands (its state), as this agent reads it.
@@ -574,7 +593,7 @@ impl PacerelleServer {
                        is also asked in this host's own dialog when it supports that: the first answer, \
                        here or on the phone, counts. Partner mode: userId (an externalId from connect_user) asks \
                        that user on their own devices instead. Does not need the lease.",
-        output_schema = schema_for_output::<AskResult>(),
+        output_schema = schema_for_output::<AskOutput>(),
         annotations(
             title = "Ask the person on their phone",
             read_only_hint = false,
@@ -883,6 +902,7 @@ mod tests {
             also_ask_here: None,
             user_id: None,
             approvals: None,
+            wait: None,
         }
     }
 

@@ -439,3 +439,125 @@ async fn a_task_is_bound_to_the_question_asked_under_its_id() {
     );
     client.cancel().await.expect("close");
 }
+
+/// Calls `ask_user` with `wait` and expects a task.
+async fn ask_as_task(client: &Client, arguments: Value) -> CreateTaskResult {
+    match call(client, "ask_user", arguments).await {
+        ServerResult::CreateTaskResult(task) => task,
+        other => panic!("ask_user with wait, to a client with tasks, gives a task, not {other:?}"),
+    }
+}
+
+/// The question `text` as the phone lists it, pending (waited for: the ask is in the task's first moments).
+async fn pending_on_phone(device: &DeviceClient, text: &str) -> String {
+    for _ in 0..200 {
+        let list = device
+            .questions(Some(QuestionState::Pending))
+            .await
+            .expect("the phone lists its questions");
+        if let Some(q) = list.questions.iter().find(|q| q.question == text) {
+            return q.question_id.clone();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the phone never saw {text:?} pending");
+}
+
+/// One call asks and returns the final answer: `ask_user` with `wait` is a task whose result is the ask's
+/// result with the answer's fields beside it, the same as wait_for_answer's, past the client's own timeout.
+#[tokio::test]
+async fn ask_user_with_wait_asks_and_returns_the_final_answer_in_one_task() {
+    let relay = TestRelay::start().await;
+    let (agent, device) = relay.agent_and_device().await;
+    let client = spawn_tasks_client(&agent, &relay.url, Era::Modern).await;
+    let called = Instant::now();
+    let task = ask_as_task(
+        &client,
+        json!({"question": "Publish the release notes?", "kind": "yes_no", "wait": true}),
+    )
+    .await;
+    assert!(
+        called.elapsed() < Duration::from_secs(5),
+        "the task comes at once"
+    );
+    assert_eq!(task.task.status, TaskStatus::Working);
+    let id = pending_on_phone(&device, "Publish the release notes?").await;
+    let answering = tokio::spawn(async move {
+        tokio::time::sleep(CLIENT_TIMEOUT + Duration::from_secs(1)).await;
+        device.answer(&id, Answer::Yes).await.expect("the phone answers");
+        id
+    });
+    let (payload, status) = poll_until_settled(&client, &task, Duration::from_secs(60)).await;
+    let id = answering.await.expect("join");
+    assert!(status.starts_with("Approved by test phone"), "{status}");
+    let result = completed(payload);
+    assert_ne!(result.is_error, Some(true), "{}", text(&result));
+    let value = result.structured_content.clone().expect("structured");
+    // The ask's fields…
+    assert_eq!(value["questionId"], id.as_str(), "{value}");
+    assert_eq!(value["resumed"], false, "{value}");
+    assert_eq!(value["askedHere"], false, "{value}");
+    // …and the answer's, exactly as wait_for_answer gives them.
+    let plain = plain(&client, &id).await;
+    let waited = plain.structured_content.clone().expect("structured");
+    for (key, v) in waited.as_object().expect("object") {
+        assert_eq!(&value[key], v, "{key} differs: {value} vs {waited}");
+    }
+    assert_eq!(value["approved"], true);
+    assert_eq!(value["state"], "answered");
+    // The text says what to do next, as the plain wait's, and its JSON block carries the whole result.
+    assert_eq!(result.content.first(), plain.content.first());
+    let json_block: Value = serde_json::from_str(
+        result
+            .content
+            .last()
+            .and_then(|c| c.as_text())
+            .map(|t| t.text.as_str())
+            .expect("a JSON block"),
+    )
+    .expect("JSON");
+    assert_eq!(json_block, value);
+    client.cancel().await.expect("close");
+}
+
+#[tokio::test]
+async fn ask_user_with_wait_that_nobody_answers_ends_expired_not_approved() {
+    let relay = TestRelay::start().await;
+    let (agent, _device) = relay.agent_and_device().await;
+    let client = spawn_tasks_client(&agent, &relay.url, Era::Legacy).await;
+    let task = ask_as_task(
+        &client,
+        json!({"question": "Force-push over main?", "kind": "yes_no", "expiresInSeconds": 5, "wait": true}),
+    )
+    .await;
+    let (payload, status) = poll_until_settled(&client, &task, Duration::from_secs(40)).await;
+    assert!(
+        status.starts_with("Expired at") && status.contains("that is a no"),
+        "{status}"
+    );
+    let result = completed(payload);
+    let value = result.structured_content.clone().expect("structured");
+    assert_eq!(value["state"], "expired", "{value}");
+    assert_eq!(value["approved"], false, "{value}");
+    assert_eq!(value["conclusion"], "expired", "{value}");
+    assert!(text(&result).contains("NO"), "{}", text(&result));
+    client.cancel().await.expect("close");
+}
+
+/// A host without tasks keeps today's behaviour: `wait` changes nothing, the ask returns at once and the model
+/// waits with wait_for_answer.
+#[tokio::test]
+async fn ask_user_with_wait_to_a_client_without_tasks_returns_at_once() {
+    let relay = TestRelay::start().await;
+    let (agent, _device) = relay.agent_and_device().await;
+    let server = spawn(&agent, &relay.url, &[], Era::Legacy).await;
+    let asked = server
+        .ok(
+            "ask_user",
+            json!({"question": "Tag v1.3.0?", "kind": "yes_no", "wait": true}),
+        )
+        .await;
+    assert!(asked["questionId"].is_string(), "{asked}");
+    assert!(asked.get("approved").is_none(), "no answer yet: {asked}");
+    server.stop().await;
+}
