@@ -1,48 +1,132 @@
 //! Asking at the computer too: an MCP elicitation beside the phone (docs/mcp.md, "Asking at the computer
 //! too").
 //!
-//! When the host declared form elicitation, on a protocol that still lets a server send it requests (up to
-//! 2025-11-25), `ask_user` with `alsoAskHere` seals the question so that an answer given at the computer
-//! counts ([`QuestionRequest::answered_at_host`](pacerelle_client::agent::QuestionRequest::answered_at_host)) and
-//! asks it here as well. The first answer wins, on either channel:
+//! When the host declared form elicitation, `ask_user` with `alsoAskHere` seals the question so that an
+//! answer given at the computer counts
+//! ([`QuestionRequest::answered_at_host`](pacerelle_client::agent::QuestionRequest::answered_at_host)) and asks
+//! it here as well, the way the session's protocol allows ([`Way`]):
+//! - up to 2025-11-25, with an elicitation request the server sends while the question waits ([`spawn`]);
+//! - on 2026-07-28, where a server sends no request of its own, with an input request in the call's result
+//!   (`resultType: "input_required"`, [`input_required`]): the host asks, then calls `ask_user` again with the
+//!   answer and the request state, which names the question ([`answered_here`]).
+//!
+//! The first answer wins, on either channel:
 //! - answered here: the answer is recorded on the relay ([`AgentClient::answer_at_host`]), so that the phone
 //!   shows it answered at the computer and `wait_for_answer` returns it with channel `host`;
 //! - answered on the phone, expired or cancelled first: the request here is withdrawn
-//!   (`notifications/cancelled`).
+//!   (`notifications/cancelled`); on 2026-07-28 nothing can be withdrawn (the host holds the request, not the
+//!   server), so an answer that comes back after the phone's counts for nothing, and the result says so.
 //!
 //! Declining or dismissing the request here records nothing: the phone can still answer, and no answer is
 //! still a no. This adapter decides nothing: what an answer means is the client's verdict, as for the phone.
 
 use std::time::Duration;
 
-use pacerelle_client::{AgentClient, Answer, QuestionKind, Timestamp, agent::Asked};
+use pacerelle_client::agent::{Asked, AskedQuestion};
+use pacerelle_client::{AgentClient, Answer, QuestionKind, Timestamp};
 use rmcp::model::{
-    ClientResult, ElicitRequest, ElicitRequestParams, ElicitationAction, ElicitationSchema, ProtocolVersion,
-    ServerRequest,
+    ClientResult, ElicitRequest, ElicitRequestParams, ElicitResult, ElicitationAction, ElicitationSchema,
+    InputRequest, InputRequests, InputRequiredResult, ServerRequest,
 };
-use rmcp::service::PeerRequestOptions;
+use rmcp::service::{PeerRequestOptions, RequestContext};
 use rmcp::{Peer, RoleServer};
 use serde_json::{Value, json};
 
 /// The property of the form that carries the answer.
 const FIELD: &str = "answer";
 
-/// Why the question cannot also be asked at this host, or `None` when it can.
-pub(crate) fn why_not(peer: &Peer<RoleServer>) -> Option<&'static str> {
-    let Some(info) = peer.peer_info() else {
-        // No initialize handshake: MCP 2026-07-28, where a server sends the host no request of its own.
-        return Some("on MCP 2026-07-28 a server can no longer send the host a request during a session");
+/// How the question is asked at this host too.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Way {
+    /// An elicitation request from the server (up to 2025-11-25).
+    Request,
+    /// An input request in the call's result (2026-07-28).
+    InputRequest,
+}
+
+/// How the request state that names a question asked here on 2026-07-28 begins.
+const STATE_PREFIX: &str = "pacerelle-ask-here:";
+
+/// How the question can also be asked at this host, or why it cannot.
+pub(crate) fn way(context: &RequestContext<RoleServer>) -> Result<Way, &'static str> {
+    let forms = context
+        .client_capabilities()
+        .and_then(|capabilities| capabilities.elicitation)
+        // A capability that names neither mode is the older form-only one.
+        .is_some_and(|e| e.form.is_some() || e.url.is_none());
+    if !forms {
+        return Err("the host did not declare elicitation (forms)");
+    }
+    match context.protocol_version() {
+        Some(version) if version.has_initialize() => Ok(Way::Request),
+        Some(_) => Ok(Way::InputRequest),
+        None => Err("the session's protocol version is unknown"),
+    }
+}
+
+/// The result of `ask_user` on 2026-07-28 for a question also asked here: an input request with the form,
+/// and the request state that brings the answer back to [`answered_here`].
+pub(crate) fn input_required(form: &Form, question_id: &str) -> Option<InputRequiredResult> {
+    let schema = form.schema()?;
+    let mut requests = InputRequests::new();
+    requests.insert(
+        FIELD.to_string(),
+        InputRequest::Elicitation(ElicitRequest::new(ElicitRequestParams::FormElicitationParams {
+            meta: None,
+            message: form.message(),
+            requested_schema: schema,
+        })),
+    );
+    Some(InputRequiredResult::new(
+        Some(requests),
+        Some(format!("{STATE_PREFIX}{question_id}")),
+    ))
+}
+
+/// The question a request state names, when it is one [`input_required`] gave.
+pub(crate) fn question_of_state(state: &str) -> Option<&str> {
+    state.strip_prefix(STATE_PREFIX)
+}
+
+/// What became of the answer asked here on 2026-07-28.
+#[derive(Debug)]
+pub(crate) enum HereOutcome {
+    /// Recorded on the relay: it counts (the verdict is `wait_for_answer`'s).
+    Recorded,
+    /// The question had closed first (answered on the phone, expired or cancelled): it does not count.
+    TooLate,
+    /// Declined or dismissed here, or an answer that does not fit: nothing recorded, the phone can answer.
+    NotAnswered,
+    /// The relay could not record it (why).
+    Failed(String),
+}
+
+/// The host's answer to the input request of [`input_required`] (`responses`, keyed as it was asked),
+/// recorded for `asked` when it is one: the first answer wins.
+pub(crate) async fn answered_here(
+    client: &AgentClient,
+    asked: &AskedQuestion,
+    responses: Option<&rmcp::model::InputResponses>,
+) -> HereOutcome {
+    let result = responses
+        .and_then(|r| r.get(FIELD))
+        .and_then(|v| serde_json::from_value::<ElicitResult>(v.clone()).ok());
+    let Some(result) = result.filter(|r| r.action == ElicitationAction::Accept) else {
+        tracing::info!(question_id = %asked.question_id, "not answered at the computer; the phone can still answer");
+        return HereOutcome::NotAnswered;
     };
-    if info.protocol_version >= ProtocolVersion::V_2026_07_28 {
-        return Some("on MCP 2026-07-28 a server can no longer send the host a request during a session");
-    }
-    if !peer
-        .supported_elicitation_modes()
-        .contains(&rmcp::service::ElicitationMode::Form)
+    let Some(answer) = answer_of(asked.kind, result.content.as_ref()) else {
+        tracing::warn!(question_id = %asked.question_id, "the answer given at the computer does not fit the question; nothing recorded");
+        return HereOutcome::NotAnswered;
+    };
+    match client
+        .answer_at_host(&asked.question_id, Some(&asked.digest), answer)
+        .await
     {
-        return Some("the host did not declare elicitation (forms)");
+        Ok(_) => HereOutcome::Recorded,
+        Err(e) if e.kind() == pacerelle_client::ErrorKind::QuestionClosed => HereOutcome::TooLate,
+        Err(e) => HereOutcome::Failed(e.to_string()),
     }
-    None
 }
 
 /// What the host shows: the question and how the answer will be used.

@@ -56,6 +56,9 @@ pub struct State {
     /// The questions this agent asked from this machine (`<home>/questions/<agentId>.json`): every
     /// `wait_for_answer` judges exactly the question asked under its id, and none other.
     pub asked: AskedStore,
+    /// The questions asked at the host with an input request (2026-07-28) whose answer has not come back:
+    /// only these take an answer from a request state (`crate::here`).
+    pub(crate) asking_here: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 impl State {
@@ -69,6 +72,7 @@ impl State {
             tasks: Tasks::default(),
             also_ask_here: config.also_ask_here,
             asked: AskedStore::for_agent(&config.agent_id),
+            asking_here: Default::default(),
         }))
     }
 

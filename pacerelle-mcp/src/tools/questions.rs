@@ -23,14 +23,16 @@ use pacerelle_client::{
 };
 use rmcp::ErrorData as McpError;
 use rmcp::handler::server::tool::schema_for_output;
-use rmcp::model::{CallToolResult, ContentBlock, RequestMetaObject};
+use rmcp::handler::server::tool::{InputResponses, RequestState};
+use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock, RequestMetaObject};
+use rmcp::service::RequestContext;
 use rmcp::{Peer, RoleServer, tool, tool_router};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use crate::here;
-use crate::server::PacerelleServer;
+use crate::server::{PacerelleServer, State};
 use crate::tools::users::{is_user_failure, user_failure};
 use crate::tools::{Args, check_id, failure, input_schema, output, output_reading, relay_failure};
 use crate::wait::{ANSWER_GRACE, Parked, Progress, park, timeout_of};
@@ -563,6 +565,71 @@ pub(crate) fn not_asked_here(question_id: &str) -> Result<CallToolResult, McpErr
     ))
 }
 
+/// `ask_user` called again on 2026-07-28 with `request_state`, the state of the input request its first call
+/// returned, and the host's answer to it (`responses`): the answer is recorded for the question asked then
+/// (the first answer wins), and the result is the ask's, saying what became of the answer here. A state this
+/// server did not give, or whose question was answered here already, or another question in the arguments,
+/// is refused (`invalid_params`): a request state never answers a question it was not given for.
+async fn answered_here(
+    state: &State,
+    args: &AskArgs,
+    request_state: &str,
+    responses: Option<&rmcp::model::InputResponses>,
+) -> Result<CallToolResult, McpError> {
+    let refused = || {
+        McpError::invalid_params(
+            "requestState is not one this server gave for a question asked at the computer and not \
+             answered yet: call ask_user without it",
+            None,
+        )
+    };
+    let question_id = here::question_of_state(request_state).ok_or_else(refused)?;
+    if !lock(&state.asking_here).remove(question_id) {
+        return Err(refused());
+    }
+    let Some(asked) = state
+        .asked
+        .get(question_id)
+        .filter(|asked| asked.question == args.question)
+    else {
+        return Err(refused());
+    };
+    let id = &asked.question_id;
+    let said = match here::answered_here(&state.client, &asked, responses).await {
+        here::HereOutcome::Recorded => {
+            "The person answered here at the computer; it is recorded on the relay (the phone shows it)."
+                .to_string()
+        }
+        here::HereOutcome::TooLate => "The answer given here came after the question closed (answered on \
+                                       the phone first, expired or cancelled): it does not count."
+            .to_string(),
+        here::HereOutcome::NotAnswered => {
+            "The person did not answer here; the phone can still answer.".to_string()
+        }
+        here::HereOutcome::Failed(why) => {
+            format!("The answer given here could not be recorded ({why}); the phone can still answer.")
+        }
+    };
+    output(
+        &AskResult {
+            question_id: id.clone(),
+            expires_at: asked.expires_at.to_string(),
+            resumed: false,
+            asked_here: true,
+            not_asked_here: None,
+        },
+        format!(
+            "{said} Now call wait_for_answer with questionId \"{id}\" for the answer that counts. Act only if \
+             it returns approved: true; expired, cancelled or a no means do not act."
+        ),
+    )
+}
+
+/// The lock on a set shared by every session (a poisoned lock still holds a usable set).
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn no_device_text(what: &str) -> String {
     format!(
         "No phone is paired with this agent to receive {what}, so nothing was sent and nobody can answer. \
@@ -605,16 +672,26 @@ impl PacerelleServer {
     pub async fn ask_user(
         &self,
         Args(args): Args<AskArgs>,
-        peer: Peer<RoleServer>,
-    ) -> Result<CallToolResult, McpError> {
+        context: RequestContext<RoleServer>,
+        RequestState(request_state): RequestState,
+        InputResponses(responses): InputResponses,
+    ) -> Result<CallToolResponse, McpError> {
         let state = &self.state;
+        // 2026-07-28: the call again, with the answer to the input request the first one returned.
+        if let Some(request_state) = request_state {
+            return answered_here(state, &args, &request_state, responses.as_ref())
+                .await
+                .map(CallToolResponse::Complete);
+        }
+        let peer = context.peer.clone();
         // A user's question is answered on that user's devices only: the person at this computer is not them.
         let for_user = args.user_id.is_some();
         // Several approvals come from devices only: the person here is one of them at most.
         let several = args.approvals.is_some_and(|n| n > 1);
         let wanted_here = !for_user && !several && args.also_ask_here.unwrap_or(state.also_ask_here);
+        let way = here::way(&context);
         let not_here = if wanted_here {
-            here::why_not(&peer)
+            way.err()
         } else if for_user && args.also_ask_here == Some(true) {
             Some(FOR_USER_NOT_HERE)
         } else if several && args.also_ask_here == Some(true) {
@@ -636,7 +713,7 @@ impl PacerelleServer {
             options: request.options.clone(),
             multiple: request.multiple,
         });
-        match state.client.ask_user(request).await {
+        let result = match state.client.ask_user(request).await {
             Ok(asked) => {
                 // Only a question the relay stored (or resumed) is remembered: every wait on its id judges it.
                 if let Err(e) = state.asked.record(&asked, &text, kind) {
@@ -646,9 +723,17 @@ impl PacerelleServer {
                         "cannot keep the question asked on disk; this process remembers it, a restart will not"
                     );
                 }
+                let mut input = None;
                 let (where_, not_asked_here) = match (form, not_here) {
                     (Some(form), _) => {
-                        here::spawn(state.client.clone(), peer, asked.clone(), form);
+                        if way == Ok(here::Way::InputRequest) {
+                            input = here::input_required(&form, &asked.question_id);
+                            if input.is_some() {
+                                lock(&state.asking_here).insert(asked.question_id.clone());
+                            }
+                        } else {
+                            here::spawn(state.client.clone(), peer, asked.clone(), form);
+                        }
                         (
                             "the person's phone and here at the computer (the first answer counts)",
                             None,
@@ -672,6 +757,10 @@ impl PacerelleServer {
                 } else {
                     format!("Question sent to {where_}; it expires at {}.", asked.expires_at)
                 };
+                if let Some(input) = input {
+                    // 2026-07-28: the host asks here, then calls again with the answer (answered_here).
+                    return Ok(CallToolResponse::InputRequired(input));
+                }
                 let next = format!(
                     "{sent} Now call wait_for_answer with questionId \"{}\", again while it is pending. Act \
                      only if it returns approved: true; expired, cancelled or a no means do not act.",
@@ -711,7 +800,8 @@ impl PacerelleServer {
                 Ok(result)
             }
             Err(e) => relay_failure(&state.relay_url, e),
-        }
+        };
+        result.map(CallToolResponse::Complete)
     }
 
     #[tool(

@@ -1,7 +1,8 @@
 //! Asking at the computer too (`ask_user` with `alsoAskHere`): the real binary over stdio, a real rmcp client
 //! that declares elicitation and plays the host's dialog, a real relay, and the phone played by
-//! `DeviceClient`. The first answer wins on either channel and the other is withdrawn; hosts without
-//! elicitation, and sessions on 2026-07-28, are asked on the phone only, as before.
+//! `DeviceClient`. The first answer wins on either channel and the other is withdrawn; on 2026-07-28 the host is
+//! asked with an input request in the call's result, and the call comes back with its answer; hosts without
+//! elicitation are asked on the phone only, as before.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use crate::common;
@@ -18,7 +19,7 @@ use rmcp::model::{
 };
 use rmcp::service::{RequestContext, RunningService};
 use rmcp::transport::TokioChildProcess;
-use rmcp::{ClientHandler, ErrorData as McpError, RoleClient, ServiceExt};
+use rmcp::{ClientHandler, ClientServiceExt, ErrorData as McpError, RoleClient};
 use serde_json::{Value, json};
 use tokio::sync::{mpsc, oneshot};
 
@@ -83,6 +84,11 @@ struct HostSession {
 
 impl HostSession {
     async fn start(agent: &AgentClient, relay: &TestRelay, env: &[(&str, &str)]) -> HostSession {
+        HostSession::start_in(agent, relay, env, Era::Legacy).await
+    }
+
+    /// [`HostSession::start`] on the protocol of `era`.
+    async fn start_in(agent: &AgentClient, relay: &TestRelay, env: &[(&str, &str)], era: Era) -> HostSession {
         let mut cmd = command(agent, &relay.url, &[]);
         cmd.envs(env.iter().copied());
         let (transport, _) = TokioChildProcess::builder(cmd)
@@ -95,7 +101,10 @@ impl HostSession {
             dialogs: tx,
             withdrawn: withdrawn.clone(),
         };
-        let client = host.serve(transport).await.expect("initialize");
+        let client = host
+            .serve_with_lifecycle(transport, era.lifecycle())
+            .await
+            .expect("start the session");
         HostSession {
             client,
             dialogs,
@@ -296,7 +305,8 @@ async fn declining_the_hosts_dialog_records_nothing_and_the_phone_still_answers(
 async fn a_host_without_elicitation_or_on_2026_07_28_is_asked_on_the_phone_only() {
     let relay = TestRelay::start().await;
     let (agent, _device) = relay.agent_and_device().await;
-    for (era, why) in [(Era::Legacy, "elicitation"), (Era::Modern, "2026-07-28")] {
+    for era in [Era::Legacy, Era::Modern] {
+        let why = "elicitation";
         let server: Server = spawn(&agent, &relay.url, &[], era).await;
         let asked = server
             .ok(
@@ -316,4 +326,156 @@ async fn a_host_without_elicitation_or_on_2026_07_28_is_asked_on_the_phone_only(
         assert_eq!(refused.kind(), ErrorKind::InvalidInput);
         server.stop().await;
     }
+}
+
+/// On 2026-07-28 (no server request during a session), `ask_user` returns an input request for the host's
+/// dialog; the host asks, then calls again with the answer, which rmcp's client does by itself. Runs the call
+/// and plays the dialog with `answer`, `before` running once the dialog is open; returns the final result.
+async fn ask_here_on_2026_07_28(
+    host: &mut HostSession,
+    args: Value,
+    before: impl std::future::Future<Output = ()>,
+    answer: ElicitResult,
+) -> rmcp::model::CallToolResult {
+    let HostSession { client, dialogs, .. } = host;
+    let call = client
+        .call_tool(CallToolRequestParams::new("ask_user").with_arguments(args.as_object().unwrap().clone()));
+    let dialog = async {
+        let dialog = tokio::time::timeout(Duration::from_secs(20), dialogs.recv())
+            .await
+            .expect("the host's dialog should open")
+            .expect("dialog");
+        assert_eq!(dialog.schema["required"], json!(["answer"]), "{}", dialog.schema);
+        before.await;
+        dialog.reply.send(answer).unwrap();
+        dialog.message
+    };
+    let (result, message) = tokio::join!(call, dialog);
+    let result = result.expect("ask_user");
+    assert!(message.contains("Also asked on your phone"), "{message}");
+    result
+}
+
+#[tokio::test]
+async fn on_2026_07_28_a_yes_in_the_hosts_dialog_comes_back_with_the_call_and_counts() {
+    let relay = TestRelay::start().await;
+    let (agent, device) = relay.agent_and_device().await;
+    let mut host = HostSession::start_in(&agent, &relay, &[], Era::Modern).await;
+    let phone = device.clone();
+    let result = ask_here_on_2026_07_28(
+        &mut host,
+        json!({"question": "Merge the pull request?", "kind": "yes_no", "alsoAskHere": true}),
+        async move {
+            // The phone has the question while the dialog is open.
+            let list = phone
+                .questions(Some(QuestionState::Pending))
+                .await
+                .expect("questions");
+            assert!(
+                list.questions
+                    .iter()
+                    .any(|q| q.question == "Merge the pull request?")
+            );
+        },
+        ElicitResult::new(ElicitationAction::Accept).with_content(json!({"answer": "yes"})),
+    )
+    .await;
+    assert_ne!(result.is_error, Some(true), "{result:?}");
+    let asked = result.structured_content.clone().expect("structured");
+    assert_eq!(asked["askedHere"], true, "{asked}");
+    let text = common::text(&result);
+    assert!(text.contains("answered here at the computer"), "{text}");
+    let id = asked["questionId"].as_str().unwrap().to_string();
+
+    let settled = host.settled(&id).await;
+    assert_eq!(settled["approved"], true, "{settled}");
+    assert_eq!(settled["channel"], "host");
+    let shown = on_phone(&device, &id, QuestionState::Answered).await;
+    assert_eq!(shown.channel, Some(Channel::Host));
+    assert_eq!(shown.answer, Some(Answer::Yes));
+    host.client.cancel().await.expect("close");
+}
+
+#[tokio::test]
+async fn on_2026_07_28_the_phone_answering_first_wins_over_a_later_yes_in_the_dialog() {
+    let relay = TestRelay::start().await;
+    let (agent, device) = relay.agent_and_device().await;
+    let mut host = HostSession::start_in(&agent, &relay, &[], Era::Modern).await;
+    let phone = device.clone();
+    let result = ask_here_on_2026_07_28(
+        &mut host,
+        json!({"question": "Drop the cache?", "kind": "yes_no", "alsoAskHere": true}),
+        async move {
+            // The person says no on the phone while the dialog is open.
+            let list = phone
+                .questions(Some(QuestionState::Pending))
+                .await
+                .expect("questions");
+            let q = list
+                .questions
+                .iter()
+                .find(|q| q.question == "Drop the cache?")
+                .expect("on the phone");
+            phone
+                .answer(&q.question_id, Answer::No)
+                .await
+                .expect("phone says no");
+        },
+        ElicitResult::new(ElicitationAction::Accept).with_content(json!({"answer": "yes"})),
+    )
+    .await;
+    let text = common::text(&result);
+    assert!(text.contains("does not count"), "{text}");
+    let id = result.structured_content.clone().expect("structured")["questionId"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let settled = host.settled(&id).await;
+    assert_eq!(settled["channel"], "phone", "{settled}");
+    assert_eq!(settled["answer"], "no");
+    assert_eq!(settled["approved"], false);
+    host.client.cancel().await.expect("close");
+}
+
+/// A request state is taken once, only from this server, and only for the question it was given for.
+#[tokio::test]
+async fn on_2026_07_28_a_request_state_this_server_did_not_give_answers_nothing() {
+    let relay = TestRelay::start().await;
+    let (agent, device) = relay.agent_and_device().await;
+    let host = HostSession::start_in(&agent, &relay, &[], Era::Modern).await;
+    let asked = agent
+        .ask_user(
+            pacerelle_client::agent::QuestionRequest::yes_no("Rotate the keys?")
+                .with_id("x-forged")
+                .answered_at_host(true),
+        )
+        .await
+        .expect("asked elsewhere");
+    let mut params = CallToolRequestParams::new("ask_user").with_arguments(
+        json!({"question": "Rotate the keys?", "kind": "yes_no"})
+            .as_object()
+            .unwrap()
+            .clone(),
+    );
+    params.request_state = Some(format!("pacerelle-ask-here:{}", asked.question_id));
+    params.input_responses = Some(
+        [(
+            "answer".to_string(),
+            serde_json::to_value(
+                ElicitResult::new(ElicitationAction::Accept).with_content(json!({"answer": "yes"})),
+            )
+            .unwrap(),
+        )]
+        .into_iter()
+        .collect(),
+    );
+    let refused = host
+        .client
+        .peer()
+        .call_tool_once(params)
+        .await
+        .expect_err("refused");
+    assert!(refused.to_string().contains("requestState"), "{refused}");
+    on_phone(&device, &asked.question_id, QuestionState::Pending).await;
+    host.client.cancel().await.expect("close");
 }
