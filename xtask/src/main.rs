@@ -80,7 +80,7 @@ const STEPS: &[Step] = &[
     Step { name: "layers", needs: None, run: layers, built: false, group: Some("target/check") },
     Step { name: "soak", needs: Some("pacerelle-soak"), run: soak, built: true, group: None },
     Step { name: "py", needs: Some("pacerelle-py"), run: py, built: true, group: None },
-    Step { name: "mcp-ts", needs: Some("pacerelle-mcp/ts-tests"), run: mcp_ts, built: true, group: None },
+    Step { name: "mcp-sdks", needs: Some("pacerelle-mcp/sdk-tests"), run: mcp_sdks, built: true, group: None },
     Step { name: "web", needs: Some("pacerelle-relay/web-tests"), run: web, built: true, group: None },
     Step { name: "kotlin", needs: Some("pacerelle-ffi/kotlin"), run: kotlin, built: true, group: Some("maven") },
     Step { name: "dist", needs: Some("packaging"), run: dist::step, built: true, group: Some("maven") },
@@ -477,14 +477,25 @@ fn kotlin(root: &Path) -> Result<()> {
     )
 }
 
-/// `pacerelle-mcp` driven by the official TypeScript MCP SDK (`@modelcontextprotocol/sdk`, pinned in
-/// `pacerelle-mcp/ts-tests/package-lock.json`), the client most hosts embed, over stdio and streamable HTTP with a
-/// bearer, against a real relay and a device paired through the CLI; both built first.
-fn mcp_ts(root: &Path) -> Result<()> {
-    let dir = root.join("pacerelle-mcp/ts-tests");
+/// `pacerelle-mcp` driven from the outside by two more official MCP SDKs (`pacerelle-mcp/sdk-tests/`), against
+/// a real relay and a device paired through the CLI, both built first: the TypeScript SDK
+/// (`@modelcontextprotocol/sdk`, pinned in `package-lock.json`), the client most hosts embed, over stdio and
+/// streamable HTTP with a bearer; and the Python SDK 2.3.0 on a 2026-07-28 session (input requests for asking at
+/// the computer), in a venv of its own: the `py` step's suite stays on the 1.x SDK and 2025-11-25.
+fn mcp_sdks(root: &Path) -> Result<()> {
+    const VENV: &str = "target/xtask/mcp-sdk-venv";
+    let dir = root.join("pacerelle-mcp/sdk-tests");
     run(&dir, "npm", &["ci", "--no-audit", "--no-fund"])?;
     build_binaries(root)?;
-    run(&dir, "node", &["--test", "--test-concurrency=1", "sdk.test.mjs"])
+    run(
+        &dir,
+        "node",
+        &["--test", "--test-concurrency=1", "typescript.test.mjs"],
+    )?;
+    run(root, "python3", &["-m", "venv", "--clear", VENV])?;
+    let python = root.join(VENV).join("bin/python");
+    run(root, &python, &["-m", "pip", "install", "--quiet", "mcp==2.3.0"])?;
+    run(&dir, &python, &["python_2026.py"])
 }
 
 /// The web app: its crypto module against the core's vectors (node's test runner), then end to end in

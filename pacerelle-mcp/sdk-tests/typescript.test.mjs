@@ -3,7 +3,7 @@
 // its SQLite file) and a real device (the CLI paired as a terminal): the listening flow — a task from the phone
 // waited for, replied to, marked processed — and a yes/no question answered on the phone.
 //
-// Run from `cargo xtask test --only mcp-ts` (which builds the binaries first), or `npm test` here once
+// Run from `cargo xtask test --only mcp-sdks` (which builds the binaries first), or `npm test` here once
 // target/debug/pacerelle and target/debug/pacerelle-mcp are built.
 
 import { test, after, before } from "node:test";
