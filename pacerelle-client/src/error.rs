@@ -51,8 +51,9 @@ impl From<pacerelle_core::Error> for Error {
 
 impl Error {
     /// A refusal decided on this side before any request, with the code the relay would give (`no_device`,
-    /// `question_expired`…), so that callers branch on [`Error::code`] alone.
-    pub(crate) fn local(status: u16, code: &str, message: String) -> Self {
+    /// `question_expired`…), so that callers branch on [`Error::code`] alone. Public for the bindings' tests,
+    /// which map such errors.
+    pub fn local(status: u16, code: &str, message: String) -> Self {
         Error::Api {
             status,
             code: code.to_string(),
@@ -253,12 +254,7 @@ mod tests {
     use pacerelle_core::wire::code;
 
     fn api(status: u16, code: &str) -> Error {
-        Error::Api {
-            status,
-            code: code.into(),
-            message: "m".into(),
-            details: None,
-        }
+        Error::local(status, code, "m".into())
     }
 
     #[test]

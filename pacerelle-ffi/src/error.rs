@@ -188,12 +188,7 @@ mod tests {
     use pacerelle_client::Error;
 
     fn api(status: u16, code: &str) -> Error {
-        Error::Api {
-            status,
-            code: code.into(),
-            message: "m".into(),
-            details: None,
-        }
+        Error::local(status, code, "m".into())
     }
 
     #[test]
