@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use pacerelle_core::wire::{ErrorBody, SESSION_HEADER};
+use pacerelle_core::wire::{ErrorBody, MAX_BODY_BYTES, SESSION_HEADER, code};
 use reqwest::{Method, StatusCode};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -103,10 +103,12 @@ impl Http {
     }
 
     pub async fn send<B: Serialize, T: DeserializeOwned>(&self, req: Req<'_, B>) -> Result<T> {
+        // The body is written once, and checked against the relay's limit before anything is sent.
+        let body = req.body.map(body_bytes).transpose()?;
         let mut backoff = FIRST_BACKOFF;
         let mut attempt = 1;
         loop {
-            match self.send_once(&req).await {
+            match self.send_once(&req, body.as_deref()).await {
                 Err(e) if req.retry == Retry::Yes && e.is_transient() && attempt < ATTEMPTS => {
                     tracing::debug!(path = req.path, attempt, error = %e, "retrying");
                     tokio::time::sleep(backoff).await;
@@ -118,7 +120,11 @@ impl Http {
         }
     }
 
-    async fn send_once<B: Serialize, T: DeserializeOwned>(&self, req: &Req<'_, B>) -> Result<T> {
+    async fn send_once<B: Serialize, T: DeserializeOwned>(
+        &self,
+        req: &Req<'_, B>,
+        body: Option<&[u8]>,
+    ) -> Result<T> {
         let url = format!("{}{}", self.base, req.path);
         let timeout = req.wait.map_or(REQUEST_TIMEOUT, |w| w + WAIT_MARGIN);
         let mut builder = self.client.request(req.method.clone(), &url).timeout(timeout);
@@ -134,8 +140,10 @@ impl Http {
         for (name, value) in req.headers {
             builder = builder.header(*name, value);
         }
-        if let Some(body) = req.body {
-            builder = builder.json(body);
+        if let Some(body) = body {
+            builder = builder
+                .header(reqwest::header::CONTENT_TYPE, "application/json")
+                .body(body.to_vec());
         }
         let network = |e: reqwest::Error| Error::Network {
             url: self.base.clone(),
@@ -190,5 +198,67 @@ fn describe(e: &reqwest::Error) -> String {
             source = s.source();
         }
         text
+    }
+}
+
+/// A request's JSON body, refused here with the relay's own code (`body_too_large`, 413) when it exceeds the
+/// relay's limit ([`MAX_BODY_BYTES`]): nothing is sent, and the message says which limit and why a text that
+/// fits one device may not fit several (each recipient device gets its own sealed copy).
+fn body_bytes<B: Serialize>(body: &B) -> Result<Vec<u8>> {
+    let json = serde_json::to_vec(body)
+        .map_err(|e| Error::InvalidInput(format!("the request's body could not be written as JSON: {e}")))?;
+    if json.len() > MAX_BODY_BYTES {
+        return Err(Error::local(
+            413,
+            code::BODY_TOO_LARGE,
+            format!(
+                "this request would be {} bytes, over the relay's limit of {MAX_BODY_BYTES} bytes for one \
+                 request: nothing was sent. A text is sealed once for each recipient device, so a long text \
+                 for several devices can exceed it; send a shorter text, or split it",
+                json.len()
+            ),
+        ));
+    }
+    Ok(json)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ErrorKind;
+
+    /// Over the limit, the request is refused here: nothing reaches the network (port 9 would refuse it
+    /// with a network error otherwise).
+    #[tokio::test]
+    async fn a_body_over_the_relays_limit_is_refused_before_anything_is_sent() {
+        let http = Http::new("http://127.0.0.1:9").expect("client");
+        let text = "x".repeat(MAX_BODY_BYTES);
+        let body = serde_json::json!({ "text": text });
+        let e = http
+            .send::<_, serde_json::Value>(Req {
+                body: Some(&body),
+                ..Req::new(Method::POST, "/v1/agent/notifications")
+            })
+            .await
+            .expect_err("too large");
+        assert_eq!(e.kind(), ErrorKind::BodyTooLarge, "{e}");
+        assert_eq!(e.code(), Some(code::BODY_TOO_LARGE));
+        let message = e.to_string();
+        assert!(
+            message.contains(&MAX_BODY_BYTES.to_string()) && message.contains("nothing was sent"),
+            "{message}"
+        );
+
+        // Within the limit, the same client does reach for the network.
+        let small = serde_json::json!({ "text": "hello" });
+        let e = http
+            .send::<_, serde_json::Value>(Req {
+                body: Some(&small),
+                retry: Retry::No,
+                ..Req::new(Method::POST, "/v1/agent/notifications")
+            })
+            .await
+            .expect_err("nothing listens on port 9");
+        assert!(matches!(e, Error::Network { .. }), "{e}");
     }
 }

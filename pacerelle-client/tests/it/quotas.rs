@@ -73,3 +73,60 @@ async fn a_question_beyond_the_open_quota_is_quota_exceeded_until_one_is_cancell
         .await
         .expect("room again");
 }
+
+/// A long text is sealed once per recipient device: for five devices a 40 000-character notification no longer
+/// fits one request. The client says so before sending (`body_too_large`, naming the limit) instead of sending
+/// it for the relay to refuse; with three devices the same text goes through.
+#[tokio::test]
+async fn a_text_too_large_for_all_the_devices_is_refused_before_it_is_sent_and_says_which_limit() {
+    use pacerelle_client::{DeviceClient, Level, agent::PairingOptions, core::wire::MAX_BODY_BYTES};
+    let relay = TestRelay::start().await;
+    let (agent, _first) = relay.agent_and_device().await;
+    let mut devices = Vec::new();
+    let pair = |name: &'static str| {
+        let agent = agent.clone();
+        async move {
+            let link = agent
+                .create_pairing(PairingOptions::default())
+                .await
+                .expect("pairing");
+            DeviceClient::join(&link.link, name).await.expect("join")
+        }
+    };
+    for name in ["tablet", "laptop"] {
+        devices.push(pair(name).await);
+    }
+    let text = "a".repeat(40_000);
+    agent
+        .notify(&text, None, Level::Info)
+        .await
+        .expect("three devices: it fits");
+
+    for name in ["browser", "terminal"] {
+        devices.push(pair(name).await);
+    }
+    let e = agent
+        .notify(&text, None, Level::Info)
+        .await
+        .expect_err("five devices: too large");
+    assert_eq!(e.kind(), ErrorKind::BodyTooLarge, "{e}");
+    assert!(!e.is_transient());
+    let message = e.to_string();
+    assert!(
+        message.contains(&MAX_BODY_BYTES.to_string())
+            && message.contains("nothing was sent")
+            && message.contains("each recipient device"),
+        "{message}"
+    );
+    // The first notification only: the refused one never reached the relay.
+    let first = devices[0]
+        .conversation(None, std::time::Duration::ZERO)
+        .await
+        .expect("conversation");
+    let notifications = first
+        .items
+        .iter()
+        .filter(|i| i.kind == pacerelle_client::core::wire::ItemKind::Notification)
+        .count();
+    assert_eq!(notifications, 1);
+}
