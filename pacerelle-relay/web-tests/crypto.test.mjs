@@ -798,3 +798,16 @@ test("the activity word follows the core's vectors (activity.json), and the app'
   ];
   for (const [status, waiting, word] of app) assert.equal(activityOf(status, waiting), word, JSON.stringify([status, waiting]));
 });
+
+test("the agents' tabs leave out the words every name starts with, never a whole name", async () => {
+  const { tabLabels } = await import("../web/app/names.js");
+  assert.deepEqual(tabLabels(["Ana’s laptop — Claude Code", "Ana’s build server"]), ["laptop — Claude Code", "build server"]);
+  assert.deepEqual(tabLabels(["Ana’s laptop", "Ana’s server", "Ana’s CI"]), ["laptop", "server", "CI"]);
+  // Names that share no first word, or one name alone, are whole.
+  assert.deepEqual(tabLabels(["Laptop", "Build server"]), ["Laptop", "Build server"]);
+  assert.deepEqual(tabLabels(["Ana’s laptop"]), ["Ana’s laptop"]);
+  // A name made only of the shared words keeps its last word; the others keep theirs from the same point.
+  assert.deepEqual(tabLabels(["Ana’s agent", "Ana’s agent two"]), ["agent", "agent two"]);
+  assert.deepEqual(tabLabels(["CI", "CI"]), ["CI", "CI"]);
+  assert.deepEqual(tabLabels(["Ana’s  laptop", "Ana’s server"]), ["laptop", "server"]);
+});

@@ -2278,7 +2278,9 @@ test("one browser paired with two agents: a switcher, the questions of both answ
   // The switcher lists both agents, each with its presence dot.
   const tabs = page.locator("#agents .agent-tab");
   await page.locator("#agents").waitFor();
-  assert.deepEqual(await tabs.locator(".agent-tab-name").allTextContents(), [laptopName, serverName]);
+  // The words both names start with ("Ana’s") are left out of the tabs; the whole names are their accessible names.
+  assert.deepEqual(await tabs.locator(".agent-tab-name").allTextContents(), ["laptop — Claude Code", "server"]);
+  assert.deepEqual(await tabs.evaluateAll((ts) => ts.map((t) => t.getAttribute("aria-label"))), [laptopName, serverName]);
   assert.equal(await tabs.locator(".dot").count(), 2);
   assert.equal(await page.locator(`#agents .agent-tab[data-agent-id="${server.agentId}"]`).getAttribute("aria-current"), "page");
   const stored = await page.evaluate(async () => (await (await import("/app/store.js")).listDevices()).map((d) => d.agentId));

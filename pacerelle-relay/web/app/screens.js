@@ -5,6 +5,7 @@
 import { app } from "./state.js";
 import { $, el } from "./dom.js";
 import { activityOf } from "./activity.js";
+import { tabLabels } from "./names.js";
 
 /** The screens, each a `screen-<name>` section of index.html. */
 const SCREENS = ["loading", "insecure", "unpaired", "revoked", "pair", "conversation", "settings", "grants", "pending", "overview"];
@@ -164,7 +165,8 @@ export function renderSwitcher() {
   const current = app.device ? app.device.agentId : app.revokedAgentId;
   const tabs = $("agent-tabs");
   tabs.replaceChildren();
-  for (const d of app.pairings) {
+  const labels = tabLabels(app.pairings.map((d) => d.agentName));
+  for (const [i, d] of app.pairings.entries()) {
     const b = el("button", "agent-tab");
     b.type = "button";
     b.dataset.agentId = d.agentId;
@@ -174,8 +176,7 @@ export function renderSwitcher() {
     dot.dataset.presence = presence || "";
     dot.dataset.activity = activity || "";
     dot.setAttribute("aria-hidden", "true");
-    b.append(dot, el("span", "agent-tab-name", d.agentName));
-    b.title = d.agentName;
+    b.append(dot, el("span", "agent-tab-name", labels[i]));
     const waiting = app.waitingBy.get(d.agentId) || 0;
     if (waiting > 0) {
       const badge = el("span", "count agent-count", String(waiting));
@@ -183,6 +184,8 @@ export function renderSwitcher() {
       b.append(badge);
     }
     b.title = `${d.agentName}: ${ACTIVITY_TITLES[activity] || "activity unknown"}${waiting ? `, ${waiting} waiting for you` : ""}`;
+    // The tab may show only the words that tell the agents apart: its name for screen readers is the whole one.
+    b.setAttribute("aria-label", `${d.agentName}${waiting ? `, ${waiting} waiting` : ""}`);
     if (d.agentId === current && screen !== "pending" && screen !== "overview") b.setAttribute("aria-current", "page");
     b.addEventListener("click", () => openAgent(d.agentId));
     tabs.append(b);
