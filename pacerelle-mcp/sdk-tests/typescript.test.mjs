@@ -155,6 +155,14 @@ async function listeningFlow(client, label) {
 }
 
 test("over stdio: the TypeScript SDK's client completes the listening flow and a question", async () => {
+  // The SDK validates results against each tool's outputSchema (Ajv), which warns about any format it does not
+  // know: the schemas use standard formats only.
+  const warnings = [];
+  const warn = console.warn;
+  console.warn = (...args) => {
+    warnings.push(args.join(" "));
+    warn(...args);
+  };
   const transport = new StdioClientTransport({ command: MCP, args: [], env: mcpEnv(), stderr: "pipe" });
   let log = "";
   transport.stderr?.on("data", (d) => (log += d));
@@ -165,10 +173,12 @@ test("over stdio: the TypeScript SDK's client completes the listening flow and a
     assert.equal(server.name, "pacerelle-mcp", JSON.stringify(server));
     assert.ok(client.getInstructions()?.includes("wait_for_messages"), "the server's instructions name the loop");
     await listeningFlow(client, "stdio");
+    assert.deepEqual(warnings.filter((w) => /format/.test(w)), [], "warnings about the schemas' formats");
   } catch (e) {
     e.message += `\npacerelle-mcp's log:\n${log}`;
     throw e;
   } finally {
+    console.warn = warn;
     await client.close();
   }
 });

@@ -18,11 +18,13 @@ pub mod questions;
 pub mod status;
 pub mod users;
 
-use std::sync::{Arc, OnceLock};
+use std::any::TypeId;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 
 use pacerelle_client::{Cursor, Error, ErrorKind};
 use rmcp::ErrorData as McpError;
-use rmcp::handler::server::common::{FromContextPart, schema_for_input};
+use rmcp::handler::server::common::{FromContextPart, schema_for_input, schema_for_output};
 use rmcp::handler::server::tool::ToolCallContext;
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject};
 use serde::Serialize;
@@ -46,9 +48,67 @@ impl<S, T: DeserializeOwned> FromContextPart<ToolCallContext<'_, S>> for Args<T>
     }
 }
 
-/// The input schema of arguments `T` (an object, as MCP requires).
+/// The input schema of arguments `T` (an object, as MCP requires), with standard formats only
+/// ([`standard_formats`]).
 pub fn input_schema<T: schemars::JsonSchema + 'static>() -> Arc<JsonObject> {
-    schema_for_input::<T>().unwrap_or_else(|e| panic!("input schema of {}: {e}", std::any::type_name::<T>()))
+    cached::<T>(false, || {
+        schema_for_input::<T>()
+            .unwrap_or_else(|e| panic!("input schema of {}: {e}", std::any::type_name::<T>()))
+    })
+}
+
+/// The output schema of results `T`, as rmcp derives it, with standard formats only ([`standard_formats`]).
+pub fn output_schema<T: schemars::JsonSchema + 'static>() -> Arc<JsonObject> {
+    cached::<T>(true, schema_for_output::<T>)
+}
+
+/// A schema of `T` made once per process by `make`, then without its non-standard formats.
+fn cached<T: 'static>(output: bool, make: impl FnOnce() -> Arc<JsonObject>) -> Arc<JsonObject> {
+    type Cache = Mutex<HashMap<(TypeId, bool), Arc<JsonObject>>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let cache = CACHE.get_or_init(Cache::default);
+    let key = (TypeId::of::<T>(), output);
+    if let Some(schema) = cache.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
+        return schema.clone();
+    }
+    let mut schema = (*make()).clone();
+    standard_formats(&mut schema);
+    let schema = Arc::new(schema);
+    cache
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .insert(key, schema.clone());
+    schema
+}
+
+/// The `format`s schemars writes for Rust's number types (`uint64`, `int32`, `double`…): none is a JSON Schema
+/// format, and a client that validates results (the TypeScript SDK, with Ajv) warns about each one it meets.
+/// The `minimum` schemars writes beside the unsigned ones says what matters.
+const NUMBER_FORMATS: &[&str] = &[
+    "int8", "int16", "int32", "int64", "int128", "int", "uint8", "uint16", "uint32", "uint64", "uint128",
+    "uint", "float", "double",
+];
+
+/// Removes, everywhere in `schema`, the number formats of [`NUMBER_FORMATS`].
+pub fn standard_formats(schema: &mut JsonObject) {
+    if schema
+        .get("format")
+        .and_then(serde_json::Value::as_str)
+        .is_some_and(|f| NUMBER_FORMATS.contains(&f))
+    {
+        schema.remove("format");
+    }
+    for value in schema.values_mut() {
+        walk(value);
+    }
+}
+
+fn walk(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(object) => standard_formats(object),
+        serde_json::Value::Array(items) => items.iter_mut().for_each(walk),
+        _ => {}
+    }
 }
 
 /// What the text of a successful result carries in this process: `PACERELLE_MCP_RESULT_TEXT`, read once
@@ -225,6 +285,40 @@ pub fn parse_cursor(text: &str) -> Result<Cursor, McpError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_schemas_use_standard_formats_only() {
+        let mut schema: JsonObject = serde_json::from_value(serde_json::json!({
+            "type": "object",
+            "properties": {
+                "n": {"type": "integer", "format": "uint64", "minimum": 0},
+                "at": {"type": "string", "format": "date-time"},
+                "list": {"type": "array", "items": {"type": "integer", "format": "int32"}},
+                "either": {"anyOf": [{"type": "number", "format": "double"}, {"type": "null"}]}
+            }
+        }))
+        .expect("object");
+        standard_formats(&mut schema);
+        let text = serde_json::Value::Object(schema).to_string();
+        for gone in ["uint64", "int32", "double"] {
+            assert!(!text.contains(gone), "{gone} left in {text}");
+        }
+        assert!(
+            text.contains("date-time") && text.contains("\"minimum\":0"),
+            "{text}"
+        );
+        // Every tool's schemas, as the server lists them.
+        for schema in [
+            output_schema::<crate::tools::status::StatusResult>(),
+            input_schema::<crate::tools::inbox::WaitArgs>(),
+        ] {
+            let text = serde_json::Value::Object((*schema).clone()).to_string();
+            assert!(
+                !text.contains("\"format\":\"uint") && !text.contains("\"format\":\"int"),
+                "{text}"
+            );
+        }
+    }
     use pacerelle_client::core::wire::code;
     use rmcp::model::ErrorCode;
 

@@ -1,10 +1,10 @@
 //! `get_checkpoints` and `save_checkpoint`: a summary and the next action, sealed with the agent's own key,
 //! so that a session can resume after an interruption.
 
+use crate::tools::output_schema;
 use pacerelle_client::agent::Checkpoint;
 use pacerelle_client::core::wire::MAX_CHECKPOINT_LIMIT;
 use rmcp::ErrorData as McpError;
-use rmcp::handler::server::tool::schema_for_output;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
@@ -105,7 +105,7 @@ impl PacerelleServer {
         description = "The latest checkpoints saved by this agent, latest first: id, summary, nextAction, \
                        messageIds, createdAt. Read them when starting or resuming, before repeating an \
                        action.",
-        output_schema = schema_for_output::<CheckpointsResult>(),
+        output_schema = output_schema::<CheckpointsResult>(),
         annotations(
             title = "Read checkpoints",
             read_only_hint = true,
@@ -156,7 +156,7 @@ impl PacerelleServer {
         description = "Save a checkpoint: a summary of what has been done and the next action, so that this \
                        or a later session can resume after an interruption. Sealed with the agent's own key: \
                        the relay cannot read it. Save one when there is progress worth keeping.",
-        output_schema = schema_for_output::<SavedCheckpoint>(),
+        output_schema = output_schema::<SavedCheckpoint>(),
         annotations(
             title = "Save a checkpoint",
             read_only_hint = false,

@@ -16,13 +16,13 @@
 
 use std::time::Duration;
 
+use crate::tools::output_schema;
 use pacerelle_client::core::question::{self, DEFAULT_EXPIRES_SECONDS};
 use pacerelle_client::{
     Answer, Channel, Error, ErrorKind, Level, QuestionKind, QuestionState, agent::AnswerOutcome,
     agent::AskedQuestion, agent::NOT_ASKED_HERE, agent::QuestionRequest, gate::Conclusion,
 };
 use rmcp::ErrorData as McpError;
-use rmcp::handler::server::tool::schema_for_output;
 use rmcp::handler::server::tool::{InputResponses, RequestState};
 use rmcp::model::{CallToolResponse, CallToolResult, ContentBlock, RequestMetaObject};
 use rmcp::service::RequestContext;
@@ -660,7 +660,7 @@ impl PacerelleServer {
                        is also asked in this host's own dialog when it supports that: the first answer, \
                        here or on the phone, counts. Partner mode: userId (an externalId from connect_user) asks \
                        that user on their own devices instead. Does not need the lease.",
-        output_schema = schema_for_output::<AskOutput>(),
+        output_schema = output_schema::<AskOutput>(),
         annotations(
             title = "Ask the person on their phone",
             read_only_hint = false,
@@ -817,7 +817,7 @@ impl PacerelleServer {
                        and do not act. answered with approved false (a no): do not act. Proceed only when \
                        approved is true. An answer that could not be authenticated is never approved, nor \
                        is a questionId this server did not ask with ask_user.",
-        output_schema = schema_for_output::<AnswerResult>(),
+        output_schema = output_schema::<AnswerResult>(),
         annotations(
             title = "Wait for the person's answer",
             read_only_hint = true,
@@ -883,7 +883,7 @@ impl PacerelleServer {
                        (default), warning, error or success. It does not wait and approves nothing: to get a \
                        decision, use ask_user. Each call sends one more notification. userId (Partner mode) \
                        notifies that user's devices instead. Does not need the lease.",
-        output_schema = schema_for_output::<NotifyResult>(),
+        output_schema = output_schema::<NotifyResult>(),
         annotations(
             title = "Notify the person's phone",
             read_only_hint = false,
@@ -932,7 +932,7 @@ impl PacerelleServer {
                        the phone shows it cancelled and any later answer is refused. A cancelled question is \
                        a no. Cancelling twice changes nothing. Too late once it is answered or expired. Does \
                        not need the lease.",
-        output_schema = schema_for_output::<AnswerResult>(),
+        output_schema = output_schema::<AnswerResult>(),
         annotations(
             title = "Cancel a question",
             read_only_hint = false,

@@ -1,10 +1,10 @@
 //! `get_status`: what the phone sees, plus this server's own state.
 
+use crate::tools::output_schema;
 use pacerelle_client::{
     Error, QuestionState, agent::AuditFilter, core::wire::DeviceInfo, core::wire::Status,
 };
 use rmcp::ErrorData as McpError;
-use rmcp::handler::server::tool::schema_for_output;
 use rmcp::model::CallToolResult;
 use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
@@ -116,7 +116,7 @@ impl PacerelleServer {
                        session holds the lease (only the holder receives tasks), whether it is listening, \
                        tasks waiting and in progress, open questions, the last checkpoint's time and the \
                        paired devices. Call it first, then get_checkpoints, then wait_for_messages.",
-        output_schema = schema_for_output::<StatusResult>(),
+        output_schema = output_schema::<StatusResult>(),
         annotations(
             title = "Pacerelle status",
             read_only_hint = true,

@@ -5,13 +5,13 @@
 //! only call the client ([`pacerelle_client::AgentClient::connect_user`] and its siblings): the roster that
 //! says which devices answer for whom stays sealed with the agent's keys. None of them needs the lease.
 
+use crate::tools::output_schema;
 use pacerelle_client::core::pairing;
 use pacerelle_client::{
     Error, ErrorKind, agent::AuditEntry, agent::ConnectOptions, agent::PairingLink, agent::UserDevice,
     agent::UserInfo, core::pairing::Branding,
 };
 use rmcp::ErrorData as McpError;
-use rmcp::handler::server::tool::schema_for_output;
 use rmcp::model::{CallToolResult, ContentBlock};
 use rmcp::{tool, tool_router};
 use schemars::JsonSchema;
@@ -289,7 +289,7 @@ impl PacerelleServer {
                        app pairs their phone as one of their devices. Then pass userId = externalId to \
                        ask_user or send_notification. Again for a known user: another link (a second phone), \
                        and a disconnected user is connected again. Does not need the lease.",
-        output_schema = schema_for_output::<ConnectResult>(),
+        output_schema = output_schema::<ConnectResult>(),
         annotations(
             title = "Connect a user",
             read_only_hint = false,
@@ -341,7 +341,7 @@ impl PacerelleServer {
         description = "Partner mode: every user connected with connect_user, disconnected ones included: \
                        externalId, name, status (connected or disconnected), devices (paired, revoked) and \
                        the last answered question addressed to them. Does not need the lease.",
-        output_schema = schema_for_output::<UsersResult>(),
+        output_schema = output_schema::<UsersResult>(),
         annotations(
             title = "List the users",
             read_only_hint = true,
@@ -374,7 +374,7 @@ impl PacerelleServer {
         description = "Partner mode: one user by externalId: name, status (connected or disconnected), \
                        devices (paired, revoked) and the last answered question addressed to them. Does not \
                        need the lease.",
-        output_schema = schema_for_output::<UserView>(),
+        output_schema = output_schema::<UserView>(),
         annotations(
             title = "Show a user",
             read_only_hint = true,
@@ -418,7 +418,7 @@ impl PacerelleServer {
                        never count again and the relay refuses their requests) and they can no longer be \
                        asked or notified. connect_user connects them again with a new link. Disconnecting \
                        twice changes nothing. Does not need the lease.",
-        output_schema = schema_for_output::<UserView>(),
+        output_schema = output_schema::<UserView>(),
         annotations(
             title = "Disconnect a user",
             read_only_hint = false,
