@@ -187,13 +187,18 @@ impl TestRelay {
             .await
             .expect("register")
             .with_home(Some(&home()));
-        let link = agent
-            .create_pairing(PairingOptions::default())
-            .await
-            .expect("pairing");
-        let device = DeviceClient::join(&link.link, "test phone").await.expect("join");
+        let device = pair(&agent, "test phone").await;
         (agent, device)
     }
+}
+
+/// One more owner device of `agent`, named `name`, paired through a link as a phone would.
+pub async fn pair(agent: &AgentClient, name: &str) -> DeviceClient {
+    let link = agent
+        .create_pairing(PairingOptions::default())
+        .await
+        .expect("pairing");
+    DeviceClient::join(&link.link, name).await.expect("join")
 }
 
 /// True when `needle` occurs in the bytes of `path` (false when the file vanished meanwhile, as a transient

@@ -79,22 +79,13 @@ async fn a_question_beyond_the_open_quota_is_quota_exceeded_until_one_is_cancell
 /// it for the relay to refuse; with three devices the same text goes through.
 #[tokio::test]
 async fn a_text_too_large_for_all_the_devices_is_refused_before_it_is_sent_and_says_which_limit() {
-    use pacerelle_client::{DeviceClient, Level, agent::PairingOptions, core::wire::MAX_BODY_BYTES};
+    use pacerelle_client::{Level, core::wire::MAX_BODY_BYTES};
+    use pacerelle_test_support::pair;
     let relay = TestRelay::start().await;
     let (agent, _first) = relay.agent_and_device().await;
     let mut devices = Vec::new();
-    let pair = |name: &'static str| {
-        let agent = agent.clone();
-        async move {
-            let link = agent
-                .create_pairing(PairingOptions::default())
-                .await
-                .expect("pairing");
-            DeviceClient::join(&link.link, name).await.expect("join")
-        }
-    };
     for name in ["tablet", "laptop"] {
-        devices.push(pair(name).await);
+        devices.push(pair(&agent, name).await);
     }
     let text = "a".repeat(40_000);
     agent
@@ -103,7 +94,7 @@ async fn a_text_too_large_for_all_the_devices_is_refused_before_it_is_sent_and_s
         .expect("three devices: it fits");
 
     for name in ["browser", "terminal"] {
-        devices.push(pair(name).await);
+        devices.push(pair(&agent, name).await);
     }
     let e = agent
         .notify(&text, None, Level::Info)
