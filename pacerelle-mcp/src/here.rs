@@ -111,21 +111,38 @@ pub(crate) async fn answered_here(
     let result = responses
         .and_then(|r| r.get(FIELD))
         .and_then(|v| serde_json::from_value::<ElicitResult>(v.clone()).ok());
-    let Some(result) = result.filter(|r| r.action == ElicitationAction::Accept) else {
-        tracing::info!(question_id = %asked.question_id, "not answered at the computer; the phone can still answer");
+    let Some(result) = result else {
+        tracing::info!(question_id = %asked.question_id, "no answer came back from the computer; the phone can still answer");
         return HereOutcome::NotAnswered;
     };
-    let Some(answer) = answer_of(asked.kind, result.content.as_ref()) else {
-        tracing::warn!(question_id = %asked.question_id, "the answer given at the computer does not fit the question; nothing recorded");
+    take(client, &asked.asked(), asked.kind, &result).await
+}
+
+/// The host's reply to the form asked here (either way it was asked): an accepted answer that fits the question
+/// is recorded on the relay, where the first answer wins; anything else records nothing.
+async fn take(client: &AgentClient, asked: &Asked, kind: QuestionKind, result: &ElicitResult) -> HereOutcome {
+    let id = &asked.question_id;
+    if result.action != ElicitationAction::Accept {
+        tracing::info!(question_id = %id, action = ?result.action, "not answered at the computer; the phone can still answer");
+        return HereOutcome::NotAnswered;
+    }
+    let Some(answer) = answer_of(kind, result.content.as_ref()) else {
+        tracing::warn!(question_id = %id, "the answer given at the computer does not fit the question; nothing recorded");
         return HereOutcome::NotAnswered;
     };
-    match client
-        .answer_at_host(&asked.question_id, Some(&asked.digest), answer)
-        .await
-    {
-        Ok(_) => HereOutcome::Recorded,
-        Err(e) if e.kind() == pacerelle_client::ErrorKind::QuestionClosed => HereOutcome::TooLate,
-        Err(e) => HereOutcome::Failed(e.to_string()),
+    match client.answer_at_host(id, asked.digest.as_deref(), answer).await {
+        Ok(outcome) => {
+            tracing::info!(question_id = %id, approved = outcome.approved, "answered at the computer");
+            HereOutcome::Recorded
+        }
+        Err(e) if e.kind() == pacerelle_client::ErrorKind::QuestionClosed => {
+            tracing::info!(question_id = %id, error = %e, "closed before the answer at the computer (answered on the phone, expired or cancelled): it does not count");
+            HereOutcome::TooLate
+        }
+        Err(e) => {
+            tracing::warn!(question_id = %id, error = %e, "the answer at the computer could not be recorded");
+            HereOutcome::Failed(e.to_string())
+        }
     }
 }
 
@@ -241,15 +258,8 @@ pub(crate) fn spawn(client: AgentClient, peer: Peer<RoleServer>, asked: Asked, f
         let phone = client.wait_until_final(&asked, tokio::time::Instant::now() + to_expiry);
         tokio::select! {
             reply = &mut handle.rx => match reply {
-                Ok(Ok(ClientResult::ElicitResult(result))) if result.action == ElicitationAction::Accept => {
-                    let Some(answer) = answer_of(kind, result.content.as_ref()) else {
-                        tracing::warn!(question_id = %id, "the answer given at the computer does not fit the question; nothing recorded");
-                        return;
-                    };
-                    record(&client, &asked, answer).await;
-                }
                 Ok(Ok(ClientResult::ElicitResult(result))) => {
-                    tracing::info!(question_id = %id, action = ?result.action, "not answered at the computer; the phone can still answer");
+                    take(&client, &asked, kind, &result).await;
                 }
                 Ok(Ok(_)) => tracing::warn!(question_id = %id, "the host answered the elicitation with another result"),
                 Ok(Err(e)) => tracing::info!(question_id = %id, error = %e, "the host did not ask at the computer"),
@@ -265,25 +275,6 @@ pub(crate) fn spawn(client: AgentClient, peer: Peer<RoleServer>, asked: Asked, f
             }
         }
     });
-}
-
-/// Records an answer given at the computer: the first answer wins, so a phone that answered just before is
-/// not an error.
-async fn record(client: &AgentClient, asked: &Asked, answer: Answer) {
-    let id = &asked.question_id;
-    match client.answer_at_host(id, asked.digest.as_deref(), answer).await {
-        Ok(outcome) => tracing::info!(
-            question_id = %id,
-            approved = outcome.approved,
-            "answered at the computer"
-        ),
-        Err(e) if e.kind() == pacerelle_client::ErrorKind::QuestionClosed => {
-            tracing::info!(question_id = %id, error = %e, "closed before the answer at the computer (answered on the phone, expired or cancelled): it does not count");
-        }
-        Err(e) => {
-            tracing::warn!(question_id = %id, error = %e, "the answer at the computer could not be recorded")
-        }
-    }
 }
 
 #[cfg(test)]
