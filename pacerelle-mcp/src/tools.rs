@@ -20,7 +20,7 @@ pub mod users;
 
 use std::any::TypeId;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 use pacerelle_client::{Cursor, Error, ErrorKind};
 use rmcp::ErrorData as McpError;
@@ -68,17 +68,19 @@ fn cached<T: 'static>(output: bool, make: impl FnOnce() -> Arc<JsonObject>) -> A
     static CACHE: OnceLock<Cache> = OnceLock::new();
     let cache = CACHE.get_or_init(Cache::default);
     let key = (TypeId::of::<T>(), output);
-    if let Some(schema) = cache.lock().unwrap_or_else(PoisonError::into_inner).get(&key) {
+    if let Some(schema) = lock(cache).get(&key) {
         return schema.clone();
     }
     let mut schema = (*make()).clone();
     standard_formats(&mut schema);
     let schema = Arc::new(schema);
-    cache
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .insert(key, schema.clone());
+    lock(cache).insert(key, schema.clone());
     schema
+}
+
+/// The lock on state shared by every session (a poisoned lock still holds usable state).
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 /// The `format`s schemars writes for Rust's number types (`uint64`, `int32`, `double`…): none is a JSON Schema

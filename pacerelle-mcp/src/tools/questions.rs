@@ -34,7 +34,7 @@ use tokio_util::sync::CancellationToken;
 use crate::here;
 use crate::server::{PacerelleServer, State};
 use crate::tools::users::{is_user_failure, user_failure};
-use crate::tools::{Args, check_id, failure, input_schema, output, output_reading, relay_failure};
+use crate::tools::{Args, check_id, failure, input_schema, lock, output, output_reading, relay_failure};
 use crate::wait::{ANSWER_GRACE, Parked, Progress, park, timeout_of};
 
 /// Longest title of a notification, in bytes.
@@ -623,11 +623,6 @@ async fn answered_here(
              it returns approved: true; expired, cancelled or a no means do not act."
         ),
     )
-}
-
-/// The lock on a set shared by every session (a poisoned lock still holds a usable set).
-fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 fn no_device_text(what: &str) -> String {
