@@ -149,8 +149,8 @@ export async function loadPending() {
   all.sort((a, b) => String(a.createdAt).localeCompare(String(b.createdAt)));
   // The count is of the questions waiting for this browser: not those it approved, which wait for other devices.
   const mine = all.filter((p) => !waitsForOthers(p));
-  app.waitingBy = new Map();
-  app.waitingRead = read;
+  // Every agent read has a count, 0 included; one that could not be read has none (its count is not known).
+  app.waitingBy = new Map([...read].map((agentId) => [agentId, 0]));
   for (const p of mine) app.waitingBy.set(p.agent.agentId, (app.waitingBy.get(p.agent.agentId) || 0) + 1);
   showWaitingCount();
   return all;

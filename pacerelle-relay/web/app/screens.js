@@ -88,7 +88,7 @@ export function waitingHere() {
 }
 
 /** How many of `agentId`'s questions wait for this browser, if the app has read them (else undefined). */
-export const knownWaiting = (agentId) => (app.waitingRead.has(agentId) ? app.waitingBy.get(agentId) || 0 : undefined);
+export const knownWaiting = (agentId) => app.waitingBy.get(agentId);
 
 /**
  * The shown agent's activity word (activity.js), with the app's own count of its questions waiting: the questions

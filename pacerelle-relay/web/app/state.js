@@ -39,8 +39,7 @@ export const app = {
   revokedAgentId: null, // the agent whose device was revoked, shown on the revoked screen
   statuses: new Map(), // agentId → its device status (GET /v1/device/status), for the activity word (activity.js)
   status: null, // the shown agent's device status
-  waitingBy: new Map(), // agentId → how many of its questions wait for this browser
-  waitingRead: new Set(), // the agents whose questions waiting were read (their waitingBy count is known)
+  waitingBy: new Map(), // agentId → how many of its questions wait for this browser (absent: not read yet)
   generation: 0, // the shown conversation's: its loops end when another agent is shown (no reload)
   pendingShown: new Map(), // question id → what the pending view shows of it ({agent, id, payload, meta, node, …})
 };
