@@ -133,7 +133,7 @@ export async function startPairing() {
     .filter((d) => d.deviceName)
     .sort((a, b) => String(a.pairedAt || "").localeCompare(String(b.pairedAt || "")))
     .pop();
-  const label = typeof offer.label === "string" ? offer.label.trim().slice(0, 100) : "";
+  const label = typeof offer.label === "string" ? offer.label.trim() : "";
   const name = $("pair-name");
   name.value = named ? named.deviceName : label || guessDeviceName();
   $("pair-form").hidden = false;
