@@ -2,7 +2,7 @@
 
 use crate::agent::AgentClient;
 use crate::error::Result;
-use pacerelle_core::wire::SessionInfo;
+use pacerelle_core::wire::{OpenSession, SessionInfo};
 
 /// The lease as a long-lived listener holds it, with the one takeover policy of the [`Runner`](crate::runner::Runner) and the MCP
 /// server: only the first successful take may take the lease over from a live holder (when asked); a take
@@ -10,8 +10,9 @@ use pacerelle_core::wire::SessionInfo;
 #[derive(Debug)]
 pub struct Lease {
     agent: AgentClient,
-    host: String,
-    takeover: bool,
+    /// What a take opens: the host, the session's name and folder, and whether to take over (the first take
+    /// only).
+    open: OpenSession,
     session: Option<SessionInfo>,
 }
 
@@ -20,15 +21,34 @@ impl Lease {
     pub fn new(agent: AgentClient, host: impl Into<String>, takeover: bool) -> Self {
         Lease {
             agent,
-            host: host.into(),
-            takeover,
+            open: OpenSession {
+                host: host.into(),
+                name: None,
+                folder: None,
+                takeover,
+            },
             session: None,
         }
     }
 
+    /// The lease of the session `name` (the default session when `None`), working in `folder`.
+    pub fn named(mut self, name: Option<String>, folder: Option<String>) -> Self {
+        self.open.name = name;
+        self.open.folder = folder;
+        self
+    }
+
     /// The name this listener shows to other sessions.
     pub fn host(&self) -> &str {
-        &self.host
+        &self.open.host
+    }
+
+    /// The session name whose lease this is.
+    pub fn name(&self) -> &str {
+        self.open
+            .name
+            .as_deref()
+            .unwrap_or(pacerelle_core::ids::DEFAULT_SESSION)
     }
 
     /// The session holding the lease, when this listener holds it.
@@ -42,8 +62,8 @@ impl Lease {
         if self.session.is_some() {
             return Ok(None);
         }
-        let info = self.agent.open_session(&self.host, self.takeover).await?;
-        self.takeover = false;
+        let info = self.agent.open_session(&self.open).await?;
+        self.open.takeover = false;
         Ok(Some(&*self.session.insert(info)))
     }
 

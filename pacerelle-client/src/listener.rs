@@ -61,6 +61,23 @@ impl Listener {
         }
     }
 
+    /// A listener for the session `name` (the default session when `None`), working in `folder`: it takes
+    /// that name's lease, and consumes the tasks sent to that name or to any session.
+    pub fn named(self, name: Option<String>, folder: Option<String>) -> Self {
+        let mut state = self.state.into_inner();
+        state.lease = state.lease.named(name, folder);
+        Listener {
+            state: tokio::sync::Mutex::new(state),
+            agent: self.agent,
+            host: self.host,
+        }
+    }
+
+    /// The session name whose lease this listener takes.
+    pub async fn session_name(&self) -> String {
+        self.state.lock().await.lease.name().to_string()
+    }
+
     /// The name this listener shows to other sessions.
     pub fn host(&self) -> &str {
         &self.host

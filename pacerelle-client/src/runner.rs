@@ -269,6 +269,7 @@ type Observer = Arc<dyn Fn(&Event) + Send + Sync>;
 pub struct Runner {
     agent: AgentClient,
     host: String,
+    session: Option<String>,
     takeover: bool,
     wait: Duration,
     backoff: Backoff,
@@ -281,6 +282,7 @@ impl fmt::Debug for Runner {
         f.debug_struct("Runner")
             .field("agent_id", &self.agent.agent_id())
             .field("host", &self.host)
+            .field("session", &self.session)
             .field("takeover", &self.takeover)
             .field("wait", &self.wait)
             .field("backoff", &self.backoff)
@@ -314,6 +316,7 @@ impl Runner {
         Runner {
             agent,
             host: "pacerelle-client".into(),
+            session: None,
             takeover: false,
             wait: Duration::from_secs(30),
             backoff: Backoff::default(),
@@ -325,6 +328,14 @@ impl Runner {
     /// Names this process to another session that finds the lease taken.
     pub fn host(mut self, host: impl Into<String>) -> Self {
         self.host = host.into();
+        self
+    }
+
+    /// Runs as the agent's session `name` (the default session otherwise): it takes that name's lease and
+    /// handles the tasks sent to that name or to any session. Several runners of one agent with different
+    /// names run side by side.
+    pub fn session(mut self, name: impl Into<String>) -> Self {
+        self.session = Some(name.into());
         self
     }
 
@@ -399,7 +410,8 @@ impl Runner {
     async fn serve<H: Handler>(&self, handler: &H, stop: &CancellationToken) -> Result<()> {
         let mut unreachable = self.backoff.delays();
         let mut retries = self.backoff.delays();
-        let mut lease = Lease::new(self.agent.clone(), self.host.clone(), self.takeover);
+        let mut lease = Lease::new(self.agent.clone(), self.host.clone(), self.takeover)
+            .named(self.session.clone(), None);
         let mut cursor: Option<Cursor> = None;
         let mut attempts: HashMap<String, u32> = HashMap::new();
         loop {

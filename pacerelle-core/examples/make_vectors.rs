@@ -609,6 +609,7 @@ fn envelope_file() -> File<EnvelopeCase> {
     let task_fields = || AadFields::new(AGENT_ID, DEVICE_ID, "d2a", kind::MESSAGE, task_id);
     let task = serde_json::to_string(&TaskPayload {
         text: "Renomme le brouillon « Été 2026 » — merci ✓ 🚀".into(),
+        session: None,
     })
     .expect("task serialises");
     let reply = serde_json::to_string(&ReplyPayload {

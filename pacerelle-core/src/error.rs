@@ -20,6 +20,10 @@ pub enum CryptoError {
     /// revoked): whatever it says, it is not from the person.
     #[error("sealed by a device the agent's roster does not trust")]
     NotTrusted,
+    /// It opened, but its sender addressed it to another session of the agent: the relay handed it to the
+    /// wrong one (the session name in clear was changed or dropped).
+    #[error("addressed to another session of the agent")]
+    Misrouted,
 }
 
 /// Errors of the core.

@@ -58,9 +58,61 @@ pub fn validate(what: &'static str, id: &str) -> Result<()> {
     Ok(())
 }
 
+/// The name of the session a client opens without naming one: every session of a client older than named
+/// sessions is this one, so such clients keep one session per agent.
+pub const DEFAULT_SESSION: &str = "default";
+/// The word that addresses a task to whichever session takes it first; no session may bear it.
+pub const ANY_SESSION: &str = "any";
+/// Longest session name.
+pub const MAX_SESSION_NAME_LEN: usize = 40;
+
+/// Checks a session name: 1 to 40 characters from `A-Z a-z 0-9 _ - .`, and not `any`.
+pub fn validate_session_name(name: &str) -> Result<()> {
+    let what = "session name";
+    if name.is_empty() {
+        return Err(Error::InvalidId {
+            what,
+            reason: "empty",
+        });
+    }
+    if name.len() > MAX_SESSION_NAME_LEN {
+        return Err(Error::InvalidId {
+            what,
+            reason: "longer than 40 characters",
+        });
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
+    {
+        return Err(Error::InvalidId {
+            what,
+            reason: "only A-Z a-z 0-9 _ - . are allowed",
+        });
+    }
+    if name == ANY_SESSION {
+        return Err(Error::InvalidId {
+            what,
+            reason: "`any` addresses a task to whichever session takes it; name the session otherwise",
+        });
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn session_names() {
+        validate_session_name(DEFAULT_SESSION).expect("the default name is valid");
+        validate_session_name("api-server.2_b").expect("punctuation allowed");
+        validate_session_name(&"a".repeat(40)).expect("40 is fine");
+        for bad in ["", "any", "a b", "a:b", "a/b", "é"] {
+            assert!(validate_session_name(bad).is_err(), "{bad:?} refused");
+        }
+        assert!(validate_session_name(&"a".repeat(41)).is_err());
+    }
 
     #[test]
     fn generated_ids_are_valid_and_distinct() {

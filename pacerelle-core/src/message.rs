@@ -13,6 +13,10 @@ pub const MAX_TEXT_BYTES: usize = 64 * 1024;
 pub struct TaskPayload {
     /// What the person asks.
     pub text: String,
+    /// The session the sender addressed it to, sealed with it so that the relay cannot hand it to another
+    /// one (the agent checks it against its own session); absent: any session.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
 }
 
 /// A reply, as sealed by the agent for each device.

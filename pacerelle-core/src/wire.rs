@@ -333,6 +333,10 @@ pub struct SendMessage {
     pub message_id: String,
     /// The sealed [`crate::message::TaskPayload`].
     pub envelope: String,
+    /// The session it is for ([`crate::ids::validate_session_name`]); absent: whichever session of the agent
+    /// takes it first. In clear: the relay routes by it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
 }
 
 /// The answer to every idempotent store: the item as the relay holds it.
@@ -367,6 +371,10 @@ pub struct AgentMessage {
     pub redelivered: bool,
     /// Its position in the stream.
     pub cursor: Cursor,
+    /// The session it is for: the one its device addressed it to, or the one it was first handed to; absent
+    /// while it was sent to any session and handed to none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session: Option<String>,
 }
 
 /// `GET /v1/agent/messages`: without a cursor, every task not yet processed; with one, tasks after it.
@@ -447,9 +455,28 @@ pub struct CheckpointList {
 pub struct OpenSession {
     /// Where the session runs ("laptop / claude-code"), shown to a second session.
     pub host: String,
+    /// Its name ([`crate::ids::validate_session_name`]): the lease is per name, and a task addressed to this
+    /// name reaches only this session. Absent: [`crate::ids::DEFAULT_SESSION`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// The folder it works in, as the phone shows it (a short name, not a path).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub folder: Option<String>,
     /// Take the lease even if another session holds it.
     #[serde(default)]
     pub takeover: bool,
+}
+
+impl OpenSession {
+    /// The default session, running at `host`, without takeover.
+    pub fn new(host: impl Into<String>) -> Self {
+        OpenSession {
+            host: host.into(),
+            name: None,
+            folder: None,
+            takeover: false,
+        }
+    }
 }
 
 /// A session holding (or having held) the lease.
@@ -464,6 +491,42 @@ pub struct SessionInfo {
     pub since: Timestamp,
     /// When the lease lapses without a heartbeat.
     pub lease_expires_at: Timestamp,
+    /// Its name ([`crate::ids::DEFAULT_SESSION`] from a relay older than named sessions).
+    #[serde(default = "default_session_name")]
+    pub name: String,
+    /// The folder it works in, if it said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub folder: Option<String>,
+}
+
+fn default_session_name() -> String {
+    crate::ids::DEFAULT_SESSION.to_string()
+}
+
+/// One open session of an agent, as `status` lists it for the phone's overview and MCP's `list_sessions`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionSummary {
+    /// Its name.
+    pub name: String,
+    /// Where it runs.
+    pub host: String,
+    /// The folder it works in, if it said.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub folder: Option<String>,
+    /// When it took its lease.
+    pub since: Timestamp,
+    /// Its last heartbeat.
+    pub last_heartbeat_at: Timestamp,
+    /// When its last wait for tasks started or ended, if this relay saw one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_wait_at: Option<Timestamp>,
+    /// What it is doing: [`Presence::Listening`] (a wait parked now or moments ago), [`Presence::Busy`] (tasks
+    /// of its own delivered and not processed), [`Presence::Connected`], or [`Presence::Offline`] (its lease
+    /// lapsed without a heartbeat).
+    pub presence: Presence,
+    /// Its tasks delivered and not processed.
+    pub in_progress: u64,
 }
 
 /// The `details` of an `agent_in_use` error: who holds the lease.
@@ -472,6 +535,9 @@ pub struct SessionInfo {
 pub struct LeaseHolder {
     /// Where the holder runs.
     pub host: String,
+    /// The session name whose lease it holds.
+    #[serde(default = "default_session_name")]
+    pub name: String,
     /// Since when it holds the lease.
     pub since: Timestamp,
     /// Its last heartbeat.
@@ -516,9 +582,13 @@ pub struct Status {
     pub agent: AgentInfo,
     /// The summary a phone shows.
     pub presence: Presence,
-    /// The session holding the lease, if any.
+    /// The session holding a lease, if any: of the agent's live sessions, the one open longest.
     #[serde(default)]
     pub session: Option<LeaseHolder>,
+    /// Every open session of the agent, the one open longest first (those whose lease lapsed without a
+    /// heartbeat included, as offline). Empty from a relay older than named sessions.
+    #[serde(default)]
+    pub sessions: Vec<SessionSummary>,
     /// A wait is parked now.
     pub listening: bool,
     /// When the last wait started or ended.
@@ -1176,6 +1246,7 @@ mod tests {
                 sent_at: Timestamp(0),
                 redelivered: true,
                 cursor: Cursor(3),
+                session: None,
             }],
             cursor: Cursor(3),
         };

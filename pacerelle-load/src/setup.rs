@@ -45,6 +45,7 @@ impl Device {
             &aad,
             &TaskPayload {
                 text: TASK_TEXT.to_string(),
+                session: None,
             },
         );
         // Ids and base64url need no JSON escaping.

@@ -12,6 +12,7 @@
 //! 3. an MCP round trip that reaches no relay (a call refused with `invalid_params`): the transport floor.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+use pacerelle_client::core::wire::OpenSession;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -119,7 +120,10 @@ fn main() {
             agents.push(agent);
         }
         let (direct, adapter) = (&agents[0], &agents[1]);
-        direct.open_session("bench", false).await.expect("session");
+        direct
+            .open_session(&OpenSession::new("bench"))
+            .await
+            .expect("session");
 
         let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_pacerelle-mcp"));
         cmd.env("PACERELLE_AGENT_ID", adapter.agent_id())

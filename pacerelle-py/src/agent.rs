@@ -344,11 +344,21 @@ impl AgentClient {
         })
     }
 
-    #[pyo3(signature = (host, takeover = false))]
-    fn open_session(&self, host: String, takeover: bool) -> Call {
-        Call::with(&self.inner, move |c| async move {
-            c.open_session(&host, takeover).await
-        })
+    #[pyo3(signature = (host, takeover = false, name = None, folder = None))]
+    fn open_session(
+        &self,
+        host: String,
+        takeover: bool,
+        name: Option<String>,
+        folder: Option<String>,
+    ) -> Call {
+        let open = pacerelle_client::core::wire::OpenSession {
+            host,
+            name,
+            folder,
+            takeover,
+        };
+        Call::with(&self.inner, move |c| async move { c.open_session(&open).await })
     }
 
     fn heartbeat(&self) -> Call {

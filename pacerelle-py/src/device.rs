@@ -64,10 +64,10 @@ impl DeviceClient {
         self.inner.signing_fingerprint()
     }
 
-    #[pyo3(signature = (text, message_id = None))]
-    fn send(&self, text: String, message_id: Option<String>) -> Call {
+    #[pyo3(signature = (text, message_id = None, session = None))]
+    fn send(&self, text: String, message_id: Option<String>, session: Option<String>) -> Call {
         Call::with(&self.inner, move |c| async move {
-            c.send(&text, message_id.as_deref()).await
+            c.send_to(&text, message_id.as_deref(), session.as_deref()).await
         })
     }
 

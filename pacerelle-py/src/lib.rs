@@ -221,7 +221,8 @@ mod _native {
         PyAgentInfo, PyAnswerOutcome, PyAsked, PyAuditEntry, PyCheckpoint, PyConversationItem,
         PyConversationPage, PyDelivery, PyDeviceCredentials, PyDeviceInfo, PyDeviceSelf, PyInbox,
         PyLeaseHolder, PyMessage, PyPairingLink, PyProcessed, PyQuestion, PyQuestionList, PyRejected,
-        PySessionInfo, PyStatus, PyStored, PyUser, PyUserDevice, PyWebhookEvent, PyWebhookInfo,
+        PySessionInfo, PySessionSummary, PyStatus, PyStored, PyUser, PyUserDevice, PyWebhookEvent,
+        PyWebhookInfo,
     };
     #[pymodule_export]
     use super::webhook::{sign_webhook, verify_webhook};

@@ -157,7 +157,9 @@ mod questions;
 mod users;
 mod webhook;
 
-pub(crate) use agent::{PyAgentInfo, PyLeaseHolder, PyPairingLink, PySessionInfo, PyStatus};
+pub(crate) use agent::{
+    PyAgentInfo, PyLeaseHolder, PyPairingLink, PySessionInfo, PySessionSummary, PyStatus,
+};
 pub(crate) use audit::{PyAuditEntry, register as register_audit, verify_answer_log};
 pub(crate) use device::{
     PyConversationItem, PyConversationPage, PyDeviceCredentials, PyDeviceInfo, PyDeviceSelf,

@@ -210,8 +210,8 @@ impl AppError {
             StatusCode::CONFLICT,
             code::AGENT_IN_USE,
             format!(
-                "another session holds this agent's lease: {} since {} (open a session with takeover to replace it)",
-                holder.host, holder.since
+                "another session holds the lease of this agent's session {:?}: {} since {} (open a session with takeover to replace it, or give this one another name)",
+                holder.name, holder.host, holder.since
             ),
         )
         .with_details(details)
@@ -370,6 +370,7 @@ mod tests {
     fn agent_in_use_names_the_holder() {
         let holder = LeaseHolder {
             host: "laptop / codex".into(),
+            name: "default".into(),
             since: pacerelle_core::Timestamp(0),
             last_heartbeat_at: pacerelle_core::Timestamp(1),
         };

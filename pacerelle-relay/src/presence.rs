@@ -8,10 +8,10 @@ use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
 use pacerelle_core::Timestamp;
-use pacerelle_core::wire::Presence;
+use pacerelle_core::wire::{Presence, SessionSummary};
 use prometheus_client::metrics::gauge::Gauge;
 
-use crate::store::{Lease, StatusFacts};
+use crate::store::{Lease, OpenSessionRow, StatusFacts};
 
 /// A wait that ended less than this long ago still counts as listening.
 pub(crate) const LISTENING_GRACE_MS: i64 = 5_000;
@@ -35,27 +35,48 @@ impl Waits {
     }
 }
 
+/// One agent's waits, all sessions together and by session name.
+#[derive(Debug, Default)]
+struct AgentWaits {
+    all: Waits,
+    sessions: HashMap<String, Waits>,
+}
+
+impl AgentWaits {
+    /// Applies `change` to the agent's waits and to those of `session`.
+    fn each(&mut self, session: &str, change: impl Fn(&mut Waits)) {
+        change(&mut self.all);
+        change(self.sessions.entry(session.to_string()).or_default());
+    }
+}
+
 /// Every agent's waits.
 #[derive(Debug, Default)]
 pub(crate) struct Activity {
-    agents: Mutex<HashMap<String, Waits>>,
+    agents: Mutex<HashMap<String, AgentWaits>>,
     /// Waits parked now, all agents together (`pacerelle_parked_waits`).
     parked: Gauge,
 }
 
 impl Activity {
-    fn lock(&self) -> MutexGuard<'_, HashMap<String, Waits>> {
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, AgentWaits>> {
         self.agents
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Records the start of an inbox wait; the returned guard records its end when dropped.
-    pub(crate) fn begin_wait(&self, agent_id: &str) -> WaitGuard<'_> {
-        self.lock().entry(agent_id.to_string()).or_default().last_started = Some(Timestamp::now());
+    /// Records the start of an inbox wait of the agent's session `session`; the returned guard records its end
+    /// when dropped.
+    pub(crate) fn begin_wait(&self, agent_id: &str, session: &str) -> WaitGuard<'_> {
+        let now = Timestamp::now();
+        self.lock()
+            .entry(agent_id.to_string())
+            .or_default()
+            .each(session, |w| w.last_started = Some(now));
         WaitGuard {
             activity: self,
             agent_id: agent_id.to_string(),
+            session: session.to_string(),
             parked: false,
         }
     }
@@ -65,17 +86,29 @@ impl Activity {
         self.parked.clone()
     }
 
-    /// This agent's waits now.
+    /// This agent's waits now, all sessions together.
     pub(crate) fn snapshot(&self, agent_id: &str) -> Waits {
-        self.lock().get(agent_id).copied().unwrap_or_default()
+        self.lock().get(agent_id).map(|a| a.all).unwrap_or_default()
+    }
+
+    /// The waits of the agent's session `session` now.
+    pub(crate) fn session_snapshot(&self, agent_id: &str, session: &str) -> Waits {
+        self.lock()
+            .get(agent_id)
+            .and_then(|a| a.sessions.get(session).copied())
+            .unwrap_or_default()
     }
 
     /// Forgets agents idle for longer than `idle_ms`.
     pub(crate) fn forget_idle(&self, now: Timestamp, idle_ms: i64) {
-        self.lock().retain(|_, w| {
+        let recent = |w: &Waits| {
             w.parked > 0
                 || w.last_wait_at()
                     .is_some_and(|t| t.millis() > now.millis().saturating_sub(idle_ms))
+        };
+        self.lock().retain(|_, a| {
+            a.sessions.retain(|_, w| recent(w));
+            recent(&a.all)
         });
     }
 }
@@ -85,6 +118,7 @@ impl Activity {
 pub(crate) struct WaitGuard<'a> {
     activity: &'a Activity,
     agent_id: String,
+    session: String,
     parked: bool,
 }
 
@@ -97,7 +131,7 @@ impl WaitGuard<'_> {
                 .lock()
                 .entry(self.agent_id.clone())
                 .or_default()
-                .parked += 1;
+                .each(&self.session, |w| w.parked += 1);
             self.activity.parked.inc();
         }
     }
@@ -105,13 +139,20 @@ impl WaitGuard<'_> {
 
 impl Drop for WaitGuard<'_> {
     fn drop(&mut self) {
+        let (parked, now) = (self.parked, Timestamp::now());
         let mut agents = self.activity.lock();
-        let w = agents.entry(std::mem::take(&mut self.agent_id)).or_default();
-        if self.parked {
-            w.parked = w.parked.saturating_sub(1);
+        agents
+            .entry(std::mem::take(&mut self.agent_id))
+            .or_default()
+            .each(&self.session, |w| {
+                if parked {
+                    w.parked = w.parked.saturating_sub(1);
+                }
+                w.last_ended = Some(now);
+            });
+        if parked {
             self.activity.parked.dec();
         }
-        w.last_ended = Some(Timestamp::now());
     }
 }
 
@@ -157,6 +198,26 @@ pub(crate) fn presence(
     Presence::Offline
 }
 
+/// One open session as the status lists it: its presence chosen by [`presence`] from its own waits, its own
+/// tasks in progress and its own lease (none once lapsed: then it is offline, unless it waited moments ago).
+pub(crate) fn session_summary(now: Timestamp, row: &OpenSessionRow, waits: &Waits) -> SessionSummary {
+    let facts = StatusFacts {
+        oldest_in_progress: row.oldest_in_progress,
+        ..StatusFacts::default()
+    };
+    let lease = row.live(now).then(|| Lease::from(row.clone()));
+    SessionSummary {
+        name: row.name.clone(),
+        host: row.host.clone(),
+        folder: row.folder.clone(),
+        since: row.since,
+        last_heartbeat_at: row.last_heartbeat_at,
+        last_wait_at: waits.last_wait_at(),
+        presence: presence(now, waits, &facts, lease.as_ref()),
+        in_progress: row.in_progress,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -173,6 +234,7 @@ mod tests {
             session_id: "ses_1".into(),
             holder: LeaseHolder {
                 host: "laptop".into(),
+                name: "default".into(),
                 since: Timestamp(NOW - 100_000),
                 last_heartbeat_at: Timestamp(NOW - 1_000),
             },
@@ -251,12 +313,12 @@ mod tests {
     fn activity_counts_parked_waits() {
         let activity = Activity::default();
         {
-            let mut wait = activity.begin_wait("ag_1");
+            let mut wait = activity.begin_wait("ag_1", "default");
             assert_eq!(activity.snapshot("ag_1").parked, 0);
             wait.park();
             wait.park();
             assert_eq!(activity.snapshot("ag_1").parked, 1);
-            let mut other = activity.begin_wait("ag_2");
+            let mut other = activity.begin_wait("ag_2", "default");
             other.park();
             assert_eq!(activity.parked_gauge().get(), 2, "all agents together");
         }

@@ -88,15 +88,25 @@ impl Store {
     /// batch). A failure, or a power cut before its commit, loses only the mark — the tasks stay stored and
     /// unprocessed, and their next delivery lacks the `redelivered` flag. Until it is written, [`marks`] holds
     /// it, so that a read that may return those tasks again waits for it.
-    pub(crate) fn mark_delivered(&self, agent_id: &str, after: Cursor, through: Cursor, now: Timestamp) {
+    ///
+    /// The tasks sent to any session among them become `session`'s (those another session took meanwhile stay
+    /// its own): a task is handed to one session name.
+    pub(crate) fn mark_delivered(
+        &self,
+        agent_id: &str,
+        session: &str,
+        after: Cursor,
+        through: Cursor,
+        now: Timestamp,
+    ) {
         let (after, through) = (seq_of(after), seq_of(through));
-        let agent_id = agent_id.to_string();
+        let (agent_id, session) = (agent_id.to_string(), session.to_string());
         self.marks().add(&agent_id, through);
         let store = self.clone();
         tokio::spawn(async move {
             let written = match &store {
-                Store::Sqlite(s) => s.set_delivered(&agent_id, (after, through), now).await,
-                Store::Postgres(p) => p.set_delivered(&agent_id, (after, through), now).await,
+                Store::Sqlite(s) => s.set_delivered(&agent_id, &session, (after, through), now).await,
+                Store::Postgres(p) => p.set_delivered(&agent_id, &session, (after, through), now).await,
             };
             if let Err(e) = written {
                 tracing::warn!(error = %e, "a delivered mark was not stored");
@@ -162,7 +172,7 @@ forward! {
     async fn put_checkpoint(&self, agent_id: &str, checkpoint_id: &str, envelope: &str, now: Timestamp) -> Result<Stored> as NewCheckpoint;
     async fn revoke_device(&self, agent_id: &str, device_id: &str, now: Timestamp) -> Result<Option<DeviceInfo>> as DeviceAt;
     async fn global_head(&self) -> Result<Cursor>;
-    async fn put_message(&self, agent_id: &str, device_id: &str, message_id: &str, envelope: &str, max_pending: u32, now: Timestamp) -> Result<Put> as NewTask;
+    async fn put_message(&self, agent_id: &str, device_id: &str, message_id: &str, envelope: &str, session: Option<&str>, max_pending: u32, now: Timestamp) -> Result<Put> as NewTask;
     async fn wait_read(&self, agent_id: &str, session_id: Option<&str>, after: Cursor, limit: u32, now: Timestamp) -> Result<WaitRead> as WaitQuery;
     async fn put_reply(&self, agent_id: &str, reply_id: &str, source_message_id: &str, envelopes: &[DeviceEnvelope], now: Timestamp) -> Result<ReplyPut> as NewReply;
     async fn create_pairing(&self, p: &NewPairing<'_>) -> Result<PairingStored>;
@@ -176,12 +186,10 @@ forward! {
     async fn push_retry(&self, id: i64, status: Option<u16>, error: &str, next: Timestamp) -> Result<()> as FailedAttempt;
     async fn push_subscription_gone(&self, subscription_id: i64) -> Result<()>;
     async fn put_roster(&self, agent_id: &str, previous: u64, version: u64, envelope: &str, now: Timestamp) -> Result<RosterPut> as NewRoster;
-    async fn lease(&self, agent_id: &str, now: Timestamp) -> Result<Option<Lease>>;
     async fn put_grant(&self, agent_id: &str, grant_id: &str, device_id: &str, granted_at: Timestamp, expires_at: Timestamp) -> Result<grants::GrantPut> as NewGrant;
     async fn use_grant(&self, agent_id: &str, grant_id: &str, now: Timestamp) -> Result<Option<pacerelle_core::wire::GrantRecord>> as GrantUse;
     async fn revoke_grant(&self, agent_id: &str, grant_id: &str, by: &str, now: Timestamp) -> Result<Option<pacerelle_core::wire::GrantRecord>> as GrantRevocation;
-    async fn session_known(&self, agent_id: &str, session_id: &str) -> Result<bool>;
-    async fn open_session(&self, agent_id: &str, session_id: &str, host: &str, takeover: bool, now: Timestamp) -> Result<SessionOpened> as NewSession;
+    async fn open_session(&self, agent_id: &str, session_id: &str, host: &str, name: &str, folder: Option<&str>, takeover: bool, now: Timestamp) -> Result<SessionOpened> as NewSession;
     async fn release(&self, agent_id: &str, session_id: &str, now: Timestamp) -> Result<Option<SessionInfo>> as SessionAt;
     async fn sweep(&self, now: Timestamp) -> Result<()>;
     async fn set_webhook(&self, agent_id: &str, url: &str, secret: &str, now: Timestamp) -> Result<WebhookInfo> as NewWebhook;
@@ -384,11 +392,60 @@ pub(crate) enum Renewal {
     NotFound,
 }
 
-/// The session holding an agent's lease now.
+/// The session holding the lease of one of an agent's session names now.
 #[derive(Debug, Clone)]
 pub(crate) struct Lease {
     pub session_id: String,
     pub holder: LeaseHolder,
+}
+
+/// Who consumes the inbox with a request ([`Store::caller`]): the session name it consumes as, that name's
+/// lease now, and whether the session it named is one this agent has (or had).
+#[derive(Debug, Clone)]
+pub(crate) struct Caller {
+    /// Its session's name; [`pacerelle_core::ids::DEFAULT_SESSION`] without a session, or with one this agent
+    /// never had.
+    pub name: String,
+    /// The session holding that name's lease now, if any.
+    pub lease: Option<Lease>,
+    /// Whether the session the request named is one of this agent's (`false` without a session).
+    pub known: bool,
+}
+
+/// One open session of an agent as stored, with its tasks in progress ([`Store::sessions`]).
+#[derive(Debug, Clone)]
+pub(crate) struct OpenSessionRow {
+    pub session_id: String,
+    pub name: String,
+    pub host: String,
+    pub folder: Option<String>,
+    pub since: Timestamp,
+    pub last_heartbeat_at: Timestamp,
+    /// Its tasks delivered and not processed.
+    pub in_progress: u64,
+    /// When the oldest of those was delivered.
+    pub oldest_in_progress: Option<Timestamp>,
+}
+
+impl From<OpenSessionRow> for Lease {
+    fn from(row: OpenSessionRow) -> Lease {
+        Lease {
+            session_id: row.session_id,
+            holder: LeaseHolder {
+                host: row.host,
+                name: row.name,
+                since: row.since,
+                last_heartbeat_at: row.last_heartbeat_at,
+            },
+        }
+    }
+}
+
+impl OpenSessionRow {
+    /// Whether its lease is live at `now`.
+    pub(crate) fn live(&self, now: Timestamp) -> bool {
+        self.last_heartbeat_at.millis().saturating_add(lease_ttl_ms()) > now.millis()
+    }
 }
 
 /// The facts `GET …/status` reads from storage.
@@ -586,7 +643,9 @@ pub(crate) struct DueEvent {
 /// One step of the agent's long-poll, read in one snapshot ([`Store::wait_read`]).
 #[derive(Debug)]
 pub(crate) struct WaitRead {
-    /// The session holding the agent's lease now, if any.
+    /// The session name the caller consumes as: its session's, else [`pacerelle_core::ids::DEFAULT_SESSION`].
+    pub name: String,
+    /// The session holding that name's lease now, if any.
     pub lease: Option<Lease>,
     /// Whether the caller's session is the lease's or one this agent has had (`false` without a session).
     pub session_known: bool,
@@ -602,7 +661,9 @@ impl WaitRead {
     /// A step of the long-poll read after `after`, with the agent's `messages` (at most `limit`): it continues
     /// from the last one when the page is full, else from the agent's head (or `after`, if that is beyond).
     /// `global` and `head` are the greatest sequence numbers given: to any item ever, and to the agent's.
+    #[allow(clippy::too_many_arguments)] // the facts of one snapshot, each a column of the read
     pub(in crate::store) fn new(
+        name: String,
         lease: Option<Lease>,
         session_known: bool,
         global: i64,
@@ -616,6 +677,7 @@ impl WaitRead {
             _ => cursor(head.max(after)),
         };
         WaitRead {
+            name,
             lease,
             session_known,
             global_head: cursor(global),
@@ -659,16 +721,15 @@ impl Lease {
     /// The lease of an open session as stored — its id, host, start and last heartbeat — if it is still live at
     /// `now` (its last heartbeat within the lease's time-to-live).
     pub(crate) fn live(
-        session_id: String,
-        host: String,
-        since: i64,
-        beat: i64,
+        (session_id, host, since, beat): SessionRow,
+        name: String,
         now: Timestamp,
     ) -> Option<Lease> {
         (beat.saturating_add(lease_ttl_ms()) > now.millis()).then(|| Lease {
             session_id,
             holder: LeaseHolder {
                 host,
+                name,
                 since: ts(since),
                 last_heartbeat_at: ts(beat),
             },
@@ -685,6 +746,7 @@ impl SessionOpened {
     /// live, at the end of its lease if that had lapsed.
     pub(in crate::store) fn end_open(
         (old_id, old_host, since, beat): SessionRow,
+        name: &str,
         takeover: bool,
         now: Timestamp,
     ) -> std::result::Result<(String, i64), SessionOpened> {
@@ -693,6 +755,7 @@ impl SessionOpened {
         if live && !takeover {
             return Err(SessionOpened::InUse(LeaseHolder {
                 host: old_host,
+                name: name.to_string(),
                 since: ts(since),
                 last_heartbeat_at: ts(beat),
             }));
@@ -700,29 +763,36 @@ impl SessionOpened {
         Ok((old_id, if live { now.millis() } else { lapsed_at }))
     }
 
-    /// A session opened at `now`, holding the lease.
-    pub(in crate::store) fn opened(session_id: String, host: String, now: Timestamp) -> SessionOpened {
+    /// A session opened at `now`, holding its name's lease.
+    pub(in crate::store) fn opened(session_id: String, new: &commands::NewSession<'_>) -> SessionOpened {
         SessionOpened::Opened(SessionInfo {
             session_id,
-            host,
-            since: now,
-            lease_expires_at: now.plus_millis(lease_ttl_ms()),
+            host: new.host.to_string(),
+            since: new.now,
+            lease_expires_at: new.now.plus_millis(lease_ttl_ms()),
+            name: new.name.to_string(),
+            folder: new.folder.map(str::to_string),
         })
     }
 }
 
-/// A session ended by a release, from what the release returns: its host, start and end.
+/// A session ended by a release, from what the release returns: its host, start, end, name and folder.
 pub(in crate::store) fn released(
     session_id: &str,
-    (host, since, ended_at): (String, i64, i64),
+    (host, since, ended_at, name, folder): ReleasedRow,
 ) -> SessionInfo {
     SessionInfo {
         session_id: session_id.to_string(),
         host,
         since: ts(since),
         lease_expires_at: ts(ended_at),
+        name,
+        folder,
     }
 }
+
+/// What a release returns: the session's host, start, end, name and folder.
+pub(in crate::store) type ReleasedRow = (String, i64, i64, String, Option<String>);
 
 /// The lease time-to-live in milliseconds.
 pub(crate) fn lease_ttl_ms() -> i64 {

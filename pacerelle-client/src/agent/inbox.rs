@@ -33,6 +33,8 @@ pub struct Message {
     /// Partner mode: the `externalId` of the user whose device sent it, as the agent's roster says; `None`
     /// when the owner sent it. A user's task is that user's request, not the owner's instruction.
     pub user: Option<String>,
+    /// The session its sender addressed it to (sealed with it); `None`: any session.
+    pub session: Option<String>,
 }
 
 /// How many tasks' senders a client remembers to address its replies ([`AgentClient::reply`]).
@@ -58,6 +60,12 @@ pub struct Inbox {
     pub rejected: Vec<Rejected>,
     /// Where to continue listening.
     pub cursor: Cursor,
+}
+
+/// Whether a task whose sender addressed it to `addressed` (sealed with it; `None`: any session) is for the
+/// session named `mine` (`None`: no session open, which consumes as the default one).
+fn for_session(addressed: Option<&str>, mine: Option<&str>) -> bool {
+    addressed.is_none_or(|a| a == mine.unwrap_or(ids::DEFAULT_SESSION))
 }
 
 impl AgentClient {
@@ -90,6 +98,7 @@ impl AgentClient {
         } else {
             Some(self.roster().await?)
         };
+        let mine = self.session_name();
         for m in batch.messages {
             if roster.as_ref().is_some_and(|r| !r.is_active(&m.from)) {
                 tracing::warn!(message_id = %m.message_id, from = %m.from, "a task from a device the roster does not trust; rejected");
@@ -102,7 +111,16 @@ impl AgentClient {
             }
             let key = self.inner.token.device_key(&self.inner.agent_id, &m.from);
             let aad = task_aad(&self.inner.agent_id, &m.from, &m.message_id);
-            match envelope::open_json::<TaskPayload>(&key, &aad, &m.envelope) {
+            let opened = envelope::open_json::<TaskPayload>(&key, &aad, &m.envelope);
+            match opened {
+                Ok(task) if !for_session(task.session.as_deref(), mine.as_deref()) => {
+                    tracing::warn!(message_id = %m.message_id, from = %m.from, "a task addressed to another session; rejected");
+                    inbox.rejected.push(Rejected {
+                        message_id: m.message_id,
+                        from: m.from,
+                        reason: CryptoError::Misrouted,
+                    });
+                }
                 Ok(task) => {
                     let user = roster
                         .as_ref()
@@ -118,6 +136,7 @@ impl AgentClient {
                         redelivered: m.redelivered,
                         cursor: m.cursor,
                         user,
+                        session: task.session,
                     });
                 }
                 Err(e) => {

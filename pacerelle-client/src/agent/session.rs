@@ -17,6 +17,7 @@ const HEARTBEAT_EVERY: Duration = Duration::from_secs(10);
 #[derive(Debug)]
 pub(super) struct SessionState {
     id: String,
+    name: String,
     heartbeat: tokio::task::JoinHandle<()>,
 }
 
@@ -40,19 +41,29 @@ impl AgentClient {
             .and_then(|g| g.as_ref().map(|s| s.id.clone()))
     }
 
-    /// Takes the agent's lease: from now on only this client consumes the inbox. A heartbeat keeps it.
+    /// The name of the session this client has open, if any.
+    pub(super) fn session_name(&self) -> Option<String> {
+        self.inner
+            .session
+            .lock()
+            .ok()
+            .and_then(|g| g.as_ref().map(|s| s.name.clone()))
+    }
+
+    /// Takes the lease of the session `session.name` (the default session without a name): from now on only
+    /// this client consumes that session's tasks and those sent to any session. A heartbeat keeps it. Other
+    /// names are other sessions: each has a lease of its own.
     ///
-    /// Fails with the relay's `agent_in_use` error, naming the holder, unless `takeover` is set.
-    pub async fn open_session(&self, host: &str, takeover: bool) -> Result<SessionInfo> {
-        let body = OpenSession {
-            host: host.to_string(),
-            takeover,
-        };
+    /// Fails with the relay's `agent_in_use` error, naming the holder, unless `session.takeover` is set.
+    pub async fn open_session(&self, session: &OpenSession) -> Result<SessionInfo> {
+        if let Some(name) = &session.name {
+            pacerelle_core::ids::validate_session_name(name)?;
+        }
         let info: SessionInfo = self
             .inner
             .http
             .send(Req {
-                body: Some(&body),
+                body: Some(session),
                 ..self.req(Method::POST, "/v1/agent/sessions")
             })
             .await?;
@@ -67,6 +78,7 @@ impl AgentClient {
             .map_err(|_| Error::InvalidInput("session lock poisoned".into()))?
             .replace(SessionState {
                 id: info.session_id.clone(),
+                name: info.name.clone(),
                 heartbeat,
             });
         if let Some(previous) = previous {

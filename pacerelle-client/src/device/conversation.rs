@@ -78,9 +78,24 @@ pub struct ConversationPage {
 }
 
 impl DeviceClient {
-    /// Sends a task to the agent. Idempotent by `message_id` (one is drawn when `None`).
+    /// Sends a task to the agent, for whichever of its sessions takes it first. Idempotent by `message_id` (one
+    /// is drawn when `None`).
     pub async fn send(&self, text: &str, message_id: Option<&str>) -> Result<Stored> {
+        self.send_to(text, message_id, None).await
+    }
+
+    /// Sends a task to one session of the agent (`session`: its name), or to any when `None`. The name is sealed
+    /// with the task too: an agent's session opens only what was sent to it or to any.
+    pub async fn send_to(
+        &self,
+        text: &str,
+        message_id: Option<&str>,
+        session: Option<&str>,
+    ) -> Result<Stored> {
         crate::agent::check_text("a task", text)?;
+        if let Some(name) = session {
+            ids::validate_session_name(name)?;
+        }
         let message_id = match message_id {
             Some(id) => {
                 ids::validate("message id", id)?;
@@ -94,9 +109,14 @@ impl DeviceClient {
             &aad,
             &TaskPayload {
                 text: text.to_string(),
+                session: session.map(str::to_string),
             },
         );
-        let body = SendMessage { message_id, envelope };
+        let body = SendMessage {
+            message_id,
+            envelope,
+            session: session.map(str::to_string),
+        };
         self.inner
             .http
             .send(Req {

@@ -3,6 +3,7 @@
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
 use crate::common;
+use pacerelle_client::core::wire::OpenSession;
 
 use std::time::Duration;
 
@@ -215,7 +216,7 @@ async fn a_second_session_is_refused_with_the_holder_named_unless_it_takes_over(
     let relay = TestRelay::start().await;
     let (agent, _device) = relay.agent_and_device().await;
     let first = agent
-        .open_session("laptop / claude-code", false)
+        .open_session(&OpenSession::new("laptop / claude-code"))
         .await
         .expect("first session");
 
@@ -223,7 +224,7 @@ async fn a_second_session_is_refused_with_the_holder_named_unless_it_takes_over(
         .expect("client")
         .with_home(Some(&pacerelle_test_support::home()));
     let err = other
-        .open_session("desktop / codex", false)
+        .open_session(&OpenSession::new("desktop / codex"))
         .await
         .expect_err("lease is held");
     assert_eq!(err.code(), Some("agent_in_use"));
@@ -252,7 +253,10 @@ async fn a_second_session_is_refused_with_the_holder_named_unless_it_takes_over(
 
     // Taking over moves the lease; the old holder learns it lost it.
     other
-        .open_session("desktop / codex", true)
+        .open_session(&OpenSession {
+            takeover: true,
+            ..OpenSession::new("desktop / codex")
+        })
         .await
         .expect("takeover");
     let err = agent.heartbeat().await.expect_err("lost");
@@ -263,7 +267,7 @@ async fn a_second_session_is_refused_with_the_holder_named_unless_it_takes_over(
         .expect("new holder waits");
     other.close_session().await.expect("release");
     agent
-        .open_session("laptop / claude-code", false)
+        .open_session(&OpenSession::new("laptop / claude-code"))
         .await
         .expect("free again");
 }

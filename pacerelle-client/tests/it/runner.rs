@@ -2,6 +2,7 @@
 //! poison tasks (a handler that always fails, a reply too large to send), takeover, and shutdown.
 #![allow(clippy::expect_used, clippy::unwrap_used)]
 
+use pacerelle_client::core::wire::OpenSession;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -310,7 +311,7 @@ async fn shutdown_releases_the_lease_and_a_held_lease_needs_takeover() {
         .expect("run");
     assert!(agent.status().await.expect("status").session.is_none());
     other
-        .open_session("second", false)
+        .open_session(&OpenSession::new("second"))
         .await
         .expect("the lease was released: no takeover needed");
     other.close_session().await.expect("close");

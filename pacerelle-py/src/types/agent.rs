@@ -2,8 +2,9 @@
 //! agent's record and pairing links.
 
 use pacerelle_client as client;
-use pacerelle_client::core::wire::LeaseHolder;
+use pacerelle_client::core::wire::{LeaseHolder, SessionSummary};
 use pyo3::prelude::*;
+use pyo3::types::PyList;
 
 use super::Time;
 use crate::convert::name;
@@ -23,6 +24,32 @@ wrapper! {
         since: |v| Time(v.since),
         /// When the lease lapses without a heartbeat (the client sends one every 10 s).
         lease_expires_at: |v| Time(v.lease_expires_at),
+        /// Its name: the lease is this name's ('default' unless the session was named).
+        name: |v| &v.name,
+        /// The folder it works in, if it said.
+        folder: |v| v.folder.as_deref(),
+    }
+}
+
+wrapper! {
+    /// One open session of the agent, as the status lists it.
+    PySessionSummary("SessionSummary", SessionSummary) {
+        /// Its name.
+        name: |v| &v.name,
+        /// Where it runs.
+        host: |v| &v.host,
+        /// The folder it works in, if it said.
+        folder: |v| v.folder.as_deref(),
+        /// When it took its lease.
+        since: |v| Time(v.since),
+        /// Its last heartbeat.
+        last_heartbeat_at: |v| Time(v.last_heartbeat_at),
+        /// When its last wait for tasks started or ended, if the relay saw one.
+        last_wait_at: |v| v.last_wait_at.map(Time),
+        /// 'offline', 'connected', 'listening', 'busy' or 'waiting_confirmation'.
+        presence: |v| name(&v.presence),
+        /// Its tasks delivered and not processed.
+        in_progress: |v| v.in_progress,
     }
 }
 
@@ -31,6 +58,8 @@ wrapper! {
     PyLeaseHolder("LeaseHolder", LeaseHolder) {
         /// Where the holder runs.
         host: |v| &v.host,
+        /// The session name whose lease it holds.
+        name: |v| &v.name,
         /// Since when it holds the lease.
         since: |v| Time(v.since),
         /// Its last heartbeat.
@@ -43,6 +72,8 @@ wrapper! {
     PyStatus("Status", client::core::wire::Status, kept {
         /// `inner.session` as Python sees it, built once: every read gives the same object.
         session: Option<Py<PyLeaseHolder>>,
+        /// `inner.sessions` as Python sees them, built once: every read gives the same list.
+        sessions: Py<PyList>,
     }) {
         /// The agent's id.
         agent_id: |v| &v.agent.agent_id,
@@ -55,8 +86,10 @@ wrapper! {
         presence: |v| name(&v.presence),
         /// Open questions: for the agent, all still pending; for a device, those sent to it not yet answered.
         open_questions: |v| v.open_questions,
-        /// The session holding the lease, if any.
+        /// The session holding a lease, if any (of several, the one open longest).
         session: |_v, py, this| this.session.as_ref().map(|s| s.clone_ref(py)),
+        /// Every open session of the agent (`SessionSummary`), the one open longest first.
+        sessions: |_v, py, this| this.sessions.clone_ref(py),
         /// A wait is parked now.
         listening: |v| v.listening,
         /// When the last wait started or ended.
@@ -83,7 +116,17 @@ impl PyStatus {
             .clone()
             .map(|inner| Py::new(py, PyLeaseHolder { inner }))
             .transpose()?;
-        Ok(PyStatus { inner, session })
+        let sessions = inner
+            .sessions
+            .iter()
+            .cloned()
+            .map(|inner| Py::new(py, PySessionSummary { inner }))
+            .collect::<PyResult<Vec<_>>>()?;
+        Ok(PyStatus {
+            inner,
+            session,
+            sessions: PyList::new(py, sessions)?.unbind(),
+        })
     }
 }
 

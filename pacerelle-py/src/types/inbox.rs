@@ -30,6 +30,8 @@ wrapper! {
         /// Partner mode: the `external_id` of the user whose device sent it, as the agent's roster says; None
         /// when the owner sent it. A user's task is that user's request, not the owner's instruction.
         user: |v| v.user.as_deref(),
+        /// The session its sender addressed it to (sealed with it); None: any session.
+        session: |v| v.session.as_deref(),
     }
 }
 

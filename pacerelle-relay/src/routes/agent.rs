@@ -5,7 +5,7 @@ use axum::http::StatusCode;
 use pacerelle_core::Timestamp;
 use pacerelle_core::wire::{
     AgentInfo, CheckpointList, DeviceInfo, DeviceList, MAX_CHECKPOINT_LIMIT, PutRoster, RegisterAgent,
-    RosterView, SaveCheckpoint, Status, Stored, code,
+    RosterView, SaveCheckpoint, SessionSummary, Status, Stored, code,
 };
 use serde::Deserialize;
 
@@ -15,8 +15,8 @@ use crate::auth::{AgentAuth, RegistrationGate};
 use crate::error::AppError;
 use crate::extract::{Json, Path, Query};
 use crate::presence;
-use crate::store::Registered;
 use crate::store::RosterPut;
+use crate::store::{Lease, Registered};
 use crate::wake::Topic;
 
 /// Default number of checkpoints listed.
@@ -194,12 +194,19 @@ pub(crate) async fn status_of(
         .ok_or_else(|| AppError::not_found("agent"))?;
     let facts = state.store.status_facts(agent_id).await?;
     let open_questions = state.store.open_question_count(agent_id, device_id, now).await?;
-    let lease = state.store.lease(agent_id, now).await?;
+    let open = state.store.sessions(agent_id).await?;
+    let sessions: Vec<SessionSummary> = open
+        .iter()
+        .map(|row| presence::session_summary(now, row, &state.activity.session_snapshot(agent_id, &row.name)))
+        .collect();
+    // The agent's lease, as one session shows it: its live session open longest.
+    let lease = open.into_iter().find(|row| row.live(now)).map(Lease::from);
     let waits = state.activity.snapshot(agent_id);
     Ok(Status {
         agent,
         presence: presence::presence(now, &waits, &facts, lease.as_ref()),
         session: lease.map(|l| l.holder),
+        sessions,
         listening: waits.parked > 0,
         last_wait_at: waits.last_wait_at(),
         messages: facts.messages,

@@ -13,7 +13,7 @@ use pacerelle_core::wire::{
     AgentMessage, Conversation, MAX_WAIT_SECONDS, MessageBatch, Processed, SendMessage, SendReply, Stored,
     WaitQuery,
 };
-use pacerelle_core::{Cursor, Timestamp};
+use pacerelle_core::{Cursor, Timestamp, ids};
 
 use super::session::{SessionHeader, lease_verdict, require_lease};
 use super::{check_envelope, check_id, stored};
@@ -83,7 +83,7 @@ pub(crate) async fn wait(
     if given.is_some_and(|given| given > read.global_head) {
         return Err(AppError::bad_cursor());
     }
-    let mut activity = state.activity.begin_wait(&agent_id);
+    let mut activity = state.activity.begin_wait(&agent_id, &read.name);
     if !read.messages.is_empty() || wait.is_zero() || state.shutdown.is_triggered() {
         return Ok(Json(handed(&state, &agent_id, after, read, given)));
     }
@@ -122,7 +122,7 @@ fn handed(
     if let Some(last) = read.messages.last() {
         state
             .store
-            .mark_delivered(agent_id, after, last.cursor, Timestamp::now());
+            .mark_delivered(agent_id, &read.name, after, last.cursor, Timestamp::now());
     }
     batch(read.messages, read.next, given)
 }
@@ -150,10 +150,10 @@ pub(crate) async fn processed(
     headers: HeaderMap,
     Path(message_id): Path<String>,
 ) -> Result<Json<Processed>, AppError> {
-    require_lease(&state, &auth.agent_id, &headers).await?;
+    let session = require_lease(&state, &auth.agent_id, &headers).await?;
     let marked = state
         .store
-        .mark_processed(&auth.agent_id, &message_id, Timestamp::now())
+        .mark_processed(&auth.agent_id, &message_id, &session, Timestamp::now())
         .await?
         .ok_or_else(|| AppError::not_found("message"))?;
     if let Some(update) = &marked.update {
@@ -229,6 +229,9 @@ pub(crate) async fn send(
 ) -> Result<(StatusCode, Json<Stored>), AppError> {
     check_id("message id", &body.message_id)?;
     check_envelope("envelope", &body.envelope)?;
+    if let Some(session) = &body.session {
+        ids::validate_session_name(session).map_err(|e| AppError::invalid_input(e.to_string()))?;
+    }
     let outcome = state
         .store
         .put_message(
@@ -236,6 +239,7 @@ pub(crate) async fn send(
             &auth.device_id,
             &body.message_id,
             &body.envelope,
+            body.session.as_deref(),
             state.config.quotas.max_pending_tasks,
             Timestamp::now(),
         )

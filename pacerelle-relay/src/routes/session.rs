@@ -1,4 +1,5 @@
-//! Agent sessions and the lease (DESIGN §7): one session consumes the inbox at a time.
+//! Agent sessions and the lease (DESIGN §7): an agent may have several named sessions; one session per name
+//! consumes the inbox at a time, and only the tasks for its name or for any session.
 
 use axum::extract::{FromRequestParts, State};
 use axum::http::request::Parts;
@@ -14,25 +15,22 @@ use crate::extract::{Json, Path};
 use crate::store::{Lease, Renewal, SessionOpened};
 use crate::wake::Topic;
 
-/// Refuses a request that consumes the inbox unless it may.
+/// Refuses a request that consumes the inbox unless it may; else the session name it consumes as.
 ///
-/// - the session header names the live holder → allowed;
+/// The request consumes as its session's name, or as the default session without a session (or with one the
+/// relay does not know). Then:
+/// - the session header names the live holder of that name's lease → allowed;
 /// - it names another session of this agent (ended, lapsed or taken over) → `lease_lost`;
-/// - otherwise (no header, or an id the relay does not know): allowed when no session holds a live lease,
-///   else `agent_in_use` naming the holder.
+/// - otherwise: allowed when no session holds that name's lease, else `agent_in_use` naming the holder.
 pub(crate) async fn require_lease(
     state: &AppState,
     agent_id: &str,
     headers: &HeaderMap,
-) -> Result<(), AppError> {
-    let lease = state.store.lease(agent_id, Timestamp::now()).await?;
+) -> Result<String, AppError> {
     let session = session_of(headers);
-    let known = match (&lease, session) {
-        (Some(lease), Some(session)) if lease.session_id == session => true,
-        (_, Some(session)) => state.store.session_known(agent_id, session).await?,
-        (_, None) => false,
-    };
-    lease_verdict(lease.as_ref(), session, known)
+    let caller = state.store.caller(agent_id, session, Timestamp::now()).await?;
+    lease_verdict(caller.lease.as_ref(), session, caller.known)?;
+    Ok(caller.name)
 }
 
 /// The session header of a request, if any.
@@ -83,13 +81,19 @@ pub(crate) fn lease_verdict(
     }
 }
 
-/// `POST /v1/agent/sessions`: takes the lease, or replaces its holder with `takeover`.
+/// `POST /v1/agent/sessions`: takes the lease of the session's name, or replaces its holder with `takeover`.
 pub(crate) async fn open(
     State(state): State<AppState>,
     auth: AgentAuth,
     Json(body): Json<OpenSession>,
 ) -> Result<(StatusCode, Json<SessionInfo>), AppError> {
     let host = check_text("host", &body.host, MAX_HOST_CHARS)?;
+    let name = body.name.as_deref().unwrap_or(ids::DEFAULT_SESSION);
+    ids::validate_session_name(name).map_err(|e| AppError::invalid_input(e.to_string()))?;
+    let folder = match &body.folder {
+        Some(folder) => Some(check_text("folder", folder, MAX_FOLDER_CHARS)?),
+        None => None,
+    };
     let session_id = ids::generate(ids::SESSION);
     match state
         .store
@@ -97,6 +101,8 @@ pub(crate) async fn open(
             &auth.agent_id,
             &session_id,
             &host,
+            name,
+            folder.as_deref(),
             body.takeover,
             Timestamp::now(),
         )
@@ -142,3 +148,6 @@ pub(crate) async fn release(
         .ok_or_else(|| AppError::not_found("session"))?;
     Ok(Json(info))
 }
+
+/// Longest folder a session may give, in characters: a folder's name, not a path.
+pub(crate) const MAX_FOLDER_CHARS: usize = 200;

@@ -72,6 +72,9 @@ pub(crate) struct NewSession<'a> {
     pub agent_id: &'a str,
     pub session_id: &'a str,
     pub host: &'a str,
+    /// Its name: the lease taken is this name's.
+    pub name: &'a str,
+    pub folder: Option<&'a str>,
     pub takeover: bool,
     pub now: Timestamp,
 }
@@ -123,6 +126,8 @@ pub(crate) struct NewTask<'a> {
     pub device_id: &'a str,
     pub message_id: &'a str,
     pub envelope: &'a str,
+    /// The session it is for; `None`: whichever takes it first.
+    pub session: Option<&'a str>,
     pub max_pending: u32,
     pub now: Timestamp,
 }
@@ -143,6 +148,8 @@ pub(crate) struct WaitQuery<'a> {
 pub(crate) struct TaskAt<'a> {
     pub agent_id: &'a str,
     pub message_id: &'a str,
+    /// The session name marking it: a task of another session's is not its to mark.
+    pub session: &'a str,
     pub now: Timestamp,
 }
 

@@ -17,9 +17,11 @@ use crate::store::rows::{
     ConversationRow, DeliveryRow, DeviceQuestionRow, DeviceRow, QuestionRow, delivery, device_info,
 };
 use crate::store::types::roster_view;
+use pacerelle_core::ids::DEFAULT_SESSION;
+
 use crate::store::{
-    LogPage, LogQuery, Marked, OutboxFigures, Outboxes, PairingRow, Principal, Renewal, StateFilter,
-    StatusFacts, Store, cursor, lease_ttl_ms, seq_of, ts,
+    Caller, Lease, LogPage, LogQuery, Marked, OpenSessionRow, OutboxFigures, Outboxes, PairingRow, Principal,
+    Renewal, SessionRow, StateFilter, StatusFacts, Store, cursor, lease_ttl_ms, seq_of, ts,
 };
 
 type Result<T, E = crate::error::StoreError> = std::result::Result<T, E>;
@@ -285,17 +287,18 @@ impl Store {
         session_id: &str,
         now: Timestamp,
     ) -> Result<Renewal> {
-        let row: Option<(String, i64, i64, Option<i64>)> = on_db!(
+        type Row = (String, i64, i64, Option<i64>, String, Option<String>);
+        let row: Option<Row> = on_db!(
             self.db(),
             fetch_optional,
             sqlx::query_as(
-                "SELECT host, since, last_heartbeat_at, ended_at FROM sessions
+                "SELECT host, since, last_heartbeat_at, ended_at, name, folder FROM sessions
                  WHERE agent_id = $1 AND session_id = $2",
             )
             .bind(agent_id)
             .bind(session_id)
         )?;
-        let Some((host, since, beat, ended_at)) = row else {
+        let Some((host, since, beat, ended_at, name, folder)) = row else {
             return Ok(Renewal::NotFound);
         };
         if ended_at.is_some() || beat.saturating_add(lease_ttl_ms()) <= now.millis() {
@@ -318,7 +321,81 @@ impl Store {
             host,
             since: ts(since),
             lease_expires_at: now.plus_millis(lease_ttl_ms()),
+            name,
+            folder,
         }))
+    }
+
+    /// Who consumes the inbox with a request that names `session_id` (or none), at `now` ([`Caller`]).
+    pub(crate) async fn caller(
+        &self,
+        agent_id: &str,
+        session_id: Option<&str>,
+        now: Timestamp,
+    ) -> Result<Caller> {
+        let named: Option<String> = match session_id {
+            Some(id) => on_db!(
+                self.db(),
+                fetch_optional,
+                sqlx::query_scalar("SELECT name FROM sessions WHERE agent_id = $1 AND session_id = $2")
+                    .bind(agent_id)
+                    .bind(id)
+            )?,
+            None => None,
+        };
+        let known = named.is_some();
+        let name = named.unwrap_or_else(|| DEFAULT_SESSION.to_string());
+        let row: Option<SessionRow> = on_db!(
+            self.db(),
+            fetch_optional,
+            sqlx::query_as(
+                "SELECT session_id, host, since, last_heartbeat_at FROM sessions
+                 WHERE agent_id = $1 AND name = $2 AND ended_at IS NULL",
+            )
+            .bind(agent_id)
+            .bind(&name)
+        )?;
+        let lease = row.and_then(|row| Lease::live(row, name.clone(), now));
+        Ok(Caller { name, lease, known })
+    }
+
+    /// The agent's open sessions (those whose lease lapsed included), the one open longest first, each with its
+    /// tasks delivered and not processed. The partial index of open sessions bounds the sessions read, that of
+    /// unprocessed tasks the tasks.
+    pub(crate) async fn sessions(&self, agent_id: &str) -> Result<Vec<OpenSessionRow>> {
+        self.marks().settle(agent_id, 0).await;
+        type Row = (String, String, String, Option<String>, i64, i64, i64, Option<i64>);
+        let rows: Vec<Row> = on_db!(
+            self.db(),
+            fetch_all,
+            sqlx::query_as(
+                "SELECT s.session_id, s.name, s.host, s.folder, s.since, s.last_heartbeat_at,
+                        (SELECT COUNT(*) FROM items i
+                         WHERE i.agent_id = s.agent_id AND i.kind = 'message' AND i.processed_at IS NULL
+                           AND i.delivered_at IS NOT NULL AND i.session_name = s.name),
+                        (SELECT MIN(i.delivered_at) FROM items i
+                         WHERE i.agent_id = s.agent_id AND i.kind = 'message' AND i.processed_at IS NULL
+                           AND i.delivered_at IS NOT NULL AND i.session_name = s.name)
+                 FROM sessions s WHERE s.agent_id = $1 AND s.ended_at IS NULL
+                 ORDER BY s.since, s.session_id",
+            )
+            .bind(agent_id)
+        )?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(session_id, name, host, folder, since, beat, in_progress, oldest)| OpenSessionRow {
+                    session_id,
+                    name,
+                    host,
+                    folder,
+                    since: ts(since),
+                    last_heartbeat_at: ts(beat),
+                    in_progress: u64::try_from(in_progress).unwrap_or(0),
+                    oldest_in_progress: oldest.map(ts),
+                },
+            )
+            .collect())
     }
 
     /// The agent's webhook events, newest first.
@@ -542,21 +619,28 @@ impl Store {
     /// Marks a task processed (idempotent: the first time is kept); the first time, the backend stores in the
     /// same transaction the `update` item that tells the sending device. `None` when the agent has no such
     /// task. Read first: repeated acknowledgements then cost no write.
+    ///
+    /// `session` is the name of the session marking it: a task another session took, or one addressed to
+    /// another session, is not its (`None`, as for a task the agent does not have); one sent to any session and
+    /// not handed out yet becomes its.
     pub(crate) async fn mark_processed(
         &self,
         agent_id: &str,
         message_id: &str,
+        session: &str,
         now: Timestamp,
     ) -> Result<Option<Marked>> {
-        let known: Option<Option<i64>> = on_db!(
+        let known: Option<(Option<i64>, Option<String>)> = on_db!(
             self.db(),
             fetch_optional,
-            sqlx::query_scalar(
-                "SELECT processed_at FROM items WHERE agent_id = $1 AND kind = 'message' AND item_id = $2",
+            sqlx::query_as(
+                "SELECT processed_at, session_name FROM items
+                 WHERE agent_id = $1 AND kind = 'message' AND item_id = $2",
             )
             .bind(agent_id)
             .bind(message_id)
         )?;
+        let known = known.and_then(|(at, owner)| owner.is_none_or(|o| o == session).then_some(at));
         match known {
             None => Ok(None),
             Some(Some(at)) => Ok(Some(Marked {
@@ -567,6 +651,7 @@ impl Store {
                 let task = super::commands::TaskAt {
                     agent_id,
                     message_id,
+                    session,
                     now,
                 };
                 match self {

@@ -83,6 +83,7 @@ async fn bad_input_gets_a_stable_code_and_loses_nothing() {
     let huge = SendMessage {
         message_id: "huge".into(),
         envelope: b64::encode(&vec![7u8; MAX_BODY_BYTES]),
+        session: None,
     };
     relay
         .post("/v1/device/messages", &phone.bearer, &huge)
@@ -99,6 +100,7 @@ async fn bad_input_gets_a_stable_code_and_loses_nothing() {
         let body = SendMessage {
             message_id: id.into(),
             envelope: envelope.into(),
+            session: None,
         };
         relay
             .post("/v1/device/messages", &phone.bearer, &body)

@@ -365,7 +365,11 @@ pub async fn pair_as(relay: &TestRelay, agent: &Agent, role: Role) -> Device {
 
 /// A task sealed by `device` as a phone would.
 pub fn seal_task(device: &Device, message_id: &str, text: &str) -> String {
-    let payload = serde_json::to_vec(&TaskPayload { text: text.into() }).expect("json");
+    let payload = serde_json::to_vec(&TaskPayload {
+        text: text.into(),
+        session: None,
+    })
+    .expect("json");
     envelope::seal(
         &device.key,
         &task_aad(&device.agent_id, &device.id, message_id),
@@ -378,6 +382,7 @@ pub async fn send_task_reply(relay: &TestRelay, device: &Device, message_id: &st
     let body = SendMessage {
         message_id: message_id.into(),
         envelope: seal_task(device, message_id, text),
+        session: None,
     };
     relay.post("/v1/device/messages", &device.bearer, &body).await
 }

@@ -9,8 +9,8 @@ async fn open_session(relay: &TestRelay, agent: &Agent, host: &str, takeover: bo
             "/v1/agent/sessions",
             &agent.bearer,
             &OpenSession {
-                host: host.into(),
                 takeover,
+                ..OpenSession::new(host)
             },
         )
         .await

@@ -137,6 +137,7 @@ async fn concurrent_sends_never_pass_the_pending_quota() {
         let body = SendMessage {
             envelope: seal_task(device, &id, "race"),
             message_id: id,
+            session: None,
         };
         let (relay, bearer) = (relay.clone(), device.bearer.clone());
         sends.spawn(async move { relay.post("/v1/device/messages", &bearer, &body).await });

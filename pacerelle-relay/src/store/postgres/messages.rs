@@ -47,7 +47,9 @@ impl PgStore {
     /// one statement and one commit ([`super::sends`]); the outcome is the one [`PgStore::put_message_alone`]
     /// would give.
     pub(crate) async fn put_message(&self, task: &NewTask<'_>) -> Result<Put> {
-        let Some(queue) = &self.sends else {
+        // A task addressed to one session takes the path of its own: the batch statement
+        // (`pacerelle_put_messages`) stores tasks for any session.
+        let Some(queue) = self.sends.as_ref().filter(|_| task.session.is_none()) else {
             return self.put_message_alone(task).await;
         };
         let (reply, outcome) = tokio::sync::oneshot::channel();
@@ -100,14 +102,15 @@ impl PgStore {
             Put::QuotaExceeded
         } else {
             let seq: i64 = sqlx::query_scalar(
-                "INSERT INTO items (agent_id, kind, item_id, device_id, envelope, created_at)
-                 VALUES ($1, 'message', $2, $3, $4, $5) RETURNING seq",
+                "INSERT INTO items (agent_id, kind, item_id, device_id, envelope, created_at, session_name)
+                 VALUES ($1, 'message', $2, $3, $4, $5, $6) RETURNING seq",
             )
             .bind(agent_id)
             .bind(message_id)
             .bind(device_id)
             .bind(envelope)
             .bind(now.millis())
+            .bind(task.session)
             .fetch_one(&mut *tx)
             .await?;
             Put::Stored(Stored {
@@ -134,9 +137,9 @@ impl PgStore {
         // their `redelivered` flag is exact. Not on the hot path: an agent that goes on from its cursor reads
         // beyond every mark it caused.
         self.marks.settle(query.agent_id, after).await;
-        // One row at least (the facts); one row per task otherwise. At most one session is open per agent
-        // (`sessions_open_per_agent`), so the join with it adds no rows. The caller's session is known when this
-        // agent has (or had) a session with its id: the lease's own session is one of those.
+        // One row at least (the facts); one row per task otherwise. At most one session of a name is open per
+        // agent (`sessions_open_per_name`), so the join with it adds no rows. The caller's session is known when
+        // this agent has (or had) a session with its id; it consumes as that session's name, else as the default.
         let rows = sqlx::query(
             "WITH facts AS (
                  SELECT GREATEST(
@@ -144,21 +147,22 @@ impl PgStore {
                             COALESCE(pg_sequence_last_value(pg_get_serial_sequence('items', 'seq')::regclass), 0)
                         ) AS global_head,
                         (SELECT COALESCE(MAX(seq), 0) FROM items WHERE agent_id = $1) AS head,
-                        ($2::text IS NOT NULL
-                         AND EXISTS (SELECT 1 FROM sessions WHERE agent_id = $1 AND session_id = $2))
-                            AS session_known
+                        (SELECT name FROM sessions WHERE agent_id = $1 AND session_id = $2) AS named
              )
-             SELECT f.global_head, f.head, f.session_known,
+             SELECT f.global_head, f.head, f.named IS NOT NULL, COALESCE(f.named, $5),
                     l.session_id, l.host, l.since, l.last_heartbeat_at,
-                    m.seq, m.item_id, m.device_id, m.device_name, m.envelope, m.created_at, m.delivered_at
+                    m.seq, m.item_id, m.device_id, m.device_name, m.envelope, m.created_at, m.delivered_at,
+                    m.session_name
              FROM facts f
-                  LEFT JOIN sessions l ON l.agent_id = $1 AND l.ended_at IS NULL
+                  LEFT JOIN sessions l
+                         ON l.agent_id = $1 AND l.name = COALESCE(f.named, $5) AND l.ended_at IS NULL
                   LEFT JOIN LATERAL (
                       SELECT i.seq, i.item_id, COALESCE(i.device_id, '') AS device_id,
                              COALESCE(d.name, '') AS device_name, COALESCE(i.envelope, '') AS envelope,
-                             i.created_at, i.delivered_at
+                             i.created_at, i.delivered_at, i.session_name
                       FROM items i LEFT JOIN devices d ON d.device_id = i.device_id
                       WHERE i.agent_id = $1 AND i.kind = 'message' AND i.processed_at IS NULL AND i.seq > $3
+                        AND (i.session_name IS NULL OR i.session_name = COALESCE(f.named, $5))
                       ORDER BY i.seq LIMIT $4
                   ) m ON TRUE
              ORDER BY m.seq",
@@ -167,6 +171,7 @@ impl PgStore {
         .bind(query.session_id)
         .bind(after)
         .bind(i64::from(query.limit))
+        .bind(pacerelle_core::ids::DEFAULT_SESSION)
         .fetch_all(&self.pool)
         .await?;
         let Some(first) = rows.first() else {
@@ -177,51 +182,65 @@ impl PgStore {
         let global: i64 = first.try_get(0)?;
         let head: i64 = first.try_get(1)?;
         let known: bool = first.try_get(2)?;
+        let name: String = first.try_get(3)?;
         let lease_row: (Option<String>, Option<String>, Option<i64>, Option<i64>) = (
-            first.try_get(3)?,
             first.try_get(4)?,
             first.try_get(5)?,
             first.try_get(6)?,
+            first.try_get(7)?,
         );
         let lease = match lease_row {
             (Some(session_id), Some(host), Some(since), Some(beat)) => {
-                Lease::live(session_id, host, since, beat, query.now)
+                Lease::live((session_id, host, since, beat), name.clone(), query.now)
             }
             _ => None,
         };
         let mut messages = Vec::with_capacity(rows.len());
         for row in &rows {
-            let Some(seq) = row.try_get::<Option<i64>, _>(7)? else {
+            let Some(seq) = row.try_get::<Option<i64>, _>(8)? else {
                 continue;
             };
             messages.push(AgentMessage {
                 cursor: cursor(seq),
-                message_id: row.try_get(8)?,
-                from: row.try_get(9)?,
-                from_name: row.try_get(10)?,
-                envelope: row.try_get(11)?,
-                sent_at: Timestamp(row.try_get(12)?),
-                redelivered: row.try_get::<Option<i64>, _>(13)?.is_some(),
+                message_id: row.try_get(9)?,
+                from: row.try_get(10)?,
+                from_name: row.try_get(11)?,
+                envelope: row.try_get(12)?,
+                sent_at: Timestamp(row.try_get(13)?),
+                redelivered: row.try_get::<Option<i64>, _>(14)?.is_some(),
+                session: row.try_get(15)?,
             });
         }
-        Ok(WaitRead::new(lease, known, global, head, after, messages, limit))
+        Ok(WaitRead::new(
+            name, lease, known, global, head, after, messages, limit,
+        ))
     }
 
     /// The write of [`crate::store::Store::mark_delivered`]. It takes the agent's lock first, like every write that
     /// changes several of the agent's items, so that two marks never lock the same rows in different orders.
-    pub(crate) async fn set_delivered(&self, agent_id: &str, seqs: (i64, i64), now: Timestamp) -> Result<()> {
+    /// The tasks marked are those the session named `session` was handed (read `sqlite/messages.rs`'s
+    /// `SET_DELIVERED_SQL`).
+    pub(crate) async fn set_delivered(
+        &self,
+        agent_id: &str,
+        session: &str,
+        seqs: (i64, i64),
+        now: Timestamp,
+    ) -> Result<()> {
         let (after, through) = seqs;
         let mut tx = self.pool.begin().await?;
         super::lock_agent(&mut tx, agent_id).await?;
         sqlx::query(
-            "UPDATE items SET delivered_at = $2
-             WHERE agent_id = $1 AND kind = 'message' AND processed_at IS NULL
-               AND delivered_at IS NULL AND seq > $3 AND seq <= $4",
+            "UPDATE items SET delivered_at = COALESCE(delivered_at, $2),
+                              session_name = COALESCE(session_name, $5)
+             WHERE agent_id = $1 AND kind = 'message' AND processed_at IS NULL AND seq > $3 AND seq <= $4
+               AND (session_name IS NULL OR (session_name = $5 AND delivered_at IS NULL))",
         )
         .bind(agent_id)
         .bind(now.millis())
         .bind(after)
         .bind(through)
+        .bind(session)
         .execute(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -238,13 +257,15 @@ impl PgStore {
         // Only the first acknowledgement sets it; a concurrent one waits for the agent's lock, then finds it set
         // and changes nothing.
         let first: Option<i64> = sqlx::query_scalar(
-            "UPDATE items SET processed_at = $3
+            "UPDATE items SET processed_at = $3, session_name = COALESCE(session_name, $4)
              WHERE agent_id = $1 AND kind = 'message' AND item_id = $2 AND processed_at IS NULL
+               AND (session_name IS NULL OR session_name = $4)
              RETURNING seq",
         )
         .bind(task.agent_id)
         .bind(task.message_id)
         .bind(task.now.millis())
+        .bind(task.session)
         .fetch_optional(&mut *tx)
         .await?;
         let update = match first {

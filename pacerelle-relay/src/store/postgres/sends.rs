@@ -42,6 +42,7 @@ impl Send {
             device_id: &self.device_id,
             message_id: &self.message_id,
             envelope: &self.envelope,
+            session: None,
             max_pending: self.max_pending,
             now: self.now,
         }
@@ -209,7 +210,7 @@ mod tests {
                 let now = Timestamp(T0 + i64::try_from(i).expect("small"));
                 store
                     .as_store()
-                    .put_message(&agent, &device, &id, "AQ", cap, now)
+                    .put_message(&agent, &device, &id, "AQ", None, cap, now)
                     .await
             }));
         }
@@ -229,7 +230,7 @@ mod tests {
         // five more are stored), m0 from dv_2 (a conflict), and ag_2's n0..n19 from dv_3 (no cap).
         let first = store
             .as_store()
-            .put_message("ag_1", "dv_1", "m0", "AQ", 6, Timestamp(T0))
+            .put_message("ag_1", "dv_1", "m0", "AQ", None, 6, Timestamp(T0))
             .await
             .expect("stored");
         let Put::Stored(first) = first else {
@@ -302,7 +303,7 @@ mod tests {
         // the path that inserts them together): m0..m9 from dv_1 twice each, and m0, m5 from dv_2.
         let first = store
             .as_store()
-            .put_message("ag_1", "dv_1", "m0", "AQ", u32::MAX, Timestamp(T0))
+            .put_message("ag_1", "dv_1", "m0", "AQ", None, u32::MAX, Timestamp(T0))
             .await
             .expect("stored");
         let Put::Stored(first) = first else {

@@ -1,47 +1,16 @@
-//! The PostgreSQL backend: agent sessions and the lease — one session consumes the inbox at a time (mirrors
+//! The PostgreSQL backend: agent sessions and the lease — one session per name consumes the inbox at a time (mirrors
 //! `sqlite/session.rs`). The lease is read from the database, so every relay instance sees the same holder.
 
 use super::prelude::*;
-use crate::store::{lease_ttl_ms, released};
+use crate::store::{ReleasedRow, lease_ttl_ms, released};
 
 impl PgStore {
-    /// The session holding the agent's lease now, if any.
-    pub(crate) async fn lease(&self, agent_id: &str, now: Timestamp) -> Result<Option<Lease>> {
-        let row: Option<(String, String, i64, i64)> = sqlx::query_as(
-            "SELECT session_id, host, since, last_heartbeat_at FROM sessions
-             WHERE agent_id = $1 AND ended_at IS NULL",
-        )
-        .bind(agent_id)
-        .fetch_optional(&self.pool)
-        .await?;
-        Ok(row.and_then(|(session_id, host, since, beat)| Lease::live(session_id, host, since, beat, now)))
-    }
-
-    /// Whether this agent has (or had, within the last day) a session with this id.
-    pub(crate) async fn session_known(&self, agent_id: &str, session_id: &str) -> Result<bool> {
-        Ok(sqlx::query_scalar(
-            "SELECT EXISTS (SELECT 1 FROM sessions WHERE agent_id = $1 AND session_id = $2)",
-        )
-        .bind(agent_id)
-        .bind(session_id)
-        .fetch_one(&self.pool)
-        .await?)
-    }
-
     /// Opens a session that takes the lease, unless a live one holds it and `takeover` is false. The agent's
     /// counter row is locked first: of two concurrent opens, the second finds the first one's session.
     pub(crate) async fn open_session(&self, new: &NewSession<'_>) -> Result<SessionOpened> {
         let mut tx = self.pool.begin().await?;
         super::lock_agent(&mut tx, new.agent_id).await?;
-        let outcome = open_session_in(
-            &mut tx,
-            new.agent_id,
-            new.session_id,
-            new.host,
-            new.takeover,
-            new.now,
-        )
-        .await?;
+        let outcome = open_session_in(&mut tx, new).await?;
         tx.commit().await?;
         self.committed();
         Ok(outcome)
@@ -69,10 +38,10 @@ impl PgStore {
     /// Ends a session (idempotent). `None` when the agent has no such session.
     pub(crate) async fn release(&self, session: &SessionAt<'_>) -> Result<Option<SessionInfo>> {
         // One statement, its own transaction.
-        let row: Option<(String, i64, i64)> = sqlx::query_as(
+        let row: Option<ReleasedRow> = sqlx::query_as(
             "UPDATE sessions SET ended_at = COALESCE(ended_at, LEAST($3, last_heartbeat_at + $4))
              WHERE agent_id = $1 AND session_id = $2
-             RETURNING host, since, ended_at",
+             RETURNING host, since, ended_at, name, folder",
         )
         .bind(session.agent_id)
         .bind(session.session_id)
@@ -86,23 +55,17 @@ impl PgStore {
 }
 
 /// [`PgStore::open_session`] within its transaction, the agent already locked.
-async fn open_session_in(
-    conn: &mut PgConnection,
-    agent_id: &str,
-    session_id: &str,
-    host: &str,
-    takeover: bool,
-    now: Timestamp,
-) -> Result<SessionOpened> {
+async fn open_session_in(conn: &mut PgConnection, new: &NewSession<'_>) -> Result<SessionOpened> {
     let open: Option<(String, String, i64, i64)> = sqlx::query_as(
         "SELECT session_id, host, since, last_heartbeat_at FROM sessions
-         WHERE agent_id = $1 AND ended_at IS NULL",
+         WHERE agent_id = $1 AND name = $2 AND ended_at IS NULL",
     )
-    .bind(agent_id)
+    .bind(new.agent_id)
+    .bind(new.name)
     .fetch_optional(&mut *conn)
     .await?;
     if let Some(open) = open {
-        let (old_id, ended) = match SessionOpened::end_open(open, takeover, now) {
+        let (old_id, ended) = match SessionOpened::end_open(open, new.name, new.takeover, new.now) {
             Ok(end) => end,
             Err(in_use) => return Ok(in_use),
         };
@@ -113,18 +76,16 @@ async fn open_session_in(
             .await?;
     }
     sqlx::query(
-        "INSERT INTO sessions (session_id, agent_id, host, since, last_heartbeat_at)
-         VALUES ($1, $2, $3, $4, $4)",
+        "INSERT INTO sessions (session_id, agent_id, host, since, last_heartbeat_at, name, folder)
+         VALUES ($1, $2, $3, $4, $4, $5, $6)",
     )
-    .bind(session_id)
-    .bind(agent_id)
-    .bind(host)
-    .bind(now.millis())
+    .bind(new.session_id)
+    .bind(new.agent_id)
+    .bind(new.host)
+    .bind(new.now.millis())
+    .bind(new.name)
+    .bind(new.folder)
     .execute(&mut *conn)
     .await?;
-    Ok(SessionOpened::opened(
-        session_id.to_string(),
-        host.to_string(),
-        now,
-    ))
+    Ok(SessionOpened::opened(new.session_id.to_string(), new))
 }

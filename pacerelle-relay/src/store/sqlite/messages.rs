@@ -27,6 +27,14 @@ const GLOBAL_HEAD_SQL: &str =
     "SELECT MAX(COALESCE((SELECT seq FROM sqlite_sequence WHERE name = 'items'), 0),
                                    COALESCE((SELECT MAX(seq) FROM items), 0))";
 
+/// The delivered mark ([`crate::store::Store::mark_delivered`]): the agent's tasks after `?3` up to `?4` that the
+/// session named `?5` was handed — its own, and those sent to any session that no other took meanwhile, which
+/// become its — delivered at `?2` unless they were before.
+const SET_DELIVERED_SQL: &str = "UPDATE items SET delivered_at = COALESCE(delivered_at, ?2),
+                                        session_name = COALESCE(session_name, ?5)
+     WHERE agent_id = ?1 AND kind = 'message' AND processed_at IS NULL AND seq > ?3 AND seq <= ?4
+       AND (session_name IS NULL OR (session_name = ?5 AND delivered_at IS NULL))";
+
 impl SqliteStore {
     /// The greatest sequence number ever given to any item (0 when there is none), even if that item was
     /// deleted since: no valid cursor is beyond.
@@ -45,6 +53,7 @@ impl SqliteStore {
         let device_id = task.device_id.to_string();
         let message_id = task.message_id.to_string();
         let envelope = task.envelope.to_string();
+        let session = task.session.map(str::to_string);
         self.write(move |conn| {
             let existing: Option<(i64, Option<String>, i64)> = conn
                 .prepare_cached(
@@ -71,11 +80,11 @@ impl SqliteStore {
             }
             let seq: i64 = conn
                 .prepare_cached(
-                    "INSERT INTO items (agent_id, kind, item_id, device_id, envelope, created_at)
-                     VALUES (?1, 'message', ?2, ?3, ?4, ?5) RETURNING seq",
+                    "INSERT INTO items (agent_id, kind, item_id, device_id, envelope, created_at, session_name)
+                     VALUES (?1, 'message', ?2, ?3, ?4, ?5, ?6) RETURNING seq",
                 )?
                 .query_row(
-                    params![agent_id, message_id, device_id, envelope, now.millis()],
+                    params![agent_id, message_id, device_id, envelope, now.millis(), session],
                     |r| r.get(0),
                 )?;
             Ok(Put::Stored(Stored {
@@ -88,9 +97,10 @@ impl SqliteStore {
         .await
     }
 
-    /// One step of the agent's long-poll, read in one snapshot on one read connection: the lease and the
-    /// caller's session, the relay's head (to check the caller's cursor), and the agent's tasks not yet
-    /// processed after `after` (oldest first, at most `limit`) with the cursor to continue from.
+    /// One step of the agent's long-poll, read in one snapshot on one read connection: the caller's session and
+    /// its name's lease, the relay's head (to check the caller's cursor), and the tasks not yet processed after
+    /// `after` that are for that name or for any session and not taken yet (oldest first, at most `limit`), with
+    /// the cursor to continue from.
     ///
     /// Nothing is written here. The `delivered` bookkeeping of the tasks returned is [`crate::store::Store::mark_delivered`],
     /// which rides in the writer's next batch: the wait answers after the task's one synced write (its insert),
@@ -104,12 +114,13 @@ impl SqliteStore {
         self.marks.settle(&agent_id, seq_of(after)).await;
         self.read_now(move |conn| {
             let after = seq_of(after);
-            let lease = session::lease_on(conn, &agent_id, now)?;
-            let known = match (&lease, &session_id) {
-                (Some(lease), Some(session)) if lease.session_id == *session => true,
-                (_, Some(session)) => session::session_known_on(conn, &agent_id, session)?,
-                (_, None) => false,
+            let named = match &session_id {
+                Some(session) => session::session_name_on(conn, &agent_id, session)?,
+                None => None,
             };
+            let known = named.is_some();
+            let name = named.unwrap_or_else(|| pacerelle_core::ids::DEFAULT_SESSION.to_string());
+            let lease = session::lease_on(conn, &agent_id, &name, now)?;
             let global: i64 = conn
                 .prepare_cached(GLOBAL_HEAD_SQL)?
                 .query_row([], |r| r.get(0))?;
@@ -119,12 +130,13 @@ impl SqliteStore {
             let messages = conn
                 .prepare_cached(
                     "SELECT i.seq, i.item_id, COALESCE(i.device_id, ''), COALESCE(d.name, ''),
-                            COALESCE(i.envelope, ''), i.created_at, i.delivered_at
+                            COALESCE(i.envelope, ''), i.created_at, i.delivered_at, i.session_name
                      FROM items i LEFT JOIN devices d ON d.device_id = i.device_id
                      WHERE i.agent_id = ?1 AND i.kind = 'message' AND i.processed_at IS NULL AND i.seq > ?2
+                       AND (i.session_name IS NULL OR i.session_name = ?4)
                      ORDER BY i.seq LIMIT ?3",
                 )?
-                .query_map(params![agent_id, after, i64::from(limit)], |r| {
+                .query_map(params![agent_id, after, i64::from(limit), name], |r| {
                     Ok(AgentMessage {
                         cursor: cursor(r.get(0)?),
                         message_id: r.get(1)?,
@@ -133,26 +145,36 @@ impl SqliteStore {
                         envelope: r.get(4)?,
                         sent_at: ts(r.get(5)?),
                         redelivered: r.get::<_, Option<i64>>(6)?.is_some(),
+                        session: r.get(7)?,
                     })
                 })?
                 .collect::<Result<Vec<_>, _>>()?;
-            Ok(WaitRead::new(lease, known, global, head, after, messages, limit))
+            Ok(WaitRead::new(
+                name, lease, known, global, head, after, messages, limit,
+            ))
         })
         .await
     }
 
     /// The write of [`crate::store::Store::mark_delivered`] (the tasks after `seqs.0` up to `seqs.1`), in the
     /// writer's next batch.
-    pub(crate) async fn set_delivered(&self, agent_id: &str, seqs: (i64, i64), now: Timestamp) -> Result<()> {
+    pub(crate) async fn set_delivered(
+        &self,
+        agent_id: &str,
+        session: &str,
+        seqs: (i64, i64),
+        now: Timestamp,
+    ) -> Result<()> {
         let (after, through) = seqs;
-        let agent_id = agent_id.to_string();
+        let (agent_id, session) = (agent_id.to_string(), session.to_string());
         self.write(move |conn| {
-            conn.prepare_cached(
-                "UPDATE items SET delivered_at = ?2
-                 WHERE agent_id = ?1 AND kind = 'message' AND processed_at IS NULL
-                   AND delivered_at IS NULL AND seq > ?3 AND seq <= ?4",
-            )?
-            .execute(params![agent_id, now.millis(), after, through])?;
+            conn.prepare_cached(SET_DELIVERED_SQL)?.execute(params![
+                agent_id,
+                now.millis(),
+                after,
+                through,
+                session
+            ])?;
             Ok(())
         })
         .await
@@ -164,15 +186,17 @@ impl SqliteStore {
     pub(crate) async fn mark_processed(&self, task: &TaskAt<'_>) -> Result<Option<Marked>> {
         let now = task.now;
         let (agent_id, message_id) = (task.agent_id.to_string(), task.message_id.to_string());
+        let session = task.session.to_string();
         self.write(move |conn| {
             // Only the first acknowledgement sets it; a concurrent one finds it set and changes nothing.
             let first: Option<i64> = conn
                 .prepare_cached(
-                    "UPDATE items SET processed_at = ?3
+                    "UPDATE items SET processed_at = ?3, session_name = COALESCE(session_name, ?4)
                      WHERE agent_id = ?1 AND kind = 'message' AND item_id = ?2 AND processed_at IS NULL
+                       AND (session_name IS NULL OR session_name = ?4)
                      RETURNING seq",
                 )?
-                .query_row(params![agent_id, message_id, now.millis()], |r| r.get(0))
+                .query_row(params![agent_id, message_id, now.millis(), session], |r| r.get(0))
                 .optional()?;
             let update = match first {
                 Some(seq) => updates::insert_update(conn, &agent_id, seq, ItemState::Processed, now)?,
@@ -308,7 +332,7 @@ mod tests {
         assert_eq!(backend.pending_both_ways("ag_1").await, (1, 1));
         store
             .as_store()
-            .mark_processed("ag_1", "m3", Timestamp(T0))
+            .mark_processed("ag_1", "m3", "default", Timestamp(T0))
             .await
             .expect("processed");
         assert_eq!(backend.pending_both_ways("ag_1").await, (0, 0));

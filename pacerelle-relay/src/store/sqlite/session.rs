@@ -1,29 +1,15 @@
-//! Agent sessions and the lease: one session consumes the inbox at a time.
+//! Agent sessions and the lease: one session per name consumes the inbox at a time.
 
 use crate::store::commands::{NewSession, SessionAt};
-use pacerelle_core::Timestamp;
 use pacerelle_core::wire::SessionInfo;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{Result, SqliteStore};
-use crate::store::{Lease, SessionOpened, lease_ttl_ms, released};
+use crate::store::{ReleasedRow, SessionOpened, lease_ttl_ms, released};
 
 impl SqliteStore {
-    /// The session holding the agent's lease now, if any.
-    pub(crate) async fn lease(&self, agent_id: &str, now: Timestamp) -> Result<Option<Lease>> {
-        let agent_id = agent_id.to_string();
-        self.read_now(move |conn| super::lease::lease_on(conn, &agent_id, now))
-            .await
-    }
-
-    /// Whether this agent has (or had, within the last day) a session with this id.
-    pub(crate) async fn session_known(&self, agent_id: &str, session_id: &str) -> Result<bool> {
-        let (agent_id, session_id) = (agent_id.to_string(), session_id.to_string());
-        self.read_now(move |conn| super::lease::session_known_on(conn, &agent_id, &session_id))
-            .await
-    }
-
-    /// Opens a session that takes the lease, unless a live one holds it and `takeover` is false.
+    /// Opens a session that takes its name's lease, unless a live session of that name holds it and `takeover`
+    /// is false.
     pub(crate) async fn open_session(&self, new: &NewSession<'_>) -> Result<SessionOpened> {
         let (now, takeover) = (new.now, new.takeover);
         let (agent_id, session_id, host) = (
@@ -31,18 +17,20 @@ impl SqliteStore {
             new.session_id.to_string(),
             new.host.to_string(),
         );
+        let (name, folder) = (new.name.to_string(), new.folder.map(str::to_string));
+        let opened = SessionOpened::opened(session_id.clone(), new);
         self.write(move |conn: &Connection| {
             let open: Option<(String, String, i64, i64)> = conn
                 .prepare_cached(
                     "SELECT session_id, host, since, last_heartbeat_at FROM sessions
-                     WHERE agent_id = ?1 AND ended_at IS NULL",
+                     WHERE agent_id = ?1 AND name = ?2 AND ended_at IS NULL",
                 )?
-                .query_row(params![agent_id], |r| {
+                .query_row(params![agent_id, name], |r| {
                     Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
                 })
                 .optional()?;
             if let Some(open) = open {
-                let (old_id, ended) = match SessionOpened::end_open(open, takeover, now) {
+                let (old_id, ended) = match SessionOpened::end_open(open, &name, takeover, now) {
                     Ok(end) => end,
                     Err(in_use) => return Ok(in_use),
                 };
@@ -50,11 +38,11 @@ impl SqliteStore {
                     .execute(params![old_id, ended])?;
             }
             conn.prepare_cached(
-                "INSERT INTO sessions (session_id, agent_id, host, since, last_heartbeat_at)
-                     VALUES (?1, ?2, ?3, ?4, ?4)",
+                "INSERT INTO sessions (session_id, agent_id, host, since, last_heartbeat_at, name, folder)
+                     VALUES (?1, ?2, ?3, ?4, ?4, ?5, ?6)",
             )?
-            .execute(params![session_id, agent_id, host, now.millis()])?;
-            Ok(SessionOpened::opened(session_id, host, now))
+            .execute(params![session_id, agent_id, host, now.millis(), name, folder])?;
+            Ok(opened)
         })
         .await
     }
@@ -82,16 +70,16 @@ impl SqliteStore {
     pub(crate) async fn release(&self, session: &SessionAt<'_>) -> Result<Option<SessionInfo>> {
         let now = session.now;
         let (owner, id) = (session.agent_id.to_string(), session.session_id.to_string());
-        let row: Option<(String, i64, i64)> = self
+        let row: Option<ReleasedRow> = self
             .write(move |conn: &Connection| {
                 Ok(conn
                     .prepare_cached(
                         "UPDATE sessions SET ended_at = COALESCE(ended_at, MIN(?3, last_heartbeat_at + ?4))
                          WHERE agent_id = ?1 AND session_id = ?2
-                         RETURNING host, since, ended_at",
+                         RETURNING host, since, ended_at, name, folder",
                     )?
                     .query_row(params![owner, id, now.millis(), lease_ttl_ms()], |r| {
-                        Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+                        Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
                     })
                     .optional()?)
             })

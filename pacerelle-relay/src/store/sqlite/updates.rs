@@ -223,7 +223,7 @@ mod tests {
         // Old rows take part in the new behaviour: the old task gets its update, at a seq never used before.
         let marked = store
             .as_store()
-            .mark_processed("ag_1", "m1", Timestamp(20))
+            .mark_processed("ag_1", "m1", "default", Timestamp(20))
             .await
             .expect("writes")
             .expect("found");

@@ -373,7 +373,7 @@ mod tests {
         tokio::spawn(async move {
             store
                 .as_store()
-                .put_message("ag_1", &device, &id, "AQID", u32::MAX, Timestamp(T0))
+                .put_message("ag_1", &device, &id, "AQID", None, u32::MAX, Timestamp(T0))
                 .await
         })
     }

@@ -33,7 +33,7 @@ pub(in crate::store) async fn two_agents(backend: &Backend) -> Store {
 /// Stores task `id` from `dv_1` of `ag_1` at [`T0`] with room for any number of pending tasks.
 pub(in crate::store) async fn send(store: &Store, id: &str) -> Stored {
     match store
-        .put_message("ag_1", "dv_1", id, "AQID", u32::MAX, Timestamp(T0))
+        .put_message("ag_1", "dv_1", id, "AQID", None, u32::MAX, Timestamp(T0))
         .await
         .expect("stored")
     {
@@ -58,25 +58,25 @@ async fn the_pending_count_agrees_with_a_scan_and_the_cap_refuses_only_new_tasks
         assert_eq!(backend.pending_both_ways("ag_1").await, (0, 0), "{name}");
         for i in 0..3 {
             let put = store
-                .put_message("ag_1", "dv_1", &format!("m{i}"), "AQ", 3, Timestamp(T0 + i))
+                .put_message("ag_1", "dv_1", &format!("m{i}"), "AQ", None, 3, Timestamp(T0 + i))
                 .await
                 .expect("stored");
             assert!(matches!(put, Put::Stored(Stored { created: true, .. })), "{name}");
         }
         store
-            .put_message("ag_2", "dv_3", "m0", "AQ", 3, Timestamp(T0))
+            .put_message("ag_2", "dv_3", "m0", "AQ", None, 3, Timestamp(T0))
             .await
             .expect("another agent's task");
         assert_eq!(backend.pending_both_ways("ag_1").await, (3, 3), "{name}");
         assert_eq!(backend.pending_both_ways("ag_2").await, (1, 1), "{name}");
         let refused = store
-            .put_message("ag_1", "dv_1", "m3", "AQ", 3, Timestamp(T0 + 3))
+            .put_message("ag_1", "dv_1", "m3", "AQ", None, 3, Timestamp(T0 + 3))
             .await
             .expect("no storage error");
         assert!(matches!(refused, Put::QuotaExceeded), "{name}");
         // A retry of a stored task is found, not refused; the same id from another device is a conflict.
         let again = store
-            .put_message("ag_1", "dv_1", "m1", "AQ", 3, Timestamp(T0 + 4))
+            .put_message("ag_1", "dv_1", "m1", "AQ", None, 3, Timestamp(T0 + 4))
             .await
             .expect("found");
         assert!(
@@ -84,19 +84,19 @@ async fn the_pending_count_agrees_with_a_scan_and_the_cap_refuses_only_new_tasks
             "{name}"
         );
         let other = store
-            .put_message("ag_1", "dv_2", "m1", "AQ", 3, Timestamp(T0 + 4))
+            .put_message("ag_1", "dv_2", "m1", "AQ", None, 3, Timestamp(T0 + 4))
             .await
             .expect("no storage error");
         assert!(matches!(other, Put::Conflict(_)), "{name}");
         // Marking twice counts once, and only the first stores an update.
         let first = store
-            .mark_processed("ag_1", "m1", Timestamp(T0 + 5))
+            .mark_processed("ag_1", "m1", "default", Timestamp(T0 + 5))
             .await
             .expect("processed")
             .expect("found");
         assert!(first.update.is_some(), "{name}");
         let second = store
-            .mark_processed("ag_1", "m1", Timestamp(T0 + 6))
+            .mark_processed("ag_1", "m1", "default", Timestamp(T0 + 6))
             .await
             .expect("processed")
             .expect("found");
@@ -108,7 +108,7 @@ async fn the_pending_count_agrees_with_a_scan_and_the_cap_refuses_only_new_tasks
         );
         assert!(
             store
-                .mark_processed("ag_1", "nope", Timestamp(T0))
+                .mark_processed("ag_1", "nope", "default", Timestamp(T0))
                 .await
                 .expect("ok")
                 .is_none(),
@@ -116,7 +116,7 @@ async fn the_pending_count_agrees_with_a_scan_and_the_cap_refuses_only_new_tasks
         );
         assert!(
             store
-                .mark_processed("ag_2", "m1", Timestamp(T0))
+                .mark_processed("ag_2", "m1", "default", Timestamp(T0))
                 .await
                 .expect("ok")
                 .is_none(),
@@ -125,7 +125,7 @@ async fn the_pending_count_agrees_with_a_scan_and_the_cap_refuses_only_new_tasks
         assert_eq!(backend.pending_both_ways("ag_1").await, (2, 2), "{name}");
         assert_eq!(backend.pending_both_ways("ag_2").await, (1, 1), "{name}");
         let put = store
-            .put_message("ag_1", "dv_1", "m3", "AQ", 3, Timestamp(T0 + 6))
+            .put_message("ag_1", "dv_1", "m3", "AQ", None, 3, Timestamp(T0 + 6))
             .await
             .expect("room again");
         assert!(matches!(put, Put::Stored(Stored { created: true, .. })), "{name}");
@@ -178,7 +178,15 @@ async fn concurrent_sends_never_pass_the_cap_and_store_an_id_once() {
                 barrier.wait().await;
                 // Twelve distinct ids, each sent twice at once.
                 store
-                    .put_message("ag_1", "dv_1", &format!("m{}", i % 12), "AQ", 5, Timestamp(T0))
+                    .put_message(
+                        "ag_1",
+                        "dv_1",
+                        &format!("m{}", i % 12),
+                        "AQ",
+                        None,
+                        5,
+                        Timestamp(T0),
+                    )
                     .await
                     .expect("no storage error")
             }));
@@ -214,7 +222,7 @@ async fn concurrent_acknowledgements_store_one_update() {
             marks.push(tokio::spawn(async move {
                 barrier.wait().await;
                 store
-                    .mark_processed("ag_1", "m1", Timestamp(T0 + 10 + i))
+                    .mark_processed("ag_1", "m1", "default", Timestamp(T0 + 10 + i))
                     .await
                     .expect("no storage error")
                     .expect("found")
@@ -262,7 +270,7 @@ async fn a_wait_reads_the_lease_the_session_and_the_heads_and_resumes_from_its_c
         );
 
         let opened = store
-            .open_session("ag_1", "ses_1", "laptop", false, Timestamp(T0))
+            .open_session("ag_1", "ses_1", "laptop", "default", None, false, Timestamp(T0))
             .await
             .expect("opens");
         assert!(matches!(opened, SessionOpened::Opened(_)), "{name}");
@@ -323,7 +331,7 @@ async fn a_wait_reads_the_lease_the_session_and_the_heads_and_resumes_from_its_c
         );
         // A processed task is no longer handed out; the cursor still moves to the head.
         store
-            .mark_processed("ag_1", "m3", Timestamp(T0 + 3))
+            .mark_processed("ag_1", "m3", "default", Timestamp(T0 + 3))
             .await
             .expect("ok");
         let read = store
@@ -444,7 +452,7 @@ async fn a_conversation_shows_a_device_its_own_items_and_their_updates() {
         let store = &two_agents(&backend).await;
         let m1 = send(store, "m1").await;
         store
-            .put_message("ag_1", "dv_2", "t1", "TABLET", u32::MAX, Timestamp(T0))
+            .put_message("ag_1", "dv_2", "t1", "TABLET", None, u32::MAX, Timestamp(T0))
             .await
             .expect("the tablet's task");
         let only_dv1 = [envelope("dv_1", "Q1D1")];
@@ -462,9 +470,9 @@ async fn a_conversation_shows_a_device_its_own_items_and_their_updates() {
             .await
             .expect("asked");
         assert!(matches!(put, QuestionPut::Item(_)), "{name}");
-        store.mark_delivered("ag_1", Cursor::START, m1.cursor, Timestamp(T0 + 1));
+        store.mark_delivered("ag_1", "default", Cursor::START, m1.cursor, Timestamp(T0 + 1));
         let marked = store
-            .mark_processed("ag_1", "m1", Timestamp(T0 + 2))
+            .mark_processed("ag_1", "m1", "default", Timestamp(T0 + 2))
             .await
             .expect("ok")
             .expect("found");
@@ -624,7 +632,7 @@ async fn a_task_handed_out_again_says_redelivered_at_once() {
                 !read.messages[0].redelivered,
                 "{name}, round {round}: first delivery"
             );
-            store.mark_delivered("ag_1", after, task.cursor, Timestamp(T0 + 1));
+            store.mark_delivered("ag_1", "default", after, task.cursor, Timestamp(T0 + 1));
             // At once, as an agent that restarts: the mark, queued by a task of its own and not yet committed,
             // is waited for.
             let read = store
@@ -643,11 +651,12 @@ async fn a_task_handed_out_again_says_redelivered_at_once() {
         // A processed task keeps no mark from a later delivery of the range.
         send(store, "late").await;
         store
-            .mark_processed("ag_1", "late", Timestamp(T0 + 3))
+            .mark_processed("ag_1", "late", "default", Timestamp(T0 + 3))
             .await
             .expect("ok");
         store.mark_delivered(
             "ag_1",
+            "default",
             Cursor::START,
             store.global_head().await.expect("ok"),
             Timestamp(T0 + 4),

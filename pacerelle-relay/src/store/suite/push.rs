@@ -99,10 +99,13 @@ async fn items_queue_one_push_per_subscription_of_their_active_recipients_and_re
 
         // A task processed (its update) pushes nothing.
         store
-            .put_message("ag_1", "dv_2", "m1", "AQID", u32::MAX, now)
+            .put_message("ag_1", "dv_2", "m1", "AQID", None, u32::MAX, now)
             .await
             .expect("sent");
-        store.mark_processed("ag_1", "m1", now).await.expect("processed");
+        store
+            .mark_processed("ag_1", "m1", "default", now)
+            .await
+            .expect("processed");
         assert_eq!(backend.push_outbox().await.len(), 5, "{name}");
         // A question's update goes to the question's recipients, with its topic.
         store

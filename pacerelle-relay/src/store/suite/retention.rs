@@ -47,13 +47,13 @@ async fn with_phone(backend: &Backend) -> Store {
 /// Task `id` from the phone stored at `at`, processed (with its update) at `processed`.
 async fn task(store: &Store, id: &str, at: i64, processed: Option<i64>) {
     let put = store
-        .put_message("ag_1", "dv_1", id, "AQ", u32::MAX, Timestamp(at))
+        .put_message("ag_1", "dv_1", id, "AQ", None, u32::MAX, Timestamp(at))
         .await
         .expect("stored");
     assert!(matches!(put, Put::Stored(_)));
     if let Some(at) = processed {
         store
-            .mark_processed("ag_1", id, Timestamp(at))
+            .mark_processed("ag_1", id, "default", Timestamp(at))
             .await
             .expect("ok")
             .expect("marked");
@@ -270,7 +270,7 @@ async fn a_purge_deletes_exactly_what_is_older_than_its_kind_allows_and_keeps_th
         assert!(
             matches!(
                 store
-                    .put_message("ag_1", "dv_1", "m_refused", "AQ", 1, Timestamp(NOW))
+                    .put_message("ag_1", "dv_1", "m_refused", "AQ", None, 1, Timestamp(NOW))
                     .await
                     .expect("ok"),
                 Put::QuotaExceeded
@@ -278,7 +278,7 @@ async fn a_purge_deletes_exactly_what_is_older_than_its_kind_allows_and_keeps_th
             "{name}"
         );
         let Put::Stored(stored) = store
-            .put_message("ag_1", "dv_1", "m_after", "AQ", 2, Timestamp(NOW))
+            .put_message("ag_1", "dv_1", "m_after", "AQ", None, 2, Timestamp(NOW))
             .await
             .expect("ok")
         else {

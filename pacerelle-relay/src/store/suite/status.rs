@@ -59,6 +59,7 @@ async fn the_counted_status_agrees_with_a_full_scan_as_tasks_move() {
                     "dv_1",
                     &format!("m{i}"),
                     "AQ",
+                    None,
                     u32::MAX,
                     Timestamp(T0 + i),
                 )
@@ -68,7 +69,7 @@ async fn the_counted_status_agrees_with_a_full_scan_as_tasks_move() {
         }
         // The same id again stores nothing and counts nothing.
         store
-            .put_message("ag_1", "dv_1", "m0", "AQ", u32::MAX, Timestamp(T0 + 9))
+            .put_message("ag_1", "dv_1", "m0", "AQ", None, u32::MAX, Timestamp(T0 + 9))
             .await
             .expect("found");
         agrees(&backend, store).await;
@@ -81,7 +82,7 @@ async fn the_counted_status_agrees_with_a_full_scan_as_tasks_move() {
         agrees(&backend, store).await;
         for id in ["m1", "m4"] {
             store
-                .mark_processed("ag_1", id, Timestamp(T0 + 20))
+                .mark_processed("ag_1", id, "default", Timestamp(T0 + 20))
                 .await
                 .expect("processed");
             agrees(&backend, store).await;

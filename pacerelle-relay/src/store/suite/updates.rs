@@ -14,7 +14,7 @@ async fn one_update_per_subject_and_state_and_only_those_that_make_sense() {
         let name = backend.name();
         let store = &two_agents(&backend).await;
         let put = store
-            .put_message("ag_1", "dv_1", "m1", "AQID", u32::MAX, Timestamp(T0))
+            .put_message("ag_1", "dv_1", "m1", "AQID", None, u32::MAX, Timestamp(T0))
             .await
             .expect("stored");
         let Put::Stored(task) = put else {
@@ -35,7 +35,7 @@ async fn one_update_per_subject_and_state_and_only_those_that_make_sense() {
             "{name}"
         );
         let Put::Stored(other) = store
-            .put_message("ag_2", "dv_3", "m1", "AQ", u32::MAX, Timestamp(T0))
+            .put_message("ag_2", "dv_3", "m1", "AQ", None, u32::MAX, Timestamp(T0))
             .await
             .expect("stored")
         else {
