@@ -15,6 +15,7 @@ mod questions;
 mod quotas;
 mod relay_push;
 mod runner;
+mod sessions;
 mod signing;
 mod trust;
 mod updates;
