@@ -15,6 +15,10 @@ pub const RESULT_TEXT_VAR: &str = "PACERELLE_MCP_RESULT_TEXT";
 /// Variable giving `ask_user`'s `alsoAskHere` default: `1`/`true` to also ask at the computer when the host
 /// supports elicitation, `0`/`false` (the default) for the phone only.
 pub const ALSO_ASK_HERE_VAR: &str = "PACERELLE_MCP_ALSO_ASK_HERE";
+/// Variable naming this server's session of the agent (`--session` wins over it): several sessions of one
+/// agent, each with its own name, listen side by side, each receiving the tasks sent to it or to any session.
+/// Unset: the default session, one per agent.
+pub const SESSION_VAR: &str = "PACERELLE_SESSION";
 
 /// What the text blocks of a successful tool result carry besides the next step for the model. The result's
 /// `structuredContent` is always there (every tool declares an `outputSchema`); this only decides whether
@@ -72,6 +76,8 @@ pub struct Config {
     pub token: AgentToken,
     /// Take the agent's lease even if another session holds it.
     pub takeover: bool,
+    /// This server's session name (`PACERELLE_SESSION` or `--session`); `None`: the default session.
+    pub session: Option<String>,
     /// What the text of a successful tool result carries (`PACERELLE_MCP_RESULT_TEXT`).
     pub result_text: ResultText,
     /// `ask_user`'s `alsoAskHere` when the call does not say (`PACERELLE_MCP_ALSO_ASK_HERE`).
@@ -98,6 +104,9 @@ pub enum ConfigError {
     /// The `alsoAskHere` default is not a yes or a no.
     #[error("PACERELLE_MCP_ALSO_ASK_HERE must be 1, true, 0 or false; got {0:?}")]
     AlsoAskHere(String),
+    /// The session name is not one (1 to 40 of `A-Z a-z 0-9 _ - .`, not `any`).
+    #[error("PACERELLE_SESSION (or --session): {0}")]
+    Session(String),
 }
 
 impl Config {
@@ -120,20 +129,38 @@ impl Config {
             Some("1") | Some("true") => true,
             Some(other) => return Err(ConfigError::AlsoAskHere(other.to_string())),
         };
+        let session = get(SESSION_VAR);
+        if let Some(name) = &session {
+            check_session(name)?;
+        }
         Ok(Config {
             relay_url,
             agent_id: found.agent_id,
             token: found.token,
             takeover,
+            session,
             result_text,
             also_ask_here,
         })
+    }
+
+    /// This configuration as the session `name` (the `--session` flag, which wins over `PACERELLE_SESSION`).
+    pub fn with_session(mut self, name: Option<String>) -> Result<Config, ConfigError> {
+        if let Some(name) = name {
+            check_session(&name)?;
+            self.session = Some(name);
+        }
+        Ok(self)
     }
 
     /// Reads the configuration from the process environment.
     pub fn from_env(takeover: bool) -> Result<Config, ConfigError> {
         Config::from_vars(|name| std::env::var(name).ok(), takeover)
     }
+}
+
+fn check_session(name: &str) -> Result<(), ConfigError> {
+    pacerelle_client::core::ids::validate_session_name(name).map_err(|e| ConfigError::Session(e.to_string()))
 }
 
 #[cfg(test)]
@@ -166,6 +193,7 @@ mod tests {
             "json unless asked otherwise"
         );
         assert!(!config.also_ask_here, "the phone only unless asked otherwise");
+        assert_eq!(config.session, None, "the default session unless named");
         assert!(
             !format!("{config:?}").contains(&text),
             "Debug must not show the token"
@@ -285,5 +313,38 @@ mod tests {
         assert_eq!(with("0"), Ok(false));
         assert_eq!(with(""), Ok(false));
         assert_eq!(with("maybe"), Err(ConfigError::AlsoAskHere("maybe".into())));
+    }
+
+    #[test]
+    fn the_session_is_named_by_the_variable_or_the_flag_and_checked() {
+        let token = AgentToken::generate().expose();
+        let with = |v: &str| {
+            Config::from_vars(
+                vars(&[
+                    (AGENT_ID_VAR, "ag_x"),
+                    (AGENT_TOKEN_VAR, &token),
+                    (SESSION_VAR, v),
+                ]),
+                false,
+            )
+        };
+        assert_eq!(with("api").expect("valid").session.as_deref(), Some("api"));
+        assert_eq!(with("").expect("unset").session, None);
+        for bad in ["any", "two words", "a/b"] {
+            let e = with(bad).expect_err(bad);
+            assert!(matches!(&e, ConfigError::Session(_)), "{bad}: {e}");
+            assert!(e.to_string().starts_with("PACERELLE_SESSION"), "{e}");
+        }
+        let flagged = with("api")
+            .expect("valid")
+            .with_session(Some("web".into()))
+            .expect("valid");
+        assert_eq!(flagged.session.as_deref(), Some("web"), "the flag wins");
+        assert!(
+            with("api")
+                .expect("valid")
+                .with_session(Some("any".into()))
+                .is_err()
+        );
     }
 }

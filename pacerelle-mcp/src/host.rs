@@ -16,6 +16,17 @@ pub fn host_label() -> String {
     label.chars().take(MAX_LABEL_CHARS).collect()
 }
 
+/// Longest folder name sent to the relay.
+const MAX_FOLDER_CHARS: usize = 80;
+
+/// The name of the folder this server runs in (an MCP host starts it in the project's folder), as the phone
+/// shows a session's folder: the last component only, never the path.
+pub fn folder() -> Option<String> {
+    let dir = std::env::current_dir().ok()?;
+    let name = dir.file_name()?.to_string_lossy();
+    clean(&name).map(|n| n.chars().take(MAX_FOLDER_CHARS).collect())
+}
+
 fn clean(text: &str) -> Option<String> {
     let text: String = text.trim().chars().filter(|c| !c.is_control()).collect();
     (!text.is_empty()).then_some(text)

@@ -70,6 +70,11 @@ struct Cli {
     /// Take the agent's lease even if another session holds it (that session stops receiving tasks).
     #[arg(long)]
     takeover: bool,
+    /// This server's session of the agent (default: PACERELLE_SESSION, else the default session). Sessions
+    /// with different names listen side by side, one per project folder for example; each receives the tasks
+    /// sent to it or to any session.
+    #[arg(long, value_name = "NAME")]
+    session: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -82,7 +87,7 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,rmcp=warn")),
         )
         .init();
-    let config = match Config::from_env(cli.takeover) {
+    let config = match Config::from_env(cli.takeover).and_then(|c| c.with_session(cli.session.clone())) {
         Ok(config) => config,
         Err(e) => {
             eprintln!("pacerelle-mcp: {e}");

@@ -66,7 +66,8 @@ impl State {
     pub fn new(config: &Config) -> Result<Arc<State>, pacerelle_client::Error> {
         let client = AgentClient::new(&config.relay_url, &config.agent_id, config.token.clone())?;
         Ok(Arc::new(State {
-            lease: Listener::new(client.clone(), host_label(), config.takeover),
+            lease: Listener::new(client.clone(), host_label(), config.takeover)
+                .named(config.session.clone(), crate::host::folder()),
             relay_url: client.relay_url().to_string(),
             client,
             tasks: Tasks::default(),
@@ -78,7 +79,11 @@ impl State {
 
     /// What `get_status` shows of the lease.
     pub async fn lease_view(&self) -> LeaseView {
-        LeaseView::new(self.lease.host(), self.lease.state().await)
+        LeaseView::new(
+            self.lease.host(),
+            self.lease.session_name().await,
+            self.lease.state().await,
+        )
     }
 }
 

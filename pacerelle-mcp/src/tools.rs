@@ -201,11 +201,17 @@ pub fn in_use_text(holder: &Holder) -> String {
         .as_deref()
         .map(|s| format!(", since {s}"))
         .unwrap_or_default();
+    let session = holder
+        .session
+        .as_deref()
+        .map(|s| format!(" of the session {s:?}"))
+        .unwrap_or_default();
     format!(
-        "Another session holds this agent's lease: {}{since}. Only one session at a time receives tasks, so \
-         this one cannot wait for them or mark them processed. Stop that session first (close the other \
-         assistant or its pacerelle-mcp), or restart this MCP server with --takeover to take the lease from \
-         it. reply, save_checkpoint, get_checkpoints, get_status and the question tools (ask_user, \
+        "Another session holds the lease{session}: {}{since}. One listener per session name receives tasks, \
+         so this one cannot wait for them or mark them processed. Stop that session first (close the other \
+         assistant or its pacerelle-mcp), restart this MCP server with --takeover to take the lease from it, \
+         or give this one its own session name (PACERELLE_SESSION or --session, one per project folder). \
+         reply, save_checkpoint, get_checkpoints, get_status, list_sessions and the question tools (ask_user, \
          wait_for_answer, send_notification, cancel_question) still work.",
         holder.host
     )

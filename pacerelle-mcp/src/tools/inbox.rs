@@ -419,7 +419,7 @@ impl PacerelleServer {
                  wait_for_messages with your latest cursor.",
             ),
             Err(e) if e.kind() == ErrorKind::NotFound => failure(format!(
-                "No task \"{}\" for this agent: use the messageId of a task returned by wait_for_messages.",
+                "No task \"{}\" for this session: use the messageId of a task returned by wait_for_messages (a task sent to another session is that session's to mark).",
                 args.message_id
             )),
             Err(e) => lease_failure(&state.relay_url, e),

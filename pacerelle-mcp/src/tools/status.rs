@@ -12,7 +12,7 @@ use serde::Serialize;
 
 use crate::lease::LeaseView;
 use crate::server::PacerelleServer;
-use crate::tools::{output, relay_failure, unreachable_text};
+use crate::tools::{failure, output, relay_failure, unreachable_text};
 
 /// Pending questions are counted up to this many.
 const MAX_COUNTED_QUESTIONS: usize = 100;
@@ -45,6 +45,63 @@ pub struct StatusResult {
     pub last_wait_at: Option<String>,
     /// Paired devices that are not revoked: where tasks can come from.
     pub devices: Vec<DeviceView>,
+    /// Every open session of the agent, this one included, the one open longest first (as `list_sessions`).
+    pub sessions: Vec<SessionView>,
+}
+
+/// One open session of the agent.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionView {
+    /// Its name: the phone sends a task to this session by it ("default" for a session not named).
+    pub name: String,
+    /// True for this server's own session.
+    pub this_session: bool,
+    /// Where it runs.
+    pub host: String,
+    /// The folder it works in, if it said.
+    pub folder: Option<String>,
+    /// When it opened (RFC 3339).
+    pub since: String,
+    /// What it is doing: listening, busy, connected, waiting_confirmation or offline (its lease lapsed).
+    pub presence: String,
+    /// Its tasks delivered and not processed.
+    pub in_progress: u64,
+    /// Its last heartbeat (RFC 3339).
+    pub last_heartbeat_at: String,
+    /// When its last wait for tasks started or ended (RFC 3339), if the relay saw one.
+    pub last_wait_at: Option<String>,
+}
+
+/// The result of `list_sessions`.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SessionList {
+    /// This server's session name.
+    pub this_session: String,
+    /// Every open session of the agent, the one open longest first.
+    pub sessions: Vec<SessionView>,
+}
+
+fn session_views(status: &Status, mine: &str) -> Vec<SessionView> {
+    status
+        .sessions
+        .iter()
+        .map(|s| SessionView {
+            name: s.name.clone(),
+            this_session: s.name == mine,
+            host: s.host.clone(),
+            folder: s.folder.clone(),
+            since: s.since.to_string(),
+            presence: serde_json::to_value(s.presence)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default(),
+            in_progress: s.in_progress,
+            last_heartbeat_at: s.last_heartbeat_at.to_string(),
+            last_wait_at: s.last_wait_at.map(|t| t.to_string()),
+        })
+        .collect()
 }
 
 /// Tasks by state.
@@ -143,6 +200,7 @@ impl PacerelleServer {
                     last_checkpoint_at: None,
                     last_wait_at: None,
                     devices: Vec::new(),
+                    sessions: Vec::new(),
                 };
                 return output(&result, unreachable_text(&state.relay_url, &reason));
             }
@@ -175,12 +233,14 @@ impl PacerelleServer {
                 None
             }
         };
+        let lease = state.lease_view().await;
+        let sessions = session_views(&status, &lease.session);
         let result = StatusResult {
             relay_reachable: true,
             relay_url: state.relay_url.clone(),
             agent_id: status.agent.agent_id.clone(),
             agent_name: Some(status.agent.name.clone()),
-            lease: state.lease_view().await,
+            lease,
             presence: presence_name(&status),
             listening: status.listening,
             tasks: TaskCounts {
@@ -196,7 +256,52 @@ impl PacerelleServer {
                 .filter(|d| d.revoked_at.is_none())
                 .map(device_view)
                 .collect(),
+            sessions,
         };
         output(&result, next_step(&result))
+    }
+
+    #[tool(
+        name = "list_sessions",
+        description = "The agent's open sessions: each listening assistant (one per session name, for example \
+                       one per project folder) with its host, folder, since when, what it is doing and its \
+                       tasks in progress; thisSession names this one. The phone sends a task to one session \
+                       or to any; this session receives those sent to it or to any.",
+        output_schema = output_schema::<SessionList>(),
+        annotations(
+            title = "Pacerelle sessions",
+            read_only_hint = true,
+            destructive_hint = false,
+            idempotent_hint = true,
+            open_world_hint = false
+        )
+    )]
+    pub async fn list_sessions(&self) -> Result<CallToolResult, McpError> {
+        let state = &self.state;
+        // Taking the lease here, when it is free, lists this session among the others.
+        let (_, status) = tokio::join!(state.lease.ensure(), state.client.status());
+        let status = match status {
+            Ok(status) => status,
+            Err(Error::Network { reason, .. }) => {
+                return failure(unreachable_text(&state.relay_url, &reason));
+            }
+            Err(e) => return relay_failure(&state.relay_url, e),
+        };
+        let mine = state.lease.session_name().await;
+        let list = SessionList {
+            sessions: session_views(&status, &mine),
+            this_session: mine,
+        };
+        let others = list.sessions.iter().filter(|s| !s.this_session).count();
+        let next = match others {
+            0 => "This is the agent's only open session: every task sent from the phone comes here."
+                .to_string(),
+            n => format!(
+                "{n} other session(s) listen beside this one ({:?}); a task sent to one of them never comes \
+                 here, one sent to any session goes to whichever is handed it first.",
+                list.this_session
+            ),
+        };
+        output(&list, next)
     }
 }

@@ -6,6 +6,7 @@ mod common;
 
 mod here;
 mod listening;
+mod named_sessions;
 mod partner;
 mod questions;
 mod remote;

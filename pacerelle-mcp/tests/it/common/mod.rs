@@ -103,6 +103,23 @@ pub async fn spawn_with(
 ) -> Server {
     let mut cmd = command(agent, relay_url, args);
     cmd.envs(env.iter().copied());
+    spawn_command(cmd, era).await
+}
+
+/// As [`spawn_with`], the server started in `folder` (an MCP host starts it in the project's folder).
+pub async fn spawn_in(
+    agent: &AgentClient,
+    relay_url: &str,
+    env: &[(&str, &str)],
+    folder: &std::path::Path,
+    era: Era,
+) -> Server {
+    let mut cmd = command(agent, relay_url, &[]);
+    cmd.envs(env.iter().copied()).current_dir(folder);
+    spawn_command(cmd, era).await
+}
+
+async fn spawn_command(cmd: Command, era: Era) -> Server {
     let (transport, _) = TokioChildProcess::builder(cmd)
         .stderr(Stdio::inherit())
         .spawn()
