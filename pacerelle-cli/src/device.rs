@@ -65,6 +65,10 @@ pub struct SendArgs {
     /// Your own message id, to retry safely (one is drawn otherwise).
     #[arg(long)]
     id: Option<String>,
+    /// Send it to this session of the agent (as `pacerelle status` lists them); by default, to whichever
+    /// session takes it first.
+    #[arg(long, value_name = "NAME")]
+    session: Option<String>,
     #[command(flatten)]
     target: AgentArg,
 }
@@ -345,7 +349,11 @@ pub fn keep_signing_key(global: &Global, device: &DeviceClient) -> Result<()> {
 pub async fn send(global: &Global, args: SendArgs) -> Result<()> {
     let text = crate::text::argument_or_file("the task", args.text, args.file.as_deref())?;
     let (_, device) = home::device_client(global, args.target.agent.as_deref(), "send a task")?;
-    let stored = device.send(&text, args.id.as_deref()).await?;
+    let session = args
+        .session
+        .as_deref()
+        .filter(|s| *s != pacerelle_client::core::ids::ANY_SESSION);
+    let stored = device.send_to(&text, args.id.as_deref(), session).await?;
     if global.json {
         output::json(
             &serde_json::json!({ "messageId": stored.id, "createdAt": stored.created_at, "created": stored.created }),
@@ -791,8 +799,33 @@ fn print_status(s: &Status) {
     println!("agent:       {} ({})", s.agent.name, s.agent.agent_id);
     println!("activity:    {activity}");
     println!("presence:    {presence}");
-    if let Some(h) = &s.session {
-        println!("session:     {} since {}", h.host, h.since);
+    match s.sessions.as_slice() {
+        [] => {
+            if let Some(h) = &s.session {
+                println!("session:     {} since {}", h.host, h.since);
+            }
+        }
+        [one] if one.name == pacerelle_client::core::ids::DEFAULT_SESSION => {
+            println!("session:     {} since {}", one.host, one.since);
+        }
+        sessions => {
+            println!("sessions:");
+            for one in sessions {
+                let folder = one
+                    .folder
+                    .as_deref()
+                    .map(|f| format!(" in {f}"))
+                    .unwrap_or_default();
+                let presence = serde_json::to_value(one.presence)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default();
+                println!(
+                    "  {:<12} {presence}, {}{folder}, since {}",
+                    one.name, one.host, one.since
+                );
+            }
+        }
     }
     println!(
         "tasks:       {} waiting, {} in progress, {} processed",

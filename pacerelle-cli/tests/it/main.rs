@@ -30,6 +30,7 @@ mod partner;
 mod quotas;
 mod relay_override;
 mod secrets;
+mod sessions;
 mod several_agents;
 mod store_copy;
 mod trust;
