@@ -28,6 +28,7 @@ import { signedAnswerBytes, signedGrantBytes } from "../web/app/crypto.js";
 const ROOT = path.resolve(fileURLToPath(new URL("../..", import.meta.url)));
 const PACERELLE = process.env.PACERELLE_BIN || path.join(ROOT, "target/debug/pacerelle");
 const ECHO_AGENT = process.env.ECHO_AGENT_BIN || path.join(ROOT, "target/debug/echo-agent");
+const MCP = process.env.PACERELLE_MCP_BIN || path.join(ROOT, "target/debug/pacerelle-mcp");
 const CHROMIUM = process.env.CHROMIUM || "/usr/bin/chromium";
 const POSTGRES = process.env.PACERELLE_TEST_POSTGRES_BIN || "";
 const SCREENSHOT = path.join(ROOT, "target/web-tests/conversation.png");
@@ -58,6 +59,7 @@ let relayUrl;
 /** On PostgreSQL: the cluster's folder, whose files are the relay's database. */
 let postgresFolder;
 let agentId;
+let agentToken;
 let deviceId;
 let context;
 let page;
@@ -533,6 +535,7 @@ before(async () => {
 
   const agent = await cliJson(["agent", "create", "--name", "Ana’s laptop — Claude Code"]);
   agentId = agent.agentId;
+  agentToken = agent.token;
   start(ECHO_AGENT, ["--takeover"], {
     PACERELLE_RELAY_URL: relayUrl,
     PACERELLE_AGENT_ID: agent.agentId,
@@ -1187,6 +1190,113 @@ test("a yes/no question that needs 2 approvals: the browser's yes is recorded an
 
   const left = await tablet.run(["device", "leave"]);
   assert.equal(left.code, 0, left.err);
+});
+
+/**
+ * A `pacerelle-mcp` of the test's agent, listening as session `name` in a project folder `folder`, driven over stdio
+ * as an MCP host drives it (JSON-RPC lines). `call(tool, args)` gives the tool's structured result.
+ */
+async function mcpSession(name, folder) {
+  const dir = path.join(work, "projects", folder);
+  mkdirSync(dir, { recursive: true });
+  const child = spawn(MCP, [], {
+    cwd: dir,
+    env: {
+      ...process.env,
+      PACERELLE_HOME: home,
+      PACERELLE_RELAY_URL: relayUrl,
+      PACERELLE_AGENT_ID: agentId,
+      PACERELLE_AGENT_TOKEN: agentToken,
+      PACERELLE_SESSION: name,
+      RUST_LOG: "warn",
+    },
+    stdio: ["pipe", "pipe", "pipe"],
+  });
+  children.push(child);
+  child.done = new Promise((resolve) => child.on("exit", (code, signal) => resolve({ code, signal })));
+  let buffer = "";
+  let err = "";
+  const waiting = new Map();
+  child.stderr.on("data", (d) => (err += d));
+  child.stdout.on("data", (d) => {
+    buffer += d;
+    let line;
+    while ((line = buffer.indexOf("\n")) >= 0) {
+      const text = buffer.slice(0, line);
+      buffer = buffer.slice(line + 1);
+      if (!text.trim()) continue;
+      const message = JSON.parse(text);
+      if (message.id !== undefined && waiting.has(message.id)) waiting.get(message.id)(message);
+    }
+  });
+  let next = 0;
+  const request = (method, params) =>
+    new Promise((resolve, reject) => {
+      const id = ++next;
+      const timer = setTimeout(() => reject(new Error(`${name}: no answer to ${method}: ${err}`)), 30000);
+      waiting.set(id, (message) => {
+        clearTimeout(timer);
+        if (message.error) reject(new Error(`${name}: ${method}: ${JSON.stringify(message.error)}`));
+        else resolve(message.result);
+      });
+      child.stdin.write(JSON.stringify({ jsonrpc: "2.0", id, method, params }) + "\n");
+    });
+  await request("initialize", {
+    protocolVersion: "2025-06-18",
+    capabilities: {},
+    clientInfo: { name: "web-e2e", version: "1" },
+  });
+  child.stdin.write(JSON.stringify({ jsonrpc: "2.0", method: "notifications/initialized" }) + "\n");
+  const call = async (tool, args = {}) => {
+    const result = await request("tools/call", { name: tool, arguments: args });
+    assert.ok(!result.isError, `${name}: ${tool}: ${JSON.stringify(result.content)}`);
+    return result.structuredContent;
+  };
+  const stop = async () => {
+    child.stdin.end();
+    await Promise.race([child.done, new Promise((r) => setTimeout(r, 10000))]);
+  };
+  return { call, stop };
+}
+
+test("an agent with two sessions in two folders: the app sends a task to one of them only", async () => {
+  const api = await mcpSession("api", "billing-api");
+  const web = await mcpSession("web", "storefront");
+  // Each takes its session's lease (list_sessions takes it when it is free).
+  assert.equal((await api.call("list_sessions")).thisSession, "api");
+  const listed = await web.call("list_sessions");
+  assert.deepEqual(
+    listed.sessions.map((s) => [s.name, s.folder]).filter(([n]) => n !== "default"),
+    [["api", "billing-api"], ["web", "storefront"]],
+  );
+  // The composer offers the sessions once the status has them (read every 5 s).
+  const row = page.locator("#task-session-row");
+  await row.waitFor({ state: "visible", timeout: 20000 });
+  const options = await page.locator("#task-session option").evaluateAll((o) => o.map((n) => [n.value, n.textContent]));
+  assert.deepEqual(options.slice(0, 1), [["", "Any session"]]);
+  for (const expected of [["api", "api (billing-api)"], ["web", "web (storefront)"]]) {
+    assert.ok(options.some(([v, t]) => v === expected[0] && t === expected[1]), JSON.stringify(options));
+  }
+  await page.locator("#task-session").selectOption("web");
+  const text = unique("Fix the checkout button");
+  await page.locator("#task-text").fill(text);
+  await page.locator("#send").click();
+  await page.locator("li.task", { hasText: text }).locator(".meta .to", { hasText: "to web" }).waitFor();
+  // Only web receives it: api's wait ends empty, and the echo agent (the default session) never answers it.
+  const got = await web.call("wait_for_messages", { timeoutSeconds: 10 });
+  assert.deepEqual(got.messages.map((m) => m.text), [text]);
+  assert.deepEqual((await api.call("wait_for_messages", { timeoutSeconds: 1 })).messages, []);
+  await web.call("reply", { sourceMessageId: got.messages[0].messageId, text: `web: ${text}` });
+  await web.call("mark_processed", { messageId: got.messages[0].messageId });
+  const task = page.locator("li.task", { hasText: text });
+  await task.locator(".reply", { hasText: `web: ${text}` }).waitFor();
+  await page.locator(`li.task[data-state="processed"]`).filter({ hasText: text }).waitFor({ timeout: 20000 });
+  assert.equal(await task.locator(".reply", { hasText: `echo: ${text}` }).count(), 0);
+
+  // Once they are gone, only the echo agent's default session is left: the choice hides again.
+  await api.stop();
+  await web.stop();
+  await row.waitFor({ state: "hidden", timeout: 20000 });
 });
 
 test("notifications and cancelled questions are shown as such", async () => {
@@ -2385,8 +2495,16 @@ test("one browser paired with two agents: a switcher, the questions of both answ
   assert.equal((await tablet.run(["device", "leave"])).code, 0);
 
   // The overview: each agent with its presence, read from its device's status.
+  // The laptop's agent with two more sessions, one per project folder: the overview lists each.
+  const sessions = [await mcpSession("api", "billing-api"), await mcpSession("web", "storefront")];
+  for (const session of sessions) await session.call("list_sessions");
   await page.locator("#open-overview").click();
   const row = (id) => page.locator(`#overview-list li.overview-agent[data-agent-id="${id}"]`);
+  for (const [name, folder] of [["api", "billing-api"], ["web", "storefront"]]) {
+    await row(agentId).locator(`.overview-session[data-session="${name}"]`, { hasText: `in ${folder}` }).waitFor();
+  }
+  await shot("overview-sessions");
+  for (const session of sessions) await session.stop();
   await row(agentId).locator(".overview-presence", { hasText: /Listening|Busy|Connected|Offline/ }).waitFor();
   await row(server.agentId).locator(".overview-presence", { hasText: /Listening|Busy|Connected|Offline/ }).waitFor();
   assert.match(await row(agentId).getAttribute("data-presence"), /^(listening|busy|waiting_confirmation|connected)$/, "the echo agent runs");

@@ -541,6 +541,7 @@ const WEB_ON_POSTGRES: &[&str] = &[
     "the app is served",
     "opening a pairing link",
     "a task typed",
+    "an agent with two sessions",
     "a yes/no question",
     "the approval is signed",
     "a question left alone",

@@ -446,7 +446,18 @@ async function showOverview() {
           if (!value) return;
           facts.append(el("dt", null, term), el("dd", null, value));
         };
-        add("Session", st.session ? `${st.session.host}, since ${dateTime(st.session.since)}` : "No session");
+        const sessions = st.sessions || [];
+        if (sessions.length > 1 || (sessions.length === 1 && sessions[0].name !== "default")) {
+          // Several sessions (one per project folder, say): each with where it runs and what it does.
+          for (const s of sessions) {
+            const where = s.folder ? `${s.host}, in ${s.folder}` : s.host;
+            const row = el("dd", "overview-session", `${PRESENCE_WORDS[s.presence] || s.presence} · ${where}, since ${dateTime(s.since)}`);
+            row.dataset.session = s.name;
+            facts.append(el("dt", null, `Session ${s.name}`), row);
+          }
+        } else {
+          add("Session", st.session ? `${st.session.host}, since ${dateTime(st.session.since)}` : "No session");
+        }
         const times = [st.lastWaitAt, st.lastCheckpointAt, st.session && st.session.lastHeartbeatAt]
           .filter(Boolean)
           .sort();

@@ -139,7 +139,8 @@ export function deviceApi(token) {
     me: () => request("GET", "/v1/device", { token }),
     leave: () => request("DELETE", "/v1/device", { token }),
     status: () => request("GET", "/v1/device/status", { token, timeoutMs: 10000 }),
-    send: (messageId, envelope) => request("POST", "/v1/device/messages", { token, body: { messageId, envelope } }),
+    send: (messageId, envelope, session) =>
+      request("POST", "/v1/device/messages", { token, body: session ? { messageId, envelope, session } : { messageId, envelope } }),
     conversation: (cursor, wait, signal = null) => {
       const q = new URLSearchParams({ wait: String(wait), updates: "true" });
       if (cursor) q.set("cursor", cursor);

@@ -14,7 +14,7 @@ import { renderSwitcher, revoked, setBanner, showScreen } from "./screens.js";
 import { applyLook } from "./partner.js";
 import { addNotification, addReply, addTask, append, setTaskState, showPendingTask, updateEmpty } from "./thread.js";
 import { addQuestion, awaitsApprovals, tick, updateQuestionMeta } from "./questions-ui.js";
-import { flushOutbox, setConnected } from "./sending.js";
+import { flushOutbox, renderSessionChoice, setConnected } from "./sending.js";
 import { renderSettings, showGrantsScreen } from "./settings.js";
 import { hideAsk, questionsArrived, showWaitingCount } from "./agents.js";
 import { handOver, watchAgents } from "./watch.js";
@@ -48,6 +48,7 @@ export async function startConversation(device) {
   $("empty").textContent = device.user ? `No question yet. What ${device.agentName} asks you will appear here.` : EMPTY_TEXT;
   document.title = `${device.agentName} — Pacerelle`;
   showWaitingCount();
+  renderSessionChoice(app.statuses.get(device.agentId));
   // The task not sent yet to this agent, as it was left (a switch, a reload).
   const input = $("task-text");
   input.value = loadDraft(device.agentId);
@@ -184,6 +185,7 @@ async function statusLoop(gen) {
       app.presence = status.presence;
       app.status = status;
       app.statuses.set(app.device.agentId, status);
+      renderSessionChoice(status);
       setConnected(true);
       setBanner();
       if (changed && app.pairings.length > 1) renderSwitcher();
@@ -265,7 +267,7 @@ async function ingest(item, before) {
         if (typeof task.text !== "string") throw new c.CryptoError("malformed");
         if (gen !== app.generation) return;
         if (app.entries.has(item.id)) return ingest(item, before);
-        addTask(item.id, task.text, item.state, item.createdAt, before);
+        addTask(item.id, task.text, item.state, item.createdAt, before, task.session || null);
         break;
       }
       case "reply": {

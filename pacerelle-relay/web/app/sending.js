@@ -73,7 +73,7 @@ export async function flushOutbox() {
 
 async function sendEntry(entry) {
   if (entry.type === "message") {
-    await app.api.send(entry.id, entry.envelope);
+    await app.api.send(entry.id, entry.envelope, entry.session);
     await store.deleteOutbox(entry.id);
     const task = app.entries.get(entry.id);
     if (task && STATE_RANK[task.state] < STATE_RANK.sent) setTaskState(task, "sent");
@@ -146,13 +146,44 @@ async function refused(entry, e) {
   }
 }
 
+/** The name a session goes by when it gave none: every session of an agent older than named sessions. */
+const DEFAULT_SESSION = "default";
+
+/**
+ * The composer's "To" choice: shown when the agent has a named session or several sessions (docs/mcp.md, "Several
+ * sessions of one agent"), with "Any session" first — a task for any session goes to whichever is handed it first.
+ * The choice made is kept while that session is open.
+ */
+export function renderSessionChoice(status) {
+  const sessions = (status && status.sessions) || [];
+  const row = $("task-session-row");
+  const select = $("task-session");
+  const shown = sessions.length > 1 || (sessions.length === 1 && sessions[0].name !== DEFAULT_SESSION);
+  row.hidden = !shown;
+  const chosen = select.value;
+  const options = [["", "Any session"]].concat(
+    sessions.map((s) => [s.name, s.folder && s.folder !== s.name ? `${s.name} (${s.folder})` : s.name]),
+  );
+  const same =
+    select.options.length === options.length && options.every(([v, t], i) => select.options[i].value === v && select.options[i].text === t);
+  if (!same) {
+    select.replaceChildren(...options.map(([value, text]) => Object.assign(document.createElement("option"), { value, text })));
+    select.value = options.some(([v]) => v === chosen) ? chosen : "";
+  }
+  if (!shown) select.value = "";
+}
+
 export async function sendTask(text) {
   const d = app.device;
   const id = c.generateId("msg");
-  const envelope = await c.sealJson(d.key, c.context.task(d.agentId, d.deviceId, id), { text });
+  const session = $("task-session").value || null;
+  // The session is sealed with the text too: the agent's session rejects a task the relay hands to another one.
+  const payload = session ? { text, session } : { text };
+  const envelope = await c.sealJson(d.key, c.context.task(d.agentId, d.deviceId, id), payload);
   const entry = { id, type: "message", agentId: d.agentId, envelope, queuedAt: Date.now() };
+  if (session) entry.session = session;
   await store.putOutbox(entry);
-  addTask(id, text, "pending", new Date(entry.queuedAt).toISOString(), null);
+  addTask(id, text, "pending", new Date(entry.queuedAt).toISOString(), null, session);
   $("thread").lastElementChild.scrollIntoView({ block: "end" });
   flushOutbox();
 }

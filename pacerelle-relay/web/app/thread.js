@@ -50,14 +50,16 @@ export function setTaskState(entry, state) {
 }
 
 /** Shows a task sent from here. */
-export function addTask(id, text, state, createdAt, before) {
+export function addTask(id, text, state, createdAt, before, session = null) {
   const node = el("li", "entry task");
   node.dataset.id = id;
+  if (session) node.dataset.session = session;
   const bubble = el("div", "bubble me", text);
   const meta = el("div", "meta");
   const time = el("span", "time", clock(createdAt));
   const stateNode = el("span", "state");
   meta.append(time, stateNode);
+  if (session) meta.append(el("span", "to", `to ${session}`));
   const replies = el("ol", "replies");
   node.append(...foldable(bubble, text), meta, replies);
   const entry = { kind: "message", node, stateNode, replies, state: null, positioned: before !== null };
@@ -74,7 +76,7 @@ export async function showPendingTask(outboxEntry) {
   if (app.entries.has(outboxEntry.id)) return;
   try {
     const task = await c.openJson(d.key, c.context.task(d.agentId, d.deviceId, outboxEntry.id), outboxEntry.envelope);
-    addTask(outboxEntry.id, task.text, "pending", new Date(outboxEntry.queuedAt).toISOString(), null);
+    addTask(outboxEntry.id, task.text, "pending", new Date(outboxEntry.queuedAt).toISOString(), null, task.session || null);
   } catch {
     await store.deleteOutbox(outboxEntry.id);
   }
