@@ -112,6 +112,21 @@ impl DeviceClient {
         Ok(self.inner.send(&text, message_id.as_deref()).await?.into())
     }
 
+    /// Sends a task to one session of the agent (`session`: its name, as `status().sessions` lists them), or
+    /// to any when none. As `send` otherwise.
+    pub async fn send_to(
+        &self,
+        text: String,
+        message_id: Option<String>,
+        session: Option<String>,
+    ) -> Result<SentMessage> {
+        Ok(self
+            .inner
+            .send_to(&text, message_id.as_deref(), session.as_deref())
+            .await?
+            .into())
+    }
+
     /// The conversation after `cursor` (from the start when none), without waiting.
     pub async fn conversation(&self, cursor: Option<String>) -> Result<ConversationPage> {
         Ok(self

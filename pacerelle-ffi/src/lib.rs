@@ -24,4 +24,4 @@ pub use listener::{ConversationListener, ListenerHandle};
 pub use pairings::{AgentPresence, AgentQuestion, PairingFailure, Pairings, PendingQuestions};
 pub use push::{PushEvent, PushKeys};
 pub use question::{Answer, Channel, Question, QuestionKind, QuestionState};
-pub use status::{AgentStatus, Presence};
+pub use status::{AgentSession, AgentStatus, Presence};

@@ -24,8 +24,12 @@ pub struct AgentStatus {
     pub open_questions: u64,
     /// A wait is parked at the relay now.
     pub listening: bool,
-    /// Where the session holding the agent's lease runs ("laptop / claude-code"), if one does.
+    /// Where the session holding the agent's lease runs ("laptop / claude-code"), if one does (of several,
+    /// the one open longest).
     pub session_host: Option<String>,
+    /// Every open session of the agent, the one open longest first: send a task to one by its `name`
+    /// (`DeviceClient::send_to`).
+    pub sessions: Vec<AgentSession>,
     /// When the last wait started or ended.
     pub last_wait_at: Option<SystemTime>,
     /// Tasks stored and never delivered.
@@ -40,6 +44,23 @@ pub struct AgentStatus {
     pub last_checkpoint_at: Option<SystemTime>,
 }
 
+/// One open session of the agent (an assistant listening in one project folder, say).
+#[derive(Debug, Clone, PartialEq, Eq, uniffi::Record)]
+pub struct AgentSession {
+    /// Its name ("default" for a session that gave none).
+    pub name: String,
+    /// Where it runs.
+    pub host: String,
+    /// The folder it works in, if it said.
+    pub folder: Option<String>,
+    /// When it opened.
+    pub since: SystemTime,
+    /// What it is doing.
+    pub presence: Presence,
+    /// Its tasks delivered and not processed.
+    pub in_progress: u64,
+}
+
 impl From<pacerelle_client::core::wire::Status> for AgentStatus {
     fn from(s: pacerelle_client::core::wire::Status) -> Self {
         let activity = s.activity();
@@ -51,6 +72,18 @@ impl From<pacerelle_client::core::wire::Status> for AgentStatus {
             open_questions: s.open_questions,
             listening: s.listening,
             session_host: s.session.map(|h| h.host),
+            sessions: s
+                .sessions
+                .into_iter()
+                .map(|x| AgentSession {
+                    name: x.name,
+                    host: x.host,
+                    folder: x.folder,
+                    since: system_time(x.since),
+                    presence: x.presence,
+                    in_progress: x.in_progress,
+                })
+                .collect(),
             last_wait_at: s.last_wait_at.map(system_time),
             waiting: s.messages.waiting,
             in_progress: s.messages.in_progress,

@@ -201,7 +201,7 @@ impl AgentClient {
     /// Starts the client's supervised loop (`pacerelle_client::runner::Runner`) in the background; `Agent.run` and
     /// `AsyncAgent.run` pull its steps with `RunLoop.next()` and call the handler in Python. Cancelling
     /// `cancel` stops it (the task at hand is settled first), then it releases the lease.
-    #[pyo3(signature = (host, cancel, *, takeover = false, timeout = 30.0, max_backoff = 10.0, max_attempts = 3))]
+    #[pyo3(signature = (host, cancel, *, takeover = false, timeout = 30.0, max_backoff = 10.0, max_attempts = 3, session = None))]
     fn run_loop(
         &self,
         host: String,
@@ -210,8 +210,13 @@ impl AgentClient {
         timeout: f64,
         max_backoff: f64,
         max_attempts: i64,
+        session: Option<String>,
     ) -> PyResult<RunLoop> {
-        let runner = pacerelle_client::runner::Runner::new(self.inner.clone())
+        let mut runner = pacerelle_client::runner::Runner::new(self.inner.clone());
+        if let Some(name) = session {
+            runner = runner.session(name);
+        }
+        let runner = runner
             .host(host)
             .takeover(takeover)
             .wait(seconds("timeout", timeout)?)

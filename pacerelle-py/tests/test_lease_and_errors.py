@@ -67,6 +67,35 @@ def test_a_second_agent_in_another_process_gets_agent_in_use(paired: Paired) -> 
         agent.wait_for_messages(timeout=0)
 
 
+def test_named_sessions_listen_side_by_side_each_with_its_own_tasks(paired: Paired) -> None:
+    agent, device = paired.agent, paired.device
+    api = pacerelle.Agent.from_env(paired.env() | {"PACERELLE_SESSION": "api"}, host="api process")
+    assert api.session == "api"
+    opened = api.open_session(folder="billing-api")
+    assert (opened.name, opened.folder) == ("api", "billing-api")
+    try:
+        # Another process of the same agent, named web, opens beside it; a second "api" is refused.
+        web = second_agent(paired, "agent.session = 'web'; agent.open_session(); agent.close_session()")
+        assert web["error"] is None, web
+        refused = second_agent(paired, "agent.session = 'api'; agent.open_session()")
+        assert refused["error"] == "AgentInUse" and refused["host"] == "api process", refused
+        # A task for web waits for web; api receives only the one sent to it (or to any session).
+        device.send("for web", session="web")
+        for_api = device.send("for api", session="api")
+        inbox = api.wait_for_messages(timeout=5)
+        assert [(m.message_id, m.text, m.session) for m in inbox.messages] == [(for_api.id, "for api", "api")]
+        status = device.status()
+        assert [(s.name, s.host, s.folder, s.in_progress) for s in status.sessions] == [
+            ("api", "api process", "billing-api", 1)
+        ]
+        assert status.session is not None and status.session.name == "api"
+        with pytest.raises(pacerelle.InvalidInput):
+            device.send("bad", session="any")
+    finally:
+        api.close_session()
+    assert agent.session is None, "the default session unless named"
+
+
 def test_errors_are_typed(relay: Relay, paired: Paired) -> None:
     agent, device = paired.agent, paired.device
     with pytest.raises(pacerelle.AuthError) as auth:

@@ -77,9 +77,12 @@ class _Base:
         token: str | None = None,
         *,
         host: str | None = None,
+        session: str | None = None,
     ) -> None:
         """An agent client. Without `agent_id` and `token`, they come from the environment as in
-        `from_env()`. `host` names this process to a second session that finds the lease taken."""
+        `from_env()`. `host` names this process to a second session that finds the lease taken. `session` names
+        this process's session of the agent (the default session when None): sessions with other names listen
+        side by side, each receiving the tasks sent to it or to any session."""
         if agent_id is None and token is None:
             self._client = _config.agent_client(os.environ, relay_url)
         elif agent_id is None or token is None:
@@ -87,19 +90,29 @@ class _Base:
         else:
             self._client = _native.AgentClient(relay_url or _native.DEFAULT_RELAY_URL, agent_id, token)
         self.host = host or _config.default_host()
+        self.session = session
         self._runner: Any = None
 
     @classmethod
-    def from_env(cls: type[A], environ: Mapping[str, str] | None = None, *, host: str | None = None) -> A:
+    def from_env(
+        cls: type[A],
+        environ: Mapping[str, str] | None = None,
+        *,
+        host: str | None = None,
+        session: str | None = None,
+    ) -> A:
         """From `PACERELLE_AGENT_ID`, `PACERELLE_AGENT_TOKEN` and `PACERELLE_RELAY_URL`, else from the
-        `agent.json` that `pacerelle agent create` writes (in `PACERELLE_HOME`)."""
-        return cls._wrap(_config.agent_client(os.environ if environ is None else environ), host)
+        `agent.json` that `pacerelle agent create` writes (in `PACERELLE_HOME`); the session's name from
+        `session`, else `PACERELLE_SESSION` (as `pacerelle-mcp` reads it), else the default session."""
+        environ = os.environ if environ is None else environ
+        return cls._wrap(_config.agent_client(environ), host, session or environ.get("PACERELLE_SESSION") or None)
 
     @classmethod
-    def _wrap(cls: type[A], native: _native.AgentClient, host: str | None = None) -> A:
+    def _wrap(cls: type[A], native: _native.AgentClient, host: str | None = None, session: str | None = None) -> A:
         agent = cls.__new__(cls)
         agent._client = native
         agent.host = host or _config.default_host()
+        agent.session = session
         agent._runner = None
         return agent
 
@@ -252,10 +265,12 @@ class _AgentApi(AnswerLogApi, _Base):
     # -- the inbox -------------------------------------------------------------------------------------
 
     @call
-    def open_session(self, *, takeover: bool = False) -> _native.Call[SessionInfo]:
-        """Takes the agent's lease: only this process consumes the inbox from now on (a heartbeat keeps it).
-        Raises `AgentInUse` (with `.host` and `.since`) when another session holds it, unless `takeover`."""
-        return self._client.open_session(self.host, takeover)
+    def open_session(self, *, takeover: bool = False, folder: str | None = None) -> _native.Call[SessionInfo]:
+        """Takes the lease of this agent's session `self.session` (the default session when None): only this
+        process consumes that session's tasks and those sent to any session from now on (a heartbeat keeps it).
+        `folder` is the folder it works in, as the phone shows it. Raises `AgentInUse` (with `.host` and
+        `.since`) when another process holds that session's lease, unless `takeover`."""
+        return self._client.open_session(self.host, takeover, self.session, folder)
 
     @call
     def heartbeat(self) -> _native.Call[SessionInfo]:
@@ -527,7 +542,7 @@ class Agent(_AgentApi, Blocking):
     @classmethod
     def from_agent(cls, agent: _Base) -> Agent:
         """An `Agent` sharing another agent's native client (and so its session)."""
-        return cls._wrap(agent._client, agent.host)
+        return cls._wrap(agent._client, agent.host, agent.session)
 
     def run(
         self,
@@ -579,7 +594,7 @@ class AsyncAgent(_AgentApi, Awaiting):
     @classmethod
     def from_agent(cls, agent: _Base) -> AsyncAgent:
         """An `AsyncAgent` sharing another agent's native client (and so its session)."""
-        return cls._wrap(agent._client, agent.host)
+        return cls._wrap(agent._client, agent.host, agent.session)
 
     async def run(
         self,

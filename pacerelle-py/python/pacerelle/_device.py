@@ -77,9 +77,10 @@ class _DeviceApi(_Base):
     """The device's calls, once: blocking in `Device`, coroutines in `AsyncDevice`."""
 
     @call
-    def send(self, text: str, *, message_id: str | None = None) -> _native.Call[Stored]:
-        """Sends a task to the agent. Idempotent by `message_id`."""
-        return self._client.send(text, message_id)
+    def send(self, text: str, *, message_id: str | None = None, session: str | None = None) -> _native.Call[Stored]:
+        """Sends a task to the agent: to its session named `session` (as `status().sessions` lists them), or to
+        whichever session takes it first when None. Idempotent by `message_id`."""
+        return self._client.send(text, message_id, session)
 
     @call
     def conversation(self, cursor: str | None = None, timeout: float = 0.0) -> _native.Call[ConversationPage]:

@@ -699,6 +699,7 @@ class AgentClient:
         timeout: float = 30.0,
         max_backoff: float = 10.0,
         max_attempts: int = 3,
+        session: str | None = None,
     ) -> RunLoop:
         """Starts the client's supervised loop in the background; cancelling `cancel` stops it."""
     @property

@@ -152,6 +152,7 @@ class Loop:
                 agent.host,
                 self._token,
                 takeover=self.takeover,
+                session=agent.session,
                 timeout=self.timeout,
                 max_backoff=self.max_backoff,
                 max_attempts=self.max_attempts,

@@ -122,6 +122,36 @@ class DeviceClientTest {
     }
 
     @Test
+    fun `sessions are listed, and a task goes to the session named`() = runBlocking<Unit> {
+        val device = joinNewDevice("sessions phone")
+        val status = withTimeout(20_000) {
+            var status = device.status()
+            while (status.sessions.isEmpty()) {
+                delay(100)
+                status = device.status()
+            }
+            status
+        }
+        // The echo agent names no session: it is the default one.
+        val echo = status.sessions.single()
+        assertEquals("default", echo.name)
+        assertEquals("echo-agent", echo.host)
+        assertTrue(echo.since.isBefore(Instant.now().plusSeconds(1)))
+
+        val sent = device.sendTo("to the default session", null, "default")
+        val reply = device.awaitItem { it.kind == ItemKind.REPLY && it.sourceMessageId == sent.messageId }
+        assertEquals("echo: to the default session", reply.text)
+
+        // A session nobody runs: the task waits for it, never handed to the echo agent.
+        val parked = device.sendTo("for the CI session", null, "ci")
+        val after = device.sendTo("to any session", null, null)
+        device.awaitItem { it.kind == ItemKind.REPLY && it.sourceMessageId == after.messageId }
+        val waiting = device.awaitItem { it.kind == ItemKind.MESSAGE && it.id == parked.messageId }
+        assertEquals(ItemState.SENT, waiting.state)
+        assertThrows<PacerelleException.InvalidInput> { device.sendTo("bad", null, "any") }
+    }
+
+    @Test
     fun `errors map to the variants an app branches on`() = runBlocking<Unit> {
         val bad = assertThrows<PacerelleException.InvalidInput> {
             DeviceClient.join("https://example.invalid/not-a-pairing-link", "phone")
