@@ -16,6 +16,7 @@ import org.junit.jupiter.api.Test
 import org.junit.jupiter.api.assertThrows
 import org.pacerelle.core.ItemKind
 import org.pacerelle.core.ItemState
+import org.pacerelle.core.MessageState
 import org.pacerelle.core.Activity
 import org.pacerelle.core.Presence
 import org.pacerelle.core.SubjectKind
@@ -147,7 +148,7 @@ class DeviceClientTest {
         val after = device.sendTo("to any session", null, null)
         device.awaitItem { it.kind == ItemKind.REPLY && it.sourceMessageId == after.messageId }
         val waiting = device.awaitItem { it.kind == ItemKind.MESSAGE && it.id == parked.messageId }
-        assertEquals(ItemState.SENT, waiting.state)
+        assertEquals(MessageState.SENT, waiting.state)
         assertThrows<PacerelleException.InvalidInput> { device.sendTo("bad", null, "any") }
     }
 
