@@ -202,6 +202,7 @@ impl AgentClient {
     /// `AsyncAgent.run` pull its steps with `RunLoop.next()` and call the handler in Python. Cancelling
     /// `cancel` stops it (the task at hand is settled first), then it releases the lease.
     #[pyo3(signature = (host, cancel, *, takeover = false, timeout = 30.0, max_backoff = 10.0, max_attempts = 3, session = None))]
+    #[allow(clippy::too_many_arguments)] // Python's keyword arguments, one by one
     fn run_loop(
         &self,
         host: String,

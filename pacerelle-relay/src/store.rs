@@ -157,6 +157,8 @@ macro_rules! forward {
         }
     };
     (@method $name:ident ($($arg:ident: $ty:ty),*) -> $ret:ty as $bundle:ident) => {
+        // The arguments are the fields of the command handed on, one by one.
+        #[allow(clippy::too_many_arguments)]
         pub(crate) async fn $name(&self $(, $arg: $ty)*) -> $ret {
             let given = commands::$bundle { $($arg),* };
             match self {

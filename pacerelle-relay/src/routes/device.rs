@@ -101,8 +101,8 @@ pub(crate) async fn leave(
 
 /// `GET /v1/device/status`: the agent's status as the phone sees it. A Partner-mode user's device (role
 /// `user`) learns whether the agent is there (presence, listening, last wait), not the agent's own figures,
-/// which count the owner's and the other users' work: no session host, task or device counts, nor checkpoint
-/// time.
+/// which count the owner's and the other users' work: no session host, no sessions (their names, hosts and
+/// folders), no task or device counts, nor checkpoint time.
 pub(crate) async fn status(
     State(state): State<AppState>,
     auth: DeviceAuth,
@@ -113,6 +113,7 @@ pub(crate) async fn status(
     }
     Ok(Json(Status {
         session: None,
+        sessions: Vec::new(),
         messages: MessageCounts::default(),
         last_checkpoint_at: None,
         devices: 0,

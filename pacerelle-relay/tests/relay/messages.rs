@@ -362,12 +362,13 @@ async fn status_counts_tasks_by_state_for_agent_and_device() {
     assert!(status.last_wait_at.is_some());
 
     // A Partner-mode user's device learns whether the agent is there, not the agent's figures: no task
-    // counts (other users' and the owner's), no device count, no session host, no checkpoint time.
+    // counts (other users' and the owner's), no device count, no session host, name or folder, no checkpoint
+    // time.
     let session: Value = relay
         .post(
             "/v1/agent/sessions",
             &agent.bearer,
-            &json!({"host": "ops-laptop-7"}),
+            &json!({"host": "ops-laptop-7", "name": "ops", "folder": "payroll-migration"}),
         )
         .await
         .ok();
@@ -379,10 +380,17 @@ async fn status_counts_tasks_by_state_for_agent_and_device() {
         Some("ops-laptop-7")
     );
     assert_eq!(owner_view.devices, 2);
+    let sessions: Vec<(&str, Option<&str>)> = owner_view
+        .sessions
+        .iter()
+        .map(|s| (s.name.as_str(), s.folder.as_deref()))
+        .collect();
+    assert_eq!(sessions, [("ops", Some("payroll-migration"))]);
     let user_view: Status = relay.get("/v1/device/status", &user.bearer).await.ok();
     assert_eq!(user_view.agent.agent_id, agent.id);
     assert_eq!(user_view.presence, owner_view.presence);
     assert_eq!(user_view.session, None);
+    assert!(user_view.sessions.is_empty(), "no session's name, host or folder");
     assert_eq!(user_view.messages, MessageCounts::default());
     assert_eq!((user_view.devices, user_view.last_checkpoint_at), (0, None));
 }
