@@ -17,8 +17,9 @@ use pacerelle_client::{
 use rmcp::model::{CallToolResult, GetPromptRequestParams, ProtocolVersion};
 use serde_json::json;
 
-const TOOLS: [&str; 14] = [
+const TOOLS: [&str; 15] = [
     "get_status",
+    "list_sessions",
     "get_checkpoints",
     "wait_for_messages",
     "reply",
@@ -71,7 +72,7 @@ async fn listening_flow(era: Era) {
     let instructions = info.instructions.clone().expect("instructions");
     assert!(instructions.contains("wait_for_messages") && instructions.contains("paired device"));
 
-    // Exactly the fourteen tools, each with its four annotations and an output schema.
+    // Exactly the fifteen tools, each with its four annotations and an output schema.
     let tools = server.client.list_all_tools().await.expect("list tools");
     let mut names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     names.sort_unstable();
