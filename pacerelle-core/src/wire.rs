@@ -385,6 +385,12 @@ pub struct MessageBatch {
     pub messages: Vec<AgentMessage>,
     /// Where to continue.
     pub cursor: Cursor,
+    /// The version of the agent's device roster the relay holds as of this read (0: none yet), so that an
+    /// agent holding that version already need not read the roster again to judge the tasks' senders. Absent
+    /// from a relay older than this field. Only a hint: the agent still never accepts a version older than one
+    /// it has seen (docs/crypto.md §4.7).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub roster_version: Option<u64>,
 }
 
 /// `POST /v1/agent/messages/{messageId}/processed`.

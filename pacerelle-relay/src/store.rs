@@ -657,6 +657,8 @@ pub(crate) struct WaitRead {
     pub messages: Vec<pacerelle_core::wire::AgentMessage>,
     /// The cursor to continue from.
     pub next: pacerelle_core::Cursor,
+    /// The version of the agent's roster (0: none stored), read in the same snapshot.
+    pub roster_version: u64,
 }
 
 impl WaitRead {
@@ -685,7 +687,14 @@ impl WaitRead {
             global_head: cursor(global),
             messages,
             next,
+            roster_version: 0,
         }
+    }
+
+    /// This read with the agent's roster version, read in its snapshot.
+    pub(in crate::store) fn with_roster(mut self, version: i64) -> WaitRead {
+        self.roster_version = u64::try_from(version).unwrap_or(0);
+        self
     }
 }
 

@@ -96,7 +96,7 @@ impl AgentClient {
         let roster = if batch.messages.is_empty() {
             None
         } else {
-            Some(self.roster().await?)
+            Some(self.roster_at(batch.roster_version).await?)
         };
         let mine = self.session_name();
         for m in batch.messages {

@@ -27,11 +27,13 @@ const CHANGE_TRIES: usize = 8;
 
 /// The highest roster version this host has seen, and the digest of that version's content, in memory and
 /// in a file: a relay that serves an older version, or another roster under a version already seen (a fork),
-/// is caught.
+/// is caught. Also the last roster this client read or stored, opened, so that a wait whose answer names that
+/// same version does not read it again ([`AgentClient::roster_at`]).
 #[derive(Debug)]
 pub(crate) struct RosterMark {
     file: Option<PathBuf>,
     seen: Mutex<MarkFile>,
+    latest: Mutex<Option<Roster>>,
 }
 
 #[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -49,6 +51,26 @@ impl RosterMark {
         RosterMark {
             file: home.map(|h| h.join("rosters").join(format!("{agent_id}.json"))),
             seen: Mutex::new(MarkFile::default()),
+            latest: Mutex::new(None),
+        }
+    }
+
+    /// The roster this client last read or stored, if it is `version` and no host of this machine has seen
+    /// a newer one since.
+    fn current(&self, version: u64) -> Option<Roster> {
+        let latest = self
+            .latest
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+            .filter(|r| r.version == version)?;
+        (self.seen().version <= version).then_some(latest)
+    }
+
+    fn keep(&self, roster: &Roster) {
+        let mut latest = self.latest.lock().unwrap_or_else(|e| e.into_inner());
+        if latest.as_ref().is_none_or(|l| l.version <= roster.version) {
+            *latest = Some(roster.clone());
         }
     }
 
@@ -92,6 +114,7 @@ impl RosterMark {
                 digest: Some(digest),
             });
         }
+        self.keep(roster);
         Ok(())
     }
 
@@ -119,6 +142,7 @@ impl RosterMark {
             version: roster.version,
             digest: Some(roster_digest(roster)),
         });
+        self.keep(roster);
     }
 }
 
@@ -138,6 +162,18 @@ fn roster_error(e: RosterError) -> Error {
 }
 
 impl AgentClient {
+    /// The roster as of `version`, the version the relay named in a wait's answer: the one this client holds
+    /// when it is that version (and no host of this machine saw a newer one), else read as [`AgentClient::roster`]
+    /// reads it. Without a version (a relay older than the hint), always read. The relay could name an old
+    /// version here only as it could serve an old roster to [`AgentClient::roster`]: never one older than this
+    /// machine has seen.
+    pub(crate) async fn roster_at(&self, version: Option<u64>) -> Result<Roster> {
+        if let Some(held) = version.and_then(|v| self.inner.roster_mark.current(v)) {
+            return Ok(held);
+        }
+        self.roster().await
+    }
+
     /// The agent's device roster as the relay keeps it, opened and checked here: it must open with the
     /// agent's self key and be no older than the newest version this host has seen.
     ///

@@ -512,3 +512,80 @@ async fn a_device_that_left_is_revoked_in_the_roster_at_the_next_question() {
         .expect("asked");
     assert_eq!(agent.roster().await.expect("roster").version, version);
 }
+
+/// How many times the relay answered `GET /v1/agent/roster` (its `/metrics`).
+async fn roster_reads(relay: &TestRelay) -> u64 {
+    let text = reqwest::get(format!("{}/metrics", relay.url))
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    text.lines()
+        .filter(|l| {
+            l.starts_with("pacerelle_http_requests_total{")
+                && l.contains("route=\"/v1/agent/roster\"")
+                && l.contains("method=\"GET\"")
+        })
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .sum()
+}
+
+#[tokio::test]
+async fn a_wait_reads_the_roster_only_when_its_version_changed() {
+    let relay = TestRelay::start_with(|c| c.metrics = true).await;
+    let (agent, phone) = relay.agent_and_device().await;
+    let wait = std::time::Duration::from_secs(2);
+    phone.send("first", None).await.expect("sent");
+    let first = agent.wait_for_messages(None, wait).await.expect("wait");
+    assert_eq!(first.messages.len(), 1, "{first:?}");
+    let reads = roster_reads(&relay).await;
+    // The relay names the version this client holds: judged with the roster it has, no second read.
+    for text in ["second", "third"] {
+        phone.send(text, None).await.expect("sent");
+        let inbox = agent
+            .wait_for_messages(Some(first.cursor), wait)
+            .await
+            .expect("wait");
+        assert!(inbox.messages.iter().any(|m| m.text == text), "{inbox:?}");
+    }
+    assert_eq!(
+        roster_reads(&relay).await,
+        reads,
+        "no roster read while its version holds"
+    );
+    // A device paired meanwhile (the roster's next version): the next wait reads it, and trusts the new device.
+    let tablet = pacerelle_test_support::pair(&agent, "tablet").await;
+    let sent = tablet.send("from the tablet", None).await.expect("sent");
+    let inbox = agent
+        .wait_for_messages(Some(first.cursor), wait)
+        .await
+        .expect("wait");
+    assert!(
+        inbox.messages.iter().any(|m| m.text == "from the tablet"),
+        "{inbox:?}"
+    );
+    assert!(inbox.rejected.is_empty(), "{inbox:?}");
+    // A task sent just before another process of this agent revoked its device: the roster held here predates
+    // the revocation, the relay names the new version, so the wait reads it and rejects the task.
+    let late = tablet
+        .send("sent before the revocation", None)
+        .await
+        .expect("sent");
+    let other = AgentClient::new(agent.relay_url(), agent.agent_id(), agent.token().clone())
+        .expect("client")
+        .with_home(None);
+    let before = roster_reads(&relay).await;
+    other
+        .revoke_device(&tablet.credentials().device_id)
+        .await
+        .expect("revoked");
+    let inbox = agent
+        .wait_for_messages(Some(sent.cursor), wait)
+        .await
+        .expect("wait");
+    assert!(inbox.messages.is_empty(), "{inbox:?}");
+    let rejected: Vec<&str> = inbox.rejected.iter().map(|r| r.message_id.as_str()).collect();
+    assert_eq!(rejected, [late.id.as_str()]);
+    assert!(roster_reads(&relay).await > before, "the new version was read");
+}

@@ -124,7 +124,7 @@ fn handed(
             .store
             .mark_delivered(agent_id, &read.name, after, last.cursor, Timestamp::now());
     }
-    batch(read.messages, read.next, given)
+    batch(read.messages, read.next, given, read.roster_version)
 }
 
 /// An empty answer keeps the caller's cursor (DESIGN §5); without one it is the stream's head.
@@ -135,10 +135,11 @@ fn keep_if_empty(empty: bool, next: Cursor, given: Option<Cursor>) -> Cursor {
     }
 }
 
-fn batch(messages: Vec<AgentMessage>, next: Cursor, given: Option<Cursor>) -> MessageBatch {
+fn batch(messages: Vec<AgentMessage>, next: Cursor, given: Option<Cursor>, roster: u64) -> MessageBatch {
     MessageBatch {
         cursor: keep_if_empty(messages.is_empty(), next, given),
         messages,
+        roster_version: Some(roster),
     }
 }
 

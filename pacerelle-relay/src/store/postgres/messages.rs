@@ -147,12 +147,13 @@ impl PgStore {
                             COALESCE(pg_sequence_last_value(pg_get_serial_sequence('items', 'seq')::regclass), 0)
                         ) AS global_head,
                         (SELECT COALESCE(MAX(seq), 0) FROM items WHERE agent_id = $1) AS head,
-                        (SELECT name FROM sessions WHERE agent_id = $1 AND session_id = $2) AS named
+                        (SELECT name FROM sessions WHERE agent_id = $1 AND session_id = $2) AS named,
+                        COALESCE((SELECT version FROM rosters WHERE agent_id = $1), 0) AS roster_version
              )
              SELECT f.global_head, f.head, f.named IS NOT NULL, COALESCE(f.named, $5),
                     l.session_id, l.host, l.since, l.last_heartbeat_at,
                     m.seq, m.item_id, m.device_id, m.device_name, m.envelope, m.created_at, m.delivered_at,
-                    m.session_name
+                    m.session_name, f.roster_version
              FROM facts f
                   LEFT JOIN sessions l
                          ON l.agent_id = $1 AND l.name = COALESCE(f.named, $5) AND l.ended_at IS NULL
@@ -183,6 +184,7 @@ impl PgStore {
         let head: i64 = first.try_get(1)?;
         let known: bool = first.try_get(2)?;
         let name: String = first.try_get(3)?;
+        let roster_version: i64 = first.try_get(16)?;
         let lease_row: (Option<String>, Option<String>, Option<i64>, Option<i64>) = (
             first.try_get(4)?,
             first.try_get(5)?,
@@ -211,9 +213,10 @@ impl PgStore {
                 session: row.try_get(15)?,
             });
         }
-        Ok(WaitRead::new(
-            name, lease, known, global, head, after, messages, limit,
-        ))
+        Ok(
+            WaitRead::new(name, lease, known, global, head, after, messages, limit)
+                .with_roster(roster_version),
+        )
     }
 
     /// The write of [`crate::store::Store::mark_delivered`]. It takes the agent's lock first, like every write that

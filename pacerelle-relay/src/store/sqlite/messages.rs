@@ -149,9 +149,10 @@ impl SqliteStore {
                     })
                 })?
                 .collect::<Result<Vec<_>, _>>()?;
-            Ok(WaitRead::new(
-                name, lease, known, global, head, after, messages, limit,
-            ))
+            let roster: i64 = conn
+                .prepare_cached("SELECT COALESCE((SELECT version FROM rosters WHERE agent_id = ?1), 0)")?
+                .query_row([&agent_id], |r| r.get(0))?;
+            Ok(WaitRead::new(name, lease, known, global, head, after, messages, limit).with_roster(roster))
         })
         .await
     }
