@@ -34,28 +34,38 @@ pub fn generate(prefix: &str) -> String {
 
 /// Checks an id: 1 to 128 characters from `A-Z a-z 0-9 _ - . :`.
 pub fn validate(what: &'static str, id: &str) -> Result<()> {
-    if id.is_empty() {
-        return Err(Error::InvalidId {
-            what,
-            reason: "empty",
-        });
-    }
-    if id.len() > MAX_ID_LEN {
-        return Err(Error::InvalidId {
-            what,
-            reason: "longer than 128 characters",
-        });
-    }
-    if !id
+    check(
+        what,
+        id,
+        MAX_ID_LEN,
+        b":",
+        "longer than 128 characters",
+        "only A-Z a-z 0-9 _ - . : are allowed",
+    )
+}
+
+/// Checks `text`: 1 to `max` bytes, each an ASCII letter or digit, `_`, `-`, `.` or one of `more`.
+fn check(
+    what: &'static str,
+    text: &str,
+    max: usize,
+    more: &[u8],
+    too_long: &'static str,
+    bad_character: &'static str,
+) -> Result<()> {
+    let reason = if text.is_empty() {
+        "empty"
+    } else if text.len() > max {
+        too_long
+    } else if !text
         .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.' | b':'))
+        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.') || more.contains(&b))
     {
-        return Err(Error::InvalidId {
-            what,
-            reason: "only A-Z a-z 0-9 _ - . : are allowed",
-        });
-    }
-    Ok(())
+        bad_character
+    } else {
+        return Ok(());
+    };
+    Err(Error::InvalidId { what, reason })
 }
 
 /// The name of the session a client opens without naming one: every session of a client older than named
@@ -69,27 +79,14 @@ pub const MAX_SESSION_NAME_LEN: usize = 40;
 /// Checks a session name: 1 to 40 characters from `A-Z a-z 0-9 _ - .`, and not `any`.
 pub fn validate_session_name(name: &str) -> Result<()> {
     let what = "session name";
-    if name.is_empty() {
-        return Err(Error::InvalidId {
-            what,
-            reason: "empty",
-        });
-    }
-    if name.len() > MAX_SESSION_NAME_LEN {
-        return Err(Error::InvalidId {
-            what,
-            reason: "longer than 40 characters",
-        });
-    }
-    if !name
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'-' | b'.'))
-    {
-        return Err(Error::InvalidId {
-            what,
-            reason: "only A-Z a-z 0-9 _ - . are allowed",
-        });
-    }
+    check(
+        what,
+        name,
+        MAX_SESSION_NAME_LEN,
+        b"",
+        "longer than 40 characters",
+        "only A-Z a-z 0-9 _ - . are allowed",
+    )?;
     if name == ANY_SESSION {
         return Err(Error::InvalidId {
             what,

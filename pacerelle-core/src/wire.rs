@@ -1255,6 +1255,7 @@ mod tests {
                 session: None,
             }],
             cursor: Cursor(3),
+            roster_version: None,
         };
         let json = serde_json::to_string(&batch).expect("serialises");
         assert_eq!(
