@@ -672,6 +672,11 @@ pub async fn up(global: &Global, args: UpArgs) -> Result<()> {
             "\nAn agent on another machine (a CI runner, a cloud agent): serve pacerelle-mcp over HTTPS with a \
              bearer of your own, one `url` + `Authorization` entry in its host (docs/hosts/remote.md)."
         );
+        println!(
+            "\nSeveral projects at once: give each project's pacerelle-mcp its own session name \
+             (PACERELLE_SESSION=api in its env); the phone then sends a task to one of them or to any \
+             (docs/mcp.md, \"Several sessions of one agent\")."
+        );
         println!("\nMore: docs/hosts/ (one page per host) and docs/hooks.md (the gate before tool calls).");
         println!(
             "\nPairing link (valid {}, single use):\n\n  {}\n",
