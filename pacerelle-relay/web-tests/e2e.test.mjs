@@ -1280,6 +1280,8 @@ test("an agent with two sessions in two folders: the app sends a task to one of 
   await page.locator("#task-session").selectOption("web");
   const text = unique("Fix the checkout button");
   await page.locator("#task-text").fill(text);
+  await page.locator("#toast").waitFor({ state: "hidden", timeout: 10000 });
+  await agentsShot("sessions-390");
   await page.locator("#send").click();
   await page.locator("li.task", { hasText: text }).locator(".meta .to", { hasText: "to web" }).waitFor();
   // Only web receives it: api's wait ends empty, and the echo agent (the default session) never answers it.
