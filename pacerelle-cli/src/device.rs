@@ -260,7 +260,7 @@ async fn list(global: &Global) -> Result<()> {
         let c = &pairing.creds;
         let (presence, activity, error) = match &status {
             Ok(s) => (
-                serde_json::to_value(s.presence)?,
+                serde_json::Value::from(s.presence.as_str()),
                 serde_json::Value::from(s.activity().as_str()),
                 None,
             ),
@@ -799,33 +799,24 @@ fn print_status(s: &Status) {
     println!("agent:       {} ({})", s.agent.name, s.agent.agent_id);
     println!("activity:    {activity}");
     println!("presence:    {presence}");
-    match s.sessions.as_slice() {
-        [] => {
-            if let Some(h) = &s.session {
-                println!("session:     {} since {}", h.host, h.since);
-            }
+    if s.lists_sessions() {
+        println!("sessions:");
+        for one in &s.sessions {
+            let folder = one
+                .folder
+                .as_deref()
+                .map(|f| format!(" in {f}"))
+                .unwrap_or_default();
+            println!(
+                "  {:<12} {}, {}{folder}, since {}",
+                one.name,
+                one.presence.as_str(),
+                one.host,
+                one.since
+            );
         }
-        [one] if one.name == pacerelle_client::core::ids::DEFAULT_SESSION => {
-            println!("session:     {} since {}", one.host, one.since);
-        }
-        sessions => {
-            println!("sessions:");
-            for one in sessions {
-                let folder = one
-                    .folder
-                    .as_deref()
-                    .map(|f| format!(" in {f}"))
-                    .unwrap_or_default();
-                let presence = serde_json::to_value(one.presence)
-                    .ok()
-                    .and_then(|v| v.as_str().map(str::to_string))
-                    .unwrap_or_default();
-                println!(
-                    "  {:<12} {presence}, {}{folder}, since {}",
-                    one.name, one.host, one.since
-                );
-            }
-        }
+    } else if let Some(h) = &s.session {
+        println!("session:     {} since {}", h.host, h.since);
     }
     println!(
         "tasks:       {} waiting, {} in progress, {} processed",

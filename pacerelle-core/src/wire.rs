@@ -568,6 +568,19 @@ pub enum Presence {
     WaitingConfirmation,
 }
 
+impl Presence {
+    /// Its wire name: `offline`, `connected`, `listening`, `busy`, `waiting_confirmation`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Presence::Offline => "offline",
+            Presence::Connected => "connected",
+            Presence::Listening => "listening",
+            Presence::Busy => "busy",
+            Presence::WaitingConfirmation => "waiting_confirmation",
+        }
+    }
+}
+
 /// Counts of tasks by state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
@@ -619,6 +632,16 @@ impl Status {
     /// What the agent is doing, in the one word every surface shows ([`Activity`]).
     pub fn activity(&self) -> Activity {
         Activity::of(self.presence, self.messages.in_progress, self.open_questions)
+    }
+
+    /// Whether the agent's sessions are worth listing one by one: it has several, or one with a name. A lone
+    /// session that gave none (every client older than named sessions) shows as "the session", as before.
+    pub fn lists_sessions(&self) -> bool {
+        match self.sessions.as_slice() {
+            [] => false,
+            [one] => one.name != crate::ids::DEFAULT_SESSION,
+            _ => true,
+        }
     }
 }
 
@@ -1240,6 +1263,19 @@ pub struct WaitQuery {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_presence_is_named_as_on_the_wire() {
+        for p in [
+            Presence::Offline,
+            Presence::Connected,
+            Presence::Listening,
+            Presence::Busy,
+            Presence::WaitingConfirmation,
+        ] {
+            assert_eq!(serde_json::to_value(p).expect("json"), p.as_str());
+        }
+    }
 
     #[test]
     fn snapshot_of_a_batch() {

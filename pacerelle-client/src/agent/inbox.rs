@@ -111,8 +111,7 @@ impl AgentClient {
             }
             let key = self.inner.token.device_key(&self.inner.agent_id, &m.from);
             let aad = task_aad(&self.inner.agent_id, &m.from, &m.message_id);
-            let opened = envelope::open_json::<TaskPayload>(&key, &aad, &m.envelope);
-            match opened {
+            match envelope::open_json::<TaskPayload>(&key, &aad, &m.envelope) {
                 Ok(task) if !for_session(task.session.as_deref(), mine.as_deref()) => {
                     tracing::warn!(message_id = %m.message_id, from = %m.from, "a task addressed to another session; rejected");
                     inbox.rejected.push(Rejected {

@@ -93,10 +93,7 @@ fn session_views(status: &Status, mine: &str) -> Vec<SessionView> {
             host: s.host.clone(),
             folder: s.folder.clone(),
             since: s.since.to_string(),
-            presence: serde_json::to_value(s.presence)
-                .ok()
-                .and_then(|v| v.as_str().map(str::to_string))
-                .unwrap_or_default(),
+            presence: s.presence.as_str().to_string(),
             in_progress: s.in_progress,
             last_heartbeat_at: s.last_heartbeat_at.to_string(),
             last_wait_at: s.last_wait_at.map(|t| t.to_string()),
@@ -137,12 +134,6 @@ fn device_view(d: DeviceInfo) -> DeviceView {
         role: d.role.as_str().to_string(),
         paired_at: d.created_at.to_string(),
     }
-}
-
-fn presence_name(status: &Status) -> Option<String> {
-    serde_json::to_value(status.presence)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
 }
 
 fn next_step(result: &StatusResult) -> String {
@@ -241,7 +232,7 @@ impl PacerelleServer {
             agent_id: status.agent.agent_id.clone(),
             agent_name: Some(status.agent.name.clone()),
             lease,
-            presence: presence_name(&status),
+            presence: Some(status.presence.as_str().to_string()),
             listening: status.listening,
             tasks: TaskCounts {
                 waiting: status.messages.waiting,
@@ -278,9 +269,11 @@ impl PacerelleServer {
     )]
     pub async fn list_sessions(&self) -> Result<CallToolResult, McpError> {
         let state = &self.state;
-        // Taking the lease here, when it is free, lists this session among the others.
-        let (_, status) = tokio::join!(state.lease.ensure(), state.client.status());
-        let status = match status {
+        // The lease first, when it is free: the status read after it then lists this session among the others.
+        if let Err(Error::Network { reason, .. }) = state.lease.ensure().await {
+            return failure(unreachable_text(&state.relay_url, &reason));
+        }
+        let status = match state.client.status().await {
             Ok(status) => status,
             Err(Error::Network { reason, .. }) => {
                 return failure(unreachable_text(&state.relay_url, &reason));

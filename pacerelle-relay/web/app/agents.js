@@ -15,7 +15,7 @@ import { $, el } from "./dom.js";
 import { clock, dateTime, timeLeft } from "./format.js";
 import { activityOfAgent, onSettings, openAgent, PRESENCE_WORDS, presenceDot, renderSwitcher, setBanner, showScreen } from "./screens.js";
 import { describeSending, questionControls, questionMeta } from "./questions-ui.js";
-import { flushOutbox } from "./sending.js";
+import { flushOutbox, listsSessions } from "./sending.js";
 
 /** Wires the switcher's two views across the agents: the questions waiting, and the overview. */
 export function wireAgents() {
@@ -446,10 +446,9 @@ async function showOverview() {
           if (!value) return;
           facts.append(el("dt", null, term), el("dd", null, value));
         };
-        const sessions = st.sessions || [];
-        if (sessions.length > 1 || (sessions.length === 1 && sessions[0].name !== "default")) {
+        if (listsSessions(st)) {
           // Several sessions (one per project folder, say): each with where it runs and what it does.
-          for (const s of sessions) {
+          for (const s of st.sessions) {
             const where = s.folder ? `${s.host}, in ${s.folder}` : s.host;
             const row = el("dd", "overview-session", `${PRESENCE_WORDS[s.presence] || s.presence} · ${where}, since ${dateTime(s.since)}`);
             row.dataset.session = s.name;

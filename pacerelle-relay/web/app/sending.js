@@ -150,6 +150,15 @@ async function refused(entry, e) {
 const DEFAULT_SESSION = "default";
 
 /**
+ * Whether an agent's sessions are worth showing one by one (the "To" choice, the overview): it has several, or one
+ * with a name. A lone session that gave none shows as "the session", as before (the core's `Status::lists_sessions`).
+ */
+export function listsSessions(status) {
+  const sessions = (status && status.sessions) || [];
+  return sessions.length > 1 || (sessions.length === 1 && sessions[0].name !== DEFAULT_SESSION);
+}
+
+/**
  * The composer's "To" choice: shown when the agent has a named session or several sessions (docs/mcp.md, "Several
  * sessions of one agent"), with "Any session" first — a task for any session goes to whichever is handed it first.
  * The choice made is kept while that session is open.
@@ -158,7 +167,7 @@ export function renderSessionChoice(status) {
   const sessions = (status && status.sessions) || [];
   const row = $("task-session-row");
   const select = $("task-session");
-  const shown = sessions.length > 1 || (sessions.length === 1 && sessions[0].name !== DEFAULT_SESSION);
+  const shown = listsSessions(status);
   row.hidden = !shown;
   const chosen = select.value;
   const options = [["", "Any session"]].concat(
